@@ -1,0 +1,474 @@
+"""Decision trees as released models: nodes with class counts, constrained edges, and paths.
+
+A `Tree` is the unit an owner releases and the miner regenerates data from. Each node carries
+what is disclosed about the training tuples that reach it: the full class-count vector
+(`counts` disclosure) or only its majority class with hit and miss counts (`hit_miss`, the form of
+Sharkey et al. Fig. 2). Each edge carries a constraint on the parent's split attribute: a set of
+category indices or an interval. A root-to-leaf `Path` is the conjunction of the most specific
+constraint per attribute on that path (Sharkey et al. §2.1); paths are what privacy is measured on
+and what PGEN generates from.
+
+Rows use the encoded form of `common.schema` (categorical = category index, numeric = value).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Mapping, Sequence, Union
+
+import numpy as np
+
+from common.schema import CategoricalAttribute, NumericAttribute, Schema
+
+__all__ = [
+    "TreeError",
+    "CategorySet",
+    "Interval",
+    "Constraint",
+    "Node",
+    "Edge",
+    "Path",
+    "Tree",
+    "Disclosure",
+]
+
+Disclosure = Literal["counts", "hit_miss"]
+DISCLOSURES: tuple[str, ...] = ("counts", "hit_miss")
+TREE_FORMAT = "modelshare.tree/1"
+
+
+class TreeError(ValueError):
+    """A malformed tree: names the node and what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class CategorySet:
+    """Categorical constraint: the attribute's category index is one of ``codes``."""
+
+    codes: frozenset[int]
+
+    def mask(self, column: np.ndarray) -> np.ndarray:
+        return np.isin(column, np.fromiter(self.codes, dtype=np.float64, count=len(self.codes)))
+
+    def intersect(self, other: "CategorySet") -> "CategorySet":
+        return CategorySet(self.codes & other.codes)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.codes
+
+    def describe(self, attribute: CategoricalAttribute) -> str:
+        names = [attribute.categories[c] for c in sorted(self.codes)]
+        return f"{attribute.name} = {names[0]}" if len(names) == 1 else f"{attribute.name} in {{{', '.join(names)}}}"
+
+    def canonical(self) -> tuple:
+        return ("in", tuple(sorted(self.codes)))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Numeric constraint: ``low <(=) x <(=) high``; bounds may be infinite on edges."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_closed: bool = False
+    high_closed: bool = True
+
+    def mask(self, column: np.ndarray) -> np.ndarray:
+        above = column >= self.low if self.low_closed else column > self.low
+        below = column <= self.high if self.high_closed else column < self.high
+        return above & below
+
+    def intersect(self, other: "Interval") -> "Interval":
+        if self.low > other.low or (self.low == other.low and not self.low_closed):
+            low, low_closed = self.low, self.low_closed
+        else:
+            low, low_closed = other.low, other.low_closed
+        if self.high < other.high or (self.high == other.high and not self.high_closed):
+            high, high_closed = self.high, self.high_closed
+        else:
+            high, high_closed = other.high, other.high_closed
+        return Interval(low, high, low_closed, high_closed)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.low > self.high or (self.low == self.high and not (self.low_closed and self.high_closed))
+
+    def clip(self, attribute: NumericAttribute) -> "Interval":
+        """Intersect with the attribute's closed schema range."""
+        return self.intersect(Interval(attribute.low, attribute.high, True, True))
+
+    def describe(self, attribute: NumericAttribute) -> str:
+        left = "[" if self.low_closed else "("
+        right = "]" if self.high_closed else ")"
+        return f"{attribute.name} in {left}{self.low:g}, {self.high:g}{right}"
+
+    def canonical(self) -> tuple:
+        return ("iv", float(self.low), float(self.high), self.low_closed, self.high_closed)
+
+
+Constraint = Union[CategorySet, Interval]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An edge from a split node to ``child`` taken by rows that satisfy ``constraint``."""
+
+    constraint: Constraint
+    child: int
+
+
+@dataclass
+class Node:
+    """A tree node and what is disclosed about the training tuples that reach it.
+
+    ``counts`` is the class-count vector under `counts` disclosure and None under `hit_miss`;
+    ``label`` is the predicted (majority) class; ``hit`` and ``miss`` are the tuples in and not
+    in that class. ``attribute`` is the split attribute's index for inner nodes, None for leaves.
+    """
+
+    label: int
+    hit: float
+    miss: float
+    counts: np.ndarray | None = None
+    attribute: int | None = None
+    edges: list[Edge] = field(default_factory=list)
+
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, label: int | None = None) -> "Node":
+        """A node whose hit/miss derive from ``counts``; label is the first argmax unless given."""
+        counts = np.asarray(counts, dtype=np.float64)
+        if label is None:
+            label = int(np.argmax(counts))
+        total = float(counts.sum())
+        hit = float(counts[label])
+        return cls(label=label, hit=hit, miss=total - hit, counts=counts)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.edges
+
+    @property
+    def total(self) -> float:
+        return self.hit + self.miss
+
+
+@dataclass(frozen=True, eq=False)
+class Path:
+    """A root-to-leaf path: the most specific constraint per attribute plus the leaf's disclosure."""
+
+    constraints: tuple[tuple[int, Constraint], ...]
+    leaf: int
+    label: int
+    hit: float
+    miss: float
+    counts: np.ndarray | None
+
+    @property
+    def total(self) -> float:
+        return self.hit + self.miss
+
+    @property
+    def attributes(self) -> tuple[int, ...]:
+        return tuple(a for a, _ in self.constraints)
+
+    def constraint(self, attribute: int) -> Constraint | None:
+        for a, c in self.constraints:
+            if a == attribute:
+                return c
+        return None
+
+    @property
+    def key(self) -> tuple:
+        """Identity for path match: the label's constraints (canonical) and the path's class."""
+        return (tuple((a, c.canonical()) for a, c in self.constraints), self.label)
+
+    def mask(self, X: np.ndarray) -> np.ndarray:
+        """Rows of ``X`` that satisfy every constraint of the path."""
+        ok = np.ones(X.shape[0], dtype=bool)
+        for a, c in self.constraints:
+            ok &= c.mask(X[:, a])
+        return ok
+
+    def describe(self, schema: Schema) -> str:
+        parts = [c.describe(schema.attributes[a]) for a, c in self.constraints]  # type: ignore[arg-type]
+        return " AND ".join(parts) if parts else "(everything)"
+
+
+class Tree:
+    """A validated decision tree over a schema; node 0 is the root.
+
+    Parameters
+    ----------
+    schema:
+        The schema the tree's attributes and classes refer to.
+    nodes:
+        The nodes; edges refer to children by index into this list.
+    disclosure:
+        ``"counts"`` (every node has a class-count vector) or ``"hit_miss"``.
+    """
+
+    def __init__(self, schema: Schema, nodes: Sequence[Node], disclosure: Disclosure = "counts") -> None:
+        self.schema = schema
+        self.nodes = list(nodes)
+        self.disclosure = disclosure
+        self.validate()
+
+    # ------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema."""
+        schema, nodes = self.schema, self.nodes
+        if self.disclosure not in DISCLOSURES:
+            raise TreeError(f"disclosure is {self.disclosure!r}; expected one of {list(DISCLOSURES)}")
+        if not nodes:
+            raise TreeError("a tree needs at least a root node")
+        parent = [-1] * len(nodes)
+        for i, node in enumerate(nodes):
+            self._validate_node(i, node)
+            for edge in node.edges:
+                c = edge.child
+                if not isinstance(c, (int, np.integer)) or not 0 <= c < len(nodes):
+                    raise TreeError(f"node {i}: edge to node {c}, which does not exist")
+                if c == 0 or parent[c] != -1:
+                    raise TreeError(f"node {i}: node {c} has more than one parent (cycle or shared subtree)")
+                parent[c] = i
+        unreachable = [i for i in range(1, len(nodes)) if parent[i] == -1]
+        if unreachable:
+            raise TreeError(f"nodes {unreachable[:10]} are not reachable from the root")
+
+    def _validate_node(self, i: int, node: Node) -> None:
+        schema = self.schema
+        if not 0 <= node.label < schema.n_classes:
+            raise TreeError(f"node {i}: class index {node.label} is outside 0..{schema.n_classes - 1}")
+        if not (math.isfinite(node.hit) and math.isfinite(node.miss)) or node.hit < 0 or node.miss < 0:
+            raise TreeError(f"node {i}: hit {node.hit} and miss {node.miss} must be finite and non-negative")
+        if self.disclosure == "counts":
+            counts = node.counts
+            if counts is None or counts.shape != (schema.n_classes,):
+                raise TreeError(f"node {i}: counts disclosure needs a vector of {schema.n_classes} class counts")
+            if not np.all(np.isfinite(counts)) or np.any(counts < 0):
+                raise TreeError(f"node {i}: class counts {counts.tolist()} must be finite and non-negative")
+            if counts.sum() > 0 and counts[node.label] < counts.max():
+                raise TreeError(f"node {i}: label {node.label} is not a majority class of counts {counts.tolist()}")
+            if not math.isclose(node.hit, counts[node.label]) or not math.isclose(node.total, counts.sum()):
+                raise TreeError(f"node {i}: hit/miss disagree with counts {counts.tolist()}")
+        elif node.counts is not None:
+            raise TreeError(f"node {i}: hit_miss disclosure must not carry class counts")
+        if node.is_leaf:
+            if node.attribute is not None:
+                raise TreeError(f"node {i}: a leaf must not name a split attribute")
+            return
+        if node.attribute is None or not 0 <= node.attribute < schema.n_attributes:
+            raise TreeError(f"node {i}: split attribute {node.attribute} is not an attribute index of the schema")
+        attr = schema.attributes[node.attribute]
+        if isinstance(attr, CategoricalAttribute):
+            seen: set[int] = set()
+            for e in node.edges:
+                if not isinstance(e.constraint, CategorySet):
+                    raise TreeError(f"node {i}: categorical attribute {attr.name!r} needs category-set edges")
+                if e.constraint.is_empty or not all(0 <= c < attr.size for c in e.constraint.codes):
+                    raise TreeError(f"node {i}: edge to node {e.child} has categories outside {attr.name!r}")
+                if seen & e.constraint.codes:
+                    raise TreeError(f"node {i}: sibling edges overlap on {attr.name!r}")
+                seen |= e.constraint.codes
+        else:
+            spans: list[Interval] = []
+            for e in node.edges:
+                iv = e.constraint
+                if not isinstance(iv, Interval) or math.isnan(iv.low) or math.isnan(iv.high):
+                    raise TreeError(f"node {i}: numeric attribute {attr.name!r} needs interval edges")
+                if iv.clip(attr).is_empty:
+                    raise TreeError(
+                        f"node {i}: edge to node {e.child} on {attr.name!r} lies outside the schema range "
+                        f"[{attr.low:g}, {attr.high:g}]"
+                    )
+                if any(not iv.intersect(other).is_empty for other in spans):
+                    raise TreeError(f"node {i}: sibling intervals on {attr.name!r} overlap")
+                spans.append(iv)
+        child_total = sum(self.nodes[e.child].total for e in node.edges if 0 <= e.child < len(self.nodes))
+        if not math.isclose(child_total, node.total, rel_tol=1e-9, abs_tol=1e-6):
+            raise TreeError(f"node {i}: children hold {child_total:g} tuples, the node {node.total:g}")
+        if self.disclosure == "counts":
+            child_sum = np.sum([self.nodes[e.child].counts for e in node.edges if 0 <= e.child < len(self.nodes)
+                                and self.nodes[e.child].counts is not None], axis=0)
+            if not np.allclose(child_sum, node.counts, rtol=1e-9, atol=1e-6):
+                raise TreeError(
+                    f"node {i}: children's counts sum to {np.asarray(child_sum).tolist()}, "
+                    f"not the node's {node.counts.tolist()}"  # type: ignore[union-attr]
+                )
+
+    # ---------------------------------------------------------------- shape
+    @property
+    def root(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def leaves(self) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n.is_leaf]
+
+    @property
+    def n_leaves(self) -> int:
+        return sum(1 for n in self.nodes if n.is_leaf)
+
+    @property
+    def depth(self) -> int:
+        best, stack = 0, [(0, 0)]
+        while stack:
+            i, d = stack.pop()
+            best = max(best, d)
+            stack.extend((e.child, d + 1) for e in self.nodes[i].edges)
+        return best
+
+    # ---------------------------------------------------------- prediction
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Index of the node where each row stops: its leaf, or the inner node no edge admits it from.
+
+        Vectorized over rows: the loop runs over nodes, routing index arrays down the tree.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        out = np.zeros(X.shape[0], dtype=np.int64)
+        stack: list[tuple[int, np.ndarray]] = [(0, np.arange(X.shape[0]))]
+        while stack:
+            i, rows = stack.pop()
+            node = self.nodes[i]
+            if node.is_leaf or rows.size == 0:
+                out[rows] = i
+                continue
+            column = X[rows, node.attribute]
+            unrouted = np.ones(rows.size, dtype=bool)
+            for e in node.edges:
+                hit = e.constraint.mask(column) & unrouted
+                unrouted &= ~hit
+                stack.append((e.child, rows[hit]))
+            out[rows[unrouted]] = i
+        return out
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Class index per row: the label of the node where the row stops."""
+        labels = np.array([n.label for n in self.nodes], dtype=np.int64)
+        return labels[self.apply(X)]
+
+    # --------------------------------------------------------------- paths
+    def paths(self) -> list[Path]:
+        """Root-to-leaf paths in depth-first order, each with its most specific constraints."""
+        result: list[Path] = []
+        stack: list[tuple[int, dict[int, Constraint]]] = [(0, {})]
+        while stack:
+            i, constraints = stack.pop()
+            node = self.nodes[i]
+            if node.is_leaf:
+                ordered = tuple(sorted(constraints.items()))
+                result.append(Path(ordered, i, node.label, node.hit, node.miss, node.counts))
+                continue
+            attr_index = node.attribute
+            attr = self.schema.attributes[attr_index]  # type: ignore[index]
+            for e in reversed(node.edges):
+                here = e.constraint.clip(attr) if isinstance(e.constraint, Interval) else e.constraint
+                previous = constraints.get(attr_index)  # type: ignore[arg-type]
+                merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
+                stack.append((e.child, {**constraints, attr_index: merged}))  # type: ignore[dict-item]
+        return result
+
+    # ----------------------------------------------------------- disclosure
+    def to_hit_miss(self) -> "Tree":
+        """The same tree disclosing only majority class, hit and miss per node."""
+        nodes = [Node(n.label, n.hit, n.miss, None, n.attribute, list(n.edges)) for n in self.nodes]
+        return Tree(self.schema, nodes, "hit_miss")
+
+    # -------------------------------------------------------- serialization
+    def to_dict(self) -> dict[str, Any]:
+        """Interim JSON form (``modelshare.tree/1``) until the wire contract defines model files."""
+        out_nodes = []
+        for i, n in enumerate(self.nodes):
+            entry: dict[str, Any] = {"id": i, "label": self.schema.classes[n.label]}
+            if n.counts is not None:
+                entry["counts"] = [float(c) for c in n.counts]
+            else:
+                entry["hit"], entry["miss"] = float(n.hit), float(n.miss)
+            if not n.is_leaf:
+                attr = self.schema.attributes[n.attribute]  # type: ignore[index]
+                entry["split"] = attr.name
+                entry["edges"] = [self._edge_to_dict(e, attr) for e in n.edges]
+            out_nodes.append(entry)
+        return {
+            "format": TREE_FORMAT,
+            "schema": self.schema.to_dict(),
+            "schema_fingerprint": self.schema.fingerprint,
+            "disclosure": self.disclosure,
+            "nodes": out_nodes,
+        }
+
+    @staticmethod
+    def _edge_to_dict(edge: Edge, attr: CategoricalAttribute | NumericAttribute) -> dict[str, Any]:
+        c = edge.constraint
+        if isinstance(c, CategorySet):
+            return {"child": edge.child, "categories": [attr.categories[k] for k in sorted(c.codes)]}  # type: ignore[union-attr]
+        return {
+            "child": edge.child,
+            "low": None if math.isinf(c.low) else c.low,
+            "high": None if math.isinf(c.high) else c.high,
+            "low_closed": c.low_closed,
+            "high_closed": c.high_closed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Tree":
+        """Parse the interim JSON form, rejecting anything malformed with a `TreeError`."""
+        try:
+            return cls._from_dict(data)
+        except TreeError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise TreeError(f"malformed tree document: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_dict(cls, data: Mapping[str, Any]) -> "Tree":
+        if data.get("format") != TREE_FORMAT:
+            raise TreeError(f"format is {data.get('format')!r}; expected {TREE_FORMAT!r}")
+        schema = Schema.from_dict(data["schema"])
+        if data.get("schema_fingerprint") not in (None, schema.fingerprint):
+            raise TreeError("schema_fingerprint does not match the embedded schema")
+        disclosure = data["disclosure"]
+        raw_nodes = data["nodes"]
+        if not isinstance(raw_nodes, list):
+            raise TreeError("'nodes' must be a list")
+        nodes: list[Node] = []
+        for i, raw in enumerate(raw_nodes):
+            if raw.get("id", i) != i:
+                raise TreeError(f"node at position {i} has id {raw.get('id')}; ids must equal positions")
+            if raw["label"] not in schema.classes:
+                raise TreeError(f"node {i}: label {raw['label']!r} is not a class of the schema")
+            label = schema.classes.index(raw["label"])
+            if "counts" in raw:
+                counts = np.asarray(raw["counts"], dtype=np.float64)
+                if counts.shape != (schema.n_classes,):
+                    raise TreeError(f"node {i}: expected {schema.n_classes} class counts, got {counts.shape}")
+                node = Node(label, float(counts[label]), float(counts.sum() - counts[label]), counts)
+            else:
+                node = Node(label, float(raw["hit"]), float(raw["miss"]))
+            if "split" in raw:
+                attr_index = schema.index(raw["split"])
+                attr = schema.attributes[attr_index]
+                node.attribute = attr_index
+                node.edges = [cls._edge_from_dict(e, attr, i) for e in raw["edges"]]
+            nodes.append(node)
+        return cls(schema, nodes, disclosure)
+
+    @staticmethod
+    def _edge_from_dict(raw: Mapping[str, Any], attr: CategoricalAttribute | NumericAttribute, i: int) -> Edge:
+        child = int(raw["child"])
+        if isinstance(attr, CategoricalAttribute):
+            unknown = [c for c in raw["categories"] if c not in attr.categories]
+            if unknown:
+                raise TreeError(f"node {i}: categories {unknown} are not in attribute {attr.name!r}")
+            return Edge(CategorySet(frozenset(attr.categories.index(c) for c in raw["categories"])), child)
+        low = -math.inf if raw.get("low") is None else float(raw["low"])
+        high = math.inf if raw.get("high") is None else float(raw["high"])
+        return Edge(Interval(low, high, bool(raw["low_closed"]), bool(raw["high_closed"])), child)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"Tree(nodes={len(self.nodes)}, leaves={self.n_leaves}, depth={self.depth}, disclosure={self.disclosure!r})"

@@ -1,0 +1,1 @@
+"""The miner side: pseudo-data generation (PGEN/BASEGEN) and global models."""

@@ -1,0 +1,271 @@
+"""The global learners a study can ask for, by name, and the mixed naive Bayes among them.
+
+The miner regenerates pseudo-data from the released trees and learns "global" models on it; the
+study then compares each with the same kind of model learned on the raw data (Sharkey et al.
+2008, §4). Studies name the learners they want (``"decision-tree"``, ``"naive-bayes"``,
+``"random-forest"``, ``"rules"``); this registry turns a name into a fresh, unfitted estimator.
+
+Every model works on the encoded form of `common.schema`: ``fit(X, y)`` with ``X`` float64
+(rows, attributes), categorical columns holding category indices, and ``y`` int64 class indices
+into ``schema.classes``; ``predict(X)`` returns such class indices. A model only ever predicts
+classes it saw in training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Protocol
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.naive_bayes import CategoricalNB, GaussianNB
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils.validation import check_is_fitted
+
+from common.schema import CategoricalAttribute, Schema
+from miner_node.rules import RuleListClassifier, check_encoded
+
+__all__ = [
+    "DEFAULT_TREE_PARAMS",
+    "DEFAULT_FOREST_PARAMS",
+    "GLOBAL_MODELS",
+    "GlobalModel",
+    "GlobalModelSpec",
+    "MixedNaiveBayes",
+    "fit_global_models",
+    "make_global_model",
+]
+
+#: Hyperparameters of the ``decision-tree`` global model; tune here (or override per call through
+#: `make_global_model`'s keyword arguments). Read at build time, so edits take effect at once.
+DEFAULT_TREE_PARAMS: dict[str, Any] = {"min_samples_leaf": 5}
+
+#: Hyperparameters of the ``random-forest`` global model (single-threaded so studies that run
+#: many trials in parallel processes do not oversubscribe the CPUs).
+DEFAULT_FOREST_PARAMS: dict[str, Any] = {"n_estimators": 100, "n_jobs": 1}
+
+
+class GlobalModel(Protocol):
+    """What a study needs from a global model: fit on and predict for encoded tables."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Any: ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+
+class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
+    """Naive Bayes over mixed attributes: categorical NB on category codes, Gaussian NB on numbers.
+
+    Under the naive independence assumption the categorical and numeric columns are independent
+    given the class, so ``log P(c|x) ∝ log P(c|x_cat) + log P(c|x_num) − log P(c)``. Each part is
+    taken from scikit-learn's public ``predict_joint_log_proba`` (``log P(c) + log P(x_part|c)``),
+    so the sum minus one log prior is the joint log likelihood of the whole row. With only one
+    kind of column the model is exactly the corresponding scikit-learn model.
+
+    Parameters
+    ----------
+    schema:
+        Schema of the encoded tables; says which columns are categorical and how many categories
+        each has (passed as ``min_categories`` so a code unseen in training never breaks it).
+    alpha:
+        Additive (Laplace) smoothing of the categorical likelihoods.
+
+    Attributes
+    ----------
+    classes_ : numpy.ndarray
+        Class indices seen in training; predictions are drawn from these.
+    class_log_prior_ : numpy.ndarray
+        Empirical log prior of each class in ``classes_``.
+    categorical_ : CategoricalNB or None
+        The model of the categorical columns, None when the schema has none.
+    gaussian_ : GaussianNB or None
+        The model of the numeric columns, None when the schema has none.
+    """
+
+    def __init__(self, schema: Schema, *, alpha: float = 1.0) -> None:
+        self.schema = schema
+        self.alpha = alpha
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "MixedNaiveBayes":
+        """Fit the categorical and numeric parts on their columns and the empirical class prior."""
+        X, y = check_encoded(self.schema, X, y)
+        if X.shape[0] == 0:
+            raise ValueError("X has no rows; naive Bayes needs training tuples")
+        categorical = self.schema.categorical_mask
+        self.categorical_: CategoricalNB | None = None
+        self.gaussian_: GaussianNB | None = None
+        if categorical.any():
+            sizes = np.array([a.size for a in self.schema.attributes if isinstance(a, CategoricalAttribute)])
+            self.categorical_ = CategoricalNB(alpha=self.alpha, min_categories=sizes).fit(X[:, categorical], y)
+        if not categorical.all():
+            self.gaussian_ = GaussianNB().fit(X[:, ~categorical], y)
+        self.classes_, counts = np.unique(y, return_counts=True)
+        self.class_log_prior_ = np.log(counts / counts.sum())
+        return self
+
+    def predict_joint_log_proba(self, X: np.ndarray) -> np.ndarray:
+        """``log P(c) + log P(x|c)`` per row and class in ``classes_``, shape (rows, classes)."""
+        check_is_fitted(self, "classes_")
+        X, _ = check_encoded(self.schema, X)
+        categorical = self.schema.categorical_mask
+        parts = []
+        if self.categorical_ is not None:
+            parts.append(self.categorical_.predict_joint_log_proba(X[:, categorical]))
+        if self.gaussian_ is not None:
+            parts.append(self.gaussian_.predict_joint_log_proba(X[:, ~categorical]))
+        if len(parts) == 1:
+            return parts[0]
+        return parts[0] + parts[1] - self.class_log_prior_
+
+    def predict_log_proba(self, X: np.ndarray) -> np.ndarray:
+        """Normalized log posterior per row and class in ``classes_``."""
+        joint = self.predict_joint_log_proba(X)
+        return joint - logsumexp(joint, axis=1, keepdims=True)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Posterior probability per row and class in ``classes_``."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Most probable class index (into ``schema.classes``) per row."""
+        return self.classes_[np.argmax(self.predict_joint_log_proba(X), axis=1)]
+
+
+def _decision_tree(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
+    return DecisionTreeClassifier(**{**DEFAULT_TREE_PARAMS, **params}, random_state=random_state)
+
+
+def _naive_bayes(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
+    return MixedNaiveBayes(schema, **params)  # deterministic: no random state to pass
+
+
+def _random_forest(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
+    return RandomForestClassifier(**{**DEFAULT_FOREST_PARAMS, **params}, random_state=random_state)
+
+
+def _rules(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
+    return RuleListClassifier(schema, **params, random_state=random_state)
+
+
+@dataclass(frozen=True)
+class GlobalModelSpec:
+    """A named global learner.
+
+    Attributes
+    ----------
+    name:
+        The name studies use to ask for it.
+    description:
+        One line saying what the model is.
+    build:
+        ``build(schema, random_state, params)`` returns a fresh, unfitted estimator, with
+        ``params`` overriding the model's default hyperparameters.
+    """
+
+    name: str
+    description: str
+    build: Callable[[Schema, int | None, Mapping[str, Any]], GlobalModel]
+
+
+GLOBAL_MODELS: dict[str, GlobalModelSpec] = {
+    spec.name: spec
+    for spec in (
+        GlobalModelSpec(
+            "decision-tree",
+            "scikit-learn CART decision tree, categoricals as ordinal codes (DEFAULT_TREE_PARAMS)",
+            _decision_tree,
+        ),
+        GlobalModelSpec(
+            "naive-bayes",
+            "mixed naive Bayes: categorical NB (alpha=1) on categories, Gaussian NB on numbers",
+            _naive_bayes,
+        ),
+        GlobalModelSpec(
+            "random-forest",
+            "scikit-learn random forest of 100 trees (DEFAULT_FOREST_PARAMS)",
+            _random_forest,
+        ),
+        GlobalModelSpec(
+            "rules",
+            "C4.5rules-style ordered rule list read off a tree, generalized by Laplace accuracy",
+            _rules,
+        ),
+    )
+}
+
+
+def _spec(name: str) -> GlobalModelSpec:
+    """The spec registered as ``name``; a ValueError listing the known names otherwise."""
+    try:
+        return GLOBAL_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown global model {name!r}; known models: {', '.join(GLOBAL_MODELS)}") from None
+
+
+def make_global_model(name: str, schema: Schema, *, random_state: int | None, **params: Any) -> GlobalModel:
+    """A fresh, unfitted global model of kind ``name``.
+
+    Parameters
+    ----------
+    name:
+        A key of `GLOBAL_MODELS`.
+    schema:
+        Schema of the encoded tables the model will see.
+    random_state:
+        Seed for the model's randomness (ignored by deterministic models), for reproducible trials.
+    **params:
+        Hyperparameters overriding the model's defaults, e.g. ``min_samples_leaf=10`` for
+        ``decision-tree``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not registered; the message lists the known names.
+    """
+    return _spec(name).build(schema, random_state, params)
+
+
+def fit_global_models(
+    names: Iterable[str],
+    X: np.ndarray,
+    y: np.ndarray,
+    schema: Schema,
+    *,
+    random_state: int | None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, GlobalModel]:
+    """Fit one global model per name on the same encoded table.
+
+    Parameters
+    ----------
+    names:
+        Keys of `GLOBAL_MODELS`; all are checked before anything is fitted.
+    X, y:
+        The encoded training table (typically pseudo-data regenerated from released trees).
+    schema:
+        Its schema.
+    random_state:
+        Seed passed to every model.
+    params:
+        Optional hyperparameter overrides per model name.
+
+    Returns
+    -------
+    dict
+        Fitted model per name, in the order given.
+    """
+    names = list(dict.fromkeys(names))
+    specs = [_spec(name) for name in names]
+    overrides = dict(params or {})
+    unused = sorted(set(overrides) - set(names))
+    if unused:
+        raise ValueError(f"params given for models {unused} that are not in names {names}")
+    X, y = check_encoded(schema, X, y)
+    fitted: dict[str, GlobalModel] = {}
+    for spec in specs:
+        model = spec.build(schema, random_state, overrides.get(spec.name, {}))
+        model.fit(X, y)
+        fitted[spec.name] = model
+    return fitted

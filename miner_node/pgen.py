@@ -1,0 +1,256 @@
+"""Pseudo-data generation from released trees: PGEN (Sharkey et al. 2008, Fig. 3) and BASEGEN.
+
+PGEN turns each root-to-leaf path into tuples: attributes on the path take values allowed by the
+path's most specific constraint, attributes off the path take values from their whole domain, and
+the class follows the path's disclosed counts. Choices where the paper leaves room:
+
+* Values: categorical attributes are drawn uniformly from the allowed category set, numeric ones
+  uniformly on the path's interval intersected with the schema's closed range (open ends are moved
+  one float inward, so every tuple satisfies its path exactly). Uniform draws keep the class purity
+  of non-split attributes low, which is the paper's heuristic for making a learner re-select the
+  split attributes.
+* Rows per path: ``hit + miss`` (rounded) by default; with a requested table size, the size is
+  shared among paths in proportion to ``hit + miss`` by largest remainders, so the per-path
+  counts are exact integers that sum to the request.
+* Class: ``class_assignment="exact"`` (default) gives each path's rows classes in exact proportion
+  to its disclosed distribution (largest remainders), so a path with counts (7, 3) yields exactly
+  7 and 3 tuples; ``"sample"`` draws each row's class independently, as the paper's line 10 reads.
+  Exact assignment removes sampling noise that a learner would otherwise fit (see EXPERIMENTS.md).
+  The distribution is the count vector under `counts` disclosure; under `hit_miss` it is the
+  majority with ``hit / (hit + miss)`` and the miss share spread uniformly over the other classes,
+  as in the paper's experiments.
+
+Everything is vectorized over rows: the Python-level loops run over attributes and chunks only.
+Large outputs stream in chunks of whole rows (`pgen_chunks`); rows are shuffled within a chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Literal, Sequence
+
+import numpy as np
+
+from common.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.tree import CategorySet, Interval, Path, Tree
+
+__all__ = ["PathTable", "allocate_rows", "pgen", "pgen_chunks", "basegen", "uniform_rows"]
+
+ClassAssignment = Literal["exact", "sample"]
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+
+def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
+    """Split ``total`` into integers proportional to ``weights`` by largest remainders.
+
+    Ties among remainders go to the lower index, so the result is deterministic. Each row of a
+    2-D ``weights`` is allocated its own ``total`` (an array with one total per row).
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    totals = np.asarray(total, dtype=np.int64)
+    two_d = weights.ndim == 2
+    w = weights if two_d else weights[None, :]
+    t = totals.reshape(-1) if two_d else totals.reshape(1)
+    sums = w.sum(axis=1)
+    share = np.divide(w * t[:, None], sums[:, None], out=np.zeros_like(w), where=sums[:, None] > 0)
+    base = np.floor(share).astype(np.int64)
+    left = t - base.sum(axis=1)
+    order = np.argsort(-(share - base), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(w.shape[1])[None, :].repeat(w.shape[0], axis=0), axis=1)
+    base += rank < left[:, None]
+    return base if two_d else base[0]
+
+
+@dataclass(frozen=True)
+class PathTable:
+    """A tree's paths compiled into arrays, one row per path, ready for vectorized generation.
+
+    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j``;
+    ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
+    ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss.
+    """
+
+    schema: Schema
+    allowed: dict[int, np.ndarray]
+    ordered: dict[int, np.ndarray]
+    n_allowed: dict[int, np.ndarray]
+    low: dict[int, np.ndarray]
+    high: dict[int, np.ndarray]
+    class_probs: np.ndarray
+    totals: np.ndarray
+
+    @classmethod
+    def from_paths(cls, schema: Schema, paths: Sequence[Path]) -> "PathTable":
+        n = len(paths)
+        allowed: dict[int, np.ndarray] = {}
+        low: dict[int, np.ndarray] = {}
+        high: dict[int, np.ndarray] = {}
+        for j, attr in enumerate(schema.attributes):
+            if isinstance(attr, CategoricalAttribute):
+                allowed[j] = np.ones((n, attr.size), dtype=bool)
+            else:
+                low[j] = np.full(n, attr.low)
+                high[j] = np.full(n, attr.high)
+        for p, path in enumerate(paths):
+            for j, c in path.constraints:
+                if isinstance(c, CategorySet):
+                    allowed[j][p] = False
+                    allowed[j][p, list(c.codes)] = True
+                else:
+                    lo, hi = _drawable_bounds(c, schema.attributes[j])  # type: ignore[arg-type]
+                    low[j][p], high[j][p] = lo, hi
+        ordered = {j: np.argsort(~m, axis=1, kind="stable") for j, m in allowed.items()}
+        n_allowed = {j: m.sum(axis=1) for j, m in allowed.items()}
+        return cls(
+            schema, allowed, ordered, n_allowed, low, high, _class_probs(schema, paths), np.array([p.total for p in paths])
+        )
+
+    @property
+    def n_paths(self) -> int:
+        return int(self.totals.shape[0])
+
+
+def _drawable_bounds(interval: Interval, attr: NumericAttribute) -> tuple[float, float]:
+    """Closed bounds whose every float satisfies the interval clipped to the schema range."""
+    iv = interval.clip(attr)
+    lo = iv.low if iv.low_closed else np.nextafter(iv.low, np.inf)
+    hi = iv.high if iv.high_closed else np.nextafter(iv.high, -np.inf)
+    if lo > hi:
+        raise ValueError(f"path interval {iv.describe(attr)} holds no drawable value")
+    return float(lo), float(hi)
+
+
+def _class_probs(schema: Schema, paths: Sequence[Path]) -> np.ndarray:
+    """Per-path class distribution from counts, or from hit/miss with the miss spread uniformly."""
+    c = schema.n_classes
+    probs = np.zeros((len(paths), c))
+    for p, path in enumerate(paths):
+        if path.counts is not None:
+            probs[p] = path.counts
+        else:
+            probs[p] = path.miss / (c - 1)
+            probs[p, path.label] = path.hit
+    sums = probs.sum(axis=1, keepdims=True)
+    return np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
+
+
+def pgen(
+    tree: Tree,
+    *,
+    rows: int | None = None,
+    rng: np.random.Generator,
+    class_assignment: ClassAssignment = "exact",
+    shuffle: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generate a pseudo table ``(X, y)`` from a tree's paths in one piece.
+
+    Parameters
+    ----------
+    tree:
+        The released tree.
+    rows:
+        Total rows to generate, shared among paths in proportion to hit + miss; None generates
+        exactly round(hit + miss) rows per path.
+    rng:
+        The random generator; equal seeds give equal tables.
+    class_assignment:
+        ``"exact"`` (class shares follow the disclosed distribution exactly) or ``"sample"``.
+    shuffle:
+        Shuffle the rows (otherwise they come grouped by path).
+    """
+    chunks = list(pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment,
+                              chunk_rows=None, shuffle=shuffle))
+    return chunks[0]
+
+
+def pgen_chunks(
+    tree: Tree,
+    *,
+    rows: int | None = None,
+    rng: np.random.Generator,
+    class_assignment: ClassAssignment = "exact",
+    chunk_rows: int | None = DEFAULT_CHUNK_ROWS,
+    shuffle: bool = True,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Generate PGEN rows as a stream of ``(X, y)`` chunks of at most ``chunk_rows`` rows.
+
+    The concatenated stream has exactly the per-path row counts and (under exact assignment)
+    per-path class counts of a single `pgen` call; rows are grouped by path across chunks and
+    shuffled within each chunk. ``chunk_rows=None`` yields one chunk (possibly empty).
+    """
+    if class_assignment not in ("exact", "sample"):
+        raise ValueError(f"class_assignment is {class_assignment!r}; expected 'exact' or 'sample'")
+    if rows is not None and rows < 0:
+        raise ValueError(f"rows must be non-negative, got {rows}")
+    if chunk_rows is not None and chunk_rows <= 0:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
+    table = PathTable.from_paths(tree.schema, tree.paths())
+    per_path = np.rint(table.totals).astype(np.int64) if rows is None else allocate_rows(table.totals, rows)
+    if class_assignment == "exact":
+        cells = allocate_rows(table.class_probs, per_path).ravel()  # (path, class) row-major
+    else:
+        cells = per_path
+    n_total = int(per_path.sum())
+    step = n_total if chunk_rows is None else chunk_rows
+    bounds = np.cumsum(np.concatenate([[0], cells]))
+    start = 0
+    while True:
+        end = min(start + step, n_total)
+        overlap = np.clip(np.minimum(bounds[1:], end) - np.maximum(bounds[:-1], start), 0, None)
+        yield _generate(table, overlap, class_assignment, rng, shuffle)
+        start = end
+        if start >= n_total:
+            break
+
+
+def _generate(
+    table: PathTable, cells: np.ndarray, class_assignment: ClassAssignment, rng: np.random.Generator, shuffle: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows for the given per-(path, class) or per-path counts, vectorized over rows."""
+    schema = table.schema
+    c = schema.n_classes
+    if class_assignment == "exact":
+        pid = np.repeat(np.repeat(np.arange(table.n_paths), c), cells)
+        y = np.repeat(np.tile(np.arange(c), table.n_paths), cells)
+    else:
+        pid = np.repeat(np.arange(table.n_paths), cells)
+        cum = np.cumsum(table.class_probs, axis=1)
+        y = (rng.random(pid.size)[:, None] >= cum[pid, :-1]).sum(axis=1).astype(np.int64)
+    n = pid.size
+    X = np.empty((n, schema.n_attributes))
+    for j in range(schema.n_attributes):
+        u = rng.random(n)
+        if j in table.allowed:
+            k = (u * table.n_allowed[j][pid]).astype(np.int64)
+            X[:, j] = table.ordered[j][pid, k]
+        else:
+            lo, hi = table.low[j][pid], table.high[j][pid]
+            X[:, j] = np.minimum(lo + (hi - lo) * u, hi)
+    if shuffle and n > 1:
+        order = rng.permutation(n)
+        return X[order], y[order]
+    return X, y
+
+
+def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` rows drawn uniformly from the whole domain: categories uniformly, numerics on their range."""
+    X = np.empty((n, schema.n_attributes))
+    for j, attr in enumerate(schema.attributes):
+        if isinstance(attr, CategoricalAttribute):
+            X[:, j] = rng.integers(0, attr.size, size=n)
+        else:
+            X[:, j] = rng.uniform(attr.low, attr.high, size=n) if attr.high > attr.low else attr.low
+    return X
+
+
+def basegen(tree: Tree, *, rows: int | None = None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """BASEGEN: uniform tuples from the data space labelled by the tree (Sharkey et al. §4).
+
+    ``rows`` defaults to the number of training tuples the tree discloses at its root.
+    """
+    n = int(round(tree.root.total)) if rows is None else rows
+    if n < 0:
+        raise ValueError(f"rows must be non-negative, got {n}")
+    X = uniform_rows(tree.schema, n, rng)
+    return X, tree.predict(X)

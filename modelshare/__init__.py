@@ -1,0 +1,1 @@
+"""modelshare: privacy-preserving data mining by knowledge model sharing."""

@@ -1,0 +1,212 @@
+"""The `modelshare` command line: one entry point, one sub-command per task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from common.datasets import describe_dataset, export_dataset, list_datasets, load_dataset, load_table
+from common.learners import LEARNERS
+from common.schema import SchemaError
+from common.tree import TreeError
+from miner_node.global_models import GLOBAL_MODELS
+from common.model_io import read_tree
+from modelshare.pipeline import PipelineConfig, run_study, summarize
+from common.table_io import write_table_chunks
+from owner_node.release import MECHANISMS
+
+__all__ = ["main", "build_parser"]
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
+    src = p.add_argument_group("input table (a bundled dataset, or your own file)")
+    src.add_argument("--dataset", default=None, help=f"bundled dataset name (default: {default_dataset})")
+    src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
+    src.add_argument("--class-column", help="class column of --data")
+    src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")
+    src.set_defaults(default_dataset=default_dataset)
+
+
+def _load_source(args: argparse.Namespace):
+    if args.data is not None:
+        if args.dataset is not None:
+            raise SchemaError("give either --dataset or --data, not both")
+        if not args.class_column:
+            raise SchemaError("--data needs --class-column", source=str(args.data))
+        return load_table(args.data, args.class_column, schema=args.schema)
+    return load_dataset(args.dataset or args.default_dataset)
+
+
+def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if args.max_depth is not None:
+        params["max_depth"] = args.max_depth
+    if args.min_samples_leaf is not None:
+        params["min_samples_leaf"] = args.min_samples_leaf
+    return params
+
+
+# ------------------------------------------------------------------ simulate
+def cmd_simulate(args: argparse.Namespace) -> int:
+    table = _load_source(args)
+    if table.dropped_rows:
+        err.print(f"[yellow]{table.source}: dropped {table.dropped_rows} row(s) with missing values[/]")
+    X, y = table.schema.encode(table.frame, source=table.source)
+    config = PipelineConfig(
+        n_sources=args.owners,
+        folds=args.folds,
+        repeats=args.repeats,
+        learner=args.learner,
+        learner_params=_learner_params(args),
+        mechanism=args.mechanism,
+        global_models=tuple(args.models),
+        seed=args.seed,
+    )
+    results = _with_progress(f"{len(y)} rows, {args.owners} owners", lambda cb: run_study(table.schema, X, y, config, on_fold=cb))
+    summary = summarize(results)
+    if args.json:
+        payload = {
+            "source": table.source,
+            "rows": int(len(y)),
+            "dropped_rows": table.dropped_rows,
+            "schema_fingerprint": table.schema.fingerprint,
+            "config": {**config.__dict__, "global_models": list(config.global_models), "methods": list(config.methods)},
+            "summary": json.loads(summary.to_json(orient="records")),
+        }
+        print(json.dumps(payload, indent=2))
+        return 0
+    _print_summary(summary, f"{table.source}: {args.owners} owner(s), mechanism {args.mechanism}, "
+                            f"{args.folds}-fold CV x {args.repeats}")
+    return 0
+
+
+def _with_progress(label: str, work: Callable[[Callable[[int, int], None]], Any]) -> Any:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task(f"folds ({label})", total=None)
+        return work(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def _print_summary(summary, title: str) -> None:
+    table = Table(title=title)
+    for col in ("global model", "method", "accuracy", "class match", "path match"):
+        table.add_column(col, justify="left" if col in ("global model", "method") else "right")
+    for row in summary.itertuples(index=False):
+        def fmt(mean: float, std: float) -> str:
+            return "-" if np.isnan(mean) else f"{mean:.4f} ± {0.0 if np.isnan(std) else std:.4f}"
+        table.add_row(row.model, row.method, fmt(row.accuracy_mean, row.accuracy_std),
+                      fmt(row.class_match_mean, row.class_match_std), fmt(row.path_match_mean, row.path_match_std))
+    out.print(table)
+
+
+# ------------------------------------------------------------------ datasets
+def cmd_datasets(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        infos = list_datasets()
+        if args.json:
+            print(json.dumps([i.__dict__ for i in infos], indent=2, default=list))
+            return 0
+        table = Table(title="bundled datasets")
+        for col in ("name", "title", "rows", "attributes", "classes"):
+            table.add_column(col)
+        for i in infos:
+            table.add_row(i.name, i.title, str(i.rows), str(i.n_attributes), ", ".join(map(str, i.classes)))
+        out.print(table)
+        return 0
+    if not args.name:
+        raise SchemaError(f"'datasets {args.action}' needs a dataset name")
+    if args.action == "show":
+        info = describe_dataset(args.name)
+        if args.json:
+            print(json.dumps(info, indent=2, default=str))
+        else:
+            out.print_json(json.dumps(info, default=str))
+        return 0
+    if args.out is None:
+        raise SchemaError("'datasets export' needs --out FILE (.csv or .parquet)")
+    export_dataset(args.name, args.out)
+    err.print(f"wrote {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------------- pgen
+def cmd_pgen(args: argparse.Namespace) -> int:
+    from miner_node.pgen import pgen_chunks
+
+    tree = read_tree(args.model)
+    rng = np.random.default_rng(args.seed)
+    chunks = pgen_chunks(tree, rows=args.rows, rng=rng, class_assignment=args.class_assignment,
+                         chunk_rows=args.chunk_rows)
+    n = write_table_chunks(tree.schema, chunks, args.out)
+    err.print(f"wrote {n} pseudo rows to {args.out}")
+    return 0
+
+
+# -------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="modelshare", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="simulate owners sharing trees with a miner; prints BASIS vs PGEN vs BASEGEN")
+    _add_table_source(sim, "nursery")
+    sim.add_argument("--owners", type=_positive_int, default=5, help="number of data owners (default 5)")
+    sim.add_argument("--mechanism", default="none", choices=sorted(MECHANISMS), help="release mechanism (default none)")
+    sim.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="owners' local learner (default cart)")
+    sim.add_argument("--max-depth", type=_positive_int, default=None, help="local tree depth limit")
+    sim.add_argument("--min-samples-leaf", type=_positive_int, default=None, help="local tree minimum leaf size")
+    sim.add_argument("--models", nargs="+", default=["decision-tree", "naive-bayes"], choices=sorted(GLOBAL_MODELS),
+                     metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
+    sim.add_argument("--folds", type=_positive_int, default=10, help="cross-validation folds (default 10)")
+    sim.add_argument("--repeats", type=_positive_int, default=1, help="repeats of the cross-validation (default 1)")
+    sim.add_argument("--seed", type=int, default=0, help="master random seed (default 0)")
+    sim.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    sim.set_defaults(func=cmd_simulate)
+
+    ds = sub.add_parser("datasets", help="list, show or export the bundled datasets")
+    ds.add_argument("action", choices=["list", "show", "export"])
+    ds.add_argument("name", nargs="?")
+    ds.add_argument("--out", type=Path, help="output file for export (.csv or .parquet)")
+    ds.add_argument("--json", action="store_true")
+    ds.set_defaults(func=cmd_datasets)
+
+    pg = sub.add_parser("pgen", help="generate pseudo-data from a released model file (PGEN)")
+    pg.add_argument("model", type=Path, help="model file (JSON)")
+    pg.add_argument("--rows", type=int, default=None, help="total rows (default: hit+miss of every path)")
+    pg.add_argument("--out", type=Path, required=True, help="output .csv, .csv.gz or .parquet")
+    pg.add_argument("--seed", type=int, default=0)
+    pg.add_argument("--class-assignment", choices=["exact", "sample"], default="exact")
+    pg.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, help="rows generated per chunk")
+    pg.set_defaults(func=cmd_pgen)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (SchemaError, TreeError, ValueError, KeyError, OSError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        err.print(f"[red]error:[/] {message}", highlight=False)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

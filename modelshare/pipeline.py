@@ -1,0 +1,194 @@
+"""The in-process model-sharing pipeline: what Sharkey et al. §4 measure, as a Python API.
+
+For each cross-validation fold: the training part is dealt into ``n_sources`` private tables
+(stratified, seeded); each source trains a local tree, releases it through a mechanism, and the
+miner regenerates pseudo-data from every released tree (PGEN, and BASEGEN for comparison), pools
+it, and trains the global models. BASIS models are trained on the pooled raw training part. Every
+global model is scored on the held-out fold: accuracy, class match with the BASIS model of the same
+kind, and path match with the BASIS tree for tree models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from common.learners import make_learner
+from common.metrics import accuracy, class_match, path_match
+from common.schema import Schema
+from common.tree import Disclosure, Tree
+from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.pgen import ClassAssignment, basegen, pgen
+from owner_node.release import release_tree
+
+__all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
+
+METHODS = ("BASIS", "PGEN", "BASEGEN")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Settings of one model-sharing study.
+
+    Parameters
+    ----------
+    n_sources:
+        Number of data owners the training data is dealt among (1-10 in the paper).
+    folds, repeats:
+        Cross-validation folds and how many times the whole cross-validation is repeated.
+    learner, learner_params:
+        The owners' local tree learner (``cart`` or ``multiway``) and its parameters.
+    mechanism, disclosure:
+        The release mechanism each owner applies and what the released tree discloses.
+    global_models:
+        Registry names of the global models the miner learns.
+    methods:
+        Which of BASIS / PGEN / BASEGEN to run.
+    class_assignment:
+        PGEN's class assignment (``exact`` or ``sample``).
+    seed:
+        Master seed; every random choice derives from it.
+    """
+
+    n_sources: int = 5
+    folds: int = 10
+    repeats: int = 1
+    learner: str = "cart"
+    learner_params: dict[str, Any] = field(default_factory=dict)
+    mechanism: str = "none"
+    disclosure: Disclosure = "counts"
+    global_models: tuple[str, ...] = ("decision-tree",)
+    methods: tuple[str, ...] = METHODS
+    class_assignment: ClassAssignment = "exact"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n_sources <= 1000:
+            raise ValueError(f"n_sources must be between 1 and 1000, got {self.n_sources}")
+        if self.folds < 2:
+            raise ValueError(f"folds must be at least 2, got {self.folds}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be at least 1, got {self.repeats}")
+        unknown = [m for m in self.global_models if m not in GLOBAL_MODELS]
+        if unknown:
+            raise ValueError(f"unknown global models {unknown}; available: {sorted(GLOBAL_MODELS)}")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or "BASIS" not in self.methods:
+            raise ValueError(f"methods must include BASIS and come from {list(METHODS)}, got {list(self.methods)}")
+
+
+def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> np.ndarray:
+    """Assign each row a part in ``0..n_parts-1`` so that parts are equal-sized and class-balanced.
+
+    Rows are shuffled, stably grouped by class, then dealt round-robin: every class is spread
+    over the parts as evenly as its count allows, and part sizes differ by at most one.
+    """
+    order = rng.permutation(y.shape[0])
+    order = order[np.argsort(y[order], kind="stable")]
+    parts = np.empty(y.shape[0], dtype=np.int64)
+    parts[order] = np.arange(y.shape[0]) % n_parts
+    return parts
+
+
+def _seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**31 - 1))
+
+
+def run_fold(
+    schema: Schema,
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_test: np.ndarray,
+    y_test: np.ndarray,
+    config: PipelineConfig,
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
+    sources = stratified_parts(y_train, config.n_sources, rng)
+    released: list[Tree] = []
+    for s in range(config.n_sources):
+        rows = sources == s
+        local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
+        local.fit(X_train[rows], y_train[rows])
+        released.append(release_tree(local.tree_, config.mechanism, disclosure=config.disclosure).tree)
+
+    tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
+    if "PGEN" in config.methods:
+        parts = [pgen(t, rng=rng, class_assignment=config.class_assignment) for t in released]
+        tables["PGEN"] = (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    if "BASEGEN" in config.methods:
+        parts = [basegen(t, rows=int((sources == s).sum()), rng=rng) for s, t in enumerate(released)]
+        tables["BASEGEN"] = (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    records: list[dict[str, Any]] = []
+    basis: dict[str, tuple[Any, np.ndarray]] = {}
+    model_seed = _seed(rng)
+    for method, (X, y) in tables.items():
+        for name in config.global_models:
+            model = make_global_model(name, schema, random_state=model_seed)
+            record: dict[str, Any] = {"method": method, "model": name, "train_rows": int(y.shape[0])}
+            if y.shape[0] == 0:
+                records.append({**record, "accuracy": np.nan, "class_match": np.nan, "path_match": np.nan})
+                continue
+            model.fit(X, y)
+            pred = model.predict(X_test)
+            if method == "BASIS":
+                basis[name] = (model, pred)
+            basis_model, basis_pred = basis[name]
+            tree = getattr(model, "tree_", None)
+            basis_tree = getattr(basis_model, "tree_", None)
+            record["accuracy"] = accuracy(y_test, pred)
+            record["class_match"] = class_match(pred, basis_pred)
+            record["path_match"] = (
+                path_match(tree, basis_tree) if isinstance(tree, Tree) and isinstance(basis_tree, Tree) else np.nan
+            )
+            records.append(record)
+    return records
+
+
+def run_study(
+    schema: Schema,
+    X: np.ndarray,
+    y: np.ndarray,
+    config: PipelineConfig,
+    *,
+    on_fold: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Repeated stratified k-fold study; one record per (repeat, fold, method, global model).
+
+    ``on_fold(done, total)`` is called after each fold, for progress display.
+    """
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if X.shape[0] < config.folds:
+        raise ValueError(f"{X.shape[0]} rows cannot be split into {config.folds} folds")
+    master = np.random.default_rng(config.seed)
+    total = config.folds * config.repeats
+    records: list[dict[str, Any]] = []
+    for r in range(config.repeats):
+        fold_of = stratified_parts(y, config.folds, master)
+        for f in range(config.folds):
+            test = fold_of == f
+            fold_rng = np.random.default_rng(_seed(master))
+            for rec in run_fold(schema, X[~test], y[~test], X[test], y[test], config, fold_rng):
+                records.append({"repeat": r, "fold": f, "n_sources": config.n_sources, **rec})
+            if on_fold is not None:
+                on_fold(r * config.folds + f + 1, total)
+    return pd.DataFrame.from_records(records)
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of each score per (sources, method, global model)."""
+    keys = ["n_sources", "model", "method"]
+    scores = ["accuracy", "class_match", "path_match"]
+    agg = results.groupby(keys, sort=False)[scores].agg(["mean", "std"])
+    agg.columns = [f"{s}_{stat}" for s, stat in agg.columns]
+    return agg.reset_index()
+
+
+def with_sources(config: PipelineConfig, n_sources: int) -> PipelineConfig:
+    """The same study with a different number of sources."""
+    return replace(config, n_sources=n_sources)

@@ -1,0 +1,1 @@
+"""The owner daemon side: local training and the release of safe models."""
