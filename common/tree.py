@@ -119,7 +119,7 @@ class Edge:
     child: int
 
 
-@dataclass
+@dataclass(eq=False)
 class Node:
     """A tree node and what is disclosed about the training tuples that reach it.
 
@@ -181,7 +181,7 @@ class Path:
 
     @property
     def key(self) -> tuple:
-        """Identity for path match: the label's constraints (canonical) and the path's class."""
+        """Identity for path match: the path's constraints (canonical) and its class."""
         return (tuple((a, c.canonical()) for a, c in self.constraints), self.label)
 
     def mask(self, X: np.ndarray) -> np.ndarray:
@@ -225,21 +225,27 @@ class Tree:
             raise TreeError("a tree needs at least a root node")
         parent = [-1] * len(nodes)
         for i, node in enumerate(nodes):
+            for edge in node.edges:
+                c = edge.child
+                if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < len(nodes):
+                    raise TreeError(f"node {i}: edge to node {c!r}, which does not exist")
+        for i, node in enumerate(nodes):
             self._validate_node(i, node)
             for edge in node.edges:
                 c = edge.child
-                if not isinstance(c, (int, np.integer)) or not 0 <= c < len(nodes):
-                    raise TreeError(f"node {i}: edge to node {c}, which does not exist")
                 if c == 0 or parent[c] != -1:
                     raise TreeError(f"node {i}: node {c} has more than one parent (cycle or shared subtree)")
                 parent[c] = i
         unreachable = [i for i in range(1, len(nodes)) if parent[i] == -1]
         if unreachable:
             raise TreeError(f"nodes {unreachable[:10]} are not reachable from the root")
+        for i, node in enumerate(nodes):
+            if not node.is_leaf:
+                self._validate_sums(i, node)
 
     def _validate_node(self, i: int, node: Node) -> None:
         schema = self.schema
-        if not 0 <= node.label < schema.n_classes:
+        if isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer)) or not 0 <= node.label < schema.n_classes:
             raise TreeError(f"node {i}: class index {node.label} is outside 0..{schema.n_classes - 1}")
         if not (math.isfinite(node.hit) and math.isfinite(node.miss)) or node.hit < 0 or node.miss < 0:
             raise TreeError(f"node {i}: hit {node.hit} and miss {node.miss} must be finite and non-negative")
@@ -259,7 +265,12 @@ class Tree:
             if node.attribute is not None:
                 raise TreeError(f"node {i}: a leaf must not name a split attribute")
             return
-        if node.attribute is None or not 0 <= node.attribute < schema.n_attributes:
+        if (
+            node.attribute is None
+            or isinstance(node.attribute, bool)
+            or not isinstance(node.attribute, (int, np.integer))
+            or not 0 <= node.attribute < schema.n_attributes
+        ):
             raise TreeError(f"node {i}: split attribute {node.attribute} is not an attribute index of the schema")
         attr = schema.attributes[node.attribute]
         if isinstance(attr, CategoricalAttribute):
@@ -286,12 +297,14 @@ class Tree:
                 if any(not iv.intersect(other).is_empty for other in spans):
                     raise TreeError(f"node {i}: sibling intervals on {attr.name!r} overlap")
                 spans.append(iv)
-        child_total = sum(self.nodes[e.child].total for e in node.edges if 0 <= e.child < len(self.nodes))
+
+    def _validate_sums(self, i: int, node: Node) -> None:
+        """Children must hold exactly the node's tuples (class by class under counts disclosure)."""
+        child_total = sum(self.nodes[e.child].total for e in node.edges)
         if not math.isclose(child_total, node.total, rel_tol=1e-9, abs_tol=1e-6):
             raise TreeError(f"node {i}: children hold {child_total:g} tuples, the node {node.total:g}")
         if self.disclosure == "counts":
-            child_sum = np.sum([self.nodes[e.child].counts for e in node.edges if 0 <= e.child < len(self.nodes)
-                                and self.nodes[e.child].counts is not None], axis=0)
+            child_sum = np.sum([self.nodes[e.child].counts for e in node.edges], axis=0)
             if not np.allclose(child_sum, node.counts, rtol=1e-9, atol=1e-6):
                 raise TreeError(
                     f"node {i}: children's counts sum to {np.asarray(child_sum).tolist()}, "

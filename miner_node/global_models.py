@@ -21,11 +21,12 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
-from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
+from common.learners import CartTreeClassifier
+from common.learners._data import check_x, check_xy
 from common.schema import CategoricalAttribute, Schema
-from miner_node.rules import RuleListClassifier, check_encoded
+from miner_node.rules import RuleListClassifier
 
 __all__ = [
     "DEFAULT_TREE_PARAMS",
@@ -90,7 +91,7 @@ class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "MixedNaiveBayes":
         """Fit the categorical and numeric parts on their columns and the empirical class prior."""
-        X, y = check_encoded(self.schema, X, y)
+        X, y = check_xy(self.schema, X, y)
         if X.shape[0] == 0:
             raise ValueError("X has no rows; naive Bayes needs training tuples")
         categorical = self.schema.categorical_mask
@@ -108,7 +109,7 @@ class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
     def predict_joint_log_proba(self, X: np.ndarray) -> np.ndarray:
         """``log P(c) + log P(x|c)`` per row and class in ``classes_``, shape (rows, classes)."""
         check_is_fitted(self, "classes_")
-        X, _ = check_encoded(self.schema, X)
+        X = check_x(self.schema, X)
         categorical = self.schema.categorical_mask
         parts = []
         if self.categorical_ is not None:
@@ -134,7 +135,7 @@ class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
 
 
 def _decision_tree(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
-    return DecisionTreeClassifier(**{**DEFAULT_TREE_PARAMS, **params}, random_state=random_state)
+    return CartTreeClassifier(schema, **{**DEFAULT_TREE_PARAMS, **params}, random_state=random_state)
 
 
 def _naive_bayes(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
@@ -174,7 +175,7 @@ GLOBAL_MODELS: dict[str, GlobalModelSpec] = {
     for spec in (
         GlobalModelSpec(
             "decision-tree",
-            "scikit-learn CART decision tree, categoricals as ordinal codes (DEFAULT_TREE_PARAMS)",
+            "CART (scikit-learn) converted to a modelshare Tree, categoricals as ordinal codes (DEFAULT_TREE_PARAMS)",
             _decision_tree,
         ),
         GlobalModelSpec(
@@ -241,7 +242,8 @@ def fit_global_models(
     Parameters
     ----------
     names:
-        Keys of `GLOBAL_MODELS`; all are checked before anything is fitted.
+        Keys of `GLOBAL_MODELS`; all are checked before anything is fitted, and a repeated name
+        is fitted once.
     X, y:
         The encoded training table (typically pseudo-data regenerated from released trees).
     schema:
@@ -255,6 +257,12 @@ def fit_global_models(
     -------
     dict
         Fitted model per name, in the order given.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (listing the known ones), overrides for a model not in ``names``, or
+        an ``X``/``y`` that does not fit ``schema``.
     """
     names = list(dict.fromkeys(names))
     specs = [_spec(name) for name in names]
@@ -262,7 +270,7 @@ def fit_global_models(
     unused = sorted(set(overrides) - set(names))
     if unused:
         raise ValueError(f"params given for models {unused} that are not in names {names}")
-    X, y = check_encoded(schema, X, y)
+    X, y = check_xy(schema, X, y)
     fitted: dict[str, GlobalModel] = {}
     for spec in specs:
         model = spec.build(schema, random_state, overrides.get(spec.name, {}))

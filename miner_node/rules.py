@@ -18,46 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.learners import CartTreeClassifier
+from common.learners._data import check_x, check_xy
+from common.schema import NumericAttribute, Schema
 from common.tree import CategorySet, Constraint, Interval
 
-__all__ = ["Conditions", "Rule", "RuleListClassifier", "check_encoded", "generalize", "laplace", "leaf_rules"]
+__all__ = ["Conditions", "Rule", "RuleListClassifier", "generalize", "laplace"]
 
 #: A rule body: ``(attribute index, constraint)`` pairs sorted by attribute, at most one per attribute.
 Conditions = tuple[tuple[int, Constraint], ...]
-
-
-def check_encoded(schema: Schema, X: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Validate an encoded table against ``schema`` and return it as (float64 X, int64 y).
-
-    Parameters
-    ----------
-    schema:
-        The schema the columns and class indices refer to.
-    X:
-        Encoded attributes, shape (rows, ``schema.n_attributes``).
-    y:
-        Optional class indices, shape (rows,), each in ``0 .. schema.n_classes - 1``.
-
-    Raises
-    ------
-    ValueError
-        Naming the argument (``X`` or ``y``) whose shape or values do not fit.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != schema.n_attributes:
-        raise ValueError(f"X must have shape (rows, {schema.n_attributes}) for this schema; got {X.shape}")
-    if y is None:
-        return X, None
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must be a 1-D vector of {X.shape[0]} class indices; got shape {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer) or (y.size and (y.min() < 0 or y.max() >= schema.n_classes)):
-        raise ValueError(f"y must hold integer class indices in 0..{schema.n_classes - 1}")
-    return X, y.astype(np.int64, copy=False)
 
 
 def laplace(correct: int | np.ndarray, covered: int | np.ndarray, n_classes: int) -> float | np.ndarray:
@@ -122,46 +93,6 @@ class Rule:
                 parts.append(_describe_interval(constraint, attr))  # type: ignore[arg-type]
         body = " AND ".join(parts) if parts else "TRUE"
         return f"IF {body} THEN {schema.classes[self.label]} (laplace {self.laplace:.2f})"
-
-
-def leaf_rules(tree: DecisionTreeClassifier, schema: Schema) -> list[tuple[Conditions, int]]:
-    """One ``(conditions, class index)`` per leaf of a fitted sklearn tree, in depth-first order.
-
-    Walks ``tree.tree_``'s arrays with an explicit stack, keeping the most specific condition per
-    attribute: sklearn sends ``x <= threshold`` left, so a split on a categorical column (an
-    ordinal code) keeps the set of codes on each side and a numeric split narrows an interval.
-
-    Parameters
-    ----------
-    tree:
-        A tree fitted on encoded rows of ``schema`` with schema class indices as labels.
-    schema:
-        The schema; says which columns are categorical and how many codes they have.
-    """
-    t = tree.tree_
-    labels = tree.classes_[np.argmax(t.value[:, 0, :], axis=1)]
-    out: list[tuple[Conditions, int]] = []
-    stack: list[tuple[int, dict[int, Constraint]]] = [(0, {})]
-    while stack:
-        node, conditions = stack.pop()
-        left, right = t.children_left[node], t.children_right[node]
-        if left == right:  # both are TREE_LEAF (-1)
-            out.append((tuple(sorted(conditions.items())), int(labels[node])))
-            continue
-        attribute, threshold = int(t.feature[node]), float(t.threshold[node])
-        attr = schema.attributes[attribute]
-        if isinstance(attr, CategoricalAttribute):
-            codes = np.arange(attr.size)
-            below: Constraint = CategorySet(frozenset(codes[codes <= threshold].tolist()))
-            above: Constraint = CategorySet(frozenset(codes[codes > threshold].tolist()))
-        else:
-            below = Interval(-math.inf, threshold, False, True)
-            above = Interval(threshold, math.inf, False, True)
-        previous = conditions.get(attribute)
-        for child, here in ((right, above), (left, below)):
-            merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
-            stack.append((int(child), {**conditions, attribute: merged}))
-    return out
 
 
 def generalize(conditions: Conditions, label: int, X: np.ndarray, y: np.ndarray, n_classes: int) -> Rule:
@@ -254,17 +185,16 @@ class RuleListClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: np.ndarray, y: np.ndarray) -> "RuleListClassifier":
         """Grow the tree, read and generalize one rule per leaf, dedupe, order, pick the default."""
-        X, y = check_encoded(self.schema, X, y)
-        if X.shape[0] == 0:
-            raise ValueError("X has no rows; a rule list needs training tuples")
-        tree = DecisionTreeClassifier(
+        X, y = check_xy(self.schema, X, y)
+        tree = CartTreeClassifier(
+            self.schema,
             criterion=self.criterion,
             max_depth=self.max_depth,
             min_samples_leaf=self.min_samples_leaf,
             random_state=self.random_state,
-        ).fit(X, y)
+        ).fit(X, y).tree_
         n_classes = self.schema.n_classes
-        candidates = [generalize(c, label, X, y, n_classes) for c, label in leaf_rules(tree, self.schema)]
+        candidates = [generalize(p.constraints, p.label, X, y, n_classes) for p in tree.paths()]
         # Best first; ties keep the tree's leaf order, so the ordering is deterministic.
         candidates.sort(key=lambda r: (-r.laplace, -r.covered))
         seen: set[tuple] = set()
@@ -286,7 +216,7 @@ class RuleListClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row: the label of the first rule the row satisfies, else the default class."""
         check_is_fitted(self, "rules_")
-        X, _ = check_encoded(self.schema, X)
+        X = check_x(self.schema, X)
         predictions = np.full(X.shape[0], self.default_class_, dtype=np.int64)
         decided = np.zeros(X.shape[0], dtype=bool)
         for rule in self.rules_:

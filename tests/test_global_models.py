@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
-from sklearn.tree import DecisionTreeClassifier
+from common.learners import CartTreeClassifier
 
 from common.metrics import accuracy, class_match, path_match
 from common.schema import CategoricalAttribute, NumericAttribute, Schema
@@ -23,7 +23,7 @@ from miner_node.global_models import (
     fit_global_models,
     make_global_model,
 )
-from miner_node.rules import Rule, RuleListClassifier, generalize, laplace, leaf_rules
+from miner_node.rules import Rule, RuleListClassifier, generalize, laplace
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -111,10 +111,10 @@ def test_fit_global_models_fits_each_name_in_order() -> None:
 
 def test_models_reject_tables_that_do_not_fit_the_schema() -> None:
     X, y = mixed_table(20, seed=0)
-    for name in ("naive-bayes", "rules"):
+    for name in ("decision-tree", "naive-bayes", "rules"):
         with pytest.raises(ValueError, match="X must have shape"):
             make_global_model(name, MIXED, random_state=0).fit(X[:, :3], y)
-        with pytest.raises(ValueError, match="y must"):
+        with pytest.raises(ValueError, match="column .class.*class indices must be integers"):
             make_global_model(name, MIXED, random_state=0).fit(X, y + 5)
 
 
@@ -192,7 +192,7 @@ def test_rule_list_predictions_are_first_matching_rule(seed: int) -> None:
 def test_generalization_never_lowers_laplace_and_stops_at_a_local_optimum(seed: int) -> None:
     X, y = mixed_table(300, seed=seed)
     y = np.where(np.random.default_rng(seed).random(len(y)) < 0.15, 1 - y, y)
-    tree = DecisionTreeClassifier(min_samples_leaf=3, random_state=0).fit(X, y)
+    tree = CartTreeClassifier(MIXED, min_samples_leaf=3, random_state=0).fit(X, y).tree_
     n_classes = MIXED.n_classes
 
     def stats(conditions: tuple, label: int) -> tuple[int, int]:
@@ -200,7 +200,7 @@ def test_generalization_never_lowers_laplace_and_stops_at_a_local_optimum(seed: 
         return int(covered.sum()), int((covered & (y == label)).sum())
 
     shortened = 0
-    for conditions, label in leaf_rules(tree, MIXED):
+    for conditions, label in ((p.constraints, p.label) for p in tree.paths()):
         covered, correct = stats(conditions, label)
         rule = generalize(conditions, label, X, y, n_classes)
         shortened += len(rule.conditions) < len(conditions)
@@ -215,10 +215,10 @@ def test_generalization_never_lowers_laplace_and_stops_at_a_local_optimum(seed: 
     assert shortened > 0  # the noisy tree has conditions worth dropping, so the check is not vacuous
 
 
-def test_leaf_rules_cover_each_training_row_exactly_once() -> None:
+def test_tree_path_rules_cover_each_training_row_exactly_once() -> None:
     X, y = mixed_table(300, seed=8)
-    tree = DecisionTreeClassifier(min_samples_leaf=5, random_state=0).fit(X, y)
-    rules = [Rule(c, label, 0, 0, 0.0) for c, label in leaf_rules(tree, MIXED)]
+    tree = CartTreeClassifier(MIXED, min_samples_leaf=5, random_state=0).fit(X, y).tree_
+    rules = [Rule(p.constraints, p.label, 0, 0, 0.0) for p in tree.paths()]
     masks = np.array([rule.mask(X) for rule in rules])
     np.testing.assert_array_equal(masks.sum(axis=0), 1)
     np.testing.assert_array_equal(first_match(rules, 0, X), tree.predict(X))
