@@ -44,7 +44,8 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
     """Split ``total`` into integers proportional to ``weights`` by largest remainders.
 
     Ties among remainders go to the lower index, so the result is deterministic. Each row of a
-    2-D ``weights`` is allocated its own ``total`` (an array with one total per row).
+    2-D ``weights`` is allocated its own ``total`` (an array with one total per row). A positive
+    total over weights that are all zero has no proportional split and raises ValueError.
     """
     weights = np.asarray(weights, dtype=np.float64)
     totals = np.asarray(total, dtype=np.int64)
@@ -52,6 +53,8 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
     w = weights if two_d else weights[None, :]
     t = totals.reshape(-1) if two_d else totals.reshape(1)
     sums = w.sum(axis=1)
+    if np.any((sums <= 0) & (t > 0)):
+        raise ValueError("cannot share rows among paths that disclose no tuples (all weights are zero)")
     share = np.divide(w * t[:, None], sums[:, None], out=np.zeros_like(w), where=sums[:, None] > 0)
     base = np.floor(share).astype(np.int64)
     left = t - base.sum(axis=1)

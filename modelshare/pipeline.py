@@ -49,6 +49,9 @@ class PipelineConfig:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
         PGEN's class assignment (``exact`` or ``sample``).
+    pgen_scale:
+        PGEN rows per released tree as a multiple of the tuples it discloses (1 = hit + miss per
+        path; larger tables give the global learner a less noisy view of the same trees).
     seed:
         Master seed; every random choice derives from it.
     """
@@ -63,6 +66,7 @@ class PipelineConfig:
     global_models: tuple[str, ...] = ("decision-tree",)
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
+    pgen_scale: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -70,6 +74,8 @@ class PipelineConfig:
             raise ValueError(f"n_sources must be between 1 and 1000, got {self.n_sources}")
         if self.folds < 2:
             raise ValueError(f"folds must be at least 2, got {self.folds}")
+        if not self.pgen_scale > 0:
+            raise ValueError(f"pgen_scale must be positive, got {self.pgen_scale}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, got {self.repeats}")
         unknown = [m for m in self.global_models if m not in GLOBAL_MODELS]
@@ -91,6 +97,11 @@ def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> n
     parts = np.empty(y.shape[0], dtype=np.int64)
     parts[order] = np.arange(y.shape[0]) % n_parts
     return parts
+
+
+def _scaled_rows(tree: Tree, scale: float) -> int | None:
+    """PGEN's requested size for one tree: None (hit + miss per path) at scale 1."""
+    return None if scale == 1.0 else int(round(scale * tree.root.total))
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -117,7 +128,10 @@ def run_fold(
 
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
-        parts = [pgen(t, rng=rng, class_assignment=config.class_assignment) for t in released]
+        parts = [
+            pgen(t, rows=_scaled_rows(t, config.pgen_scale), rng=rng, class_assignment=config.class_assignment)
+            for t in released
+        ]
         tables["PGEN"] = (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     if "BASEGEN" in config.methods:
         parts = [basegen(t, rows=int((sources == s).sum()), rng=rng) for s, t in enumerate(released)]

@@ -1,0 +1,173 @@
+"""PGEN and BASEGEN: constraints and counts exact, Proposition 1 in spirit, seeds, chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.learners import CartTreeClassifier, MultiwayTreeClassifier
+from common.schema import CategoricalAttribute, NumericAttribute, Schema
+from miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
+
+
+def rows_per_path(tree, X):
+    leaf_of = tree.apply(X)
+    return {p.leaf: p.mask(X) for p in tree.paths()}, leaf_of
+
+
+def assert_exact(tree, X, y, expected_rows=None):
+    """Every row satisfies exactly one path; per-path rows and class counts are exact."""
+    masks, _ = rows_per_path(tree, X)
+    stacked = np.array(list(masks.values()))
+    assert np.array_equal(stacked.sum(axis=0), np.ones(len(y)))
+    for p in tree.paths():
+        m = masks[p.leaf]
+        want = round(p.total) if expected_rows is None else expected_rows[p.leaf]
+        assert m.sum() == want
+        if p.counts is not None and expected_rows is None:
+            assert np.array_equal(np.bincount(y[m], minlength=tree.schema.n_classes), np.rint(p.counts))
+
+
+@pytest.mark.parametrize("learner", ["cart", "multiway"])
+def test_pgen_satisfies_paths_and_counts_exactly(car, learner):
+    schema, X, y = car
+    model = (CartTreeClassifier(schema, min_samples_leaf=5, random_state=0) if learner == "cart"
+             else MultiwayTreeClassifier(schema, min_samples_leaf=5))
+    tree = model.fit(X, y).tree_
+    Xp, yp = pgen(tree, rng=np.random.default_rng(0))
+    assert Xp.shape == (len(y), schema.n_attributes)
+    assert_exact(tree, Xp, yp)
+
+
+def test_numeric_values_inside_intervals_and_schema_range(mixed):
+    schema, X, y = mixed
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, y).tree_
+    Xp, yp = pgen(tree, rng=np.random.default_rng(1))
+    assert_exact(tree, Xp, yp)
+    for j, attr in enumerate(schema.attributes):
+        if isinstance(attr, NumericAttribute):
+            assert Xp[:, j].min() >= attr.low and Xp[:, j].max() <= attr.high
+
+
+def test_requested_size_is_shared_by_largest_remainder(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, min_samples_leaf=10, random_state=0).fit(X, y).tree_
+    paths = tree.paths()
+    n = 10_007
+    share = allocate_rows(np.array([p.total for p in paths]), n)
+    Xp, yp = pgen(tree, rows=n, rng=np.random.default_rng(2))
+    assert len(yp) == n == share.sum()
+    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(paths, share)})
+    exact = np.array([p.total for p in paths]) * n / len(y)
+    assert np.all(np.abs(share - exact) < 1)
+
+
+def test_allocate_rows_properties():
+    assert allocate_rows(np.array([1.0, 1.0, 1.0]), 10).tolist() == [4, 3, 3]
+    assert allocate_rows(np.array([0.0, 0.0]), 0).tolist() == [0, 0]
+    with pytest.raises(ValueError, match="disclose no tuples"):
+        allocate_rows(np.array([0.0, 0.0]), 5)
+    two = allocate_rows(np.array([[7.0, 3.0], [1.0, 1.0]]), np.array([10, 3]))
+    assert two.tolist() == [[7, 3], [2, 1]]
+
+
+def test_hit_miss_spreads_miss_uniformly():
+    schema = Schema((CategoricalAttribute("a", ("p", "q")),), "c", ("x", "y", "z"))
+    X = np.array([[0.0]] * 10 + [[1.0]] * 10)
+    y = np.array([0] * 7 + [1] * 3 + [2] * 10)
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, y).tree_.to_hit_miss()
+    Xp, yp = pgen(tree, rows=2000, rng=np.random.default_rng(0))
+    left = Xp[:, 0] == 0
+    # majority x gets hit/(hit+miss) = 0.7; the miss share 0.3 is spread over y and z equally
+    assert np.bincount(yp[left], minlength=3).tolist() == [700, 150, 150]
+    assert np.bincount(yp[~left], minlength=3).tolist() == [0, 0, 1000]
+
+
+def test_sample_assignment_follows_the_distribution(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, max_depth=1, random_state=0).fit(X, y).tree_
+    Xp, yp = pgen(tree, rows=200_000, rng=np.random.default_rng(5), class_assignment="sample")
+    for p in tree.paths():
+        m = p.mask(Xp)
+        freq = np.bincount(yp[m], minlength=schema.n_classes) / m.sum()
+        assert np.allclose(freq, p.counts / p.total, atol=0.01)
+
+
+def test_chunks_concatenate_to_exact_counts(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X, y).tree_
+    chunks = list(pgen_chunks(tree, rng=np.random.default_rng(0), chunk_rows=100))
+    assert all(len(c[1]) <= 100 for c in chunks) and len(chunks) == -(-len(y) // 100)
+    Xp = np.vstack([c[0] for c in chunks])
+    yp = np.concatenate([c[1] for c in chunks])
+    assert_exact(tree, Xp, yp)
+
+
+def test_seeds_make_runs_reproducible(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, y).tree_
+    a = pgen(tree, rng=np.random.default_rng(11))
+    b = pgen(tree, rng=np.random.default_rng(11))
+    c = pgen(tree, rng=np.random.default_rng(12))
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert not np.array_equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("dataset", ["nursery", "mixed"])
+def test_proposition_1_tree_from_pgen_reproduces_the_tree(request, dataset):
+    """A tree learned from PGEN data of a fully grown tree predicts like it on a uniform sample."""
+    schema, X, y = request.getfixturevalue(dataset)
+    h = CartTreeClassifier(schema, random_state=0).fit(X, y).tree_
+    Xp, yp = pgen(h, rng=np.random.default_rng(0))
+    h2 = CartTreeClassifier(schema, random_state=0).fit(Xp, yp).tree_
+    probe = uniform_rows(schema, 50_000, np.random.default_rng(9))
+    agreement = np.mean(h.predict(probe) == h2.predict(probe))
+    assert agreement >= 0.95, agreement
+
+
+def test_basegen_is_uniform_and_labelled_by_the_tree(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, y).tree_
+    Xb, yb = basegen(tree, rng=np.random.default_rng(0))
+    assert len(yb) == len(y) and np.array_equal(yb, tree.predict(Xb))
+    Xb, _ = basegen(tree, rows=60_000, rng=np.random.default_rng(0))
+    freq = np.bincount(Xb[:, 0].astype(int)) / 60_000
+    assert np.allclose(freq, 0.25, atol=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(5, 200),
+    n_cat=st.integers(1, 5),
+    depth=st.one_of(st.none(), st.integers(1, 6)),
+    hit_miss=st.booleans(),
+)
+def test_property_pgen_rows_always_satisfy_their_path(seed, n, n_cat, depth, hit_miss):
+    rng = np.random.default_rng(seed)
+    schema = Schema(
+        (CategoricalAttribute("c", tuple(f"v{i}" for i in range(n_cat))), NumericAttribute("x", -3.0, 3.0)),
+        "k",
+        ("a", "b", "c"),
+    )
+    X = np.column_stack([rng.integers(0, n_cat, n), rng.uniform(-3, 3, n).round(1)]).astype(float)
+    y = rng.integers(0, 3, n)
+    tree = CartTreeClassifier(schema, max_depth=depth, random_state=0).fit(X, y).tree_
+    if hit_miss:
+        tree = tree.to_hit_miss()
+    Xp, yp = pgen(tree, rng=rng)
+    masks, leaf_of = rows_per_path(tree, Xp)
+    for p in tree.paths():
+        assert masks[p.leaf].sum() == round(p.total)
+        assert np.array_equal(masks[p.leaf], leaf_of == p.leaf)
+
+
+def test_rejects_bad_arguments(car):
+    schema, X, y = car
+    tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X, y).tree_
+    with pytest.raises(ValueError, match="class_assignment"):
+        pgen(tree, rng=np.random.default_rng(0), class_assignment="majority")
+    with pytest.raises(ValueError, match="rows must be non-negative"):
+        pgen(tree, rows=-1, rng=np.random.default_rng(0))
