@@ -39,9 +39,10 @@ __all__ = [
     "make_global_model",
 ]
 
-#: Hyperparameters of the ``decision-tree`` global model; tune here (or override per call through
-#: `make_global_model`'s keyword arguments). Read at build time, so edits take effect at once.
-DEFAULT_TREE_PARAMS: dict[str, Any] = {"min_samples_leaf": 5}
+#: Hyperparameters of the ``decision-tree`` global model beyond `CartTreeClassifier`'s defaults
+#: (a fully grown CART, like the owners' default local trees); override per call through
+#: `make_global_model`'s keyword arguments.
+DEFAULT_TREE_PARAMS: dict[str, Any] = {}
 
 #: Hyperparameters of the ``random-forest`` global model (single-threaded so studies that run
 #: many trials in parallel processes do not oversubscribe the CPUs).

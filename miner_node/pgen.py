@@ -38,6 +38,7 @@ __all__ = ["PathTable", "allocate_rows", "pgen", "pgen_chunks", "basegen", "unif
 
 ClassAssignment = Literal["exact", "sample"]
 DEFAULT_CHUNK_ROWS = 1_000_000
+BLOCK_ROWS = 1 << 15
 
 
 def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
@@ -69,17 +70,20 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
 class PathTable:
     """A tree's paths compiled into arrays, one row per path, ready for vectorized generation.
 
-    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j``;
+    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j`` and
+    ``ordered_flat[j]`` the flattened (paths, categories) table listing each path's allowed
+    category indices first, so the k-th allowed category of path p is at ``p * categories + k``;
     ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
     ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss.
     """
 
     schema: Schema
     allowed: dict[int, np.ndarray]
-    ordered: dict[int, np.ndarray]
+    ordered_flat: dict[int, np.ndarray]
     n_allowed: dict[int, np.ndarray]
     low: dict[int, np.ndarray]
     high: dict[int, np.ndarray]
+    span: dict[int, np.ndarray]
     class_probs: np.ndarray
     totals: np.ndarray
 
@@ -95,18 +99,30 @@ class PathTable:
             else:
                 low[j] = np.full(n, attr.low)
                 high[j] = np.full(n, attr.high)
+        cat_rows: dict[int, list[int]] = {j: [] for j in allowed}
+        cat_codes: dict[int, list[list[int]]] = {j: [] for j in allowed}
+        num_rows: dict[int, list[int]] = {j: [] for j in low}
+        num_bounds: dict[int, list[tuple[float, float, bool, bool]]] = {j: [] for j in low}
         for p, path in enumerate(paths):
             for j, c in path.constraints:
                 if isinstance(c, CategorySet):
-                    allowed[j][p] = False
-                    allowed[j][p, list(c.codes)] = True
+                    cat_rows[j].append(p)
+                    cat_codes[j].append(list(c.codes))
                 else:
-                    lo, hi = _drawable_bounds(c, schema.attributes[j])  # type: ignore[arg-type]
-                    low[j][p], high[j][p] = lo, hi
-        ordered = {j: np.argsort(~m, axis=1, kind="stable") for j, m in allowed.items()}
-        n_allowed = {j: m.sum(axis=1) for j, m in allowed.items()}
+                    num_rows[j].append(p)
+                    num_bounds[j].append((c.low, c.high, c.low_closed, c.high_closed))
+        for j, rows in cat_rows.items():
+            if rows:
+                allowed[j][rows] = False
+                lengths = [len(codes) for codes in cat_codes[j]]
+                allowed[j][np.repeat(rows, lengths), np.concatenate(cat_codes[j])] = True
+        for j, rows in num_rows.items():
+            if rows:
+                low[j][rows], high[j][rows] = _drawable_bounds(np.array(num_bounds[j]), schema.attributes[j])  # type: ignore[arg-type]
+        ordered_flat = {j: np.argsort(~m, axis=1, kind="stable").astype(np.float64).ravel() for j, m in allowed.items()}
+        n_allowed = {j: m.sum(axis=1).astype(np.float64) for j, m in allowed.items()}
         return cls(
-            schema, allowed, ordered, n_allowed, low, high, _class_probs(schema, paths), np.array([p.total for p in paths])
+            schema, allowed, ordered_flat, n_allowed, low, high, {j: high[j] - low[j] for j in low}, _class_probs(schema, paths), np.array([p.total for p in paths])
         )
 
     @property
@@ -114,14 +130,23 @@ class PathTable:
         return int(self.totals.shape[0])
 
 
-def _drawable_bounds(interval: Interval, attr: NumericAttribute) -> tuple[float, float]:
-    """Closed bounds whose every float satisfies the interval clipped to the schema range."""
-    iv = interval.clip(attr)
-    lo = iv.low if iv.low_closed else np.nextafter(iv.low, np.inf)
-    hi = iv.high if iv.high_closed else np.nextafter(iv.high, -np.inf)
-    if lo > hi:
-        raise ValueError(f"path interval {iv.describe(attr)} holds no drawable value")
-    return float(lo), float(hi)
+def _drawable_bounds(intervals: np.ndarray, attr: NumericAttribute) -> tuple[np.ndarray, np.ndarray]:
+    """Closed bounds whose every float satisfies each interval clipped to the schema range.
+
+    ``intervals`` has one row ``(low, high, low_closed, high_closed)`` per interval. An open end
+    strictly inside the range moves one float inward; an end outside the range becomes the range's
+    closed end. An interval left with no drawable value is a malformed path (ValueError).
+    """
+    lo, hi = intervals[:, 0], intervals[:, 1]
+    lo_closed, hi_closed = intervals[:, 2].astype(bool), intervals[:, 3].astype(bool)
+    low = np.where(lo < attr.low, attr.low, np.where(lo_closed, lo, np.nextafter(lo, np.inf)))
+    high = np.where(hi > attr.high, attr.high, np.where(hi_closed, hi, np.nextafter(hi, -np.inf)))
+    low, high = np.maximum(low, attr.low), np.minimum(high, attr.high)
+    empty = np.flatnonzero(low > high)
+    if empty.size:
+        bad = Interval(*intervals[empty[0], :2], *intervals[empty[0], 2:].astype(bool))
+        raise ValueError(f"path interval {bad.describe(attr)} holds no drawable value in [{attr.low:g}, {attr.high:g}]")
+    return low, high
 
 
 def _class_probs(schema: Schema, paths: Sequence[Path]) -> np.ndarray:
@@ -210,30 +235,68 @@ def pgen_chunks(
 def _generate(
     table: PathTable, cells: np.ndarray, class_assignment: ClassAssignment, rng: np.random.Generator, shuffle: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows for the given per-(path, class) or per-path counts, vectorized over rows."""
+    """Rows for the given per-(path, class) or per-path counts, vectorized over rows.
+
+    Rows are i.i.d. given their path, so shuffling the (path, class) index vector before drawing
+    values shuffles the table without moving the value matrix. Values are drawn in blocks of
+    `BLOCK_ROWS` rows so that temporaries stay in cache, into a column-major array; attributes that
+    no path constrains skip the per-path gathers.
+    """
     schema = table.schema
     c = schema.n_classes
     if class_assignment == "exact":
-        pid = np.repeat(np.repeat(np.arange(table.n_paths), c), cells)
-        y = np.repeat(np.tile(np.arange(c), table.n_paths), cells)
+        # one int32 cell index (path * classes + class) per row, shuffled in place
+        cell = np.repeat(np.arange(table.n_paths * c, dtype=np.int32), cells)
+        if shuffle:
+            rng.shuffle(cell)
+        pid, y = np.divmod(cell, np.int32(c))
+        y = y.astype(np.int64)
     else:
-        pid = np.repeat(np.arange(table.n_paths), cells)
+        pid = np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
+        if shuffle:
+            rng.shuffle(pid)
         cum = np.cumsum(table.class_probs, axis=1)
         y = (rng.random(pid.size)[:, None] >= cum[pid, :-1]).sum(axis=1).astype(np.int64)
     n = pid.size
-    X = np.empty((n, schema.n_attributes))
-    for j in range(schema.n_attributes):
-        u = rng.random(n)
-        if j in table.allowed:
-            k = (u * table.n_allowed[j][pid]).astype(np.int64)
-            X[:, j] = table.ordered[j][pid, k]
-        else:
-            lo, hi = table.low[j][pid], table.high[j][pid]
-            X[:, j] = np.minimum(lo + (hi - lo) * u, hi)
-    if shuffle and n > 1:
-        order = rng.permutation(n)
-        return X[order], y[order]
+    X = np.empty((n, schema.n_attributes), order="F")
+    u = np.empty(min(n, BLOCK_ROWS))
+    for start in range(0, n, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, n)
+        block_pid, block_u = pid[start:stop], u[: stop - start]
+        for j in range(schema.n_attributes):
+            rng.random(out=block_u)
+            column = X[start:stop, j]
+            if j in table.allowed:
+                _categorical_column(table, j, block_pid, block_u, column)
+            else:
+                _numeric_column(table, j, block_pid, block_u, column)
     return X, y
+
+
+def _categorical_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+    """Uniform category index among each row's allowed set, written into ``out``."""
+    size = table.allowed[j].shape[1]
+    if table.n_allowed[j].min(initial=size) == size:  # no path constrains this attribute
+        u *= size
+        np.floor(u, out=out)
+        return
+    u *= np.take(table.n_allowed[j], pid, mode="clip")
+    k = u.astype(np.int32)
+    k += pid * np.int32(size)
+    np.take(table.ordered_flat[j], k, out=out, mode="clip")
+
+
+def _numeric_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+    """Uniform value on each row's drawable interval, written into ``out``."""
+    low, high = table.low[j], table.high[j]
+    if np.all(low == low[0]) and np.all(high == high[0]):  # the same interval on every path
+        np.multiply(u, high[0] - low[0], out=out)
+        out += low[0]
+        np.minimum(out, high[0], out=out)
+        return
+    np.multiply(u, np.take(table.span[j], pid, mode="clip"), out=out)
+    out += np.take(low, pid, mode="clip")
+    np.minimum(out, np.take(high, pid, mode="clip"), out=out)
 
 
 def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -64,6 +64,26 @@ def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
+def _leaf_size(text: str) -> int | float:
+    """An integer >= 1 (rows) or a float in (0, 1) (fraction of the training rows)."""
+    try:
+        value: int | float = int(text)
+    except ValueError:
+        value = float(text)
+    if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
+        return value
+    raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
+
+
+def _global_tree_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if args.global_max_depth is not None:
+        params["max_depth"] = args.global_max_depth
+    if args.global_min_samples_leaf is not None:
+        params["min_samples_leaf"] = args.global_min_samples_leaf
+    return params
+
+
 # ------------------------------------------------------------------ simulate
 def cmd_simulate(args: argparse.Namespace) -> int:
     table = _load_source(args)
@@ -78,6 +98,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         learner_params=_learner_params(args),
         mechanism=args.mechanism,
         global_models=tuple(args.models),
+        global_params={name: _global_tree_params(args) for name in ("decision-tree", "rules") if name in args.models},
+        pgen_scale=args.pgen_scale,
         seed=args.seed,
     )
     results = _with_progress(f"{len(y)} rows, {args.owners} owners", lambda cb: run_study(table.schema, X, y, config, on_fold=cb))
@@ -93,7 +115,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         }
         print(json.dumps(payload, indent=2))
         return 0
-    _print_summary(summary, f"{table.source}: {args.owners} owner(s), mechanism {args.mechanism}, "
+    _print_summary(summary, f"{Path(table.source).name}: {args.owners} owners, mechanism {args.mechanism}, "
                             f"{args.folds}-fold CV x {args.repeats}")
     return 0
 
@@ -108,10 +130,10 @@ def _with_progress(label: str, work: Callable[[Callable[[int, int], None]], Any]
 def _print_summary(summary, title: str) -> None:
     table = Table(title=title)
     for col in ("global model", "method", "accuracy", "class match", "path match"):
-        table.add_column(col, justify="left" if col in ("global model", "method") else "right")
-    for row in summary.itertuples(index=False):
+        table.add_column(col, justify="left" if col in ("global model", "method") else "right", no_wrap=True)
+    for row in summary.sort_values(["model"], kind="stable").itertuples(index=False):
         def fmt(mean: float, std: float) -> str:
-            return "-" if np.isnan(mean) else f"{mean:.4f} ± {0.0 if np.isnan(std) else std:.4f}"
+            return "-" if np.isnan(mean) else f"{mean:.4f}±{0.0 if np.isnan(std) else std:.4f}"
         table.add_row(row.model, row.method, fmt(row.accuracy_mean, row.accuracy_std),
                       fmt(row.class_match_mean, row.class_match_std), fmt(row.path_match_mean, row.path_match_std))
     out.print(table)
@@ -170,8 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--owners", type=_positive_int, default=5, help="number of data owners (default 5)")
     sim.add_argument("--mechanism", default="none", choices=sorted(MECHANISMS), help="release mechanism (default none)")
     sim.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="owners' local learner (default cart)")
-    sim.add_argument("--max-depth", type=_positive_int, default=None, help="local tree depth limit")
-    sim.add_argument("--min-samples-leaf", type=_positive_int, default=None, help="local tree minimum leaf size")
+    sim.add_argument("--max-depth", type=_positive_int, default=None, help="depth limit of the owners' local trees")
+    sim.add_argument("--min-samples-leaf", type=_positive_int, default=None,
+                     help="minimum leaf size of the owners' local trees (default 1: fully grown)")
+    sim.add_argument("--global-max-depth", type=_positive_int, default=None,
+                     help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
+    sim.add_argument("--global-min-samples-leaf", type=_leaf_size, default=None,
+                     help="minimum leaf of the global tree models: rows, or a fraction of the training rows "
+                          "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
+    sim.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
+                     help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
     sim.add_argument("--models", nargs="+", default=["decision-tree", "naive-bayes"], choices=sorted(GLOBAL_MODELS),
                      metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
     sim.add_argument("--folds", type=_positive_int, default=10, help="cross-validation folds (default 10)")

@@ -10,8 +10,8 @@ kind, and path match with the BASIS tree for tree models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -45,13 +45,18 @@ class PipelineConfig:
         The release mechanism each owner applies and what the released tree discloses.
     global_models:
         Registry names of the global models the miner learns.
+    global_params:
+        Per global model name, parameters that override its registry defaults (the same for
+        BASIS, PGEN and BASEGEN, so they compare like with like).
     methods:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
         PGEN's class assignment (``exact`` or ``sample``).
     pgen_scale:
-        PGEN rows per released tree as a multiple of the tuples it discloses (1 = hit + miss per
-        path; larger tables give the global learner a less noisy view of the same trees).
+        PGEN rows per released tree as a multiple of the tuples it discloses. 1 is the paper's
+        hit + miss per path; the default 10 gives the global learner a far less noisy view of the
+        same trees (EXPERIMENTS.md measures both). Tree models then need a leaf minimum that does
+        not depend on the table size: none (fully grown) or a fraction of the training rows.
     seed:
         Master seed; every random choice derives from it.
     """
@@ -64,9 +69,10 @@ class PipelineConfig:
     mechanism: str = "none"
     disclosure: Disclosure = "counts"
     global_models: tuple[str, ...] = ("decision-tree",)
+    global_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
-    pgen_scale: float = 1.0
+    pgen_scale: float = 10.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -78,7 +84,7 @@ class PipelineConfig:
             raise ValueError(f"pgen_scale must be positive, got {self.pgen_scale}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, got {self.repeats}")
-        unknown = [m for m in self.global_models if m not in GLOBAL_MODELS]
+        unknown = [m for m in (*self.global_models, *self.global_params) if m not in GLOBAL_MODELS]
         if unknown:
             raise ValueError(f"unknown global models {unknown}; available: {sorted(GLOBAL_MODELS)}")
         bad = [m for m in self.methods if m not in METHODS]
@@ -142,7 +148,7 @@ def run_fold(
     model_seed = _seed(rng)
     for method, (X, y) in tables.items():
         for name in config.global_models:
-            model = make_global_model(name, schema, random_state=model_seed)
+            model = make_global_model(name, schema, random_state=model_seed, **config.global_params.get(name, {}))
             record: dict[str, Any] = {"method": method, "model": name, "train_rows": int(y.shape[0])}
             if y.shape[0] == 0:
                 records.append({**record, "accuracy": np.nan, "class_match": np.nan, "path_match": np.nan})
@@ -201,8 +207,3 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     agg = results.groupby(keys, sort=False)[scores].agg(["mean", "std"])
     agg.columns = [f"{s}_{stat}" for s, stat in agg.columns]
     return agg.reset_index()
-
-
-def with_sources(config: PipelineConfig, n_sources: int) -> PipelineConfig:
-    """The same study with a different number of sources."""
-    return replace(config, n_sources=n_sources)

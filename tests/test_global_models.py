@@ -90,7 +90,7 @@ def test_unknown_model_name_lists_known_names() -> None:
 
 def test_decision_tree_takes_default_params_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     tree = make_global_model("decision-tree", MIXED, random_state=7)
-    assert tree.min_samples_leaf == DEFAULT_TREE_PARAMS["min_samples_leaf"]
+    assert tree.min_samples_leaf == DEFAULT_TREE_PARAMS.get("min_samples_leaf", 1)
     assert tree.random_state == 7
     assert make_global_model("decision-tree", MIXED, random_state=0, min_samples_leaf=11).min_samples_leaf == 11
     monkeypatch.setitem(global_models.DEFAULT_TREE_PARAMS, "max_depth", 3)

@@ -27,13 +27,22 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
 from common.learners._data import check_x, check_xy
-from common.learners._params import check_choice, check_positive_int
+from common.learners._params import ParameterError, check_choice, check_positive_int
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Edge, Interval, Node, Tree
 
 __all__ = ["CartTreeClassifier"]
 
 Encoding = Literal["ordinal", "onehot"]
+
+
+def _check_min_samples_leaf(value: object) -> None:
+    if isinstance(value, float) and 0.0 < value < 1.0:
+        return
+    try:
+        check_positive_int("min_samples_leaf", value)
+    except ParameterError:
+        raise ParameterError(f"min_samples_leaf must be an integer >= 1 or a float in (0, 1); got {value!r}") from None
 
 
 class CartTreeClassifier(ClassifierMixin, BaseEstimator):
@@ -48,7 +57,9 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
     max_depth:
         Maximum depth, or None to grow until leaves are pure or too small.
     min_samples_leaf:
-        Minimum training rows per leaf.
+        Minimum training rows per leaf: an integer >= 1, or a float in (0, 1) for that fraction of
+        the training rows (scikit-learn's convention), which makes the tree's granularity
+        independent of the table size, e.g. when PGEN generates a multiple of the original rows.
     categorical_encoding:
         ``"ordinal"`` (category index as a number) or ``"onehot"`` (indicator per category).
     random_state:
@@ -68,7 +79,7 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
         *,
         criterion: str = "gini",
         max_depth: int | None = None,
-        min_samples_leaf: int = 1,
+        min_samples_leaf: int | float = 1,
         categorical_encoding: Encoding = "ordinal",
         random_state: int | None = None,
     ) -> None:
@@ -83,7 +94,7 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
         """Fit scikit-learn's CART on ``(X, y)`` and convert it into ``tree_``."""
         check_choice("criterion", self.criterion, ("gini", "entropy", "log_loss"))
         check_positive_int("max_depth", self.max_depth, allow_none=True)
-        check_positive_int("min_samples_leaf", self.min_samples_leaf)
+        _check_min_samples_leaf(self.min_samples_leaf)
         check_choice("categorical_encoding", self.categorical_encoding, ("ordinal", "onehot"))
         X, y = check_xy(self.schema, X, y)
         features, self._columns = self._features(X)

@@ -1,0 +1,92 @@
+"""PGEN throughput against the raw throughput of the same numpy Generator, measured in one run.
+
+For a tree trained on each bundled table (categorical Nursery, mixed Adult), PGEN generates a
+large pseudo table; its output values per second (rows x (attributes + class)) are divided by
+the values per second of ``Generator.random`` drawing the same number of float64 values. The
+ratio is hardware-independent enough to be a target: >= 0.25. Results go to bench/RESULTS.md.
+
+    python bench/pgen.py [--rows 2000000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common.datasets import load_dataset
+from common.learners import CartTreeClassifier
+from miner_node.pgen import pgen
+
+TARGET = 0.25
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def best_seconds(work, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure(dataset: str, rows: int, repeats: int) -> dict[str, float]:
+    table = load_dataset(dataset)
+    X, y = table.schema.encode(table.frame)
+    tree = CartTreeClassifier(table.schema, min_samples_leaf=5, random_state=0).fit(X, y).tree_
+    values = rows * (table.schema.n_attributes + 1)
+    rng = np.random.default_rng(0)
+    pgen_s = best_seconds(lambda: pgen(tree, rows=rows, rng=rng), repeats)
+    raw_s = best_seconds(lambda: rng.random(values), repeats)
+    return {
+        "paths": tree.n_leaves,
+        "values": values,
+        "pgen_values_per_s": values / pgen_s,
+        "raw_values_per_s": values / raw_s,
+        "ratio": raw_s / pgen_s,
+    }
+
+
+def write_results(rows: int, results: dict[str, dict[str, float]]) -> None:
+    lines = [
+        "## PGEN throughput (bench/pgen.py)",
+        "",
+        f"`python bench/pgen.py --rows {rows}`: PGEN output values/s over `numpy.random.Generator.random` values/s "
+        f"for the same number of values, same run, best of repeats. Target ratio >= {TARGET}.",
+        "",
+        "| tree | paths | values | PGEN values/s | raw Generator values/s | ratio | target met |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} (CART, min leaf 5) | {r['paths']} | {r['values']:,} | {r['pgen_values_per_s']:.3g} | "
+            f"{r['raw_values_per_s']:.3g} | {r['ratio']:.3f} | {'yes' if r['ratio'] >= TARGET else 'NO'} |"
+        )
+    section = "\n".join(lines) + "\n"
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
+    pattern = re.compile(r"## PGEN throughput \(bench/pgen.py\)\n.*?(?=\n## |\Z)", re.S)
+    text = pattern.sub(section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    results = {name: measure(name, args.rows, args.repeats) for name in ("nursery", "adult")}
+    for name, r in results.items():
+        print(f"{name}: {r['paths']} paths, ratio {r['ratio']:.3f} "
+              f"(PGEN {r['pgen_values_per_s']:.3g} values/s, raw {r['raw_values_per_s']:.3g} values/s)")
+    write_results(args.rows, results)
+    worst = min(r["ratio"] for r in results.values())
+    if worst < TARGET:
+        raise SystemExit(f"PGEN ratio {worst:.3f} is below the target {TARGET}")
+
+
+if __name__ == "__main__":
+    main()

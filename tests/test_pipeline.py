@@ -1,0 +1,74 @@
+"""The in-process pipeline: sources, folds, BASIS vs PGEN vs BASEGEN, seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from modelshare.pipeline import PipelineConfig, run_study, stratified_parts, summarize
+
+
+def test_stratified_parts_are_balanced_and_seeded():
+    y = np.array([0] * 50 + [1] * 30 + [2] * 7)
+    parts = stratified_parts(y, 5, np.random.default_rng(0))
+    assert np.bincount(parts).max() - np.bincount(parts).min() <= 1
+    for c in range(3):
+        per_part = np.bincount(parts[y == c], minlength=5)
+        assert per_part.max() - per_part.min() <= 1
+    assert np.array_equal(parts, stratified_parts(y, 5, np.random.default_rng(0)))
+
+
+def test_study_records_and_scores(car):
+    schema, X, y = car
+    config = PipelineConfig(n_sources=3, folds=3, global_models=("decision-tree", "naive-bayes"), pgen_scale=1.0, seed=1)
+    results = run_study(schema, X, y, config)
+    assert len(results) == 3 * 3 * 2
+    assert set(results["method"]) == {"BASIS", "PGEN", "BASEGEN"}
+    basis = results[results.method == "BASIS"]
+    assert (basis.class_match == 1.0).all()
+    assert (basis[basis.model == "decision-tree"].path_match == 1.0).all()
+    assert basis.path_match[basis.model == "naive-bayes"].isna().all()
+    pgen_rows = results[(results.method == "PGEN")].train_rows
+    assert (pgen_rows == basis.train_rows.to_numpy()).all()  # hit + miss of every path = the training rows
+    summary = summarize(results)
+    assert set(summary.columns) >= {"accuracy_mean", "accuracy_std", "class_match_mean", "path_match_mean"}
+    acc = summary.set_index(["model", "method"]).accuracy_mean
+    assert acc["decision-tree", "BASIS"] > 0.9 and acc["decision-tree", "PGEN"] > 0.85
+
+
+def test_one_source_pgen_matches_basis_on_nursery(nursery):
+    """With one source and fully grown trees, PGEN is within half a point of BASIS."""
+    schema, X, y = nursery
+    summary = summarize(run_study(schema, X, y, PipelineConfig(n_sources=1, folds=5, seed=0)))
+    acc = summary.set_index("method").accuracy_mean
+    assert abs(acc["PGEN"] - acc["BASIS"]) < 0.005
+
+
+def test_pgen_scale_multiplies_rows(car):
+    schema, X, y = car
+    results = run_study(schema, X, y, PipelineConfig(n_sources=2, folds=2, pgen_scale=3.0, methods=("BASIS", "PGEN")))
+    basis = results[results.method == "BASIS"].train_rows.to_numpy()
+    assert np.array_equal(results[results.method == "PGEN"].train_rows.to_numpy(), 3 * basis)
+
+
+def test_seed_makes_studies_reproducible(car):
+    schema, X, y = car
+    config = PipelineConfig(n_sources=2, folds=3, seed=4)
+    a = run_study(schema, X, y, config)
+    b = run_study(schema, X, y, config)
+    assert a.equals(b)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_sources": 0}, "n_sources"),
+        ({"folds": 1}, "folds"),
+        ({"global_models": ("svm",)}, "unknown global models"),
+        ({"methods": ("PGEN",)}, "must include BASIS"),
+        ({"pgen_scale": 0}, "pgen_scale"),
+    ],
+)
+def test_config_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PipelineConfig(**kwargs)
