@@ -31,6 +31,7 @@ __all__ = [
     "Path",
     "Tree",
     "Disclosure",
+    "conjunction_mask",
 ]
 
 Disclosure = Literal["counts", "hit_miss"]
@@ -111,6 +112,14 @@ class Interval:
 Constraint = Union[CategorySet, Interval]
 
 
+def conjunction_mask(constraints: Sequence[tuple[int, Constraint]], X: np.ndarray) -> np.ndarray:
+    """Rows of encoded ``X`` that satisfy every ``(attribute index, constraint)`` pair."""
+    ok = np.ones(X.shape[0], dtype=bool)
+    for a, c in constraints:
+        ok &= c.mask(X[:, a])
+    return ok
+
+
 @dataclass(frozen=True)
 class Edge:
     """An edge from a split node to ``child`` taken by rows that satisfy ``constraint``."""
@@ -186,10 +195,7 @@ class Path:
 
     def mask(self, X: np.ndarray) -> np.ndarray:
         """Rows of ``X`` that satisfy every constraint of the path."""
-        ok = np.ones(X.shape[0], dtype=bool)
-        for a, c in self.constraints:
-            ok &= c.mask(X[:, a])
-        return ok
+        return conjunction_mask(self.constraints, X)
 
     def describe(self, schema: Schema) -> str:
         parts = [c.describe(schema.attributes[a]) for a, c in self.constraints]  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from common.learners import CartTreeClassifier
 from common.learners._data import check_x, check_xy
 from common.schema import NumericAttribute, Schema
-from common.tree import CategorySet, Constraint, Interval
+from common.tree import CategorySet, Constraint, Interval, conjunction_mask
 
 __all__ = ["Conditions", "Rule", "RuleListClassifier", "generalize", "laplace"]
 
@@ -77,10 +77,7 @@ class Rule:
 
     def mask(self, X: np.ndarray) -> np.ndarray:
         """Rows of encoded ``X`` that satisfy every condition."""
-        ok = np.ones(X.shape[0], dtype=bool)
-        for attribute, constraint in self.conditions:
-            ok &= constraint.mask(X[:, attribute])
-        return ok
+        return conjunction_mask(self.conditions, X)
 
     def describe(self, schema: Schema) -> str:
         """The rule in words, e.g. ``IF safety = low AND persons in {4, more} THEN unacc (laplace 0.97)``."""

@@ -55,12 +55,13 @@ def _load_source(args: argparse.Namespace):
     return load_dataset(args.dataset or args.default_dataset)
 
 
-def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
+def _tree_params(max_depth: int | None, min_samples_leaf: int | float | None) -> dict[str, Any]:
+    """Tree learner keyword arguments for the limits a user gave (none given: the learner's defaults)."""
     params: dict[str, Any] = {}
-    if args.max_depth is not None:
-        params["max_depth"] = args.max_depth
-    if args.min_samples_leaf is not None:
-        params["min_samples_leaf"] = args.min_samples_leaf
+    if max_depth is not None:
+        params["max_depth"] = max_depth
+    if min_samples_leaf is not None:
+        params["min_samples_leaf"] = min_samples_leaf
     return params
 
 
@@ -75,15 +76,6 @@ def _leaf_size(text: str) -> int | float:
     raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
 
 
-def _global_tree_params(args: argparse.Namespace) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    if args.global_max_depth is not None:
-        params["max_depth"] = args.global_max_depth
-    if args.global_min_samples_leaf is not None:
-        params["min_samples_leaf"] = args.global_min_samples_leaf
-    return params
-
-
 # ------------------------------------------------------------------ simulate
 def cmd_simulate(args: argparse.Namespace) -> int:
     table = _load_source(args)
@@ -95,10 +87,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=_learner_params(args),
+        learner_params=_tree_params(args.max_depth, args.min_samples_leaf),
         mechanism=args.mechanism,
         global_models=tuple(args.models),
-        global_params={name: _global_tree_params(args) for name in ("decision-tree", "rules") if name in args.models},
+        global_params={
+            name: _tree_params(args.global_max_depth, args.global_min_samples_leaf)
+            for name in ("decision-tree", "rules")
+            if name in args.models
+        },
         pgen_scale=args.pgen_scale,
         seed=args.seed,
     )
