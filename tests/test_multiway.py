@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,8 +20,6 @@ from common.learners.multiway import MultiwayTreeClassifier
 from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.tree import CategorySet, Interval, Tree
 
-CAR_DATA = Path("/work/shared/datasets/car/car.data")
-CAR_COLUMNS = ["buying", "maint", "doors", "persons", "lug_boot", "safety", "class"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -160,16 +156,6 @@ def reference_root_choice(
 
 
 # ------------------------------------------------------------------ fixtures
-@pytest.fixture(scope="module")
-def car() -> tuple[Schema, np.ndarray, np.ndarray]:
-    if not CAR_DATA.exists():
-        pytest.skip(f"{CAR_DATA} is not available")
-    frame = pd.read_csv(CAR_DATA, names=CAR_COLUMNS, header=None, dtype=str)
-    schema = Schema.infer(frame, "class")
-    X, y = schema.encode(frame)
-    return schema, X, y
-
-
 def small_categorical() -> tuple[Schema, np.ndarray, np.ndarray]:
     """A weather-like table: ``play`` is yes unless (sunny and humid) or (rainy and windy)."""
     schema = Schema(
