@@ -21,7 +21,7 @@ the class follows the path's disclosed counts. Choices where the paper leaves ro
   as in the paper's experiments.
 
 Everything is vectorized over rows: the Python-level loops run over attributes and chunks only.
-Large outputs stream in chunks of whole rows (`pgen_chunks`); rows are shuffled within a chunk.
+Large outputs stream in chunks of whole rows (`pgen_chunks`), optionally shuffled within a chunk.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def pgen(
     rows: int | None = None,
     rng: np.random.Generator,
     class_assignment: ClassAssignment = "exact",
-    shuffle: bool = True,
+    shuffle: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generate a pseudo table ``(X, y)`` from a tree's paths in one piece.
 
@@ -185,7 +185,8 @@ def pgen(
     class_assignment:
         ``"exact"`` (class shares follow the disclosed distribution exactly) or ``"sample"``.
     shuffle:
-        Shuffle the rows (otherwise they come grouped by path).
+        Shuffle the rows; by default they come grouped by path (and class), which the global
+        learners do not mind and which saves a full permutation. Files for people are shuffled.
     """
     chunks = list(pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment,
                               chunk_rows=None, shuffle=shuffle))
@@ -199,13 +200,13 @@ def pgen_chunks(
     rng: np.random.Generator,
     class_assignment: ClassAssignment = "exact",
     chunk_rows: int | None = DEFAULT_CHUNK_ROWS,
-    shuffle: bool = True,
+    shuffle: bool = False,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Generate PGEN rows as a stream of ``(X, y)`` chunks of at most ``chunk_rows`` rows.
 
     The concatenated stream has exactly the per-path row counts and (under exact assignment)
-    per-path class counts of a single `pgen` call; rows are grouped by path across chunks and
-    shuffled within each chunk. ``chunk_rows=None`` yields one chunk (possibly empty).
+    per-path class counts of a single `pgen` call; rows are grouped by path across chunks and,
+    with ``shuffle``, shuffled within each chunk. ``chunk_rows=None`` yields one chunk (possibly empty).
     """
     if class_assignment not in ("exact", "sample"):
         raise ValueError(f"class_assignment is {class_assignment!r}; expected 'exact' or 'sample'")

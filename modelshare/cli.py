@@ -172,7 +172,7 @@ def cmd_pgen(args: argparse.Namespace) -> int:
     tree = read_tree(args.model)
     rng = np.random.default_rng(args.seed)
     chunks = pgen_chunks(tree, rows=args.rows, rng=rng, class_assignment=args.class_assignment,
-                         chunk_rows=args.chunk_rows)
+                         chunk_rows=args.chunk_rows, shuffle=not args.grouped)
     n = write_table_chunks(tree.schema, chunks, args.out)
     err.print(f"wrote {n} pseudo rows to {args.out}")
     return 0
@@ -220,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--seed", type=int, default=0)
     pg.add_argument("--class-assignment", choices=["exact", "sample"], default="exact")
     pg.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, help="rows generated per chunk")
+    pg.add_argument("--grouped", action="store_true", help="keep rows grouped by path (default: shuffled per chunk)")
     pg.set_defaults(func=cmd_pgen)
     return parser
 
