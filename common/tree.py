@@ -224,7 +224,7 @@ class Tree:
     # ------------------------------------------------------------ validation
     def validate(self) -> None:
         """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema."""
-        schema, nodes = self.schema, self.nodes
+        nodes = self.nodes
         if self.disclosure not in DISCLOSURES:
             raise TreeError(f"disclosure is {self.disclosure!r}; expected one of {list(DISCLOSURES)}")
         if not nodes:
