@@ -1,0 +1,153 @@
+"""Re-derive a release's privacy claims from the released tree alone (`modelshare audit`).
+
+The audit trusts nothing the release computed: it parses the claimed requirement again, checks it
+on every released leaf's own statistics, checks that the claims cover exactly the released paths
+with their true sizes, checks that inner nodes disclose nothing beyond the leaves (exact sums
+under counts, Sharkey et al.'s Eq. 1 under hit/miss, so no pruned tuple can be recovered by
+subtraction), and recomputes the attack counts to compare with the reported ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from common.anonymity import RequirementError, leaf_stats, parse_requirement
+from common.attacks import AttackReport, attack_report
+from common.report import PrivacyReport
+from common.tree import Tree
+from common.tree_rebuild import rebuild
+
+__all__ = ["Check", "PathAudit", "AuditResult", "audit"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One audited claim: its name, whether it holds, and why."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class PathAudit:
+    """One released path: its leaf, description, disclosed statistics and whether it meets the claim."""
+
+    leaf: int
+    path: str
+    tuples: float
+    hit: float
+    miss: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Every check, every path, and the attack counts recomputed from the released statistics."""
+
+    checks: tuple[Check, ...]
+    paths: tuple[PathAudit, ...]
+    attacks: AttackReport
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "passed": self.passed,
+            "checks": [vars(c) for c in self.checks],
+            "paths": [vars(p) for p in self.paths],
+            "attacks": self.attacks.to_dict(),
+        }
+
+
+def _inner_check(tree: Tree) -> Check:
+    """Inner nodes must equal what the leaves imply (exact sums, or Eq. 1 under hit/miss)."""
+    implied = rebuild(tree.schema, tree.nodes, tree.disclosure)
+    if len(implied.nodes) != len(tree.nodes):
+        return Check("inner nodes derive from leaves", False, "the tree holds inner nodes without a leaf below")
+    for i, (a, b) in enumerate(zip(tree.nodes, implied.nodes)):
+        if a.is_leaf:
+            continue
+        same = math.isclose(a.hit, b.hit, rel_tol=1e-9, abs_tol=1e-6) and math.isclose(
+            a.miss, b.miss, rel_tol=1e-9, abs_tol=1e-6
+        )
+        if not same or a.label != b.label:
+            return Check(
+                "inner nodes derive from leaves",
+                False,
+                f"node {i} discloses class {a.label}, hit {a.hit:g}, miss {a.miss:g}; its leaves imply "
+                f"class {b.label}, hit {b.hit:g}, miss {b.miss:g}",
+            )
+    how = "exact sums of the leaves' counts" if tree.disclosure == "counts" else "Eq. 1 estimates from the leaves"
+    return Check("inner nodes derive from leaves", True, f"every inner node equals {how}")
+
+
+def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, leaves: np.ndarray) -> Check:
+    claimed = {c.leaf: c for c in report.claims}
+    missing = [int(i) for i in leaves if int(i) not in claimed]
+    extra = sorted(set(claimed) - {int(i) for i in leaves})
+    if missing or extra:
+        return Check("claims cover the released paths", False, f"paths without a claim: {missing[:10]}; claims without a path: {extra[:10]}")
+    for leaf, total in zip(leaves, stats_total):
+        claim = claimed[int(leaf)]
+        if not math.isclose(claim.tuples, float(total), abs_tol=1e-6) or claim.requirement != report.requirement:
+            return Check(
+                "claims cover the released paths",
+                False,
+                f"leaf {int(leaf)} claims {claim.tuples:g} tuples under {claim.requirement!r}; "
+                f"it holds {float(total):g} and the report requires {report.requirement!r}",
+            )
+    return Check("claims cover the released paths", True, f"{len(leaves)} paths, each with its size")
+
+
+def audit(tree: Tree, report: PrivacyReport | None) -> AuditResult:
+    """Audit a released tree against its report (None: a bare tree that claims nothing).
+
+    Returns
+    -------
+    AuditResult
+        ``passed`` is False when any claim fails; the checks say which and why.
+    """
+    stats = leaf_stats(tree)
+    descriptions = {p.leaf: p.describe(tree.schema) for p in tree.paths()}
+    attacks = attack_report(tree)
+    checks = [_inner_check(tree)]
+    ok = np.ones(stats.leaves.size, dtype=bool)
+    if report is None or report.requirement is None:
+        checks.append(Check("requirement", True, "no privacy requirement is claimed"))
+    else:
+        try:
+            requirement = parse_requirement(report.requirement, n_classes=tree.schema.n_classes)
+        except RequirementError as exc:
+            checks.append(Check("requirement", False, str(exc)))
+        else:
+            ok = requirement.check(stats)
+            form = "exact counts" if stats.counts is not None else "hit/miss"
+            bad = [int(i) for i in stats.leaves[~ok]]
+            checks.append(
+                Check(
+                    f"every path meets {requirement} ({form})",
+                    not bad,
+                    f"{int(ok.sum())} of {ok.size} paths pass" + (f"; failing leaves {bad[:10]}" if bad else ""),
+                )
+            )
+        checks.append(_claims_check(tree, report, stats.total, stats.leaves))
+    if report is not None and report.attacks is not None:
+        same = report.attacks == attacks
+        checks.append(
+            Check(
+                "reported attack counts",
+                same,
+                "match the released statistics" if same else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
+            )
+        )
+    paths = tuple(
+        PathAudit(int(i), descriptions[int(i)], float(t), float(h), float(m), bool(o))
+        for i, t, h, m, o in zip(stats.leaves, stats.total, stats.hit, stats.miss, ok)
+    )
+    return AuditResult(tuple(checks), paths, attacks)

@@ -1,0 +1,97 @@
+"""Rebuilding an edited tree so that what it discloses derives from its released leaves alone.
+
+Pruning removes or merges leaves. If inner nodes kept their trained statistics, a parent minus its
+remaining children would re-expose a removed leaf, and under hit/miss disclosure an inner node's
+exact hit would reveal how its children's misses are distributed. So every released tree is
+rebuilt here: inner statistics are recomputed from the released leaves, exactly (class-by-class
+sums) when leaves disclose counts, and by Sharkey et al.'s Eq. 1 when they disclose hit/miss, which
+is what any reader of the leaves could compute anyway.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet, Sequence
+
+import numpy as np
+
+from common.schema import Schema
+from common.tree import Disclosure, Edge, Node, Tree, TreeError
+
+__all__ = ["eq1_counts", "merge_stats", "rebuild"]
+
+
+def eq1_counts(labels: np.ndarray, hits: np.ndarray, misses: np.ndarray, n_classes: int) -> np.ndarray:
+    """Sharkey et al. Eq. 1: estimated class counts of a node from its children's (class, hit, miss).
+
+    ``hit_cj = sum(v.hit for v.class = cj) + sum(v.miss for v.class != cj) / (|C| - 1)``: a child
+    contributes its hits to its own class and spreads its misses evenly over the other classes.
+    """
+    if n_classes < 2:
+        raise ValueError(f"Eq. 1 needs at least two classes, got {n_classes}")
+    labels = np.asarray(labels, dtype=np.int64)
+    misses = np.asarray(misses, dtype=np.float64)
+    estimate = np.bincount(labels, weights=np.asarray(hits, dtype=np.float64), minlength=n_classes)
+    own_miss = np.bincount(labels, weights=misses, minlength=n_classes)
+    return estimate + (misses.sum() - own_miss) / (n_classes - 1)
+
+
+def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -> Node:
+    """A leaf holding the tuples of ``parts``: exact sums under counts, Eq. 1 under hit/miss."""
+    if not parts:
+        raise ValueError("cannot merge zero nodes")
+    if disclosure == "counts":
+        return Node.from_counts(np.sum([p.counts for p in parts], axis=0))
+    if len(parts) == 1:
+        p = parts[0]
+        return Node(p.label, p.hit, p.miss)
+    estimate = eq1_counts(
+        np.array([p.label for p in parts]), np.array([p.hit for p in parts]), np.array([p.miss for p in parts]), n_classes
+    )
+    label = int(np.argmax(estimate))
+    total = float(sum(p.total for p in parts))
+    hit = float(estimate[label])
+    return Node(label, hit, total - hit)
+
+
+def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *, dropped: AbstractSet[int] = frozenset()) -> Tree:
+    """The tree rooted at ``nodes[0]`` with empty subtrees dropped and inner stats recomputed from leaves.
+
+    Nodes in ``dropped`` are removed with their tuples (Method 1 pruning), and so is an inner node
+    whose every child was removed; nodes not reachable from the root are ignored. Leaves must carry counts when
+    ``disclosure`` is ``counts``; under ``hit_miss`` leaves keep (class, hit, miss) and inner nodes
+    get Eq. 1 estimates.
+
+    Raises
+    ------
+    TreeError
+        Every leaf was dropped (nothing is left to release), or counts are asked for but missing.
+    """
+    out: list[Node] = []
+
+    def visit(i: int) -> int | None:
+        node = nodes[i]
+        if i in dropped:
+            return None
+        if node.is_leaf:
+            if disclosure == "counts":
+                if node.counts is None:
+                    raise TreeError(f"node {i}: counts disclosure needs class counts at every leaf")
+                copy = Node.from_counts(node.counts)
+            else:
+                copy = Node(node.label, node.hit, node.miss)
+            out.append(copy)
+            return len(out) - 1
+        slot = len(out)
+        out.append(node)  # placeholder, replaced below once the children are known
+        edges = [Edge(e.constraint, c) for e in node.edges if (c := visit(e.child)) is not None]
+        if not edges:
+            del out[slot:]
+            return None
+        merged = merge_stats([out[e.child] for e in edges], schema.n_classes, disclosure)
+        merged.attribute, merged.edges = node.attribute, edges
+        out[slot] = merged
+        return slot
+
+    if visit(0) is None:
+        raise TreeError("no leaf is left: the whole tree was pruned")
+    return Tree(schema, out, disclosure)
