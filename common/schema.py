@@ -296,12 +296,15 @@ class Schema:
         class_column: str,
         *,
         categorical: Sequence[str] = (),
+        category_order: str = "sorted",
         source: str | None = None,
     ) -> "Schema":
         """Infer a schema from a table: numeric dtypes become numeric attributes on their observed range.
 
         Columns named in ``categorical`` are forced categorical. Categories and classes are sorted
-        (numerically when every value is a number). Observed ranges come from the data, which is
+        (numerically when every value is a number), or with ``category_order="appearance"`` kept in
+        the order they first appear in the table (what ``pandas.factorize`` does; it decides the
+        ordinal codes a CART learner splits on, so reproducing a published sklearn run can need it). Observed ranges come from the data, which is
         fine for simulation but discloses the extremes: a federation should publish a schema file.
         """
         if class_column not in frame.columns:
@@ -315,13 +318,16 @@ class Schema:
             raise SchemaError(f"columns {unknown} named as categorical are not in the table", source=source)
         if len(frame) == 0:
             raise SchemaError("the table has no rows", source=source)
+        if category_order not in ("sorted", "appearance"):
+            raise ValueError(f"category_order must be 'sorted' or 'appearance', got {category_order!r}")
         try:
-            return cls._infer(frame, class_column, categorical)
+            return cls._infer(frame, class_column, categorical, category_order == "sorted")
         except SchemaError as exc:
             raise SchemaError(exc.why, source=source, column=exc.column) from None
 
     @classmethod
-    def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str]) -> "Schema":
+    def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str], sort: bool) -> "Schema":
+        order = _natural_sort if sort else list
         attributes: list[Attribute] = []
         for col in frame.columns:
             if col == class_column:
@@ -334,9 +340,9 @@ class Schema:
                     raise SchemaError("a numeric column needs at least one finite value", column=name)
                 attributes.append(NumericAttribute(name, float(np.nanmin(values)), float(np.nanmax(values))))
             else:
-                cats = _natural_sort(series.dropna().astype(str).unique())
+                cats = order(series.dropna().astype(str).unique())
                 attributes.append(CategoricalAttribute(name, tuple(cats)))
-        classes = _natural_sort(frame[class_column].dropna().astype(str).unique())
+        classes = order(frame[class_column].dropna().astype(str).unique())
         return cls(tuple(attributes), str(class_column), tuple(classes))
 
     # -------------------------------------------------------------- encoding

@@ -9,76 +9,36 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from common.datasets import describe_dataset, export_dataset, list_datasets, load_dataset, load_table
+from common.anonymity import RequirementError
+from common.datasets import describe_dataset, export_dataset, list_datasets
 from common.learners import LEARNERS
+from common.model_io import read_tree
 from common.schema import SchemaError
+from common.table_io import write_table_chunks
 from common.tree import TreeError
 from miner_node.global_models import GLOBAL_MODELS
-from common.model_io import read_tree
+from modelshare import cli_privacy
+from modelshare.cli_common import (
+    add_table_source,
+    leaf_size,
+    load_source,
+    positive_int,
+    tree_params,
+    add_release_options,
+    err,
+    out,
+)
+from modelshare.experiments import pruning as pruning_experiment
 from modelshare.pipeline import PipelineConfig, run_study, summarize
-from common.table_io import write_table_chunks
-from owner_node.release import MECHANISMS
 
 __all__ = ["main", "build_parser"]
 
-err = Console(stderr=True)
-out = Console()
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
-    src = p.add_argument_group("input table (a bundled dataset, or your own file)")
-    src.add_argument("--dataset", default=None, help=f"bundled dataset name (default: {default_dataset})")
-    src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
-    src.add_argument("--class-column", help="class column of --data")
-    src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")
-    src.set_defaults(default_dataset=default_dataset)
-
-
-def _load_source(args: argparse.Namespace):
-    if args.data is not None:
-        if args.dataset is not None:
-            raise SchemaError("give either --dataset or --data, not both")
-        if not args.class_column:
-            raise SchemaError("--data needs --class-column", source=str(args.data))
-        return load_table(args.data, args.class_column, schema=args.schema)
-    return load_dataset(args.dataset or args.default_dataset)
-
-
-def _tree_params(max_depth: int | None, min_samples_leaf: int | float | None) -> dict[str, Any]:
-    """Tree learner keyword arguments for the limits a user gave (none given: the learner's defaults)."""
-    params: dict[str, Any] = {}
-    if max_depth is not None:
-        params["max_depth"] = max_depth
-    if min_samples_leaf is not None:
-        params["min_samples_leaf"] = min_samples_leaf
-    return params
-
-
-def _leaf_size(text: str) -> int | float:
-    """An integer >= 1 (rows) or a float in (0, 1) (fraction of the training rows)."""
-    try:
-        value: int | float = int(text)
-    except ValueError:
-        value = float(text)
-    if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
-        return value
-    raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
-
-
 # ------------------------------------------------------------------ simulate
 def cmd_simulate(args: argparse.Namespace) -> int:
-    table = _load_source(args)
+    table = load_source(args)
     if table.dropped_rows:
         err.print(f"[yellow]{table.source}: dropped {table.dropped_rows} row(s) with missing values[/]")
     X, y = table.schema.encode(table.frame, source=table.source)
@@ -87,11 +47,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=_tree_params(args.max_depth, args.min_samples_leaf),
+        learner_params=tree_params(args.max_depth, args.min_samples_leaf),
         mechanism=args.mechanism,
+        requirement=args.requirement,
+        disclosure=args.disclosure,
         global_models=tuple(args.models),
         global_params={
-            name: _tree_params(args.global_max_depth, args.global_min_samples_leaf)
+            name: tree_params(args.global_max_depth, args.global_min_samples_leaf)
             for name in ("decision-tree", "rules")
             if name in args.models
         },
@@ -111,7 +73,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         }
         print(json.dumps(payload, indent=2))
         return 0
-    _print_summary(summary, f"{Path(table.source).name}: {args.owners} owners, mechanism {args.mechanism}, "
+    claim = f" ({args.requirement})" if args.requirement else ""
+    _print_summary(summary, f"{Path(table.source).name}: {args.owners} owners, mechanism {args.mechanism}{claim}, "
                             f"{args.folds}-fold CV x {args.repeats}")
     return 0
 
@@ -184,24 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="simulate owners sharing trees with a miner; prints BASIS vs PGEN vs BASEGEN")
-    _add_table_source(sim, "nursery")
-    sim.add_argument("--owners", type=_positive_int, default=5, help="number of data owners (default 5)")
-    sim.add_argument("--mechanism", default="none", choices=sorted(MECHANISMS), help="release mechanism (default none)")
+    add_table_source(sim, "nursery")
+    sim.add_argument("--owners", type=positive_int, default=5, help="number of data owners (default 5)")
+    add_release_options(sim)
     sim.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="owners' local learner (default cart)")
-    sim.add_argument("--max-depth", type=_positive_int, default=None, help="depth limit of the owners' local trees")
-    sim.add_argument("--min-samples-leaf", type=_positive_int, default=None,
+    sim.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' local trees")
+    sim.add_argument("--min-samples-leaf", type=positive_int, default=None,
                      help="minimum leaf size of the owners' local trees (default 1: fully grown)")
-    sim.add_argument("--global-max-depth", type=_positive_int, default=None,
+    sim.add_argument("--global-max-depth", type=positive_int, default=None,
                      help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
-    sim.add_argument("--global-min-samples-leaf", type=_leaf_size, default=None,
+    sim.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,
                      help="minimum leaf of the global tree models: rows, or a fraction of the training rows "
                           "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
     sim.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
                      help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
     sim.add_argument("--models", nargs="+", default=["decision-tree", "naive-bayes"], choices=sorted(GLOBAL_MODELS),
                      metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
-    sim.add_argument("--folds", type=_positive_int, default=10, help="cross-validation folds (default 10)")
-    sim.add_argument("--repeats", type=_positive_int, default=1, help="repeats of the cross-validation (default 1)")
+    sim.add_argument("--folds", type=positive_int, default=10, help="cross-validation folds (default 10)")
+    sim.add_argument("--repeats", type=positive_int, default=1, help="repeats of the cross-validation (default 1)")
     sim.add_argument("--seed", type=int, default=0, help="master random seed (default 0)")
     sim.add_argument("--json", action="store_true", help="print machine-readable JSON")
     sim.set_defaults(func=cmd_simulate)
@@ -219,9 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--out", type=Path, required=True, help="output .csv, .csv.gz or .parquet")
     pg.add_argument("--seed", type=int, default=0)
     pg.add_argument("--class-assignment", choices=["exact", "sample"], default="exact")
-    pg.add_argument("--chunk-rows", type=_positive_int, default=1_000_000, help="rows generated per chunk")
+    pg.add_argument("--chunk-rows", type=positive_int, default=1_000_000, help="rows generated per chunk")
     pg.add_argument("--grouped", action="store_true", help="keep rows grouped by path (default: shuffled per chunk)")
     pg.set_defaults(func=cmd_pgen)
+
+    cli_privacy.add_parsers(sub)
+    ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
+    ex_sub = ex.add_subparsers(dest="experiment", required=True)
+    pruning_experiment.add_parser(ex_sub)
     return parser
 
 
@@ -229,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (SchemaError, TreeError, ValueError, KeyError, OSError) as exc:
+    except (SchemaError, TreeError, RequirementError, ValueError, KeyError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         err.print(f"[red]error:[/] {message}", highlight=False)
         return 2

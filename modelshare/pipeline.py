@@ -22,7 +22,8 @@ from common.schema import Schema
 from common.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen, pgen
-from owner_node.release import release_tree
+from common.anonymity import parse_requirement
+from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT, RequirementUnsatisfiable, release_tree
 
 __all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
 
@@ -41,8 +42,10 @@ class PipelineConfig:
         Cross-validation folds and how many times the whole cross-validation is repeated.
     learner, learner_params:
         The owners' local tree learner (``cart`` or ``multiway``) and its parameters.
-    mechanism, disclosure:
-        The release mechanism each owner applies and what the released tree discloses.
+    mechanism, requirement, disclosure:
+        The release mechanism each owner applies, its requirement string (e.g.
+        ``cl-diversity:c=5,l=3``; None for ``none``) and what the released tree discloses. An
+        owner whose tree cannot meet the requirement releases nothing (the paper's empty tree).
     global_models:
         Registry names of the global models the miner learns.
     global_params:
@@ -67,6 +70,7 @@ class PipelineConfig:
     learner: str = "cart"
     learner_params: dict[str, Any] = field(default_factory=dict)
     mechanism: str = "none"
+    requirement: str | None = None
     disclosure: Disclosure = "counts"
     global_models: tuple[str, ...] = ("decision-tree",)
     global_params: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -87,6 +91,15 @@ class PipelineConfig:
         unknown = [m for m in (*self.global_models, *self.global_params) if m not in GLOBAL_MODELS]
         if unknown:
             raise ValueError(f"unknown global models {unknown}; available: {sorted(GLOBAL_MODELS)}")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {self.mechanism!r}; available: {sorted(MECHANISMS)}")
+        if (self.requirement is None) != (self.mechanism not in NEEDS_REQUIREMENT):
+            raise ValueError(
+                f"mechanism {self.mechanism!r} "
+                + ("needs a requirement, e.g. 'k-anonymity:k=10'" if self.requirement is None else "takes no requirement")
+            )
+        if self.requirement is not None:
+            parse_requirement(self.requirement)
         bad = [m for m in self.methods if m not in METHODS]
         if bad or "BASIS" not in self.methods:
             raise ValueError(f"methods must include BASIS and come from {list(METHODS)}, got {list(self.methods)}")
@@ -110,6 +123,13 @@ def _scaled_rows(tree: Tree, scale: float) -> int | None:
     return None if scale == 1.0 else int(round(scale * tree.root.total))
 
 
+def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Stack per-owner pseudo tables; no owner released anything: an empty table."""
+    if not parts:
+        return np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64)
+    return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**31 - 1))
 
@@ -125,23 +145,29 @@ def run_fold(
 ) -> list[dict[str, Any]]:
     """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
     sources = stratified_parts(y_train, config.n_sources, rng)
-    released: list[Tree] = []
+    released: dict[int, Tree] = {}
     for s in range(config.n_sources):
         rows = sources == s
         local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
         local.fit(X_train[rows], y_train[rows])
-        released.append(release_tree(local.tree_, config.mechanism, disclosure=config.disclosure).tree)
+        try:
+            release = release_tree(
+                local.tree_, config.mechanism, requirement=config.requirement, disclosure=config.disclosure
+            )
+        except RequirementUnsatisfiable:
+            continue
+        released[s] = release.tree
 
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
         parts = [
             pgen(t, rows=_scaled_rows(t, config.pgen_scale), rng=rng, class_assignment=config.class_assignment)
-            for t in released
+            for t in released.values()
         ]
-        tables["PGEN"] = (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        tables["PGEN"] = _pooled(parts, schema)
     if "BASEGEN" in config.methods:
-        parts = [basegen(t, rows=int((sources == s).sum()), rng=rng) for s, t in enumerate(released)]
-        tables["BASEGEN"] = (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        parts = [basegen(t, rows=int((sources == s).sum()), rng=rng) for s, t in released.items()]
+        tables["BASEGEN"] = _pooled(parts, schema)
 
     records: list[dict[str, Any]] = []
     basis: dict[str, tuple[Any, np.ndarray]] = {}
@@ -149,7 +175,12 @@ def run_fold(
     for method, (X, y) in tables.items():
         for name in config.global_models:
             model = make_global_model(name, schema, random_state=model_seed, **config.global_params.get(name, {}))
-            record: dict[str, Any] = {"method": method, "model": name, "train_rows": int(y.shape[0])}
+            record: dict[str, Any] = {
+                "method": method,
+                "model": name,
+                "train_rows": int(y.shape[0]),
+                "owners_released": config.n_sources if method == "BASIS" else len(released),
+            }
             if y.shape[0] == 0:
                 records.append({**record, "accuracy": np.nan, "class_match": np.nan, "path_match": np.nan})
                 continue
@@ -203,7 +234,7 @@ def run_study(
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of each score per (sources, method, global model)."""
     keys = ["n_sources", "model", "method"]
-    scores = ["accuracy", "class_match", "path_match"]
+    scores = ["accuracy", "class_match", "path_match", "owners_released"]
     agg = results.groupby(keys, sort=False)[scores].agg(["mean", "std"])
     agg.columns = [f"{s}_{stat}" for s, stat in agg.columns]
     return agg.reset_index()

@@ -1,0 +1,1 @@
+"""Paper reproductions behind `modelshare experiment`: one module per experiment."""
