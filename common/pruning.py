@@ -55,6 +55,15 @@ def _preorder(nodes: Sequence[Node]) -> list[int]:
     return order
 
 
+def _n_leaves(nodes: Sequence[Node], root: int) -> int:
+    count, stack = 0, [root]
+    while stack:
+        i = stack.pop()
+        count += nodes[i].is_leaf
+        stack.extend(e.child for e in nodes[i].edges)
+    return count
+
+
 def _depths(nodes: Sequence[Node]) -> dict[int, int]:
     depth, stack = {0: 0}, [0]
     while stack:
@@ -96,11 +105,12 @@ def apt(tree: Tree, requirement: Requirement, *, disclosure: Disclosure | None =
     with one child becomes a leaf (and is checked in turn at the level above).
 
     Merge rule (the paper leaves it open): repeatedly take the violating child with the fewest
-    tuples and merge it with its smallest admissible sibling (any sibling on a categorical split,
-    an adjacent interval on a numeric one), removing both subtrees for one new leaf. Merging the
-    smallest groups first is the tree analogue of minimal generalization: it keeps the large,
-    informative paths intact and generalizes only where tuples are few. Merging all siblings at
-    once would collapse every multiway node on its first violation.
+    tuples and merge it with the admissible sibling (any sibling on a categorical split, an
+    adjacent interval on a numeric one) whose subtree has the fewest leaves, then the fewest
+    tuples; both subtrees are replaced by one new leaf, as the paper prescribes. This is the tree
+    analogue of minimal generalization: a merge destroys as few paths as it can, and the small
+    groups are generalized first. Merging all siblings at once would collapse every multiway node
+    on its first violation.
 
     Parameters
     ----------
@@ -136,7 +146,7 @@ def apt(tree: Tree, requirement: Requirement, *, disclosure: Disclosure | None =
             if not bad:
                 break
             b = min(bad, key=lambda j: nodes[edges[j].child].total)
-            s = min(_candidates(edges, b), key=lambda j: nodes[edges[j].child].total)
+            s = min(_candidates(edges, b), key=lambda j: (_n_leaves(nodes, edges[j].child), nodes[edges[j].child].total))
             merged = merge_stats([nodes[edges[b].child], nodes[edges[s].child]], n_classes, tree.disclosure)
             nodes.append(merged)
             keep = [e for j, e in enumerate(edges) if j not in (b, s)]

@@ -2,7 +2,8 @@
 
 For each cross-validation fold: the training part is dealt into ``n_sources`` private tables
 (stratified, seeded); each source trains a local tree, releases it through a mechanism, and the
-miner regenerates pseudo-data from every released tree (PGEN, and BASEGEN for comparison), pools
+miner regenerates pseudo-data from every released tree (each release is re-audited with
+`common.audit`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
 it, and trains the global models. BASIS models are trained on the pooled raw training part. Every
 global model is scored on the held-out fold: accuracy, class match with the BASIS model of the same
 kind, and path match with the BASIS tree for tree models.
@@ -23,6 +24,7 @@ from common.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen, pgen
 from common.anonymity import parse_requirement
+from common.audit import audit
 from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT, RequirementUnsatisfiable, release_tree
 
 __all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
@@ -146,6 +148,7 @@ def run_fold(
     """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
     sources = stratified_parts(y_train, config.n_sources, rng)
     released: dict[int, Tree] = {}
+    audited_ok = 0
     for s in range(config.n_sources):
         rows = sources == s
         local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
@@ -157,6 +160,7 @@ def run_fold(
         except RequirementUnsatisfiable:
             continue
         released[s] = release.tree
+        audited_ok += audit(release.tree, release.report).passed
 
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
@@ -180,6 +184,7 @@ def run_fold(
                 "model": name,
                 "train_rows": int(y.shape[0]),
                 "owners_released": config.n_sources if method == "BASIS" else len(released),
+                "releases_audited_ok": audited_ok,
             }
             if y.shape[0] == 0:
                 records.append({**record, "accuracy": np.nan, "class_match": np.nan, "path_match": np.nan})
@@ -234,7 +239,7 @@ def run_study(
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of each score per (sources, method, global model)."""
     keys = ["n_sources", "model", "method"]
-    scores = ["accuracy", "class_match", "path_match", "owners_released"]
+    scores = ["accuracy", "class_match", "path_match", "owners_released", "releases_audited_ok"]
     agg = results.groupby(keys, sort=False)[scores].agg(["mean", "std"])
     agg.columns = [f"{s}_{stat}" for s, stat in agg.columns]
     return agg.reset_index()
