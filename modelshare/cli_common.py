@@ -23,8 +23,8 @@ __all__ = [
     "add_release_options",
 ]
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, emoji=False, soft_wrap=True)
+out = Console(emoji=False)
 
 
 def positive_int(text: str) -> int:
