@@ -79,7 +79,8 @@ class CLDiversity:
     l: int  # noqa: E741 - the papers' name
 
     def __str__(self) -> str:
-        return f"cl-diversity:c={self.c:g},l={self.l}"
+        c = str(int(self.c)) if float(self.c).is_integer() else repr(float(self.c))
+        return f"cl-diversity:c={c},l={self.l}"
 
     def check(self, stats: "LeafStats") -> np.ndarray:
         """Per leaf: exact form under counts disclosure, hit/miss form otherwise."""

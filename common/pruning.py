@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from common.anonymity import LeafStats, Requirement
-from common.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree, TreeError
+from common.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 from common.tree_rebuild import merge_stats, rebuild
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents"]
@@ -74,6 +74,14 @@ def _depths(nodes: Sequence[Node]) -> dict[int, int]:
     return depth
 
 
+def _output_disclosure(tree: Tree, disclosure: Disclosure | None) -> Disclosure:
+    """The released disclosure (default: the input's); counts cannot be made up from hit/miss."""
+    disclosure = disclosure or tree.disclosure
+    if disclosure == "counts" and tree.disclosure != "counts":
+        raise ValueError("a hit/miss tree cannot be released with counts disclosure")
+    return disclosure
+
+
 def _union(a: Constraint, b: Constraint) -> Constraint:
     """The constraint covering two sibling edges: the union of category sets, the hull of intervals."""
     if isinstance(a, CategorySet) and isinstance(b, CategorySet):
@@ -127,9 +135,7 @@ def apt(tree: Tree, requirement: Requirement, *, disclosure: Disclosure | None =
         Pruning reached the root: the paper's algorithm then returns an empty tree, since a
         root-only tree is no model (|T'| > 2 is required).
     """
-    disclosure = disclosure or tree.disclosure
-    if disclosure == "counts" and tree.disclosure != "counts":
-        raise ValueError("a hit/miss tree cannot be released with counts disclosure")
+    disclosure = _output_disclosure(tree, disclosure)
     nodes = _working_copy(tree)
     n_classes = tree.schema.n_classes
 
@@ -185,14 +191,12 @@ def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None) ->
         No leaf holds more than ``s`` tuples.
     """
     s = _check_threshold(s)
-    if tree.root.is_leaf and tree.root.total > s:
-        return rebuild(tree.schema, tree.nodes, disclosure or tree.disclosure)
+    disclosure = _output_disclosure(tree, disclosure)
     nodes = _working_copy(tree)
     deleted = {i for i, n in enumerate(nodes) if n.is_leaf and n.total <= s}
-    try:
-        return rebuild(tree.schema, nodes, disclosure or tree.disclosure, dropped=deleted)
-    except TreeError:
-        raise RequirementUnsatisfiable(f"every leaf holds at most s={s} tuples; nothing is left to release") from None
+    if len(deleted) == tree.n_leaves:
+        raise RequirementUnsatisfiable(f"every leaf holds at most s={s} tuples; nothing is left to release")
+    return rebuild(tree.schema, nodes, disclosure, dropped=deleted)
 
 
 def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -> Tree:
@@ -208,6 +212,7 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
         The tree collapsed to its root and the root itself holds at most ``s`` tuples.
     """
     s = _check_threshold(s)
+    disclosure = _output_disclosure(tree, disclosure)
     nodes = _working_copy(tree)
     while True:
         small = [
@@ -219,4 +224,4 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
             nodes[i] = replace(nodes[i], attribute=None, edges=[])
     if nodes[0].total <= s:
         raise RequirementUnsatisfiable(f"the whole table holds {nodes[0].total:g} <= s={s} tuples")
-    return rebuild(tree.schema, nodes, disclosure or tree.disclosure)
+    return rebuild(tree.schema, nodes, disclosure)
