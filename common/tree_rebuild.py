@@ -66,32 +66,36 @@ def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *, dr
     TreeError
         Every leaf was dropped (nothing is left to release), or counts are asked for but missing.
     """
-    out: list[Node] = []
-
-    def visit(i: int) -> int | None:
+    order: list[int] = []
+    stack = [0]
+    while stack:  # preorder; iterative, so no depth limit
+        i = stack.pop()
+        order.append(i)
+        if i not in dropped:
+            stack.extend(e.child for e in reversed(nodes[i].edges))
+    built: dict[int, Node] = {}
+    for i in reversed(order):  # children before parents
         node = nodes[i]
         if i in dropped:
-            return None
+            continue
         if node.is_leaf:
             if disclosure == "counts":
                 if node.counts is None:
                     raise TreeError(f"node {i}: counts disclosure needs class counts at every leaf")
-                copy = Node.from_counts(node.counts)
+                built[i] = Node.from_counts(node.counts)
             else:
-                copy = Node(node.label, node.hit, node.miss)
-            out.append(copy)
-            return len(out) - 1
-        slot = len(out)
-        out.append(node)  # placeholder, replaced below once the children are known
-        edges = [Edge(e.constraint, c) for e in node.edges if (c := visit(e.child)) is not None]
-        if not edges:
-            del out[slot:]
-            return None
-        merged = merge_stats([out[e.child] for e in edges], schema.n_classes, disclosure)
-        merged.attribute, merged.edges = node.attribute, edges
-        out[slot] = merged
-        return slot
-
-    if visit(0) is None:
+                built[i] = Node(node.label, node.hit, node.miss)
+            continue
+        kept = [e for e in node.edges if e.child in built]
+        if kept:
+            merged = merge_stats([built[e.child] for e in kept], schema.n_classes, disclosure)
+            merged.attribute, merged.edges = node.attribute, kept  # child ids renumbered below
+            built[i] = merged
+    if 0 not in built:
         raise TreeError("no leaf is left: the whole tree was pruned")
+    kept_order = [i for i in order if i in built]
+    number = {i: k for k, i in enumerate(kept_order)}
+    out = [built[i] for i in kept_order]
+    for node in out:
+        node.edges = [Edge(e.constraint, number[e.child]) for e in node.edges]
     return Tree(schema, out, disclosure)
