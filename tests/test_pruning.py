@@ -534,3 +534,25 @@ def test_prune_parents_keeps_a_tree_without_small_leaves():
     tree = fixpoint_tree()
     out = prune_parents(tree, 0)
     assert [n.counts.tolist() for n in out.nodes] == [n.counts.tolist() for n in tree.nodes]
+
+
+def test_pruning_a_very_deep_tree_needs_no_recursion():
+    """A 2000-deep chain (beyond Python's recursion limit) prunes and rebuilds."""
+    depth = 2000
+    schema = Schema((NumericAttribute("x", 0.0, float(depth + 1)),), "c", ("a", "b"))
+    nodes: list[Node] = []
+    for d in range(depth):
+        inner = Node.from_counts(np.array([depth - d + 1.0, 1.0]))
+        inner.attribute = 0
+        inner.edges = [
+            Edge(Interval(-math.inf, float(d), False, True), len(nodes) + 1),
+            Edge(Interval(float(d), math.inf, False, True), len(nodes) + 2),
+        ]
+        nodes += [inner, Node.from_counts(np.array([1.0, 0.0]))]
+    nodes.append(Node.from_counts(np.array([1.0, 1.0])))
+    tree = Tree(schema, nodes)
+    assert tree.depth == depth
+    pruned = prune_leaves(tree, 1)
+    assert pruned.n_leaves == 1 and pruned.root.total == 2  # only the deepest leaf (1, 1) holds > 1
+    collapsed = prune_parents(tree, 1)
+    assert collapsed.root.is_leaf and collapsed.root.total == tree.root.total
