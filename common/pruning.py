@@ -24,9 +24,15 @@ class RequirementUnsatisfiable(ValueError):
 
 
 def _satisfies(node: Node, requirement: Requirement) -> bool:
+    """Whether one node, as a leaf, meets the requirement in the form its statistics allow."""
     counts = None if node.counts is None else node.counts[None, :]
     stats = LeafStats(
-        np.zeros(1, np.int64), np.array([node.label]), np.array([node.hit]), np.array([node.miss]), counts, "counts"
+        np.zeros(1, np.int64),
+        np.array([node.label]),
+        np.array([node.hit]),
+        np.array([node.miss]),
+        counts,
+        "hit_miss" if counts is None else "counts",
     )
     return bool(requirement.check(stats)[0])
 
