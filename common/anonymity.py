@@ -36,6 +36,7 @@ __all__ = [
     "CLDiversity",
     "Requirement",
     "parse_requirement",
+    "weaker_than",
     "LeafStats",
     "leaf_stats",
     "cl_diverse_hit_miss",
@@ -93,6 +94,27 @@ Requirement = Union[KAnonymity, CLDiversity]
 
 _SHAPE = re.compile(r"^\s*([a-z-]+)\s*:\s*(.*?)\s*$")
 
+
+
+def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
+    """Why ``claimed`` does not imply ``required``, or None when every path meeting it meets ``required``.
+
+    k-anonymity is monotone in k. (c,l)-diversity tightens as l grows and c shrinks, in both the
+    exact and the hit/miss form (a larger l drops terms from the right-hand sum, a smaller c scales
+    it down). A (c,l)-diverse path holds at least l tuples in either form (l - 1 misses plus a
+    majority of at least one), so it implies k-anonymity for k <= l; k-anonymity never implies
+    diversity.
+    """
+    if isinstance(required, KAnonymity):
+        have = claimed.k if isinstance(claimed, KAnonymity) else claimed.l
+        return None if have >= required.k else f"{claimed} guarantees at most {have} tuples per path; {required} needs {required.k}"
+    if not isinstance(claimed, CLDiversity):
+        return f"{claimed} says nothing about class diversity; {required} is required"
+    if claimed.l < required.l:
+        return f"{claimed} has l={claimed.l}, below the required l={required.l}"
+    if claimed.c > required.c:
+        return f"{claimed} has c={claimed.c:g}, above the required c={required.c:g} (a smaller c is stricter)"
+    return None
 
 def _params(text: str, body: str, expected: set[str]) -> dict[str, str]:
     """Split ``a=1,b=2`` into a dict, insisting on exactly the expected names."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Mapping, Sequence, Union
+from typing import Iterator, Literal, Sequence, Union
 
 import numpy as np
 
@@ -36,7 +36,6 @@ __all__ = [
 
 Disclosure = Literal["counts", "hit_miss"]
 DISCLOSURES: tuple[str, ...] = ("counts", "hit_miss")
-TREE_FORMAT = "modelshare.tree/1"
 
 
 class TreeError(ValueError):
@@ -394,97 +393,6 @@ class Tree:
         """The same tree disclosing only majority class, hit and miss per node."""
         nodes = [Node(n.label, n.hit, n.miss, None, n.attribute, list(n.edges)) for n in self.nodes]
         return Tree(self.schema, nodes, "hit_miss")
-
-    # -------------------------------------------------------- serialization
-    def to_dict(self) -> dict[str, Any]:
-        """Interim JSON form (``modelshare.tree/1``) until the wire contract defines model files."""
-        out_nodes = []
-        for i, n in enumerate(self.nodes):
-            entry: dict[str, Any] = {"id": i, "label": self.schema.classes[n.label]}
-            if n.counts is not None:
-                entry["counts"] = [float(c) for c in n.counts]
-            else:
-                entry["hit"], entry["miss"] = float(n.hit), float(n.miss)
-            if not n.is_leaf:
-                attr = self.schema.attributes[n.attribute]  # type: ignore[index]
-                entry["split"] = attr.name
-                entry["edges"] = [self._edge_to_dict(e, attr) for e in n.edges]
-            out_nodes.append(entry)
-        return {
-            "format": TREE_FORMAT,
-            "schema": self.schema.to_dict(),
-            "schema_fingerprint": self.schema.fingerprint,
-            "disclosure": self.disclosure,
-            "nodes": out_nodes,
-        }
-
-    @staticmethod
-    def _edge_to_dict(edge: Edge, attr: CategoricalAttribute | NumericAttribute) -> dict[str, Any]:
-        c = edge.constraint
-        if isinstance(c, CategorySet):
-            return {"child": edge.child, "categories": [attr.categories[k] for k in sorted(c.codes)]}  # type: ignore[union-attr]
-        return {
-            "child": edge.child,
-            "low": None if math.isinf(c.low) else c.low,
-            "high": None if math.isinf(c.high) else c.high,
-            "low_closed": c.low_closed,
-            "high_closed": c.high_closed,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Tree":
-        """Parse the interim JSON form, rejecting anything malformed with a `TreeError`."""
-        try:
-            return cls._from_dict(data)
-        except TreeError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise TreeError(f"malformed tree document: {type(exc).__name__}: {exc}") from None
-
-    @classmethod
-    def _from_dict(cls, data: Mapping[str, Any]) -> "Tree":
-        if data.get("format") != TREE_FORMAT:
-            raise TreeError(f"format is {data.get('format')!r}; expected {TREE_FORMAT!r}")
-        schema = Schema.from_dict(data["schema"])
-        if data.get("schema_fingerprint") not in (None, schema.fingerprint):
-            raise TreeError("schema_fingerprint does not match the embedded schema")
-        disclosure = data["disclosure"]
-        raw_nodes = data["nodes"]
-        if not isinstance(raw_nodes, list):
-            raise TreeError("'nodes' must be a list")
-        nodes: list[Node] = []
-        for i, raw in enumerate(raw_nodes):
-            if raw.get("id", i) != i:
-                raise TreeError(f"node at position {i} has id {raw.get('id')}; ids must equal positions")
-            if raw["label"] not in schema.classes:
-                raise TreeError(f"node {i}: label {raw['label']!r} is not a class of the schema")
-            label = schema.classes.index(raw["label"])
-            if "counts" in raw:
-                counts = np.asarray(raw["counts"], dtype=np.float64)
-                if counts.shape != (schema.n_classes,):
-                    raise TreeError(f"node {i}: expected {schema.n_classes} class counts, got {counts.shape}")
-                node = Node(label, float(counts[label]), float(counts.sum() - counts[label]), counts)
-            else:
-                node = Node(label, float(raw["hit"]), float(raw["miss"]))
-            if "split" in raw:
-                attr_index = schema.index(raw["split"])
-                attr = schema.attributes[attr_index]
-                node.attribute = attr_index
-                node.edges = [cls._edge_from_dict(e, attr, i) for e in raw["edges"]]
-            nodes.append(node)
-        return cls(schema, nodes, disclosure)
-
-    @staticmethod
-    def _edge_from_dict(raw: Mapping[str, Any], attr: CategoricalAttribute | NumericAttribute, i: int) -> Edge:
-        child = int(raw["child"])
-        if isinstance(attr, CategoricalAttribute):
-            unknown = [c for c in raw["categories"] if c not in attr.categories]
-            if unknown:
-                raise TreeError(f"node {i}: categories {unknown} are not in attribute {attr.name!r}")
-            return Edge(CategorySet(frozenset(attr.categories.index(c) for c in raw["categories"])), child)
-        low = -math.inf if raw.get("low") is None else float(raw["low"])
-        high = math.inf if raw.get("high") is None else float(raw["high"])
-        return Edge(Interval(low, high, bool(raw["low_closed"]), bool(raw["high_closed"])), child)
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)

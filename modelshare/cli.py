@@ -20,7 +20,7 @@ from common.schema import SchemaError
 from common.table_io import write_table_chunks
 from common.tree import TreeError
 from miner_node.global_models import GLOBAL_MODELS
-from modelshare import cli_privacy
+from modelshare import cli_federation, cli_privacy, cli_provision
 from modelshare.cli_common import (
     add_table_source,
     leaf_size,
@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     pg.set_defaults(func=cmd_pgen)
 
     cli_privacy.add_parsers(sub)
+    cli_provision.add_parsers(sub)
+    cli_federation.add_parsers(sub)
     ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
     ex_sub = ex.add_subparsers(dest="experiment", required=True)
     pruning_experiment.add_parser(ex_sub)

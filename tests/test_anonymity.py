@@ -17,6 +17,7 @@ from common.anonymity import (
     cl_diverse_hit_miss,
     leaf_stats,
     parse_requirement,
+    weaker_than,
 )
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Edge, Node, Tree
@@ -282,3 +283,38 @@ def test_hit_miss_form_matches_a_reference(rows, c, l):
         miss = sum(r) - hit
         expected.append(miss >= l - 1 and hit < c * miss / (l - 1))
     assert CLDiversity(float(c), l).check(_stats(rows, False)).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "claimed, required, weaker",
+    [
+        ("k-anonymity:k=10", "k-anonymity:k=10", False),
+        ("k-anonymity:k=12", "k-anonymity:k=10", False),
+        ("k-anonymity:k=9", "k-anonymity:k=10", True),
+        ("cl-diversity:c=5,l=3", "k-anonymity:k=3", False),
+        ("cl-diversity:c=5,l=3", "k-anonymity:k=4", True),
+        ("k-anonymity:k=100", "cl-diversity:c=5,l=2", True),
+        ("cl-diversity:c=4,l=3", "cl-diversity:c=5,l=3", False),
+        ("cl-diversity:c=6,l=3", "cl-diversity:c=5,l=3", True),
+        ("cl-diversity:c=5,l=2", "cl-diversity:c=5,l=3", True),
+        ("cl-diversity:c=5,l=4", "cl-diversity:c=5,l=3", False),
+    ],
+)
+def test_weaker_than_orders_requirements(claimed, required, weaker):
+    reason = weaker_than(parse_requirement(claimed), parse_requirement(required))
+    assert (reason is not None) == weaker
+
+
+@given(
+    counts=st.lists(st.integers(0, 30), min_size=3, max_size=5),
+    c=st.floats(0.5, 10), l=st.integers(2, 3), dc=st.floats(0, 5), dl=st.integers(0, 1),
+)
+def test_a_stronger_diversity_claim_implies_the_weaker_on_every_path(counts, c, l, dc, dl):
+    """weaker_than's ordering agrees with both check forms on arbitrary leaves."""
+    strong, weak = CLDiversity(c, l + dl), CLDiversity(c + dc, l)
+    assert weaker_than(strong, weak) is None
+    arr = np.array([counts], dtype=float)
+    assert not (cl_diverse_exact(arr, strong.c, strong.l) & ~cl_diverse_exact(arr, weak.c, weak.l)).any()
+    hit = arr.max(axis=1)
+    miss = arr.sum(axis=1) - hit
+    assert not (cl_diverse_hit_miss(hit, miss, strong.c, strong.l) & ~cl_diverse_hit_miss(hit, miss, weak.c, weak.l)).any()

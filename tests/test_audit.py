@@ -1,9 +1,8 @@
-"""Auditing a release from the released tree alone, and release files on disk."""
+"""Auditing a release from the released tree alone."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -12,11 +11,11 @@ from common.anonymity import GRAMMAR, parse_requirement
 from common.attacks import AttackCounts, attack_report
 from common.audit import audit
 from common.learners import make_learner
-from common.model_io import read_model, read_tree, write_release, write_tree
+from common.model_io import read_model, write_release
 from common.pruning import RequirementUnsatisfiable
 from common.report import PathClaim, PrivacyReport, Release
 from common.schema import CategoricalAttribute, Schema
-from common.tree import CategorySet, Edge, Node, Tree, TreeError
+from common.tree import CategorySet, Edge, Node, Tree
 from common.tree_rebuild import rebuild
 from owner_node.release import release_tree
 
@@ -264,63 +263,6 @@ def test_release_with_a_fine_c_passes_its_own_audit():
     assert release.tree.n_leaves == 2  # no pruning was needed at c=2.0000001
     result = audit(release.tree, release.report)
     assert result.passed, failing(result)
-
-
-# -------------------------------------------------------------- model files
-
-
-def test_write_release_then_read_model_round_trips(tmp_path, car_tree):
-    release = release_tree(car_tree, "prune-leaf", requirement="k-anonymity:k=10", disclosure="hit_miss")
-    path = tmp_path / "model.json"
-    write_release(release, path)
-    assert not (tmp_path / "model.json.tmp").exists()
-    assert json.loads(path.read_text())["format"] == "modelshare.release/1"
-    tree, report = read_model(path)
-    assert tree.to_dict() == release.tree.to_dict()
-    assert report == release.report
-    assert report.parameters == {"disclosure": "hit_miss", "s": 9}
-    assert read_tree(path).to_dict() == release.tree.to_dict()
-
-
-def test_bare_tree_file_reads_with_no_report(tmp_path):
-    tree = flat(SCHEMA2, (6, 5), (10, 10))
-    path = tmp_path / "tree.json"
-    write_tree(tree, path)
-    back, report = read_model(path)
-    assert report is None
-    assert [n.counts.tolist() for n in back.nodes] == [n.counts.tolist() for n in tree.nodes]
-    assert [p.key for p in back.paths()] == [p.key for p in tree.paths()]
-
-
-@pytest.mark.parametrize(
-    "content, fragment",
-    [
-        ('{"format": "modelshare.release/1", "tree": ', "not a JSON model file"),
-        ("\xff\xfe garbage", "not a JSON model file"),
-        ("[1, 2, 3]", "JSON object at top level"),
-        ('{"format": "modelshare.release/1", "tree": {}}', "needs a 'tree' object and a 'report' object"),
-        ('{"format": "something/9"}', "format is 'something/9'"),
-    ],
-)
-def test_corrupt_file_raises_tree_error_naming_the_file(tmp_path, content, fragment):
-    path = tmp_path / "broken-model.json"
-    path.write_bytes(content.encode("latin-1"))
-    with pytest.raises(TreeError) as info:
-        read_model(path)
-    assert str(path) in str(info.value) and fragment in str(info.value)
-
-
-def test_release_file_with_a_broken_report_names_the_file(tmp_path):
-    tree = flat(SCHEMA2, (6, 5), (10, 10))
-    data = {"format": "modelshare.release/1", "tree": tree.to_dict(), "report": {"parameters": {}}}
-    path = tmp_path / "release.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(TreeError, match="mechanism") as info:
-        read_model(path)
-    assert str(path) in str(info.value)
-    with pytest.raises(TreeError) as info:
-        read_model(tmp_path / "absent.json")
-    assert "absent.json" in str(info.value)
 
 
 def test_release_round_trip_keeps_audit_verdicts(tmp_path):

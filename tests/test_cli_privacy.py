@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from common.datasets import load_dataset
-from common.model_io import RELEASE_FORMAT
 from modelshare.cli import main
 from modelshare.experiments.pruning import PruningSettings, _reinfer, run_pruning, summarize_pruning
 from modelshare.pipeline import PipelineConfig, run_study
@@ -27,7 +26,7 @@ def test_release_then_audit_passes(tmp_path, capsys):
     assert summary["report"]["requirement"] == "k-anonymity:k=5"
     assert summary["released_leaves"] < summary["trained_leaves"]
     assert summary["owner_attacks"]["uniqueness"]["leaves"] == 0
-    assert json.loads(open(path).read())["format"] == RELEASE_FORMAT
+    assert json.loads(open(path).read())["report"]["mechanism"] == "apt"
     assert main(["audit", path, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["passed"] and all(p["tuples"] >= 5 for p in result["paths"])

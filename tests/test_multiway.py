@@ -19,7 +19,7 @@ from sklearn.base import clone
 from common.learners.multiway import MultiwayTreeClassifier
 from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.tree import CategorySet, Interval, Tree
-
+from common.wire import tree_from_pb, tree_to_pb
 
 
 # ------------------------------------------------------------------ helpers
@@ -210,7 +210,7 @@ def test_small_categorical_table_gives_valid_tree_with_empty_category_leaves() -
     assert snowy.is_leaf and snowy.total == 0 and snowy.label == model.tree_.root.label
     np.testing.assert_array_equal(snowy.counts, [0.0, 0.0])
     np.testing.assert_array_equal(model.classes_, [0, 1])
-    assert Tree.from_dict(model.tree_.to_dict()).to_dict() == model.tree_.to_dict()
+    assert tree_to_pb(tree_from_pb(tree_to_pb(model.tree_), schema)) == tree_to_pb(model.tree_)
 
 
 def test_mixed_table_gives_valid_tree_and_fits_training_rows() -> None:
@@ -388,8 +388,8 @@ def test_predict_matches_row_by_row_walk(car) -> None:
 def test_fit_is_deterministic_and_clone_friendly() -> None:
     schema, X, y = mixed_table()
     model = MultiwayTreeClassifier(schema, criterion="info_gain", max_depth=4)
-    first = model.fit(X, y).tree_.to_dict()
-    again = clone(model).fit(X, y).tree_.to_dict()
+    first = tree_to_pb(model.fit(X, y).tree_)
+    again = tree_to_pb(clone(model).fit(X, y).tree_)
     assert first == again
 
 

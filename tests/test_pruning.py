@@ -14,6 +14,7 @@ from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_pa
 from common.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.tree import CategorySet, Edge, Interval, Node, Tree
 from common.tree_rebuild import eq1_counts
+from common.wire import tree_from_pb, tree_to_pb
 
 # ----------------------------------------------------------------- helpers
 
@@ -329,7 +330,7 @@ def check_apt(tree: Tree, requirement, disclosure: str) -> None:
     assert math.isclose(sum(out.nodes[i].total for i in out.leaves), tree.root.total, abs_tol=1e-9)
     assert out.n_leaves <= tree.n_leaves
     Tree(out.schema, out.nodes, out.disclosure)  # validates
-    Tree.from_dict(out.to_dict())
+    tree_from_pb(tree_to_pb(out), out.schema)  # survives the wire
     assert_inner_nodes_derive_from_children(out)
     # every original leaf's region lies inside one released leaf, whose size is the sum of the
     # original leaves it took in (class by class when the input has counts)

@@ -9,6 +9,7 @@ import pytest
 
 from common.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
+from common.wire import tree_from_pb, tree_to_pb
 
 SCHEMA = Schema(
     (CategoricalAttribute("A", ("a1", "a2", "a3")), NumericAttribute("X", 0.0, 100.0)),
@@ -108,25 +109,13 @@ def test_unreachable_nodes_rejected():
         Tree(SCHEMA, nodes)
 
 
-def test_json_round_trip_and_bad_documents():
+def test_wire_round_trip_keeps_paths_and_counts():
     tree = sample_tree()
-    back = Tree.from_dict(tree.to_dict())
+    back = tree_from_pb(tree_to_pb(tree), SCHEMA)
     assert [p.key for p in back.paths()] == [p.key for p in tree.paths()]
     assert [n.counts.tolist() for n in back.nodes] == [n.counts.tolist() for n in tree.nodes]
-    hm = Tree.from_dict(tree.to_hit_miss().to_dict())
+    hm = tree_from_pb(tree_to_pb(tree.to_hit_miss()), SCHEMA)
     assert hm.disclosure == "hit_miss" and hm.nodes[3].hit == 15
-    doc = tree.to_dict()
-    doc["nodes"][1]["label"] = "maybe"
-    with pytest.raises(TreeError, match="not a class"):
-        Tree.from_dict(doc)
-    doc = tree.to_dict()
-    doc["schema_fingerprint"] = "0" * 64
-    with pytest.raises(TreeError, match="fingerprint"):
-        Tree.from_dict(doc)
-    doc = tree.to_dict()
-    del doc["nodes"][0]["edges"]
-    with pytest.raises(TreeError, match="malformed"):
-        Tree.from_dict(doc)
 
 
 def test_shape_properties():

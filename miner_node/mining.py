@@ -1,0 +1,96 @@
+"""Mining a finished study: PGEN on every accepted model, pooling, global models, scores.
+
+Deterministic for a given study: submissions are taken in owner-id order, owner ``i``'s PGEN
+draws from a generator seeded by ``(study seed, i)`` and every global model by the study seed,
+so the same study run by `modelshare simulate` or by separately started processes gives the
+same results.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from common.audit import audit
+from common.datasets.loading import load_table
+from common.metrics import accuracy
+from common.pb import federation_pb2 as fpb
+from common.schema import Schema
+from common.tree import Tree
+from common.wire import DecodedModel, tree_to_pb
+from miner_node.global_models import make_global_model
+from miner_node.pgen import pgen
+
+__all__ = ["AcceptedModel", "mine", "load_evaluation"]
+
+
+@dataclass(frozen=True)
+class AcceptedModel:
+    """An accepted submission, decoded: whose it is and the model it carries."""
+
+    owner_id: str
+    model: DecodedModel
+
+
+def load_evaluation(csv_bytes: bytes, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Encode an evaluation table sent with a study; errors name the row and column."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "evaluation.csv"
+        path.write_bytes(csv_bytes)
+        table = load_table(path, schema.class_name, schema=schema, source="evaluation table")
+    return schema.encode(table.frame, source="evaluation table")
+
+
+def _pgen_rows(tree: Tree, scale: float) -> int | None:
+    """Rows to generate from one tree: hit + miss per path at scale 1, else scale x its tuples."""
+    return None if scale == 1.0 else int(round(scale * tree.root.total))
+
+
+def mine(
+    spec: fpb.StudySpec,
+    schema: Schema,
+    accepted: list[AcceptedModel],
+    evaluation: tuple[np.ndarray, np.ndarray] | None,
+) -> fpb.StudyResults:
+    """Regenerate, pool and learn; one result per global model, one summary per owner."""
+    started = time.perf_counter()
+    results = fpb.StudyResults(study_id=spec.study_id)
+    parts_X, parts_y = [], []
+    for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
+        tree = item.model.trees[0]
+        rng = np.random.default_rng([int(spec.seed), i])
+        X, y = pgen(tree, rows=_pgen_rows(tree, spec.pgen_scale), rng=rng, class_assignment=spec.class_assignment)  # type: ignore[arg-type]
+        parts_X.append(X)
+        parts_y.append(y)
+        report = item.model.report
+        results.owners.add(
+            owner_id=item.owner_id,
+            tuples=float(tree.root.total),
+            leaves=tree.n_leaves,
+            claim=(report.requirement or report.guarantee) if report is not None else "none",
+            audit_passed=audit(tree, report).passed,
+            pseudo_rows=int(y.shape[0]),
+        )
+    X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))
+    y = np.concatenate(parts_y) if parts_y else np.empty(0, dtype=np.int64)
+    if evaluation is not None:
+        results.evaluation_rows = int(evaluation[1].shape[0])
+    for name in spec.global_models:
+        entry = results.models.add(name=name, train_rows=int(y.shape[0]))
+        if y.shape[0] == 0:
+            continue
+        model = make_global_model(name, schema, random_state=int(spec.seed) % (2**31))
+        model.fit(X, y)
+        tree = getattr(model, "tree_", None)
+        if isinstance(tree, Tree):
+            entry.tree.CopyFrom(tree_to_pb(tree))
+        if evaluation is not None:
+            pred = np.asarray(model.predict(evaluation[0]), dtype=np.int64)
+            entry.accuracy = accuracy(evaluation[1], pred)
+            entry.predictions.extend(int(p) for p in pred)
+    results.mining_seconds = time.perf_counter() - started
+    return results

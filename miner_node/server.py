@@ -1,0 +1,110 @@
+"""Start and stop a miner: store, roster, lifecycle, gRPC server over mutual TLS.
+
+`start_miner` returns once the server is bound and serving, with the port it got (``:0`` asks the
+OS for a free one), so callers wait on readiness rather than on time. It also writes
+``ready.json`` (address and pid) into the state directory for supervisors in other processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Iterable
+
+import grpc
+
+from common.kit import RosterWatcher
+from common.pb import federation_pb2 as fpb
+from common.pb import federation_pb2_grpc as fgrpc
+from common.study import StudyError, load_study_file
+from miner_node.config import ConfigError, MinerConfig
+from miner_node.coordinator import Coordinator
+from miner_node.service import MinerService, Rejection
+from miner_node.store import Store
+
+__all__ = ["RunningMiner", "start_miner"]
+
+log = logging.getLogger("modelshare.miner")
+READY_FILE = "ready.json"
+
+
+@dataclass
+class RunningMiner:
+    """A serving miner: its port, service and store; `stop` shuts it down cleanly."""
+
+    server: grpc.Server
+    port: int
+    service: MinerService
+    store: Store
+    coordinator: Coordinator
+    config: MinerConfig
+
+    def stop(self, grace: float | None = 2.0) -> None:
+        self.server.stop(grace).wait()
+        self.coordinator.stop()
+        self.store.close()
+        try:
+            os.unlink(self.config.state_dir / READY_FILE)
+        except OSError:
+            pass
+
+
+def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
+    size = config.limits.max_message_bytes
+    return [
+        ("grpc.max_receive_message_length", size),
+        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
+    """Create the studies the config lists, unless they exist (a restart must not duplicate them)."""
+    for path in config.studies:
+        try:
+            study = load_study_file(path)
+        except StudyError as exc:
+            raise ConfigError(str(exc)) from None
+        if service.store.study(study.spec.study_id) is not None:
+            continue
+        evaluation = study.evaluation.read_bytes() if study.evaluation else None
+        spec = fpb.StudySpec()
+        spec.CopyFrom(study.spec)
+        try:
+            service.complete_spec(spec)
+        except Rejection as rej:
+            raise ConfigError(f"{path}: {rej.message}") from None
+        service.store.create_study(spec.study_id, spec.SerializeToString(), evaluation, by="miner config")
+
+
+def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: bool = False) -> RunningMiner:
+    """Open the store, resume unfinished studies, bind and start serving."""
+    if config.tls is None and not insecure:
+        raise ConfigError("the miner config has no [tls] section; mutual TLS is required (or pass --insecure to debug)")
+    store = Store(config.state_dir)
+    roster = RosterWatcher(config.roster)
+    coordinator = Coordinator(store)
+    service = MinerService(config.name, store, roster, coordinator, config.limits, mechanisms=mechanisms, insecure=insecure)
+    _create_config_studies(config, service)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc"),
+                         options=_server_options(config), maximum_concurrent_rpcs=config.workers * 4)
+    fgrpc.add_MinerServicer_to_server(service, server)
+    if insecure:
+        port = server.add_insecure_port(config.listen)
+    else:
+        assert config.tls is not None
+        port = server.add_secure_port(config.listen, config.tls.server_credentials())
+    if port == 0:
+        store.close()
+        raise ConfigError(f"cannot listen on {config.listen} (address in use or not available)")
+    coordinator.start()
+    server.start()
+    ready = config.state_dir / READY_FILE
+    tmp = ready.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"port": port, "pid": os.getpid(), "listen": config.listen}) + "\n")
+    os.replace(tmp, ready)
+    log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
+    return RunningMiner(server, port, service, store, coordinator, config)

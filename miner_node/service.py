@@ -1,0 +1,437 @@
+"""The miner's gRPC service: authenticate, verify, store durably, acknowledge.
+
+A submission is checked in this order, and the first failure is the answer (a gRPC status whose
+message says what to do): the TLS identity is the signer's roster entry (same name, the
+certificate provisioned for it); the signature verifies over the exact payload bytes (before the
+payload is parsed); the signer is not revoked; the study exists, is open and invites the signer;
+the schema fingerprint is the study's; an identical envelope already stored gets its original
+ack back (safe retries); the message is fresh (timestamp window) and its nonce unseen; the owner
+has not submitted a different model; the model is within the size limits (counted on the raw
+message, before the expensive decode, which is why this check comes before the audit rather
+than after it); it decodes into valid trees; its claims pass an independent re-audit
+(`common.audit`) and are at least as strong as the study requires. Only then is it committed,
+and only after the commit is it acknowledged. Every accepted and rejected submission is appended
+to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
+server keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from common.anonymity import RequirementError, parse_requirement, weaker_than
+from common.audit import audit
+from common.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
+from common.pb import federation_pb2 as fpb
+from common.pb import federation_pb2_grpc as fgrpc
+from common.schema import SchemaError
+from common.signing import SignatureError, verify_envelope
+from common.study import StudyError, check_spec, spec_requirement, spec_schema
+from common.wire import WireError, decode_model, disclosure_from_pb
+from miner_node.config import Limits
+from miner_node.coordinator import Coordinator
+from miner_node.global_models import GLOBAL_MODELS
+from miner_node.mining import load_evaluation
+from miner_node.store import Store, StoreError, Submission
+
+__all__ = ["MinerService", "Rejection"]
+
+log = logging.getLogger("modelshare.miner")
+MAX_POLL_SECONDS = 30
+T = TypeVar("T")
+
+
+class Rejection(Exception):
+    """A refused call: the gRPC status code and the message a person can act on."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class _Caller:
+    """Who is calling: the roster party behind the TLS identity (None only in insecure mode)."""
+
+    party: Party | None
+
+
+def _handler(method: Callable[..., T]) -> Callable[..., T]:
+    """Turn `Rejection` into its status and any other exception into INTERNAL; the server lives on."""
+
+    @functools.wraps(method)
+    def wrapper(self: "MinerService", request: Any, context: grpc.ServicerContext) -> T:
+        try:
+            return method(self, request, context)
+        except Rejection as rej:
+            context.abort(rej.code, rej.message)
+        except StoreError as exc:
+            log.error("%s: %s", method.__name__, exc)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"the miner cannot store data right now ({exc}); retry later")
+        except Exception:
+            log.exception("%s: unexpected error", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, "internal miner error; the request was not stored")
+        raise AssertionError("unreachable")  # context.abort raises
+
+    return wrapper
+
+
+class MinerService(fgrpc.MinerServicer):
+    """Implements the Miner service over a `Store`, a roster and a `Coordinator`.
+
+    Parameters
+    ----------
+    name:
+        The miner's party name (reported by Health).
+    store, roster, coordinator:
+        Durable state, the live roster, and the study lifecycle.
+    limits:
+        Size and freshness limits.
+    mechanisms:
+        Release mechanism names studies may ask for (the composition root passes the owner-side
+        registry's names; the miner does not import owner code).
+    insecure:
+        Plaintext debugging mode: no TLS identity exists, so signatures alone identify owners and
+        admin calls are open. Only ever enabled by an explicit ``--insecure`` flag.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        roster: RosterWatcher,
+        coordinator: Coordinator,
+        limits: Limits,
+        *,
+        mechanisms: Iterable[str],
+        insecure: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.roster = roster
+        self.coordinator = coordinator
+        self.limits = limits
+        self.mechanisms = frozenset(mechanisms)
+        self.insecure = insecure
+        self.clock = clock
+
+    # ------------------------------------------------------------- identity
+    def _caller(self, context: grpc.ServicerContext) -> _Caller:
+        """The roster party of the TLS peer; UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
+        name = peer_identity(context)
+        if name is None:
+            if self.insecure:
+                return _Caller(None)
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, "no client certificate; connect with your kit's TLS files")
+        party = self.roster.current().get(name)
+        if party is None:
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, f"TLS identity {name!r} is not on the miner's roster")
+        if peer_cert_sha256(context) != party.tls_cert_sha256:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"the certificate presented for {name!r} is not the one provisioned for it")
+        if party.revoked:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} was revoked at {party.revoked_at}")
+        return _Caller(party)
+
+    def _require_admin(self, context: grpc.ServicerContext) -> None:
+        caller = self._caller(context)
+        if caller.party is not None and caller.party.role != "admin":
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{caller.party.name!r} is a {caller.party.role}; only the admin may do this")
+
+    def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
+        """Check TLS identity vs signer, the signature, and revocation, in that order."""
+        name = peer_identity(context)
+        signer = self.roster.current().by_key_id(envelope.signer_key_id)
+        if signer is None:
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED,
+                            f"signer key {envelope.signer_key_id[:16]!r} is not on the miner's roster")
+        if not self.insecure or name is not None:
+            if name != signer.name:
+                raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                                f"TLS identity {name!r} does not match the signer {signer.name!r}")
+            if peer_cert_sha256(context) != signer.tls_cert_sha256:
+                raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                                f"the certificate presented for {name!r} is not the one provisioned for it")
+        try:
+            payload = verify_envelope(envelope, signer.signing_key)
+        except SignatureError as exc:
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, f"{exc}; the envelope was altered or signed by another key") from None
+        if signer.revoked:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} was revoked at {signer.revoked_at}")
+        if signer.role != "owner":
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} is a {signer.role}; only owners submit")
+        return signer, payload
+
+    # ---------------------------------------------------------- study checks
+    def _open_study(self, study_id: str, owner: str) -> fpb.StudySpec:
+        row = self.store.study(study_id)
+        if row is None:
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
+        if row.state != "open":
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"study {study_id!r} is {row.state}; it takes no more answers")
+        spec = fpb.StudySpec.FromString(row.spec)
+        if owner not in spec.owners:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{owner!r} is not invited to study {study_id!r}")
+        return spec
+
+    def _fresh(self, timestamp: Any) -> None:
+        age = self.clock() - timestamp.ToSeconds()
+        window = self.limits.timestamp_window_seconds
+        if abs(age) > window:
+            when = f"{age:.0f} s old" if age > 0 else f"{-age:.0f} s in the future"
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"message timestamp is {when}; the window is {window:.0f} s (check the owner's clock)")
+
+    def _check_model(self, message: fpb.ModelMessage, spec: fpb.StudySpec) -> None:
+        nodes = sum(len(t.nodes) for t in message.trees)
+        if nodes > self.limits.max_nodes:
+            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"the model has {nodes} nodes; this miner accepts at most {self.limits.max_nodes}")
+        try:
+            model = decode_model(message)
+        except WireError as exc:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"malformed model: {exc}") from None
+        tree, report = model.trees[0], model.report
+        if report is None:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the model carries no privacy report")
+        if report.mechanism != spec.mechanism:
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"released with {report.mechanism!r}; the study requires {spec.mechanism!r}")
+        if tree.disclosure != disclosure_from_pb(spec.disclosure, where="study"):
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"the tree discloses {tree.disclosure}; the study asks for {disclosure_from_pb(spec.disclosure, where='study')}")
+        result = audit(tree, report)
+        if not result.passed:
+            failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
+        required = spec_requirement(spec)
+        if required is not None:
+            if report.requirement is None:
+                raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"the model claims nothing; the study requires {required}")
+            try:
+                reason = weaker_than(parse_requirement(report.requirement), required)
+            except RequirementError as exc:
+                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            if reason is not None:
+                raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"weaker than the study requires: {reason}")
+
+    # ------------------------------------------------------------------ RPCs
+    @_handler
+    def Submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
+        event: dict[str, Any] = {"peer": peer_identity(context), "signer_key": request.signer_key_id[:16]}
+        try:
+            return self._submit(request, context, event)
+        except Rejection as rej:
+            self._log_rejection(event, rej)
+            raise
+
+    def _submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext, event: dict[str, Any]) -> fpb.SubmitAck:
+        signer, payload = self._signed_by_caller(request, context)
+        event["owner"] = signer.name
+        try:
+            message = fpb.ModelMessage.FromString(payload)
+        except (DecodeError, RecursionError):
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the payload is not a ModelMessage") from None
+        event["study"] = message.study_id
+        if message.owner_id != signer.name:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"the message names owner {message.owner_id!r} but is signed by {signer.name!r}")
+        spec = self._open_study(message.study_id, signer.name)
+        if message.schema_fingerprint != spec.schema_fingerprint:
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
+                            "encode the table with the study's schema")
+        submission_id = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+        previous = self.store.submission(message.study_id, signer.name)
+        if previous is not None and previous.submission_id == submission_id:
+            return self._ack(previous, duplicate=True)
+        self._fresh(message.timestamp)
+        if self.store.nonce_seen(message.nonce):
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
+        if previous is not None:
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
+                            f"{signer.name!r} already submitted a different model to {message.study_id!r}")
+        self._check_model(message, spec)
+        sub = Submission(message.study_id, signer.name, submission_id, request.SerializeToString(), self.clock())
+        outcome = self.store.accept(sub, message.nonce)
+        if outcome == "duplicate":
+            stored = self.store.submission(message.study_id, signer.name)
+            assert stored is not None
+            return self._ack(stored, duplicate=True)
+        if outcome != "accepted":
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"rejected as a {outcome} by the store; nothing stored")
+        log.info("study %s: accepted the model of %s", message.study_id, signer.name)
+        self.coordinator.evaluate(message.study_id)
+        self.coordinator.notify()
+        return self._ack(sub, duplicate=False)
+
+    @staticmethod
+    def _ack(sub: Submission, *, duplicate: bool) -> fpb.SubmitAck:
+        ack = fpb.SubmitAck(study_id=sub.study_id, owner_id=sub.owner_id, submission_id=sub.submission_id, duplicate=duplicate)
+        ack.accepted_at.FromNanoseconds(int(sub.accepted_at * 1e9))
+        return ack
+
+    def _log_rejection(self, event: dict[str, Any], rej: Rejection) -> None:
+        log.info("rejected a submission (%s): %s", rej.code.name, rej.message)
+        try:
+            self.store.log_rejection({**event, "code": rej.code.name, "reason": rej.message})
+        except StoreError as exc:
+            log.error("could not log a rejection: %s", exc)
+
+    @_handler
+    def Refuse(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
+        signer, payload = self._signed_by_caller(request, context)
+        try:
+            refusal = fpb.OwnerRefusal.FromString(payload)
+        except (DecodeError, RecursionError):
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the payload is not an OwnerRefusal") from None
+        if refusal.owner_id != signer.name:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"the refusal names owner {refusal.owner_id!r} but is signed by {signer.name!r}")
+        self._open_study(refusal.study_id, signer.name)
+        self._fresh(refusal.timestamp)
+        reason = refusal.reason[:2000] or "no reason given"
+        if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"{signer.name!r} already answered {refusal.study_id!r}")
+        log.info("study %s: %s refused: %s", refusal.study_id, signer.name, reason)
+        self.coordinator.evaluate(refusal.study_id)
+        self.coordinator.notify()
+        ack = fpb.SubmitAck(study_id=refusal.study_id, owner_id=signer.name,
+                            submission_id=hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest())
+        ack.accepted_at.FromNanoseconds(int(self.clock() * 1e9))
+        return ack
+
+    @_handler
+    def Poll(self, request: fpb.PollRequest, context: grpc.ServicerContext) -> fpb.PollReply:
+        caller = self._caller(context)
+        if caller.party is None or caller.party.role != "owner":
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
+        owner = caller.party.name
+        deadline = time.monotonic() + min(request.wait_seconds, MAX_POLL_SECONDS)
+        with self.coordinator.changed:
+            while True:
+                reply = self._waiting_for(owner)
+                remaining = deadline - time.monotonic()
+                if reply.studies or remaining <= 0 or not context.is_active():
+                    return reply
+                self.coordinator.changed.wait(min(remaining, 1.0))
+
+    def _waiting_for(self, owner: str) -> fpb.PollReply:
+        reply = fpb.PollReply()
+        for row in self.store.studies("open"):
+            spec = fpb.StudySpec.FromString(row.spec)
+            if owner in spec.owners and self.store.submission(row.study_id, owner) is None \
+                    and owner not in self.store.refusals(row.study_id):
+                reply.studies.add().spec.CopyFrom(spec)
+        return reply
+
+    @_handler
+    def CreateStudy(self, request: fpb.CreateStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
+        self._require_admin(context)
+        spec = fpb.StudySpec()
+        spec.CopyFrom(request.spec)
+        self.complete_spec(spec)
+        evaluation = bytes(request.evaluation_csv) or None
+        if evaluation is not None:
+            try:
+                load_evaluation(evaluation, spec_schema(spec))
+            except SchemaError as exc:
+                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
+        if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
+                                       by=peer_identity(context) or "insecure"):
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"a study {spec.study_id!r} exists already; choose another id")
+        log.info("study %s: created for %s (quorum %d)", spec.study_id, ", ".join(spec.owners), spec.quorum)
+        self.coordinator.notify()
+        return self._status(spec.study_id)
+
+    def complete_spec(self, spec: fpb.StudySpec) -> None:
+        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them."""
+        try:
+            check_spec(spec, where="study")
+        except StudyError as exc:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if spec.mechanism not in self.mechanisms:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"unknown mechanism {spec.mechanism!r}; available: {', '.join(sorted(self.mechanisms))}")
+        unknown = [m for m in spec.global_models if m not in GLOBAL_MODELS]
+        if unknown:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
+        roster = self.roster.current()
+        if not spec.owners:
+            spec.owners.extend(roster.owners())
+        strangers = [o for o in spec.owners if o not in roster.owners()]
+        if strangers:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{strangers} are not (unrevoked) owners on the roster")
+        if not spec.owners:
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, "the roster has no owners to invite")
+        if spec.quorum == 0:
+            spec.quorum = len(spec.owners)
+        if spec.quorum > len(spec.owners):
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
+        if spec.deadline.ToSeconds() <= self.clock():
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
+
+    @_handler
+    def GetStudy(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyStatus:
+        self._require_admin(context)
+        return self._status(request.study_id)
+
+    @_handler
+    def ListStudies(self, request: fpb.ListStudiesRequest, context: grpc.ServicerContext) -> fpb.StudyList:
+        self._require_admin(context)
+        reply = fpb.StudyList()
+        for row in self.store.studies():
+            reply.studies.append(self._status(row.study_id))
+        return reply
+
+    @_handler
+    def GetResults(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyResults:
+        self._require_admin(context)
+        row = self.store.study(request.study_id)
+        if row is None:
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
+        data = self.store.results(request.study_id)
+        if data is None:
+            reason = f": {row.reason}" if row.reason else ""
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"study {request.study_id!r} is {row.state}{reason}")
+        return fpb.StudyResults.FromString(data)
+
+    @_handler
+    def Health(self, request: fpb.HealthRequest, context: grpc.ServicerContext) -> fpb.HealthReply:
+        self._caller(context)
+        return fpb.HealthReply(status="serving", name=self.name, open_studies=len(self.store.studies("open")),
+                               submissions=self.store.count_submissions())
+
+    def _status(self, study_id: str) -> fpb.StudyStatus:
+        row = self.store.study(study_id)
+        if row is None:
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
+        spec = fpb.StudySpec.FromString(row.spec)
+        status = fpb.StudyStatus(state=row.state, reason=row.reason)
+        status.spec.CopyFrom(spec)
+        status.created_at.FromNanoseconds(int(row.created_at * 1e9))
+        status.updated_at.FromNanoseconds(int(row.updated_at * 1e9))
+        submitted = {s.owner_id: s.accepted_at for s in self.store.submissions(study_id)}
+        refused = self.store.refusals(study_id)
+        for owner in spec.owners:
+            entry = status.owners.add(owner_id=owner, state="waiting")
+            if owner in submitted:
+                entry.state = "submitted"
+                entry.updated_at.FromNanoseconds(int(submitted[owner] * 1e9))
+            elif owner in refused:
+                entry.state, entry.reason = "refused", refused[owner][0]
+                entry.updated_at.FromNanoseconds(int(refused[owner][1] * 1e9))
+        return status

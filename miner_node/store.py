@@ -1,0 +1,393 @@
+"""The miner's durable store: studies, accepted envelopes, nonces, refusals, results, audit log.
+
+SQLite in WAL mode with ``synchronous=FULL``: a submission is acknowledged only after the
+transaction that stores its exact envelope bytes (and its nonce, and its audit-log entry) has
+committed, so a miner killed at any point loses nothing it acknowledged. SQLite is the embedded
+default because one miner per federation is the deployment unit; everything goes through this
+class, so a server database can replace it.
+
+The audit log is hash-chained: entry ``n`` stores ``sha256(hash[n-1] || canonical JSON of entry
+n)``, so editing or deleting an entry breaks the chain. After every commit the head (last seq
+and hash) is also written to ``audit.head`` beside the database; `verify_log` checks the chain
+and that the log still reaches that head, which detects a truncated history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = ["Store", "StoreError", "StudyRow", "Submission", "LogVerdict", "verify_log", "GENESIS"]
+
+GENESIS = "0" * 64
+DB_NAME = "miner.sqlite"
+HEAD_NAME = "audit.head"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS studies (
+    study_id TEXT PRIMARY KEY,
+    spec BLOB NOT NULL,
+    evaluation BLOB,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    study_id TEXT NOT NULL,
+    owner_id TEXT NOT NULL,
+    submission_id TEXT NOT NULL,
+    envelope BLOB NOT NULL,
+    accepted_at REAL NOT NULL,
+    PRIMARY KEY (study_id, owner_id)
+);
+CREATE TABLE IF NOT EXISTS refusals (
+    study_id TEXT NOT NULL,
+    owner_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (study_id, owner_id)
+);
+CREATE TABLE IF NOT EXISTS nonces (
+    nonce BLOB PRIMARY KEY,
+    owner_id TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    study_id TEXT PRIMARY KEY,
+    results BLOB NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    event TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written (disk full, read-only, corrupt); nothing was acknowledged."""
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    study_id: str
+    spec: bytes
+    evaluation: bytes | None
+    state: str
+    reason: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Submission:
+    study_id: str
+    owner_id: str
+    submission_id: str
+    envelope: bytes
+    accepted_at: float
+
+
+def entry_hash(prev_hash: str, seq: int, at: float, event: str) -> str:
+    """The chained hash of one log entry (the canonical form the verifier recomputes)."""
+    body = json.dumps({"seq": seq, "at": at, "event": event}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
+
+
+class Store:
+    """One SQLite database in ``state_dir``; thread-safe (one connection behind a lock)."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._db = sqlite3.connect(self.dir / DB_NAME, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the miner store in {self.dir}: {exc}") from None
+        self._lock = threading.RLock()
+        self._head = self._read_head()
+
+    # ------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _read_head(self) -> tuple[int, str]:
+        row = self._db.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+        return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+
+    def _transaction(self) -> "_Tx":
+        return _Tx(self)
+
+    def _append_log(self, event: dict[str, Any]) -> None:
+        """Append one chained entry inside the open transaction."""
+        seq, prev = self._head
+        seq += 1
+        at = time.time()
+        text = json.dumps(event, sort_keys=True, separators=(",", ":"))
+        digest = entry_hash(prev, seq, at, text)
+        self._db.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?)", (seq, at, text, prev, digest))
+        self._pending_head = (seq, digest)
+
+    def _write_head(self) -> None:
+        seq, digest = self._head
+        tmp = self.dir / (HEAD_NAME + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"seq": seq, "hash": digest}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.dir / HEAD_NAME)
+
+    # -------------------------------------------------------------- studies
+    def create_study(self, study_id: str, spec: bytes, evaluation: bytes | None, *, by: str) -> bool:
+        """Store a new open study; False if the id is taken (nothing changes)."""
+        now = time.time()
+        with self._transaction() as tx:
+            if self._db.execute("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).fetchone():
+                return tx.rollback(False)
+            self._db.execute(
+                "INSERT INTO studies VALUES (?, ?, ?, 'open', '', ?, ?)", (study_id, spec, evaluation, now, now)
+            )
+            self._append_log({"kind": "study-created", "study": study_id, "by": by})
+        return True
+
+    def set_state(self, study_id: str, state: str, reason: str = "") -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ?",
+                (state, reason, time.time(), study_id),
+            )
+            self._append_log({"kind": "study-state", "study": study_id, "state": state, "reason": reason})
+
+    def study(self, study_id: str) -> StudyRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM studies WHERE study_id = ?", (study_id,)).fetchone()
+        return None if row is None else StudyRow(*row)
+
+    def studies(self, state: str | None = None) -> list[StudyRow]:
+        with self._lock:
+            if state is None:
+                rows = self._db.execute("SELECT * FROM studies ORDER BY created_at, study_id").fetchall()
+            else:
+                rows = self._db.execute("SELECT * FROM studies WHERE state = ? ORDER BY created_at, study_id", (state,)).fetchall()
+        return [StudyRow(*r) for r in rows]
+
+    # ---------------------------------------------------------- submissions
+    def submission(self, study_id: str, owner_id: str) -> Submission | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM submissions WHERE study_id = ? AND owner_id = ?", (study_id, owner_id)
+            ).fetchone()
+        return None if row is None else Submission(*row)
+
+    def submissions(self, study_id: str) -> list[Submission]:
+        """Accepted submissions of a study, ordered by owner id (the order mining uses)."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM submissions WHERE study_id = ? ORDER BY owner_id", (study_id,)).fetchall()
+        return [Submission(*r) for r in rows]
+
+    def nonce_seen(self, nonce: bytes) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
+
+    def accept(self, sub: Submission, nonce: bytes) -> str:
+        """Commit an accepted submission with its nonce and log entry.
+
+        Returns ``"accepted"``, or ``"duplicate"`` when the identical envelope is already stored,
+        or ``"conflict"`` when the owner already submitted a different one, or ``"replay"`` when
+        the nonce is taken (both leave the store unchanged but for the log).
+        """
+        with self._transaction():
+            old = self._db.execute(
+                "SELECT submission_id FROM submissions WHERE study_id = ? AND owner_id = ?", (sub.study_id, sub.owner_id)
+            ).fetchone()
+            if old is not None:
+                return "duplicate" if old[0] == sub.submission_id else "conflict"
+            if self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
+                return "replay"
+            self._db.execute("INSERT INTO submissions VALUES (?, ?, ?, ?, ?)", (
+                sub.study_id, sub.owner_id, sub.submission_id, sub.envelope, sub.accepted_at))
+            self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, sub.owner_id, sub.accepted_at))
+            self._append_log({"kind": "submission", "outcome": "accepted", "study": sub.study_id,
+                              "owner": sub.owner_id, "submission": sub.submission_id})
+        return "accepted"
+
+    def refuse(self, study_id: str, owner_id: str, reason: str, nonce: bytes) -> bool:
+        """Record an owner's refusal; False if it already answered the study."""
+        with self._transaction() as tx:
+            answered = self._db.execute(
+                "SELECT 1 FROM submissions WHERE study_id = ? AND owner_id = ? UNION "
+                "SELECT 1 FROM refusals WHERE study_id = ? AND owner_id = ?", (study_id, owner_id, study_id, owner_id)
+            ).fetchone()
+            if answered or self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
+                return tx.rollback(False)
+            now = time.time()
+            self._db.execute("INSERT INTO refusals VALUES (?, ?, ?, ?)", (study_id, owner_id, reason, now))
+            self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, owner_id, now))
+            self._append_log({"kind": "refusal", "study": study_id, "owner": owner_id, "reason": reason})
+        return True
+
+    def refusals(self, study_id: str) -> dict[str, tuple[str, float]]:
+        with self._lock:
+            rows = self._db.execute("SELECT owner_id, reason, at FROM refusals WHERE study_id = ?", (study_id,)).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def log_rejection(self, event: dict[str, Any]) -> None:
+        """Append a rejected submission to the audit log (nothing else is stored)."""
+        with self._transaction():
+            self._append_log({"kind": "submission", "outcome": "rejected", **event})
+
+    def count_submissions(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0])
+
+    # -------------------------------------------------------------- results
+    def finish(self, study_id: str, results: bytes) -> None:
+        """Store a study's results and mark it done, in one transaction."""
+        now = time.time()
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)", (study_id, results, now))
+            self._db.execute("UPDATE studies SET state = 'done', reason = '', updated_at = ? WHERE study_id = ?", (now, study_id))
+            self._append_log({"kind": "study-state", "study": study_id, "state": "done", "reason": ""})
+
+    def results(self, study_id: str) -> bytes | None:
+        with self._lock:
+            row = self._db.execute("SELECT results FROM results WHERE study_id = ?", (study_id,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+
+class _Tx:
+    """``with store._transaction():`` BEGIN IMMEDIATE ... COMMIT under the store lock, then the head file."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._rolled_back = False
+
+    def rollback(self, value: bool) -> bool:
+        self.store._db.execute("ROLLBACK")
+        self._rolled_back = True
+        return value
+
+    def __enter__(self) -> "_Tx":
+        self.store._lock.acquire()
+        self.store._pending_head = None
+        try:
+            self.store._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.store._lock.release()
+            raise StoreError(f"cannot write the miner store: {exc}") from None
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        store = self.store
+        try:
+            if self._rolled_back:
+                return
+            if exc_type is not None:
+                store._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"cannot write the miner store: {exc}") from None
+                return
+            try:
+                store._db.execute("COMMIT")
+            except sqlite3.Error as err:
+                store._db.execute("ROLLBACK")
+                raise StoreError(f"cannot commit to the miner store: {err}") from None
+            if store._pending_head is not None:
+                store._head = store._pending_head
+                try:
+                    store._write_head()
+                except OSError:
+                    pass  # the log itself is committed; verify-log tolerates a head that lags
+        finally:
+            store._lock.release()
+
+
+@dataclass(frozen=True)
+class LogVerdict:
+    """The outcome of `verify_log`: whether the history is intact, how many entries, and why not."""
+
+    ok: bool
+    entries: int
+    problems: tuple[str, ...]
+
+
+def _log_rows(db: sqlite3.Connection) -> Iterator[tuple[int, float, str, str, str]]:
+    yield from db.execute("SELECT seq, at, event, prev_hash, hash FROM audit_log ORDER BY seq")
+
+
+def verify_log(state_dir: str | Path) -> LogVerdict:
+    """Re-check the audit log's hash chain and that it reaches the recorded head."""
+    state_dir = Path(state_dir)
+    db_path = state_dir / DB_NAME
+    if not db_path.exists():
+        return LogVerdict(False, 0, (f"no miner store at {db_path}",))
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    problems: list[str] = []
+    prev, expected_seq, count = GENESIS, 1, 0
+    hashes: dict[int, str] = {}
+    logged: set[tuple[str, str, str]] = set()
+    try:
+        for seq, at, event, prev_hash, digest in _log_rows(db):
+            count += 1
+            if seq != expected_seq:
+                problems.append(f"entry {seq}: expected entry {expected_seq} (entries deleted or reordered)")
+            if prev_hash != prev:
+                problems.append(f"entry {seq}: previous hash does not match entry {seq - 1}")
+            if entry_hash(prev_hash, seq, at, event) != digest:
+                problems.append(f"entry {seq}: content does not match its hash (edited)")
+            prev, expected_seq = digest, seq + 1
+            hashes[seq] = digest
+            logged |= _accepted_key(event)
+        accepted = db.execute("SELECT study_id, owner_id, submission_id FROM submissions").fetchall()
+    finally:
+        db.close()
+    for study, owner, submission in accepted:
+        if (study, owner, submission) not in logged:
+            problems.append(f"stored submission of {owner} to {study} has no log entry")
+    problems += _head_problems(state_dir / HEAD_NAME, hashes, count)
+    return LogVerdict(not problems, count, tuple(problems))
+
+
+def _accepted_key(event: str) -> set[tuple[str, str, str]]:
+    """The (study, owner, submission) an accepted-submission entry records; empty for other entries."""
+    try:
+        data = json.loads(event)
+    except ValueError:
+        return set()
+    if not isinstance(data, dict) or data.get("kind") != "submission" or data.get("outcome") != "accepted":
+        return set()
+    return {(str(data.get("study")), str(data.get("owner")), str(data.get("submission")))}
+
+
+def _head_problems(head_path: Path, hashes: dict[int, str], count: int) -> list[str]:
+    """A log that no longer reaches the head recorded after the last commit was truncated or rewritten."""
+    if not head_path.exists():
+        return [f"{head_path} is missing"] if count else []
+    try:
+        head = json.loads(head_path.read_text(encoding="utf-8"))
+        seq, digest = int(head["seq"]), str(head["hash"])
+    except (ValueError, KeyError, TypeError):
+        return [f"{head_path} is unreadable"]
+    if seq == 0:
+        return []
+    if seq not in hashes:
+        return [f"the log ends at entry {count} but the head records entry {seq} (history truncated)"]
+    if hashes[seq] != digest:
+        return [f"entry {seq} does not match the recorded head hash (history rewritten)"]
+    return []

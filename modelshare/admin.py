@@ -1,0 +1,145 @@
+"""The admin's side of a federation: ``admin.toml`` and the calls that manage studies.
+
+::
+
+    [admin]
+    name = "admin"
+    miner = "localhost:50051"
+    miner_name = "miner"
+    signing_key = "signing.key"
+    roster = "roster.json"
+    [tls]
+    ca = "ca.crt"
+    cert = "tls.crt"
+    key = "tls.key"
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import grpc
+
+from common.dial import dial_miner
+from common.kit import TlsFiles
+from common.model_io import write_message
+from common.pb import federation_pb2 as fpb
+from common.pb import federation_pb2_grpc as fgrpc
+from common.study import describe_spec, spec_schema
+from common.wire import model_message, tree_from_pb
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "results_dict", "write_results"]
+
+CALL_TIMEOUT = 30.0
+
+
+class AdminError(ValueError):
+    """An admin config or call that failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    name: str
+    miner: str
+    miner_name: str
+    tls: TlsFiles
+
+    @classmethod
+    def load(cls, path: str | Path) -> "AdminConfig":
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise AdminError(f"{path}: cannot read admin config: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise AdminError(f"{path}: not a TOML file: {exc}") from None
+        admin, tls = data.get("admin"), data.get("tls")
+        if not isinstance(admin, Mapping) or not isinstance(tls, Mapping):
+            raise AdminError(f"{path}: needs an [admin] and a [tls] table")
+
+        def text(table: Mapping[str, Any], key: str, section: str) -> str:
+            value = table.get(key)
+            if not isinstance(value, str) or not value:
+                raise AdminError(f"{path}: [{section}] {key} must be a non-empty string")
+            return value
+
+        base = path.parent
+        return cls(
+            name=text(admin, "name", "admin"),
+            miner=text(admin, "miner", "admin"),
+            miner_name=text(admin, "miner_name", "admin"),
+            tls=TlsFiles(base / text(tls, "ca", "tls"), base / text(tls, "cert", "tls"), base / text(tls, "key", "tls")),
+        )
+
+
+def admin_stub(config: AdminConfig) -> tuple[grpc.Channel, fgrpc.MinerStub]:
+    channel = dial_miner(config.miner, config.tls, config.miner_name)
+    return channel, fgrpc.MinerStub(channel)
+
+
+def _time(ts: Any) -> str | None:
+    return ts.ToJsonString() if ts.seconds or ts.nanos else None
+
+
+def status_dict(status: fpb.StudyStatus) -> dict[str, Any]:
+    """A study's state as JSON-ready data: spec summary, state, reason, each owner's answer."""
+    return {
+        **describe_spec(status.spec),
+        "state": status.state,
+        "reason": status.reason,
+        "created_at": _time(status.created_at),
+        "updated_at": _time(status.updated_at),
+        "answers": [
+            {"owner": o.owner_id, "state": o.state, "reason": o.reason, "at": _time(o.updated_at)} for o in status.owners
+        ],
+    }
+
+
+def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
+    """A study's results as JSON-ready data (predictions and trees left to `write_results`)."""
+    return {
+        "study": results.study_id,
+        "evaluation_rows": results.evaluation_rows,
+        "mining_seconds": results.mining_seconds,
+        "owners": [
+            {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,
+             "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows}
+            for o in results.owners
+        ],
+        "models": [
+            {"model": m.name, "train_rows": m.train_rows, "accuracy": m.accuracy if m.HasField("accuracy") else None,
+             "tree_leaves": sum(1 for n in m.tree.nodes if not n.edges) if m.HasField("tree") else None}
+            for m in results.models
+        ],
+    }
+
+
+def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path) -> list[Path]:
+    """``results.json``, one model file per learned tree, and ``predictions.csv`` when scored."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "results.json"]
+    written[0].write_text(json.dumps({"status": status_dict(status), **results_dict(results)}, indent=2) + "\n")
+    schema = spec_schema(status.spec)
+    for m in results.models:
+        if m.HasField("tree"):
+            path = out / f"global-{m.name}.json"
+            write_message(model_message(tree_from_pb(m.tree, schema, where=f"global {m.name}")), path)
+            written.append(path)
+    scored = [m for m in results.models if len(m.predictions)]
+    if scored:
+        path = out / "predictions.csv"
+        lines = [",".join(m.name for m in scored)]
+        rows = zip(*(m.predictions for m in scored))
+        lines += [",".join(schema.classes[p] for p in row) for row in rows]
+        path.write_text("\n".join(lines) + "\n")
+        written.append(path)
+    return written

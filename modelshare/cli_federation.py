@@ -1,0 +1,183 @@
+"""`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+from rich.table import Table
+
+from common.pb import federation_pb2 as fpb
+from common.study import load_study_file
+from miner_node.config import MinerConfig
+from miner_node.server import start_miner
+from miner_node.store import verify_log
+from modelshare.admin import AdminConfig, admin_stub, results_dict, status_dict, write_results
+from modelshare.cli_common import err, out
+from modelshare.logs import configure_logging
+from owner_node.release import MECHANISMS
+
+__all__ = ["add_parsers"]
+
+CALL_TIMEOUT = 30.0
+
+
+def _rpc(call: Callable[[], Any]) -> Any:
+    """Run an admin call; a refusal by the miner becomes a ValueError with its status and message."""
+    try:
+        return call()
+    except grpc.RpcError as exc:
+        raise ValueError(f"the miner answered {exc.code().name}: {exc.details()}") from None
+
+
+# --------------------------------------------------------------------- miner
+def cmd_miner_serve(args: argparse.Namespace) -> int:
+    configure_logging(json_lines=args.log_json)
+    config = MinerConfig.load(args.config)
+    miner = start_miner(config, mechanisms=MECHANISMS, insecure=args.insecure)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"modelshare miner {config.name}: serving on port {miner.port}", flush=True)
+    stop.wait()
+    err.print("stopping the miner")
+    miner.stop()
+    return 0
+
+
+def cmd_miner_verify_log(args: argparse.Namespace) -> int:
+    state_dir = args.state_dir if args.state_dir is not None else MinerConfig.load(args.config).state_dir
+    verdict = verify_log(state_dir)
+    if args.json:
+        print(json.dumps({"ok": verdict.ok, "entries": verdict.entries, "problems": list(verdict.problems)}, indent=2))
+    elif verdict.ok:
+        out.print(f"audit log intact: {verdict.entries} entries, hash chain and head verified")
+    else:
+        err.print(f"[red]audit log FAILED verification[/] ({verdict.entries} entries):", highlight=False)
+        for problem in verdict.problems:
+            err.print(f"  - {problem}", highlight=False)
+    return 0 if verdict.ok else 1
+
+
+def cmd_miner_status(args: argparse.Namespace) -> int:
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
+    with channel:
+        reply = _rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout))
+    health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
+    print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
+          f"{reply.submissions} submissions stored")
+    return 0
+
+
+# --------------------------------------------------------------------- study
+def _print_status(data: dict[str, Any]) -> None:
+    out.print(f"study [bold]{data['id']}[/]: {data['state']}" + (f" ({data['reason']})" if data["reason"] else ""))
+    out.print(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")
+    table = Table("owner", "answer", "reason", "at")
+    for a in data["answers"]:
+        table.add_row(a["owner"], a["state"], a["reason"], a["at"] or "")
+    out.print(table)
+
+
+def cmd_study_create(args: argparse.Namespace) -> int:
+    study = load_study_file(args.study)
+    config = AdminConfig.load(args.config)
+    request = fpb.CreateStudyRequest(spec=study.spec)
+    if study.evaluation is not None:
+        request.evaluation_csv = study.evaluation.read_bytes()
+    channel, stub = admin_stub(config)
+    with channel:
+        status = _rpc(lambda: stub.CreateStudy(request, timeout=CALL_TIMEOUT))
+    data = status_dict(status)
+    print(json.dumps(data, indent=2)) if args.json else _print_status(data)
+    return 0
+
+
+def cmd_study_status(args: argparse.Namespace) -> int:
+    channel, stub = admin_stub(AdminConfig.load(args.config))
+    with channel:
+        status = _rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT))
+    data = status_dict(status)
+    print(json.dumps(data, indent=2)) if args.json else _print_status(data)
+    return 0
+
+
+def cmd_study_list(args: argparse.Namespace) -> int:
+    channel, stub = admin_stub(AdminConfig.load(args.config))
+    with channel:
+        reply = _rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT))
+    rows = [status_dict(s) for s in reply.studies]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table("study", "state", "mechanism", "requirement", "answers", "deadline")
+    for r in rows:
+        answered = sum(a["state"] != "waiting" for a in r["answers"])
+        table.add_row(r["id"], r["state"], r["mechanism"], r["requirement"] or "", f"{answered}/{len(r['answers'])}", r["deadline"])
+    out.print(table)
+    return 0
+
+
+def cmd_study_results(args: argparse.Namespace) -> int:
+    channel, stub = admin_stub(AdminConfig.load(args.config))
+    ref = fpb.StudyRef(study_id=args.id)
+    with channel:
+        status = _rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT))
+        results = _rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT))
+    written = write_results(results, status, args.out)
+    if args.json:
+        print(json.dumps(results_dict(results), indent=2))
+        return 0
+    table = Table("global model", "train rows", "accuracy")
+    for m in results_dict(results)["models"]:
+        table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
+    out.print(table)
+    err.print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+# -------------------------------------------------------------------- parser
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    miner = sub.add_parser("miner", help="run or inspect the miner")
+    msub = miner.add_subparsers(dest="miner_command", required=True)
+    serve = msub.add_parser("serve", help="serve gRPC over mutual TLS, store submissions, run studies")
+    serve.add_argument("--config", type=Path, required=True, help="miner.toml from the miner's kit")
+    serve.add_argument("--insecure", action="store_true", help="plaintext, no client authentication (debugging only)")
+    serve.add_argument("--log-json", action="store_true", help="log JSON lines instead of text")
+    serve.set_defaults(func=cmd_miner_serve)
+    verify = msub.add_parser("verify-log", help="check the audit log's hash chain and head")
+    where = verify.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", type=Path, help="miner.toml (its state_dir is checked)")
+    where.add_argument("--state-dir", type=Path, help="the miner's state directory")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=cmd_miner_verify_log)
+    status = msub.add_parser("status", help="ask a running miner for its health (exit 0 when serving)")
+    status.add_argument("--config", type=Path, required=True, help="admin.toml (or any kit config with [admin])")
+    status.add_argument("--timeout", type=float, default=5.0)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_miner_status)
+
+    study = sub.add_parser("study", help="create and follow studies (admin)")
+    ssub = study.add_subparsers(dest="study_command", required=True)
+    create = ssub.add_parser("create", help="create a study from study.toml")
+    create.add_argument("study", type=Path)
+    create.set_defaults(func=cmd_study_create)
+    for name, func, helptext in (("status", cmd_study_status, "a study's state and every owner's answer"),
+                                 ("results", cmd_study_results, "fetch a finished study's results")):
+        p = ssub.add_parser(name, help=helptext)
+        p.add_argument("id")
+        p.set_defaults(func=func)
+        if name == "results":
+            p.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions")
+    lst = ssub.add_parser("list", help="every study on the miner")
+    lst.set_defaults(func=cmd_study_list)
+    for p in (create, lst, *(ssub.choices[n] for n in ("status", "results"))):
+        p.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
+        p.add_argument("--json", action="store_true")

@@ -1,0 +1,83 @@
+"""`modelshare provision`: make the CA and every party's kit, add a party later, or revoke one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from common.kit import Party
+from common.signing import KEY_ID_PREFIX
+from modelshare.cli_common import err, out
+from modelshare.provision import (
+    ProvisionError,
+    add_party,
+    load_project,
+    provision,
+    provisioned_roster,
+    revoke_party,
+)
+
+__all__ = ["add_parsers", "cmd_provision"]
+
+
+def _run(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """Do what the flags ask; returns the action and the parties it concerned."""
+    if args.add is not None:
+        add_party(args.project, args.out, args.add)
+        return "add", [args.add]
+    if args.revoke is not None:
+        project = load_project(args.project).name
+        held = provisioned_roster(args.out).project
+        if project != held:
+            raise ProvisionError(f"{args.project} describes project {project!r}, but {args.out} holds {held!r}")
+        revoke_party(args.out, args.revoke)
+        return "revoke", [args.revoke]
+    return "provision", list(provision(args.project, args.out))
+
+
+def _row(party: Party, kit: Path) -> dict[str, object]:
+    return {"name": party.name, "role": party.role, "key_id": party.key_id, "dir": str(kit),
+            "revoked": party.revoked, "revoked_at": party.revoked_at}
+
+
+def cmd_provision(args: argparse.Namespace) -> int:
+    try:
+        action, names = _run(args)
+        roster = provisioned_roster(args.out)
+    except (ValueError, OSError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        return 2
+    rows = [_row(roster.parties[name], args.out / name) for name in names]
+    if args.json:
+        print(json.dumps({"project": roster.project, "action": action, "out": str(args.out), "parties": rows},
+                         indent=2))
+        return 0
+    table = Table(title=f"project {roster.project}: {action}")
+    for col in ("name", "role", "key id", "kit", "status"):
+        table.add_column(col, no_wrap=col != "kit", overflow="fold")
+    for row in rows:
+        status = f"revoked {row['revoked_at']}" if row["revoked"] else "active"
+        table.add_row(str(row["name"]), str(row["role"]), str(row["key_id"])[:KEY_ID_PREFIX], str(row["dir"]), status)
+    out.print(table)
+    if action != "provision":
+        changed = "roster.json (and the miner's crl.pem)" if action == "revoke" else "roster.json"
+        err.print(f"updated {changed} in the miner's and admins' kits under {args.out}: copy it to where they run")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register `provision`."""
+    prov = sub.add_parser("provision", help="create the project CA and a kit (certificates, keys, roster, config) "
+                                            "per party; or add / revoke a party later")
+    prov.add_argument("project", type=Path, help="project description (project.toml)")
+    prov.add_argument("--out", type=Path, required=True, help="directory of the kits; ca/ in it holds the CA")
+    change = prov.add_mutually_exclusive_group()
+    change.add_argument("--add", metavar="NAME",
+                        help="issue a kit for a party of project.toml added after provisioning")
+    change.add_argument("--revoke", metavar="NAME",
+                        help="revoke a provisioned party (the miner refuses it from then on)")
+    prov.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    prov.set_defaults(func=cmd_provision)

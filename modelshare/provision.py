@@ -1,0 +1,698 @@
+"""Provisioning: one project CA, and a ready kit per party (certificates, keys, roster, config).
+
+As in NVIDIA FLARE, an operator describes the federation once and hands each party its kit
+directory; nobody generates keys by hand. ``modelshare provision project.toml --out kits/`` writes::
+
+    kits/ca/          ca.crt, ca.key (0600; the CA key never enters a party kit),
+                      project.json (the provisioned roster and certificate serials), crl.pem
+    kits/<name>/      ca.crt, tls.crt, tls.key, signing.key, roster.json, <role>.toml
+
+Directories are 0700 and key files 0600, set before any key byte is written. A project is
+provisioned once: re-running on the same ``--out`` refuses rather than replace a CA every kit
+trusts. Later changes go through the CA directory, which is the authority (keep it):
+
+``--add NAME``
+    issues a kit for a party of project.toml that has none yet, with the existing CA, and
+    rewrites roster.json in the kits of the miner and every admin; other kits are not touched.
+``--revoke NAME``
+    marks the party revoked in ca/project.json and in the miner's and admins' roster.json, and
+    writes ca/crl.pem (copied to the miner's kit as crl.pem, for the record: the miner enforces
+    revocation through its roster, which it re-reads while running).
+
+Re-copy the rewritten roster.json to the miner's machine when its kit lives elsewhere.
+
+project.toml::
+
+    name = "demo"                       # project name
+    [ca]
+    valid_days = 3650                   # optional CA lifetime
+    [[parties]]
+    name = "miner"                      # [A-Za-z0-9][A-Za-z0-9._-]{0,62}; "ca" is reserved
+    role = "miner"                      # exactly one miner; any number of owners and admins
+    address = "localhost:50051"         # what owners and admins dial; required for the miner
+    listen = "[::]:50051"               # optional; default "[::]:<port of address>"
+    hosts = ["localhost", "127.0.0.1"]  # optional extra certificate names (DNS names or IPs)
+    valid_days = 825                    # optional certificate lifetime, any party
+    [[parties]]
+    name = "admin"
+    role = "admin"
+    [[parties]]
+    name = "site-a"
+    role = "owner"
+    data = "/srv/site-a/table.csv"      # optional; written into owner.toml's [data]
+    class_column = "class"              # optional
+    [parties.policy]                    # optional; written into owner.toml's [policy] as given
+    min_k = 10
+
+A party's certificate names it twice: subject CN = name (the identity the miner reads from
+mutual TLS) and subject alternative names DNS:name, the host of the miner's address, and
+``hosts``. Every certificate may act as TLS server and client. Keys are ECDSA P-256, signed with
+SHA-256. An owner without ``policy`` gets a strict default (see `DEFAULT_POLICY`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from common.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
+from common.signing import (
+    SignatureError,
+    atomic_write,
+    generate_signing_key,
+    key_id,
+    require_private_file,
+    save_signing_key,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "PartySpec",
+    "ProjectSpec",
+    "ProvisionError",
+    "add_party",
+    "issue_throwaway_federation",
+    "load_project",
+    "provision",
+    "provisioned_roster",
+    "revoke_party",
+]
+
+STATE_FORMAT = "modelshare.provision/1"
+CA_DIR = "ca"
+DEFAULT_CA_DAYS = 3650
+DEFAULT_PARTY_DAYS = 825
+THROWAWAY_DAYS = 30
+CRL_DAYS = 365
+CLOCK_SKEW = timedelta(minutes=5)  # certificates start this early, so a slow clock still accepts them
+DEFAULT_POLICY: Mapping[str, Any] = {
+    "mechanisms": ("apt", "prune-leaf", "prune-parent"),
+    "min_k": 5,
+    "min_l": 2,
+    "max_c": 20,
+}  # plus miners = [the miner's name]
+_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_COMMON_FIELDS = {"name", "role", "hosts", "valid_days"}
+_ROLE_FIELDS = {"miner": {"address", "listen"}, "owner": {"data", "class_column", "policy"}, "admin": set()}
+
+
+class ProvisionError(ValueError):
+    """A project description or CA directory that cannot be provisioned; names the file and field."""
+
+
+# ------------------------------------------------------------------ project description
+@dataclass(frozen=True)
+class PartySpec:
+    """One party as the operator describes it (see the module docstring for the fields)."""
+
+    name: str
+    role: str
+    address: str | None = None
+    listen: str | None = None
+    hosts: tuple[str, ...] = ()
+    data: str | None = None
+    class_column: str | None = None
+    policy: Mapping[str, Any] | None = None
+    valid_days: int = DEFAULT_PARTY_DAYS
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    """A whole federation to provision; `source` names it in errors (its file, usually)."""
+
+    name: str
+    parties: tuple[PartySpec, ...]
+    ca_valid_days: int = DEFAULT_CA_DAYS
+    source: str = "project"
+
+    def miner(self) -> PartySpec:
+        """The one miner (the spec must have been validated)."""
+        return next(p for p in self.parties if p.role == "miner")
+
+    def party(self, name: str) -> PartySpec | None:
+        """The party called `name`, if described."""
+        return next((p for p in self.parties if p.name == name), None)
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None,
+           *, required: bool = False) -> Any:
+    """table[key] checked to be a `kind` (a TOML boolean is not an integer); `default` when absent."""
+    if key not in table:
+        if required:
+            raise ProvisionError(f"{where}.{key}: required, missing")
+        return default
+    value = table[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ProvisionError(f"{where}.{key}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _party_from_toml(entry: Any, where: str) -> PartySpec:
+    if not isinstance(entry, dict):
+        raise ProvisionError(f"{where}: expected a [[parties]] table")
+    role = _typed(entry, "role", str, where, required=True)
+    if role not in ROLES:
+        raise ProvisionError(f"{where}.role: {role!r} is not one of {', '.join(ROLES)}")
+    unknown = sorted(set(entry) - _COMMON_FIELDS - _ROLE_FIELDS[role])
+    if unknown:
+        raise ProvisionError(f"{where}: field(s) {unknown} do not apply to the role {role!r}")
+    hosts = _typed(entry, "hosts", list, where, [])
+    if not all(isinstance(h, str) for h in hosts):
+        raise ProvisionError(f"{where}.hosts: expected a list of strings")
+    return PartySpec(
+        name=_typed(entry, "name", str, where, required=True),
+        role=role,
+        address=_typed(entry, "address", str, where),
+        listen=_typed(entry, "listen", str, where),
+        hosts=tuple(hosts),
+        data=_typed(entry, "data", str, where),
+        class_column=_typed(entry, "class_column", str, where),
+        policy=_typed(entry, "policy", dict, where),
+        valid_days=_typed(entry, "valid_days", int, where, DEFAULT_PARTY_DAYS),
+    )
+
+
+def load_project(path: str | Path) -> ProjectSpec:
+    """Read and validate project.toml; every error names the file, the party index and the field."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProvisionError(f"{path}: cannot read project file: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ProvisionError(f"{path}: not a TOML project file: {exc}") from None
+    unknown = sorted(set(data) - {"name", "ca", "parties"})
+    if unknown:
+        raise ProvisionError(f"{path}: unknown top-level key(s) {unknown}")
+    where = str(path)
+    ca = _typed(data, "ca", dict, where, {})
+    if set(ca) - {"valid_days"}:
+        raise ProvisionError(f"{path}: [ca] takes only valid_days, got {sorted(ca)}")
+    parties = _typed(data, "parties", list, where, required=True)
+    spec = ProjectSpec(
+        name=_typed(data, "name", str, where, required=True),
+        parties=tuple(_party_from_toml(p, f"{path}: parties[{i}]") for i, p in enumerate(parties)),
+        ca_valid_days=_typed(ca, "valid_days", int, f"{where}: ca", DEFAULT_CA_DAYS),
+        source=where,
+    )
+    _validate(spec)
+    return spec
+
+
+def _split_host_port(text: str, where: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not sep or not host or (":" in host and not bracketed) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ProvisionError(f"{where}: {text!r} is not HOST:PORT (e.g. localhost:50051 or [::1]:50051)")
+    return host, int(port)
+
+
+def _check_host(host: str, where: str) -> None:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOST.fullmatch(host):
+            raise ProvisionError(f"{where}: {host!r} is neither an IP address nor a DNS name") from None
+
+
+def _check_toml_value(value: Any, where: str) -> None:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if isinstance(item, (list, dict)):
+                raise ProvisionError(f"{where}[{i}]: only lists of plain values are supported")
+            _check_toml_value(item, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ProvisionError(f"{where}: {value} is not a finite number")
+    elif not isinstance(value, (str, int, float, bool)):
+        raise ProvisionError(f"{where}: {type(value).__name__} values are not supported (nested tables neither)")
+
+
+def _validate_party(party: PartySpec, where: str) -> None:
+    if not NAME_PATTERN.fullmatch(party.name):
+        raise ProvisionError(f"{where}.name: {party.name!r} does not match {NAME_PATTERN.pattern}")
+    if party.name == CA_DIR:
+        raise ProvisionError(f"{where}.name: {CA_DIR!r} is reserved for the CA directory")
+    if party.role not in ROLES:
+        raise ProvisionError(f"{where}.role: {party.role!r} is not one of {', '.join(ROLES)}")
+    if party.valid_days < 1:
+        raise ProvisionError(f"{where}.valid_days: must be at least 1, got {party.valid_days}")
+    if party.role == "miner":
+        if party.address is None:
+            raise ProvisionError(f"{where}.address: the miner needs the address owners dial (HOST:PORT)")
+        _split_host_port(party.address, f"{where}.address")
+        if party.listen is not None:
+            _split_host_port(party.listen, f"{where}.listen")
+    for i, host in enumerate(party.hosts):
+        _check_host(host, f"{where}.hosts[{i}]")
+    for key, value in (party.policy or {}).items():
+        if not _BARE_KEY.fullmatch(key):
+            raise ProvisionError(f"{where}.policy: key {key!r} must be letters, digits, '_' or '-'")
+        _check_toml_value(value, f"{where}.policy.{key}")
+
+
+def _validate(spec: ProjectSpec) -> None:
+    if not NAME_PATTERN.fullmatch(spec.name):
+        raise ProvisionError(f"{spec.source}: name: {spec.name!r} does not match {NAME_PATTERN.pattern}")
+    if spec.ca_valid_days < 1:
+        raise ProvisionError(f"{spec.source}: ca.valid_days: must be at least 1, got {spec.ca_valid_days}")
+    seen: dict[str, int] = {}
+    for i, party in enumerate(spec.parties):
+        _validate_party(party, f"{spec.source}: parties[{i}]")
+        if party.name in seen:
+            raise ProvisionError(
+                f"{spec.source}: parties[{i}].name: {party.name!r} is also parties[{seen[party.name]}]"
+            )
+        seen[party.name] = i
+    miners = [p.name for p in spec.parties if p.role == "miner"]
+    if len(miners) != 1:
+        raise ProvisionError(f"{spec.source}: a project needs exactly one party with role = \"miner\", found {miners}")
+
+
+# ------------------------------------------------------------------ certificates
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _general_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def _make_ca(spec: ProjectSpec, now: datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{spec.name} modelshare CA"),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, spec.name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + timedelta(days=spec.ca_valid_days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _cert_hosts(party: PartySpec) -> list[str]:
+    hosts = [party.name]
+    if party.address is not None:
+        hosts.append(_split_host_port(party.address, "address")[0])
+    hosts.extend(party.hosts)
+    return list(dict.fromkeys(hosts))
+
+
+def _issue_cert(project: str, party: PartySpec, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate,
+                now: datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party.name),
+                         x509.NameAttribute(NameOID.ORGANIZATION_NAME, project)])
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(min(now + timedelta(days=party.valid_days), ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
+        .add_extension(x509.SubjectAlternativeName([_general_name(h) for h in _cert_hosts(party)]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _build_crl(ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, roster: Roster,
+               serials: Mapping[str, int], now: datetime) -> x509.CertificateRevocationList:
+    revoked = [p for p in roster.parties.values() if p.revoked]
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now)
+        .next_update(now + timedelta(days=CRL_DAYS))
+        .add_extension(x509.CRLNumber(len(revoked)), critical=False)  # grows with every revocation
+    )
+    for party in revoked:
+        assert party.revoked_at is not None
+        entry = (x509.RevokedCertificateBuilder()
+                 .serial_number(serials[party.name])
+                 .revocation_date(datetime.fromisoformat(party.revoked_at.replace("Z", "+00:00")))
+                 .build())
+        builder = builder.add_revoked_certificate(entry)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+@dataclass(frozen=True)
+class _Issued:
+    """A party's fresh key material, held in memory until its kit is written."""
+
+    spec: PartySpec
+    tls_key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+    signing_key: Ed25519PrivateKey
+
+    def party(self) -> Party:
+        public = self.signing_key.public_key()
+        return Party(self.spec.name, self.spec.role, public, key_id(public),
+                     self.cert.fingerprint(hashes.SHA256()).hex())
+
+
+def _issue(project: str, party: PartySpec, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate,
+           now: datetime) -> _Issued:
+    tls_key, cert = _issue_cert(project, party, ca_key, ca_cert, now)
+    return _Issued(party, tls_key, cert, generate_signing_key())
+
+
+# ------------------------------------------------------------------ configuration files
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid TOML basic strings
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
+def _toml_table(name: str, items: Mapping[str, Any]) -> str:
+    lines = [f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items() if value is not None]
+    return "\n".join(lines) + "\n"
+
+
+_TLS_TABLE = {"ca": "ca.crt", "cert": "tls.crt", "key": "tls.key"}
+
+
+def _config(party: PartySpec, miner: PartySpec) -> str:
+    """The kit's <role>.toml; paths are relative to the kit directory."""
+    if party.role == "miner":
+        assert party.address is not None  # validated: a miner has an address
+        port = _split_host_port(party.address, "address")[1]
+        main = {"name": party.name, "listen": party.listen or f"[::]:{port}", "state_dir": "state",
+                "roster": "roster.json"}
+    else:
+        main = {"name": party.name, "miner": miner.address, "miner_name": miner.name}
+        main |= {"state_dir": "state"} if party.role == "owner" else {}
+        main |= {"signing_key": "signing.key", "roster": "roster.json"}
+    tables = [_toml_table(party.role, main), _toml_table("tls", _TLS_TABLE)]
+    if party.role == "owner":
+        if party.data is not None or party.class_column is not None:
+            tables.append(_toml_table("data", {"path": party.data, "class_column": party.class_column}))
+        policy = party.policy if party.policy is not None else {**DEFAULT_POLICY, "miners": [miner.name]}
+        tables.append(_toml_table("policy", policy))
+    return "\n".join(tables)
+
+
+# ------------------------------------------------------------------ files on disk
+@dataclass(frozen=True)
+class _State:
+    """ca/project.json: the provisioned roster and each party's certificate serial."""
+
+    roster: Roster
+    serials: Mapping[str, int]
+
+
+def _state_path(out: Path) -> Path:
+    return out / CA_DIR / "project.json"
+
+
+def _state_bytes(state: _State) -> bytes:
+    data = {"format": STATE_FORMAT, "roster": state.roster.to_dict(),
+            "serials": {name: format(serial, "x") for name, serial in state.serials.items()}}
+    return (json.dumps(data, indent=2) + "\n").encode("utf-8")
+
+
+def _serials(data: Any, roster: Roster, path: Path) -> dict[str, int]:
+    if not isinstance(data, dict) or set(data) != set(roster.parties):
+        raise ProvisionError(f"{path}: 'serials' must map every roster party to its certificate serial")
+    try:
+        return {name: int(text, 16) for name, text in data.items()}
+    except (TypeError, ValueError):
+        raise ProvisionError(f"{path}: 'serials' values must be hexadecimal strings") from None
+
+
+def _load_state(out: Path) -> _State:
+    path = _state_path(out)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProvisionError(f"{out}: no provisioned project here ({path} is missing); provision it first") from None
+    except OSError as exc:
+        raise ProvisionError(f"{path}: cannot read provisioning state: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProvisionError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+        raise ProvisionError(f"{path}: not a provisioning state file (format {STATE_FORMAT!r})")
+    try:
+        roster = Roster.from_dict(data.get("roster"), source=f"{path} roster")
+    except RosterError as exc:
+        raise ProvisionError(str(exc)) from None
+    return _State(roster, _serials(data.get("serials"), roster, path))
+
+
+def _load_ca(out: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    ca_dir = out / CA_DIR
+    try:
+        require_private_file(ca_dir / "ca.key", "CA key")
+        cert = x509.load_pem_x509_certificate((ca_dir / "ca.crt").read_bytes())
+        key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), password=None)
+    except SignatureError as exc:
+        raise ProvisionError(str(exc)) from None
+    except OSError as exc:
+        raise ProvisionError(f"{ca_dir}: cannot read the CA: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ProvisionError(f"{ca_dir}: ca.crt or ca.key is not valid PEM: {exc}") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.public_key() != cert.public_key():
+        raise ProvisionError(f"{ca_dir}: ca.key is not the key of ca.crt")
+    return key, cert
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` with mode 0700 whatever the umask; refuse to reuse an existing one."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        raise ProvisionError(f"{path} already exists; refusing to overwrite it") from None
+    os.chmod(path, 0o700)
+
+
+def _write_kit(kit: Path, issued: _Issued, miner: PartySpec, ca_pem: bytes, roster: Roster) -> None:
+    _private_dir(kit)
+    atomic_write(kit / "ca.crt", ca_pem, mode=0o644)
+    atomic_write(kit / "tls.crt", _pem(issued.cert), mode=0o644)
+    atomic_write(kit / "tls.key", _key_pem(issued.tls_key), mode=0o600)
+    save_signing_key(issued.signing_key, kit / "signing.key")
+    roster.save(kit / "roster.json")
+    atomic_write(kit / f"{issued.spec.role}.toml", _config(issued.spec, miner).encode("utf-8"), mode=0o644)
+
+
+def _refuse_existing(paths: Iterable[Path]) -> None:
+    taken = [str(p) for p in paths if p.exists()]
+    if taken:
+        raise ProvisionError(f"refusing to overwrite existing {', '.join(taken)}")
+
+
+def _publish(out: Path, write: Callable[[Path], None], names: list[str]) -> None:
+    """Write directories `names` into a staging directory under `out`, then move them into place.
+
+    A failure leaves `out` as it was; the moves happen in the order given.
+    """
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".provision-"))
+    try:
+        write(staging)
+        for name in names:
+            os.rename(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _roster_holders(out: Path, roster: Roster) -> list[Path]:
+    """Kits whose roster.json follows every change: the miner's and each admin's."""
+    kits = [out / p.name for p in roster.parties.values() if p.role in ("miner", "admin")]
+    missing = [str(k) for k in kits if not (k / "roster.json").exists()]
+    if missing:
+        raise ProvisionError(f"cannot update the roster of {', '.join(missing)}: kit missing from the CA's out dir")
+    return kits
+
+
+# ------------------------------------------------------------------ operations
+def _provision_spec(spec: ProjectSpec, out: Path) -> dict[str, Path]:
+    _validate(spec)
+    if (out / CA_DIR / "ca.crt").exists():
+        raise ProvisionError(
+            f"{out} already holds a provisioned project ({out / CA_DIR / 'ca.crt'}); refusing to replace "
+            f"the CA every kit trusts. Use --add NAME or --revoke NAME, or choose another --out"
+        )
+    _refuse_existing([out / CA_DIR, *(out / p.name for p in spec.parties)])
+    now = _now()
+    ca_key, ca_cert = _make_ca(spec, now)
+    issued = [_issue(spec.name, p, ca_key, ca_cert, now) for p in spec.parties]
+    state = _State(Roster(spec.name, (i.party() for i in issued), source=spec.source),
+                   {i.spec.name: i.cert.serial_number for i in issued})
+    miner = spec.miner()
+
+    def write(staging: Path) -> None:
+        for item in issued:
+            _write_kit(staging / item.spec.name, item, miner, _pem(ca_cert), state.roster)
+        _private_dir(staging / CA_DIR)
+        atomic_write(staging / CA_DIR / "ca.key", _key_pem(ca_key), mode=0o600)
+        atomic_write(staging / CA_DIR / "project.json", _state_bytes(state), mode=0o644)
+        atomic_write(staging / CA_DIR / "ca.crt", _pem(ca_cert), mode=0o644)
+
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _publish(out, write, [*(p.name for p in spec.parties), CA_DIR])  # the CA last: it marks "provisioned"
+    return {p.name: out / p.name for p in spec.parties}
+
+
+def provision(project_path: str | Path, out_dir: str | Path) -> dict[str, Path]:
+    """Create the CA and every party's kit under `out_dir`; returns party name -> kit directory."""
+    return _provision_spec(load_project(project_path), Path(out_dir))
+
+
+def add_party(project_path: str | Path, out_dir: str | Path, name: str) -> Path:
+    """Issue a kit for party `name` of project.toml with the existing CA; returns its directory.
+
+    The CA files and every other party's kit stay as they are, except roster.json in the kits of
+    the miner and the admins, which gains the new party.
+    """
+    spec, out = load_project(project_path), Path(out_dir)
+    state = _load_state(out)
+    if spec.name != state.roster.project:
+        raise ProvisionError(f"{spec.source}: project {spec.name!r}, but {out} holds project {state.roster.project!r}")
+    new = spec.party(name)
+    if new is None:
+        raise ProvisionError(f"{spec.source}: no party named {name!r}; describe it under [[parties]] first")
+    known = state.roster.get(name)
+    if known is not None:
+        status = f" and revoked at {known.revoked_at}; choose a new name" if known.revoked else ""
+        raise ProvisionError(f"{name!r} is already provisioned in {out}{status}")
+    miner = spec.miner()
+    provisioned_miner = next(p.name for p in state.roster.parties.values() if p.role == "miner")
+    if miner.name != provisioned_miner:
+        raise ProvisionError(f"{spec.source}: the miner is {miner.name!r}, but {out} provisioned {provisioned_miner!r}")
+    _refuse_existing([out / name])
+    holders = _roster_holders(out, state.roster)
+    ca_key, ca_cert = _load_ca(out)
+    issued = _issue(spec.name, new, ca_key, ca_cert, _now())
+    roster = Roster(spec.name, [*state.roster.parties.values(), issued.party()], source=spec.source)
+    _publish(out, lambda staging: _write_kit(staging / name, issued, miner, _pem(ca_cert), roster), [name])
+    for kit in holders:
+        roster.save(kit / "roster.json")
+    atomic_write(_state_path(out), _state_bytes(_State(roster, {**state.serials, name: issued.cert.serial_number})),
+                 mode=0o644)
+    return out / name
+
+
+def revoke_party(out_dir: str | Path, name: str) -> None:
+    """Revoke party `name`: roster entries in ca/project.json and the miner's and admins' kits, and crl.pem."""
+    out = Path(out_dir)
+    state = _load_state(out)
+    party = state.roster.get(name)
+    if party is None:
+        raise ProvisionError(f"{out}: no provisioned party named {name!r}")
+    if party.revoked:
+        raise ProvisionError(f"{name!r} was already revoked at {party.revoked_at}")
+    if party.role == "miner":
+        raise ProvisionError(f"{name!r} is the miner, which enforces revocation; provision a new project instead")
+    holders = _roster_holders(out, state.roster)
+    ca_key, ca_cert = _load_ca(out)
+    now = _now()
+    roster = Roster(state.roster.project,
+                    [replace(p, revoked=True, revoked_at=_utc_text(now)) if p.name == name else p
+                     for p in state.roster.parties.values()],
+                    source=str(_state_path(out)))
+    crl = _build_crl(ca_key, ca_cert, roster, state.serials, now).public_bytes(serialization.Encoding.PEM)
+    miner = next(p.name for p in roster.parties.values() if p.role == "miner")
+    atomic_write(out / CA_DIR / "crl.pem", crl, mode=0o644)
+    atomic_write(out / miner / "crl.pem", crl, mode=0o644)
+    for kit in holders:
+        roster.save(kit / "roster.json")
+    atomic_write(_state_path(out), _state_bytes(_State(roster, state.serials)), mode=0o644)
+
+
+def provisioned_roster(out_dir: str | Path) -> Roster:
+    """The authoritative roster of the project provisioned under `out_dir` (ca/project.json)."""
+    return _load_state(Path(out_dir)).roster
+
+
+def issue_throwaway_federation(
+    out_dir: str | Path,
+    *,
+    owners: list[str],
+    address: str,
+    owner_data: dict[str, tuple[str, str]] | None = None,
+    policy: dict | None = None,
+) -> dict[str, Path]:
+    """Provision a short-lived federation (a miner "miner", an admin "admin", `owners`) in memory.
+
+    For `modelshare simulate`: the same kits as `provision`, with a fresh CA valid for
+    `THROWAWAY_DAYS` days. The miner listens only on the host of `address` (no outside exposure);
+    `owner_data` maps an owner to its (data path, class column); `policy` replaces the default
+    policy of every owner. Returns party name -> kit directory.
+    """
+    unknown = sorted(set(owner_data or {}) - set(owners))
+    if unknown:
+        raise ProvisionError(f"owner_data names {unknown}, which are not among the owners {owners}")
+    host, port = _split_host_port(address, "address")
+    listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    data = owner_data or {}
+    parties = (
+        PartySpec("miner", "miner", address=address, listen=listen, valid_days=THROWAWAY_DAYS),
+        PartySpec("admin", "admin", valid_days=THROWAWAY_DAYS),
+        *(PartySpec(name, "owner", data=data[name][0] if name in data else None,
+                    class_column=data[name][1] if name in data else None, policy=policy,
+                    valid_days=THROWAWAY_DAYS) for name in owners),
+    )
+    spec = ProjectSpec("throwaway", parties, ca_valid_days=THROWAWAY_DAYS, source="throw-away federation")
+    return _provision_spec(spec, Path(out_dir))

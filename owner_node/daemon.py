@@ -1,0 +1,406 @@
+"""The owner daemon: dial out to the miner, answer each announced study, never answer one twice.
+
+Sites sit behind firewalls, so the owner runs no server: it polls the miner over mutual TLS
+(`Poll` holds the call until a study is waiting), checks each announced study against the
+site's policy, and answers with exactly one signed envelope per study: a released model
+(`Submit`) or a refusal with every reason (`Refuse`).
+
+Durability: an answer is written to ``state_dir/outbox/<study_id>.bin`` (atomically, fsynced)
+before it is first sent, and every retry, and every restart, sends exactly those bytes. A retry
+after a lost acknowledgement is therefore the identical envelope, which the miner recognises
+(same submission id, the SHA-256 of the bytes) instead of seeing a second, different answer.
+Once the miner acknowledges (or answers ALREADY_EXISTS / FAILED_PRECONDITION: the answer is
+final either way) the file moves to ``state_dir/sent/`` and a line is appended to
+``state_dir/answers.jsonl``.
+
+Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL) are retried
+with exponential backoff and full jitter; any other status (INVALID_ARGUMENT,
+PERMISSION_DENIED, UNAUTHENTICATED, ...) gives up on the study until the next restart, keeping
+its outbox file and logging the miner's message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+import grpc
+
+from common.anonymity import RequirementError
+from common.kit import Roster
+from common.pb import federation_pb2 as fpb
+from common.pb import federation_pb2_grpc as fpb_grpc
+from common.signing import atomic_write, key_id, load_signing_key
+from common.study import STUDY_ID, StudyError, check_spec, spec_schema
+from owner_node.config import OwnerConfig, OwnerConfigError
+from owner_node.release import RequirementUnsatisfiable
+from owner_node.training import (
+    LocalDataError,
+    build_refusal,
+    build_submission,
+    load_local_table,
+    unsatisfiable_reason,
+)
+
+__all__ = [
+    "Backoff",
+    "Outbox",
+    "Outcome",
+    "OwnerDaemon",
+    "deliver",
+    "envelope_kind",
+    "MESSAGE_LIMIT",
+    "POLL_WAIT_SECONDS",
+]
+
+log = logging.getLogger("modelshare.owner")
+
+MESSAGE_LIMIT = 64 << 20
+POLL_WAIT_SECONDS = 10
+POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
+SEND_TIMEOUT_SECONDS = 30
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                       grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL})
+FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
+
+Kind = Literal["submit", "refuse"]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: attempt n waits uniformly in [0, min(cap, base * 2**n)]."""
+
+    base: float = 0.5
+    cap: float = 30.0
+    attempts: int = 8  # sends per study per round; a study still unsent stays in the outbox
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        return rng.uniform(0.0, min(self.cap, self.base * 2.0 ** min(attempt, 32)))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one study in a round.
+
+    ``outcome`` is ``submitted`` or ``refused`` (the miner holds the answer), ``deferred`` (not
+    acknowledged yet; the outbox keeps it for the next round), ``gave-up`` (the miner rejected
+    it; kept in the outbox until a restart) or ``skipped`` (already answered, or unusable id).
+    """
+
+    study_id: str
+    outcome: str
+    reason: str = ""
+    submission_id: str = ""
+
+
+def envelope_kind(data: bytes) -> Kind:
+    """Whether stored envelope bytes carry a model (``submit``) or a refusal (``refuse``).
+
+    A `ModelMessage` always carries at least one tree (field 7); an `OwnerRefusal` has no such
+    field, so parsing the payload as a ModelMessage tells them apart without a side file.
+    """
+    payload = fpb.SignedEnvelope.FromString(data).payload
+    return "submit" if fpb.ModelMessage.FromString(payload).trees else "refuse"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Outbox:
+    """Answers in ``state_dir``: ``outbox/`` (not yet acknowledged), ``sent/`` and ``answers.jsonl``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+        self.pending_dir = self.state_dir / "outbox"
+        self.sent_dir = self.state_dir / "sent"
+        self.answers = self.state_dir / "answers.jsonl"
+        for directory in (self.state_dir, self.pending_dir, self.sent_dir):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    @staticmethod
+    def _name(study_id: str) -> str:
+        if not STUDY_ID.fullmatch(study_id):
+            raise ValueError(f"study id {study_id!r} is not usable as a file name ({STUDY_ID.pattern})")
+        return f"{study_id}.bin"
+
+    def path(self, study_id: str) -> Path:
+        """Where the pending answer to ``study_id`` is kept."""
+        return self.pending_dir / self._name(study_id)
+
+    def put(self, study_id: str, data: bytes) -> Path:
+        """Store an answer durably (temporary file, fsync, rename, fsync of the directory)."""
+        path = self.path(study_id)
+        atomic_write(path, data, mode=0o600)
+        _fsync_dir(self.pending_dir)
+        return path
+
+    def read(self, study_id: str) -> bytes | None:
+        """The pending answer's exact bytes, or None when there is none."""
+        path = self.path(study_id)
+        return path.read_bytes() if path.is_file() else None
+
+    def pending(self) -> list[str]:
+        """Study ids with an unacknowledged answer, sorted (temporary files are ignored)."""
+        return sorted(p.stem for p in self.pending_dir.glob("*.bin") if STUDY_ID.fullmatch(p.stem))
+
+    def is_sent(self, study_id: str) -> bool:
+        return (self.sent_dir / self._name(study_id)).is_file()
+
+    def settle(self, study_id: str, *, outcome: str, submission_id: str, status: str) -> None:
+        """Record the miner's acknowledgement, then move the answer to ``sent/``.
+
+        The record is appended first: a crash in between resends the same bytes on restart and
+        at worst repeats the record, but never loses it.
+        """
+        record = {"study_id": study_id, "outcome": outcome, "submission_id": submission_id,
+                  "status": status, "time": datetime.now(timezone.utc).isoformat()}
+        with open(self.answers, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(self.path(study_id), self.sent_dir / self._name(study_id))
+        _fsync_dir(self.sent_dir)
+
+
+def _status(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
+    """The status code and details of a failed call (errors raised by gRPC calls carry both)."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    return code, details or ""
+
+
+def deliver(
+    stub: fpb_grpc.MinerStub,
+    outbox: Outbox,
+    study_id: str,
+    *,
+    stop: threading.Event,
+    backoff: Backoff = Backoff(),
+    rng: random.Random | None = None,
+) -> Outcome:
+    """Send the outbox answer to ``study_id`` (exactly its stored bytes) until the miner settles it."""
+    data = outbox.read(study_id)
+    if data is None:
+        raise FileNotFoundError(f"no pending answer for study {study_id!r} in {outbox.pending_dir}")
+    kind = envelope_kind(data)
+    call = stub.Submit if kind == "submit" else stub.Refuse
+    outcome = "submitted" if kind == "submit" else "refused"
+    envelope, digest = fpb.SignedEnvelope.FromString(data), hashlib.sha256(data).hexdigest()
+    rng = rng or random.Random()
+    for attempt in range(backoff.attempts):
+        if stop.is_set():
+            break
+        try:
+            ack = call(envelope, timeout=SEND_TIMEOUT_SECONDS)
+        except grpc.RpcError as exc:
+            code, details = _status(exc)
+            if stop.is_set():
+                break
+            if code in FINAL:
+                outbox.settle(study_id, outcome=outcome, submission_id=digest, status=code.name)
+                log.info("study %s: %s; miner says %s: %s", study_id, outcome, code.name, details)
+                return Outcome(study_id, outcome, f"{code.name}: {details}", digest)
+            if code not in RETRYABLE:
+                log.error("study %s: giving up until restart; miner rejected the %s: %s: %s (kept in %s)",
+                          study_id, kind, getattr(code, "name", code), details, outbox.path(study_id))
+                return Outcome(study_id, "gave-up", f"{getattr(code, 'name', code)}: {details}", digest)
+            if attempt + 1 < backoff.attempts:
+                delay = backoff.delay(attempt, rng)
+                log.warning("study %s: %s: %s; retry %d in %.1f s", study_id, code.name, details, attempt + 1, delay)
+                stop.wait(delay)
+            continue
+        status = "duplicate" if ack.duplicate else "OK"
+        outbox.settle(study_id, outcome=outcome, submission_id=ack.submission_id or digest, status=status)
+        log.info("study %s: %s; acknowledged as %s (%s)", study_id, outcome, ack.submission_id, status)
+        return Outcome(study_id, outcome, status, ack.submission_id or digest)
+    why = "stop requested" if stop.is_set() else f"not acknowledged after {backoff.attempts} attempts"
+    log.warning("study %s: %s; the answer stays in %s", study_id, why, outbox.path(study_id))
+    return Outcome(study_id, "deferred", why, digest)
+
+
+def _check_roster(config: OwnerConfig, own_key_id: str) -> None:
+    """The miner must be a current miner of the roster, and this owner's key the roster's key for it."""
+    roster = Roster.load(config.roster)
+    miner = roster.get(config.miner_name)
+    if miner is None or miner.role != "miner" or miner.revoked:
+        state = "absent" if miner is None else "revoked" if miner.revoked else f"a {miner.role}"
+        raise OwnerConfigError(f"{config.path}: miner_name {config.miner_name!r} is {state} in roster {config.roster}")
+    me = roster.get(config.name)
+    if me is None or me.key_id != own_key_id:
+        raise OwnerConfigError(
+            f"{config.path}: signing_key {config.signing_key} is not the key roster {config.roster} "
+            f"holds for owner {config.name!r}; the miner would reject every answer"
+        )
+
+
+class OwnerDaemon:
+    """One owner's client of the miner: poll, decide per study, answer durably.
+
+    Parameters
+    ----------
+    config:
+        The validated ``owner.toml``.
+    insecure:
+        Dial in plaintext (``--insecure`` given on the command line); debugging only.
+    backoff:
+        Retry timing of sends and polls.
+    """
+
+    def __init__(self, config: OwnerConfig, *, insecure: bool = False, backoff: Backoff = Backoff()) -> None:
+        if config.insecure and not insecure:
+            raise OwnerConfigError(f"{config.path}: [owner] insecure = true takes effect only with --insecure "
+                                   "on the command line; the config alone cannot turn TLS off")
+        self.config = config
+        self.insecure = insecure
+        self.backoff = backoff
+        self.key = load_signing_key(config.signing_key)
+        _check_roster(config, key_id(self.key.public_key()))
+        self.outbox = Outbox(config.state_dir)
+        self._rng = random.Random()
+        self._settled: set[str] = set()  # answered, or given up on, during this process
+        self._channel = self._open_channel()
+        self._stub = fpb_grpc.MinerStub(self._channel)
+
+    def _open_channel(self) -> grpc.Channel:
+        limits = [("grpc.max_send_message_length", MESSAGE_LIMIT), ("grpc.max_receive_message_length", MESSAGE_LIMIT)]
+        if self.insecure:
+            log.warning("dialling %s in PLAINTEXT (--insecure): no authentication, no confidentiality", self.config.miner)
+            return grpc.insecure_channel(self.config.miner, options=limits)
+        options = [("grpc.ssl_target_name_override", self.config.miner_name), *limits]
+        return grpc.secure_channel(self.config.miner, self.config.tls.channel_credentials(), options=options)
+
+    def close(self) -> None:
+        """Close the channel; an in-flight call ends with CANCELLED."""
+        self._channel.close()
+
+    def __enter__(self) -> OwnerDaemon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- loop
+    def run(self, stop: threading.Event) -> None:
+        """Resend the outbox, then poll and answer until ``stop`` is set (which also ends a held Poll)."""
+        threading.Thread(target=self._close_when, args=(stop,), name="owner-stop", daemon=True).start()
+        try:
+            self._serve(stop)
+        except (grpc.RpcError, ValueError):  # a call cut short by the channel closing on stop
+            if not stop.is_set():
+                raise
+        log.info("owner %s stopped", self.config.name)
+
+    def _close_when(self, stop: threading.Event) -> None:
+        stop.wait()
+        self.close()
+
+    def _serve(self, stop: threading.Event) -> None:
+        self.resend_outbox(stop)
+        failures = 0
+        while not stop.is_set():
+            try:
+                outcomes = self.run_once(POLL_WAIT_SECONDS, stop)
+            except grpc.RpcError as exc:
+                if stop.is_set():
+                    return
+                code, details = _status(exc)
+                delay = self.backoff.delay(failures, self._rng)
+                failures += 1
+                log.warning("poll of %s failed: %s: %s; retrying in %.1f s",
+                            self.config.miner, getattr(code, "name", code), details, delay)
+                stop.wait(delay)
+                continue
+            failures = 0
+            if outcomes and all(o.outcome == "skipped" for o in outcomes):
+                stop.wait(POLL_WAIT_SECONDS)  # the miner keeps announcing studies already answered
+
+    def resend_outbox(self, stop: threading.Event) -> list[Outcome]:
+        """Send every answer left unacknowledged by an earlier run (exactly its stored bytes)."""
+        outcomes = []
+        for study_id in self.outbox.pending():
+            if stop.is_set():
+                break
+            log.info("study %s: resending the stored answer", study_id)
+            outcomes.append(self._deliver(study_id, stop))
+        return outcomes
+
+    def run_once(self, wait_seconds: int = POLL_WAIT_SECONDS, stop: threading.Event | None = None) -> list[Outcome]:
+        """One Poll (held up to ``wait_seconds``) and an answer to every study it returned.
+
+        Raises
+        ------
+        grpc.RpcError
+            The Poll itself failed; `run` retries it with backoff.
+        """
+        stop = stop or threading.Event()
+        reply = self._stub.Poll(fpb.PollRequest(wait_seconds=wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
+        outcomes = []
+        for announcement in reply.studies:
+            if stop.is_set():
+                break
+            outcomes.append(self.answer(announcement.spec, stop))
+        return outcomes
+
+    # ------------------------------------------------------------- answers
+    def answer(self, spec: fpb.StudySpec, stop: threading.Event) -> Outcome:
+        """Decide on ``spec`` (unless an answer is already stored) and deliver the answer."""
+        study_id = spec.study_id
+        if not STUDY_ID.fullmatch(study_id):
+            log.warning("study %r: skipped; the id is not a valid study id (%s)", study_id, STUDY_ID.pattern)
+            return Outcome(study_id, "skipped", "invalid study id")
+        if study_id in self._settled:
+            return Outcome(study_id, "skipped", "answered earlier in this run")
+        if self.outbox.is_sent(study_id):
+            self._settled.add(study_id)
+            log.warning("study %s: skipped; already answered (%s)", study_id, self.outbox.sent_dir)
+            return Outcome(study_id, "skipped", "already answered")
+        if self.outbox.read(study_id) is None:
+            envelope, kind, reason = self._decide(spec)
+            self.outbox.put(study_id, envelope.SerializeToString())
+            log.info("study %s: %s: %s", study_id, kind, reason)
+        return self._deliver(study_id, stop)
+
+    def _deliver(self, study_id: str, stop: threading.Event) -> Outcome:
+        outcome = deliver(self._stub, self.outbox, study_id, stop=stop, backoff=self.backoff, rng=self._rng)
+        if outcome.outcome != "deferred":
+            self._settled.add(study_id)
+        return outcome
+
+    def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
+        """The signed answer to ``spec``: a release if policy, data and pruning allow it, else a refusal."""
+        try:
+            check_spec(spec, where="study")
+        except StudyError as exc:
+            return self._refusal(spec, str(exc))
+        reasons = self.config.policy.check(spec, self.config.miner_name)
+        if reasons:
+            return self._refusal(spec, "; ".join(reasons))
+        try:
+            X, y = load_local_table(self.config, spec_schema(spec))
+        except LocalDataError as exc:
+            log.warning("study %s: local table: %s", spec.study_id, exc)  # the full message stays here
+            return self._refusal(spec, exc.public)
+        try:
+            envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
+        except RequirementUnsatisfiable:
+            return self._refusal(spec, unsatisfiable_reason(spec))
+        except (RequirementError, ValueError) as exc:
+            return self._refusal(spec, f"cannot release the local tree: {exc}")
+        claim = spec.requirement if spec.HasField("requirement") else "no requirement"
+        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
+
+    def _refusal(self, spec: fpb.StudySpec, reason: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
+        return build_refusal(spec, reason, owner_id=self.config.name, key=self.key), "refuse", reason

@@ -1,0 +1,192 @@
+"""A site's privacy policy: the weakest release this owner will ever make, checked per study.
+
+The policy is enforced here, at the data owner, and never delegated to the miner. The miner is
+honest-but-curious at best and may be misconfigured, compromised or impersonated by a party
+holding a stolen certificate; whatever it announces is a request, not an authority. Only the
+site holds the raw rows, so only the site can guarantee that no study, however it is phrased,
+makes it release more than its data protection officer signed off: a mechanism it has not
+vetted, a requirement weaker than its bounds, a disclosure it does not allow, or a miner it
+does not answer. `Policy.check` lists every reason a study fails, so a refusal (which the miner
+records) tells the study's author exactly what to change.
+
+``[policy]`` in ``owner.toml``::
+
+    mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
+    min_k = 5                  # every released path holds >= min_k tuples
+    min_l = 2                  # (c,l)-diversity with l >= min_l ...
+    max_c = 20                 # ... and c <= max_c (a smaller c is stricter)
+    max_epsilon = 2.0          # for requirements with an epsilon parameter
+    disclosures = ["counts", "hit_miss"]
+    miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from common.anonymity import CLDiversity, KAnonymity, Requirement, weaker_than
+from common.pb import federation_pb2 as fpb
+from common.schema import Schema
+from common.study import StudyError, spec_requirement, spec_schema
+from common.wire import WireError, disclosure_from_pb
+from owner_node.release import MECHANISMS
+
+__all__ = ["Policy", "PolicyError", "DISCLOSURES"]
+
+DISCLOSURES = ("counts", "hit_miss")
+_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_epsilon", "disclosures", "miners")
+
+
+class PolicyError(ValueError):
+    """A ``[policy]`` table that cannot be enforced as written; the message names the file and key."""
+
+
+def _names(data: Mapping[str, Any], key: str, where: str, default: tuple[str, ...],
+           allowed: tuple[str, ...] | None, empty_ok: bool) -> tuple[str, ...]:
+    """A list of strings, each from ``allowed`` when given; a typo must not silently widen a policy."""
+    if key not in data:
+        return default
+    value = data[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PolicyError(f"{where}: {key} must be a list of names, got {value!r}")
+    if not value and not empty_ok:
+        raise PolicyError(f"{where}: {key} must list at least one name (an empty list would refuse every study)")
+    unknown = [v for v in value if allowed is not None and v not in allowed]
+    if unknown:
+        raise PolicyError(f"{where}: {key} names {unknown}, which are not among {list(allowed or ())}")
+    return tuple(value)
+
+
+def _min_int(data: Mapping[str, Any], key: str, where: str, low: int) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise PolicyError(f"{where}: {key} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _positive(data: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise PolicyError(f"{where}: {key} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _requirement_parameters(text: str) -> dict[str, str]:
+    """The ``key=value`` parameters of a ``NAME:key=value,...`` requirement string, leniently.
+
+    Used only to find an ``epsilon`` in requirements this module cannot otherwise interpret;
+    items without ``=`` are ignored here (the mechanism's own parser rejects them).
+    """
+    _, _, body = text.partition(":")
+    pairs = (item.partition("=") for item in body.split(","))
+    return {name.strip(): value.strip() for name, eq, value in pairs if eq}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The weakest release a site allows; see the module docstring for each field."""
+
+    mechanisms: tuple[str, ...] = ("apt", "prune-leaf", "prune-parent")
+    min_k: int | None = None
+    min_l: int | None = None
+    max_c: float | None = None
+    max_epsilon: float | None = None
+    disclosures: tuple[str, ...] = DISCLOSURES
+    miners: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str) -> Policy:
+        """Validate a ``[policy]`` table; ``where`` (file and table) prefixes every error."""
+        unknown = sorted(set(data) - set(_KEYS))
+        if unknown:
+            raise PolicyError(f"{where}: unknown keys {unknown}; expected some of {list(_KEYS)}")
+        return cls(
+            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, tuple(sorted(MECHANISMS)), empty_ok=False),
+            min_k=_min_int(data, "min_k", where, 1),
+            min_l=_min_int(data, "min_l", where, 2),
+            max_c=_positive(data, "max_c", where),
+            max_epsilon=_positive(data, "max_epsilon", where),
+            disclosures=_names(data, "disclosures", where, cls.disclosures, DISCLOSURES, empty_ok=False),
+            miners=_names(data, "miners", where, cls.miners, None, empty_ok=True),
+        )
+
+    def bounds(self) -> list[tuple[Requirement, str]]:
+        """The policy's anonymity bounds as requirements a study's must imply, with how to say them."""
+        bounds: list[tuple[Requirement, str]] = []
+        if self.min_k is not None:
+            bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}"))
+        if self.min_l is not None:
+            bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}"))
+        if self.max_c is not None:
+            bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}"))
+        return bounds
+
+    def check(self, spec: fpb.StudySpec, miner_name: str) -> list[str]:
+        """Every reason this site refuses ``spec`` from ``miner_name``; an empty list accepts it."""
+        reasons: list[str] = []
+        if self.miners and miner_name not in self.miners:
+            reasons.append(f"miner {miner_name!r} is not one this site answers (allowed: {', '.join(self.miners)})")
+        if spec.mechanism not in self.mechanisms:
+            reasons.append(f"mechanism {spec.mechanism!r} is not allowed by this site's policy "
+                           f"(allowed: {', '.join(self.mechanisms)})")
+        reasons += self._disclosure_reasons(spec)
+        reasons += self._bound_reasons(spec)
+        reasons += self._epsilon_reasons(spec)
+        return reasons
+
+    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[str]:
+        try:
+            disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
+        except WireError as exc:
+            return [str(exc)]
+        if disclosure in self.disclosures:
+            return []
+        return [f"disclosure {disclosure!r} is not allowed by this site's policy (allowed: {', '.join(self.disclosures)})"]
+
+    def _bound_reasons(self, spec: fpb.StudySpec) -> list[str]:
+        """Each bound the study's requirement fails to imply, or cannot be shown to imply."""
+        bounds = self.bounds()
+        if not bounds:
+            return []
+        claimed, problem = _claimed_requirement(spec)
+        if claimed is None:
+            return [f"{problem}; this site requires {say}" for _, say in bounds]
+        return [f"study requires {claimed}; this site requires {say}"
+                for required, say in bounds if weaker_than(claimed, required) is not None]
+
+    def _epsilon_reasons(self, spec: fpb.StudySpec) -> list[str]:
+        if self.max_epsilon is None or not spec.HasField("requirement"):
+            return []
+        text = _requirement_parameters(spec.requirement).get("epsilon")
+        if text is None:
+            return []
+        try:
+            epsilon = float(text)
+        except ValueError:
+            return [f"study requirement {spec.requirement!r} has epsilon={text!r}, which is not a number"]
+        if math.isfinite(epsilon) and 0 < epsilon <= self.max_epsilon:
+            return []
+        return [f"study requires epsilon={text}; this site allows at most epsilon={self.max_epsilon:g}"]
+
+
+def _claimed_requirement(spec: fpb.StudySpec) -> tuple[Requirement | None, str]:
+    """The requirement the study's release will meet, or None and why none can be relied on."""
+    if spec.mechanism == "none":
+        return None, "study releases the tree as trained (mechanism 'none'), which guarantees nothing"
+    if not spec.HasField("requirement"):
+        return None, "study states no privacy requirement"
+    schema: Schema | None
+    try:
+        schema = spec_schema(spec)
+    except StudyError:
+        schema = None  # the fingerprint check is reported by the spec check; bounds need no schema
+    try:
+        return spec_requirement(spec, schema), ""
+    except StudyError as exc:
+        return None, f"study requirement {spec.requirement!r} cannot be checked here ({exc})"

@@ -1,0 +1,116 @@
+"""Answer a study locally: read the private table, train, release safely, sign; or sign a refusal.
+
+Everything here runs inside the owner's process and returns a `SignedEnvelope` whose payload is
+the only thing that leaves the site: a released model (`ModelMessage`) or a refusal
+(`OwnerRefusal`). Raw rows never appear in either. Errors about the local table come as
+`LocalDataError`, which carries two messages: the full one (file, row, column and the offending
+value) for the site's own log, and a public one without the value, fit to send to the miner,
+since a bad cell of a private table is itself private.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from common.datasets.loading import read_frame
+from common.learners import make_learner
+from common.pb import federation_pb2 as fpb
+from common.schema import Schema, SchemaError
+from common.signing import sign_payload
+from common.study import spec_schema
+from common.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
+from owner_node.config import OwnerConfig
+from owner_node.release import release_tree
+
+__all__ = ["LocalDataError", "load_local_table", "build_submission", "build_refusal", "unsatisfiable_reason"]
+
+_SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
+
+
+class LocalDataError(ValueError):
+    """The local table does not fit the study's schema.
+
+    ``str(error)`` is the full message for the local log; ``public`` names the file (by its name
+    only), the row and the column and says why, but never the offending value.
+    """
+
+    def __init__(self, message: str, *, public: str) -> None:
+        super().__init__(message)
+        self.public = public
+
+
+def _from_schema_error(exc: SchemaError, path: Path) -> LocalDataError:
+    redacted = SchemaError(exc.why, source=path.name, row=exc.row, column=exc.column)
+    return LocalDataError(str(exc), public=f"local table {redacted}")
+
+
+def _select(frame: pd.DataFrame, schema: Schema, class_column: str, path: Path) -> pd.DataFrame:
+    """The schema's columns then the class column (renamed to the schema's class name)."""
+    absent = [name for name in (*schema.names, class_column) if name not in frame.columns]
+    if absent:
+        raise SchemaError(f"columns {absent} of the study schema are missing from the table",
+                          source=str(path), column=absent[0])
+    return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
+
+
+def load_local_table(config: OwnerConfig, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Read ``config.data_path`` and encode it with the study's schema into ``(X, y)``.
+
+    The class column is ``config.class_column`` or, by default, the schema's class name. Rows
+    with a missing value in a used column are dropped (as `common.datasets.load_table` does by
+    default); a table left empty is an error. Any read or schema error becomes `LocalDataError`.
+    """
+    path = config.data_path
+    class_column = config.class_column or schema.class_name
+    try:
+        frame = _select(read_frame(path), schema, class_column, path).dropna()
+        if frame.empty:
+            raise SchemaError("no row without missing values in the study schema's columns", source=str(path))
+        return schema.encode(frame, source=str(path))
+    except SchemaError as exc:
+        raise _from_schema_error(exc, path) from None
+
+
+def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
+    limits = {"min_samples_leaf": int(spec.min_samples_leaf)}
+    if spec.HasField("max_depth"):
+        limits["max_depth"] = int(spec.max_depth)
+    return limits
+
+
+def build_submission(
+    spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
+) -> fpb.SignedEnvelope:
+    """Train the study's learner on ``(X, y)``, release the tree as the study asks, and sign it.
+
+    Raises
+    ------
+    RequirementUnsatisfiable
+        No pruning of the local tree meets the requirement; the caller refuses the study.
+    RequirementError, ValueError
+        The mechanism does not take the study's requirement (or similar spec faults).
+    """
+    schema = spec_schema(spec)
+    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
+    tree = learner.fit(X, y).tree_
+    requirement = spec.requirement if spec.HasField("requirement") else None
+    disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
+    release = release_tree(tree, spec.mechanism, requirement=requirement, disclosure=disclosure)
+    message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
+    return sign_payload(message.SerializeToString(), key)
+
+
+def build_refusal(spec: fpb.StudySpec, reason: str, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
+    """A signed `OwnerRefusal` of ``spec`` stating ``reason``, with a fresh nonce and the current time."""
+    refusal = fpb.OwnerRefusal(study_id=spec.study_id, owner_id=owner_id, reason=reason, nonce=new_nonce())
+    refusal.timestamp.CopyFrom(now_timestamp())
+    return sign_payload(refusal.SerializeToString(), key)
+
+
+def unsatisfiable_reason(spec: fpb.StudySpec) -> str:
+    """The refusal reason when `RequirementUnsatisfiable` leaves nothing to release."""
+    return f"no pruning of the local tree meets {spec.requirement}; nothing is released"

@@ -1,0 +1,304 @@
+"""The owner's policy (accept/refuse matrix with exact reasons), owner.toml validation and `owner check`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.datasets import load_dataset
+from common.pb import federation_pb2 as fpb
+from common.study import spec_from_mapping
+from modelshare.cli_owner import cmd_check
+from owner_node.config import OwnerConfig, OwnerConfigError
+from owner_node.policy import Policy, PolicyError
+
+SITE = Policy(min_k=3, min_l=2, max_c=20, disclosures=("hit_miss",), miners=("miner",))
+
+
+def study(mechanism: str = "apt", requirement: str | None = "cl-diversity:c=5,l=3",
+          disclosure: str = "hit_miss") -> fpb.StudySpec:
+    release: dict[str, Any] = {"mechanism": mechanism, "disclosure": disclosure}
+    if requirement is not None:
+        release["requirement"] = requirement
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": release}
+    return spec_from_mapping(data).spec
+
+
+# ------------------------------------------------------------------ policy
+def test_a_study_within_every_bound_is_accepted():
+    assert SITE.check(study(), "miner") == []
+    assert SITE.check(study(requirement="cl-diversity:c=20,l=2"), "miner") == []
+
+
+def test_one_requirement_must_imply_k_and_diversity_bounds_together():
+    # A (c,l)-diverse path is only known to hold l tuples, so with min_k=5 and a diversity bound the
+    # study needs l >= 5, which no study over the 4 classes of car can ask for.
+    policy = Policy(min_k=5, min_l=2)
+    assert policy.check(study(requirement="cl-diversity:c=5,l=4"), "any") == [
+        "study requires cl-diversity:c=5,l=4; this site requires at least k=5"
+    ]
+    assert policy.check(study(requirement="k-anonymity:k=10"), "any") == [
+        "study requires k-anonymity:k=10; this site requires (c,l)-diversity with l >= 2"
+    ]
+
+
+def test_k_below_the_site_minimum_is_refused_with_both_numbers():
+    policy = Policy(min_k=5)
+    assert policy.check(study("prune-parent", "k-anonymity:k=3"), "any") == [
+        "study requires k-anonymity:k=3; this site requires at least k=5"
+    ]
+    assert policy.check(study("prune-parent", "k-anonymity:k=5"), "any") == []
+
+
+def test_diversity_with_l_at_least_min_k_meets_the_k_bound():
+    assert Policy(min_k=3).check(study(requirement="cl-diversity:c=5,l=3"), "any") == []
+    assert Policy(min_k=4).check(study(requirement="cl-diversity:c=5,l=3"), "any") == [
+        "study requires cl-diversity:c=5,l=3; this site requires at least k=4"
+    ]
+
+
+def test_diversity_bounds_need_a_diversity_requirement():
+    policy = Policy(min_l=3, max_c=10)
+    assert policy.check(study("apt", "k-anonymity:k=50"), "any") == [
+        "study requires k-anonymity:k=50; this site requires (c,l)-diversity with l >= 3",
+        "study requires k-anonymity:k=50; this site requires (c,l)-diversity with c <= 10",
+    ]
+    assert policy.check(study(requirement="cl-diversity:c=5,l=2"), "any") == [
+        "study requires cl-diversity:c=5,l=2; this site requires (c,l)-diversity with l >= 3"
+    ]
+    assert policy.check(study(requirement="cl-diversity:c=12,l=3"), "any") == [
+        "study requires cl-diversity:c=12,l=3; this site requires (c,l)-diversity with c <= 10"
+    ]
+
+
+def test_mechanism_none_fails_every_bound_and_the_mechanism_list():
+    reasons = Policy(min_k=5, min_l=2).check(study("none", None), "any")
+    assert reasons == [
+        "mechanism 'none' is not allowed by this site's policy (allowed: apt, prune-leaf, prune-parent)",
+        "study releases the tree as trained (mechanism 'none'), which guarantees nothing; this site requires at least k=5",
+        "study releases the tree as trained (mechanism 'none'), which guarantees nothing; "
+        "this site requires (c,l)-diversity with l >= 2",
+    ]
+
+
+def test_a_missing_requirement_fails_a_bound():
+    assert Policy(mechanisms=("none", "apt"), min_k=2).check(study("apt", None), "any") == [
+        "study states no privacy requirement; this site requires at least k=2"
+    ]
+
+
+def test_no_bounds_accepts_any_allowed_mechanism():
+    assert Policy(mechanisms=("none",)).check(study("none", None, "counts"), "any") == []
+
+
+def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
+    reasons = SITE.check(study("none", None, "counts"), "rogue")
+    assert reasons[0] == "miner 'rogue' is not one this site answers (allowed: miner)"
+    assert reasons[1].startswith("mechanism 'none' is not allowed")
+    assert reasons[2] == "disclosure 'counts' is not allowed by this site's policy (allowed: hit_miss)"
+    assert len(reasons) == 3 + 3  # one per bound: min_k, min_l, max_c
+
+
+def test_epsilon_is_bounded_on_the_requirement_parameters():
+    spec = study("apt", None)
+    spec.mechanism = "kanon-rdt"
+    spec.requirement = "dps:k=5,beta=0.01,epsilon=3,trees=10"
+    policy = Policy(mechanisms=("kanon-rdt",), max_epsilon=2.0)
+    assert policy.check(spec, "any") == ["study requires epsilon=3; this site allows at most epsilon=2"]
+    spec.requirement = "dps:k=5,beta=0.01,epsilon=2,trees=10"
+    assert policy.check(spec, "any") == []
+    spec.requirement = "dps:k=5,epsilon=lots"
+    assert policy.check(spec, "any") == ["study requirement 'dps:k=5,epsilon=lots' has epsilon='lots', which is not a number"]
+
+
+def test_a_requirement_the_site_cannot_interpret_fails_its_bounds():
+    spec = study("apt", None)
+    spec.mechanism, spec.requirement = "kanon-rdt", "dps:k=5,beta=0.01,epsilon=1,trees=10"
+    [reason] = Policy(mechanisms=("kanon-rdt",), min_k=5, max_epsilon=2.0).check(spec, "any")
+    assert reason.startswith("study requirement 'dps:k=5,beta=0.01,epsilon=1,trees=10' cannot be checked here (")
+    assert reason.endswith("; this site requires at least k=5")
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"min-k": 5}, "unknown keys ['min-k']"),
+        ({"min_k": "5"}, "min_k must be an integer >= 1, got '5'"),
+        ({"min_k": True}, "min_k must be an integer >= 1, got True"),
+        ({"min_l": 1}, "min_l must be an integer >= 2, got 1"),
+        ({"max_c": 0}, "max_c must be a positive finite number, got 0"),
+        ({"mechanisms": ["apt", "pruneleaf"]}, "mechanisms names ['pruneleaf'], which are not among"),
+        ({"mechanisms": []}, "mechanisms must list at least one name"),
+        ({"disclosures": ["everything"]}, "disclosures names ['everything']"),
+        ({"miners": "miner"}, "miners must be a list of names, got 'miner'"),
+    ],
+)
+def test_policy_table_errors_name_where_and_the_key(table, message):
+    with pytest.raises(PolicyError) as info:
+        Policy.from_mapping(table, "kit/owner.toml [policy]")
+    assert str(info.value).startswith("kit/owner.toml [policy]: ")
+    assert message in str(info.value)
+
+
+def test_policy_table_defaults():
+    assert Policy.from_mapping({}, "here") == Policy()
+    assert Policy.from_mapping({"max_c": 20, "miners": []}, "here") == Policy(max_c=20.0)
+
+
+# ------------------------------------------------------------------ config
+OWNER_TOML = """\
+[owner]
+name = "site-a"
+miner = "localhost:50051"
+miner_name = "miner"
+state_dir = "state"
+signing_key = "signing.key"
+roster = "roster.json"
+[tls]
+ca = "ca.crt"
+cert = "tls.crt"
+key = "tls.key"
+[data]
+path = "table.csv"
+class_column = "class"
+[policy]
+mechanisms = ["apt", "prune-leaf", "prune-parent"]
+min_k = 4
+min_l = 2
+max_c = 20
+max_epsilon = 2.0
+disclosures = ["counts", "hit_miss"]
+miners = ["miner"]
+"""
+
+
+@pytest.fixture(scope="module")
+def car_csv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "car.csv"
+    load_dataset("car").frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def kit(tmp_path: Path, car_csv: Path) -> Path:
+    """A kit directory whose files exist (the config only checks that; it reads none of them)."""
+    for name in ("signing.key", "roster.json", "ca.crt", "tls.crt", "tls.key"):
+        (tmp_path / name).write_text("placeholder\n")
+    (tmp_path / "table.csv").write_bytes(car_csv.read_bytes())
+    (tmp_path / "owner.toml").write_text(OWNER_TOML)
+    return tmp_path
+
+
+def edit(kit: Path, old: str, new: str) -> Path:
+    path = kit / "owner.toml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_config_resolves_paths_against_its_directory(kit):
+    config = OwnerConfig.load(kit / "owner.toml")
+    assert config.name == "site-a" and config.miner == "localhost:50051" and config.miner_name == "miner"
+    assert config.state_dir == kit / "state" and config.signing_key == kit / "signing.key"
+    assert config.tls.ca == kit / "ca.crt" and config.tls.key == kit / "tls.key"
+    assert config.data_path == kit / "table.csv" and config.class_column == "class"
+    assert config.policy == Policy(min_k=4, min_l=2, max_c=20.0, max_epsilon=2.0, miners=("miner",))
+    assert config.insecure is False
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('state_dir = "state"', 'state_dir = "state"\nstate-dir = "x"', "unknown keys ['state-dir'] in [owner]"),
+        ("[data]", "[extra]\n[data]", "unknown sections ['extra']"),
+        ("min_k = 4", 'min-k = 4', "[policy]: unknown keys ['min-k']"),
+        ("min_k = 4", 'min_k = "five"', "[policy]: min_k must be an integer >= 1, got 'five'"),
+        ('state_dir = "state"', "state_dir = 3", "[owner]: state_dir must be a non-empty string, got 3"),
+        ('name = "site-a"\n', "", "[owner]: name is required"),
+        ('miner = "localhost:50051"', 'miner = "localhost"', "[owner]: miner = 'localhost' must be HOST:PORT"),
+        ('signing_key = "signing.key"', 'signing_key = "gone.key"', "[owner]: signing_key = 'gone.key': "),
+        ('path = "table.csv"', 'path = "nope.csv"', "[data]: path = 'nope.csv': "),
+        ('key = "tls.key"', 'key = "."', "[tls]: key = '.': "),
+        ("[owner]", "insecure = 1\n[owner]", "unknown sections ['insecure']"),
+        ('roster = "roster.json"', 'roster = "roster.json"\ninsecure = "yes"', "insecure must be true or false"),
+    ],
+)
+def test_config_errors_name_the_file_and_key(kit, old, new, message):
+    path = edit(kit, old, new)
+    with pytest.raises(OwnerConfigError) as info:
+        OwnerConfig.load(path)
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+
+
+def test_a_missing_file_is_named_with_its_resolved_path(kit):
+    (kit / "tls.crt").unlink()
+    with pytest.raises(OwnerConfigError, match=r"\[tls\]: cert = 'tls.crt': .*tls.crt does not exist"):
+        OwnerConfig.load(kit / "owner.toml")
+    with pytest.raises(OwnerConfigError, match="owner config does not exist"):
+        OwnerConfig.load(kit / "missing.toml")
+
+
+def test_insecure_in_the_config_is_recorded_not_applied(kit):
+    config = OwnerConfig.load(edit(kit, 'roster = "roster.json"', 'roster = "roster.json"\ninsecure = true'))
+    assert config.insecure is True  # OwnerDaemon refuses it unless --insecure is also given
+
+
+# ------------------------------------------------------------ owner check
+def write_study(kit: Path, release: str) -> Path:
+    path = kit / "study.toml"
+    path.write_text(f'[study]\nid = "car-1"\n[schema]\ndataset = "car"\n[release]\n{release}\n')
+    return path
+
+
+def check(kit: Path, study_path: Path, capsys, *, as_json: bool = True) -> tuple[int, Any]:
+    args = argparse.Namespace(study=study_path, config=kit / "owner.toml", json=as_json)
+    code = cmd_check(args)
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if as_json and code != 2 else captured
+
+
+def test_check_accepts_a_study_within_policy(kit, capsys):
+    path = write_study(kit, 'mechanism = "apt"\nrequirement = "cl-diversity:c=5,l=4"\ndisclosure = "hit_miss"')
+    code, result = check(kit, path, capsys)
+    assert code == 0
+    assert result["accept"] is True and result["reasons"] == []
+    assert result["data"]["rows"] == 1728 and result["study"]["id"] == "car-1"
+    code, captured = check(kit, path, capsys, as_json=False)
+    assert code == 0
+    assert "accept: site-a would answer study car-1 with an apt release of 1728 rows" in captured.out
+
+
+def test_check_refuses_with_every_reason(kit, capsys):
+    path = write_study(kit, 'mechanism = "none"')
+    code, result = check(kit, path, capsys)
+    assert code == 1 and result["accept"] is False
+    assert result["reasons"][0].startswith("mechanism 'none' is not allowed")
+    assert len(result["reasons"]) == 1 + 3
+    code, captured = check(kit, path, capsys, as_json=False)
+    assert code == 1 and "refuse: site-a would refuse study car-1" in captured.out
+
+
+def test_check_reports_a_local_table_without_the_study_columns(kit, capsys):
+    frame = load_dataset("car").frame.drop(columns=["safety"])
+    frame.to_csv(kit / "table.csv", index=False)
+    path = write_study(kit, 'mechanism = "apt"\nrequirement = "cl-diversity:c=5,l=4"')
+    code, result = check(kit, path, capsys)
+    assert code == 1
+    [reason] = result["reasons"]
+    assert "table.csv" in reason and "column 'safety'" in reason and "missing from the table" in reason
+
+
+def test_check_config_or_study_errors_exit_2(kit, capsys):
+    path = write_study(kit, 'mechanism = "apt"\nrequirement = "k-anonymity:k=5"')
+    edit(kit, "min_k = 4", "min_k = 0")
+    code, captured = check(kit, path, capsys)
+    assert code == 2 and "min_k must be an integer >= 1, got 0" in captured.err
+    edit(kit, "min_k = 0", "min_k = 4")
+    code, captured = check(kit, write_study(kit, 'mechanism = "apt"\nrequirement = "k-anon:k=5"'), capsys)
+    assert code == 2 and "unknown requirement 'k-anon'" in captured.err
