@@ -20,7 +20,7 @@ from common.schema import SchemaError
 from common.table_io import write_table_chunks
 from common.tree import TreeError
 from miner_node.global_models import GLOBAL_MODELS
-from modelshare import cli_federation, cli_privacy, cli_provision
+from modelshare import cli_federation, cli_owner, cli_privacy, cli_provision, simulate
 from modelshare.cli_common import (
     add_table_source,
     leaf_size,
@@ -36,8 +36,8 @@ from modelshare.pipeline import PipelineConfig, run_study, summarize
 
 __all__ = ["main", "build_parser"]
 
-# ------------------------------------------------------------------ simulate
-def cmd_simulate(args: argparse.Namespace) -> int:
+# -------------------------------------------------------- experiment sources
+def cmd_sources(args: argparse.Namespace) -> int:
     table = load_source(args)
     if table.dropped_rows:
         err.print(f"[yellow]{table.source}: dropped {table.dropped_rows} row(s) with missing values[/]")
@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modelshare", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sim = sub.add_parser("simulate", help="simulate owners sharing trees with a miner; prints BASIS vs PGEN vs BASEGEN")
+    ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
+    ex_sub = ex.add_subparsers(dest="experiment", required=True)
+    sim = ex_sub.add_parser("sources", help="in-process cross-validation of 1-10 sources: BASIS vs PGEN vs BASEGEN (Fig. 5/6)")
     add_table_source(sim, "nursery")
     sim.add_argument("--owners", type=positive_int, default=5, help="number of data owners (default 5)")
     add_release_options(sim)
@@ -167,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--repeats", type=positive_int, default=1, help="repeats of the cross-validation (default 1)")
     sim.add_argument("--seed", type=int, default=0, help="master random seed (default 0)")
     sim.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    sim.set_defaults(func=cmd_simulate)
+    sim.set_defaults(func=cmd_sources)
 
     ds = sub.add_parser("datasets", help="list, show or export the bundled datasets")
     ds.add_argument("action", choices=["list", "show", "export"])
@@ -189,9 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_privacy.add_parsers(sub)
     cli_provision.add_parsers(sub)
     cli_federation.add_parsers(sub)
-    ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
-    ex_sub = ex.add_subparsers(dest="experiment", required=True)
+    cli_owner.add_parsers(sub)
     pruning_experiment.add_parser(ex_sub)
+    simulate.add_parser(sub)
     return parser
 
 

@@ -26,7 +26,7 @@ from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
 from owner_node.training import LocalDataError, load_local_table
 
-__all__ = ["add_parsers", "cmd_serve", "cmd_check", "check_study"]
+__all__ = ["add_parsers", "check_study", "cmd_check", "cmd_serve"]
 
 _UNSETTLED = ("deferred", "gave-up")
 

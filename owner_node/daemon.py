@@ -34,7 +34,6 @@ from typing import Literal
 
 import grpc
 
-from common.anonymity import RequirementError
 from common.kit import Roster
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fpb_grpc
@@ -51,14 +50,14 @@ from owner_node.training import (
 )
 
 __all__ = [
+    "MESSAGE_LIMIT",
+    "POLL_WAIT_SECONDS",
     "Backoff",
     "Outbox",
     "Outcome",
     "OwnerDaemon",
     "deliver",
     "envelope_kind",
-    "MESSAGE_LIMIT",
-    "POLL_WAIT_SECONDS",
 ]
 
 log = logging.getLogger("modelshare.owner")
@@ -397,7 +396,7 @@ class OwnerDaemon:
             envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
         except RequirementUnsatisfiable:
             return self._refusal(spec, unsatisfiable_reason(spec))
-        except (RequirementError, ValueError) as exc:
+        except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, f"cannot release the local tree: {exc}")
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
         return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"

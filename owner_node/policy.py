@@ -33,7 +33,7 @@ from common.study import StudyError, spec_requirement, spec_schema
 from common.wire import WireError, disclosure_from_pb
 from owner_node.release import MECHANISMS
 
-__all__ = ["Policy", "PolicyError", "DISCLOSURES"]
+__all__ = ["DISCLOSURES", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
 _KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_epsilon", "disclosures", "miners")

@@ -26,7 +26,7 @@ from common.wire import disclosure_from_pb, model_message, new_nonce, now_timest
 from owner_node.config import OwnerConfig
 from owner_node.release import release_tree
 
-__all__ = ["LocalDataError", "load_local_table", "build_submission", "build_refusal", "unsatisfiable_reason"]
+__all__ = ["LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
@@ -52,7 +52,7 @@ def _select(frame: pd.DataFrame, schema: Schema, class_column: str, path: Path) 
     """The schema's columns then the class column (renamed to the schema's class name)."""
     absent = [name for name in (*schema.names, class_column) if name not in frame.columns]
     if absent:
-        raise SchemaError(f"columns {absent} of the study schema are missing from the table",
+        raise SchemaError(f"the table lacks columns {absent} (the study schema's attributes and the class column)",
                           source=str(path), column=absent[0])
     return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
 

@@ -15,7 +15,7 @@ from modelshare.cli import main
 
 
 def test_simulate_json_on_bundled_data(capsys):
-    assert main(["simulate", "--dataset", "car", "--owners", "2", "--folds", "3", "--seed", "1", "--json"]) == 0
+    assert main(["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "3", "--seed", "1", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["rows"] == 1728 and payload["config"]["n_sources"] == 2
     methods = {(r["model"], r["method"]) for r in payload["summary"]}
@@ -26,7 +26,7 @@ def test_simulate_table_on_user_csv(tmp_path, capsys):
     table = load_dataset("car").frame.sample(400, random_state=0)
     path = tmp_path / "cars.csv"
     table.to_csv(path, index=False)
-    assert main(["simulate", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds", "2"]) == 0
+    assert main(["experiment", "sources", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds", "2"]) == 0
     out = capsys.readouterr().out
     assert "PGEN" in out and "BASEGEN" in out and "cars.csv: 3 owners" in out
 
@@ -34,10 +34,10 @@ def test_simulate_table_on_user_csv(tmp_path, capsys):
 def test_simulate_reports_bad_input_clearly(tmp_path, capsys):
     path = tmp_path / "bad.csv"
     path.write_text("a,b\n1,x\n2,y\n")
-    assert main(["simulate", "--data", str(path), "--class-column", "nope"]) == 2
+    assert main(["experiment", "sources", "--data", str(path), "--class-column", "nope"]) == 2
     err = capsys.readouterr().err
     assert "bad.csv" in err and "nope" in err
-    assert main(["simulate", "--data", str(path)]) == 2
+    assert main(["experiment", "sources", "--data", str(path)]) == 2
     assert "--class-column" in capsys.readouterr().err
 
 

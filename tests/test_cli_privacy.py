@@ -62,7 +62,7 @@ def test_release_errors_are_specific(tmp_path, capsys):
 
 
 def test_simulate_ppgen_audits_every_release(capsys):
-    args = ["simulate", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway", "--json"]
+    args = ["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway", "--json"]
     assert main([*args, "--mechanism", "apt", "--requirement", "cl-diversity:c=5,l=2", "--disclosure", "hit_miss"]) == 0
     rows = json.loads(capsys.readouterr().out)["summary"]
     pgen = [r for r in rows if r["method"] == "PGEN"]

@@ -1,0 +1,307 @@
+"""`modelshare simulate`: a whole federation on one machine, over the deployment's code paths.
+
+It splits a table into a held-out test part and one private table per owner, provisions a
+throw-away CA and kits (exactly as ``modelshare provision`` does), starts ``modelshare miner
+serve`` and one ``modelshare owner serve`` per owner as separate processes talking gRPC over
+mutual TLS on loopback, creates one study as the admin, waits for it, and compares the miner's
+global models with BASIS models trained here on the pooled raw training rows (which only a
+simulation can see). Every wait has a deadline; a process that dies or stalls is named with the
+tail of its log. Processes are always stopped, also on Ctrl-C, and the directory is removed unless
+``--keep-dir`` is given (it then holds the kits, the owners' tables, study.toml and every log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from common.learners import LEARNERS
+from common.metrics import accuracy, class_match, path_match
+from common.pb import federation_pb2 as fpb
+from common.schema import Schema
+from common.study import load_study_file
+from common.wire import tree_from_pb
+from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from modelshare.admin import AdminConfig, admin_stub
+from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
+from modelshare.pipeline import stratified_parts
+from modelshare.provision import issue_throwaway_federation
+from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT
+
+__all__ = ["add_parser", "cmd_simulate", "SimulationError"]
+
+STUDY_ID = "simulate"
+DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
+
+
+class SimulationError(RuntimeError):
+    """A simulated party failed or stalled; the message names it and shows its log's tail."""
+
+
+@dataclass
+class Party:
+    """A started process: its name, handle and log file."""
+
+    name: str
+    process: subprocess.Popen
+    log: Path
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:]) or "(empty log)"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spawn(name: str, args: list[str], log: Path) -> Party:
+    handle = open(log, "wb")
+    process = subprocess.Popen([sys.executable, "-m", "modelshare.cli", *args], stdout=handle, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    handle.close()
+    return Party(name, process, log)
+
+
+def _stop(parties: list[Party]) -> None:
+    """SIGTERM everyone, wait briefly, SIGKILL whoever is left."""
+    for p in parties:
+        if p.process.poll() is None:
+            p.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for p in parties:
+        try:
+            p.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.process.kill()
+            p.process.wait()
+
+
+def _check_alive(parties: list[Party]) -> None:
+    for p in parties:
+        code = p.process.poll()
+        if code is not None:
+            raise SimulationError(f"{p.name} exited with status {code}; its log ends with:\n{p.tail()}")
+
+
+def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> None:
+    """Wait until the miner has written its ready file (it binds first), or fail naming it."""
+    deadline = time.monotonic() + timeout
+    while not (state_dir / "ready.json").exists():
+        _check_alive([miner])
+        if time.monotonic() > deadline:
+            raise SimulationError(f"timed out after {timeout:.0f} s waiting for the miner to serve; its log ends with:\n{miner.tail()}")
+        time.sleep(0.05)
+
+
+def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | None, owners: list[str]) -> str:
+    release = f'mechanism = "{args.mechanism}"\ndisclosure = "{args.disclosure}"\n'
+    if requirement is not None:
+        release += f'requirement = "{requirement}"\n'
+    depth = f"max_depth = {args.max_depth}\n" if args.max_depth else ""
+    return (
+        f'[study]\nid = "{STUDY_ID}"\ntitle = "modelshare simulate"\nowners = {json.dumps(owners)}\n'
+        f"deadline_minutes = {args.timeout / 60:.3f}\nseed = {args.seed}\n\n"
+        f'[schema]\nfile = "{schema_file.name}"\n\n[release]\n{release}\n'
+        f'[training]\nlearner = "{args.learner}"\n{depth}min_samples_leaf = {args.min_samples_leaf}\n\n'
+        f"[mining]\nglobal_models = {json.dumps(args.models)}\npgen_scale = {args.pgen_scale}\n"
+        f'evaluation = "test.csv"\n'
+    )
+
+
+def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema, dict[str, Any]]:
+    """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``."""
+    table = load_source(args)
+    schema = table.schema
+    X, y = schema.encode(table.frame, source=table.source)
+    rng = np.random.default_rng(args.seed)
+    test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
+    owners = [f"owner-{i + 1}" for i in range(args.owners)]
+    parts = stratified_parts(y[~test], args.owners, rng)
+    X_train, y_train = X[~test], y[~test]
+    data: dict[str, tuple[str, str]] = {}
+    rows: dict[str, int] = {}
+    for i, owner in enumerate(owners):
+        path = root / "data" / f"{owner}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        schema.decode(X_train[parts == i], y_train[parts == i]).to_csv(path, index=False)
+        data[owner] = (str(path), schema.class_name)
+        rows[owner] = int((parts == i).sum())
+    schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
+    schema.save(root / "schema.json")
+    requirement = args.requirement
+    if requirement is None and args.mechanism in NEEDS_REQUIREMENT:
+        requirement = DEFAULT_REQUIREMENT
+    (root / "study.toml").write_text(_study_toml(args, root / "schema.json", requirement, owners))
+    policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
+    kits = issue_throwaway_federation(root / "kits", owners=owners, address=f"localhost:{_free_port()}",
+                                      owner_data=data, policy=policy)
+    return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
+                    "kits": kits, "source": table.source, "requirement": requirement}
+
+
+def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
+    """Start the miner and the owners, create the study, wait for it, return its status and results."""
+    parties: list[Party] = []
+    logs = root / "logs"
+    logs.mkdir(exist_ok=True)
+    try:
+        miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
+        parties.append(miner)
+        _wait_ready(miner, kits["miner"] / "state", timeout)
+        for owner in owners:
+            parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
+        study = load_study_file(root / "study.toml")
+        request = fpb.CreateStudyRequest(spec=study.spec, evaluation_csv=(root / "test.csv").read_bytes())
+        channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
+        with channel:
+            stub.CreateStudy(request, timeout=30)
+            status = _wait_study(stub, parties, owners, timeout)
+            if status.state != "done":
+                raise SimulationError(f"the study {status.state}: {status.reason}")
+            results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
+        return status, results
+    finally:
+        _stop(parties)
+
+
+def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
+    deadline = time.monotonic() + timeout
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task("owners answered", total=len(owners))
+        while True:
+            status = stub.GetStudy(fpb.StudyRef(study_id=STUDY_ID), timeout=10)
+            answered = sum(o.state != "waiting" for o in status.owners)
+            progress.update(task, completed=answered,
+                            description="mining" if status.state == "mining" else "owners answered")
+            if status.state in ("done", "failed"):
+                return status
+            _check_alive(parties)
+            if time.monotonic() > deadline:
+                waiting = [o.owner_id for o in status.owners if o.state == "waiting"]
+                who = [p for p in parties if p.name in waiting] or [parties[0]]
+                raise SimulationError(
+                    f"timed out after {timeout:.0f} s with the study {status.state}; waiting for "
+                    f"{', '.join(waiting) or 'the miner'}. Log of {who[0].name}:\n{who[0].tail()}"
+                )
+            time.sleep(0.2)
+
+
+def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, models: list[str], seed: int) -> list[dict[str, Any]]:
+    """BASIS (raw pooled rows) against the miner's models: accuracy, class match, path match."""
+    rows = []
+    by_name = {m.name: m for m in results.models}
+    for name in models:
+        basis = make_global_model(name, schema, random_state=seed % (2**31)).fit(data["X_train"], data["y_train"])
+        basis_pred = np.asarray(basis.predict(data["X_test"]))
+        mined = by_name[name]
+        pred = np.asarray(mined.predictions, dtype=np.int64)
+        row: dict[str, Any] = {"model": name, "basis_accuracy": accuracy(data["y_test"], basis_pred),
+                               "accuracy": mined.accuracy if len(pred) else None,
+                               "class_match": class_match(pred, basis_pred) if len(pred) else None,
+                               "path_match": None, "train_rows": mined.train_rows}
+        basis_tree = getattr(basis, "tree_", None)
+        if mined.HasField("tree") and basis_tree is not None:
+            row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree)
+        rows.append(row)
+    return rows
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    if not 1 <= args.owners <= 10:
+        raise ValueError(f"--owners must be between 1 and 10, got {args.owners}")
+    if not 0 < args.test_fraction < 1:
+        raise ValueError(f"--test-fraction must lie in (0, 1), got {args.test_fraction}")
+    started = time.perf_counter()
+    root = Path(args.keep_dir) if args.keep_dir else Path(tempfile.mkdtemp(prefix="modelshare-simulate-"))
+    if args.keep_dir:
+        if root.exists() and any(root.iterdir()):
+            raise ValueError(f"--keep-dir {root} exists and is not empty; give a new directory")
+        root.mkdir(parents=True, exist_ok=True)
+    try:
+        schema, data = prepare(args, root)
+        owners = sorted(data["rows"])
+        _, results = run_federation(root, data["kits"], owners, args.timeout)
+        models = compare(schema, data, results, args.models, args.seed)
+    except SimulationError as exc:
+        err.print(f"[red]simulate failed:[/] {exc}", highlight=False)
+        if not args.keep_dir:
+            err.print("rerun with --keep-dir DIR to keep every log")
+        return 1
+    finally:
+        if not args.keep_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    wall = time.perf_counter() - started
+    owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
+                   "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
+    report = {"source": data["source"], "mechanism": args.mechanism, "requirement": data["requirement"],
+              "disclosure": args.disclosure, "owners": owner_rows, "models": models,
+              "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall,
+              "dir": str(root) if args.keep_dir else None}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report)
+    return 0
+
+
+def _print(report: dict[str, Any]) -> None:
+    claim = f" {report['requirement']}" if report["requirement"] else ""
+    owners = Table(title=f"{Path(report['source']).name}: {len(report['owners'])} owners, {report['mechanism']}{claim} ({report['disclosure']})")
+    for col in ("owner", "rows", "leaves", "claim", "audit"):
+        owners.add_column(col)
+    for o in report["owners"]:
+        owners.add_row(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
+    out.print(owners)
+    fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+    table = Table(title=f"global models on {report['test_rows']} held-out rows")
+    for col in ("global model", "BASIS accuracy", "PPGEN accuracy" if report["mechanism"] != "none" else "PGEN accuracy",
+                "class match", "path match"):
+        table.add_column(col)
+    for m in report["models"]:
+        table.add_row(m["model"], fmt(m["basis_accuracy"]), fmt(m["accuracy"]), fmt(m["class_match"]), fmt(m["path_match"]))
+    out.print(table)
+    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="run a miner and 1-10 owner processes over mutual TLS on one machine; one study")
+    add_table_source(p, "nursery")
+    p.add_argument("--owners", type=positive_int, default=5, help="number of owner processes, 1-10 (default 5)")
+    p.add_argument("--mechanism", default="apt", choices=sorted(MECHANISMS), help="release mechanism (default apt: PPGEN)")
+    p.add_argument("--requirement", default=None,
+                   help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT})")
+    p.add_argument("--disclosure", default="hit_miss", choices=["counts", "hit_miss"],
+                   help="what released trees disclose per node (default hit_miss, the model-sharing paper's)")
+    p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")
+    p.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' trees")
+    p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
+    p.add_argument("--global-models", dest="models", nargs="+", default=["decision-tree", "naive-bayes"],
+                   choices=sorted(GLOBAL_MODELS), metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
+    p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
+    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share of the table (default 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split, the owners' learners, PGEN and the models")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")
+    p.add_argument("--keep-dir", type=Path, default=None, help="keep kits, tables, study.toml and logs in this new directory")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_simulate)

@@ -1,0 +1,327 @@
+"""Owner side without a network: the local table, signed submissions and refusals, the durable outbox.
+
+The daemon's transport is exercised with an in-process fake stub (no gRPC server): it checks that
+every answer is on disk before the first send, that retries send identical bytes, and how each
+status the miner may answer with settles, defers or abandons a study.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from common.audit import audit
+from common.datasets import load_dataset
+from common.kit import Party, Roster, TlsFiles
+from common.pb import federation_pb2 as fpb
+from common.signing import (
+    generate_signing_key,
+    key_id,
+    save_signing_key,
+    verify_envelope,
+)
+from common.study import spec_from_mapping
+from common.wire import decode_model
+from owner_node.config import OwnerConfig, OwnerConfigError
+from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
+from owner_node.policy import Policy
+from owner_node.release import RequirementUnsatisfiable
+from owner_node.training import (
+    LocalDataError,
+    build_refusal,
+    build_submission,
+    load_local_table,
+    unsatisfiable_reason,
+)
+
+NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)
+
+
+def study(study_id: str = "car-1", mechanism: str = "apt", requirement: str | None = "k-anonymity:k=5",
+          disclosure: str = "hit_miss", learner: str = "multiway") -> fpb.StudySpec:
+    release: dict[str, Any] = {"mechanism": mechanism, "disclosure": disclosure}
+    if requirement is not None:
+        release["requirement"] = requirement
+    data = {"study": {"id": study_id, "seed": 3}, "schema": {"dataset": "car"}, "release": release,
+            "training": {"learner": learner, "min_samples_leaf": 1}}
+    return spec_from_mapping(data).spec
+
+
+@pytest.fixture(scope="module")
+def key():
+    return generate_signing_key()
+
+
+def make_config(tmp_path: Path, data_path: Path, *, class_column: str | None = None,
+                policy: Policy | None = None, insecure: bool = False) -> OwnerConfig:
+    return OwnerConfig(
+        path=tmp_path / "owner.toml", name="site-a", miner="localhost:1", miner_name="miner",
+        state_dir=tmp_path / "state", signing_key=tmp_path / "signing.key", roster=tmp_path / "roster.json",
+        tls=TlsFiles.in_kit(tmp_path), data_path=data_path, class_column=class_column, policy=policy or Policy(),
+        insecure=insecure,
+    )
+
+
+@pytest.fixture
+def car_table(tmp_path: Path) -> Path:
+    path = tmp_path / "table.csv"
+    load_dataset("car").frame.to_csv(path, index=False)
+    return path
+
+
+# ------------------------------------------------------------- local table
+def test_load_local_table_encodes_with_the_study_schema(tmp_path, car_table, car):
+    schema, X_ref, y_ref = car
+    X, y = load_local_table(make_config(tmp_path, car_table), schema)
+    np.testing.assert_array_equal(X, X_ref)
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def test_the_class_column_may_have_a_local_name(tmp_path, car):
+    schema, _, y_ref = car
+    path = tmp_path / "renamed.tsv"
+    load_dataset("car").frame.rename(columns={"class": "verdict"}).to_csv(path, sep="\t", index=False)
+    _, y = load_local_table(make_config(tmp_path, path, class_column="verdict"), schema)
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def test_a_bad_value_is_named_locally_and_withheld_from_the_miner(tmp_path, car):
+    schema = car[0]
+    frame = load_dataset("car").frame.astype(object)
+    frame.loc[6, "buying"] = "secret-value"
+    path = tmp_path / "table.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(LocalDataError) as info:
+        load_local_table(make_config(tmp_path, path), schema)
+    full, public = str(info.value), info.value.public
+    assert str(path) in full and "row 7" in full and "column 'buying'" in full and "'secret-value'" in full
+    assert "table.csv" in public and "row 7" in public and "column 'buying'" in public and "unknown category" in public
+    assert "secret-value" not in public and str(tmp_path) not in public
+
+
+def test_missing_columns_and_missing_files_are_local_data_errors(tmp_path, car):
+    schema = car[0]
+    path = tmp_path / "table.csv"
+    load_dataset("car").frame.drop(columns=["doors"]).to_csv(path, index=False)
+    with pytest.raises(LocalDataError, match=r"column 'doors': the table lacks columns \['doors'\]"):
+        load_local_table(make_config(tmp_path, path), schema)
+    load_dataset("car").frame.to_csv(path, index=False)
+    with pytest.raises(LocalDataError, match=r"column 'label': the table lacks columns \['label'\]"):
+        load_local_table(make_config(tmp_path, path, class_column="label"), schema)
+    with pytest.raises(LocalDataError, match="gone.csv: file not found"):
+        load_local_table(make_config(tmp_path, tmp_path / "gone.csv"), schema)
+
+
+# ------------------------------------------------------------ envelopes
+def test_a_submission_verifies_decodes_and_passes_the_audit(key, car):
+    _, X, y = car
+    spec = study(requirement="cl-diversity:c=10,l=3")
+    envelope = build_submission(spec, X, y, owner_id="site-a", key=key)
+    message = fpb.ModelMessage.FromString(verify_envelope(envelope, key.public_key()))
+    assert (message.study_id, message.owner_id) == ("car-1", "site-a")
+    assert message.schema_fingerprint == spec.schema_fingerprint and len(message.nonce) == 16
+    model = decode_model(message)
+    assert model.report is not None and model.report.requirement == "cl-diversity:c=10,l=3"
+    tree = model.trees[0]
+    assert tree.disclosure == "hit_miss"
+    assert audit(tree, model.report).passed
+
+
+def test_training_is_deterministic_in_the_study_seed(key, car):
+    _, X, y = car
+    spec = study(learner="cart", mechanism="prune-parent", requirement="k-anonymity:k=10", disclosure="counts")
+    spec.seed = 2**40 + 5  # a uint64 seed beyond scikit-learn's 32 bits still works
+    first, second = (fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="a", key=key).payload)
+                     for _ in range(2))
+    assert first.trees == second.trees and first.nonce != second.nonce
+
+
+def test_an_unsatisfiable_requirement_raises_for_the_caller_to_refuse(key, car):
+    _, X, y = car
+    spec = study(requirement="k-anonymity:k=5000")
+    with pytest.raises(RequirementUnsatisfiable):
+        build_submission(spec, X, y, owner_id="site-a", key=key)
+    assert unsatisfiable_reason(spec) == "no pruning of the local tree meets k-anonymity:k=5000; nothing is released"
+
+
+def test_a_refusal_is_signed_with_a_nonce_and_time(key):
+    envelope = build_refusal(study(), "mechanism 'none' is not allowed", owner_id="site-a", key=key)
+    refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
+    assert (refusal.study_id, refusal.owner_id, refusal.reason) == ("car-1", "site-a", "mechanism 'none' is not allowed")
+    assert len(refusal.nonce) == 16 and refusal.timestamp.seconds > 0
+    assert envelope_kind(envelope.SerializeToString()) == "refuse"
+
+
+# --------------------------------------------------------------- outbox
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class FakeStub:
+    """Answers Submit/Refuse from a script; records what was sent and whether it was on disk first."""
+
+    def __init__(self, outbox: Outbox, *script: Any) -> None:
+        self.outbox, self.script, self.sent = outbox, list(script), []
+
+    def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
+        data = envelope.SerializeToString()
+        on_disk = [p.read_bytes() for p in self.outbox.pending_dir.glob("*.bin")]
+        self.sent.append((method, data, timeout, data in on_disk))
+        step = self.script.pop(0)
+        if isinstance(step, grpc.StatusCode):
+            raise FakeRpcError(step, f"miner says {step.name.lower()}")
+        return step
+
+    def Submit(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
+        return self._call("Submit", envelope, timeout)
+
+    def Refuse(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
+        return self._call("Refuse", envelope, timeout)
+
+
+def ack(study_id: str = "car-1", duplicate: bool = False) -> fpb.SubmitAck:
+    return fpb.SubmitAck(study_id=study_id, owner_id="site-a", submission_id="ab" * 32, duplicate=duplicate)
+
+
+@pytest.fixture
+def stored(tmp_path, key, car) -> tuple[Outbox, bytes]:
+    _, X, y = car
+    outbox = Outbox(tmp_path / "state")
+    data = build_submission(study(), X, y, owner_id="site-a", key=key).SerializeToString()
+    path = outbox.put("car-1", data)
+    assert path == tmp_path / "state" / "outbox" / "car-1.bin" and path.read_bytes() == data
+    assert outbox.pending() == ["car-1"] and envelope_kind(data) == "submit"
+    return outbox, data
+
+
+def test_the_answer_is_on_disk_before_it_is_sent_and_moves_to_sent_after_the_ack(stored):
+    outbox, data = stored
+    stub = FakeStub(outbox, ack())
+    outcome = deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert (outcome.outcome, outcome.reason, outcome.submission_id) == ("submitted", "OK", "ab" * 32)
+    assert stub.sent == [("Submit", data, 30, True)]
+    assert outbox.pending() == [] and outbox.is_sent("car-1")
+    assert (outbox.sent_dir / "car-1.bin").read_bytes() == data
+    [line] = outbox.answers.read_text().splitlines()
+    record = json.loads(line)
+    assert (record["study_id"], record["outcome"], record["submission_id"], record["status"]) == \
+        ("car-1", "submitted", "ab" * 32, "OK")
+    assert record["time"]
+
+
+def test_retries_resend_identical_bytes_after_transient_failures(stored):
+    outbox, data = stored
+    stub = FakeStub(outbox, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, ack(duplicate=True))
+    outcome = deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert outcome.outcome == "submitted" and outcome.reason == "duplicate"
+    assert [s[1] for s in stub.sent] == [data, data, data]
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION])
+def test_a_final_status_settles_the_study(stored, code):
+    outbox, _ = stored
+    outcome = deliver(FakeStub(outbox, code), outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert outcome.outcome == "submitted" and outcome.reason.startswith(code.name)
+    assert outbox.is_sent("car-1")
+    assert json.loads(outbox.answers.read_text())["status"] == code.name
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
+                                  grpc.StatusCode.UNAUTHENTICATED])
+def test_a_rejection_gives_up_and_keeps_the_outbox_file(stored, code, caplog):
+    outbox, _ = stored
+    stub = FakeStub(outbox, code)
+    outcome = deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert outcome.outcome == "gave-up" and outcome.reason == f"{code.name}: miner says {code.name.lower()}"
+    assert len(stub.sent) == 1 and outbox.pending() == ["car-1"] and not outbox.answers.exists()
+    assert f"miner says {code.name.lower()}" in caplog.text
+
+
+def test_exhausted_retries_and_stop_defer_the_study(stored):
+    outbox, _ = stored
+    stub = FakeStub(outbox, *[grpc.StatusCode.UNAVAILABLE] * NO_WAIT.attempts)
+    outcome = deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert outcome.outcome == "deferred" and len(stub.sent) == NO_WAIT.attempts
+    stop = threading.Event()
+    stop.set()
+    assert deliver(FakeStub(outbox), outbox, "car-1", stop=stop).reason == "stop requested"
+    assert outbox.pending() == ["car-1"]
+
+
+def test_backoff_is_full_jitter_under_the_cap():
+    backoff, rng = Backoff(), random.Random(0)
+    delays = [backoff.delay(n, rng) for n in range(100)]
+    assert all(0 <= d <= min(30.0, 0.5 * 2**n) for n, d in enumerate(delays))
+    assert max(delays[10:]) > 15
+
+
+def test_outbox_refuses_study_ids_that_are_not_file_names(tmp_path):
+    with pytest.raises(ValueError, match="not usable as a file name"):
+        Outbox(tmp_path).put("../escape", b"x")
+
+
+# --------------------------------------------------------------- daemon
+@pytest.fixture
+def daemon_config(tmp_path, car_table, key) -> OwnerConfig:
+    save_signing_key(key, tmp_path / "signing.key")
+    parties = [Party("site-a", "owner", key.public_key(), key_id(key.public_key()), "0" * 64),
+               Party("miner", "miner", (miner := generate_signing_key().public_key()), key_id(miner), "1" * 64)]
+    Roster("demo", parties).save(tmp_path / "roster.json")
+    return make_config(tmp_path, car_table, policy=Policy(min_k=5))
+
+
+def test_the_daemon_answers_once_and_sends_only_the_public_data_error(daemon_config, monkeypatch):
+    frame = load_dataset("car").frame.astype(object)
+    frame.loc[0, "safety"] = "patient-42"
+    frame.to_csv(daemon_config.data_path, index=False)
+    with OwnerDaemon(daemon_config, insecure=True, backoff=NO_WAIT) as daemon:
+        stub = FakeStub(daemon.outbox, ack("bad"), ack("weak"))
+        monkeypatch.setattr(daemon, "_stub", stub)
+        stop = threading.Event()
+        data_error = daemon.answer(study("bad"), stop)
+        weak = daemon.answer(study("weak", requirement="k-anonymity:k=2"), stop)
+        again = daemon.answer(study("weak", requirement="k-anonymity:k=2"), stop)
+    assert (data_error.outcome, weak.outcome, again.outcome) == ("refused", "refused", "skipped")
+    reasons = [fpb.OwnerRefusal.FromString(fpb.SignedEnvelope.FromString(s[1]).payload).reason for s in stub.sent]
+    assert "row 1" in reasons[0] and "column 'safety'" in reasons[0] and "patient-42" not in reasons[0]
+    assert reasons[1] == "study requires k-anonymity:k=2; this site requires at least k=5"
+    assert all(s[0] == "Refuse" and s[3] for s in stub.sent)
+
+
+def test_the_daemon_resends_the_outbox_before_anything_else(daemon_config, key, car, monkeypatch):
+    _, X, y = car
+    outbox = Outbox(daemon_config.state_dir)
+    data = build_submission(study(), X, y, owner_id="site-a", key=key).SerializeToString()
+    outbox.put("car-1", data)
+    with OwnerDaemon(daemon_config, insecure=True, backoff=NO_WAIT) as daemon:
+        stub = FakeStub(daemon.outbox, ack())
+        monkeypatch.setattr(daemon, "_stub", stub)
+        [outcome] = daemon.resend_outbox(threading.Event())
+        assert daemon.answer(study(), threading.Event()).outcome == "skipped"
+    assert outcome.outcome == "submitted" and stub.sent[0][1] == data
+
+
+def test_insecure_in_the_config_alone_does_not_turn_tls_off(daemon_config):
+    config = make_config(daemon_config.path.parent, daemon_config.data_path, insecure=True)
+    with pytest.raises(OwnerConfigError, match="insecure = true takes effect only with --insecure"):
+        OwnerDaemon(config)
+
+
+def test_the_daemon_checks_the_roster_at_start(daemon_config, tmp_path):
+    save_signing_key(generate_signing_key(), tmp_path / "signing.key")
+    with pytest.raises(OwnerConfigError, match="is not the key roster .* holds for owner 'site-a'"):
+        OwnerDaemon(daemon_config, insecure=True)
