@@ -82,6 +82,7 @@ class Backoff:
     attempts: int = 8  # sends per study per round; a study still unsent stays in the outbox
 
     def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before retry ``attempt`` (0-based); full jitter spreads retrying owners apart."""
         return rng.uniform(0.0, min(self.cap, self.base * 2.0 ** min(attempt, 32)))
 
 
@@ -111,6 +112,7 @@ def envelope_kind(data: bytes) -> Kind:
 
 
 def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (the directory entry, not just the file, must reach the disk)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -156,6 +158,7 @@ class Outbox:
         return sorted(p.stem for p in self.pending_dir.glob("*.bin") if STUDY_ID.fullmatch(p.stem))
 
     def is_sent(self, study_id: str) -> bool:
+        """Whether the miner has already settled an answer to ``study_id`` (kept in ``sent/``)."""
         return (self.sent_dir / self._name(study_id)).is_file()
 
     def settle(self, study_id: str, *, outcome: str, submission_id: str, status: str) -> None:

@@ -12,8 +12,8 @@ records) tells the study's author exactly what to change.
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-    min_k = 5                  # every released path holds >= min_k tuples
-    min_l = 2                  # (c,l)-diversity with l >= min_l ...
+    min_k = 5                  # a k-anonymity study needs k >= min_k
+    min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
     max_c = 20                 # ... and c <= max_c (a smaller c is stricter)
     max_epsilon = 2.0          # for requirements with an epsilon parameter
     disclosures = ["counts", "hit_miss"]
@@ -116,16 +116,17 @@ class Policy:
             miners=_names(data, "miners", where, cls.miners, None, empty_ok=True),
         )
 
-    def bounds(self) -> list[tuple[Requirement, str]]:
-        """The policy's anonymity bounds as requirements a study's must imply, with how to say them."""
-        bounds: list[tuple[Requirement, str]] = []
+    def bounds(self) -> tuple[list[tuple[Requirement, str]], list[tuple[Requirement, str]]]:
+        """The k-anonymity bounds and the diversity bounds, as requirements with how to say them."""
+        k_bounds: list[tuple[Requirement, str]] = []
+        div_bounds: list[tuple[Requirement, str]] = []
         if self.min_k is not None:
-            bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}"))
+            k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}"))
         if self.min_l is not None:
-            bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}"))
+            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}"))
         if self.max_c is not None:
-            bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}"))
-        return bounds
+            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}"))
+        return k_bounds, div_bounds
 
     def check(self, spec: fpb.StudySpec, miner_name: str) -> list[str]:
         """Every reason this site refuses ``spec`` from ``miner_name``; an empty list accepts it."""
@@ -150,15 +151,26 @@ class Policy:
         return [f"disclosure {disclosure!r} is not allowed by this site's policy (allowed: {', '.join(self.disclosures)})"]
 
     def _bound_reasons(self, spec: fpb.StudySpec) -> list[str]:
-        """Each bound the study's requirement fails to imply, or cannot be shown to imply."""
-        bounds = self.bounds()
-        if not bounds:
+        """Each bound of the study's requirement family that its requirement fails to imply.
+
+        ``min_k`` bounds k-anonymity studies and ``min_l``/``max_c`` bound (c,l)-diversity
+        studies, so one site can say "k >= 10 if you ask for k-anonymity, l >= 3 and c <= 10 if
+        you ask for diversity". A site that sets only ``min_k`` accepts a diversity study whose
+        l reaches it (a (c,l)-diverse path holds at least l tuples); a site that sets only
+        diversity bounds refuses k-anonymity studies, which promise no diversity at all.
+        """
+        k_bounds, div_bounds = self.bounds()
+        if not k_bounds and not div_bounds:
             return []
         claimed, problem = _claimed_requirement(spec)
         if claimed is None:
-            return [f"{problem}; this site requires {say}" for _, say in bounds]
+            return [f"{problem}; this site requires {say}" for _, say in (*k_bounds, *div_bounds)]
+        if isinstance(claimed, KAnonymity) and not k_bounds:
+            return [f"study requires {claimed}; this site accepts only "
+                    + " and ".join(say for _, say in div_bounds)]
+        family = k_bounds if isinstance(claimed, KAnonymity) else (div_bounds or k_bounds)
         return [f"study requires {claimed}; this site requires {say}"
-                for required, say in bounds if weaker_than(claimed, required) is not None]
+                for required, say in family if weaker_than(claimed, required) is not None]
 
     def _epsilon_reasons(self, spec: fpb.StudySpec) -> list[str]:
         if self.max_epsilon is None or not spec.HasField("requirement"):

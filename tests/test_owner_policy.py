@@ -34,15 +34,17 @@ def test_a_study_within_every_bound_is_accepted():
     assert SITE.check(study(requirement="cl-diversity:c=20,l=3"), "miner") == []
 
 
-def test_one_requirement_must_imply_k_and_diversity_bounds_together():
-    # A (c,l)-diverse path is only known to hold l tuples, so with min_k=5 and a diversity bound the
-    # study needs l >= 5, which no study over the 4 classes of car can ask for.
-    policy = Policy(min_k=5, min_l=2)
-    assert policy.check(study(requirement="cl-diversity:c=5,l=4"), "any") == [
-        "study requires cl-diversity:c=5,l=4; this site requires at least k=5"
+def test_each_requirement_family_meets_its_own_bounds():
+    # min_k bounds k-anonymity studies, min_l/max_c bound diversity studies: the provisioned default
+    # (min_k=5, min_l=2, max_c=20) accepts both kinds on a 4-class table such as car.
+    policy = Policy(min_k=5, min_l=2, max_c=20)
+    assert policy.check(study(requirement="cl-diversity:c=5,l=2"), "any") == []
+    assert policy.check(study(requirement="k-anonymity:k=10"), "any") == []
+    assert policy.check(study(requirement="k-anonymity:k=4"), "any") == [
+        "study requires k-anonymity:k=4; this site requires at least k=5"
     ]
-    assert policy.check(study(requirement="k-anonymity:k=10"), "any") == [
-        "study requires k-anonymity:k=10; this site requires (c,l)-diversity with l >= 2"
+    assert policy.check(study(requirement="cl-diversity:c=25,l=2"), "any") == [
+        "study requires cl-diversity:c=25,l=2; this site requires (c,l)-diversity with c <= 20"
     ]
 
 
@@ -64,8 +66,7 @@ def test_diversity_with_l_at_least_min_k_meets_the_k_bound():
 def test_diversity_bounds_need_a_diversity_requirement():
     policy = Policy(min_l=3, max_c=10)
     assert policy.check(study("apt", "k-anonymity:k=50"), "any") == [
-        "study requires k-anonymity:k=50; this site requires (c,l)-diversity with l >= 3",
-        "study requires k-anonymity:k=50; this site requires (c,l)-diversity with c <= 10",
+        "study requires k-anonymity:k=50; this site accepts only (c,l)-diversity with l >= 3 and (c,l)-diversity with c <= 10",
     ]
     assert policy.check(study(requirement="cl-diversity:c=5,l=2"), "any") == [
         "study requires cl-diversity:c=5,l=2; this site requires (c,l)-diversity with l >= 3"
