@@ -34,6 +34,7 @@ from typing import Literal
 
 import grpc
 
+from common.dial import dial_miner
 from common.kit import Roster
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fpb_grpc
@@ -50,7 +51,6 @@ from owner_node.training import (
 )
 
 __all__ = [
-    "MESSAGE_LIMIT",
     "POLL_WAIT_SECONDS",
     "Backoff",
     "Outbox",
@@ -62,7 +62,6 @@ __all__ = [
 
 log = logging.getLogger("modelshare.owner")
 
-MESSAGE_LIMIT = 64 << 20
 POLL_WAIT_SECONDS = 10
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
@@ -277,12 +276,9 @@ class OwnerDaemon:
         self._stub = fpb_grpc.MinerStub(self._channel)
 
     def _open_channel(self) -> grpc.Channel:
-        limits = [("grpc.max_send_message_length", MESSAGE_LIMIT), ("grpc.max_receive_message_length", MESSAGE_LIMIT)]
         if self.insecure:
             log.warning("dialling %s in PLAINTEXT (--insecure): no authentication, no confidentiality", self.config.miner)
-            return grpc.insecure_channel(self.config.miner, options=limits)
-        options = [("grpc.ssl_target_name_override", self.config.miner_name), *limits]
-        return grpc.secure_channel(self.config.miner, self.config.tls.channel_credentials(), options=options)
+        return dial_miner(self.config.miner, None if self.insecure else self.config.tls, self.config.miner_name)
 
     def close(self) -> None:
         """Close the channel; an in-flight call ends with CANCELLED."""
