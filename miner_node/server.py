@@ -88,7 +88,11 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     roster = RosterWatcher(config.roster)
     coordinator = Coordinator(store)
     service = MinerService(config.name, store, roster, coordinator, config.limits, mechanisms=mechanisms, insecure=insecure)
-    _create_config_studies(config, service)
+    try:
+        _create_config_studies(config, service)
+    except ConfigError:
+        store.close()
+        raise
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc"),
                          options=_server_options(config), maximum_concurrent_rpcs=config.workers * 4)
     fgrpc.add_MinerServicer_to_server(service, server)

@@ -91,7 +91,7 @@ def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
         assert not any(r in envelope for r in raw)
 
 
-def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path):
+def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, capsys):
     fed = daemons_fed
     config = OwnerConfig.load(fed.kits["site-b"] / "owner.toml")
     strict = dataclasses.replace(config, miner=fed.address, policy=dataclasses.replace(config.policy, min_k=50))
@@ -101,7 +101,9 @@ def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path):
     status = fed.stub("admin").GetStudy(fpb.StudyRef(study_id="d2"), timeout=10)
     answers = {o.owner_id: (o.state, o.reason) for o in status.owners}
     assert answers["site-b"][0] == "refused" and "k=50" in answers["site-b"][1]
-    assert main(["study", "status", "d2", "--config", str(fed.kits["admin"] / "admin.toml"), "--json"]) == 2  # dials :50051
+    # the kit's admin.toml names the provisioned address, where no miner listens: a clear error
+    assert main(["study", "status", "d2", "--config", str(fed.kits["admin"] / "admin.toml"), "--json"]) == 2
+    assert "the miner answered UNAVAILABLE" in capsys.readouterr().err
     with _daemon(fed, "site-a") as daemon:
         daemon.run_once(wait_seconds=0)
     assert _wait_done(fed, "d2").state == "done"
@@ -199,6 +201,8 @@ def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
         assert state == "done"
         assert main(["study", "results", "simulate", "--config", admin, "--out", str(tmp_path / "res"), "--json"]) == 0
         deployed = json.loads(capsys.readouterr().out)
+        assert main(["study", "list", "--config", admin, "--json"]) == 0
+        assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["done"]
     finally:
         for p in (*owners, miner):
             p.send_signal(signal.SIGTERM)
@@ -208,4 +212,4 @@ def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     assert [o["leaves"] for o in deployed["owners"]] == [o["leaves"] for o in simulated["owners"]]
     assert (tmp_path / "res" / "global-decision-tree.json").exists() and (tmp_path / "res" / "predictions.csv").exists()
     assert main(["miner", "verify-log", "--state-dir", str(kits / "miner" / "state")]) == 0
-    assert os.stat(kits / "site" if False else kits / "owner-1" / "signing.key").st_mode & 0o777 == 0o600
+    assert os.stat(kits / "owner-1" / "signing.key").st_mode & 0o777 == 0o600

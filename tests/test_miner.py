@@ -197,3 +197,35 @@ def test_a_tampered_or_truncated_log_is_detected(fed, car_parts):
     db.commit()
     db.close()
     assert any("truncated" in p for p in verify_log(state).problems)
+
+
+def test_at_the_deadline_a_study_with_its_quorum_is_mined_without_the_silent_owner(fed, car_parts):
+    admin = fed.stub("admin")
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s8", quorum=1, deadline_minutes=0.03)), timeout=10).spec
+    fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *car_parts["site-a"]), timeout=30)
+    assert admin.GetStudy(fpb.StudyRef(study_id="s8"), timeout=10).state == "open"  # others may still answer
+    status = wait_state(fed, "s8", {"done", "failed"})
+    assert status.state == "done", status.reason
+    results = admin.GetResults(fpb.StudyRef(study_id="s8"), timeout=10)
+    assert [o.owner_id for o in results.owners] == ["site-a"]
+
+
+def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
+    import dataclasses
+
+    from miner_node.server import start_miner
+    from owner_node.release import MECHANISMS
+
+    federation = make_federation(tmp_path, OWNERS)
+    study = tmp_path / "kits" / "miner" / "nursery.toml"
+    study.write_text('[study]\nid = "from-config"\n[schema]\ndataset = "nursery"\n'
+                     '[release]\nmechanism = "apt"\nrequirement = "k-anonymity:k=5"\n')
+    config = dataclasses.replace(federation.miner_config(), studies=(study,))
+    for _ in range(2):  # a restart must not create it again
+        miner = start_miner(config, mechanisms=MECHANISMS)
+        assert [r.study_id for r in miner.store.studies()] == ["from-config"]
+        miner.stop(grace=None)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[study]\nid = "bad"\n[schema]\ndataset = "nursery"\n[release]\nmechanism = "nonsense"\n')
+    with pytest.raises(ValueError, match="unknown mechanism 'nonsense'"):
+        start_miner(dataclasses.replace(config, studies=(bad,)), mechanisms=MECHANISMS)
