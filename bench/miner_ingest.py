@@ -19,11 +19,11 @@ warmed up by one untimed Health call first):
   bare ``write + fsync`` loop on the same file system (the floor of any durable commit).
 
 Every submission must be accepted (asserted), the ``submissions`` table must then hold exactly
-that many rows, and the audit log must verify. ``--profile`` runs cProfile inside the miner's
-Submit handlers instead (numbers are inflated; RESULTS.md is not written). Target >= 500
+that many rows, and the audit log must verify. ``--profile wall|cpu`` runs cProfile inside the
+miner's Submit handlers instead (numbers are inflated; RESULTS.md is not written). Target >= 500
 accepted submissions/s. Results go to bench/RESULTS.md.
 
-    python bench/miner_ingest.py [--owners 64] [--studies 16] [--threads 16] [--dir DIR] [--profile]
+    python bench/miner_ingest.py [--owners 64] [--studies 16] [--threads 16] [--dir DIR] [--profile wall|cpu]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import datetime
 import functools
 import hashlib
 import io
+import multiprocessing
 import os
 import platform
 import pstats
@@ -124,8 +125,13 @@ def signed_envelopes(kits: dict[str, Path], owners: list[str], study_ids: list[s
             for s in study_ids for o in owners]
 
 
-def install_profiler() -> list[cProfile.Profile]:
-    """Wrap MinerService.Submit (before the server registers it) with one profiler per handler thread."""
+def install_profiler(clock: str) -> list[cProfile.Profile]:
+    """Wrap MinerService.Submit (before the server registers it) with one profiler per handler thread.
+
+    ``clock`` "wall" charges time spent waiting (for the store lock, the disk) to the waiting
+    function; "cpu" (per-thread CPU time) shows only the work each handler thread does.
+    """
+    timer = time.perf_counter if clock == "wall" else time.thread_time
     profiles: list[cProfile.Profile] = []
     local = threading.local()
     original = MinerService.Submit
@@ -134,7 +140,7 @@ def install_profiler() -> list[cProfile.Profile]:
     def profiled(self: MinerService, request: Any, context: Any) -> Any:
         prof = getattr(local, "prof", None)
         if prof is None:
-            prof = local.prof = cProfile.Profile()
+            prof = local.prof = cProfile.Profile(timer)
             profiles.append(prof)
         prof.enable()
         try:
@@ -191,6 +197,72 @@ def run_concurrently(name: str, calls: list[Callable[[], Any]], threads: int) ->
     return Phase(name, len(calls), time.perf_counter() - t0, latencies, results, errors)
 
 
+def _submit_outcome(ack: fpb.SubmitAck) -> str:
+    return "duplicate" if ack.duplicate else "accepted"
+
+
+class ThreadClients:
+    """One mutual-TLS channel per owner, driven by ``threads`` client threads of this process."""
+
+    def __init__(self, address: str, kits: dict[str, Path], owners: list[str], threads: int) -> None:
+        self.threads = threads
+        self.channels = {o: dial_miner(address, TlsFiles.in_kit(kits[o]), "miner") for o in owners}
+        self.stubs = {o: fgrpc.MinerStub(c) for o, c in self.channels.items()}
+
+    def run(self, name: str, items: list[tuple[str, fpb.SignedEnvelope | None]]) -> Phase:
+        """``Health`` for items without an envelope, ``Submit`` of the envelope otherwise."""
+        calls: list[Callable[[], Any]] = []
+        for owner, env in items:
+            stub = self.stubs[owner]
+            if env is None:
+                calls.append(functools.partial(stub.Health, fpb.HealthRequest(), timeout=30))
+            else:
+                calls.append(lambda stub=stub, env=env: _submit_outcome(stub.Submit(env, timeout=60)))
+        return run_concurrently(name, calls, self.threads)
+
+    def close(self) -> None:
+        for channel in self.channels.values():
+            channel.close()
+
+
+def _client_process(conn: Any, address: str, kits: dict[str, str], owners: list[str], threads: int) -> None:
+    clients = ThreadClients(address, {o: Path(k) for o, k in kits.items()}, owners, threads)
+    try:
+        while (msg := conn.recv()) is not None:
+            name, items = msg
+            decoded = [(o, None if b is None else fpb.SignedEnvelope.FromString(b)) for o, b in items]
+            p = clients.run(name, decoded)
+            conn.send((p.seconds, p.latencies, [r if isinstance(r, str) else "ok" for r in p.results], p.errors))
+    finally:
+        clients.close()
+
+
+class ProcessClients:
+    """The same clients in a child process (its own interpreter and GIL), as owners are in a deployment."""
+
+    def __init__(self, address: str, kits: dict[str, Path], owners: list[str], threads: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_client_process, args=(child, address, {o: str(kits[o]) for o in owners},
+                                                                  owners, threads), daemon=True)
+        self.process.start()
+
+    def run(self, name: str, items: list[tuple[str, fpb.SignedEnvelope | None]]) -> Phase:
+        self.conn.send((name, [(o, None if e is None else e.SerializeToString()) for o, e in items]))
+        seconds, latencies, results, errors = self.conn.recv()
+        return Phase(name, len(items), seconds, latencies, results, errors)
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
 def time_serially(name: str, calls: list[Callable[[], Any]]) -> Phase:
     latencies = np.zeros(len(calls))
     results = []
@@ -229,51 +301,37 @@ def raw_store_phases(root: Path, envelopes: list[tuple[str, fpb.SignedEnvelope]]
     return accept, fsync
 
 
-def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+def measure(args: argparse.Namespace, root: Path, clients_in: str, profile: str | None = None) -> dict[str, Any]:
+    """One run: a fresh federation and miner, Health then Submit from ``clients_in`` ("thread"/"process")."""
     owners = [f"owner-{i:03d}" for i in range(args.owners)]
     study_ids = [f"ingest-{i:03d}" for i in range(args.studies)]
-    t0 = time.perf_counter()
     kits = issue_throwaway_federation(root / "kits", owners=[*owners, ABSENT], address="localhost:50051")
-    print(f"provisioned {len(owners) + 1} owners in {time.perf_counter() - t0:.1f} s", flush=True)
-    profiles = install_profiler() if args.profile else None
+    profiles = install_profiler(profile) if profile else None
     config = dataclasses.replace(MinerConfig.load(kits["miner"] / "miner.toml"), listen="localhost:0")
     miner = start_miner(config, mechanisms=MECHANISMS)
     address = f"localhost:{miner.port}"
-    channels: list[grpc.Channel] = []
+    clients: ThreadClients | ProcessClients | None = None
     try:
-        admin_channel = dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner")
-        channels.append(admin_channel)
-        admin = fgrpc.MinerStub(admin_channel)
-        for sid in study_ids:
-            admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec(sid, [*owners, ABSENT])), timeout=30)
-        t0 = time.perf_counter()
+        with dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner") as admin_channel:
+            admin = fgrpc.MinerStub(admin_channel)
+            for sid in study_ids:
+                admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec(sid, [*owners, ABSENT])), timeout=30)
         envelopes = signed_envelopes(kits, owners, study_ids)
         sizes = [env.ByteSize() for _, env in envelopes]
         nodes = [sum(len(t.nodes) for t in fpb.ModelMessage.FromString(env.payload).trees) for _, env in envelopes]
-        print(f"built and signed {len(envelopes)} envelopes in {time.perf_counter() - t0:.1f} s "
-              f"(mean {np.mean(sizes):.0f} bytes, mean {np.mean(nodes):.1f} nodes)", flush=True)
-        stubs = {}
-        for o in owners:
-            channel = dial_miner(address, TlsFiles.in_kit(kits[o]), "miner")
-            channels.append(channel)
-            stubs[o] = fgrpc.MinerStub(channel)
-        warm = run_concurrently("warm-up", [functools.partial(stubs[o].Health, fpb.HealthRequest(), timeout=30)
-                                            for o in owners], args.threads)
+        clients = (ThreadClients if clients_in == "thread" else ProcessClients)(address, kits, owners, args.threads)
+        warm = clients.run("warm-up", [(o, None) for o in owners])
         assert not warm.errors, warm.errors[:3]
-
-        health = run_concurrently("Health (baseline)", [functools.partial(stubs[o].Health, fpb.HealthRequest(), timeout=30)
-                                                        for o, _ in envelopes], args.threads)
+        health = clients.run("Health (baseline)", [(o, None) for o, _ in envelopes])
         assert not health.errors, health.errors[:3]
-        print(f"Health: {health.rate:.0f}/s", flush=True)
-        submit = run_concurrently("Submit", [functools.partial(stubs[o].Submit, env, timeout=60) for o, env in envelopes],
-                                  args.threads)
-        print(f"Submit: {submit.rate:.0f}/s", flush=True)
-        accepted = sum(1 for ack in submit.results if ack is not None and not ack.duplicate)
+        submit = clients.run("Submit", envelopes)
         open_studies = len(miner.store.studies("open"))
     finally:
-        for channel in channels:
-            channel.close()
+        if clients is not None:
+            clients.close()
         miner.stop(grace=None)
+        if profile:
+            MinerService.Submit = MinerService.Submit.__wrapped__  # type: ignore[attr-defined]
     db = sqlite3.connect(f"file:{config.state_dir / 'miner.sqlite'}?mode=ro", uri=True)
     try:
         rows = db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
@@ -282,21 +340,25 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         db.close()
     verdict = verify_log(config.state_dir)
     expected = len(envelopes)
-    print(f"accepted {accepted} of {expected}; {rows} rows in submissions, {nonces} nonces; "
-          f"log ok={verdict.ok} ({verdict.entries} entries); {open_studies} of {len(study_ids)} studies still open", flush=True)
+    accepted = submit.results.count("accepted")
+    print(f"clients in {clients_in}: Health {health.rate:,.0f}/s, Submit {submit.rate:,.0f}/s "
+          f"(p50 {submit.ms(50):.1f} ms, p99 {submit.ms(99):.1f} ms); accepted {accepted} of {expected}; "
+          f"{rows} rows in submissions, {nonces} nonces; log ok={verdict.ok}; "
+          f"{open_studies} of {len(study_ids)} studies still open", flush=True)
     assert not submit.errors, f"{len(submit.errors)} submissions failed, e.g. {submit.errors[:3]}"
     assert accepted == expected, f"accepted {accepted} of {expected}"
     assert rows == expected and nonces == expected, f"{rows} submission rows and {nonces} nonces for {expected} accepted"
     assert verdict.ok, verdict.problems[:5]
     assert open_studies == len(study_ids), "a study left 'open' during the run (mining started)"
     accept, fsync = raw_store_phases(root, envelopes)
-    print(f"Store.accept without gRPC: {accept.rate:.0f}/s; bare write+fsync: {fsync.rate:.0f}/s", flush=True)
-    return {"health": health, "submit": submit, "accept": accept, "fsync": fsync, "expected": expected,
-            "accepted": accepted, "rows": rows, "log_entries": verdict.entries, "mean_bytes": float(np.mean(sizes)),
-            "mean_nodes": float(np.mean(nodes)), "profiles": profiles, "workers": config.workers}
+    print(f"  Store.accept without gRPC: {accept.rate:,.0f}/s; bare write+fsync: {fsync.rate:,.0f}/s", flush=True)
+    return {"clients": clients_in, "health": health, "submit": submit, "accept": accept, "fsync": fsync,
+            "expected": expected, "accepted": accepted, "rows": rows, "log_entries": verdict.entries,
+            "mean_bytes": float(np.mean(sizes)), "mean_nodes": float(np.mean(nodes)), "profiles": profiles,
+            "workers": config.workers}
 
 
-def print_profile(profiles: list[cProfile.Profile], lines: int = 30) -> None:
+def print_profile(profiles: list[cProfile.Profile], clock: str, lines: int = 30) -> None:
     stats = pstats.Stats(profiles[0])
     for prof in profiles[1:]:
         stats.add(prof)
@@ -304,39 +366,56 @@ def print_profile(profiles: list[cProfile.Profile], lines: int = 30) -> None:
         buf = io.StringIO()
         stats.stream = buf
         stats.sort_stats(key).print_stats(lines)
-        print(f"--- miner Submit handlers, {len(profiles)} threads, by {key} ---")
+        print(f"--- miner Submit handlers, {len(profiles)} threads, {clock} time, by {key} ---")
         print(buf.getvalue())
 
 
-def write_results(command: str, args: argparse.Namespace, where: Path, r: dict[str, Any]) -> None:
-    health, submit, accept, fsync = r["health"], r["submit"], r["accept"], r["fsync"]
-    ratio = submit.rate / health.rate
+def best(runs: list[dict[str, Any]], clients_in: str) -> dict[str, Any]:
+    """The run of ``clients_in`` with the fastest Submit phase (its Health baseline is from the same run)."""
+    return max((r for r in runs if r["clients"] == clients_in), key=lambda r: r["submit"].rate)
+
+
+def write_results(command: str, args: argparse.Namespace, where: Path, runs: list[dict[str, Any]]) -> None:
+    modes = [m for m in ("thread", "process") if any(r["clients"] == m for r in runs)]
+    first = runs[0]
+    accept = max((r["accept"] for r in runs), key=lambda p: p.rate)
+    fsync = max((r["fsync"] for r in runs), key=lambda p: p.rate)
+    where_clients = {"thread": "client threads in the bench process (sharing the miner's GIL)",
+                     "process": "client threads in a child process (own interpreter and GIL, as owners are deployed)"}
     lines = [
         SECTION,
         "",
-        f"`{command}` on {datetime.date.today().isoformat()}, {machine(where)}. A throw-away federation of "
-        f"{args.owners} owners (+1 invited owner who never answers, so no study starts mining), the miner in the "
-        f"bench process via `start_miner` (miner.toml defaults: {r['workers']} workers, SQLite WAL + synchronous=FULL), "
-        f"{args.studies} open studies (APT {REQUIREMENT}, {DISCLOSURE} disclosure), one pre-signed envelope per "
-        f"(study, owner): {r['expected']} submissions, mean {r['mean_bytes']:.0f} bytes / {r['mean_nodes']:.1f} nodes "
-        f"(multiway trees on 1/8 of Car). {args.threads} client threads in the same process, one mutual-TLS channel "
-        "per owner (warmed up). Baseline: as many bare `Health` RPCs over the same channels, same run. "
-        f"Target >= {TARGET:.0f} accepted submissions/s.",
+        f"`{command}` on {datetime.date.today().isoformat()}, {machine(where)}. Each run: a fresh throw-away "
+        f"federation of {args.owners} owners (+1 invited owner who never answers, so no study starts mining), the "
+        f"miner in the bench process via `start_miner` (kit miner.toml: {first['workers']} workers; SQLite WAL, "
+        f"synchronous=FULL), {args.studies} open studies (APT {REQUIREMENT}, {DISCLOSURE} disclosure) and one "
+        f"pre-signed envelope per (study, owner): {first['expected']:,} submissions of mean {first['mean_bytes']:.0f} "
+        f"bytes / {first['mean_nodes']:.1f} nodes (multiway trees on 1/8 of Car), sent by {args.threads} client "
+        "threads over one warmed-up mutual-TLS channel per owner. Baseline, same run and channels: as many bare "
+        f"`Health` RPCs. Best of {args.repeats} runs per client placement (by Submit rate); every run asserts "
+        f"{first['expected']:,} of {first['expected']:,} accepted, exactly that many rows in `submissions` and "
+        f"`nonces`, and an intact audit log. Target >= {TARGET:.0f} accepted submissions/s.",
         "",
-        "| phase | calls | wall | calls/s | p50 latency | p99 latency |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| clients | Health calls/s (p50 / p99) | Submit calls/s (p50 / p99) | Submit/Health | extra wall per submission | all runs' Submit/s | target |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
-    for p in (health, submit, accept, fsync):
-        lines.append(f"| {p.name} | {p.calls:,} | {p.seconds:.2f} s | {p.rate:,.0f} | {p.ms(50):.2f} ms | {p.ms(99):.2f} ms |")
+    for m in modes:
+        r = best(runs, m)
+        h, s = r["health"], r["submit"]
+        rates = ", ".join(f"{x['submit'].rate:,.0f}" for x in runs if x["clients"] == m)
+        lines.append(
+            f"| {where_clients[m]} | {h.rate:,.0f} ({h.ms(50):.1f} / {h.ms(99):.1f} ms) | {s.rate:,.0f} "
+            f"({s.ms(50):.1f} / {s.ms(99):.1f} ms) | {s.rate / h.rate:.3f} | {(1 / s.rate - 1 / h.rate) * 1e3:.2f} ms | "
+            f"{rates} | {'met' if s.rate >= TARGET else 'NOT met'} |")
     lines += [
         "",
-        f"Submit/Health rate ratio {ratio:.3f} (verification + re-audit + durable commit cost "
-        f"{(1 / submit.rate - 1 / health.rate) * 1e3:.2f} ms of wall per submission over a bare RPC); "
-        f"accepted {r['accepted']:,} of {r['expected']:,}; `submissions` holds {r['rows']:,} rows; "
-        f"audit log verifies ({r['log_entries']:,} entries). Target {'met' if submit.rate >= TARGET else 'NOT met'}: "
-        f"{submit.rate:,.0f} submissions/s.",
+        "| without gRPC, one thread, same file system | calls/s | p50 | p99 |",
+        "|---|---:|---:|---:|",
+        f"| `Store.accept` of the same {accept.calls:,} submissions into a fresh store (best run) | {accept.rate:,.0f} | "
+        f"{accept.ms(50):.2f} ms | {accept.ms(99):.2f} ms |",
+        f"| bare 64-byte `write` + `fsync` (best run) | {fsync.rate:,.0f} | {fsync.ms(50):.2f} ms | {fsync.ms(99):.2f} ms |",
         "",
-        "Interpretation: " + interpretation(r),
+        "Interpretation: " + INTERPRETATION,
     ]
     section = "\n".join(lines) + "\n"
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
@@ -345,12 +424,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, r: dict[s
     RESULTS.write_text(text)
 
 
-def interpretation(r: dict[str, Any]) -> str:
-    submit, accept, fsync = r["submit"], r["accept"], r["fsync"]
-    bound = "the serialized durable commit" if accept.rate < 1.5 * submit.rate else "the handler's CPU work under the GIL"
-    return (f"ingest runs at {submit.rate:,.0f}/s, {'above' if submit.rate >= TARGET else 'below'} the {TARGET:.0f}/s "
-            f"target; one thread commits {accept.rate:,.0f}/s through `Store.accept` and the disk does "
-            f"{fsync.rate:,.0f} bare fsyncs/s (each commit takes two), so the ceiling is {bound}.")
+INTERPRETATION = "TBD"
 
 
 def main() -> None:
@@ -358,33 +432,41 @@ def main() -> None:
     parser.add_argument("--owners", type=int, default=64)
     parser.add_argument("--studies", type=int, default=16)
     parser.add_argument("--threads", type=int, default=16, help="concurrent client threads (default 16)")
+    parser.add_argument("--clients", choices=["thread", "process", "both"], default="both",
+                        help="client threads in this process, in a child process, or both (default)")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh runs per client placement; the best is reported")
     parser.add_argument("--dir", type=Path, default=None,
                         help="parent directory of the throw-away state (default: the system temp dir)")
-    parser.add_argument("--profile", action="store_true", help="cProfile the miner's Submit handlers; no RESULTS.md")
-    parser.add_argument("--keep", action="store_true", help="keep the kits and the miner state")
+    parser.add_argument("--profile", choices=["wall", "cpu"], default=None,
+                        help="one run, cProfile of the miner's Submit handlers by wall or per-thread CPU time; no RESULTS.md")
     args = parser.parse_args()
+    modes = ["thread", "process"] if args.clients == "both" else [args.clients]
+    if args.profile:
+        modes, args.repeats = modes[-1:], 1
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="modelshare-ingest-", dir=args.dir))
+    runs = []
     try:
-        r = measure(args, root)
-        ratio = r["submit"].rate / r["health"].rate
-        for p in (r["health"], r["submit"], r["accept"], r["fsync"]):
-            print(f"{p.name}: {p.calls} calls in {p.seconds:.2f} s = {p.rate:,.0f}/s, p50 {p.ms(50):.2f} ms, p99 {p.ms(99):.2f} ms")
-        print(f"Submit/Health ratio {ratio:.3f}")
+        for rep in range(args.repeats):
+            for m in modes:  # interleaved, so drift on a shared machine hits both placements alike
+                runs.append(measure(args, root / f"{m}-{rep}", m, args.profile))
         if args.profile:
-            print_profile(r["profiles"])
-        else:
-            flags = [("--owners", args.owners, 64), ("--studies", args.studies, 16), ("--threads", args.threads, 16)]
-            command = "python bench/miner_ingest.py" + "".join(f" {f} {v}" for f, v, d in flags if v != d)
-            write_results(command, args, root, r)
+            print_profile(runs[0]["profiles"], args.profile)
+            return
+        for m in modes:
+            r = best(runs, m)
+            print(f"best with clients in {m}: Submit {r['submit'].rate:,.0f}/s, Health {r['health'].rate:,.0f}/s, "
+                  f"ratio {r['submit'].rate / r['health'].rate:.3f}")
+        flags = [("--owners", args.owners, 64), ("--studies", args.studies, 16), ("--threads", args.threads, 16),
+                 ("--clients", args.clients, "both"), ("--repeats", args.repeats, 3)]
+        command = "python bench/miner_ingest.py" + "".join(f" {f} {v}" for f, v, d in flags if v != d)
+        write_results(command, args, root, runs)
     finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    if not args.profile and r["submit"].rate < TARGET:
-        raise SystemExit(f"ingest {r['submit'].rate:.0f} submissions/s is below the target {TARGET:.0f}")
+        shutil.rmtree(root, ignore_errors=True)
+    worst = min(best(runs, m)["submit"].rate for m in modes)
+    if worst < TARGET:
+        raise SystemExit(f"ingest {worst:.0f} submissions/s is below the target {TARGET:.0f}")
 
 
 if __name__ == "__main__":
