@@ -35,6 +35,7 @@ class Coordinator:
         self.clock = clock
         self.changed = threading.Condition()
         self._queue: "queue.Queue[str | None]" = queue.Queue()
+        self._answers: "queue.Queue[str | None]" = queue.Queue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -45,7 +46,8 @@ class Coordinator:
             self._queue.put(row.study_id)
         for row in self.store.studies("open"):
             self.evaluate(row.study_id)
-        for target, name in ((self._mine_loop, "miner-mining"), (self._deadline_loop, "miner-deadlines")):
+        for target, name in ((self._mine_loop, "miner-mining"), (self._deadline_loop, "miner-deadlines"),
+                             (self._answer_loop, "miner-answers")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -53,6 +55,7 @@ class Coordinator:
     def stop(self) -> None:
         self._stop.set()
         self._queue.put(None)
+        self._answers.put(None)
         self.notify()
         for thread in self._threads:
             thread.join(timeout=30)
@@ -62,6 +65,21 @@ class Coordinator:
             self.changed.notify_all()
 
     # ------------------------------------------------------------ decisions
+    def answered(self, study_id: str) -> None:
+        """An owner answered: re-evaluate the study on the lifecycle thread, off the request path."""
+        self._answers.put(study_id)
+        self.notify()
+
+    def _answer_loop(self) -> None:
+        while not self._stop.is_set():
+            study_id = self._answers.get()
+            if study_id is None:
+                return
+            try:
+                self.evaluate(study_id)
+            except StoreError as exc:
+                log.error("study %s: cannot update its state (%s); the deadline check retries", study_id, exc)
+
     def evaluate(self, study_id: str) -> None:
         """Move an open study on if its answers or its deadline decide it; otherwise leave it."""
         row = self.store.study(study_id)

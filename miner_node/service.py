@@ -273,8 +273,7 @@ class MinerService(fgrpc.MinerServicer):
         if outcome != "accepted":
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"rejected as a {outcome} by the store; nothing stored")
         log.info("study %s: accepted the model of %s", message.study_id, signer.name)
-        self.coordinator.evaluate(message.study_id)
-        self.coordinator.notify()
+        self.coordinator.answered(message.study_id)
         return self._ack(sub, duplicate=False)
 
     @staticmethod
@@ -306,8 +305,7 @@ class MinerService(fgrpc.MinerServicer):
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"{signer.name!r} already answered {refusal.study_id!r}")
         log.info("study %s: %s refused: %s", refusal.study_id, signer.name, reason)
-        self.coordinator.evaluate(refusal.study_id)
-        self.coordinator.notify()
+        self.coordinator.answered(refusal.study_id)
         ack = fpb.SubmitAck(study_id=refusal.study_id, owner_id=signer.name,
                             submission_id=hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest())
         ack.accepted_at.FromNanoseconds(int(self.clock() * 1e9))
