@@ -47,8 +47,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import numpy as np
@@ -86,7 +87,7 @@ def machine(path: Path) -> str:
     except OSError:
         pass
     try:
-        fs = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True).stdout.splitlines()[1].split()
+        fs = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True, check=False).stdout.splitlines()[1].split()
         where = f"state on {fs[1]} ({fs[0]})"
     except (OSError, IndexError):
         where = "state file system unknown"
@@ -434,7 +435,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
     ]
     section = "\n".join(lines) + "\n"
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
-    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.S)
+    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.DOTALL)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
     RESULTS.write_text(text)
 
