@@ -39,7 +39,6 @@ owners and checked against each owner's local policy, so there is one parser for
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -48,12 +47,14 @@ from typing import Any, Mapping
 from common.anonymity import Requirement, RequirementError, parse_requirement
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema, SchemaError
-from common.wire import WireError, disclosure_from_pb, disclosure_to_pb, schema_from_pb, schema_to_pb
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from common.toml_file import read_toml
+from common.wire import (
+    WireError,
+    disclosure_from_pb,
+    disclosure_to_pb,
+    schema_from_pb,
+    schema_to_pb,
+)
 
 __all__ = [
     "StudyError",
@@ -181,12 +182,7 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
 def load_study_file(path: str | Path) -> StudyFile:
     """Read ``study.toml``; every error names the file and the field."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise StudyError(f"{path}: cannot read study file: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise StudyError(f"{path}: not a TOML study file: {exc}") from None
+    data = read_toml(path, "study file", StudyError)
     return spec_from_mapping(data, base=path.parent, where=str(path))
 
 

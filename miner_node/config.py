@@ -21,17 +21,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from common.kit import TlsFiles
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from common.toml_file import read_toml
 
 __all__ = ["MinerConfig", "ConfigError", "Limits"]
 
@@ -63,12 +58,7 @@ class MinerConfig:
     @classmethod
     def load(cls, path: str | Path) -> "MinerConfig":
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read miner config: {exc.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not a TOML file: {exc}") from None
+        data = read_toml(path, "miner config", ConfigError)
         return cls.from_mapping(data, base=path.parent, where=str(path))
 
     @classmethod

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,12 +29,8 @@ from common.model_io import write_message
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fgrpc
 from common.study import describe_spec, spec_schema
+from common.toml_file import read_toml
 from common.wire import model_message, tree_from_pb
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "results_dict", "write_results"]
 
@@ -56,12 +51,7 @@ class AdminConfig:
     @classmethod
     def load(cls, path: str | Path) -> "AdminConfig":
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise AdminError(f"{path}: cannot read admin config: {exc.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise AdminError(f"{path}: not a TOML file: {exc}") from None
+        data = read_toml(path, "admin config", AdminError)
         admin, tls = data.get("admin"), data.get("tls")
         if not isinstance(admin, Mapping) or not isinstance(tls, Mapping):
             raise AdminError(f"{path}: needs an [admin] and a [tls] table")

@@ -58,7 +58,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -81,11 +80,7 @@ from common.signing import (
     require_private_file,
     save_signing_key,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
+from common.toml_file import read_toml
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -197,12 +192,7 @@ def _party_from_toml(entry: Any, where: str) -> PartySpec:
 
 def load_project(path: str | Path) -> ProjectSpec:
     """Read and validate project.toml; every error names the file, the party index and the field."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProvisionError(f"{path}: cannot read project file: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProvisionError(f"{path}: not a TOML project file: {exc}") from None
+    data = read_toml(Path(path), "project file", ProvisionError)
     unknown = sorted(set(data) - {"name", "ca", "parties"})
     if unknown:
         raise ProvisionError(f"{path}: unknown top-level key(s) {unknown}")

@@ -28,18 +28,13 @@ reported at start, naming the key that points at the missing file, not at the fi
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from common.kit import NAME_PATTERN, TlsFiles
+from common.toml_file import read_toml
 from owner_node.policy import Policy, PolicyError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["OwnerConfig", "OwnerConfigError"]
 
@@ -133,14 +128,7 @@ class OwnerConfig:
     def load(cls, path: str | Path) -> OwnerConfig:
         """Read and validate ``owner.toml``; every error names the file and the key at fault."""
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise OwnerConfigError(f"{path}: owner config does not exist") from None
-        except OSError as exc:
-            raise OwnerConfigError(f"{path}: cannot read owner config: {exc.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise OwnerConfigError(f"{path}: not a TOML file: {exc}") from None
+        data = read_toml(path, "owner config", OwnerConfigError)
         return cls.from_mapping(data, path=path)
 
     @classmethod
