@@ -10,15 +10,15 @@ subtraction), and recomputes the attack counts to compare with the reported ones
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
-from common.anonymity import RequirementError, leaf_stats, parse_requirement
+from common.anonymity import LeafStats, RequirementError, leaf_stats, parse_requirement
 from common.attacks import AttackReport, attack_report
 from common.report import PrivacyReport
 from common.tree import Tree
-from common.tree_rebuild import eq1_counts
 
 __all__ = ["Check", "PathAudit", "AuditResult", "audit"]
 
@@ -46,11 +46,26 @@ class PathAudit:
 
 @dataclass(frozen=True)
 class AuditResult:
-    """Every check, every path, and the attack counts recomputed from the released statistics."""
+    """Every check, the attack counts recomputed from the released statistics, and every path.
+
+    ``paths`` (with a readable description each) is built on first use: the miner audits every
+    submission and needs only the verdict.
+    """
 
     checks: tuple[Check, ...]
-    paths: tuple[PathAudit, ...]
     attacks: AttackReport
+    tree: Tree = field(repr=False)
+    stats: LeafStats = field(repr=False)
+    meets: np.ndarray = field(repr=False)
+
+    @cached_property
+    def paths(self) -> tuple[PathAudit, ...]:
+        descriptions = {p.leaf: p.describe(self.tree.schema) for p in self.tree.paths()}
+        s = self.stats
+        return tuple(
+            PathAudit(int(i), descriptions[int(i)], float(t), float(h), float(m), bool(o))
+            for i, t, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, self.meets)
+        )
 
     @property
     def passed(self) -> bool:
@@ -65,37 +80,54 @@ class AuditResult:
         }
 
 
+def _implied_counts(tree: Tree) -> np.ndarray:
+    """Per node, the class counts its children imply: exact sums, or Eq. 1 estimates under hit/miss."""
+    n, k = len(tree.nodes), tree.schema.n_classes
+    children = np.arange(1, n)
+    parent = tree.parents[children]
+    if tree.disclosure == "counts":
+        implied = np.zeros((n, k))
+        np.add.at(implied, parent, np.stack([tree.nodes[c].counts for c in children]).reshape(-1, k))
+        return implied
+    labels = np.fromiter((tree.nodes[c].label for c in children), dtype=np.int64, count=n - 1)
+    hit = np.fromiter((tree.nodes[c].hit for c in children), dtype=np.float64, count=n - 1)
+    miss = np.fromiter((tree.nodes[c].miss for c in children), dtype=np.float64, count=n - 1)
+    estimate = np.zeros((n, k))
+    own_miss = np.zeros((n, k))
+    np.add.at(estimate, (parent, labels), hit)
+    np.add.at(own_miss, (parent, labels), miss)
+    all_miss = np.bincount(parent, weights=miss, minlength=n)
+    return estimate + (all_miss[:, None] - own_miss) / max(k - 1, 1)
+
+
 def _inner_check(tree: Tree) -> Check:
     """Each inner node must equal what its children imply: exact sums, or Eq. 1 under hit/miss.
 
-    Checked node by node against the node's own children, so the node numbering does not matter;
-    by induction every inner node then derives from the leaves alone. A tie between classes may
-    be broken either way.
+    Checked node by node against the node's own children (Eq. 1 as in `common.tree_rebuild.eq1_counts`,
+    applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node then
+    derives from the leaves alone. A tie between classes may be broken either way.
     """
     name = "inner nodes derive from leaves"
-    for i, node in enumerate(tree.nodes):
-        if node.is_leaf:
-            continue
-        children = [tree.nodes[e.child] for e in node.edges]
+    inner = np.array([not node.is_leaf for node in tree.nodes])
+    if inner.any():
+        implied = _implied_counts(tree)
+        labels = np.array([node.label for node in tree.nodes])
         if tree.disclosure == "counts":
-            implied = np.sum([c.counts for c in children], axis=0)
-            same = np.allclose(implied, node.counts, rtol=1e-9, atol=1e-6)  # type: ignore[arg-type]
+            disclosed = np.stack([node.counts for node in tree.nodes])
+            same = np.isclose(implied, disclosed, rtol=1e-9, atol=1e-6).all(axis=1)
         else:
-            implied = eq1_counts(
-                np.array([c.label for c in children]),
-                np.array([c.hit for c in children]),
-                np.array([c.miss for c in children]),
-                tree.schema.n_classes,
-            )
-            same = math.isclose(node.hit, implied[node.label], rel_tol=1e-9, abs_tol=1e-6) and math.isclose(
-                implied[node.label], implied.max(), rel_tol=1e-9, abs_tol=1e-6
-            )
-        if not same:
+            hit = np.array([node.hit for node in tree.nodes])
+            own = implied[np.arange(labels.size), labels]
+            same = np.isclose(own, hit, rtol=1e-9, atol=1e-6) & np.isclose(own, implied.max(axis=1), rtol=1e-9, atol=1e-6)
+        bad = inner & ~same
+        if bad.any():
+            i = int(np.argmax(bad))
+            node = tree.nodes[i]
             return Check(
                 name,
                 False,
                 f"node {i} discloses class {node.label}, hit {node.hit:g}, miss {node.miss:g}; its children imply "
-                f"class counts {np.round(implied, 6).tolist()}",
+                f"class counts {np.round(implied[i], 6).tolist()}",
             )
     how = "exact sums of the leaves' counts" if tree.disclosure == "counts" else "Eq. 1 estimates from the leaves"
     return Check(name, True, f"every inner node equals {how}")
@@ -128,7 +160,6 @@ def audit(tree: Tree, report: PrivacyReport | None) -> AuditResult:
         ``passed`` is False when any claim fails; the checks say which and why.
     """
     stats = leaf_stats(tree)
-    descriptions = {p.leaf: p.describe(tree.schema) for p in tree.paths()}
     attacks = attack_report(tree)
     checks = [_inner_check(tree)]
     ok = np.ones(stats.leaves.size, dtype=bool)
@@ -160,8 +191,4 @@ def audit(tree: Tree, report: PrivacyReport | None) -> AuditResult:
                 "match the released statistics" if same else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
             )
         )
-    paths = tuple(
-        PathAudit(int(i), descriptions[int(i)], float(t), float(h), float(m), bool(o))
-        for i, t, h, m, o in zip(stats.leaves, stats.total, stats.hit, stats.miss, ok)
-    )
-    return AuditResult(tuple(checks), paths, attacks)
+    return AuditResult(tuple(checks), attacks, tree, stats, ok)

@@ -201,6 +201,11 @@ class Path:
         return " AND ".join(parts) if parts else "(everything)"
 
 
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise `math.isclose` with its defaults (relative tolerance 1e-9, symmetric)."""
+    return np.abs(a - b) <= 1e-9 * np.maximum(np.abs(a), np.abs(b))
+
+
 class Tree:
     """A validated decision tree over a schema; node 0 is the root.
 
@@ -222,48 +227,49 @@ class Tree:
 
     # ------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema."""
-        nodes = self.nodes
+        """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema.
+
+        Structure and constraints are checked node by node; the statistics (finite, non-negative,
+        consistent with the label, children summing to their parent) in one vectorised pass, since
+        the miner validates every tree it receives.
+        """
         if self.disclosure not in DISCLOSURES:
             raise TreeError(f"disclosure is {self.disclosure!r}; expected one of {list(DISCLOSURES)}")
-        if not nodes:
+        if not self.nodes:
             raise TreeError("a tree needs at least a root node")
-        parent = [-1] * len(nodes)
+        self._parents = self._link_parents()
+        for i, node in enumerate(self.nodes):
+            self._validate_node(i, node)
+        self._validate_stats()
+
+    def _link_parents(self) -> np.ndarray:
+        """Each node's parent index (-1 for the root); every node but the root has exactly one."""
+        nodes = self.nodes
+        parent = np.full(len(nodes), -1, dtype=np.int64)
         for i, node in enumerate(nodes):
             for edge in node.edges:
                 c = edge.child
                 if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < len(nodes):
                     raise TreeError(f"node {i}: edge to node {c!r}, which does not exist")
         for i, node in enumerate(nodes):
-            self._validate_node(i, node)
             for edge in node.edges:
                 c = edge.child
                 if c == 0 or parent[c] != -1:
                     raise TreeError(f"node {i}: node {c} has more than one parent (cycle or shared subtree)")
                 parent[c] = i
-        unreachable = [i for i in range(1, len(nodes)) if parent[i] == -1]
-        if unreachable:
-            raise TreeError(f"nodes {unreachable[:10]} are not reachable from the root")
-        for i, node in enumerate(nodes):
-            if not node.is_leaf:
-                self._validate_sums(i, node)
+        unreachable = np.flatnonzero(parent[1:] == -1) + 1
+        if unreachable.size:
+            raise TreeError(f"nodes {unreachable[:10].tolist()} are not reachable from the root")
+        return parent
 
     def _validate_node(self, i: int, node: Node) -> None:
+        """The node's label, split attribute and edge constraints against the schema."""
         schema = self.schema
         if isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer)) or not 0 <= node.label < schema.n_classes:
             raise TreeError(f"node {i}: class index {node.label} is outside 0..{schema.n_classes - 1}")
-        if not (math.isfinite(node.hit) and math.isfinite(node.miss)) or node.hit < 0 or node.miss < 0:
-            raise TreeError(f"node {i}: hit {node.hit} and miss {node.miss} must be finite and non-negative")
         if self.disclosure == "counts":
-            counts = node.counts
-            if counts is None or counts.shape != (schema.n_classes,):
+            if node.counts is None or node.counts.shape != (schema.n_classes,):
                 raise TreeError(f"node {i}: counts disclosure needs a vector of {schema.n_classes} class counts")
-            if not np.all(np.isfinite(counts)) or np.any(counts < 0):
-                raise TreeError(f"node {i}: class counts {counts.tolist()} must be finite and non-negative")
-            if counts.sum() > 0 and counts[node.label] < counts.max():
-                raise TreeError(f"node {i}: label {node.label} is not a majority class of counts {counts.tolist()}")
-            if not math.isclose(node.hit, counts[node.label]) or not math.isclose(node.total, counts.sum()):
-                raise TreeError(f"node {i}: hit/miss disagree with counts {counts.tolist()}")
         elif node.counts is not None:
             raise TreeError(f"node {i}: hit_miss disclosure must not carry class counts")
         if node.is_leaf:
@@ -303,18 +309,61 @@ class Tree:
                     raise TreeError(f"node {i}: sibling intervals on {attr.name!r} overlap")
                 spans.append(iv)
 
-    def _validate_sums(self, i: int, node: Node) -> None:
-        """Children must hold exactly the node's tuples (class by class under counts disclosure)."""
-        child_total = sum(self.nodes[e.child].total for e in node.edges)
-        if not math.isclose(child_total, node.total, rel_tol=1e-9, abs_tol=1e-6):
-            raise TreeError(f"node {i}: children hold {child_total:g} tuples, the node {node.total:g}")
+    def _validate_stats(self) -> None:
+        """Hit/miss finite and non-negative, counts consistent with them, children summing to parents."""
+        n = len(self.nodes)
+        hit = np.fromiter((node.hit for node in self.nodes), dtype=np.float64, count=n)
+        miss = np.fromiter((node.miss for node in self.nodes), dtype=np.float64, count=n)
+        bad = ~(np.isfinite(hit) & np.isfinite(miss) & (hit >= 0) & (miss >= 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TreeError(f"node {i}: hit {hit[i]} and miss {miss[i]} must be finite and non-negative")
+        total = hit + miss
+        counts = None
         if self.disclosure == "counts":
-            child_sum = np.sum([self.nodes[e.child].counts for e in node.edges], axis=0)
-            if not np.allclose(child_sum, node.counts, rtol=1e-9, atol=1e-6):
+            counts = np.stack([node.counts for node in self.nodes]).astype(np.float64, copy=False)  # type: ignore[misc]
+            self._validate_counts(counts, hit, total)
+        children = np.arange(1, n)
+        inner = np.fromiter((bool(node.edges) for node in self.nodes), dtype=bool, count=n)
+        child_total = np.bincount(self._parents[children], weights=total[children], minlength=n)
+        bad = inner & ~np.isclose(child_total, total, rtol=1e-9, atol=1e-6)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TreeError(f"node {i}: children hold {child_total[i]:g} tuples, the node {total[i]:g}")
+        if counts is not None:
+            child_sum = np.zeros_like(counts)
+            np.add.at(child_sum, self._parents[children], counts[children])
+            bad = inner & ~np.isclose(child_sum, counts, rtol=1e-9, atol=1e-6).all(axis=1)
+            if bad.any():
+                i = int(np.argmax(bad))
                 raise TreeError(
-                    f"node {i}: children's counts sum to {np.asarray(child_sum).tolist()}, "
-                    f"not the node's {node.counts.tolist()}"  # type: ignore[union-attr]
+                    f"node {i}: children's counts sum to {child_sum[i].tolist()}, not the node's {counts[i].tolist()}"
                 )
+
+    def _validate_counts(self, counts: np.ndarray, hit: np.ndarray, total: np.ndarray) -> None:
+        """Class counts finite, non-negative, with the label a majority class and hit/miss derived from them."""
+        bad = ~(np.isfinite(counts).all(axis=1) & (counts >= 0).all(axis=1))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TreeError(f"node {i}: class counts {counts[i].tolist()} must be finite and non-negative")
+        labels = np.fromiter((node.label for node in self.nodes), dtype=np.int64, count=len(self.nodes))
+        own = counts[np.arange(len(labels)), labels]
+        sums = counts.sum(axis=1)
+        bad = (sums > 0) & (own < counts.max(axis=1))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TreeError(f"node {i}: label {labels[i]} is not a majority class of counts {counts[i].tolist()}")
+        bad = ~(_close(hit, own) & _close(total, sums))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TreeError(f"node {i}: hit/miss disagree with counts {counts[i].tolist()}")
+
+    @property
+    def parents(self) -> np.ndarray:
+        """Parent index of every node, -1 for the root (read-only)."""
+        view = self._parents.view()
+        view.flags.writeable = False
+        return view
 
     # ---------------------------------------------------------------- shape
     @property

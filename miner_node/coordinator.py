@@ -71,14 +71,18 @@ class Coordinator:
         self.notify()
 
     def _answer_loop(self) -> None:
+        """Re-evaluate answered studies; a burst of answers to one study costs one evaluation."""
         while not self._stop.is_set():
-            study_id = self._answers.get()
-            if study_id is None:
+            pending = [self._answers.get()]
+            while not self._answers.empty():
+                pending.append(self._answers.get_nowait())
+            if None in pending:
                 return
-            try:
-                self.evaluate(study_id)
-            except StoreError as exc:
-                log.error("study %s: cannot update its state (%s); the deadline check retries", study_id, exc)
+            for study_id in dict.fromkeys(pending):
+                try:
+                    self.evaluate(study_id)  # type: ignore[arg-type]
+                except StoreError as exc:
+                    log.error("study %s: cannot update its state (%s); the deadline check retries", study_id, exc)
 
     def evaluate(self, study_id: str) -> None:
         """Move an open study on if its answers or its deadline decide it; otherwise leave it."""
@@ -87,7 +91,7 @@ class Coordinator:
             return
         spec = fpb.StudySpec.FromString(row.spec)
         invited = list(spec.owners)
-        submitted = {s.owner_id for s in self.store.submissions(study_id)}
+        submitted = self.store.submitted_owners(study_id)
         refused = self.store.refusals(study_id)
         waiting = [o for o in invited if o not in submitted and o not in refused]
         quorum = spec.quorum
@@ -135,7 +139,8 @@ class Coordinator:
         for sub in self.store.submissions(study_id):
             message = fpb.ModelMessage.FromString(fpb.SignedEnvelope.FromString(sub.envelope).payload)
             accepted.append(AcceptedModel(sub.owner_id, decode_model(message)))
-        evaluation = load_evaluation(row.evaluation, schema) if row.evaluation else None
+        table = self.store.evaluation(study_id)
+        evaluation = load_evaluation(table, schema) if table else None
         results = mine(spec, schema, accepted, evaluation)
         self.store.finish(study_id, results.SerializeToString())
         log.info("study %s: done; %d models from %d owners in %.2f s", study_id, len(results.models),

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 __all__ = ["Store", "StoreError", "StudyRow", "Submission", "LogVerdict", "verify_log", "GENESIS"]
 
@@ -79,11 +79,13 @@ class StoreError(RuntimeError):
     """The store cannot be opened or written (disk full, read-only, corrupt); nothing was acknowledged."""
 
 
+_STUDY_COLUMNS = "study_id, spec, state, reason, created_at, updated_at"
+
+
 @dataclass(frozen=True)
 class StudyRow:
     study_id: str
     spec: bytes
-    evaluation: bytes | None
     state: str
     reason: str
     created_at: float
@@ -105,8 +107,34 @@ def entry_hash(prev_hash: str, seq: int, at: float, event: str) -> str:
     return hashlib.sha256((prev_hash + body).encode("utf-8")).hexdigest()
 
 
+class _Abandon(Exception):
+    """Raised inside a write to undo its own changes and return ``value`` (e.g. an id already taken)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(value)
+        self.value = value
+
+
+@dataclass(eq=False)
+class _Write:
+    """One queued write: the function to run inside the shared transaction and its outcome."""
+
+    fn: Callable[[sqlite3.Connection], Any]
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+
+
 class Store:
-    """One SQLite database in ``state_dir``; thread-safe (one connection behind a lock)."""
+    """One SQLite database in ``state_dir``; thread-safe.
+
+    Writes are group-committed: concurrent writers queue their work, the first becomes the leader
+    and runs the whole queue in one transaction (each write in its own savepoint, so one failed
+    write undoes only itself), commits once and writes the head file once; every writer returns
+    only after that commit. This keeps the one-fsync-per-commit cost from capping ingest while
+    the acknowledgement still follows durability. Reads use one read-only connection per thread,
+    which WAL lets proceed while a commit is being synced.
+    """
 
     def __init__(self, state_dir: str | Path) -> None:
         self.dir = Path(state_dir)
@@ -119,30 +147,131 @@ class Store:
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the miner store in {self.dir}: {exc}") from None
-        self._lock = threading.RLock()
+        self._cv = threading.Condition()
+        self._queue: list[_Write] = []
+        self._writing = False
+        self._closed = False
+        self._readers: list[sqlite3.Connection] = []
+        self._local = threading.local()
         self._head = self._read_head()
+        self._tx_head = self._head
 
     # ------------------------------------------------------------ plumbing
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        with self._cv:
+            while self._writing:
+                self._cv.wait()
+            self._closed = True
+            for conn in [self._db, *self._readers]:
+                conn.close()
 
     def _read_head(self) -> tuple[int, str]:
         row = self._db.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
         return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
 
-    def _transaction(self) -> "_Tx":
-        return _Tx(self)
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read-only connection (opened on first use)."""
+        conn = getattr(self._local, "db", None)
+        if conn is None:
+            with self._cv:
+                if self._closed:
+                    raise StoreError("the miner store is closed")
+                conn = sqlite3.connect(self.dir / DB_NAME, check_same_thread=False, isolation_level=None)
+                conn.execute("PRAGMA query_only=ON")
+                self._readers.append(conn)
+            self._local.db = conn
+        return conn
 
-    def _append_log(self, event: dict[str, Any]) -> None:
+    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return self._reader().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the miner store: {exc}") from None
+
+    def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``fn`` in a committed transaction (group-committed with concurrent writes); its result."""
+        job = _Write(fn)
+        with self._cv:
+            if self._closed:
+                raise StoreError("the miner store is closed")
+            self._queue.append(job)
+            while self._writing and not job.done:
+                self._cv.wait()
+            batch: list[_Write] = []
+            if not job.done:
+                batch, self._queue, self._writing = self._queue, [], True
+        if batch:
+            try:
+                self._commit(batch)
+            finally:
+                self._fail([j for j in batch if not j.done], StoreError("the write was interrupted"))
+                with self._cv:
+                    self._writing = False
+                    self._cv.notify_all()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _commit(self, batch: list[_Write]) -> None:
+        """One transaction for the batch: a savepoint per write, one COMMIT, one head-file write."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._fail(batch, StoreError(f"cannot write the miner store: {exc}"))
+            return
+        self._tx_head = self._head
+        for job in batch:
+            self._run_one(db, job)
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as err:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._fail(batch, StoreError(f"cannot commit to the miner store: {err}"))
+            return
+        changed, self._head = self._tx_head != self._head, self._tx_head
+        for job in batch:
+            job.done = True
+        if changed:
+            try:
+                self._write_head()
+            except OSError:
+                pass  # the log itself is committed; verify-log tolerates a head that lags
+
+    def _run_one(self, db: sqlite3.Connection, job: _Write) -> None:
+        """Run one write in its own savepoint; on any failure undo just that write."""
+        head = self._tx_head
+        db.execute("SAVEPOINT one_write")
+        try:
+            job.result = job.fn(db)
+        except Exception as exc:  # handed back to the writer's own thread
+            db.execute("ROLLBACK TO one_write")
+            self._tx_head = head
+            if isinstance(exc, _Abandon):
+                job.result = exc.value
+            elif isinstance(exc, sqlite3.Error):
+                job.error = StoreError(f"cannot write the miner store: {exc}")
+            else:
+                job.error = exc
+        db.execute("RELEASE one_write")
+
+    @staticmethod
+    def _fail(batch: list[_Write], error: StoreError) -> None:
+        for job in batch:
+            job.result, job.error, job.done = None, error, True
+
+    def _append_log(self, db: sqlite3.Connection, event: dict[str, Any]) -> None:
         """Append one chained entry inside the open transaction."""
-        seq, prev = self._head
+        seq, prev = self._tx_head
         seq += 1
         at = time.time()
         text = json.dumps(event, sort_keys=True, separators=(",", ":"))
         digest = entry_hash(prev, seq, at, text)
-        self._db.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?)", (seq, at, text, prev, digest))
-        self._pending_head = (seq, digest)
+        db.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?)", (seq, at, text, prev, digest))
+        self._tx_head = (seq, digest)
 
     def _write_head(self) -> None:
         seq, digest = self._head
@@ -156,166 +285,128 @@ class Store:
     # -------------------------------------------------------------- studies
     def create_study(self, study_id: str, spec: bytes, evaluation: bytes | None, *, by: str) -> bool:
         """Store a new open study; False if the id is taken (nothing changes)."""
-        now = time.time()
-        with self._transaction() as tx:
-            if self._db.execute("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).fetchone():
-                return tx.rollback(False)
-            self._db.execute(
-                "INSERT INTO studies VALUES (?, ?, ?, 'open', '', ?, ?)", (study_id, spec, evaluation, now, now)
-            )
-            self._append_log({"kind": "study-created", "study": study_id, "by": by})
-        return True
+
+        def write(db: sqlite3.Connection) -> bool:
+            if db.execute("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).fetchone():
+                raise _Abandon(False)
+            now = time.time()
+            db.execute("INSERT INTO studies VALUES (?, ?, ?, 'open', '', ?, ?)", (study_id, spec, evaluation, now, now))
+            self._append_log(db, {"kind": "study-created", "study": study_id, "by": by})
+            return True
+
+        return bool(self._write(write))
 
     def set_state(self, study_id: str, state: str, reason: str = "") -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ?",
-                (state, reason, time.time(), study_id),
-            )
-            self._append_log({"kind": "study-state", "study": study_id, "state": state, "reason": reason})
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ?",
+                       (state, reason, time.time(), study_id))
+            self._append_log(db, {"kind": "study-state", "study": study_id, "state": state, "reason": reason})
+
+        self._write(write)
 
     def study(self, study_id: str) -> StudyRow | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM studies WHERE study_id = ?", (study_id,)).fetchone()
-        return None if row is None else StudyRow(*row)
+        """A study's spec and state (not its evaluation table: see `evaluation`)."""
+        rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies WHERE study_id = ?", (study_id,))
+        return StudyRow(*rows[0]) if rows else None
 
     def studies(self, state: str | None = None) -> list[StudyRow]:
-        with self._lock:
-            if state is None:
-                rows = self._db.execute("SELECT * FROM studies ORDER BY created_at, study_id").fetchall()
-            else:
-                rows = self._db.execute("SELECT * FROM studies WHERE state = ? ORDER BY created_at, study_id", (state,)).fetchall()
+        if state is None:
+            rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies ORDER BY created_at, study_id")
+        else:
+            rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies WHERE state = ? ORDER BY created_at, study_id", (state,))
         return [StudyRow(*r) for r in rows]
+
+    def evaluation(self, study_id: str) -> bytes | None:
+        """The evaluation table the admin sent with the study, if any."""
+        rows = self._rows("SELECT evaluation FROM studies WHERE study_id = ?", (study_id,))
+        return None if not rows or rows[0][0] is None else bytes(rows[0][0])
 
     # ---------------------------------------------------------- submissions
     def submission(self, study_id: str, owner_id: str) -> Submission | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM submissions WHERE study_id = ? AND owner_id = ?", (study_id, owner_id)
-            ).fetchone()
-        return None if row is None else Submission(*row)
+        rows = self._rows("SELECT * FROM submissions WHERE study_id = ? AND owner_id = ?", (study_id, owner_id))
+        return Submission(*rows[0]) if rows else None
 
     def submissions(self, study_id: str) -> list[Submission]:
         """Accepted submissions of a study, ordered by owner id (the order mining uses)."""
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM submissions WHERE study_id = ? ORDER BY owner_id", (study_id,)).fetchall()
+        rows = self._rows("SELECT * FROM submissions WHERE study_id = ? ORDER BY owner_id", (study_id,))
         return [Submission(*r) for r in rows]
 
+    def submitted_owners(self, study_id: str) -> set[str]:
+        """Owners with an accepted submission to the study (no envelopes read)."""
+        return {r[0] for r in self._rows("SELECT owner_id FROM submissions WHERE study_id = ?", (study_id,))}
+
     def nonce_seen(self, nonce: bytes) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
+        return bool(self._rows("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)))
 
     def accept(self, sub: Submission, nonce: bytes) -> str:
         """Commit an accepted submission with its nonce and log entry.
 
         Returns ``"accepted"``, or ``"duplicate"`` when the identical envelope is already stored,
         or ``"conflict"`` when the owner already submitted a different one, or ``"replay"`` when
-        the nonce is taken (both leave the store unchanged but for the log).
+        the nonce is taken (both leave the store unchanged).
         """
-        with self._transaction():
-            old = self._db.execute(
+
+        def write(db: sqlite3.Connection) -> str:
+            old = db.execute(
                 "SELECT submission_id FROM submissions WHERE study_id = ? AND owner_id = ?", (sub.study_id, sub.owner_id)
             ).fetchone()
             if old is not None:
                 return "duplicate" if old[0] == sub.submission_id else "conflict"
-            if self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
+            if db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
                 return "replay"
-            self._db.execute("INSERT INTO submissions VALUES (?, ?, ?, ?, ?)", (
-                sub.study_id, sub.owner_id, sub.submission_id, sub.envelope, sub.accepted_at))
-            self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, sub.owner_id, sub.accepted_at))
-            self._append_log({"kind": "submission", "outcome": "accepted", "study": sub.study_id,
-                              "owner": sub.owner_id, "submission": sub.submission_id})
-        return "accepted"
+            db.execute("INSERT INTO submissions VALUES (?, ?, ?, ?, ?)",
+                       (sub.study_id, sub.owner_id, sub.submission_id, sub.envelope, sub.accepted_at))
+            db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, sub.owner_id, sub.accepted_at))
+            self._append_log(db, {"kind": "submission", "outcome": "accepted", "study": sub.study_id,
+                                  "owner": sub.owner_id, "submission": sub.submission_id})
+            return "accepted"
+
+        return str(self._write(write))
 
     def refuse(self, study_id: str, owner_id: str, reason: str, nonce: bytes) -> bool:
         """Record an owner's refusal; False if it already answered the study."""
-        with self._transaction() as tx:
-            answered = self._db.execute(
+
+        def write(db: sqlite3.Connection) -> bool:
+            answered = db.execute(
                 "SELECT 1 FROM submissions WHERE study_id = ? AND owner_id = ? UNION "
                 "SELECT 1 FROM refusals WHERE study_id = ? AND owner_id = ?", (study_id, owner_id, study_id, owner_id)
             ).fetchone()
-            if answered or self._db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
-                return tx.rollback(False)
+            if answered or db.execute("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)).fetchone():
+                raise _Abandon(False)
             now = time.time()
-            self._db.execute("INSERT INTO refusals VALUES (?, ?, ?, ?)", (study_id, owner_id, reason, now))
-            self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, owner_id, now))
-            self._append_log({"kind": "refusal", "study": study_id, "owner": owner_id, "reason": reason})
-        return True
+            db.execute("INSERT INTO refusals VALUES (?, ?, ?, ?)", (study_id, owner_id, reason, now))
+            db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (nonce, owner_id, now))
+            self._append_log(db, {"kind": "refusal", "study": study_id, "owner": owner_id, "reason": reason})
+            return True
+
+        return bool(self._write(write))
 
     def refusals(self, study_id: str) -> dict[str, tuple[str, float]]:
-        with self._lock:
-            rows = self._db.execute("SELECT owner_id, reason, at FROM refusals WHERE study_id = ?", (study_id,)).fetchall()
+        rows = self._rows("SELECT owner_id, reason, at FROM refusals WHERE study_id = ?", (study_id,))
         return {r[0]: (r[1], r[2]) for r in rows}
 
     def log_rejection(self, event: dict[str, Any]) -> None:
         """Append a rejected submission to the audit log (nothing else is stored)."""
-        with self._transaction():
-            self._append_log({"kind": "submission", "outcome": "rejected", **event})
+        self._write(lambda db: self._append_log(db, {"kind": "submission", "outcome": "rejected", **event}))
 
     def count_submissions(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0])
+        return int(self._rows("SELECT COUNT(*) FROM submissions")[0][0])
 
     # -------------------------------------------------------------- results
     def finish(self, study_id: str, results: bytes) -> None:
         """Store a study's results and mark it done, in one transaction."""
-        now = time.time()
-        with self._transaction():
-            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)", (study_id, results, now))
-            self._db.execute("UPDATE studies SET state = 'done', reason = '', updated_at = ? WHERE study_id = ?", (now, study_id))
-            self._append_log({"kind": "study-state", "study": study_id, "state": "done", "reason": ""})
+
+        def write(db: sqlite3.Connection) -> None:
+            now = time.time()
+            db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)", (study_id, results, now))
+            db.execute("UPDATE studies SET state = 'done', reason = '', updated_at = ? WHERE study_id = ?", (now, study_id))
+            self._append_log(db, {"kind": "study-state", "study": study_id, "state": "done", "reason": ""})
+
+        self._write(write)
 
     def results(self, study_id: str) -> bytes | None:
-        with self._lock:
-            row = self._db.execute("SELECT results FROM results WHERE study_id = ?", (study_id,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-
-class _Tx:
-    """``with store._transaction():`` BEGIN IMMEDIATE ... COMMIT under the store lock, then the head file."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._rolled_back = False
-
-    def rollback(self, value: bool) -> bool:
-        self.store._db.execute("ROLLBACK")
-        self._rolled_back = True
-        return value
-
-    def __enter__(self) -> "_Tx":
-        self.store._lock.acquire()
-        self.store._pending_head = None
-        try:
-            self.store._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self.store._lock.release()
-            raise StoreError(f"cannot write the miner store: {exc}") from None
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        store = self.store
-        try:
-            if self._rolled_back:
-                return
-            if exc_type is not None:
-                store._db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"cannot write the miner store: {exc}") from None
-                return
-            try:
-                store._db.execute("COMMIT")
-            except sqlite3.Error as err:
-                store._db.execute("ROLLBACK")
-                raise StoreError(f"cannot commit to the miner store: {err}") from None
-            if store._pending_head is not None:
-                store._head = store._pending_head
-                try:
-                    store._write_head()
-                except OSError:
-                    pass  # the log itself is committed; verify-log tolerates a head that lags
-        finally:
-            store._lock.release()
+        rows = self._rows("SELECT results FROM results WHERE study_id = ?", (study_id,))
+        return bytes(rows[0][0]) if rows else None
 
 
 @dataclass(frozen=True)
