@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from common.anonymity import RequirementError
@@ -20,16 +26,23 @@ from common.schema import SchemaError
 from common.table_io import write_table_chunks
 from common.tree import TreeError
 from miner_node.global_models import GLOBAL_MODELS
-from modelshare import cli_federation, cli_owner, cli_privacy, cli_provision, simulate
+from modelshare import (
+    cli_dps,
+    cli_federation,
+    cli_owner,
+    cli_privacy,
+    cli_provision,
+    simulate,
+)
 from modelshare.cli_common import (
+    add_release_options,
     add_table_source,
+    err,
     leaf_size,
     load_source,
+    out,
     positive_int,
     tree_params,
-    add_release_options,
-    err,
-    out,
 )
 from modelshare.experiments import pruning as pruning_experiment
 from modelshare.pipeline import PipelineConfig, run_study, summarize
@@ -189,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     pg.set_defaults(func=cmd_pgen)
 
     cli_privacy.add_parsers(sub)
+    cli_dps.add_parsers(sub)
     cli_provision.add_parsers(sub)
     cli_federation.add_parsers(sub)
     cli_owner.add_parsers(sub)

@@ -17,7 +17,13 @@ from common.study import load_study_file
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.store import verify_log
-from modelshare.admin import AdminConfig, admin_stub, results_dict, status_dict, write_results
+from modelshare.admin import (
+    AdminConfig,
+    admin_stub,
+    results_dict,
+    status_dict,
+    write_results,
+)
 from modelshare.cli_common import err, out
 from modelshare.logs import configure_logging
 from owner_node.release import MECHANISMS

@@ -17,15 +17,20 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from common.anonymity import parse_requirement
+from common.audit import audit
 from common.learners import make_learner
 from common.metrics import accuracy, class_match, path_match
 from common.schema import Schema
 from common.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen, pgen
-from common.anonymity import parse_requirement
-from common.audit import audit
-from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT, RequirementUnsatisfiable, release_tree
+from owner_node.release import (
+    MECHANISMS,
+    NEEDS_REQUIREMENT,
+    RequirementUnsatisfiable,
+    release_tree,
+)
 
 __all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
 

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from common.anonymity import KAnonymity, Requirement, RequirementError, parse_requirement
+from common.anonymity import (
+    KAnonymity,
+    Requirement,
+    RequirementError,
+    parse_requirement,
+)
 from common.attacks import attack_report
 from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
 from common.report import PathClaim, PrivacyReport, Release

@@ -9,7 +9,12 @@ import pytest
 
 from common.datasets import load_dataset
 from modelshare.cli import main
-from modelshare.experiments.pruning import PruningSettings, _reinfer, run_pruning, summarize_pruning
+from modelshare.experiments.pruning import (
+    PruningSettings,
+    _reinfer,
+    run_pruning,
+    summarize_pruning,
+)
 from modelshare.pipeline import PipelineConfig, run_study
 
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
-from common.learners import CartTreeClassifier
 
+from common.learners import CartTreeClassifier
 from common.metrics import accuracy, class_match, path_match
 from common.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.tree import CategorySet, Edge, Interval, Node, Tree

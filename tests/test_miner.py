@@ -10,7 +10,12 @@ import pytest
 
 from common.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
-from tests.federation_helpers import make_federation, signed_model, signed_refusal, study_spec
+from tests.federation_helpers import (
+    make_federation,
+    signed_model,
+    signed_refusal,
+    study_spec,
+)
 
 OWNERS = ["site-a", "site-b", "site-c"]
 

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from common.learners import make_learner
-from common.model_io import read_model, read_model_file, read_tree, write_message, write_release, write_tree
+from common.model_io import (
+    read_model,
+    read_model_file,
+    read_tree,
+    write_message,
+    write_release,
+    write_tree,
+)
 from common.pb import federation_pb2 as fpb
 from common.pb import model_pb2 as mpb
 from common.signing import SignatureError, generate_signing_key, verify_envelope

@@ -22,7 +22,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from common.learners._data import check_x, check_xy
-from common.learners._params import ParameterError, check_choice, check_nonnegative_real, check_positive_int
+from common.learners._params import (
+    ParameterError,
+    check_choice,
+    check_nonnegative_real,
+    check_positive_int,
+)
 from common.schema import Schema
 from common.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
