@@ -18,7 +18,7 @@ import numpy as np
 from common.anonymity import LeafStats, RequirementError, leaf_stats, parse_requirement
 from common.attacks import AttackReport, attack_report
 from common.report import PrivacyReport
-from common.tree import Tree
+from common.tree import Tree, counts_match
 
 __all__ = ["Check", "PathAudit", "AuditResult", "audit"]
 
@@ -114,11 +114,11 @@ def _inner_check(tree: Tree) -> Check:
         labels = np.array([node.label for node in tree.nodes])
         if tree.disclosure == "counts":
             disclosed = np.stack([node.counts for node in tree.nodes])
-            same = np.isclose(implied, disclosed, rtol=1e-9, atol=1e-6).all(axis=1)
+            same = counts_match(implied, disclosed).all(axis=1)
         else:
             hit = np.array([node.hit for node in tree.nodes])
             own = implied[np.arange(labels.size), labels]
-            same = np.isclose(own, hit, rtol=1e-9, atol=1e-6) & np.isclose(own, implied.max(axis=1), rtol=1e-9, atol=1e-6)
+            same = counts_match(own, hit) & counts_match(own, implied.max(axis=1))
         bad = inner & ~same
         if bad.any():
             i = int(np.argmax(bad))

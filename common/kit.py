@@ -23,6 +23,7 @@ roster.json::
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -343,6 +344,7 @@ def peer_cert_sha256(context: grpc.ServicerContext) -> str | None:
     return cert_sha256(pems[0]) if pems else None
 
 
+@functools.lru_cache(maxsize=4096)
 def cert_sha256(pem: bytes) -> str:
     """Lowercase hex SHA-256 of a PEM certificate's DER encoding (its usual fingerprint)."""
     try:

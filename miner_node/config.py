@@ -12,6 +12,7 @@
     max_nodes = 200000                  # per released tree
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # concurrent calls served
+    verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
 
     [tls]
     ca = "ca.crt"
@@ -21,6 +22,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -54,6 +56,7 @@ class MinerConfig:
     studies: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
     workers: int = 32
+    verify_processes: int = field(default_factory=lambda: default_verify_processes())
 
     @classmethod
     def load(cls, path: str | Path) -> "MinerConfig":
@@ -68,7 +71,7 @@ class MinerConfig:
             raise ConfigError(f"{where}: unknown sections {sorted(unknown)}; expected [miner] and [tls]")
         miner = _section(data, "miner", where)
         allowed = {"name", "listen", "state_dir", "roster", "studies", "max_message_bytes", "max_nodes",
-                   "timestamp_window_seconds", "workers"}
+                   "timestamp_window_seconds", "workers", "verify_processes"}
         bad = set(miner) - allowed
         if bad:
             raise ConfigError(f"{where}: unknown keys {sorted(bad)} in [miner]; expected {sorted(allowed)}")
@@ -96,6 +99,7 @@ class MinerConfig:
             studies=tuple(base / s for s in studies),
             limits=limits,
             workers=_int(miner, "workers", where, 32),
+            verify_processes=_int(miner, "verify_processes", where, default_verify_processes(), minimum=0),
         )
 
 
@@ -113,8 +117,14 @@ def _str(section: Mapping[str, Any], key: str, where: str, default: str | None =
     return value
 
 
-def _int(section: Mapping[str, Any], key: str, where: str, default: int) -> int:
+def _int(section: Mapping[str, Any], key: str, where: str, default: int, *, minimum: int = 1) -> int:
     value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: {key} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ConfigError(f"{where}: {key} must be {kind}, got {value!r}")
     return value
+
+
+def default_verify_processes() -> int:
+    """One verification worker per core, at most four (verification is a small share of a core each)."""
+    return min(4, os.cpu_count() or 1)

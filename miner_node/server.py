@@ -22,8 +22,9 @@ from common.pb import federation_pb2_grpc as fgrpc
 from common.study import StudyError, load_study_file
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
-from miner_node.service import MinerService, Rejection
+from miner_node.service import MinerService
 from miner_node.store import Store
+from miner_node.verify import ModelVerifier, Rejection
 
 __all__ = ["RunningMiner", "start_miner"]
 
@@ -45,6 +46,7 @@ class RunningMiner:
     def stop(self, grace: float | None = 2.0) -> None:
         self.server.stop(grace).wait()
         self.coordinator.stop()
+        self.service.verifier.close()
         self.store.close()
         try:
             os.unlink(self.config.state_dir / READY_FILE)
@@ -87,7 +89,9 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     store = Store(config.state_dir)
     roster = RosterWatcher(config.roster)
     coordinator = Coordinator(store)
-    service = MinerService(config.name, store, roster, coordinator, config.limits, mechanisms=mechanisms, insecure=insecure)
+    verifier = ModelVerifier(config.verify_processes, config.limits.max_nodes)
+    service = MinerService(config.name, store, roster, coordinator, config.limits, verifier,
+                           mechanisms=mechanisms, insecure=insecure)
     try:
         _create_config_studies(config, service)
     except ConfigError:
@@ -104,6 +108,7 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     if port == 0:
         store.close()
         raise ConfigError(f"cannot listen on {config.listen} (address in use or not available)")
+    verifier.start()
     coordinator.start()
     server.start()
     ready = config.state_dir / READY_FILE

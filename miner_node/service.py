@@ -27,20 +27,18 @@ from typing import Any, Callable, Iterable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.anonymity import RequirementError, parse_requirement, weaker_than
-from common.audit import audit
 from common.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fgrpc
 from common.schema import SchemaError
 from common.signing import SignatureError, verify_envelope
-from common.study import StudyError, check_spec, spec_requirement, spec_schema
-from common.wire import WireError, decode_model, disclosure_from_pb
+from common.study import StudyError, check_spec, spec_schema
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
 from miner_node.global_models import GLOBAL_MODELS
 from miner_node.mining import load_evaluation
 from miner_node.store import Store, StoreError, Submission
+from miner_node.verify import ModelVerifier, Rejection
 
 __all__ = ["MinerService", "Rejection"]
 
@@ -49,20 +47,17 @@ MAX_POLL_SECONDS = 30
 T = TypeVar("T")
 
 
-class Rejection(Exception):
-    """A refused call: the gRPC status code and the message a person can act on."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 @dataclass
 class _Caller:
     """Who is calling: the roster party behind the TLS identity (None only in insecure mode)."""
 
     party: Party | None
+
+
+def _remaining(context: grpc.ServicerContext) -> float | None:
+    """Seconds left before the caller's deadline, None without one."""
+    remaining = context.time_remaining()
+    return None if remaining is None or remaining > 1e6 else max(remaining, 0.0)
 
 
 def _handler(method: Callable[..., T]) -> Callable[..., T]:
@@ -96,6 +91,8 @@ class MinerService(fgrpc.MinerServicer):
         Durable state, the live roster, and the study lifecycle.
     limits:
         Size and freshness limits.
+    verifier:
+        Decodes, validates and re-audits submitted models (in worker processes).
     mechanisms:
         Release mechanism names studies may ask for (the composition root passes the owner-side
         registry's names; the miner does not import owner code).
@@ -111,6 +108,7 @@ class MinerService(fgrpc.MinerServicer):
         roster: RosterWatcher,
         coordinator: Coordinator,
         limits: Limits,
+        verifier: ModelVerifier,
         *,
         mechanisms: Iterable[str],
         insecure: bool = False,
@@ -121,6 +119,7 @@ class MinerService(fgrpc.MinerServicer):
         self.roster = roster
         self.coordinator = coordinator
         self.limits = limits
+        self.verifier = verifier
         self.mechanisms = frozenset(mechanisms)
         self.insecure = insecure
         self.clock = clock
@@ -194,39 +193,6 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"message timestamp is {when}; the window is {window:.0f} s (check the owner's clock)")
 
-    def _check_model(self, message: fpb.ModelMessage, spec: fpb.StudySpec) -> None:
-        nodes = sum(len(t.nodes) for t in message.trees)
-        if nodes > self.limits.max_nodes:
-            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            f"the model has {nodes} nodes; this miner accepts at most {self.limits.max_nodes}")
-        try:
-            model = decode_model(message)
-        except WireError as exc:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"malformed model: {exc}") from None
-        tree, report = model.trees[0], model.report
-        if report is None:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the model carries no privacy report")
-        if report.mechanism != spec.mechanism:
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"released with {report.mechanism!r}; the study requires {spec.mechanism!r}")
-        if tree.disclosure != disclosure_from_pb(spec.disclosure, where="study"):
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"the tree discloses {tree.disclosure}; the study asks for {disclosure_from_pb(spec.disclosure, where='study')}")
-        result = audit(tree, report)
-        if not result.passed:
-            failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
-        required = spec_requirement(spec)
-        if required is not None:
-            if report.requirement is None:
-                raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"the model claims nothing; the study requires {required}")
-            try:
-                reason = weaker_than(parse_requirement(report.requirement), required)
-            except RequirementError as exc:
-                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-            if reason is not None:
-                raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"weaker than the study requires: {reason}")
-
     # ------------------------------------------------------------------ RPCs
     @_handler
     def Submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
@@ -253,7 +219,8 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
                             "encode the table with the study's schema")
-        submission_id = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+        envelope = request.SerializeToString(deterministic=True)
+        submission_id = hashlib.sha256(envelope).hexdigest()
         previous = self.store.submission(message.study_id, signer.name)
         if previous is not None and previous.submission_id == submission_id:
             return self._ack(previous, duplicate=True)
@@ -263,8 +230,8 @@ class MinerService(fgrpc.MinerServicer):
         if previous is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             f"{signer.name!r} already submitted a different model to {message.study_id!r}")
-        self._check_model(message, spec)
-        sub = Submission(message.study_id, signer.name, submission_id, request.SerializeToString(), self.clock())
+        self.verifier.check(message, payload, spec, _remaining(context))
+        sub = Submission(message.study_id, signer.name, submission_id, envelope, self.clock())
         outcome = self.store.accept(sub, message.nonce)
         if outcome == "duplicate":
             stored = self.store.submission(message.study_id, signer.name)

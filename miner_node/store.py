@@ -8,7 +8,8 @@ class, so a server database can replace it.
 
 The audit log is hash-chained: entry ``n`` stores ``sha256(hash[n-1] || canonical JSON of entry
 n)``, so editing or deleting an entry breaks the chain. After every commit the head (last seq
-and hash) is also written to ``audit.head`` beside the database; `verify_log` checks the chain
+and hash) is also written to ``audit.head`` beside the database (off the acknowledgement path,
+at most every `HEAD_INTERVAL` seconds, and always on close); `verify_log` checks the chain
 and that the log still reaches that head, which detects a truncated history.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -26,9 +28,11 @@ from typing import Any, Callable, Iterator
 
 __all__ = ["Store", "StoreError", "StudyRow", "Submission", "LogVerdict", "verify_log", "GENESIS"]
 
+log = logging.getLogger("modelshare.miner")
 GENESIS = "0" * 64
 DB_NAME = "miner.sqlite"
 HEAD_NAME = "audit.head"
+HEAD_INTERVAL = 0.2  # seconds between head-file rewrites while commits stream in
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
@@ -155,13 +159,22 @@ class Store:
         self._local = threading.local()
         self._head = self._read_head()
         self._tx_head = self._head
+        self._head_changed = threading.Event()
+        self._closing = threading.Event()
+        self._head_writer = threading.Thread(target=self._keep_head_file, name="miner-audit-head", daemon=True)
+        self._head_writer.start()
 
     # ------------------------------------------------------------ plumbing
     def close(self) -> None:
+        """Finish the write in progress, bring the head file up to date and close every connection."""
         with self._cv:
             while self._writing:
                 self._cv.wait()
             self._closed = True
+        self._closing.set()
+        self._head_changed.set()
+        self._head_writer.join()
+        with self._cv:
             for conn in [self._db, *self._readers]:
                 conn.close()
 
@@ -199,7 +212,12 @@ class Store:
                 self._cv.wait()
             batch: list[_Write] = []
             if not job.done:
-                batch, self._queue, self._writing = self._queue, [], True
+                batch, self._queue = self._queue, []
+                if self._closed:
+                    self._fail(batch, StoreError("the miner store is closed"))
+                    batch = []
+                else:
+                    self._writing = True
         if batch:
             try:
                 self._commit(batch)
@@ -232,14 +250,11 @@ class Store:
                 pass
             self._fail(batch, StoreError(f"cannot commit to the miner store: {err}"))
             return
-        changed, self._head = self._tx_head != self._head, self._tx_head
+        if self._tx_head != self._head:
+            self._head = self._tx_head
+            self._head_changed.set()
         for job in batch:
             job.done = True
-        if changed:
-            try:
-                self._write_head()
-            except OSError:
-                pass  # the log itself is committed; verify-log tolerates a head that lags
 
     def _run_one(self, db: sqlite3.Connection, job: _Write) -> None:
         """Run one write in its own savepoint; on any failure undo just that write."""
@@ -272,6 +287,26 @@ class Store:
         digest = entry_hash(prev, seq, at, text)
         db.execute("INSERT INTO audit_log VALUES (?, ?, ?, ?, ?)", (seq, at, text, prev, digest))
         self._tx_head = (seq, digest)
+
+    def _keep_head_file(self) -> None:
+        """Write the latest committed head to ``audit.head`` after commits, off the acknowledgement path.
+
+        The head only has to trail the log (verify-log tolerates a lagging head; it detects a log
+        shorter than the head), so while commits stream in it is rewritten at most every
+        `HEAD_INTERVAL` seconds and its fsync does not compete with the commits' own; `close`
+        writes the final head.
+        """
+        while True:
+            self._head_changed.wait()
+            self._head_changed.clear()
+            closing = self._closed  # once closed, no commit follows: this write is the final head
+            try:
+                self._write_head()
+            except OSError as exc:
+                log.warning("cannot update %s (%s); the log itself is committed", self.dir / HEAD_NAME, exc)
+            if closing:
+                return
+            self._closing.wait(HEAD_INTERVAL)
 
     def _write_head(self) -> None:
         seq, digest = self._head

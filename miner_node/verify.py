@@ -1,0 +1,199 @@
+"""Model verification on the miner: decode, validate and re-audit a submitted model.
+
+This is the CPU-heavy part of accepting a submission (pure Python over every node), so the miner
+runs it in a pool of worker processes: the gRPC threads then mostly wait, the store's committing
+thread gets the interpreter lock when its fsync returns instead of queueing behind verification,
+and a hostile model that exhausts or crashes a worker costs that worker, never the server. With
+``processes=0`` verification runs on the calling thread (the same code, for small deployments
+and debugging).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import threading
+from multiprocessing.connection import Connection
+
+import grpc
+
+from common.anonymity import RequirementError, parse_requirement, weaker_than
+from common.audit import audit
+from common.pb import federation_pb2 as fpb
+from common.study import spec_requirement
+from common.wire import WireError, decode_model, disclosure_from_pb
+
+__all__ = ["Rejection", "check_model", "ModelVerifier"]
+
+log = logging.getLogger("modelshare.miner")
+
+
+class Rejection(Exception):
+    """A refused call: the gRPC status code and the message a person can act on."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
+    """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
+
+    The node count is taken on the raw message, before the decode that costs time per node.
+    """
+    nodes = sum(len(t.nodes) for t in message.trees)
+    if nodes > max_nodes:
+        raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"the model has {nodes} nodes; this miner accepts at most {max_nodes}")
+    try:
+        model = decode_model(message)
+    except WireError as exc:
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"malformed model: {exc}") from None
+    tree, report = model.trees[0], model.report
+    if report is None:
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the model carries no privacy report")
+    if report.mechanism != spec.mechanism:
+        raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                        f"released with {report.mechanism!r}; the study requires {spec.mechanism!r}")
+    wanted = disclosure_from_pb(spec.disclosure, where="study")
+    if tree.disclosure != wanted:
+        raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"the tree discloses {tree.disclosure}; the study asks for {wanted}")
+    result = audit(tree, report)
+    if not result.passed:
+        failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
+    required = spec_requirement(spec)
+    if required is None:
+        return
+    if report.requirement is None:
+        raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"the model claims nothing; the study requires {required}")
+    try:
+        reason = weaker_than(parse_requirement(report.requirement), required)
+    except RequirementError as exc:
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+    if reason is not None:
+        raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"weaker than the study requires: {reason}")
+
+
+def _verify_in_worker(payload: bytes, spec: bytes, max_nodes: int) -> tuple[str, str] | None:
+    """Worker-process entry point: None if the model passes, else (status code name, message)."""
+    try:
+        check_model(fpb.ModelMessage.FromString(payload), fpb.StudySpec.FromString(spec), max_nodes)
+    except Rejection as rej:
+        return rej.code.name, rej.message
+    return None
+
+
+class _Worker:
+    """One spawned verification process and the pipe to it (requests and verdicts, one at a time)."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child,), name="miner-verifier", daemon=True)
+        self.process.start()
+        child.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def _serve(conn: Connection) -> None:
+    """Worker process loop: verify each (payload, spec, max_nodes) request until told to stop."""
+    while (request := conn.recv()) is not None:
+        conn.send(_verify_in_worker(*request))
+
+
+class ModelVerifier:
+    """Runs `check_model` in ``processes`` worker processes (0: on the calling thread).
+
+    Workers are spawned (not forked: the miner is multi-threaded and gRPC does not survive a fork)
+    by `start` or on first use. A caller takes an idle worker, sends it the request over its pipe
+    and waits for the verdict, with no broker thread in between; a worker that dies or overruns
+    the call's deadline is replaced.
+    """
+
+    def __init__(self, processes: int, max_nodes: int) -> None:
+        if processes < 0:
+            raise ValueError(f"processes must be >= 0, got {processes}")
+        self.processes = processes
+        self.max_nodes = max_nodes
+        self._idle: "queue.Queue[_Worker | None]" = queue.Queue()
+        self._lock = threading.Lock()
+        self._started = False
+        self._closed = False
+
+    def start(self) -> None:
+        """Spawn the worker processes (idempotent)."""
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+        for _ in range(self.processes):
+            self._idle.put(_Worker())
+
+    def check(self, message: fpb.ModelMessage, payload: bytes, spec: fpb.StudySpec, timeout: float | None) -> None:
+        """Raise `Rejection` unless the model is acceptable; ``payload`` is ``message`` serialized."""
+        if self.processes == 0:
+            check_model(message, spec, self.max_nodes)
+            return
+        self.start()
+        try:
+            worker = self._idle.get(timeout=timeout)
+        except queue.Empty:
+            raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
+                            "no verifier was free before the call's deadline; nothing was stored") from None
+        if worker is None:  # closing
+            self._idle.put(None)
+            raise Rejection(grpc.StatusCode.UNAVAILABLE, "the miner is shutting down; nothing was stored")
+        try:
+            worker.conn.send((payload, spec.SerializeToString(), self.max_nodes))
+            if not worker.conn.poll(timeout):
+                self._replace(worker)
+                worker = None
+                raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "the model could not be verified before the call's deadline; nothing was stored")
+            verdict = worker.conn.recv()
+        except (EOFError, OSError):
+            self._replace(worker)
+            worker = None
+            log.error("a verification worker died; the submission was not stored")
+            raise Rejection(grpc.StatusCode.UNAVAILABLE,
+                            "the miner's verifier was interrupted; nothing was stored, retry later") from None
+        finally:
+            if worker is not None:
+                self._idle.put(worker)
+        if verdict is not None:
+            code, text = verdict
+            raise Rejection(grpc.StatusCode[code], text)
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill a dead or stuck worker and put a fresh one in its place."""
+        worker.process.kill()
+        worker.stop()
+        self._idle.put(None if self._closed else _Worker())
+
+    def close(self) -> None:
+        """Stop every worker (callers still waiting for one get UNAVAILABLE)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        if not started:
+            return
+        for _ in range(self.processes):
+            worker = self._idle.get()
+            if worker is not None:
+                worker.stop()
+        self._idle.put(None)

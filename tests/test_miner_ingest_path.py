@@ -1,0 +1,139 @@
+"""The miner's ingest path below gRPC: group-committed store writes and process-based model verification."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import numpy as np
+import pytest
+
+from common.datasets import load_dataset
+from common.learners import make_learner
+from common.wire import model_message
+from miner_node.store import Store, Submission, verify_log
+from miner_node.verify import ModelVerifier, Rejection, check_model
+from owner_node.release import release_tree
+from tests.federation_helpers import study_spec
+
+
+def _submission(i: int) -> tuple[Submission, bytes]:
+    return Submission("s1", f"owner-{i:03d}", f"id-{i}", b"envelope-%d" % i, float(i)), b"nonce-%d" % i
+
+
+def test_concurrent_writes_are_all_committed_with_an_intact_log(tmp_path):
+    store = Store(tmp_path)
+    store.create_study("s1", b"spec", None, by="test")
+    outcomes: dict[int, str] = {}
+    start = threading.Barrier(32)
+
+    def accept(i: int) -> None:
+        start.wait()
+        sub, nonce = _submission(i)
+        outcomes[i] = store.accept(sub, nonce)
+
+    threads = [threading.Thread(target=accept, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(outcomes.values()) == {"accepted"} and len(outcomes) == 32
+    assert store.count_submissions() == 32
+    store.close()
+    verdict = verify_log(tmp_path)
+    assert verdict.ok and verdict.entries == 33, verdict.problems
+
+
+def test_a_failing_write_in_a_batch_undoes_only_itself(tmp_path):
+    store = Store(tmp_path)
+    store.create_study("s1", b"spec", None, by="test")
+    sub, nonce = _submission(0)
+    assert store.accept(sub, nonce) == "accepted"
+    results: dict[str, object] = {}
+    start = threading.Barrier(3)
+
+    def replay() -> None:  # same nonce, new owner: refused by the store, nothing kept
+        start.wait()
+        results["replay"] = store.accept(Submission("s1", "owner-x", "id-x", b"x", 1.0), nonce)
+
+    def broken() -> None:  # a write whose SQL fails mid-way must not take the others with it
+        start.wait()
+        try:
+            store._write(lambda db: (db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (b"n-b", "b", 1.0)),
+                                     db.execute("INSERT INTO no_such_table VALUES (1)")))
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            results["broken"] = exc
+
+    def good() -> None:
+        start.wait()
+        results["good"] = store.accept(*_submission(1))
+
+    threads = [threading.Thread(target=f) for f in (replay, broken, good)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["replay"] == "replay" and results["good"] == "accepted"
+    assert "cannot write the miner store" in str(results["broken"])
+    assert not store.nonce_seen(b"n-b")
+    assert store.submitted_owners("s1") == {"owner-000", "owner-001"}
+    store.close()
+    assert verify_log(tmp_path).ok
+
+
+def test_a_closed_store_refuses_writes_and_keeps_its_head(tmp_path):
+    store = Store(tmp_path)
+    store.create_study("s1", b"spec", None, by="test")
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(Exception, match="closed"):
+        store.accept(*_submission(0))
+    assert verify_log(tmp_path).ok
+
+
+@pytest.fixture(scope="module")
+def messages():
+    """A valid ModelMessage for a car study, and one whose leaf claims fewer tuples than it holds."""
+    table = load_dataset("car")
+    X, y = table.schema.encode(table.frame)
+    spec = study_spec("s1", owners=["site-a"], disclosure="counts")
+    rows = np.random.default_rng(0).choice(len(y), size=300, replace=False)
+    tree = make_learner("multiway", table.schema, random_state=0).fit(X[rows], y[rows]).tree_
+    release = release_tree(tree, "apt", requirement="k-anonymity:k=5", disclosure="counts")
+    good = model_message(release, study_id="s1", owner_id="site-a")
+    bad = model_message(release, study_id="s1", owner_id="site-a")
+    bad.report.claims[0].tuples += 1
+    return spec, good, bad
+
+
+def test_worker_processes_give_the_same_verdicts_as_the_calling_thread(messages):
+    spec, good, bad = messages
+    with pytest.raises(Rejection) as in_thread:
+        check_model(bad, spec, 200_000)
+    verifier = ModelVerifier(1, 200_000)
+    try:
+        verifier.check(good, good.SerializeToString(), spec, timeout=60)
+        with pytest.raises(Rejection) as in_worker:
+            verifier.check(bad, bad.SerializeToString(), spec, timeout=60)
+        assert (in_worker.value.code, in_worker.value.message) == (in_thread.value.code, in_thread.value.message)
+        assert in_worker.value.code == grpc.StatusCode.INVALID_ARGUMENT and "re-audit" in in_worker.value.message
+    finally:
+        verifier.close()
+
+
+def test_a_dead_worker_answers_unavailable_and_is_replaced(messages):
+    spec, good, _ = messages
+    verifier = ModelVerifier(1, 200_000)
+    try:
+        verifier.start()
+        worker = verifier._idle.get()
+        worker.process.kill()
+        worker.process.join()
+        verifier._idle.put(worker)
+        with pytest.raises(Rejection) as dead:
+            verifier.check(good, good.SerializeToString(), spec, timeout=60)
+        assert dead.value.code == grpc.StatusCode.UNAVAILABLE
+        verifier.check(good, good.SerializeToString(), spec, timeout=60)  # the replacement serves
+    finally:
+        verifier.close()
+        verifier.close()
