@@ -47,6 +47,7 @@ from modelshare.cli_common import add_table_source, err, load_source, out, posit
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation
 from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT
+from owner_node.training import UNSATISFIABLE
 
 __all__ = ["add_parser", "cmd_simulate", "SimulationError"]
 
@@ -251,6 +252,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         models = compare(schema, data, results, args.models, args.seed)
     except SimulationError as exc:
         err.print(f"[red]simulate failed:[/] {exc}", highlight=False)
+        if UNSATISFIABLE in str(exc):
+            err.print("hint: the release requirement is too strict for this table (pruning reached the root of "
+                      "every refusing owner's tree); choose a weaker one, e.g. --requirement k-anonymity:k=5, "
+                      "or fewer, larger owners (--owners)", highlight=False)
         if not args.keep_dir:
             err.print("rerun with --keep-dir DIR to keep every log")
         return 1

@@ -26,7 +26,7 @@ from common.wire import disclosure_from_pb, model_message, new_nonce, now_timest
 from owner_node.config import OwnerConfig
 from owner_node.release import release_tree
 
-__all__ = ["LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
+__all__ = ["UNSATISFIABLE", "LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
@@ -111,6 +111,9 @@ def build_refusal(spec: fpb.StudySpec, reason: str, *, owner_id: str, key: Ed255
     return sign_payload(refusal.SerializeToString(), key)
 
 
+UNSATISFIABLE = "no pruning of the local tree meets"
+
+
 def unsatisfiable_reason(spec: fpb.StudySpec) -> str:
     """The refusal reason when `RequirementUnsatisfiable` leaves nothing to release."""
-    return f"no pruning of the local tree meets {spec.requirement}; nothing is released"
+    return f"{UNSATISFIABLE} {spec.requirement}; nothing is released"
