@@ -1,4 +1,10 @@
-"""Anonymity requirements on tree paths: k-anonymity and (c,l)-diversity (Sharkey et al. §3.1).
+"""Privacy requirements: k-anonymity and (c,l)-diversity of tree paths, and (beta, eps, delta)-DPS.
+
+k-anonymity and (c,l)-diversity (Sharkey et al. §3.1) are *path* requirements, checked leaf by
+leaf. ``dps:k=K,beta=B,epsilon=E,trees=T`` is the guarantee of a whole k-AnonToRdt release
+(Waseda, Nojima & Wang 2024, Corollary 1): T random trees, each on its own Bernoulli(B) sample
+with every (leaf, class) count below K released as 0, are (B, E, T*d(K, B, E/T))-DPS
+(`common.dps`). It says nothing about single paths; `DPS` documents how it is compared.
 
 A root-to-leaf path partitions the training tuples like a QI-group of an anonymized table, so the
 measures of data anonymization apply to it. A requirement is parsed from the string a user types
@@ -23,17 +29,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
 from common.tree import Disclosure, Tree
+
+if TYPE_CHECKING:
+    from common.dps import DPSGuarantee
 
 __all__ = [
     "GRAMMAR",
     "RequirementError",
     "KAnonymity",
     "CLDiversity",
+    "DPS",
+    "PathRequirement",
     "Requirement",
     "parse_requirement",
     "weaker_than",
@@ -45,7 +56,9 @@ __all__ = [
 
 GRAMMAR = (
     "a requirement is NAME:PARAM=VALUE[,PARAM=VALUE]; accepted: "
-    "'k-anonymity:k=K' (integer K >= 1) or 'cl-diversity:c=C,l=L' (real C > 0, integer L >= 2)"
+    "'k-anonymity:k=K' (integer K >= 1), 'cl-diversity:c=C,l=L' (real C > 0, integer L >= 2) or "
+    "'dps:k=K,beta=B,epsilon=E,trees=T' (integer K >= 1, 0 < B < 1, total E > 0 with E/T >= -ln(1 - B), "
+    "integer T >= 1)"
 )
 
 
@@ -56,6 +69,11 @@ class RequirementError(ValueError):
         super().__init__(f"bad requirement {text!r}: {why}; {GRAMMAR}")
         self.text = text
         self.why = why
+
+
+def _number(value: float) -> str:
+    """A float as typed in a requirement: ``5`` for 5.0, else the shortest exact repr."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 @dataclass(frozen=True)
@@ -80,8 +98,7 @@ class CLDiversity:
     l: int  # noqa: E741 - the papers' name
 
     def __str__(self) -> str:
-        c = str(int(self.c)) if float(self.c).is_integer() else repr(float(self.c))
-        return f"cl-diversity:c={c},l={self.l}"
+        return f"cl-diversity:c={_number(self.c)},l={self.l}"
 
     def check(self, stats: "LeafStats") -> np.ndarray:
         """Per leaf: exact form under counts disclosure, hit/miss form otherwise."""
@@ -90,21 +107,80 @@ class CLDiversity:
         return cl_diverse_hit_miss(stats.hit, stats.miss, self.c, self.l)
 
 
-Requirement = Union[KAnonymity, CLDiversity]
+@dataclass(frozen=True)
+class DPS:
+    """(beta, epsilon, delta)-DPS of a k-AnonToRdt release: ``dps:k=K,beta=B,epsilon=E,trees=T``.
+
+    ``epsilon`` is the *total* budget Nt*eps of the ``trees`` trees (each gets ``epsilon / trees``)
+    and delta is not typed but derived: `guarantee` composes Theorem 1 over the trees
+    (Corollary 1). `parse_requirement` only builds settings inside the theorem's range whose
+    composed delta is below 1, so `guarantee` never raises for a parsed requirement.
+    """
+
+    k: int
+    beta: float
+    epsilon: float
+    trees: int
+
+    def __str__(self) -> str:
+        return f"dps:k={self.k},beta={_number(self.beta)},epsilon={_number(self.epsilon)},trees={self.trees}"
+
+    def guarantee(self) -> DPSGuarantee:
+        """The composed (beta, epsilon, delta_total) guarantee of this setting (`common.dps.compose`).
+
+        `common.dps` (and with it scipy.stats) is imported on first use: most processes that parse
+        requirements (the miner's verifier workers among them) never meet a dps one.
+        """
+        from common.dps import compose
+
+        return compose(self.k, self.beta, self.epsilon, self.trees)
+
+
+PathRequirement = Union[KAnonymity, CLDiversity]
+Requirement = Union[KAnonymity, CLDiversity, DPS]
 
 _SHAPE = re.compile(r"^\s*([a-z-]+)\s*:\s*(.*?)\s*$")
 
 
+def _dps_weaker(claimed: DPS, required: DPS) -> str | None:
+    """Why the DPS claim ``claimed`` is weaker than ``required`` (see `weaker_than`), or None."""
+    if claimed.k < required.k:
+        return f"{claimed} zeroes counts below k={claimed.k}; {required} needs k >= {required.k}"
+    if claimed.beta > required.beta:
+        return f"{claimed} samples rows with beta={claimed.beta:g}; {required} allows at most beta={required.beta:g}"
+    if claimed.epsilon > required.epsilon:
+        return f"{claimed} spends epsilon={claimed.epsilon:g} in total; {required} allows at most {required.epsilon:g}"
+    have, need = claimed.guarantee().delta_total, required.guarantee().delta_total
+    if have > need:
+        return f"{claimed} has composed delta {have:.3g}; {required} allows at most {need:.3g}"
+    return None
+
 
 def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
-    """Why ``claimed`` does not imply ``required``, or None when every path meeting it meets ``required``.
+    """Why ``claimed`` does not imply ``required``, or None when it does.
 
-    k-anonymity is monotone in k. (c,l)-diversity tightens as l grows and c shrinks, in both the
-    exact and the hit/miss form (a larger l drops terms from the right-hand sum, a smaller c scales
-    it down). A (c,l)-diverse path holds at least l tuples in either form (l - 1 misses plus a
-    majority of at least one), so it implies k-anonymity for k <= l; k-anonymity never implies
-    diversity.
+    Path requirements: every path meeting ``claimed`` must meet ``required``. k-anonymity is
+    monotone in k. (c,l)-diversity tightens as l grows and c shrinks, in both the exact and the
+    hit/miss form (a larger l drops terms from the right-hand sum, a smaller c scales it down). A
+    (c,l)-diverse path holds at least l tuples in either form (l - 1 misses plus a majority of at
+    least one), so it implies k-anonymity for k <= l; k-anonymity never implies diversity.
+
+    DPS: a claim is at least as strong as the required setting when k >= k_req, beta <= beta_req,
+    epsilon (total) <= epsilon_req and its composed delta <= the required setting's composed
+    delta. The (epsilon, delta) pair is the differential-privacy guarantee itself; delta is
+    compared after composition because the tree counts may differ and because d(k, beta, eps) is
+    not monotone in beta (`common.dps.dps_delta`), so the first three bounds alone would not
+    imply it. k and beta are bounded in their own right: a study may insist on a minimum count
+    per released cell and on each tree seeing at most a beta share of the rows. DPS and the path
+    requirements never imply each other: a DPS release makes no per-path claim, and a path
+    requirement bounds no epsilon or delta.
     """
+    if isinstance(required, DPS) or isinstance(claimed, DPS):
+        if not isinstance(required, DPS):
+            return f"{claimed} is a guarantee of the whole release, not of every path; {required} is required"
+        if not isinstance(claimed, DPS):
+            return f"{claimed} gives no (beta, epsilon, delta)-DPS guarantee; {required} is required"
+        return _dps_weaker(claimed, required)
     if isinstance(required, KAnonymity):
         have = claimed.k if isinstance(claimed, KAnonymity) else claimed.l
         return None if have >= required.k else f"{claimed} guarantees at most {have} tuples per path; {required} needs {required.k}"
@@ -143,7 +219,7 @@ def _integer(text: str, name: str, value: str, low: int) -> int:
 
 
 def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement:
-    """Parse a requirement string such as ``k-anonymity:k=10`` or ``cl-diversity:c=5,l=3``.
+    """Parse a requirement string: ``k-anonymity:k=10``, ``cl-diversity:c=5,l=3`` or ``dps:...``.
 
     Parameters
     ----------
@@ -179,7 +255,46 @@ def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement
         if n_classes is not None and l > n_classes:
             raise RequirementError(text, f"l={l} exceeds the {n_classes} classes of the schema")
         return CLDiversity(c, l)
+    if name == "dps":
+        return _parse_dps(text, body)
     raise RequirementError(text, f"unknown requirement {name!r}")
+
+
+def _real(text: str, name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise RequirementError(text, f"{name}={value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise RequirementError(text, f"{name}={value} must be finite")
+    return number
+
+
+def _parse_dps(text: str, body: str) -> DPS:
+    """``k=K,beta=B,epsilon=E,trees=T`` inside Theorem 1's range, with a composed delta below 1.
+
+    Outside the range the theorem gives nothing and a composed delta >= 1 bounds nothing, so
+    neither can be required or claimed.
+    """
+    params = _params(text, body, {"k", "beta", "epsilon", "trees"})
+    k = _integer(text, "k", params["k"], 1)
+    beta = _real(text, "beta", params["beta"])
+    if not 0.0 < beta < 1.0:
+        raise RequirementError(text, f"beta={params['beta']} must lie strictly between 0 and 1")
+    epsilon = _real(text, "epsilon", params["epsilon"])
+    if epsilon <= 0:
+        raise RequirementError(text, f"epsilon={params['epsilon']} must be positive")
+    requirement = DPS(k, beta, epsilon, _integer(text, "trees", params["trees"], 1))
+    from common.dps import DPSError  # see DPS.guarantee
+
+    try:
+        guarantee = requirement.guarantee()
+    except DPSError as exc:
+        raise RequirementError(text, str(exc)) from None
+    if not guarantee.meaningful:
+        raise RequirementError(text, f"the composed delta {guarantee.delta_total:.3g} is >= 1 and bounds nothing "
+                                     f"(raise k or epsilon, or use fewer trees)")
+    return requirement
 
 
 @dataclass(frozen=True)

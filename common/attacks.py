@@ -20,13 +20,14 @@ e.g. in a region Method 1 deleted, are exposed by no leaf).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 import numpy as np
 
 from common.anonymity import leaf_stats
 from common.tree import Tree
 
-__all__ = ["AttackCounts", "AttackReport", "leaf_hit_miss", "attack_report"]
+__all__ = ["AttackCounts", "AttackReport", "leaf_hit_miss", "attack_report", "ensemble_attack_report"]
 
 
 @dataclass(frozen=True)
@@ -109,4 +110,24 @@ def attack_report(
         uniqueness=AttackCounts(int(unique.sum()), float(unique.sum())),
         homogeneity=AttackCounts(int(homogeneous.sum()), float(total[homogeneous].sum())),
         background=tuple(background),
+    )
+
+
+def _sum_counts(counts: Sequence[AttackCounts]) -> AttackCounts:
+    return AttackCounts(sum(c.leaves for c in counts), float(sum(c.users for c in counts)))
+
+
+def ensemble_attack_report(trees: Sequence[Tree]) -> AttackReport:
+    """The attacks on every tree of a released ensemble, summed over the trees.
+
+    Each tree is attacked on its own released statistics (an attacker may read any of them), so
+    leaves add up; users add up too, which counts a user once per tree that exposes them (each
+    k-AnonToRdt tree counts its own sample, so distinct users cannot be told apart from the
+    release). For one tree this is `attack_report` of that tree.
+    """
+    reports = [attack_report(tree) for tree in trees]
+    return AttackReport(
+        uniqueness=_sum_counts([r.uniqueness for r in reports]),
+        homogeneity=_sum_counts([r.homogeneity for r in reports]),
+        background=tuple(_sum_counts(level) for level in zip(*(r.background for r in reports))),
     )

@@ -1,10 +1,18 @@
-"""Re-derive a release's privacy claims from the released tree alone (`modelshare audit`).
+"""Re-derive a release's privacy claims from the released trees alone (`modelshare audit`).
 
-The audit trusts nothing the release computed: it parses the claimed requirement again, checks it
-on every released leaf's own statistics, checks that the claims cover exactly the released paths
-with their true sizes, checks that inner nodes disclose nothing beyond the leaves (exact sums
-under counts, Sharkey et al.'s Eq. 1 under hit/miss, so no pruned tuple can be recovered by
-subtraction), and recomputes the attack counts to compare with the reported ones.
+The audit trusts nothing the release computed. For every tree it checks that inner nodes disclose
+nothing beyond the leaves (exact sums under counts, Sharkey et al.'s Eq. 1 under hit/miss, so no
+pruned tuple can be recovered by subtraction), and it recomputes the attack counts to compare
+with the reported ones. Then it parses the claimed requirement again and:
+
+* for a path requirement (one tree): checks it on every released leaf's own statistics and checks
+  that the claims cover exactly the released paths with their true sizes;
+* for ``dps`` (a k-AnonToRdt ensemble): checks that no released nonzero (node, class) count of
+  any tree is below k, that the parameters restate the requirement (k, beta, epsilon, trees, and
+  as many trees as stated, none deeper than the stated depth), and recomputes delta per tree and
+  composed (`common.dps`) to compare with the stated ones and the guarantee text. The sampling
+  itself cannot be seen in the release; what can be re-checked is that the release is a strongly
+  safe k-anonymization of *some* sample and that the stated accounting follows from its setting.
 """
 
 from __future__ import annotations
@@ -12,11 +20,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from common.anonymity import LeafStats, RequirementError, leaf_stats, parse_requirement
-from common.attacks import AttackReport, attack_report
+from common.anonymity import (
+    DPS,
+    LeafStats,
+    PathRequirement,
+    RequirementError,
+    leaf_stats,
+    parse_requirement,
+)
+from common.attacks import AttackReport, ensemble_attack_report
+from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.kanon_rdt import counts_below_k
 from common.report import PrivacyReport
 from common.tree import Tree, counts_match
 
@@ -34,7 +52,7 @@ class Check:
 
 @dataclass(frozen=True)
 class PathAudit:
-    """One released path: its leaf, description, disclosed statistics and whether it meets the claim."""
+    """One released path: its leaf, description, disclosed statistics, whether it meets the claim, its tree."""
 
     leaf: int
     path: str
@@ -42,30 +60,33 @@ class PathAudit:
     hit: float
     miss: float
     passed: bool
+    tree: int = 0
 
 
 @dataclass(frozen=True)
 class AuditResult:
     """Every check, the attack counts recomputed from the released statistics, and every path.
 
-    ``paths`` (with a readable description each) is built on first use: the miner audits every
-    submission and needs only the verdict.
+    ``stats`` and ``meets`` hold one entry per tree. ``paths`` (with a readable description each)
+    is built on first use: the miner audits every submission and needs only the verdict.
     """
 
     checks: tuple[Check, ...]
     attacks: AttackReport
-    tree: Tree = field(repr=False)
-    stats: LeafStats = field(repr=False)
-    meets: np.ndarray = field(repr=False)
+    trees: tuple[Tree, ...] = field(repr=False)
+    stats: tuple[LeafStats, ...] = field(repr=False)
+    meets: tuple[np.ndarray, ...] = field(repr=False)
 
     @cached_property
     def paths(self) -> tuple[PathAudit, ...]:
-        descriptions = {p.leaf: p.describe(self.tree.schema) for p in self.tree.paths()}
-        s = self.stats
-        return tuple(
-            PathAudit(int(i), descriptions[int(i)], float(t), float(h), float(m), bool(o))
-            for i, t, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, self.meets)
-        )
+        found: list[PathAudit] = []
+        for t, (tree, s, meets) in enumerate(zip(self.trees, self.stats, self.meets)):
+            descriptions = {p.leaf: p.describe(tree.schema) for p in tree.paths()}
+            found.extend(
+                PathAudit(int(i), descriptions[int(i)], float(n), float(h), float(m), bool(o), t)
+                for i, n, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, meets)
+            )
+        return tuple(found)
 
     @property
     def passed(self) -> bool:
@@ -100,14 +121,13 @@ def _implied_counts(tree: Tree) -> np.ndarray:
     return estimate + (all_miss[:, None] - own_miss) / max(k - 1, 1)
 
 
-def _inner_check(tree: Tree) -> Check:
-    """Each inner node must equal what its children imply: exact sums, or Eq. 1 under hit/miss.
+def _inner_failure(tree: Tree) -> str | None:
+    """Why an inner node of ``tree`` differs from what its children imply (exact sums, or Eq. 1), or None.
 
     Checked node by node against the node's own children (Eq. 1 as in `common.tree_rebuild.eq1_counts`,
     applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node then
     derives from the leaves alone. A tie between classes may be broken either way.
     """
-    name = "inner nodes derive from leaves"
     inner = np.array([not node.is_leaf for node in tree.nodes])
     if inner.any():
         implied = _implied_counts(tree)
@@ -123,14 +143,23 @@ def _inner_check(tree: Tree) -> Check:
         if bad.any():
             i = int(np.argmax(bad))
             node = tree.nodes[i]
-            return Check(
-                name,
-                False,
-                f"node {i} discloses class {node.label}, hit {node.hit:g}, miss {node.miss:g}; its children imply "
-                f"class counts {np.round(implied[i], 6).tolist()}",
-            )
-    how = "exact sums of the leaves' counts" if tree.disclosure == "counts" else "Eq. 1 estimates from the leaves"
-    return Check(name, True, f"every inner node equals {how}")
+            return (f"node {i} discloses class {node.label}, hit {node.hit:g}, miss {node.miss:g}; its children imply "
+                    f"class counts {np.round(implied[i], 6).tolist()}")
+    return None
+
+
+def _inner_check(trees: Sequence[Tree]) -> Check:
+    """Every tree's inner nodes derive from its leaves; a failure names the node (and the tree of an ensemble)."""
+    name = "inner nodes derive from leaves"
+    for t, tree in enumerate(trees):
+        why = _inner_failure(tree)
+        if why is not None:
+            return Check(name, False, why if len(trees) == 1 else f"tree {t}: {why}")
+    kinds = {tree.disclosure for tree in trees}
+    how = " / ".join(
+        "exact sums of the leaves' counts" if kind == "counts" else "Eq. 1 estimates from the leaves" for kind in sorted(kinds)
+    )
+    return Check(name, True, f"every inner node equals {how}" + (f" in all {len(trees)} trees" if len(trees) > 1 else ""))
 
 
 def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, leaves: np.ndarray) -> Check:
@@ -151,37 +180,142 @@ def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, le
     return Check("claims cover the released paths", True, f"{len(leaves)} paths, each with its size")
 
 
-def audit(tree: Tree, report: PrivacyReport | None) -> AuditResult:
-    """Audit a released tree against its report (None: a bare tree that claims nothing).
+def _path_check(stats: LeafStats, requirement: PathRequirement) -> tuple[Check, np.ndarray]:
+    """A path requirement checked on every released leaf, and the per-leaf verdicts."""
+    ok = requirement.check(stats)
+    form = "exact counts" if stats.counts is not None else "hit/miss"
+    bad = [int(i) for i in stats.leaves[~ok]]
+    check = Check(
+        f"every path meets {requirement} ({form})",
+        not bad,
+        f"{int(ok.sum())} of {ok.size} paths pass" + (f"; failing leaves {bad[:10]}" if bad else ""),
+    )
+    return check, ok
+
+
+def _numeric_parameter(parameters: Mapping[str, Any], name: str) -> float | None:
+    """A numeric report parameter, or None when it is missing or not a number."""
+    value = parameters.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> Check:
+    """The stated k, beta, epsilon_total and trees restate the requirement; the trees match them."""
+    name = f"parameters restate {requirement}"
+    stated = {key: _numeric_parameter(report.parameters, key) for key in ("k", "beta", "epsilon_total", "trees", "depth")}
+    expected = {"k": requirement.k, "beta": requirement.beta, "epsilon_total": requirement.epsilon,
+                "trees": requirement.trees}
+    wrong = [f"{key}={report.parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
+             if stated[key] != float(want)]
+    if wrong:
+        return Check(name, False, "the report states " + ", ".join(wrong))
+    if len(trees) != requirement.trees:
+        return Check(name, False, f"the model carries {len(trees)} trees; the report states {requirement.trees}")
+    depth = stated["depth"]
+    if depth is None or not depth.is_integer() or depth < 1:
+        return Check(name, False, f"depth={report.parameters.get('depth')!r} is not an integer >= 1")
+    deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
+    if deep:
+        return Check(name, False, f"trees {deep[:10]} are deeper than the stated depth {depth:g}")
+    return Check(name, True, f"{len(trees)} trees of depth <= {depth:g}, k={requirement.k}, beta={requirement.beta:g}, "
+                             f"epsilon={requirement.epsilon:g}")
+
+
+def _dps_delta_check(report: PrivacyReport, requirement: DPS) -> Check:
+    """Per-tree epsilon and delta, composed delta and the guarantee text, recomputed from the requirement."""
+    name = "delta recomputed from (k, beta, epsilon, trees)"
+    g = requirement.guarantee()
+    recomputed = {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total}
+    wrong = []
+    for key, value in recomputed.items():
+        stated = _numeric_parameter(report.parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
+    if report.guarantee != g.describe():
+        wrong.append(f"guarantee {report.guarantee!r}, recomputed {g.describe()!r}")
+    if wrong:
+        return Check(name, False, "; ".join(wrong))
+    return Check(name, True, f"{g.describe()}: delta per tree {g.delta_per_tree:.3g}, {g.trees} trees")
+
+
+def _low_count_check(trees: Sequence[Tree], k: int) -> Check:
+    """No released nonzero (node, class) count of any tree below k (`common.kanon_rdt.counts_below_k`)."""
+    name = f"no released nonzero count below k={k}"
+    hit_miss = [t for t, tree in enumerate(trees) if tree.disclosure != "counts"]
+    if hit_miss:
+        return Check(name, False, f"trees {hit_miss[:10]} disclose hit/miss; a dps release discloses class counts")
+    low = counts_below_k(trees, k)
+    if low:
+        classes = trees[0].schema.classes
+        shown = ", ".join(f"tree {c.tree} node {c.node} class {classes[c.label]!r}: {c.count:g}" for c in low[:5])
+        return Check(name, False, f"{len(low)} counts below k: {shown}")
+    return Check(name, True, f"every nonzero class count of the {len(trees)} trees is at least {k}")
+
+
+def _dps_checks(
+    trees: Sequence[Tree], stats: Sequence[LeafStats], report: PrivacyReport, requirement: DPS
+) -> tuple[list[Check], tuple[np.ndarray, ...]]:
+    """The checks of a ``dps`` claim; a leaf passes when none of its nonzero class counts is below k."""
+    mechanism = Check(
+        "mechanism", report.mechanism == KANON_RDT,
+        f"{report.mechanism!r} " + ("is the mechanism the dps guarantee is proven for" if report.mechanism == KANON_RDT
+                                    else f"does not make dps releases; only {KANON_RDT!r} does"),
+    )
+    claims = Check("claims", not report.claims,
+                   "a dps guarantee covers the whole release; no per-path claims" if not report.claims
+                   else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
+    checks = [mechanism, _dps_parameter_check(trees, report, requirement), _dps_delta_check(report, requirement),
+              _low_count_check(trees, requirement.k), claims]
+    meets = tuple(
+        np.zeros(s.leaves.size, dtype=bool) if s.counts is None
+        else ~((s.counts > 0) & (s.counts < requirement.k)).any(axis=1)
+        for s in stats
+    )
+    return checks, meets
+
+
+def _requirement_checks(
+    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str
+) -> tuple[list[Check], tuple[np.ndarray, ...] | None]:
+    """The checks of the report's requirement ``text`` and per-tree leaf verdicts (None: no verdict per leaf)."""
+    try:
+        requirement = parse_requirement(text, n_classes=trees[0].schema.n_classes)
+    except RequirementError as exc:
+        checks = [Check("requirement", False, str(exc))]
+        if len(trees) == 1:
+            checks.append(_claims_check(trees[0], report, stats[0].total, stats[0].leaves))
+        return checks, None
+    if isinstance(requirement, DPS):
+        return _dps_checks(trees, stats, report, requirement)
+    if len(trees) != 1:
+        return [Check("requirement", False, f"{requirement} is claimed per path of one tree; "
+                                            f"this model carries {len(trees)} trees")], None
+    check, ok = _path_check(stats[0], requirement)
+    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves)], (ok,)
+
+
+def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditResult:
+    """Audit released trees (one tree, or an ensemble) against their report (None: claims nothing).
 
     Returns
     -------
     AuditResult
         ``passed`` is False when any claim fails; the checks say which and why.
     """
-    stats = leaf_stats(tree)
-    attacks = attack_report(tree)
-    checks = [_inner_check(tree)]
-    ok = np.ones(stats.leaves.size, dtype=bool)
+    trees = (trees,) if isinstance(trees, Tree) else tuple(trees)
+    if not trees:
+        raise ValueError("audit needs at least one tree")
+    stats = tuple(leaf_stats(tree) for tree in trees)
+    attacks = ensemble_attack_report(trees)
+    checks = [_inner_check(trees)]
+    meets: tuple[np.ndarray, ...] | None = None
     if report is None or report.requirement is None:
         checks.append(Check("requirement", True, "no privacy requirement is claimed"))
     else:
-        try:
-            requirement = parse_requirement(report.requirement, n_classes=tree.schema.n_classes)
-        except RequirementError as exc:
-            checks.append(Check("requirement", False, str(exc)))
-        else:
-            ok = requirement.check(stats)
-            form = "exact counts" if stats.counts is not None else "hit/miss"
-            bad = [int(i) for i in stats.leaves[~ok]]
-            checks.append(
-                Check(
-                    f"every path meets {requirement} ({form})",
-                    not bad,
-                    f"{int(ok.sum())} of {ok.size} paths pass" + (f"; failing leaves {bad[:10]}" if bad else ""),
-                )
-            )
-        checks.append(_claims_check(tree, report, stats.total, stats.leaves))
+        found, meets = _requirement_checks(trees, stats, report, report.requirement)
+        checks += found
     if report is not None and report.attacks is not None:
         same = report.attacks == attacks
         checks.append(
@@ -191,4 +325,6 @@ def audit(tree: Tree, report: PrivacyReport | None) -> AuditResult:
                 "match the released statistics" if same else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
             )
         )
-    return AuditResult(tuple(checks), attacks, tree, stats, ok)
+    if meets is None:
+        meets = tuple(np.ones(s.leaves.size, dtype=bool) for s in stats)
+    return AuditResult(tuple(checks), attacks, trees, stats, meets)

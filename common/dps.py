@@ -173,6 +173,10 @@ class DPSGuarantee:
         """Whether delta_total < 1; a delta of 1 or more bounds nothing ("no guarantee")."""
         return self.delta_total < 1.0
 
+    def describe(self) -> str:
+        """``(beta, Nt*eps, Nt*delta)-DPS``, delta to 3 significant digits: how a release states it."""
+        return f"({self.beta:g}, {self.epsilon_total:g}, {self.delta_total:.3g})-DPS"
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "meaningful": self.meaningful}
 

@@ -19,11 +19,12 @@ from typing import Sequence
 
 import numpy as np
 
-from common.learners.random_tree import RandomDecisionTrees
 from common.schema import Schema
 from common.tree import Tree
 
-__all__ = ["KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k"]
+__all__ = ["MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k"]
+
+MECHANISM = "kanon-rdt"  # the release mechanism's registry name in reports, studies and policies
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ def kanon_rdt(
     ValueError
         A parameter is invalid (naming it) or the rows do not fit the schema.
     """
+    # imported here, not at the top: auditors (the miner's verifier processes, `common.study`) import
+    # this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
+    from common.learners.random_tree import RandomDecisionTrees
+
     model = RandomDecisionTrees(
         schema, depth=depth, n_trees=n_trees, k=k, beta=beta, numeric_reuse=numeric_reuse, random_state=rng
     ).fit(X, y)

@@ -20,7 +20,7 @@ from common.pb import federation_pb2 as fpb
 from common.report import PrivacyReport, Release
 from common.signing import sign_payload
 from common.tree import Tree, TreeError
-from common.wire import DecodedModel, WireError, decode_model, model_message
+from common.wire import MAX_TREES, DecodedModel, WireError, decode_model, model_message
 
 __all__ = ["ModelFile", "read_model_file", "read_model", "read_tree", "write_message", "write_release", "write_tree"]
 
@@ -56,8 +56,8 @@ def _parse(path: Path) -> tuple[fpb.ModelMessage, fpb.SignedEnvelope | None]:
         raise TreeError(f"{path}: not a ModelMessage or SignedEnvelope: {exc}") from None
 
 
-def read_model_file(path: str | Path, *, max_trees: int = 1) -> ModelFile:
-    """Read and validate a model file; every failure raises `TreeError` naming the file."""
+def read_model_file(path: str | Path, *, max_trees: int = MAX_TREES) -> ModelFile:
+    """Read and validate a model file of 1 to ``max_trees`` trees; every failure raises `TreeError` naming the file."""
     path = Path(path)
     message, envelope = _parse(path)
     try:
@@ -66,15 +66,18 @@ def read_model_file(path: str | Path, *, max_trees: int = 1) -> ModelFile:
         raise TreeError(f"{path}: {exc}") from None
 
 
-def read_model(path: str | Path) -> tuple[Tree, PrivacyReport | None]:
-    """A single-tree model file's tree and its report (None when the file carries none)."""
+def read_model(path: str | Path) -> tuple[tuple[Tree, ...], PrivacyReport | None]:
+    """A model file's trees (one, or an ensemble) and its report (None when the file carries none)."""
     model = read_model_file(path).model
-    return model.trees[0], model.report
+    return model.trees, model.report
 
 
 def read_tree(path: str | Path) -> Tree:
-    """The tree of a single-tree model file."""
-    return read_model(path)[0]
+    """The tree of a single-tree model file; `TreeError` naming the file for an ensemble."""
+    trees = read_model(path)[0]
+    if len(trees) != 1:
+        raise TreeError(f"{path}: an ensemble of {len(trees)} trees; this needs a single-tree model file")
+    return trees[0]
 
 
 def write_message(message: Message, path: str | Path) -> None:

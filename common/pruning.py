@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from common.anonymity import LeafStats, Requirement
+from common.anonymity import LeafStats, PathRequirement
 from common.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 from common.tree_rebuild import merge_stats, rebuild
 
@@ -23,7 +23,7 @@ class RequirementUnsatisfiable(ValueError):
     """The requirement cannot be met by any pruning of this tree (the paper's empty-tree result)."""
 
 
-def _satisfies(node: Node, requirement: Requirement) -> bool:
+def _satisfies(node: Node, requirement: PathRequirement) -> bool:
     """Whether one node, as a leaf, meets the requirement in the form its statistics allow."""
     counts = None if node.counts is None else node.counts[None, :]
     stats = LeafStats(
@@ -111,7 +111,7 @@ def _candidates(edges: list[Edge], b: int) -> list[int]:
     return [order[j] for j in (at - 1, at + 1) if 0 <= j < len(order)]
 
 
-def apt(tree: Tree, requirement: Requirement, *, disclosure: Disclosure | None = None) -> Tree:
+def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | None = None) -> Tree:
     """Anonymity-based tree pruning (Sharkey et al. §3.2, Fig. 4).
 
     Bottom-up, level by level from the second-deepest level, every node with a child that violates

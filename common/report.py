@@ -1,9 +1,9 @@
 """What a release claims (`PrivacyReport`) and the released model it travels with (`Release`).
 
 A report is made to be re-checked, not believed: it names the mechanism and its parameters, the
-requirement every path claims to meet, one claim per released path (the path's leaf and size), and
-the attack counts on the released statistics. `common.audit` re-derives all of it from the
-released tree alone.
+requirement it claims to meet, for path requirements one claim per released path (the path's leaf
+and size), and the attack counts on the released statistics. `common.audit` re-derives all of it
+from the released trees alone.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ class PrivacyReport:
     guarantee:
         The guarantee in words; ``"none"`` for the baseline.
     requirement:
-        The requirement string every path claims to meet, or None when nothing is claimed.
+        The requirement string the release claims to meet, or None when nothing is claimed: a
+        path requirement every path meets, or a ``dps:`` guarantee of the whole ensemble.
     claims:
-        One claim per released path.
+        One claim per released path under a path requirement; none under ``dps``, whose
+        guarantee is about the ensemble (its audit re-checks the counts and recomputes delta).
     attacks:
-        Attack counts on the released statistics, as the owner computed them.
+        Attack counts on the released statistics, as the owner computed them (summed over the
+        trees of an ensemble, `common.attacks.ensemble_attack_report`).
     """
 
     mechanism: str
@@ -101,7 +104,27 @@ def _attacks_from_dict(data: Mapping[str, Any]) -> AttackReport:
 
 @dataclass(frozen=True)
 class Release:
-    """A released model and its privacy report."""
+    """A released model, one tree or an ensemble over one schema, and its privacy report.
 
-    tree: Tree
+    Tree mechanisms (APT, pruning) release one tree, k-AnonToRdt releases ``trees`` random trees;
+    both travel the same way (a ``ModelMessage`` carries a list of trees). A list is stored as a
+    tuple. `tree` is the convenience for single-tree releases and refuses an ensemble.
+    """
+
+    trees: tuple[Tree, ...]
     report: PrivacyReport
+
+    def __post_init__(self) -> None:
+        trees = tuple(self.trees) if isinstance(self.trees, (list, tuple)) else None
+        if not trees or not all(isinstance(t, Tree) for t in trees):
+            raise TypeError(f"Release.trees must be a non-empty sequence of Trees, got {self.trees!r:.80}")
+        if any(t.schema != trees[0].schema for t in trees):
+            raise ValueError("Release.trees must share one schema")
+        object.__setattr__(self, "trees", trees)
+
+    @property
+    def tree(self) -> Tree:
+        """The released tree of a single-tree release; ValueError for an ensemble."""
+        if len(self.trees) != 1:
+            raise ValueError(f"this release is an ensemble of {len(self.trees)} trees; use .trees")
+        return self.trees[0]

@@ -20,14 +20,17 @@ owners and checked against each owner's local policy, so there is one parser for
     # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml
 
     [release]
-    mechanism = "apt"
-    requirement = "cl-diversity:c=5,l=3"
-    disclosure = "hit_miss"          # or "counts"
+    mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "none"
+    requirement = "cl-diversity:c=5,l=3"   # kanon-rdt: "dps:k=5,beta=0.01,epsilon=2,trees=10"
+    disclosure = "hit_miss"          # or "counts" (kanon-rdt: "counts" only)
 
     [training]
-    learner = "multiway"             # or "cart"
-    max_depth = 10                   # optional
+    learner = "multiway"             # or "cart"; kanon-rdt trains random trees and ignores it
+    max_depth = 10                   # optional; kanon-rdt: required, the depth d of every random tree
     min_samples_leaf = 1
+
+A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, and asks for at most
+`common.wire.MAX_TREES` trees (what a miner decodes).
 
     [mining]
     global_models = ["decision-tree", "naive-bayes"]
@@ -44,11 +47,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.anonymity import Requirement, RequirementError, parse_requirement
+from common.anonymity import DPS, Requirement, RequirementError, parse_requirement
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema, SchemaError
 from common.toml_file import read_toml
 from common.wire import (
+    MAX_TREES,
     WireError,
     disclosure_from_pb,
     disclosure_to_pb,
@@ -214,10 +219,11 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: study id {spec.study_id!r} must match {STUDY_ID.pattern}")
     try:
         schema = spec_schema(spec)
-        spec_requirement(spec, schema)
+        requirement = spec_requirement(spec, schema)
         disclosure_from_pb(spec.disclosure, where="disclosure")
     except (StudyError, WireError) as exc:
         raise StudyError(f"{where}: {exc}") from None
+    _check_dps_release(spec, requirement, where)
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
@@ -232,6 +238,23 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: owners lists a name twice")
     if spec.owners and spec.quorum > len(spec.owners):
         raise StudyError(f"{where}: quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
+
+
+def _check_dps_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
+    """A ``dps`` requirement and mechanism ``kanon-rdt`` go together, with counts, a depth and few enough trees."""
+    if isinstance(requirement, DPS) and spec.mechanism != KANON_RDT:
+        raise StudyError(f"{where}: requirement {requirement} is met only by mechanism {KANON_RDT!r}, not {spec.mechanism!r}")
+    if spec.mechanism != KANON_RDT:
+        return
+    if not isinstance(requirement, DPS):
+        raise StudyError(f"{where}: mechanism {KANON_RDT!r} needs a requirement 'dps:k=K,beta=B,epsilon=E,trees=T'")
+    if requirement.trees > MAX_TREES:
+        raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
+                         f"a miner accepts at most {MAX_TREES} per model")
+    if spec.disclosure != disclosure_to_pb("counts"):
+        raise StudyError(f"{where}: mechanism {KANON_RDT!r} discloses class counts; set disclosure = \"counts\"")
+    if not spec.HasField("max_depth"):
+        raise StudyError(f"{where}: mechanism {KANON_RDT!r} needs [training] max_depth, the depth of its random trees")
 
 
 def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:

@@ -38,11 +38,17 @@ __all__ = [
     "disclosure_from_pb",
     "model_message",
     "decode_model",
+    "MAX_TREES",
     "new_nonce",
     "now_timestamp",
 ]
 
 NONCE_BYTES = 16
+MAX_TREES = 64
+"""Most trees one ModelMessage may carry. A tree mechanism releases one; k-AnonToRdt releases Nt
+(the paper's rule of thumb is 10). The miner decodes with this limit and studies may not ask for
+more (`common.study.check_spec`); a hostile message is refused before its trees are decoded. The
+miner's node limit applies to the sum over all trees."""
 
 
 class WireError(ValueError):
@@ -212,17 +218,18 @@ def model_message(
     owner_id: str = "",
     nonce: bytes | None = None,
 ) -> fpb.ModelMessage:
-    """A ModelMessage for one released tree (with its report when ``release`` is a `Release`)."""
-    tree = release.tree if isinstance(release, Release) else release
+    """A ModelMessage for a release's trees and report, or for one bare tree without a report."""
+    trees = release.trees if isinstance(release, Release) else (release,)
+    schema = trees[0].schema
     msg = fpb.ModelMessage(
         study_id=study_id,
         owner_id=owner_id,
-        schema_fingerprint=tree.schema.fingerprint,
+        schema_fingerprint=schema.fingerprint,
         nonce=new_nonce() if nonce is None else nonce,
-        schema=schema_to_pb(tree.schema),
+        schema=schema_to_pb(schema),
     )
     msg.timestamp.CopyFrom(now_timestamp())
-    msg.trees.append(tree_to_pb(tree))
+    msg.trees.extend(tree_to_pb(tree) for tree in trees)
     if isinstance(release, Release):
         msg.report.CopyFrom(report_to_pb(release.report))
     return msg
@@ -237,8 +244,8 @@ class DecodedModel:
     report: PrivacyReport | None
 
 
-def decode_model(msg: fpb.ModelMessage, *, max_trees: int = 1) -> DecodedModel:
-    """Decode and validate a ModelMessage; its fingerprint must match its own schema."""
+def decode_model(msg: fpb.ModelMessage, *, max_trees: int = MAX_TREES) -> DecodedModel:
+    """Decode and validate a ModelMessage of 1 to ``max_trees`` trees; its fingerprint must match its own schema."""
     schema = schema_from_pb(msg.schema)
     if msg.schema_fingerprint and msg.schema_fingerprint != schema.fingerprint:
         raise WireError("schema_fingerprint does not match the schema the message carries")

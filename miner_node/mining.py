@@ -4,6 +4,12 @@ Deterministic for a given study: submissions are taken in owner-id order, owner 
 draws from a generator seeded by ``(study seed, i)`` and every global model by the study seed,
 so the same study run by `modelshare simulate` or by separately started processes gives the
 same results.
+
+A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly hit + miss per
+path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
+`miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
+contributes about ``pgen_scale`` times its owner's table size; the global models train on the
+union of every owner's rows.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ import numpy as np
 
 from common.audit import audit
 from common.datasets.loading import load_table
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.metrics import accuracy
 from common.pb import federation_pb2 as fpb
+from common.report import PrivacyReport
 from common.schema import Schema
 from common.tree import Tree
 from common.wire import DecodedModel, tree_to_pb
 from miner_node.global_models import make_global_model
-from miner_node.pgen import pgen
+from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble
 
 __all__ = ["AcceptedModel", "mine", "load_evaluation"]
 
@@ -50,6 +58,23 @@ def _pgen_rows(tree: Tree, scale: float) -> int | None:
     return None if scale == 1.0 else int(round(scale * tree.root.total))
 
 
+def _sampling_rate(report: PrivacyReport | None) -> float:
+    """The per-tree sampling rate beta a kanon-rdt report states (checked by the audit); 1 otherwise."""
+    if report is None or report.mechanism != KANON_RDT:
+        return 1.0
+    return float(report.parameters["beta"])
+
+
+def _pseudo_table(model: DecodedModel, scale: float, rng: np.random.Generator,
+                  class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+    """PGEN on one accepted model: its single tree, or every tree of its ensemble (module docstring)."""
+    beta = _sampling_rate(model.report)
+    if len(model.trees) == 1 and beta == 1.0:
+        tree = model.trees[0]
+        return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
+    return pgen_ensemble(model.trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+
+
 def mine(
     spec: fpb.StudySpec,
     schema: Schema,
@@ -61,18 +86,17 @@ def mine(
     results = fpb.StudyResults(study_id=spec.study_id)
     parts_X, parts_y = [], []
     for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
-        tree = item.model.trees[0]
+        trees, report = item.model.trees, item.model.report
         rng = np.random.default_rng([int(spec.seed), i])
-        X, y = pgen(tree, rows=_pgen_rows(tree, spec.pgen_scale), rng=rng, class_assignment=spec.class_assignment)  # type: ignore[arg-type]
+        X, y = _pseudo_table(item.model, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
         parts_X.append(X)
         parts_y.append(y)
-        report = item.model.report
         results.owners.add(
             owner_id=item.owner_id,
-            tuples=float(tree.root.total),
-            leaves=tree.n_leaves,
+            tuples=float(np.mean([tree.root.total for tree in trees])),
+            leaves=sum(tree.n_leaves for tree in trees),
             claim=(report.requirement or report.guarantee) if report is not None else "none",
-            audit_passed=audit(tree, report).passed,
+            audit_passed=audit(trees, report).passed,
             pseudo_rows=int(y.shape[0]),
         )
     X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))

@@ -22,6 +22,9 @@ the class follows the path's disclosed counts. Choices where the paper leaves ro
 
 Everything is vectorized over rows: the Python-level loops run over attributes and chunks only.
 Large outputs stream in chunks of whole rows (`pgen_chunks`), optionally shuffled within a chunk.
+
+An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths (`pgen_ensemble`);
+`ensemble_rows` says how the pseudo-table's size is shared among the trees, and why.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 from common.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.tree import CategorySet, Interval, Path, Tree
 
-__all__ = ["PathTable", "allocate_rows", "pgen", "pgen_chunks", "basegen", "uniform_rows"]
+__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows"]
 
 ClassAssignment = Literal["exact", "sample"]
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -191,6 +194,52 @@ def pgen(
     chunks = list(pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment,
                               chunk_rows=None, shuffle=shuffle))
     return chunks[0]
+
+
+def ensemble_rows(trees: Sequence[Tree], *, scale: float, beta: float) -> np.ndarray:
+    """Rows to generate from each tree of an ensemble: ``scale`` pseudo rows per estimated real row.
+
+    Each k-AnonToRdt tree counts its own Bernoulli(beta) sample of the same table, so a tree's
+    released root total estimates beta * n (less what suppression zeroed), and every tree is a
+    view of the same n rows, not of n more. The ensemble therefore yields
+    ``round(scale * sum_i total_i / (beta * Nt))`` rows in all: the mean released total undone
+    for the sampling, about ``scale * n``. That keeps ``pgen_scale`` meaning what it means for a
+    single APT tree (pseudo rows per real row), weighs owners in the pooled table by their table
+    sizes whatever beta each used, and does not multiply the table by Nt. Generating only
+    ``scale * total_i / Nt`` per tree would shrink an owner's share by beta (to 1 % at the paper's
+    beta = 0.01) and starve the global learners. The total is shared among the trees in
+    proportion to their released totals by largest remainders (`allocate_rows`), so the counts
+    are exact integers; a tree whose counts were all suppressed contributes nothing.
+
+    Parameters
+    ----------
+    trees:
+        The released trees.
+    scale:
+        Pseudo rows per (estimated) real row, > 0.
+    beta:
+        The per-tree sampling rate the release states, in (0, 1]; 1 for trees that count every row.
+    """
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    if not 0 < beta <= 1:
+        raise ValueError(f"beta must lie in (0, 1], got {beta}")
+    totals = np.array([tree.root.total for tree in trees], dtype=np.float64)
+    return allocate_rows(totals, int(round(scale * totals.sum() / (beta * len(trees)))))
+
+
+def pgen_ensemble(
+    trees: Sequence[Tree],
+    *,
+    scale: float,
+    beta: float,
+    rng: np.random.Generator,
+    class_assignment: ClassAssignment = "exact",
+) -> tuple[np.ndarray, np.ndarray]:
+    """PGEN on an ensemble: each tree's share of `ensemble_rows` drawn from its own paths, stacked in tree order."""
+    parts = [pgen(tree, rows=int(rows), rng=rng, class_assignment=class_assignment)
+             for tree, rows in zip(trees, ensemble_rows(trees, scale=scale, beta=beta))]
+    return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
 def pgen_chunks(

@@ -22,7 +22,7 @@ from common.anonymity import RequirementError, parse_requirement, weaker_than
 from common.audit import audit
 from common.pb import federation_pb2 as fpb
 from common.study import spec_requirement
-from common.wire import WireError, decode_model, disclosure_from_pb
+from common.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
 
 __all__ = ["Rejection", "check_model", "ModelVerifier"]
 
@@ -41,26 +41,34 @@ class Rejection(Exception):
 def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
-    The node count is taken on the raw message, before the decode that costs time per node.
+    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.wire.MAX_TREES`;
+    ``max_nodes`` bounds the nodes of all its trees together. Counts are taken on the raw message,
+    before the decode that costs time per node. Every tree is audited (`common.audit.audit`),
+    and the report's requirement must be at least as strong as the study's (`weaker_than`).
     """
+    if len(message.trees) > MAX_TREES:
+        raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"the model has {len(message.trees)} trees; this miner accepts at most {MAX_TREES}")
     nodes = sum(len(t.nodes) for t in message.trees)
     if nodes > max_nodes:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the model has {nodes} nodes; this miner accepts at most {max_nodes}")
+                        f"the model has {nodes} nodes in {len(message.trees)} trees; this miner accepts at most {max_nodes}")
     try:
-        model = decode_model(message)
+        model = decode_model(message, max_trees=MAX_TREES)
     except WireError as exc:
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"malformed model: {exc}") from None
-    tree, report = model.trees[0], model.report
+    trees, report = model.trees, model.report
     if report is None:
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the model carries no privacy report")
     if report.mechanism != spec.mechanism:
         raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                         f"released with {report.mechanism!r}; the study requires {spec.mechanism!r}")
     wanted = disclosure_from_pb(spec.disclosure, where="study")
-    if tree.disclosure != wanted:
-        raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"the tree discloses {tree.disclosure}; the study asks for {wanted}")
-    result = audit(tree, report)
+    for i, tree in enumerate(trees):
+        if tree.disclosure != wanted:
+            which = "the tree" if len(trees) == 1 else f"tree {i}"
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
+    result = audit(trees, report)
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")

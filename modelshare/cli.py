@@ -45,6 +45,7 @@ from modelshare.cli_common import (
     tree_params,
 )
 from modelshare.experiments import pruning as pruning_experiment
+from modelshare.experiments import rdt as rdt_experiment
 from modelshare.pipeline import PipelineConfig, run_study, summarize
 
 __all__ = ["main", "build_parser"]
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_federation.add_parsers(sub)
     cli_owner.add_parsers(sub)
     pruning_experiment.add_parser(ex_sub)
+    rdt_experiment.add_parser(ex_sub)
     simulate.add_parser(sub)
     return parser
 

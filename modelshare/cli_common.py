@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from rich.console import Console
 
 from common.datasets import LoadedTable, load_dataset, load_table
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.schema import SchemaError
 from owner_node.release import MECHANISMS
 
@@ -77,10 +78,11 @@ def leaf_size(text: str) -> int | float:
     raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
 
 
-def add_release_options(p: argparse.ArgumentParser) -> None:
-    """--mechanism, --requirement and --disclosure, as every command that releases trees takes them."""
-    p.add_argument("--mechanism", default="none", choices=sorted(MECHANISMS), help="release mechanism (default none)")
+def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str] = MECHANISMS) -> None:
+    """--mechanism (one of ``mechanisms``), --requirement and --disclosure, as commands that release trees take them."""
+    p.add_argument("--mechanism", default="none", choices=sorted(mechanisms), help="release mechanism (default none)")
     p.add_argument("--requirement", default=None,
-                   help="privacy requirement of the mechanism: 'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'")
+                   help="privacy requirement of the mechanism: 'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'"
+                        + (" (kanon-rdt: 'dps:k=K,beta=B,epsilon=E,trees=T')" if KANON_RDT in mechanisms else ""))
     p.add_argument("--disclosure", default="counts", choices=["counts", "hit_miss"],
                    help="what released trees disclose per node (default counts; hit_miss is the model-sharing paper's)")

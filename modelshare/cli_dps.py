@@ -30,7 +30,7 @@ def _print_guarantee(g: DPSGuarantee) -> None:
     table.add_row("epsilon per tree (eps)", f"{g.epsilon_per_tree:.6g}")
     table.add_row("delta per tree (d(k, beta, eps))", _fmt(g.delta_per_tree))
     table.add_row("delta total (Nt*delta)", _fmt(g.delta_total))
-    verdict = (f"({g.beta:g}, {g.epsilon_total:g}, {_fmt(g.delta_total)})-DPS" if g.meaningful
+    verdict = (g.describe() if g.meaningful
                else "[red]no guarantee[/] (Nt*delta >= 1)")
     table.add_row("guarantee", verdict)
     out.print(table)

@@ -26,7 +26,7 @@ from modelshare.admin import (
 )
 from modelshare.cli_common import err, out
 from modelshare.logs import configure_logging
-from owner_node.release import MECHANISMS
+from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["add_parsers"]
 
@@ -45,7 +45,7 @@ def _rpc(call: Callable[[], Any]) -> Any:
 def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
-    miner = start_miner(config, mechanisms=MECHANISMS, insecure=args.insecure)
+    miner = start_miner(config, mechanisms=RELEASE_MECHANISMS, insecure=args.insecure)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

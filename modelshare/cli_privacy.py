@@ -1,4 +1,10 @@
-"""`modelshare release` (train, make safe, write a model file) and `modelshare audit` (re-check it)."""
+"""`modelshare release` (train, make safe, write a model file) and `modelshare audit` (re-check it).
+
+``release`` post-processes one trained tree with a tree mechanism (apt, prune-leaf, prune-parent,
+none), or with ``--mechanism kanon-rdt`` trains and releases k-AnonToRdt random trees from a
+``dps:`` requirement and ``--depth`` (an alias of ``--max-depth``: the depth of every random
+tree). ``audit`` re-checks a model file of one tree or of an ensemble.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
-from common.attacks import AttackReport, attack_report
+from common.attacks import attack_report
 from common.audit import audit
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.learners import LEARNERS, make_learner
+from common.learners.random_tree import ensemble_predict_proba
 from common.model_io import read_model, write_release
+from common.report import Release
+from common.schema import Schema
 from modelshare.cli_common import (
     add_release_options,
     add_table_source,
@@ -22,60 +33,97 @@ from modelshare.cli_common import (
     positive_int,
     tree_params,
 )
-from owner_node.release import release_tree
+from owner_node.release import RELEASE_MECHANISMS, release_random_trees, release_tree
 
 __all__ = ["add_parsers", "cmd_release", "cmd_audit"]
 
 
-def _attack_rows(report: AttackReport) -> list[tuple[str, str, str]]:
-    rows = [
-        ("uniqueness", str(report.uniqueness.leaves), f"{report.uniqueness.users:g}"),
-        ("homogeneity", str(report.homogeneity.leaves), f"{report.homogeneity.users:g}"),
-    ]
-    rows += [(f"background, {i + 1} known", str(c.leaves), f"{c.users:g}") for i, c in enumerate(report.background)]
+def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Table rows of an attack report in its `AttackReport.to_dict` form."""
+    rows = [(name, str(report[name]["leaves"]), f"{report[name]['users']:g}") for name in ("uniqueness", "homogeneity")]
+    rows += [(f"background, {b['known']} known", str(b["leaves"]), f"{b['users']:g}") for b in report["background"]]
     return rows
+
+
+def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
+    """Train the local learner and apply a tree mechanism; the release and what to report about it."""
+    seed = 0 if args.seed is None else args.seed
+    learner = make_learner(args.learner, schema, random_state=seed, **tree_params(args.max_depth, args.min_samples_leaf))
+    trained = learner.fit(X, y).tree_
+    release = release_tree(trained, args.mechanism, requirement=args.requirement, disclosure=args.disclosure)
+    summary = {
+        "trained_leaves": trained.n_leaves,
+        "released_leaves": release.tree.n_leaves,
+        "released_depth": release.tree.depth,
+        "training_accuracy": float((release.tree.predict(X) == y).mean()),
+        "owner_attacks": attack_report(release.tree, X, y).to_dict(),
+    }
+    return release, summary
+
+
+def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
+    """Train and release k-AnonToRdt trees (--depth, a dps --requirement); the release and its summary.
+
+    Without --seed the structure and the samples come from fresh OS entropy, as the privacy of
+    sampling needs; the owner's view of the attacks is left out, since it would count every
+    training row rather than each tree's sample.
+    """
+    if args.requirement is None or args.max_depth is None:
+        raise ValueError(f"--mechanism {KANON_RDT} needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --depth D")
+    release = release_random_trees(schema, X, y, requirement=args.requirement, depth=args.max_depth,
+                                   seed=args.seed, disclosure=args.disclosure)
+    trees = release.trees
+    summary = {
+        "trees": len(trees),
+        "released_leaves": sum(tree.n_leaves for tree in trees),
+        "released_depth": max(tree.depth for tree in trees),
+        "released_rows_per_tree": [float(tree.root.total) for tree in trees],
+        "training_accuracy": float((ensemble_predict_proba(trees, X).argmax(axis=1) == y).mean()),
+    }
+    return release, summary
+
+
+def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    """The human-readable account of a release: what was released, its claim, the attacks on it."""
+    if args.mechanism == KANON_RDT:
+        err.print(f"{summary['source']}: {summary['rows']} rows -> {KANON_RDT} released {summary['trees']} random trees "
+                  f"of depth <= {summary['released_depth']} ({summary['released_leaves']} leaves in all)")
+    else:
+        err.print(f"{summary['source']}: {summary['rows']} rows; {args.learner} tree with {summary['trained_leaves']} "
+                  f"leaves -> {args.mechanism} released {summary['released_leaves']} leaves "
+                  f"(depth {summary['released_depth']})")
+    err.print(f"claim: {summary['report']['guarantee']}")
+    owner = summary.get("owner_attacks")
+    attacks = Table(title="attacks on the released tree" if owner else "attacks on the released trees (summed over the trees)")
+    columns = ["attack", "leaves", "users (released counts)"] + (["users (training rows)"] if owner else [])
+    for col in columns:
+        attacks.add_column(col, justify="left" if col == "attack" else "right")
+    released = _attack_rows(summary["report"]["attacks"])
+    own = _attack_rows(owner) if owner else [()] * len(released)
+    for row, mine in zip(released, own):
+        attacks.add_row(*row, *mine[2:])
+    out.print(attacks)
+    err.print(f"wrote {args.out}")
 
 
 def cmd_release(args: argparse.Namespace) -> int:
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    learner = make_learner(args.learner, table.schema, random_state=args.seed, **tree_params(args.max_depth, args.min_samples_leaf))
-    learner.fit(X, y)
-    release = release_tree(learner.tree_, args.mechanism, requirement=args.requirement, disclosure=args.disclosure)
+    make = _release_forest if args.mechanism == KANON_RDT else _release_tree
+    release, details = make(args, table.schema, X, y)
     write_release(release, args.out)
-    owner_view = attack_report(release.tree, X, y)
-    summary: dict[str, Any] = {
-        "source": table.source,
-        "rows": int(len(y)),
-        "trained_leaves": learner.tree_.n_leaves,
-        "released_leaves": release.tree.n_leaves,
-        "released_depth": release.tree.depth,
-        "training_accuracy": float((release.tree.predict(X) == y).mean()),
-        "report": release.report.to_dict(),
-        "owner_attacks": owner_view.to_dict(),
-        "out": str(args.out),
-    }
+    summary: dict[str, Any] = {"source": table.source, "rows": int(len(y)), **details,
+                               "report": release.report.to_dict(), "out": str(args.out)}
     if args.json:
         print(json.dumps(summary, indent=2))
-        return 0
-    err.print(
-        f"{table.source}: {len(y)} rows; {args.learner} tree with {learner.tree_.n_leaves} leaves -> "
-        f"{args.mechanism} released {release.tree.n_leaves} leaves (depth {release.tree.depth})"
-    )
-    err.print(f"claim: {release.report.guarantee}")
-    attacks = Table(title="attacks on the released tree")
-    for col in ("attack", "leaves", "users (released counts)", "users (training rows)"):
-        attacks.add_column(col, justify="left" if col == "attack" else "right")
-    for (name, leaves, users), (_, _, own) in zip(_attack_rows(release.report.attacks), _attack_rows(owner_view)):  # type: ignore[arg-type]
-        attacks.add_row(name, leaves, users, own)
-    out.print(attacks)
-    err.print(f"wrote {args.out}")
+    else:
+        _print_release(args, summary)
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    tree, report = read_model(args.model)
-    result = audit(tree, report)
+    trees, report = read_model(args.model)
+    result = audit(trees, report)
     if args.json:
         print(json.dumps({"model": str(args.model), **result.to_dict()}, indent=2))
         return 0 if result.passed else 1
@@ -85,16 +133,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for c in result.checks:
         checks.add_row(c.name, "[green]pass[/]" if c.passed else "[red]FAIL[/]", c.detail)
     out.print(checks)
-    paths = Table(title=f"{len(result.paths)} released paths")
-    for col in ("leaf", "result", "tuples", "hit", "miss", "path"):
-        paths.add_column(col, justify="right" if col in ("leaf", "tuples", "hit", "miss") else "left")
+    ensemble = len(trees) > 1
+    paths = Table(title=f"{len(result.paths)} released paths" + (f" in {len(trees)} trees" if ensemble else ""))
+    columns = (("tree",) if ensemble else ()) + ("leaf", "result", "tuples", "hit", "miss", "path")
+    for col in columns:
+        paths.add_column(col, justify="left" if col in ("result", "path") else "right")
     for p in sorted(result.paths, key=lambda p: p.passed):
-        paths.add_row(str(p.leaf), "pass" if p.passed else "[red]FAIL[/]", f"{p.tuples:g}", f"{p.hit:g}", f"{p.miss:g}", p.path)
+        row = (str(p.leaf), "pass" if p.passed else "[red]FAIL[/]", f"{p.tuples:g}", f"{p.hit:g}", f"{p.miss:g}", p.path)
+        paths.add_row(*((str(p.tree),) if ensemble else ()), *row)
     out.print(paths)
-    attacks = Table(title="attacks on the released statistics")
+    attacks = Table(title="attacks on the released statistics" + (" (summed over the trees)" if ensemble else ""))
     for col in ("attack", "leaves", "users"):
         attacks.add_column(col, justify="left" if col == "attack" else "right")
-    for row in _attack_rows(result.attacks):
+    for row in _attack_rows(result.attacks.to_dict()):
         attacks.add_row(*row)
     out.print(attacks)
     return 0 if result.passed else 1
@@ -102,18 +153,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `release` and `audit`."""
-    rel = sub.add_parser("release", help="train a local tree, apply a release mechanism, write the model file")
+    rel = sub.add_parser("release", help="train a local tree (or k-AnonToRdt trees), apply a release mechanism, "
+                                          "write the model file")
     add_table_source(rel, None)
-    rel.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="local learner (default cart)")
-    rel.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the tree")
-    rel.add_argument("--min-samples-leaf", type=positive_int, default=None, help="minimum leaf size (default 1)")
-    add_release_options(rel)
-    rel.add_argument("--seed", type=int, default=0, help="learner seed (default 0)")
+    rel.add_argument("--learner", default="cart", choices=sorted(LEARNERS),
+                     help="local learner (default cart; kanon-rdt trains random trees instead)")
+    rel.add_argument("--max-depth", "--depth", dest="max_depth", type=positive_int, default=None,
+                     help="depth limit of the tree; for kanon-rdt (required) the depth of every random tree")
+    rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
+                     help="minimum leaf size (default 1; not used by kanon-rdt)")
+    add_release_options(rel, RELEASE_MECHANISMS)
+    rel.add_argument("--seed", type=int, default=None,
+                     help="learner seed (default 0); for kanon-rdt the seed of its structure and samples "
+                          "(default: fresh OS entropy; a known seed voids the privacy of sampling)")
     rel.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
     rel.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rel.set_defaults(func=cmd_release)
 
     aud = sub.add_parser("audit", help="re-derive a model file's privacy claims from its released counts")
-    aud.add_argument("model", type=Path, help="model file written by 'modelshare release'")
+    aud.add_argument("model", type=Path, help="model file written by 'modelshare release' (one tree or an ensemble)")
     aud.add_argument("--json", action="store_true", help="print machine-readable JSON")
     aud.set_defaults(func=cmd_audit)

@@ -12,12 +12,18 @@ records) tells the study's author exactly what to change.
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-    min_k = 5                  # a k-anonymity study needs k >= min_k
+                               # (also "kanon-rdt" and "none"; both must be listed to be allowed)
+    min_k = 5                  # a k-anonymity study needs k >= min_k (and so does the k of a dps study)
     min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
     max_c = 20                 # ... and c <= max_c (a smaller c is stricter)
-    max_epsilon = 2.0          # for requirements with an epsilon parameter
+    max_beta = 0.1             # a dps study needs its sampling rate beta <= max_beta ...
+    max_epsilon = 2.0          # ... its total epsilon (Nt*eps) <= max_epsilon ...
+    max_delta = 1e-3           # ... and its composed delta (Nt*delta) <= max_delta
     disclosures = ["counts", "hit_miss"]
     miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
+
+``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``) only;
+which mechanisms a site answers at all is ``mechanisms``.
 """
 
 from __future__ import annotations
@@ -26,17 +32,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from common.anonymity import CLDiversity, KAnonymity, Requirement, weaker_than
+from common.anonymity import DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema
 from common.study import StudyError, spec_requirement, spec_schema
 from common.wire import WireError, disclosure_from_pb
-from owner_node.release import MECHANISMS
+from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
-_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_epsilon", "disclosures", "miners")
+_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_beta", "max_epsilon", "max_delta", "disclosures", "miners")
 
 
 class PolicyError(ValueError):
@@ -68,24 +75,16 @@ def _min_int(data: Mapping[str, Any], key: str, where: str, low: int) -> int | N
     return value
 
 
-def _positive(data: Mapping[str, Any], key: str, where: str) -> float | None:
+def _positive(data: Mapping[str, Any], key: str, where: str, at_most: float = math.inf) -> float | None:
+    """A positive finite number no larger than ``at_most`` (beta and delta are probabilities), or None."""
     value = data.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-        raise PolicyError(f"{where}: {key} must be a positive finite number, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and 0 < value <= at_most)):
+        limit = "" if math.isinf(at_most) else f" at most {at_most:g}"
+        raise PolicyError(f"{where}: {key} must be a positive finite number{limit}, got {value!r}")
     return float(value)
-
-
-def _requirement_parameters(text: str) -> dict[str, str]:
-    """The ``key=value`` parameters of a ``NAME:key=value,...`` requirement string, leniently.
-
-    Used only to find an ``epsilon`` in requirements this module cannot otherwise interpret;
-    items without ``=`` are ignored here (the mechanism's own parser rejects them).
-    """
-    _, _, body = text.partition(":")
-    pairs = (item.partition("=") for item in body.split(","))
-    return {name.strip(): value.strip() for name, eq, value in pairs if eq}
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,9 @@ class Policy:
     min_k: int | None = None
     min_l: int | None = None
     max_c: float | None = None
+    max_beta: float | None = None
     max_epsilon: float | None = None
+    max_delta: float | None = None
     disclosures: tuple[str, ...] = DISCLOSURES
     miners: tuple[str, ...] = ()
 
@@ -107,11 +108,13 @@ class Policy:
         if unknown:
             raise PolicyError(f"{where}: unknown keys {unknown}; expected some of {list(_KEYS)}")
         return cls(
-            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, tuple(sorted(MECHANISMS)), empty_ok=False),
+            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, tuple(sorted(RELEASE_MECHANISMS)), empty_ok=False),
             min_k=_min_int(data, "min_k", where, 1),
             min_l=_min_int(data, "min_l", where, 2),
             max_c=_positive(data, "max_c", where),
+            max_beta=_positive(data, "max_beta", where, at_most=1.0),
             max_epsilon=_positive(data, "max_epsilon", where),
+            max_delta=_positive(data, "max_delta", where, at_most=1.0),
             disclosures=_names(data, "disclosures", where, cls.disclosures, DISCLOSURES, empty_ok=False),
             miners=_names(data, "miners", where, cls.miners, None, empty_ok=True),
         )
@@ -138,7 +141,7 @@ class Policy:
                            f"(allowed: {', '.join(self.mechanisms)})")
         reasons += self._disclosure_reasons(spec)
         reasons += self._bound_reasons(spec)
-        reasons += self._epsilon_reasons(spec)
+        reasons += self._dps_reasons(spec)
         return reasons
 
     def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[str]:
@@ -158,6 +161,9 @@ class Policy:
         you ask for diversity". A site that sets only ``min_k`` accepts a diversity study whose
         l reaches it (a (c,l)-diverse path holds at least l tuples); a site that sets only
         diversity bounds refuses k-anonymity studies, which promise no diversity at all.
+        ``min_k`` also bounds the k of a dps study: every released nonzero (leaf, class) count
+        of k-AnonToRdt is at least k, so each released leaf holds at least k sampled rows; dps
+        promises no diversity, so diversity bounds alone refuse it like k-anonymity.
         """
         k_bounds, div_bounds = self.bounds()
         if not k_bounds and not div_bounds:
@@ -165,26 +171,46 @@ class Policy:
         claimed, problem = _claimed_requirement(spec)
         if claimed is None:
             return [f"{problem}; this site requires {say}" for _, say in (*k_bounds, *div_bounds)]
-        if isinstance(claimed, KAnonymity) and not k_bounds:
+        if isinstance(claimed, (KAnonymity, DPS)) and not k_bounds:
             return [f"study requires {claimed}; this site accepts only "
                     + " and ".join(say for _, say in div_bounds)]
+        if isinstance(claimed, DPS):
+            return [f"study requires {claimed}; this site requires {say}"
+                    for required, say in k_bounds if isinstance(required, KAnonymity) and claimed.k < required.k]
         family = k_bounds if isinstance(claimed, KAnonymity) else (div_bounds or k_bounds)
         return [f"study requires {claimed}; this site requires {say}"
                 for required, say in family if weaker_than(claimed, required) is not None]
 
-    def _epsilon_reasons(self, spec: fpb.StudySpec) -> list[str]:
-        if self.max_epsilon is None or not spec.HasField("requirement"):
+    def _dps_bounds(self) -> list[str]:
+        """How to say each dps bound the site sets."""
+        said = [(self.max_beta, "beta <= {:g}"), (self.max_epsilon, "total epsilon <= {:g}"),
+                (self.max_delta, "composed delta <= {:g}")]
+        return [say.format(limit) for limit, say in said if limit is not None]
+
+    def _dps_reasons(self, spec: fpb.StudySpec) -> list[str]:
+        """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps study's requirement exceeds.
+
+        Only studies that ask for dps (mechanism ``kanon-rdt`` or a ``dps:`` requirement) are
+        bounded; epsilon is the total Nt*eps and delta the composed Nt*delta (`common.dps`).
+        """
+        bounds = self._dps_bounds()
+        asks = spec.mechanism == KANON_RDT or (spec.HasField("requirement") and spec.requirement.strip().startswith("dps:"))
+        if not bounds or not asks:
             return []
-        text = _requirement_parameters(spec.requirement).get("epsilon")
-        if text is None:
-            return []
-        try:
-            epsilon = float(text)
-        except ValueError:
-            return [f"study requirement {spec.requirement!r} has epsilon={text!r}, which is not a number"]
-        if math.isfinite(epsilon) and 0 < epsilon <= self.max_epsilon:
-            return []
-        return [f"study requires epsilon={text}; this site allows at most epsilon={self.max_epsilon:g}"]
+        claimed, problem = _claimed_requirement(spec)
+        if not isinstance(claimed, DPS):
+            problem = problem or f"study requires {claimed}, which bounds no epsilon or delta"
+            return [f"{problem}; this site requires {say}" for say in bounds]
+        reasons = []
+        if self.max_beta is not None and claimed.beta > self.max_beta:
+            reasons.append(f"study requires {claimed}; this site allows at most beta={self.max_beta:g}")
+        if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
+            reasons.append(f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total")
+        delta = claimed.guarantee().delta_total
+        if self.max_delta is not None and delta > self.max_delta:
+            reasons.append(f"study requires {claimed} (composed delta {delta:.3g}); "
+                           f"this site allows at most delta={self.max_delta:g}")
+        return reasons
 
 
 def _claimed_requirement(spec: fpb.StudySpec) -> tuple[Requirement | None, str]:

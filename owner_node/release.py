@@ -11,50 +11,70 @@ claims `common.audit` can re-check from the released tree alone:
 ``prune-leaf`` / ``prune-parent``
     Method 1 / Method 2 of Wakabayashi et al. with threshold ``s = k - 1``, from
     ``k-anonymity:k=K``; every released path then holds at least k tuples.
+
+These four post-process one trained tree (`MECHANISMS`, `release_tree`). ``kanon-rdt``
+(k-AnonToRdt, Waseda et al. 2024) trains its own ensemble from the rows instead, so it has its
+own entry point, `release_random_trees`, from ``dps:k=K,beta=B,epsilon=E,trees=T``.
+`RELEASE_MECHANISMS` names all five: what a study, a site policy or the CLI may ask for.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from common.anonymity import (
+    DPS,
     KAnonymity,
-    Requirement,
+    PathRequirement,
     RequirementError,
     parse_requirement,
 )
-from common.attacks import attack_report
+from common.attacks import attack_report, ensemble_attack_report
+from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.kanon_rdt import kanon_rdt
 from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
 from common.report import PathClaim, PrivacyReport, Release
+from common.schema import Schema
 from common.tree import Disclosure, Tree
 from common.tree_rebuild import rebuild
 
-__all__ = ["MECHANISMS", "PrivacyReport", "Release", "RequirementUnsatisfiable", "release_tree"]
+__all__ = [
+    "MECHANISMS",
+    "RELEASE_MECHANISMS",
+    "NEEDS_REQUIREMENT",
+    "PrivacyReport",
+    "Release",
+    "RequirementUnsatisfiable",
+    "release_tree",
+    "release_random_trees",
+]
 
-Mechanism = Callable[[Tree, "Requirement | None", Disclosure], tuple[Tree, dict]]
+Mechanism = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
 
 
-def _none(tree: Tree, requirement: Requirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def _none(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
     return rebuild(tree.schema, tree.nodes, disclosure), {}
 
 
-def _apt(tree: Tree, requirement: Requirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def _apt(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
     assert requirement is not None
     return apt(tree, requirement, disclosure=disclosure), {}
 
 
-def _k_for_threshold(requirement: Requirement | None, mechanism: str) -> int:
+def _k_for_threshold(requirement: PathRequirement | None, mechanism: str) -> int:
     if not isinstance(requirement, KAnonymity):
         raise RequirementError(str(requirement), f"{mechanism} takes 'k-anonymity:k=K' (threshold s = K - 1)")
     return requirement.k
 
 
-def _prune_leaf(tree: Tree, requirement: Requirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def _prune_leaf(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
     s = _k_for_threshold(requirement, "prune-leaf") - 1
     return prune_leaves(tree, s, disclosure=disclosure), {"s": s}
 
 
-def _prune_parent(tree: Tree, requirement: Requirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def _prune_parent(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
     s = _k_for_threshold(requirement, "prune-parent") - 1
     return prune_parents(tree, s, disclosure=disclosure), {"s": s}
 
@@ -65,7 +85,8 @@ MECHANISMS: dict[str, Mechanism] = {
     "prune-leaf": _prune_leaf,
     "prune-parent": _prune_parent,
 }
-NEEDS_REQUIREMENT = frozenset({"apt", "prune-leaf", "prune-parent"})
+RELEASE_MECHANISMS: frozenset[str] = frozenset(MECHANISMS) | {KANON_RDT}
+NEEDS_REQUIREMENT = frozenset({"apt", "prune-leaf", "prune-parent", KANON_RDT})
 
 
 def release_tree(
@@ -98,15 +119,21 @@ def release_tree(
     RequirementUnsatisfiable
         No pruning of this tree meets the requirement; nothing is released.
     """
+    if mechanism == KANON_RDT:
+        raise ValueError(f"{KANON_RDT!r} trains its own random trees from the rows; use release_random_trees")
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown mechanism {mechanism!r}; available: {sorted(MECHANISMS)}")
     if disclosure not in ("counts", "hit_miss"):
         raise ValueError(f"disclosure is {disclosure!r}; expected 'counts' or 'hit_miss'")
-    parsed: Requirement | None = None
+    parsed: PathRequirement | None = None
     if mechanism in NEEDS_REQUIREMENT:
         if requirement is None:
             raise ValueError(f"mechanism {mechanism!r} needs a requirement, e.g. 'k-anonymity:k=10'")
-        parsed = parse_requirement(requirement, n_classes=tree.schema.n_classes)
+        found = parse_requirement(requirement, n_classes=tree.schema.n_classes)
+        if isinstance(found, DPS):
+            raise RequirementError(requirement, f"{mechanism} prunes to a per-path requirement; "
+                                                f"a dps guarantee is met by mechanism {KANON_RDT!r}")
+        parsed = found
     elif requirement is not None:
         raise ValueError(f"mechanism {mechanism!r} releases the tree as trained and cannot meet {requirement!r}")
     released, extra = MECHANISMS[mechanism](tree, parsed, disclosure)
@@ -122,4 +149,71 @@ def release_tree(
         claims=claims,
         attacks=attack_report(released),
     )
-    return Release(released, report)
+    return Release((released,), report)
+
+
+def release_random_trees(
+    schema: Schema,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    requirement: str,
+    depth: int,
+    seed: int | np.random.Generator | None = None,
+    disclosure: Disclosure = "counts",
+) -> Release:
+    """Train and release a k-AnonToRdt ensemble (mechanism ``kanon-rdt``) meeting a ``dps`` requirement.
+
+    ``requirement`` (``dps:k=K,beta=B,epsilon=E,trees=T``) fixes the training: T random trees of
+    depth ``depth``, each counting its own Bernoulli(B) sample of the rows, every (leaf, class)
+    count below K released as 0. The report states the mechanism, the parameters {disclosure, k,
+    beta, epsilon_total, trees, depth, epsilon_per_tree, delta_per_tree, delta_total}, the
+    guarantee ``(beta, Nt*eps, Nt*delta)-DPS`` and the canonical requirement. It makes no
+    per-path claims: the guarantee is about the whole release, and what `common.audit` re-checks
+    is the counts against K and delta against the setting. Attack counts are summed over the trees.
+
+    Parameters
+    ----------
+    schema, X, y:
+        The schema and the encoded rows.
+    requirement:
+        The ``dps:`` requirement string.
+    depth:
+        Depth d of every tree (splits on a path), an integer >= 1.
+    seed:
+        Seed of the structure and of the samples; None (the default, and what owners use) draws
+        fresh OS entropy. The privacy of sampling rests on the sample being unknown: anyone who
+        knows the seed and the other rows can tell whether a row was sampled, so a fixed seed is
+        for experiments only.
+    disclosure:
+        Must be ``counts``: the audit re-checks every released (leaf, class) count against k,
+        which hit/miss disclosure would hide.
+
+    Raises
+    ------
+    RequirementError
+        A malformed requirement, one outside Theorem 1's range, or not a ``dps`` one.
+    ValueError
+        ``hit_miss`` disclosure, a bad depth, or rows that do not fit the schema.
+    """
+    if disclosure != "counts":
+        raise ValueError(f"{KANON_RDT} releases class counts (the audit re-checks each count against k); "
+                         f"disclosure {disclosure!r} is refused")
+    parsed = parse_requirement(requirement, n_classes=schema.n_classes)
+    if not isinstance(parsed, DPS):
+        raise RequirementError(requirement, f"{KANON_RDT} takes 'dps:k=K,beta=B,epsilon=E,trees=T'")
+    forest = kanon_rdt(schema, X, y, k=parsed.k, beta=parsed.beta, depth=depth, n_trees=parsed.trees, rng=seed)
+    g = parsed.guarantee()
+    parameters = {
+        "disclosure": "counts", "k": parsed.k, "beta": parsed.beta, "epsilon_total": parsed.epsilon,
+        "trees": parsed.trees, "depth": int(depth), "epsilon_per_tree": g.epsilon_per_tree,
+        "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total,
+    }
+    report = PrivacyReport(
+        mechanism=KANON_RDT,
+        parameters=parameters,
+        guarantee=g.describe(),
+        requirement=str(parsed),
+        attacks=ensemble_attack_report(forest.trees),
+    )
+    return Release(tuple(forest.trees), report)

@@ -17,14 +17,16 @@ import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.datasets.loading import read_frame
+from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.learners import make_learner
 from common.pb import federation_pb2 as fpb
+from common.report import Release
 from common.schema import Schema, SchemaError
 from common.signing import sign_payload
 from common.study import spec_schema
 from common.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
 from owner_node.config import OwnerConfig
-from owner_node.release import release_tree
+from owner_node.release import release_random_trees, release_tree
 
 __all__ = ["UNSATISFIABLE", "LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
 
@@ -82,10 +84,29 @@ def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
     return limits
 
 
+def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
+    """The release the study asks for: k-AnonToRdt trees, or the study's learner's tree made safe.
+
+    k-AnonToRdt draws its structure and samples from fresh OS entropy, never from the study's
+    public seed: its privacy rests on nobody knowing which rows each tree sampled.
+    """
+    schema = spec_schema(spec)
+    requirement = spec.requirement if spec.HasField("requirement") else None
+    disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
+    if spec.mechanism == KANON_RDT:
+        if requirement is None or not spec.HasField("max_depth"):
+            raise ValueError(f"a {KANON_RDT} study needs a dps requirement and [training] max_depth")
+        return release_random_trees(schema, X, y, requirement=requirement, depth=int(spec.max_depth),
+                                    disclosure=disclosure)
+    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
+    tree = learner.fit(X, y).tree_
+    return release_tree(tree, spec.mechanism, requirement=requirement, disclosure=disclosure)
+
+
 def build_submission(
     spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
 ) -> fpb.SignedEnvelope:
-    """Train the study's learner on ``(X, y)``, release the tree as the study asks, and sign it.
+    """Train on ``(X, y)`` and release as the study asks (`_release`), and sign the model message.
 
     Raises
     ------
@@ -94,12 +115,7 @@ def build_submission(
     RequirementError, ValueError
         The mechanism does not take the study's requirement (or similar spec faults).
     """
-    schema = spec_schema(spec)
-    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
-    tree = learner.fit(X, y).tree_
-    requirement = spec.requirement if spec.HasField("requirement") else None
-    disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
-    release = release_tree(tree, spec.mechanism, requirement=requirement, disclosure=disclosure)
+    release = _release(spec, X, y)
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
     return sign_payload(message.SerializeToString(), key)
 

@@ -19,7 +19,7 @@ from common.wire import model_message, new_nonce, now_timestamp
 from miner_node.config import MinerConfig
 from miner_node.server import RunningMiner, start_miner
 from modelshare.provision import issue_throwaway_federation
-from owner_node.release import MECHANISMS, release_tree
+from owner_node.release import RELEASE_MECHANISMS, release_tree
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Federation:
         return dataclasses.replace(config, listen="localhost:0")
 
     def start(self) -> RunningMiner:
-        self.miner = start_miner(self.miner_config(), mechanisms=MECHANISMS)
+        self.miner = start_miner(self.miner_config(), mechanisms=RELEASE_MECHANISMS)
         return self.miner
 
     def restart(self) -> RunningMiner:
@@ -48,7 +48,7 @@ class Federation:
         config = dataclasses.replace(self.miner_config(), listen=f"localhost:{self.miner.port}")
         self.miner.stop(grace=None)
         self.close_channels()
-        self.miner = start_miner(config, mechanisms=MECHANISMS)
+        self.miner = start_miner(config, mechanisms=RELEASE_MECHANISMS)
         return self.miner
 
     def stub(self, party: str, tls: TlsFiles | None = None) -> fgrpc.MinerStub:
@@ -76,15 +76,19 @@ def make_federation(tmp: Path, owners: list[str]) -> Federation:
 
 def study_spec(study_id: str, *, dataset: str = "car", owners: list[str] | None = None, quorum: int = 0,
                mechanism: str = "apt", requirement: str | None = "k-anonymity:k=5", disclosure: str = "hit_miss",
-               deadline_minutes: float = 10, global_models: tuple[str, ...] = ("decision-tree",)) -> fpb.StudySpec:
+               deadline_minutes: float = 10, global_models: tuple[str, ...] = ("decision-tree",),
+               max_depth: int | None = None) -> fpb.StudySpec:
     release: dict = {"mechanism": mechanism, "disclosure": disclosure}
     if requirement is not None:
         release["requirement"] = requirement
+    training: dict = {"learner": "multiway"}
+    if max_depth is not None:
+        training["max_depth"] = max_depth
     data = {
         "study": {"id": study_id, "quorum": quorum, "deadline_minutes": deadline_minutes, "owners": owners or []},
         "schema": {"dataset": dataset},
         "release": release,
-        "training": {"learner": "multiway"},
+        "training": training,
         "mining": {"global_models": list(global_models), "pgen_scale": 1},
     }
     return spec_from_mapping(data).spec

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.attacks import AttackCounts, AttackReport, attack_report, leaf_hit_miss
+from common.attacks import (
+    AttackCounts,
+    AttackReport,
+    attack_report,
+    ensemble_attack_report,
+    leaf_hit_miss,
+)
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Edge, Node, Tree
 
@@ -167,3 +173,16 @@ def test_owner_view_of_a_trained_tree_equals_the_released_statistics(car):
     schema, X, y = car
     tree = make_learner("cart", schema, random_state=0, max_depth=6).fit(X, y).tree_
     assert attack_report(tree, X, y) == attack_report(tree)
+
+
+def test_an_ensemble_is_attacked_tree_by_tree_and_the_counts_add_up(car):
+    from common.learners import make_learner
+
+    schema, X, y = car
+    a = make_learner("cart", schema, random_state=0, max_depth=4).fit(X, y).tree_
+    b = make_learner("cart", schema, random_state=0, max_depth=6).fit(X, y).tree_
+    assert ensemble_attack_report([a]) == attack_report(a)
+    both, ra, rb = ensemble_attack_report([a, b]), attack_report(a), attack_report(b)
+    assert both.homogeneity == AttackCounts(ra.homogeneity.leaves + rb.homogeneity.leaves,
+                                            ra.homogeneity.users + rb.homogeneity.users)
+    assert [c.leaves for c in both.background] == [x.leaves + z.leaves for x, z in zip(ra.background, rb.background)]

@@ -103,7 +103,7 @@ def test_releases_pass_audit(request, tmp_path, mechanism, requirement, fixture,
     # and again from the release file
     path = tmp_path / "release.json"
     write_release(release, path)
-    tree_back, report_back = read_model(path)
+    (tree_back,), report_back = read_model(path)
     assert audit(tree_back, report_back).passed
 
 
@@ -269,5 +269,15 @@ def test_release_round_trip_keeps_audit_verdicts(tmp_path):
     """A failing release still fails after a trip through the file."""
     tree = flat(SCHEMA2, (2, 1), (10, 10))
     path = tmp_path / "bad.json"
-    write_release(Release(tree, honest_report(tree, "k-anonymity:k=10")), path)
+    write_release(Release((tree,), honest_report(tree, "k-anonymity:k=10")), path)
     assert not audit(*read_model(path)).passed
+
+
+def test_a_single_tree_audits_the_same_alone_or_in_a_sequence():
+    tree = flat(SCHEMA2, (2, 1), (10, 10), (6, 6))
+    report = honest_report(tree, "k-anonymity:k=10")
+    alone, listed = audit(tree, report), audit([tree], report)
+    assert alone.checks == listed.checks and alone.paths == listed.paths
+    assert {p.tree for p in alone.paths} == {0}
+    with pytest.raises(ValueError, match="at least one tree"):
+        audit([], report)

@@ -109,6 +109,35 @@ def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, 
     assert _wait_done(fed, "d2").state == "done"
 
 
+def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path):
+    owners = ["site-a", "site-b"]
+    policy = {"mechanisms": ["kanon-rdt"], "min_k": 5, "max_beta": 0.5, "max_epsilon": 8.0, "max_delta": 0.2,
+              "miners": ["miner"]}
+    fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
+                                                owner_data=_car_tables(tmp_path, owners), policy=policy))
+    fed.start()
+    try:
+        admin = fed.stub("admin")
+        for study_id, requirement in (("k1", "dps:k=5,beta=0.5,epsilon=8,trees=4"), ("k2", "dps:k=5,beta=0.5,epsilon=4,trees=4")):
+            spec = study_spec(study_id, mechanism="kanon-rdt", requirement=requirement, disclosure="counts", max_depth=3,
+                              global_models=("naive-bayes",), quorum=1 if study_id == "k2" else 0)
+            admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        for owner in owners:
+            with _daemon(fed, owner) as daemon:
+                outcomes = {o.study_id: o.outcome for o in daemon.run_once(wait_seconds=0)}
+            assert outcomes == {"k1": "submitted", "k2": "refused"}, outcomes
+        assert _wait_done(fed, "k1").state == "done"
+        results = admin.GetResults(fpb.StudyRef(study_id="k1"), timeout=10)
+        assert all(o.audit_passed and o.pseudo_rows > 0 for o in results.owners)
+        assert results.models[0].train_rows == sum(o.pseudo_rows for o in results.owners)
+        status = admin.GetStudy(fpb.StudyRef(study_id="k2"), timeout=10)
+        assert status.state == "failed" and all(
+            o.state == "refused" and "(composed delta 0.438); this site allows at most delta=0.2" in o.reason
+            for o in status.owners)
+    finally:
+        fed.close()
+
+
 # ------------------------------------------------------------ real processes
 
 

@@ -104,24 +104,46 @@ def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
     assert len(reasons) == 3 + 3  # one per bound: min_k, min_l, max_c
 
 
-def test_epsilon_is_bounded_on_the_requirement_parameters():
-    spec = study("apt", None)
-    spec.mechanism = "kanon-rdt"
-    spec.requirement = "dps:k=5,beta=0.01,epsilon=3,trees=10"
+def dps_study(requirement: str = "dps:k=5,beta=0.01,epsilon=2,trees=10") -> fpb.StudySpec:
+    release = {"mechanism": "kanon-rdt", "requirement": requirement, "disclosure": "counts"}
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": release, "training": {"max_depth": 3}}
+    return spec_from_mapping(data).spec
+
+
+def test_dps_studies_are_bounded_by_beta_total_epsilon_and_composed_delta():
     policy = Policy(mechanisms=("kanon-rdt",), max_epsilon=2.0)
-    assert policy.check(spec, "any") == ["study requires epsilon=3; this site allows at most epsilon=2"]
-    spec.requirement = "dps:k=5,beta=0.01,epsilon=2,trees=10"
-    assert policy.check(spec, "any") == []
+    assert policy.check(dps_study(), "any") == []
+    assert policy.check(dps_study("dps:k=5,beta=0.01,epsilon=3,trees=10"), "any") == [
+        "study requires dps:k=5,beta=0.01,epsilon=3,trees=10; this site allows at most epsilon=2 in total"
+    ]
+    strict = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
+    assert strict.check(dps_study(), "any") == []  # composed delta 5.52e-05
+    assert strict.check(dps_study("dps:k=5,beta=0.1,epsilon=2,trees=10"), "any") == [
+        "study requires dps:k=5,beta=0.1,epsilon=2,trees=10; this site allows at most beta=0.05",
+        "study requires dps:k=5,beta=0.1,epsilon=2,trees=10 (composed delta 0.352); this site allows at most delta=0.0001",
+    ]
+
+
+def test_dps_bounds_leave_other_studies_alone_and_a_malformed_dps_study_fails_them():
+    policy = Policy(mechanisms=("apt", "kanon-rdt"), max_beta=0.1, max_epsilon=2.0)
+    assert policy.check(study("apt", "cl-diversity:c=5,l=3", "counts"), "any") == []
+    spec = dps_study()
     spec.requirement = "dps:k=5,epsilon=lots"
-    assert policy.check(spec, "any") == ["study requirement 'dps:k=5,epsilon=lots' has epsilon='lots', which is not a number"]
+    reasons = policy.check(spec, "any")
+    assert len(reasons) == 2 and all(r.startswith("study requirement 'dps:k=5,epsilon=lots' cannot be checked here (")
+                                     for r in reasons)
+    assert reasons[0].endswith("; this site requires beta <= 0.1")
+    assert reasons[1].endswith("; this site requires total epsilon <= 2")
 
 
-def test_a_requirement_the_site_cannot_interpret_fails_its_bounds():
-    spec = study("apt", None)
-    spec.mechanism, spec.requirement = "kanon-rdt", "dps:k=5,beta=0.01,epsilon=1,trees=10"
-    [reason] = Policy(mechanisms=("kanon-rdt",), min_k=5, max_epsilon=2.0).check(spec, "any")
-    assert reason.startswith("study requirement 'dps:k=5,beta=0.01,epsilon=1,trees=10' cannot be checked here (")
-    assert reason.endswith("; this site requires at least k=5")
+def test_min_k_bounds_the_k_of_a_dps_study_and_diversity_bounds_refuse_it():
+    assert Policy(mechanisms=("kanon-rdt",), min_k=5).check(dps_study(), "any") == []
+    assert Policy(mechanisms=("kanon-rdt",), min_k=10).check(dps_study(), "any") == [
+        "study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site requires at least k=10"
+    ]
+    assert Policy(mechanisms=("kanon-rdt",), min_l=2).check(dps_study(), "any") == [
+        "study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site accepts only (c,l)-diversity with l >= 2"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -132,6 +154,10 @@ def test_a_requirement_the_site_cannot_interpret_fails_its_bounds():
         ({"min_k": True}, "min_k must be an integer >= 1, got True"),
         ({"min_l": 1}, "min_l must be an integer >= 2, got 1"),
         ({"max_c": 0}, "max_c must be a positive finite number, got 0"),
+        ({"max_beta": 1.5}, "max_beta must be a positive finite number at most 1, got 1.5"),
+        ({"max_delta": 0}, "max_delta must be a positive finite number at most 1, got 0"),
+        ({"max_epsilon": "2"}, "max_epsilon must be a positive finite number, got '2'"),
+        ({"mechanisms": ["kanon-rdt", "kanon"]}, "mechanisms names ['kanon'], which are not among"),
         ({"mechanisms": ["apt", "pruneleaf"]}, "mechanisms names ['pruneleaf'], which are not among"),
         ({"mechanisms": []}, "mechanisms must list at least one name"),
         ({"disclosures": ["everything"]}, "disclosures names ['everything']"),
@@ -171,7 +197,9 @@ mechanisms = ["apt", "prune-leaf", "prune-parent"]
 min_k = 4
 min_l = 2
 max_c = 20
+max_beta = 0.1
 max_epsilon = 2.0
+max_delta = 0.001
 disclosures = ["counts", "hit_miss"]
 miners = ["miner"]
 """
@@ -208,7 +236,8 @@ def test_config_resolves_paths_against_its_directory(kit):
     assert config.state_dir == kit / "state" and config.signing_key == kit / "signing.key"
     assert config.tls.ca == kit / "ca.crt" and config.tls.key == kit / "tls.key"
     assert config.data_path == kit / "table.csv" and config.class_column == "class"
-    assert config.policy == Policy(min_k=4, min_l=2, max_c=20.0, max_epsilon=2.0, miners=("miner",))
+    assert config.policy == Policy(min_k=4, min_l=2, max_c=20.0, max_beta=0.1, max_epsilon=2.0, max_delta=0.001,
+                                   miners=("miner",))
     assert config.insecure is False
 
 

@@ -102,7 +102,7 @@ def _hostile(release, mutate) -> fpb.ModelMessage:
         (lambda m: m.trees[0].nodes[0].edges[0].constraint.interval.__setattr__("low", float("nan")), "NaN"),
         (lambda m: m.trees[0].nodes[2].counts.__setitem__(0, -5.0), "non-negative"),
         (lambda m: m.__setattr__("schema_fingerprint", "0" * 64), "schema_fingerprint"),
-        (lambda m: m.ClearField("trees"), "1 to 1 trees"),
+        (lambda m: m.ClearField("trees"), "1 to 64 trees"),
         (lambda m: m.schema.attributes[0].ClearField("domain"), "has no domain"),
         (lambda m: m.trees[0].ClearField("nodes"), "at least a root"),
         (lambda m: m.trees[0].ClearField("disclosure"), "disclosure 0"),
@@ -132,7 +132,7 @@ def test_release_file_round_trips(tmp_path, car_release):
     assert not (tmp_path / "model.json.tmp").exists()
     data = json.loads(path.read_text())
     assert set(data) >= {"schema_fingerprint", "schema", "trees", "report", "nonce", "timestamp"}
-    tree, report = read_model(path)
+    (tree,), report = read_model(path)
     assert same_tree(tree, car_release.tree)
     assert report == car_release.report
     assert report.parameters == {"disclosure": "hit_miss"}
@@ -141,7 +141,7 @@ def test_release_file_round_trips(tmp_path, car_release):
 def test_bare_tree_file_reads_with_no_report(tmp_path, mixed_release):
     path = tmp_path / "tree.json"
     write_tree(mixed_release.tree, path)
-    back, report = read_model(path)
+    (back,), report = read_model(path)
     assert report is None
     assert [n.counts.tolist() for n in back.nodes] == [n.counts.tolist() for n in mixed_release.tree.nodes]
 

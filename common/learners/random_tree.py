@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -49,7 +50,7 @@ from common.learners._params import ParameterError, check_positive_int
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
-__all__ = ["RandomDecisionTrees", "random_structure"]
+__all__ = ["RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ATTRIBUTE_SALT = np.uint64(0x243F6A8885A308D3)
@@ -476,20 +477,30 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
             Shape ``(rows, n_classes)``; each row sums to 1.
         """
         check_is_fitted(self, "trees_")
-        X = check_x(self.schema, X)
-        total = np.zeros((X.shape[0], self.schema.n_classes))
-        for tree in self.trees_:
-            total += _leaf_counts(tree)[tree.apply(X)]
-        prior = np.sum([tree.root.counts for tree in self.trees_], axis=0)
-        if prior.sum() == 0:
-            prior = np.ones(self.schema.n_classes)
-        empty = total.sum(axis=1) == 0
-        total[empty] = prior
-        return total / total.sum(axis=1, keepdims=True)
+        return ensemble_predict_proba(self.trees_, X)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row: the most probable class of `predict_proba` (lowest index on ties)."""
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def ensemble_predict_proba(trees: Sequence[Tree], X: np.ndarray) -> np.ndarray:
+    """Alg. 2 on released ``counts`` trees over one schema: summed leaf counts, normalised per row.
+
+    What `RandomDecisionTrees.predict_proba` computes, for anyone holding only the trees (the
+    module docstring says how empty leaves are handled). Shape ``(rows, n_classes)``.
+    """
+    schema = trees[0].schema
+    X = check_x(schema, X)
+    total = np.zeros((X.shape[0], schema.n_classes))
+    for tree in trees:
+        total += _leaf_counts(tree)[tree.apply(X)]
+    prior = np.sum([tree.root.counts for tree in trees], axis=0)
+    if prior.sum() == 0:
+        prior = np.ones(schema.n_classes)
+    empty = total.sum(axis=1) == 0
+    total[empty] = prior
+    return total / total.sum(axis=1, keepdims=True)
 
 
 def _leaf_counts(tree: Tree) -> np.ndarray:
