@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -49,6 +49,7 @@ class RdtSettings:
     seed: int = 0
     global_models: tuple[str, ...] = ("decision-tree", "naive-bayes")
     pgen_scale: float = 1.0
+    tree_params: dict[str, Any] = field(default_factory=dict)
 
 
 def composed_delta(k: int, beta: float, total_epsilon: float | None, trees: int) -> float | None:
@@ -74,7 +75,8 @@ def _score_one(schema: Schema, X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndar
         for name in settings.global_models:
             acc = float("nan")
             if len(yp):
-                model = make_global_model(name, schema, random_state=seed).fit(Xp, yp)
+                params = settings.tree_params if name == "decision-tree" else {}
+                model = make_global_model(name, schema, random_state=seed, **params).fit(Xp, yp)
                 acc = float((model.predict(X_te) == y_te).mean())
             record[f"acc_pgen_{name}"] = acc
         record["pgen_rows"] = int(len(yp))
@@ -143,7 +145,9 @@ def cmd_rdt(args: argparse.Namespace) -> int:
         raise ValueError(f"--betas must lie in (0, 1], got {args.betas}")
     settings = RdtSettings(depths=args.depths, ks=args.ks, trees=args.trees, betas=args.betas,
                            total_epsilon=args.total_epsilon, repeats=args.repeats, test_size=args.test_size,
-                           seed=args.seed, global_models=args.global_models, pgen_scale=args.pgen_scale)
+                           seed=args.seed, global_models=args.global_models, pgen_scale=args.pgen_scale,
+                           tree_params={} if args.tree_min_samples_leaf is None else
+                           {"min_samples_leaf": args.tree_min_samples_leaf})
     results = run_rdt(table.schema, X, y, settings, on_step=lambda d, t: err.print(f"\r{d}/{t} settings", end=""))
     err.print()
     summary = summarize_rdt(results)
@@ -209,7 +213,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--global-models", type=_names, default=RdtSettings.global_models,
                    help=f"global models learned from the ensemble's PGEN data, comma-separated, or 'none' "
                         f"(default decision-tree,naive-bayes; available: {','.join(GLOBAL_MODELS)})")
-    p.add_argument("--pgen-scale", type=float, default=1.0, help="PGEN rows per released tuple (default 1)")
+    p.add_argument("--pgen-scale", type=float, default=1.0, help="PGEN rows per estimated real row (default 1)")
+    p.add_argument("--tree-min-samples-leaf", type=int, default=None,
+                   help="min_samples_leaf of the decision-tree global model (default: the miner's, fully grown)")
     p.add_argument("--out", type=Path, default=None, help="directory for results.csv, summary.csv and results.json")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_rdt)
