@@ -46,13 +46,15 @@ from modelshare.admin import AdminConfig, admin_stub
 from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation
-from owner_node.release import MECHANISMS, NEEDS_REQUIREMENT
+from owner_node.release import KANON_RDT, NEEDS_REQUIREMENT, RELEASE_MECHANISMS
 from owner_node.training import UNSATISFIABLE
 
 __all__ = ["add_parser", "cmd_simulate", "SimulationError"]
 
 STUDY_ID = "simulate"
 DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
+DEFAULT_RDT_REQUIREMENT = "dps:k=5,beta=0.1,epsilon=2,trees=10"  # Table 7's middle column: Nt*delta 0.352
+DEFAULT_RDT_DEPTH = 4
 
 
 class SimulationError(RuntimeError):
@@ -156,7 +158,11 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema, dict[str, Any
     schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
     schema.save(root / "schema.json")
     requirement = args.requirement
-    if requirement is None and args.mechanism in NEEDS_REQUIREMENT:
+    if args.mechanism == KANON_RDT:
+        requirement = requirement or DEFAULT_RDT_REQUIREMENT
+        args.disclosure = "counts"  # random trees release exact (sampled, suppressed) counts only
+        args.max_depth = args.max_depth or DEFAULT_RDT_DEPTH
+    elif requirement is None and args.mechanism in NEEDS_REQUIREMENT:
         requirement = DEFAULT_REQUIREMENT
     (root / "study.toml").write_text(_study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
@@ -299,9 +305,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run a miner and 1-10 owner processes over mutual TLS on one machine; one study")
     add_table_source(p, "nursery")
     p.add_argument("--owners", type=positive_int, default=5, help="number of owner processes, 1-10 (default 5)")
-    p.add_argument("--mechanism", default="apt", choices=sorted(MECHANISMS), help="release mechanism (default apt: PPGEN)")
+    p.add_argument("--mechanism", default="apt", choices=sorted(RELEASE_MECHANISMS),
+                   help=f"release mechanism (default apt: PPGEN; {KANON_RDT} releases {DEFAULT_RDT_DEPTH}-deep random trees "
+                        f"with counts disclosure unless --max-depth says otherwise)")
     p.add_argument("--requirement", default=None,
-                   help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT})")
+                   help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT}; "
+                        f"for {KANON_RDT}: {DEFAULT_RDT_REQUIREMENT})")
     p.add_argument("--disclosure", default="hit_miss", choices=["counts", "hit_miss"],
                    help="what released trees disclose per node (default hit_miss, the model-sharing paper's)")
     p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")
