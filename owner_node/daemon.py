@@ -13,6 +13,10 @@ Once the miner acknowledges (or answers ALREADY_EXISTS / FAILED_PRECONDITION: th
 final either way) the file moves to ``state_dir/sent/`` and a line is appended to
 ``state_dir/answers.jsonl``.
 
+Health: the daemon keeps ``state_dir/status.json`` (`StatusFile`: pid, state, last contact with
+the miner, consecutive failures, last answer), rewritten atomically after every poll and
+answer, which ``modelshare owner status`` reads for a service manager.
+
 Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL) are retried
 with exponential backoff and full jitter; any other status (INVALID_ARGUMENT,
 PERMISSION_DENIED, UNAUTHENTICATED, ...) gives up on the study until the next restart, keeping
@@ -52,12 +56,15 @@ from owner_node.training import (
 
 __all__ = [
     "POLL_WAIT_SECONDS",
+    "STATUS_FILE",
     "Backoff",
     "Outbox",
     "Outcome",
     "OwnerDaemon",
+    "StatusFile",
     "deliver",
     "envelope_kind",
+    "read_status",
 ]
 
 log = logging.getLogger("modelshare.owner")
@@ -70,6 +77,9 @@ RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXC
 FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
 
 Kind = Literal["submit", "refuse"]
+
+STATUS_FILE = "status.json"
+STATUS_FORMAT = "modelshare.owner-status/1"
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,94 @@ class Outbox:
         _fsync_dir(self.sent_dir)
 
 
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class StatusFile:
+    """``state_dir/status.json``: what the daemon is doing, for ``modelshare owner status``.
+
+    One JSON object, replaced atomically (temporary file, fsync, rename) on every change, so a
+    reader sees the previous or the next version, never a part::
+
+        format                "modelshare.owner-status/1"
+        owner, miner          this owner's name and the miner address it dials
+        pid, started_at       the daemon process and when it started
+        updated_at            the last rewrite
+        state                 starting | polling | answering | backing-off | stopped
+        study                 the study being answered (state "answering"), else null
+        last_contact_at       when the miner last answered a call (a poll or an answer), or null
+        consecutive_failures  failed calls since then (0 when the last call succeeded)
+        last_error, last_error_at   the last failed call's status and message
+        last_outcome          {study_id, outcome, reason, at} of the last answer delivered or deferred
+        pending               answers in the outbox not yet acknowledged
+
+    Failing to write it is logged and otherwise ignored: health reporting never stops the daemon.
+    """
+
+    def __init__(self, state_dir: Path, *, owner: str, miner: str) -> None:
+        self.path = Path(state_dir) / STATUS_FILE
+        self._lock = threading.Lock()
+        now = _utc_now()
+        self._data: dict[str, object] = {
+            "format": STATUS_FORMAT, "owner": owner, "miner": miner, "pid": os.getpid(), "started_at": now,
+            "updated_at": now, "state": "starting", "study": None, "last_contact_at": None,
+            "consecutive_failures": 0, "last_error": None, "last_error_at": None, "last_outcome": None,
+            "pending": 0,
+        }
+        self._write()
+
+    @property
+    def data(self) -> dict[str, object]:
+        """A copy of the current record."""
+        with self._lock:
+            return dict(self._data)
+
+    def update(self, **changes: object) -> None:
+        """Merge ``changes`` into the record and rewrite the file (unless they change nothing)."""
+        with self._lock:
+            if all(self._data.get(key) == value for key, value in changes.items()):
+                return
+            self._data.update(changes, updated_at=_utc_now())
+            self._write()
+
+    def contact(self, **changes: object) -> None:
+        """The miner answered a call: record it and clear the failure count."""
+        self.update(last_contact_at=_utc_now(), consecutive_failures=0, **changes)
+
+    def failure(self, error: str, **changes: object) -> None:
+        """A call to the miner failed with ``error``."""
+        with self._lock:
+            failures = int(self._data["consecutive_failures"]) + 1  # type: ignore[call-overload]
+        self.update(consecutive_failures=failures, last_error=error, last_error_at=_utc_now(), **changes)
+
+    def _write(self) -> None:
+        try:
+            atomic_write(self.path, (json.dumps(self._data, indent=2) + "\n").encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            log.warning("cannot write the status file %s: %s", self.path, exc)
+
+
+def read_status(state_dir: Path) -> dict | None:
+    """The status record a daemon keeps in ``state_dir``, or None when there is none.
+
+    Raises
+    ------
+    ValueError
+        The file exists but is not a status record.
+    """
+    path = Path(state_dir) / STATUS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a status file: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != STATUS_FORMAT:
+        raise ValueError(f"{path}: not a status file (format {STATUS_FORMAT!r})")
+    return data
+
+
 def _status(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
     """The status code and details of a failed call (errors raised by gRPC calls carry both)."""
     code = exc.code() if hasattr(exc, "code") else None
@@ -270,6 +368,7 @@ class OwnerDaemon:
         self.key = load_signing_key(config.signing_key)
         _check_roster(config, key_id(self.key.public_key()))
         self.outbox = Outbox(config.state_dir)
+        self.status = StatusFile(config.state_dir, owner=config.name, miner=config.miner)
         self._rng = random.Random()
         self._settled: set[str] = set()  # answered, or given up on, during this process
         self._channel = self._open_channel()
@@ -299,6 +398,8 @@ class OwnerDaemon:
         except (grpc.RpcError, ValueError):  # a call cut short by the channel closing on stop
             if not stop.is_set():
                 raise
+        finally:
+            self.status.update(state="stopped", study=None, pending=len(self.outbox.pending()))
         log.info("owner %s stopped", self.config.name)
 
     def _close_when(self, stop: threading.Event) -> None:
@@ -319,6 +420,7 @@ class OwnerDaemon:
                 failures += 1
                 log.warning("poll of %s failed: %s: %s; retrying in %.1f s",
                             self.config.miner, getattr(code, "name", code), details, delay)
+                self.status.failure(f"poll: {getattr(code, 'name', code)}: {details}", state="backing-off")
                 stop.wait(delay)
                 continue
             failures = 0
@@ -345,6 +447,7 @@ class OwnerDaemon:
         """
         stop = stop or threading.Event()
         reply = self._stub.Poll(fpb.PollRequest(wait_seconds=wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
+        self.status.contact(state="polling")
         outcomes = []
         for announcement in reply.studies:
             if stop.is_set():
@@ -366,15 +469,25 @@ class OwnerDaemon:
             log.warning("study %s: skipped; already answered (%s)", study_id, self.outbox.sent_dir)
             return Outcome(study_id, "skipped", "already answered")
         if self.outbox.read(study_id) is None:
+            self.status.update(state="answering", study=study_id)
             envelope, kind, reason = self._decide(spec)
             self.outbox.put(study_id, envelope.SerializeToString())
             log.info("study %s: %s: %s", study_id, kind, reason)
         return self._deliver(study_id, stop)
 
     def _deliver(self, study_id: str, stop: threading.Event) -> Outcome:
+        self.status.update(state="answering", study=study_id)
         outcome = deliver(self._stub, self.outbox, study_id, stop=stop, backoff=self.backoff, rng=self._rng)
         if outcome.outcome != "deferred":
             self._settled.add(study_id)
+        record = {"study_id": study_id, "outcome": outcome.outcome, "reason": outcome.reason, "at": _utc_now()}
+        changes = {"state": "polling", "study": None, "last_outcome": record, "pending": len(self.outbox.pending())}
+        if outcome.outcome == "deferred" and not stop.is_set():
+            self.status.failure(f"{study_id}: {outcome.reason}", **changes)
+        elif outcome.outcome == "deferred":
+            self.status.update(**changes)
+        else:  # submitted, refused, or gave-up: the miner answered
+            self.status.contact(**changes)
         return outcome
 
     def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
