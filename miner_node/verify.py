@@ -27,6 +27,7 @@ from common.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
 __all__ = ["Rejection", "check_model", "ModelVerifier"]
 
 log = logging.getLogger("modelshare.miner")
+WORKER_START_SECONDS = 120.0  # a spawned interpreter importing numpy on a loaded machine
 
 
 class Rejection(Exception):
@@ -68,7 +69,12 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
         if tree.disclosure != wanted:
             which = "the tree" if len(trees) == 1 else f"tree {i}"
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
-    result = audit(trees, report)
+    try:
+        result = audit(trees, report)
+    except (ArithmeticError, ValueError) as exc:  # numbers of a hostile report the auditor cannot compute with
+        log.warning("the re-audit could not check a model: %r", exc)
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"the miner's re-audit cannot check these claims ({type(exc).__name__}: {exc})") from None
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
@@ -91,6 +97,9 @@ def _verify_in_worker(payload: bytes, spec: bytes, max_nodes: int) -> tuple[str,
         check_model(fpb.ModelMessage.FromString(payload), fpb.StudySpec.FromString(spec), max_nodes)
     except Rejection as rej:
         return rej.code.name, rej.message
+    except Exception:  # a verifier bug: answer INTERNAL, as in-thread verification would, and keep this worker
+        log.exception("verifying a model failed unexpectedly")
+        return "INTERNAL", "internal miner error while verifying the model; nothing was stored"
     return None
 
 
@@ -103,6 +112,11 @@ class _Worker:
         self.process = ctx.Process(target=_serve, args=(child,), name="miner-verifier", daemon=True)
         self.process.start()
         child.close()
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the worker has imported everything and said so (it sends ``"ready"`` first)."""
+        if not self.conn.poll(timeout) or self.conn.recv() != "ready":
+            raise RuntimeError(f"a verification worker did not start within {timeout:.0f} s")
 
     def stop(self) -> None:
         try:
@@ -117,7 +131,8 @@ class _Worker:
 
 
 def _serve(conn: Connection) -> None:
-    """Worker process loop: verify each (payload, spec, max_nodes) request until told to stop."""
+    """Worker process loop: announce readiness, then verify each (payload, spec, max_nodes) request until told to stop."""
+    conn.send("ready")
     while (request := conn.recv()) is not None:
         conn.send(_verify_in_worker(*request))
 
@@ -142,13 +157,19 @@ class ModelVerifier:
         self._closed = False
 
     def start(self) -> None:
-        """Spawn the worker processes (idempotent)."""
+        """Spawn the worker processes and wait until each is ready (idempotent).
+
+        The miner reports itself ready only after this, so "ready" means able to verify: the first
+        submission never waits for an interpreter to start.
+        """
         with self._lock:
             if self._started or self._closed:
                 return
             self._started = True
-        for _ in range(self.processes):
-            self._idle.put(_Worker())
+        workers = [_Worker() for _ in range(self.processes)]
+        for worker in workers:
+            worker.wait_ready(WORKER_START_SECONDS)
+            self._idle.put(worker)
 
     def check(self, message: fpb.ModelMessage, payload: bytes, spec: fpb.StudySpec, timeout: float | None) -> None:
         """Raise `Rejection` unless the model is acceptable; ``payload`` is ``message`` serialized."""
@@ -189,7 +210,12 @@ class ModelVerifier:
         """Kill a dead or stuck worker and put a fresh one in its place."""
         worker.process.kill()
         worker.stop()
-        self._idle.put(None if self._closed else _Worker())
+        if self._closed:
+            self._idle.put(None)
+            return
+        fresh = _Worker()
+        fresh.wait_ready(WORKER_START_SECONDS)
+        self._idle.put(fresh)
 
     def close(self) -> None:
         """Stop every worker (callers still waiting for one get UNAVAILABLE)."""
