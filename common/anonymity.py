@@ -1,10 +1,12 @@
-"""Privacy requirements: k-anonymity and (c,l)-diversity of tree paths, and (beta, eps, delta)-DPS.
+"""Privacy requirements: k-anonymity and (c,l)-diversity of paths, (beta, eps, delta)-DPS, and eps-DP.
 
 k-anonymity and (c,l)-diversity (Sharkey et al. §3.1) are *path* requirements, checked leaf by
 leaf. ``dps:k=K,beta=B,epsilon=E,trees=T`` is the guarantee of a whole k-AnonToRdt release
 (Waseda, Nojima & Wang 2024, Corollary 1): T random trees, each on its own Bernoulli(B) sample
 with every (leaf, class) count below K released as 0, are (B, E, T*d(K, B, E/T))-DPS
 (`common.dps`). It says nothing about single paths; `DPS` documents how it is compared.
+``dp:epsilon=E,trees=T`` is the eps-differential privacy of a whole noise-based release (add/remove
+one row neighbours), whose budget E is spent over T trees (`common.laplace_rdt`); `DP` documents it.
 
 A root-to-leaf path partitions the training tuples like a QI-group of an anonymized table, so the
 measures of data anonymization apply to it. A requirement is parsed from the string a user types
@@ -44,6 +46,7 @@ __all__ = [
     "KAnonymity",
     "CLDiversity",
     "DPS",
+    "DP",
     "PathRequirement",
     "Requirement",
     "parse_requirement",
@@ -58,7 +61,7 @@ GRAMMAR = (
     "a requirement is NAME:PARAM=VALUE[,PARAM=VALUE]; accepted: "
     "'k-anonymity:k=K' (integer K >= 1), 'cl-diversity:c=C,l=L' (real C > 0, integer L >= 2) or "
     "'dps:k=K,beta=B,epsilon=E,trees=T' (integer K >= 1, 0 < B < 1, total E > 0 with E/T >= -ln(1 - B), "
-    "integer T >= 1)"
+    "integer T >= 1) or 'dp:epsilon=E,trees=T' (total E > 0, integer T >= 1)"
 )
 
 
@@ -136,8 +139,29 @@ class DPS:
         return compose(self.k, self.beta, self.epsilon, self.trees)
 
 
+@dataclass(frozen=True)
+class DP:
+    """epsilon-differential privacy of a whole release: ``dp:epsilon=E,trees=T``.
+
+    Neighbouring tables differ by one added or removed row (unbounded DP, as the DiffPETs paper
+    defines it). ``epsilon`` is the total budget of the release and ``trees`` the number of trees
+    it is spent on by sequential composition; ``trees`` says how the budget is spent, not how
+    strong the guarantee is, so `weaker_than` compares epsilon alone.
+    """
+
+    epsilon: float
+    trees: int
+
+    def __str__(self) -> str:
+        return f"dp:epsilon={_number(self.epsilon)},trees={self.trees}"
+
+    def describe(self) -> str:
+        """The guarantee as a release states it: ``1-DP (add/remove one row)``."""
+        return f"{self.epsilon:g}-DP (add/remove one row)"
+
+
 PathRequirement = Union[KAnonymity, CLDiversity]
-Requirement = Union[KAnonymity, CLDiversity, DPS]
+Requirement = Union[KAnonymity, CLDiversity, DPS, DP]
 
 _SHAPE = re.compile(r"^\s*([a-z-]+)\s*:\s*(.*?)\s*$")
 
@@ -174,7 +198,20 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
     per released cell and on each tree seeing at most a beta share of the rows. DPS and the path
     requirements never imply each other: a DPS release makes no per-path claim, and a path
     requirement bounds no epsilon or delta.
+
+    DP: a claim is at least as strong when its total epsilon is at most the required one (the
+    tree count is how the budget is spent). DP and the other families never imply each other:
+    eps-DP zeroes no count below k and bounds no path size, and neither a path requirement nor
+    (beta, eps, delta)-DPS (a guarantee about sampled rows, with a delta) gives pure eps-DP.
     """
+    if isinstance(required, DP) or isinstance(claimed, DP):
+        if not isinstance(required, DP):
+            return f"{claimed} is eps-differential privacy, which does not imply {required}"
+        if not isinstance(claimed, DP):
+            return f"{claimed} gives no eps-differential privacy; {required} is required"
+        if claimed.epsilon > required.epsilon:
+            return f"{claimed} spends epsilon={claimed.epsilon:g} in total; {required} allows at most {required.epsilon:g}"
+        return None
     if isinstance(required, DPS) or isinstance(claimed, DPS):
         if not isinstance(required, DPS):
             return f"{claimed} is a guarantee of the whole release, not of every path; {required} is required"
@@ -191,6 +228,7 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
     if claimed.c > required.c:
         return f"{claimed} has c={claimed.c:g}, above the required c={required.c:g} (a smaller c is stricter)"
     return None
+
 
 def _params(text: str, body: str, expected: set[str]) -> dict[str, str]:
     """Split ``a=1,b=2`` into a dict, insisting on exactly the expected names."""
@@ -219,7 +257,7 @@ def _integer(text: str, name: str, value: str, low: int) -> int:
 
 
 def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement:
-    """Parse a requirement string: ``k-anonymity:k=10``, ``cl-diversity:c=5,l=3`` or ``dps:...``.
+    """Parse a requirement string: ``k-anonymity:k=10``, ``cl-diversity:c=5,l=3``, ``dps:...`` or ``dp:...``.
 
     Parameters
     ----------
@@ -257,6 +295,12 @@ def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement
         return CLDiversity(c, l)
     if name == "dps":
         return _parse_dps(text, body)
+    if name == "dp":
+        params = _params(text, body, {"epsilon", "trees"})
+        epsilon = _real(text, "epsilon", params["epsilon"])
+        if epsilon <= 0:
+            raise RequirementError(text, f"epsilon={params['epsilon']} must be positive")
+        return DP(epsilon, _integer(text, "trees", params["trees"], 1))
     raise RequirementError(text, f"unknown requirement {name!r}")
 
 

@@ -12,7 +12,13 @@ with the reported ones. Then it parses the claimed requirement again and:
   as many trees as stated, none deeper than the stated depth), and recomputes delta per tree and
   composed (`common.dps`) to compare with the stated ones and the guarantee text. The sampling
   itself cannot be seen in the release; what can be re-checked is that the release is a strongly
-  safe k-anonymization of *some* sample and that the stated accounting follows from its setting.
+  safe k-anonymization of *some* sample and that the stated accounting follows from its setting;
+* for ``dp`` (an eps-DP ensemble such as laplace-rdt): checks that the parameters restate the
+  requirement (epsilon, trees, as many trees as stated, none deeper than the stated depth, the
+  guarantee text) and the mechanism's own re-derivable accounting (laplace-rdt: the noise scale
+  per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
+  integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
+  release; `common.dp_audit` tests that empirically.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from common.anonymity import (
+    DP,
     DPS,
     LeafStats,
     PathRequirement,
@@ -35,6 +42,8 @@ from common.anonymity import (
 from common.attacks import AttackReport, ensemble_attack_report
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import counts_below_k
+from common.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.laplace_rdt import POST_PROCESSING, SENSITIVITY
 from common.report import PrivacyReport
 from common.tree import Tree, counts_match
 
@@ -201,26 +210,37 @@ def _numeric_parameter(parameters: Mapping[str, Any], name: str) -> float | None
     return float(value)
 
 
+def _misstated(parameters: Mapping[str, Any], expected: Mapping[str, float]) -> list[str]:
+    """``name=stated (expected value)`` for each numeric parameter that does not equal its expected value."""
+    return [f"{key}={parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
+            if _numeric_parameter(parameters, key) != float(want)]
+
+
+def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) -> str | None:
+    """Why the trees do not match the stated count and depth (an integer >= 1 none exceeds), or None."""
+    if len(trees) != n_trees:
+        return f"the model carries {len(trees)} trees; the report states {n_trees}"
+    depth = _numeric_parameter(report.parameters, "depth")
+    if depth is None or not depth.is_integer() or depth < 1:
+        return f"depth={report.parameters.get('depth')!r} is not an integer >= 1"
+    deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
+    if deep:
+        return f"trees {deep[:10]} are deeper than the stated depth {depth:g}"
+    return None
+
+
 def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> Check:
     """The stated k, beta, epsilon_total and trees restate the requirement; the trees match them."""
     name = f"parameters restate {requirement}"
-    stated = {key: _numeric_parameter(report.parameters, key) for key in ("k", "beta", "epsilon_total", "trees", "depth")}
-    expected = {"k": requirement.k, "beta": requirement.beta, "epsilon_total": requirement.epsilon,
-                "trees": requirement.trees}
-    wrong = [f"{key}={report.parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
-             if stated[key] != float(want)]
+    wrong = _misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
+                                           "epsilon_total": requirement.epsilon, "trees": requirement.trees})
     if wrong:
         return Check(name, False, "the report states " + ", ".join(wrong))
-    if len(trees) != requirement.trees:
-        return Check(name, False, f"the model carries {len(trees)} trees; the report states {requirement.trees}")
-    depth = stated["depth"]
-    if depth is None or not depth.is_integer() or depth < 1:
-        return Check(name, False, f"depth={report.parameters.get('depth')!r} is not an integer >= 1")
-    deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
-    if deep:
-        return Check(name, False, f"trees {deep[:10]} are deeper than the stated depth {depth:g}")
-    return Check(name, True, f"{len(trees)} trees of depth <= {depth:g}, k={requirement.k}, beta={requirement.beta:g}, "
-                             f"epsilon={requirement.epsilon:g}")
+    why = _forest_failure(trees, report, requirement.trees)
+    if why is not None:
+        return Check(name, False, why)
+    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, k={requirement.k}, "
+                             f"beta={requirement.beta:g}, epsilon={requirement.epsilon:g}")
 
 
 def _dps_delta_check(report: PrivacyReport, requirement: DPS) -> Check:
@@ -276,6 +296,72 @@ def _dps_checks(
     return checks, meets
 
 
+def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> Check:
+    """The stated epsilon, trees and guarantee restate the requirement; the trees match the count and depth."""
+    name = f"parameters restate {requirement}"
+    wrong = _misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
+    if report.guarantee != requirement.describe():
+        wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
+    if wrong:
+        return Check(name, False, "the report states " + ", ".join(wrong))
+    why = _forest_failure(trees, report, requirement.trees)
+    if why is not None:
+        return Check(name, False, why)
+    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, "
+                             f"{requirement.describe()}")
+
+
+def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
+    name = "noise scale recomputed from (epsilon, trees)"
+    per_tree = requirement.epsilon / requirement.trees
+    scale = SENSITIVITY / per_tree
+    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
+             f"by 1: {SENSITIVITY})"] if _numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
+    for key, value in (("epsilon_per_tree", per_tree), ("noise_scale", scale)):
+        stated = _numeric_parameter(report.parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
+    noise = Check(name, not wrong, "; ".join(wrong) if wrong else (
+        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
+        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
+        f"(the empirical audit, modelshare audit-dp, tests it)"))
+    name = "counts post-processed as stated"
+    if report.parameters.get("post_processing") != POST_PROCESSING:
+        return [noise, Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
+                                          f"expected {POST_PROCESSING!r}")]
+    for t, tree in enumerate(trees):
+        if tree.disclosure != "counts":
+            return [noise, Check(name, False, f"tree {t} discloses {tree.disclosure!r}; laplace-rdt releases class counts")]
+        counts = np.stack([node.counts for node in tree.nodes])
+        bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            return [noise, Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")]
+    return [noise, Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")]
+
+
+# mechanism name -> its re-derivable checks beyond the parameters every dp release states
+_DP_MECHANISM_CHECKS: dict[str, Callable[[Sequence[Tree], PrivacyReport, DP], list[Check]]] = {
+    LAPLACE_RDT: _laplace_checks,
+}
+
+
+def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
+    known = report.mechanism in _DP_MECHANISM_CHECKS
+    mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
+        "is a mechanism with an eps-DP proof" if known
+        else f"makes no dp releases; known: {sorted(_DP_MECHANISM_CHECKS)}"))
+    checks = [mechanism, _dp_parameter_check(trees, report, requirement)]
+    if known:
+        checks += _DP_MECHANISM_CHECKS[report.mechanism](trees, report, requirement)
+    checks.append(Check("claims", not report.claims,
+                        "a dp guarantee covers the whole release; no per-path claims" if not report.claims
+                        else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))
+    return checks
+
+
 def _requirement_checks(
     trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str
 ) -> tuple[list[Check], tuple[np.ndarray, ...] | None]:
@@ -289,6 +375,8 @@ def _requirement_checks(
         return checks, None
     if isinstance(requirement, DPS):
         return _dps_checks(trees, stats, report, requirement)
+    if isinstance(requirement, DP):
+        return _dp_checks(trees, report, requirement), None
     if len(trees) != 1:
         return [Check("requirement", False, f"{requirement} is claimed per path of one tree; "
                                             f"this model carries {len(trees)} trees")], None

@@ -27,6 +27,7 @@ from common.table_io import write_table_chunks
 from common.tree import TreeError
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare import (
+    cli_dp_audit,
     cli_dps,
     cli_federation,
     cli_owner,
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_privacy.add_parsers(sub)
     cli_dps.add_parsers(sub)
+    cli_dp_audit.add_parsers(sub)
     cli_provision.add_parsers(sub)
     cli_federation.add_parsers(sub)
     cli_owner.add_parsers(sub)

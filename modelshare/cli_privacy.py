@@ -3,7 +3,9 @@
 ``release`` post-processes one trained tree with a tree mechanism (apt, prune-leaf, prune-parent,
 none), or with ``--mechanism kanon-rdt`` trains and releases k-AnonToRdt random trees from a
 ``dps:`` requirement and ``--depth`` (an alias of ``--max-depth``: the depth of every random
-tree). ``audit`` re-checks a model file of one tree or of an ensemble.
+tree), or with an eps-DP mechanism (``laplace-rdt``) trains noisy trees from a
+``dp:epsilon=E,trees=T`` requirement and ``--depth``. ``audit`` re-checks a model file of one tree
+or of an ensemble.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from modelshare.cli_common import (
     positive_int,
     tree_params,
 )
-from owner_node.release import RELEASE_MECHANISMS, release_random_trees, release_tree
+from owner_node.release import (
+    DP_MECHANISMS,
+    RELEASE_MECHANISMS,
+    release_dp,
+    release_random_trees,
+    release_tree,
+)
 
 __all__ = ["add_parsers", "cmd_release", "cmd_audit"]
 
@@ -62,16 +70,21 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
 
 
 def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
-    """Train and release k-AnonToRdt trees (--depth, a dps --requirement); the release and its summary.
+    """Train and release k-AnonToRdt or eps-DP trees (--depth, a dps or dp --requirement); the release and its summary.
 
-    Without --seed the structure and the samples come from fresh OS entropy, as the privacy of
-    sampling needs; the owner's view of the attacks is left out, since it would count every
-    training row rather than each tree's sample.
+    Without --seed the structure, the samples and the noise come from fresh OS entropy, as their
+    privacy needs; the owner's view of the attacks is left out, since it would count every
+    training row rather than what each tree released.
     """
+    shape = "dps:k=K,beta=B,epsilon=E,trees=T" if args.mechanism == KANON_RDT else "dp:epsilon=E,trees=T"
     if args.requirement is None or args.max_depth is None:
-        raise ValueError(f"--mechanism {KANON_RDT} needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --depth D")
-    release = release_random_trees(schema, X, y, requirement=args.requirement, depth=args.max_depth,
-                                   seed=args.seed, disclosure=args.disclosure)
+        raise ValueError(f"--mechanism {args.mechanism} needs --requirement '{shape}' and --depth D")
+    if args.mechanism == KANON_RDT:
+        release = release_random_trees(schema, X, y, requirement=args.requirement, depth=args.max_depth,
+                                       seed=args.seed, disclosure=args.disclosure)
+    else:
+        release = release_dp(schema, X, y, mechanism=args.mechanism, requirement=args.requirement,
+                             depth=args.max_depth, seed=args.seed, disclosure=args.disclosure)
     trees = release.trees
     summary = {
         "trees": len(trees),
@@ -85,8 +98,8 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
 
 def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     """The human-readable account of a release: what was released, its claim, the attacks on it."""
-    if args.mechanism == KANON_RDT:
-        err.print(f"{summary['source']}: {summary['rows']} rows -> {KANON_RDT} released {summary['trees']} random trees "
+    if args.mechanism == KANON_RDT or args.mechanism in DP_MECHANISMS:
+        err.print(f"{summary['source']}: {summary['rows']} rows -> {args.mechanism} released {summary['trees']} random trees "
                   f"of depth <= {summary['released_depth']} ({summary['released_leaves']} leaves in all)")
     else:
         err.print(f"{summary['source']}: {summary['rows']} rows; {args.learner} tree with {summary['trained_leaves']} "
@@ -109,7 +122,7 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    make = _release_forest if args.mechanism == KANON_RDT else _release_tree
+    make = _release_forest if args.mechanism == KANON_RDT or args.mechanism in DP_MECHANISMS else _release_tree
     release, details = make(args, table.schema, X, y)
     write_release(release, args.out)
     summary: dict[str, Any] = {"source": table.source, "rows": int(len(y)), **details,
@@ -153,19 +166,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `release` and `audit`."""
-    rel = sub.add_parser("release", help="train a local tree (or k-AnonToRdt trees), apply a release mechanism, "
-                                          "write the model file")
+    rel = sub.add_parser("release", help="train a local tree (or k-AnonToRdt or eps-DP random trees), apply a "
+                                          "release mechanism, write the model file",
+                         epilog=f"{', '.join(sorted(DP_MECHANISMS))}: --requirement 'dp:epsilon=E,trees=T' (total "
+                                f"epsilon over T trees) and --depth D")
     add_table_source(rel, None)
     rel.add_argument("--learner", default="cart", choices=sorted(LEARNERS),
-                     help="local learner (default cart; kanon-rdt trains random trees instead)")
+                     help="local learner (default cart; kanon-rdt and the dp mechanisms train random trees instead)")
     rel.add_argument("--max-depth", "--depth", dest="max_depth", type=positive_int, default=None,
-                     help="depth limit of the tree; for kanon-rdt (required) the depth of every random tree")
+                     help="depth limit of the tree; for kanon-rdt and the dp mechanisms (required) the depth of "
+                          "every random tree")
     rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
-                     help="minimum leaf size (default 1; not used by kanon-rdt)")
-    add_release_options(rel, RELEASE_MECHANISMS)
+                     help="minimum leaf size (default 1; not used by kanon-rdt and the dp mechanisms)")
+    add_release_options(rel, RELEASE_MECHANISMS | set(DP_MECHANISMS))
     rel.add_argument("--seed", type=int, default=None,
-                     help="learner seed (default 0); for kanon-rdt the seed of its structure and samples "
-                          "(default: fresh OS entropy; a known seed voids the privacy of sampling)")
+                     help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, "
+                          "samples and noise (default: fresh OS entropy; a known seed voids their privacy)")
     rel.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
     rel.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rel.set_defaults(func=cmd_release)

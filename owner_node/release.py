@@ -16,16 +16,27 @@ These four post-process one trained tree (`MECHANISMS`, `release_tree`). ``kanon
 (k-AnonToRdt, Waseda et al. 2024) trains its own ensemble from the rows instead, so it has its
 own entry point, `release_random_trees`, from ``dps:k=K,beta=B,epsilon=E,trees=T``.
 `RELEASE_MECHANISMS` names all five: what a study, a site policy or the CLI may ask for.
+
+The noise-based eps-DP mechanisms also train their own trees, from ``dp:epsilon=E,trees=T``,
+through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name):
+
+``laplace-rdt``
+    random decision trees with Laplace noise on every leaf class count (`common.laplace_rdt`).
+
+They are released from the command line; a study cannot ask for them yet (`common.study` and
+`owner_node.training` do not route them), so they are not in `RELEASE_MECHANISMS`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from common.anonymity import (
+    DP,
     DPS,
+    CLDiversity,
     KAnonymity,
     PathRequirement,
     RequirementError,
@@ -34,6 +45,8 @@ from common.anonymity import (
 from common.attacks import attack_report, ensemble_attack_report
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import kanon_rdt
+from common.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.laplace_rdt import LaplaceRdt
 from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
 from common.report import PathClaim, PrivacyReport, Release
 from common.schema import Schema
@@ -44,11 +57,14 @@ __all__ = [
     "MECHANISMS",
     "RELEASE_MECHANISMS",
     "NEEDS_REQUIREMENT",
+    "DP_MECHANISMS",
+    "DPTrainer",
     "PrivacyReport",
     "Release",
     "RequirementUnsatisfiable",
     "release_tree",
     "release_random_trees",
+    "release_dp",
 ]
 
 Mechanism = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
@@ -88,6 +104,25 @@ MECHANISMS: dict[str, Mechanism] = {
 RELEASE_MECHANISMS: frozenset[str] = frozenset(MECHANISMS) | {KANON_RDT}
 NEEDS_REQUIREMENT = frozenset({"apt", "prune-leaf", "prune-parent", KANON_RDT})
 
+# (schema, X, y, requirement, depth, rng) -> (released trees, the parameters the report states)
+DPTrainer = Callable[[Schema, np.ndarray, np.ndarray, DP, int, np.random.Generator], tuple[list[Tree], dict[str, Any]]]
+
+
+def _laplace_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+                 rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+    mechanism = LaplaceRdt(requirement.epsilon, requirement.trees, depth)
+    return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+
+
+DP_MECHANISMS: dict[str, DPTrainer] = {LAPLACE_RDT: _laplace_rdt}
+
+
+def _whole_release_hint(requirement: DP | DPS) -> str:
+    """Which mechanism meets a whole-release requirement: the error hint of the tree mechanisms."""
+    if isinstance(requirement, DP):
+        return f"a dp guarantee is met by mechanism {' or '.join(repr(m) for m in sorted(DP_MECHANISMS))}"
+    return f"a dps guarantee is met by mechanism {KANON_RDT!r}"
+
 
 def release_tree(
     tree: Tree,
@@ -121,6 +156,8 @@ def release_tree(
     """
     if mechanism == KANON_RDT:
         raise ValueError(f"{KANON_RDT!r} trains its own random trees from the rows; use release_random_trees")
+    if mechanism in DP_MECHANISMS:
+        raise ValueError(f"{mechanism!r} trains its own noisy trees from the rows; use release_dp")
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown mechanism {mechanism!r}; available: {sorted(MECHANISMS)}")
     if disclosure not in ("counts", "hit_miss"):
@@ -130,9 +167,9 @@ def release_tree(
         if requirement is None:
             raise ValueError(f"mechanism {mechanism!r} needs a requirement, e.g. 'k-anonymity:k=10'")
         found = parse_requirement(requirement, n_classes=tree.schema.n_classes)
-        if isinstance(found, DPS):
+        if not isinstance(found, (KAnonymity, CLDiversity)):
             raise RequirementError(requirement, f"{mechanism} prunes to a per-path requirement; "
-                                                f"a dps guarantee is met by mechanism {KANON_RDT!r}")
+                                                f"{_whole_release_hint(found)}")
         parsed = found
     elif requirement is not None:
         raise ValueError(f"mechanism {mechanism!r} releases the tree as trained and cannot meet {requirement!r}")
@@ -217,3 +254,63 @@ def release_random_trees(
         attacks=ensemble_attack_report(forest.trees),
     )
     return Release(tuple(forest.trees), report)
+
+
+def release_dp(
+    schema: Schema,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    mechanism: str,
+    requirement: str,
+    depth: int,
+    seed: int | np.random.Generator | None = None,
+    disclosure: Disclosure = "counts",
+) -> Release:
+    """Train and release an eps-DP ensemble (a `DP_MECHANISMS` entry) meeting ``dp:epsilon=E,trees=T``.
+
+    The report states the mechanism, its parameters (``disclosure`` plus what the mechanism states,
+    e.g. laplace-rdt's epsilon, trees, depth, epsilon_per_tree, sensitivity, noise_scale,
+    post_processing), the guarantee ``E-DP (add/remove one row)`` and the canonical requirement; it
+    makes no per-path claims. Attack counts are computed on the released (noisy) counts.
+
+    Parameters
+    ----------
+    schema, X, y:
+        The schema and the encoded rows.
+    mechanism:
+        A name from `DP_MECHANISMS`.
+    requirement:
+        The ``dp:`` requirement string.
+    depth:
+        Depth of every tree, an integer >= 1.
+    seed:
+        Seed of the structure and of the noise; None (the default, and what owners use) draws
+        fresh OS entropy. Anyone who knows the seed can subtract the noise, so a fixed seed is for
+        experiments only.
+    disclosure:
+        Must be ``counts``: the noisy class counts are what is released.
+
+    Raises
+    ------
+    RequirementError
+        A malformed requirement, or not a ``dp`` one.
+    ValueError
+        An unknown mechanism, ``hit_miss`` disclosure, a bad depth, or rows that do not fit the schema.
+    """
+    if mechanism not in DP_MECHANISMS:
+        raise ValueError(f"unknown DP mechanism {mechanism!r}; available: {sorted(DP_MECHANISMS)}")
+    if disclosure != "counts":
+        raise ValueError(f"{mechanism} releases noisy class counts; disclosure {disclosure!r} is refused")
+    parsed = parse_requirement(requirement, n_classes=schema.n_classes)
+    if not isinstance(parsed, DP):
+        raise RequirementError(requirement, f"{mechanism} takes 'dp:epsilon=E,trees=T'")
+    trees, parameters = DP_MECHANISMS[mechanism](schema, X, y, parsed, depth, np.random.default_rng(seed))
+    report = PrivacyReport(
+        mechanism=mechanism,
+        parameters={"disclosure": "counts", **parameters},
+        guarantee=parsed.describe(),
+        requirement=str(parsed),
+        attacks=ensemble_attack_report(trees),
+    )
+    return Release(tuple(trees), report)

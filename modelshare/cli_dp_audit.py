@@ -1,0 +1,115 @@
+"""`modelshare audit-dp MECHANISM`: the empirical DP audit (`common.dp_audit`) of a mechanism on a table.
+
+The table is D; the audit adds one adversarially chosen row for D', runs the mechanism ``--trials``
+times on each, and bounds eps from below with confidence 1 - ``--alpha``. Exit code 0 when the
+claimed ``--epsilon`` is at least the bound, 1 when the bound exceeds it (the claim is refuted),
+2 on bad input. Without ``--seed`` the audit draws fresh OS entropy and prints the seed it used,
+so a failing audit can be replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import cast
+
+import numpy as np
+from rich.table import Table
+
+from common.anonymity import DPS, parse_requirement
+from common.dp_audit import MIN_TRIALS, DPAuditResult, audit_dp
+from common.dp_audit_rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.laplace_rdt import LaplaceRdt
+from common.schema import Schema
+from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
+
+__all__ = ["AUDITED_MECHANISMS", "add_parsers", "cmd_audit_dp"]
+
+AUDITED_MECHANISMS = (KANON_RDT, LAPLACE_RDT)
+
+
+def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray,
+            rng: np.random.Generator) -> LaplaceRdtTarget | KAnonRdtTarget:
+    """The audit target of the named mechanism at the claimed setting."""
+    given = [flag for flag, value in (("--k", args.k), ("--beta", args.beta)) if value is not None]
+    if args.mechanism == LAPLACE_RDT:
+        if given:
+            raise ValueError(f"{LAPLACE_RDT} takes no {' or '.join(given)} (those set kanon-rdt's dps claim)")
+        return LaplaceRdtTarget(LaplaceRdt(args.epsilon, args.trees, args.depth), schema, X, y, rng)
+    if len(given) < 2:
+        raise ValueError(f"{KANON_RDT} needs --k and --beta (its claim is dps:k=K,beta=B,epsilon=E,trees=T)")
+    text = f"dps:k={args.k},beta={args.beta!r},epsilon={args.epsilon!r},trees={args.trees}"
+    requirement = cast(DPS, parse_requirement(text, n_classes=schema.n_classes))  # validated, or RequirementError
+    return KAnonRdtTarget(requirement, args.depth, schema, X, y, rng)
+
+
+def _print(result: DPAuditResult, seed: int, claim: str) -> None:
+    neighbours = result.neighbours
+    err.print(f"added row r (D' = D + r): {json.dumps(neighbours['added_row'])}", highlight=False)
+    err.print(f"r's cell counts in D, per tree: {neighbours['cell_counts_in_D']}; score: {neighbours['score']}",
+              highlight=False)
+    err.print(f"seed {seed} (--seed replays this audit)", highlight=False)
+    verdict = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
+    table = Table(title=f"empirical DP audit of {result.mechanism} ({claim}): {verdict}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("trials per table (half choose E, half bound)", str(result.trials))
+    table.add_row("P[E|D]", f"{result.p_d:.4g}  [{result.interval_d[0]:.4g}, {result.interval_d[1]:.4g}]")
+    table.add_row("P[E|D']", f"{result.p_d1:.4g}  [{result.interval_d1[0]:.4g}, {result.interval_d1[1]:.4g}]")
+    for b in result.bounds:
+        table.add_row(f"ln {b.ratio}, E: {b.event}", f"{b.epsilon:.4f}")
+    table.add_row(f"eps lower bound (confidence {1 - result.alpha:g})",
+                  f"{result.epsilon_lower:.4f} vs claimed {result.epsilon:g}"
+                  + (f", delta {result.delta:.3g}" if result.delta else ""))
+    out.print(table)
+
+
+def cmd_audit_dp(args: argparse.Namespace) -> int:
+    if args.trials < MIN_TRIALS:
+        raise ValueError(f"--trials {args.trials}: the audit needs at least {MIN_TRIALS} trials per table")
+    table = load_source(args)
+    X, y = table.schema.encode(table.frame, source=table.source)
+    seed = int(np.random.SeedSequence().entropy) if args.seed is None else args.seed
+    rng = np.random.default_rng(seed)
+    target = _target(args, table.schema, X, y, rng)
+    result = audit_dp(target, args.trials, rng, alpha=args.alpha)
+    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if args.mechanism == LAPLACE_RDT
+             else f"dps:k={args.k},beta={args.beta:g},epsilon={args.epsilon:g},trees={args.trees}")
+    if args.json:
+        print(json.dumps({"source": table.source, "rows": int(len(y)), "seed": seed, "depth": args.depth,
+                          "trees": args.trees, **result.to_dict()}, indent=2))
+    else:
+        err.print(f"{table.source}: {len(y)} rows, {args.trees} trees of depth {args.depth}")
+        _print(result, seed, claim)
+    return 0 if result.passed else 1
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register `audit-dp`."""
+    p = sub.add_parser(
+        "audit-dp", help="empirically audit a mechanism's DP claim: run it on D and D' = D + one row, bound eps",
+        description="Runs MECHANISM many times on the table (D) and on the table plus one adversarially chosen "
+                    "row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
+                    "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
+                    "Exit 1 when the bound exceeds --epsilon.")
+    p.add_argument("mechanism", choices=AUDITED_MECHANISMS, help="the mechanism to audit")
+    add_table_source(p, None)
+    p.add_argument("--epsilon", type=float, required=True, help="claimed total epsilon (over all trees)")
+    p.add_argument("--trees", type=positive_int, default=10, help="number of trees (default 10)")
+    p.add_argument("--depth", type=positive_int, default=3, help="depth of every random tree (default 3)")
+    p.add_argument("--k", type=positive_int, default=None, help="kanon-rdt: counts below k are released as 0")
+    p.add_argument("--beta", type=_probability, default=None, help="kanon-rdt: per-tree sampling probability")
+    p.add_argument("--trials", type=int, default=100_000, help="releases per table (default 100000; vectorised)")
+    p.add_argument("--alpha", type=_probability, default=0.05, help="1 - confidence of the bound (default 0.05)")
+    p.add_argument("--seed", type=int, default=None, help="audit seed (default: fresh OS entropy, printed)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_audit_dp)
