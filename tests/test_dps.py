@@ -188,8 +188,12 @@ def test_vectorised_search_equals_brute_force(k, beta, eps):
 
 
 @settings(max_examples=40, deadline=None)
-@given(k=st.integers(1, 8), i=st.integers(4, 35), u=st.floats(0.0, 3.0))
+@given(k=st.integers(1, 8), i=st.integers(4, 35), u=st.floats(1e-6, 3.0))
 def test_vectorised_search_equals_brute_force_random(k, i, u):
+    """Away from the range's edge: at eps = -ln(1 - beta) exactly, gamma * n can be an integer (beta = 0.5,
+    n = 4: gamma * n = 3), and floor(gamma * n) then depends on the last bit of exp(eps) in float64 versus
+    60 digits, a rounding artefact of the input, not a difference in the search (found by hypothesis:
+    k = 2, beta = 0.5, u = 0)."""
     beta = i / 40
     eps = min_epsilon(beta) + u
     exact, _, _ = brute_d(k, Fraction(i, 40), eps)  # i/40 as a float is within 1e-16 of it
