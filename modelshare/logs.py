@@ -7,11 +7,15 @@ import logging
 import sys
 from datetime import datetime, timezone
 
-__all__ = ["configure_logging"]
+__all__ = ["FIELDS", "configure_logging"]
+
+
+#: Structured fields a record may carry (``log.info(..., extra={...})``); JSON lines keep them as keys.
+FIELDS = ("study", "owner", "outcome")
 
 
 class _JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message (and the exception, if any)."""
+    """One JSON object per record: time, level, logger, message, the `FIELDS` it carries, and any exception."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -20,6 +24,7 @@ class _JsonLines(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        entry.update({f: getattr(record, f) for f in FIELDS if getattr(record, f, None) is not None})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)

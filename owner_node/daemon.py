@@ -310,11 +310,13 @@ def deliver(
                 break
             if code in FINAL:
                 outbox.settle(study_id, outcome=outcome, submission_id=digest, status=code.name)
-                log.info("study %s: %s; miner says %s: %s", study_id, outcome, code.name, details)
+                log.info("study %s: %s; miner says %s: %s", study_id, outcome, code.name, details,
+                         extra={"study": study_id, "outcome": f"{outcome}:{code.name}"})
                 return Outcome(study_id, outcome, f"{code.name}: {details}", digest)
             if code not in RETRYABLE:
                 log.error("study %s: giving up until restart; miner rejected the %s: %s: %s (kept in %s)",
-                          study_id, kind, getattr(code, "name", code), details, outbox.path(study_id))
+                          study_id, kind, getattr(code, "name", code), details, outbox.path(study_id),
+                          extra={"study": study_id, "outcome": "gave-up"})
                 return Outcome(study_id, "gave-up", f"{getattr(code, 'name', code)}: {details}", digest)
             if attempt + 1 < backoff.attempts:
                 delay = backoff.delay(attempt, rng)
@@ -323,10 +325,12 @@ def deliver(
             continue
         status = "duplicate" if ack.duplicate else "OK"
         outbox.settle(study_id, outcome=outcome, submission_id=ack.submission_id or digest, status=status)
-        log.info("study %s: %s; acknowledged as %s (%s)", study_id, outcome, ack.submission_id, status)
+        log.info("study %s: %s; acknowledged as %s (%s)", study_id, outcome, ack.submission_id, status,
+                 extra={"study": study_id, "outcome": outcome})
         return Outcome(study_id, outcome, status, ack.submission_id or digest)
     why = "stop requested" if stop.is_set() else f"not acknowledged after {backoff.attempts} attempts"
-    log.warning("study %s: %s; the answer stays in %s", study_id, why, outbox.path(study_id))
+    log.warning("study %s: %s; the answer stays in %s", study_id, why, outbox.path(study_id),
+                extra={"study": study_id, "outcome": "deferred"})
     return Outcome(study_id, "deferred", why, digest)
 
 
