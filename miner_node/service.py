@@ -239,7 +239,8 @@ class MinerService(fgrpc.MinerServicer):
             return self._ack(stored, duplicate=True)
         if outcome != "accepted":
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"rejected as a {outcome} by the store; nothing stored")
-        log.info("study %s: accepted the model of %s", message.study_id, signer.name)
+        log.info("study %s: accepted the model of %s", message.study_id, signer.name,
+                 extra={"study": message.study_id, "owner": signer.name, "outcome": "accepted"})
         self.coordinator.answered(message.study_id)
         return self._ack(sub, duplicate=False)
 
@@ -250,7 +251,9 @@ class MinerService(fgrpc.MinerServicer):
         return ack
 
     def _log_rejection(self, event: dict[str, Any], rej: Rejection) -> None:
-        log.info("rejected a submission (%s): %s", rej.code.name, rej.message)
+        log.info("rejected a submission (%s): %s", rej.code.name, rej.message,
+                 extra={"study": event.get("study"), "owner": event.get("owner") or event.get("peer"),
+                        "outcome": f"rejected:{rej.code.name}"})
         try:
             self.store.log_rejection({**event, "code": rej.code.name, "reason": rej.message})
         except StoreError as exc:
@@ -271,7 +274,8 @@ class MinerService(fgrpc.MinerServicer):
         reason = refusal.reason[:2000] or "no reason given"
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"{signer.name!r} already answered {refusal.study_id!r}")
-        log.info("study %s: %s refused: %s", refusal.study_id, signer.name, reason)
+        log.info("study %s: %s refused: %s", refusal.study_id, signer.name, reason,
+                 extra={"study": refusal.study_id, "owner": signer.name, "outcome": "refused"})
         self.coordinator.answered(refusal.study_id)
         ack = fpb.SubmitAck(study_id=refusal.study_id, owner_id=signer.name,
                             submission_id=hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest())
