@@ -237,7 +237,7 @@ class Tree:
 
     # ------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema.
+        """Reject malformed trees: bad references or cycles, bad counts, constraints off the schema or the path.
 
         Structure and constraints are checked node by node; the statistics (finite, non-negative,
         consistent with the label, children summing to their parent) in one vectorised pass, since
@@ -250,6 +250,7 @@ class Tree:
         self._parents = self._link_parents()
         for i, node in enumerate(self.nodes):
             self._validate_node(i, node)
+        self._validate_paths()
         self._validate_stats()
 
     def _link_parents(self) -> np.ndarray:
@@ -267,7 +268,13 @@ class Tree:
                 if c == 0 or parent[c] != -1:
                     raise TreeError(f"node {i}: node {c} has more than one parent (cycle or shared subtree)")
                 parent[c] = i
-        unreachable = np.flatnonzero(parent[1:] == -1) + 1
+        # Every node has one parent, but a ring of nodes off the root (1 -> 2 -> 1) has parents too: follow
+        # parent links by pointer doubling (log2 n vectorised steps) and keep the nodes that arrive at the root.
+        ancestor = np.where(parent < 0, np.arange(len(nodes)), parent)
+        ancestor[0] = 0
+        for _ in range(len(nodes).bit_length()):
+            ancestor = ancestor[ancestor]
+        unreachable = np.flatnonzero(ancestor != 0)
         if unreachable.size:
             raise TreeError(f"nodes {unreachable[:10].tolist()} are not reachable from the root")
         return parent
@@ -318,6 +325,25 @@ class Tree:
                 if any(not iv.intersect(other).is_empty for other in spans):
                     raise TreeError(f"node {i}: sibling intervals on {attr.name!r} overlap")
                 spans.append(iv)
+
+    def _validate_paths(self) -> None:
+        """No edge contradicts an earlier split on its path: a path no tuple can satisfy is malformed."""
+        schema = self.schema
+        stack: list[tuple[int, dict[int, Constraint]]] = [(0, {})]
+        while stack:
+            i, constraints = stack.pop()
+            node = self.nodes[i]
+            if node.is_leaf:
+                continue
+            a = node.attribute
+            attr = schema.attributes[a]  # type: ignore[index]
+            previous = constraints.get(a)  # type: ignore[arg-type]
+            for e in node.edges:
+                here = e.constraint.clip(attr) if isinstance(e.constraint, Interval) else e.constraint  # type: ignore[arg-type]
+                merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
+                if merged.is_empty:
+                    raise TreeError(f"node {i}: edge to node {e.child} on {attr.name!r} admits no value the path to node {i} allows")
+                stack.append((e.child, {**constraints, a: merged}))  # type: ignore[dict-item]
 
     def _validate_stats(self) -> None:
         """Hit/miss finite and non-negative, counts consistent with them, children summing to parents."""

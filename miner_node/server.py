@@ -18,11 +18,10 @@ import grpc
 
 from common.kit import RosterWatcher
 from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fgrpc
 from common.study import StudyError, load_study_file
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
-from miner_node.service import MinerService
+from miner_node.service import MinerService, tolerant_deserializer
 from miner_node.store import Store
 from miner_node.verify import ModelVerifier, Rejection
 
@@ -82,6 +81,23 @@ def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
         service.store.create_study(spec.study_id, spec.SerializeToString(), evaluation, by="miner config")
 
 
+def _add_service(service: MinerService, server: grpc.Server) -> None:
+    """Register the Miner methods as the generated `add_MinerServicer_to_server` does, with request
+    deserializers that never raise: bytes that do not parse reach the handler as `UndecodableRequest` and
+    are answered INVALID_ARGUMENT, where gRPC would log a traceback and answer INTERNAL."""
+    methods = fpb.DESCRIPTOR.services_by_name["Miner"]
+    handlers = {
+        m.name: grpc.unary_unary_rpc_method_handler(
+            getattr(service, m.name),
+            request_deserializer=tolerant_deserializer(getattr(fpb, m.input_type.name)),
+            response_serializer=getattr(fpb, m.output_type.name).SerializeToString,
+        )
+        for m in methods.methods
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(methods.full_name, handlers),))
+    server.add_registered_method_handlers(methods.full_name, handlers)
+
+
 def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: bool = False) -> RunningMiner:
     """Open the store, resume unfinished studies, bind and start serving."""
     if config.tls is None and not insecure:
@@ -99,7 +115,7 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
         raise
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc"),
                          options=_server_options(config), maximum_concurrent_rpcs=config.workers * 4)
-    fgrpc.add_MinerServicer_to_server(service, server)
+    _add_service(service, server)
     if insecure:
         port = server.add_insecure_port(config.listen)
     else:

@@ -5,14 +5,16 @@ message says what to do): the TLS identity is the signer's roster entry (same na
 certificate provisioned for it); the signature verifies over the exact payload bytes (before the
 payload is parsed); the signer is not revoked; the study exists, is open and invites the signer;
 the schema fingerprint is the study's; an identical envelope already stored gets its original
-ack back (safe retries); the message is fresh (timestamp window) and its nonce unseen; the owner
-has not submitted a different model; the model is within the size limits (counted on the raw
-message, before the expensive decode, which is why this check comes before the audit rather
-than after it); it decodes into valid trees; its claims pass an independent re-audit
+ack back (safe retries); the message is fresh (a valid timestamp inside the window) and its nonce
+16 bytes and unseen; the owner has not submitted a different model; the model is within the size
+limits (counted on the raw message, before the expensive decode, which is why this check comes
+before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
 (`common.audit`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
 to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
-server keeps serving.
+server keeps serving. Request bytes that do not parse are answered INVALID_ARGUMENT
+(`tolerant_deserializer`), and status messages, which quote request fields, are clipped to
+`MAX_DETAILS_BYTES` so that gRPC delivers them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from common.pb import federation_pb2_grpc as fgrpc
 from common.schema import SchemaError
 from common.signing import SignatureError, verify_envelope
 from common.study import StudyError, check_spec, spec_schema
+from common.wire import NONCE_BYTES
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
 from miner_node.global_models import GLOBAL_MODELS
@@ -40,11 +43,51 @@ from miner_node.mining import load_evaluation
 from miner_node.store import Store, StoreError, Submission
 from miner_node.verify import ModelVerifier, Rejection
 
-__all__ = ["MinerService", "Rejection"]
+__all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserializer"]
 
 log = logging.getLogger("modelshare.miner")
 MAX_POLL_SECONDS = 30
+MAX_DETAILS_BYTES = 2048
+"""Longest status message sent (UTF-8 bytes). Messages quote request fields; gRPC drops a status whose
+trailer exceeds 16 KiB (the client then sees RESOURCE_EXHAUSTED instead of the reason), and percent-encoding
+can triple non-ASCII bytes."""
 T = TypeVar("T")
+
+
+def _clip(text: str, limit: int = MAX_DETAILS_BYTES) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, saying how much was cut."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore") + f"... ({len(data) - limit} more bytes)"
+
+
+def _seconds(timestamp: Any, what: str) -> int:
+    """A Timestamp's seconds; INVALID_ARGUMENT for one outside years 1-9999 or with nanos outside [0, 1e9)."""
+    try:
+        return timestamp.ToSeconds()
+    except ValueError as exc:
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{what} is not a valid time ({exc})") from None
+
+
+@dataclass(frozen=True)
+class UndecodableRequest:
+    """A request whose bytes do not parse as the method's message; its handler answers INVALID_ARGUMENT."""
+
+    message_type: str
+    error: str
+
+
+def tolerant_deserializer(message_type: Any) -> Callable[[bytes], Any]:
+    """A request deserializer that never raises (gRPC would log a traceback and answer INTERNAL)."""
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except (DecodeError, RecursionError) as exc:
+            return UndecodableRequest(message_type.DESCRIPTOR.name, str(exc))
+
+    return parse
 
 
 @dataclass
@@ -65,10 +108,13 @@ def _handler(method: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(method)
     def wrapper(self: "MinerService", request: Any, context: grpc.ServicerContext) -> T:
+        if isinstance(request, UndecodableRequest):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          _clip(f"the request is not a valid {request.message_type}: {request.error}"))
         try:
             return method(self, request, context)
         except Rejection as rej:
-            context.abort(rej.code, rej.message)
+            context.abort(rej.code, _clip(rej.message))
         except StoreError as exc:
             log.error("%s: %s", method.__name__, exc)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the miner cannot store data right now ({exc}); retry later")
@@ -186,12 +232,19 @@ class MinerService(fgrpc.MinerServicer):
         return spec
 
     def _fresh(self, timestamp: Any) -> None:
-        age = self.clock() - timestamp.ToSeconds()
+        age = self.clock() - _seconds(timestamp, "message timestamp")
         window = self.limits.timestamp_window_seconds
         if abs(age) > window:
             when = f"{age:.0f} s old" if age > 0 else f"{-age:.0f} s in the future"
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"message timestamp is {when}; the window is {window:.0f} s (check the owner's clock)")
+
+    def _unspent(self, nonce: bytes) -> None:
+        if len(nonce) != NONCE_BYTES:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"the nonce is {len(nonce)} bytes; every message carries {NONCE_BYTES} fresh random bytes")
+        if self.store.nonce_seen(nonce):
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
 
     # ------------------------------------------------------------------ RPCs
     @_handler
@@ -225,8 +278,7 @@ class MinerService(fgrpc.MinerServicer):
         if previous is not None and previous.submission_id == submission_id:
             return self._ack(previous, duplicate=True)
         self._fresh(message.timestamp)
-        if self.store.nonce_seen(message.nonce):
-            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
+        self._unspent(message.nonce)
         if previous is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             f"{signer.name!r} already submitted a different model to {message.study_id!r}")
@@ -251,11 +303,12 @@ class MinerService(fgrpc.MinerServicer):
         return ack
 
     def _log_rejection(self, event: dict[str, Any], rej: Rejection) -> None:
-        log.info("rejected a submission (%s): %s", rej.code.name, rej.message,
+        event = {k: _clip(v, 256) if isinstance(v, str) else v for k, v in event.items()}  # ids may be megabytes
+        log.info("rejected a submission (%s): %s", rej.code.name, _clip(rej.message),
                  extra={"study": event.get("study"), "owner": event.get("owner") or event.get("peer"),
                         "outcome": f"rejected:{rej.code.name}"})
         try:
-            self.store.log_rejection({**event, "code": rej.code.name, "reason": rej.message})
+            self.store.log_rejection({**event, "code": rej.code.name, "reason": _clip(rej.message)})
         except StoreError as exc:
             log.error("could not log a rejection: %s", exc)
 
@@ -271,6 +324,7 @@ class MinerService(fgrpc.MinerServicer):
                             f"the refusal names owner {refusal.owner_id!r} but is signed by {signer.name!r}")
         self._open_study(refusal.study_id, signer.name)
         self._fresh(refusal.timestamp)
+        self._unspent(refusal.nonce)
         reason = refusal.reason[:2000] or "no reason given"
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"{signer.name!r} already answered {refusal.study_id!r}")
@@ -350,7 +404,7 @@ class MinerService(fgrpc.MinerServicer):
             spec.quorum = len(spec.owners)
         if spec.quorum > len(spec.owners):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
-        if spec.deadline.ToSeconds() <= self.clock():
+        if _seconds(spec.deadline, "the deadline") <= self.clock():
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
 
     @_handler
