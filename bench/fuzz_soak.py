@@ -31,9 +31,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-import os
-import platform
-import re
 import shutil
 import sys
 import tempfile
@@ -53,10 +50,10 @@ from miner_node.store import verify_log  # noqa: E402
 from tests import fuzz_cases as fc  # noqa: E402
 from tests.federation_helpers import make_federation  # noqa: E402
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Fuzz soak (bench/fuzz_soak.py)"
 MIX = (("local", 0.54), ("file", 0.15), ("miner", 0.30), ("miner-big", 0.01))
 KINDS = ("crash", "hang", "rejected-but-stored", "inconsistent", "harness error")
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 
 class Tally:
@@ -100,15 +97,8 @@ def run_round(strategy: Any, check: Callable[[Any], fc.Outcome], n: int, tally: 
     body()
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, Python "
-            f"{platform.python_version()}, grpcio {grpc.__version__}, hypothesis {hypothesis.__version__}")
+def machine_with_libraries() -> str:
+    return f"{machine()}, grpcio {grpc.__version__}, hypothesis {hypothesis.__version__}"
 
 
 def write_results(command: str, tally: Tally, seconds: float, after: dict[str, Any]) -> None:
@@ -117,7 +107,7 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
     lines = [
         SECTION,
         "",
-        f"`{command}` on {datetime.date.today().isoformat()}, {machine()}: {tally.cases:,} hypothesis-generated cases "
+        f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_libraries()}: {tally.cases:,} hypothesis-generated cases "
         f"in {seconds / 60:.1f} min, {miner_cases:,} of them over mutual TLS to a miner in the bench process "
         f"(`start_miner` with the kit's miner.toml, {after['verifiers']} verifier processes; owners site-a, site-b and one "
         "that never answers, so no study is mined). Strategies and properties of tests/test_fuzz.py: signed models with "
@@ -157,10 +147,7 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
     if tally.examples:
         lines += ["", "First failures:", "", *(f"- `{e[:400]}`" for e in tally.examples)]
     section = "\n".join(lines) + "\n"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.DOTALL)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    write_section(SECTION, section)
 
 
 def main() -> None:

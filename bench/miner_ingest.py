@@ -39,9 +39,7 @@ import hashlib
 import io
 import multiprocessing
 import os
-import platform
 import pstats
-import re
 import resource
 import shutil
 import sqlite3
@@ -73,28 +71,20 @@ from modelshare.provision import issue_throwaway_federation
 from owner_node.release import MECHANISMS, release_tree
 
 TARGET = 500.0
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Miner ingest (bench/miner_ingest.py)"
 ABSENT = "absent-owner"
 MECHANISM, REQUIREMENT, DISCLOSURE = "apt", "k-anonymity:k=5", "counts"
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 
-def machine(path: Path) -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+def machine_with_store(path: Path) -> str:
+    """`results_file.machine` plus grpcio and the file system the miner's state is on."""
     try:
         fs = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True, check=False).stdout.splitlines()[1].split()
         where = f"state on {fs[1]} ({fs[0]})"
     except (OSError, IndexError):
         where = "state file system unknown"
-    return (f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, grpcio {grpc.__version__}, {where}")
+    return f"{machine()}, grpcio {grpc.__version__}, {where}"
 
 
 # ------------------------------------------------------------------ set-up (untimed)
@@ -418,7 +408,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
     lines = [
         SECTION,
         "",
-        f"`{command}` on {datetime.date.today().isoformat()}, {machine(where)}. Each run: a fresh throw-away "
+        f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_store(where)}. Each run: a fresh throw-away "
         f"federation of {args.owners} owners (+1 invited owner who never answers, so no study starts mining), the "
         f"miner in the bench process via `start_miner` (kit miner.toml: {first['workers']} workers; SQLite WAL, "
         f"synchronous=FULL), {args.studies} open studies (APT {REQUIREMENT}, {DISCLOSURE} disclosure) and one "
@@ -457,10 +447,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
         "Interpretation: " + interpretation(runs, accept),
     ]
     section = "\n".join(lines) + "\n"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
-    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.DOTALL)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    write_section(SECTION, section)
 
 
 def interpretation(runs: list[dict[str, Any]], accept: Phase) -> str:

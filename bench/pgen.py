@@ -11,9 +11,7 @@ ratio is hardware-independent enough to be a target: >= 0.25. Results go to benc
 from __future__ import annotations
 
 import argparse
-import re
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +20,7 @@ from common.learners import CartTreeClassifier
 from miner_node.pgen import pgen
 
 TARGET = 0.25
-RESULTS = Path(__file__).with_name("RESULTS.md")
+from results_file import write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 
 def best_seconds(work, repeats: int) -> float:
@@ -71,10 +69,7 @@ def write_results(rows: int, results: dict[str, dict[str, float]]) -> None:
             f"{r['shuffled_ratio']:.3f} |"
         )
     section = "\n".join(lines) + "\n"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
-    pattern = re.compile(r"## PGEN throughput \(bench/pgen.py\)\n.*?(?=\n## |\Z)", re.S)
-    text = pattern.sub(section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    write_section("## PGEN throughput (bench/pgen.py)", section)
 
 
 def main() -> None:

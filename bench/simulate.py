@@ -27,7 +27,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -37,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## simulate against the in-process pipeline (bench/simulate.py)"
 DATASET = "adult"
@@ -46,18 +44,7 @@ MODELS = ("decision-tree", "naive-bayes")
 SEED = 0
 TEST_FRACTION = 0.2
 PGEN_SCALE = 10.0
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 
 def simulate_command(requirement: str, max_depth: int | None) -> list[str]:
@@ -225,10 +212,7 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
         "which in-process is inside the pipeline's own time).",
     ]
     section = "\n".join(lines) + "\n"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nRatios against a baseline measured in the same run.\n\n"
-    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.DOTALL)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    write_section(SECTION, section)
 
 
 def main() -> None:
