@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
 from rich.console import Console
 
@@ -33,6 +33,29 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def int_list(minimum: int) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type for comma-separated integers, each at least ``minimum`` (e.g. ``--depths 3,4,5``)."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if any(v < minimum for v in values):
+            raise argparse.ArgumentTypeError(f"values must be >= {minimum}, got {text!r}")
+        return values
+
+    return parse
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """An argparse type for comma-separated numbers (e.g. ``--betas 0.01,0.1``)."""
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:

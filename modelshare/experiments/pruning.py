@@ -26,7 +26,7 @@ from common.learners import make_learner
 from common.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
 from common.schema import CategoricalAttribute, Schema
 from common.tree import Tree
-from modelshare.cli_common import add_table_source, err, load_source, out
+from modelshare.cli_common import add_table_source, err, int_list, load_source, out
 
 __all__ = ["PruningSettings", "run_pruning", "add_parser"]
 
@@ -108,16 +108,6 @@ def _reinfer(schema: Schema, frame: pd.DataFrame, order: str) -> Schema:
     return Schema.infer(frame, schema.class_name, categorical=categorical, category_order=order)
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"values must be >= 1, got {text!r}")
-    return values
-
-
 def cmd_pruning(args: argparse.Namespace) -> int:
     table = load_source(args)
     schema = table.schema if args.category_order == "schema" else _reinfer(table.schema, table.frame, args.category_order)
@@ -168,9 +158,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--category-order", choices=["schema", "appearance", "sorted"], default="schema",
                    help="ordinal codes of categories for CART: the schema's order, first appearance in the table "
                         "(pandas.factorize, as the paper's sklearn run), or sorted")
-    p.add_argument("--depths", type=_ints, default=PruningSettings.depths, help="depths of the attack table (default 3,4,5,6,7)")
+    p.add_argument("--depths", type=int_list(1), default=PruningSettings.depths, help="depths of the attack table (default 3,4,5,6,7)")
     p.add_argument("--depth", type=int, default=PruningSettings.depth, help="depth of the pruned trees (default 7)")
-    p.add_argument("--thresholds", type=_ints, default=PruningSettings.thresholds,
+    p.add_argument("--thresholds", type=int_list(1), default=PruningSettings.thresholds,
                    help="pruning thresholds s = k - 1 (default 5,10,20,30,40,50)")
     p.add_argument("--repeats", type=int, default=PruningSettings.repeats, help="random splits (default 10)")
     p.add_argument("--test-size", type=float, default=PruningSettings.test_size, help="test share (default 0.2)")

@@ -30,7 +30,14 @@ from common.learners.random_tree import ensemble_predict_proba
 from common.schema import Schema
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
-from modelshare.cli_common import add_table_source, err, load_source, out
+from modelshare.cli_common import (
+    add_table_source,
+    err,
+    float_list,
+    int_list,
+    load_source,
+    out,
+)
 
 __all__ = ["RdtSettings", "run_rdt", "add_parser"]
 
@@ -113,29 +120,12 @@ def summarize_rdt(results: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
 def _names(text: str) -> tuple[str, ...]:
     names = () if text == "none" else tuple(n.strip() for n in text.split(","))
     unknown = [n for n in names if n not in GLOBAL_MODELS]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
     return names
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"values must be >= 0, got {text!r}")
-    return values
 
 
 def cmd_rdt(args: argparse.Namespace) -> int:
@@ -201,10 +191,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `experiment rdt`."""
     p = sub.add_parser("rdt", help="k-AnonToRdt accuracy by depth, k, trees and beta (Waseda et al. Tables 6-7)")
     add_table_source(p, "nursery")
-    p.add_argument("--depths", type=_ints, default=RdtSettings.depths, help="tree depths (default 3,4,5)")
-    p.add_argument("--ks", type=_ints, default=RdtSettings.ks, help="k values; 0 = no sampling or suppression (default 0,5,10)")
-    p.add_argument("--trees", type=_ints, default=RdtSettings.trees, help="numbers of trees (default 8,9,10,11)")
-    p.add_argument("--betas", type=_floats, default=RdtSettings.betas, help="sampling rates (default 0.4)")
+    p.add_argument("--depths", type=int_list(1), default=RdtSettings.depths, help="tree depths (default 3,4,5)")
+    p.add_argument("--ks", type=int_list(0), default=RdtSettings.ks, help="k values; 0 = no sampling or suppression (default 0,5,10)")
+    p.add_argument("--trees", type=int_list(1), default=RdtSettings.trees, help="numbers of trees (default 8,9,10,11)")
+    p.add_argument("--betas", type=float_list, default=RdtSettings.betas, help="sampling rates (default 0.4)")
     p.add_argument("--total-epsilon", type=float, default=None,
                    help="Nt*eps for the delta column (Table 7 uses 2.0); default: no delta column")
     p.add_argument("--repeats", type=int, default=RdtSettings.repeats, help="random splits (default 3)")
