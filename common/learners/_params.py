@@ -12,7 +12,9 @@ import math
 import numbers
 from typing import Literal, Sequence, overload
 
-__all__ = ["ParameterError", "check_choice", "check_positive_int", "check_nonnegative_real"]
+from common.schema import Schema
+
+__all__ = ["ParameterError", "check_schema", "check_choice", "check_positive_int", "check_nonnegative_real"]
 
 
 class ParameterError(ValueError, TypeError):
@@ -21,6 +23,13 @@ class ParameterError(ValueError, TypeError):
     Subclasses both `ValueError` and `TypeError` (as scikit-learn's ``InvalidParameterError``
     does) so callers catching either for a bad parameter keep working.
     """
+
+
+def check_schema(value: object) -> Schema:
+    """The learner's ``schema`` parameter, which must be a `common.schema.Schema`."""
+    if not isinstance(value, Schema):
+        raise ParameterError(f"schema must be a common.schema.Schema; got {type(value).__name__}")
+    return value
 
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:

@@ -23,10 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from common.learners._data import check_x, check_xy
 from common.learners._params import (
-    ParameterError,
     check_choice,
     check_nonnegative_real,
     check_positive_int,
+    check_schema,
 )
 from common.schema import Schema
 from common.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
@@ -169,8 +169,7 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
             A parameter is invalid (`ParameterError`, naming it), or ``X``/``y`` do not fit the
             schema (`SchemaError` naming the column and the first offending row).
         """
-        if not isinstance(self.schema, Schema):
-            raise ParameterError(f"schema must be a common.schema.Schema; got {type(self.schema).__name__}")
+        check_schema(self.schema)
         criterion = check_choice("criterion", self.criterion, CRITERIA)
         max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
         min_samples_leaf = check_positive_int("min_samples_leaf", self.min_samples_leaf)

@@ -46,7 +46,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from common.learners._data import check_x, check_xy
-from common.learners._params import ParameterError, check_positive_int
+from common.learners._params import ParameterError, check_positive_int, check_schema
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
@@ -438,8 +438,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
             A parameter is invalid (`ParameterError`, naming it), or ``X``/``y`` do not fit the
             schema (`SchemaError` naming the column and the first offending row).
         """
-        if not isinstance(self.schema, Schema):
-            raise ParameterError(f"schema must be a common.schema.Schema; got {type(self.schema).__name__}")
+        check_schema(self.schema)
         depth = check_positive_int("depth", self.depth)
         n_trees = check_positive_int("n_trees", self.n_trees)
         k, beta = _check_k(self.k), _check_beta(self.beta)
