@@ -139,11 +139,6 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
         f"{after['refusals']:,} refusals, exactly the ones the miner acknowledged ({after['exact']}); audit log "
         f"{'intact' if after['log_ok'] else 'BROKEN'} ({after['log_entries']:,} entries).",
     ]
-    known = tally.codes["local"].get(fc.KNOWN_AUDIT_BUG, 0) + tally.codes["read_model"].get(fc.KNOWN_AUDIT_BUG, 0)
-    if known:
-        lines += ["", f"Known, not counted as passes: {known:,} in-process cases hit `{fc.KNOWN_AUDIT_BUG}` (a requirement "
-                      "like `k-anonymity:k=<hundreds of digits>` parses, then `leaf total >= k` overflows in "
-                      "`common.anonymity`); the miner answers those INVALID_ARGUMENT."]
     if tally.examples:
         lines += ["", "First failures:", "", *(f"- `{e[:400]}`" for e in tally.examples)]
     section = "\n".join(lines) + "\n"

@@ -246,13 +246,20 @@ def _params(text: str, body: str, expected: set[str]) -> dict[str, str]:
     return params
 
 
+#: Largest integer parameter: tuple counts are floats, and above 2**53 a comparison with one is
+#: inexact (and far above it, overflows).
+MAX_INTEGER = 2**53
+
+
 def _integer(text: str, name: str, value: str, low: int) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise RequirementError(text, f"{name}={value!r} is not an integer") from None
+        raise RequirementError(text, f"{name}={value[:40]!r} is not an integer") from None
     if number < low:
         raise RequirementError(text, f"{name}={number} must be at least {low}")
+    if number > MAX_INTEGER:
+        raise RequirementError(text, f"{name} has {len(value)} digits; it must be at most 2**53")
     return number
 
 

@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import json
 import math
-import re
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -892,10 +891,7 @@ def run_local(case: LocalCase) -> Outcome:
         code = rej.code.name
     except Exception as exc:  # noqa: BLE001
         return Outcome("local", "crash", time.perf_counter() - started, f"check_model raised {exc!r}")
-    failure = _decode_audit_pgen(message)
-    if failure == KNOWN_AUDIT_BUG:
-        code, failure = KNOWN_AUDIT_BUG, None
-    return Outcome("local", code, time.perf_counter() - started, failure)
+    return Outcome("local", code, time.perf_counter() - started, _decode_audit_pgen(message))
 
 
 def _decode_audit_pgen(message: fpb.ModelMessage) -> str | None:
@@ -913,12 +909,6 @@ def _decode_audit_pgen(message: fpb.ModelMessage) -> str | None:
     return _audit_property(model.trees, model.report) or _pgen_property(model.trees)
 
 
-# common/anonymity.py parses k=<hundreds of digits> and then `leaf total >= k` overflows in numpy: `audit`
-# raises OverflowError (reported; outside the files this suite may fix). The miner answers it with
-# INVALID_ARGUMENT (miner_node.verify); in process it is counted under its own outcome, not as a pass.
-KNOWN_AUDIT_BUG = "known: audit OverflowError on an integer beyond float range"
-
-
 def _audit_property(trees: tuple, report: Any) -> str | None:
     from common.audit import audit
 
@@ -926,10 +916,6 @@ def _audit_property(trees: tuple, report: Any) -> str | None:
         result = audit(trees, report)
         assert isinstance(result.passed, bool)
         result.to_dict()
-    except OverflowError as exc:
-        if report is not None and report.requirement and re.search(r"\d{300}", report.requirement):
-            return KNOWN_AUDIT_BUG
-        return f"audit raised {exc!r}"
     except Exception as exc:  # noqa: BLE001
         return f"audit raised {exc!r}"
     return None
@@ -994,8 +980,6 @@ def run_file(case: FileCase, path: Path) -> Outcome:
     except Exception as exc:  # noqa: BLE001
         return Outcome("read_model", "crash", time.perf_counter() - started, f"read_model raised {exc!r}")
     failure = _audit_property(trees, report)
-    if failure == KNOWN_AUDIT_BUG:
-        return Outcome("read_model", KNOWN_AUDIT_BUG, time.perf_counter() - started)
     return Outcome("read_model", "read", time.perf_counter() - started, failure or _pgen_property(trees))
 
 

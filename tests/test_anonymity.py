@@ -318,3 +318,11 @@ def test_a_stronger_diversity_claim_implies_the_weaker_on_every_path(counts, c, 
     hit = arr.max(axis=1)
     miss = arr.sum(axis=1) - hit
     assert not (cl_diverse_hit_miss(hit, miss, strong.c, strong.l) & ~cl_diverse_hit_miss(hit, miss, weak.c, weak.l)).any()
+
+
+@pytest.mark.parametrize("text", ["k-anonymity:k=" + "9" * 722, "dps:k=9007199254740993,beta=0.1,epsilon=2,trees=10",
+                                  "cl-diversity:c=5,l=" + "9" * 40])
+def test_integers_beyond_exact_float_comparison_are_refused(text):
+    with pytest.raises(RequirementError, match=r"at most 2\*\*53"):
+        parse_requirement(text)
+    assert parse_requirement("k-anonymity:k=9007199254740992").k == 2**53

@@ -194,8 +194,9 @@ def test_invalid_timestamps_and_nonces_are_invalid_argument_not_internal(target)
 
 
 def test_a_claim_the_auditor_cannot_compute_is_refused_and_the_verifier_survives(target):
-    """k with 722 digits parses, then `leaf total >= k` overflows (common.anonymity): the exception killed a
-    verifier process (UNAVAILABLE, 'retry later', and a respawn per message); now INVALID_ARGUMENT."""
+    """k with 722 digits used to parse, then `leaf total >= k` overflowed in the audit and killed a verifier
+    process (UNAVAILABLE, 'retry later', and a respawn per message). Requirements now refuse integers above
+    2**53, so the re-audit fails the claim: INVALID_ARGUMENT, and the verifier lives on."""
     huge = "k-anonymity:k=" + "9" * 722
     edits = (fc.ReportField("requirement", huge), fc.ClaimEdit("clear"))
     for _ in range(3):
