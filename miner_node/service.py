@@ -267,16 +267,18 @@ class MinerService(fgrpc.MinerServicer):
         if message.owner_id != signer.name:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                             f"the message names owner {message.owner_id!r} but is signed by {signer.name!r}")
+        envelope = request.SerializeToString(deterministic=True)
+        submission_id = hashlib.sha256(envelope).hexdigest()
+        previous = self.store.submission(message.study_id, signer.name)
+        if previous is not None and previous.submission_id == submission_id:
+            # the exact bytes already stored: the same ack, whatever the study's state is now (an owner
+            # whose ack was lost in a crash must learn its answer counted, even once mining started)
+            return self._ack(previous, duplicate=True)
         spec = self._open_study(message.study_id, signer.name)
         if message.schema_fingerprint != spec.schema_fingerprint:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
                             "encode the table with the study's schema")
-        envelope = request.SerializeToString(deterministic=True)
-        submission_id = hashlib.sha256(envelope).hexdigest()
-        previous = self.store.submission(message.study_id, signer.name)
-        if previous is not None and previous.submission_id == submission_id:
-            return self._ack(previous, duplicate=True)
         self._fresh(message.timestamp)
         self._unspent(message.nonce)
         if previous is not None:

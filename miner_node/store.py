@@ -129,6 +129,24 @@ class _Write:
     error: BaseException | None = None
 
 
+def _check_writable(directory: Path) -> None:
+    """Refuse a store directory the miner cannot write (read-only filesystem, permissions, full disk).
+
+    SQLite opens a read-only database without complaint and fails later with "unable to open
+    database file" or "attempt to write a readonly database"; creating and syncing a probe file
+    names the real cause (EROFS, EACCES, ENOSPC) at start-up instead.
+    """
+    probe = directory / ".write-probe"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0")
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot write to the miner store directory {directory}: {exc.strerror or exc}") from None
+
+
 class Store:
     """One SQLite database in ``state_dir``; thread-safe.
 
@@ -144,6 +162,7 @@ class Store:
         self.dir = Path(state_dir)
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _check_writable(self.dir)
             self._db = sqlite3.connect(self.dir / DB_NAME, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

@@ -16,7 +16,7 @@ from common.pb import federation_pb2 as fpb
 from common.study import load_study_file
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
-from miner_node.store import verify_log
+from miner_node.store import StoreError, verify_log
 from modelshare.admin import (
     AdminConfig,
     admin_stub,
@@ -45,7 +45,10 @@ def _rpc(call: Callable[[], Any]) -> Any:
 def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
-    miner = start_miner(config, mechanisms=RELEASE_MECHANISMS, insecure=args.insecure)
+    try:
+        miner = start_miner(config, mechanisms=RELEASE_MECHANISMS, insecure=args.insecure)
+    except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
+        raise OSError(str(exc)) from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
