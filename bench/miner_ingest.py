@@ -23,7 +23,8 @@ Every submission must be accepted (asserted), the ``submissions`` table must the
 that many rows, and the audit log must verify. CPU is recorded for the miner process and, from
 /proc, for its verifier processes. ``--profile wall|cpu`` runs cProfile inside the
 miner's Submit handlers instead (numbers are inflated; RESULTS.md is not written). Target >= 500
-accepted submissions/s. Results go to bench/RESULTS.md.
+accepted submissions/s. Results go to bench/RESULTS.md; a run with ``--threads`` other than 16 (the load run:
+``--threads 64``, every owner's channel driven by its own thread, all submitting at once) gets its own section.
 
     python bench/miner_ingest.py [--owners 64] [--studies 16] [--threads 16] [--dir DIR] [--profile wall|cpu]
 """
@@ -406,7 +407,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
     where_clients = {"thread": "client threads in the bench process (sharing the miner's GIL)",
                      "process": "client threads in a child process (own interpreter and GIL, as owners are deployed)"}
     lines = [
-        SECTION,
+        SECTION if args.threads == 16 else f"## Miner load: {args.threads} concurrent clients (bench/miner_ingest.py --threads {args.threads})",
         "",
         f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_store(where)}. Each run: a fresh throw-away "
         f"federation of {args.owners} owners (+1 invited owner who never answers, so no study starts mining), the "
@@ -447,7 +448,7 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
         "Interpretation: " + interpretation(runs, accept),
     ]
     section = "\n".join(lines) + "\n"
-    write_section(SECTION, section)
+    write_section(lines[0], section)
 
 
 def interpretation(runs: list[dict[str, Any]], accept: Phase) -> str:
