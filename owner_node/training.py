@@ -54,7 +54,11 @@ def _select(frame: pd.DataFrame, schema: Schema, class_column: str, path: Path) 
     """The schema's columns then the class column (renamed to the schema's class name)."""
     absent = [name for name in (*schema.names, class_column) if name not in frame.columns]
     if absent:
-        raise SchemaError(f"the table lacks columns {absent} (the study schema's attributes and the class column)",
+        hint = ""
+        if len(frame.columns) == 1:
+            hint = ("; the header was read as one single column: is the file delimited by something other than "
+                    "comma, semicolon, tab or '|'?")
+        raise SchemaError(f"the table lacks columns {absent} (the study schema's attributes and the class column){hint}",
                           source=str(path), column=absent[0])
     return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
 

@@ -37,7 +37,7 @@ from common.schema import MISSING_TOKENS, Schema, SchemaError
 __all__ = ["LoadedTable", "MissingPolicy", "load_table", "read_frame"]
 
 MissingPolicy = Literal["drop", "error"]
-_DELIMITERS = ",;\t"
+_DELIMITERS = ",;\t|"
 _SNIFF_LINES = 50
 
 
@@ -140,6 +140,9 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
         raise SchemaError(f"cannot read the file: {exc.strerror or exc}", source=label) from None
     except pd.errors.EmptyDataError:
         raise SchemaError("the file is empty", source=label) from None
+    except EOFError:  # gzip stream cut short
+        raise SchemaError("the compressed file is truncated (it ends before its end-of-stream marker)",
+                          source=label) from None
     except ValueError as exc:  # parser errors, bad encodings, non-Parquet bytes
         raise SchemaError(f"cannot parse the file as {suffix.lstrip('.')}: {exc}", source=label) from None
     return frame.mask(frame.isin(MISSING_TOKENS))

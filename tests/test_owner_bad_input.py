@@ -1,0 +1,144 @@
+"""Bad local tables at the owner: each error names file, row, column and value locally, and the miner
+hears only a redacted refusal (file name, row, column, why; never the value, never a raw row)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from common.datasets import load_dataset
+from common.pb import federation_pb2 as fpb
+from modelshare.provision import issue_throwaway_federation
+from owner_node.config import OwnerConfig
+from owner_node.daemon import OwnerDaemon
+from owner_node.training import LocalDataError, load_local_table
+from tests.federation_helpers import Federation, study_spec
+from tests.test_owner_training import make_config
+
+
+@pytest.fixture(scope="module")
+def adult_head():
+    table = load_dataset("adult")
+    return table.schema, table.frame.head(200).astype(object).reset_index(drop=True)
+
+
+@pytest.fixture()
+def adult_rows(adult_head):
+    """The schema and a fresh copy of the 200 rows, for one test to spoil."""
+    return adult_head[0], adult_head[1].copy()
+
+
+def _load(tmp_path: Path, schema, path: Path) -> LocalDataError:
+    with pytest.raises(LocalDataError) as info:
+        load_local_table(make_config(tmp_path, path), schema)
+    return info.value
+
+
+def test_text_in_a_numeric_column_names_file_row_column_and_value(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame.loc[41, "age"] = "forty-two"
+    path = tmp_path / "sites.csv"
+    frame.to_csv(path, index=False)
+    error = _load(tmp_path, schema, path)
+    assert all(part in str(error) for part in (str(path), "row 42", "column 'age'", "'forty-two'"))
+    assert all(part in error.public for part in ("sites.csv", "row 42", "column 'age'"))
+    assert "forty-two" not in error.public and str(tmp_path) not in error.public
+
+
+def test_an_unseen_category_is_named_with_its_row(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame.loc[7, "workclass"] = "Astronaut"
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    error = _load(tmp_path, schema, path)
+    assert "row 8" in str(error) and "column 'workclass'" in str(error) and "'Astronaut'" in str(error)
+    assert "unknown category" in error.public and "Astronaut" not in error.public
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "the file is empty"),
+    (b"age,workclass\n", "lacks columns"),
+])
+def test_empty_files_and_headers_without_the_study_columns(tmp_path, adult_head, content, why):
+    path = tmp_path / "empty.csv"
+    path.write_bytes(content)
+    error = _load(tmp_path, adult_head[0], path)
+    assert "empty.csv" in error.public and why in error.public
+
+
+def test_a_header_without_rows_is_an_empty_table(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    path = tmp_path / "header.csv"
+    frame.head(0).to_csv(path, index=False)
+    error = _load(tmp_path, schema, path)
+    assert "header.csv" in error.public and "no row" in error.public
+
+
+@pytest.mark.parametrize("sep", [";", "|", "\t"])
+def test_other_delimiters_are_sniffed_and_read(tmp_path, adult_rows, sep):
+    schema, frame = adult_rows
+    path = tmp_path / "semi.csv"
+    frame.to_csv(path, index=False, sep=sep)
+    X, y = load_local_table(make_config(tmp_path, path), schema)
+    assert X.shape == (200, schema.n_attributes) and len(y) == 200
+
+
+def test_a_delimiter_that_splits_nothing_reports_the_missing_columns(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    path = tmp_path / "spaces.csv"
+    path.write_text("\n".join(" ".join(str(v).replace(" ", "_") for v in row) for row in
+                              [frame.columns, *frame.head(5).itertuples(index=False)]) + "\n")
+    error = _load(tmp_path, schema, path)
+    assert "spaces.csv" in error.public and "lacks columns" in error.public and "one single column" in error.public
+
+
+def test_a_file_not_in_utf8_names_the_file_and_the_encoding(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame.loc[3, "native-country"] = "Perú"
+    path = tmp_path / "latin.csv"
+    path.write_bytes(frame.to_csv(index=False).encode("latin-1"))
+    error = _load(tmp_path, schema, path)
+    assert "latin.csv" in error.public and "utf-8" in error.public.lower()
+    assert "Per" not in error.public
+
+
+def test_a_corrupt_gzip_is_named(tmp_path, adult_head):
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress(b"age,workclass\n1,x\n")[:-9])
+    error = _load(tmp_path, adult_head[0], path)
+    assert "t.csv.gz" in error.public and "truncated" in error.public
+
+
+def test_the_daemon_reports_a_bad_table_to_the_miner_as_a_redacted_refusal(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame.loc[11, "age"] = "secret-age"
+    owners = ["site-a"]
+    path = tmp_path / "site-a.csv"
+    frame.to_csv(path, index=False)
+    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
+                                      owner_data={"site-a": (str(path), schema.class_name)},
+                                      policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    fed = Federation(kits)
+    fed.start()
+    stop = threading.Event()
+    daemon = OwnerDaemon(dataclasses.replace(OwnerConfig.load(kits["site-a"] / "owner.toml"), miner=fed.address))
+    try:
+        admin = fed.stub("admin")
+        admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("bad", dataset="adult")), timeout=10)
+        outcomes = daemon.run_once(wait_seconds=5, stop=stop)
+        assert [o.outcome for o in outcomes] == ["refused"]
+        deadline = time.monotonic() + 30
+        while (status := admin.GetStudy(fpb.StudyRef(study_id="bad"), timeout=10)).state != "failed":
+            assert time.monotonic() < deadline, status.state
+            time.sleep(0.05)
+        assert "site-a refused: local table site-a.csv" in status.reason
+        assert "row 12" in status.reason and "column 'age'" in status.reason
+        assert "secret-age" not in status.reason and str(tmp_path) not in status.reason
+    finally:
+        daemon.close()
+        fed.close()
