@@ -3,9 +3,10 @@
 A submission is checked in this order, and the first failure is the answer (a gRPC status whose
 message says what to do): the TLS identity is the signer's roster entry (same name, the
 certificate provisioned for it); the signature verifies over the exact payload bytes (before the
-payload is parsed); the signer is not revoked; the study exists, is open and invites the signer;
-the schema fingerprint is the study's; an identical envelope already stored gets its original
-ack back (safe retries); the message is fresh (a valid timestamp inside the window) and its nonce
+payload is parsed); the signer is not revoked; an identical envelope already stored gets its
+original ack back, whatever the study's state is by now (safe retries, even after a crash lost
+the first ack); the study exists, is open and invites the signer; the schema fingerprint is the
+study's; the message is fresh (a valid timestamp inside the window) and its nonce
 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
