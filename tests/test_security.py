@@ -356,3 +356,18 @@ def test_closed_studies_take_no_answers(fed):
             code, why = refused(call, request)
             assert code == grpc.StatusCode.FAILED_PRECONDITION and f"study {study_id!r} is {state}; it takes no more answers" in why
     assert rows(fed) == before
+
+
+# ------------------------------------------------------------------ the owner checks whom it talks to
+@pytest.mark.parametrize("miner_name, state", [("site-b", "a owner"), ("nobody", "absent")])
+def test_an_owner_daemon_refuses_a_miner_the_roster_does_not_name_as_miner(fed, miner_name, state):
+    from owner_node.config import OwnerConfig, OwnerConfigError
+    from owner_node.daemon import OwnerDaemon
+
+    kit = fed.kits["site-a"]
+    path = kit / f"owner-{miner_name}.toml"  # the kit's config plus a [data] table (kits are issued without one)
+    path.write_text((kit / "owner.toml").read_text() + '\n[data]\npath = "table.csv"\n')
+    (kit / "table.csv").write_text("a,class\n1,x\n")
+    config = dataclasses.replace(OwnerConfig.load(path), miner_name=miner_name)
+    with pytest.raises(OwnerConfigError, match=f"miner_name '{miner_name}' is {state} in roster"):
+        OwnerDaemon(config)
