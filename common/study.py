@@ -20,16 +20,18 @@ owners and checked against each owner's local policy, so there is one parser for
     # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml
 
     [release]
-    mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "none"
+    mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "laplace-rdt", "none"
     requirement = "cl-diversity:c=5,l=3"   # kanon-rdt: "dps:k=5,beta=0.01,epsilon=2,trees=10"
-    disclosure = "hit_miss"          # or "counts" (kanon-rdt: "counts" only)
+                                     # laplace-rdt: "dp:epsilon=1,trees=10"
+    disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
 
     [training]
-    learner = "multiway"             # or "cart"; kanon-rdt trains random trees and ignores it
-    max_depth = 10                   # optional; kanon-rdt: required, the depth d of every random tree
+    learner = "multiway"             # or "cart"; kanon-rdt and the dp mechanisms train their own trees
+    max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
 
-A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, and asks for at most
+A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, a ``dp`` requirement with
+the noise-based mechanisms (`common.mechanisms`), and either asks for at most
 `common.wire.MAX_TREES` trees (what a miner decodes).
 
     [mining]
@@ -47,8 +49,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.anonymity import DPS, Requirement, RequirementError, parse_requirement
-from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.anonymity import DP, DPS, Requirement, RequirementError, parse_requirement
+from common.mechanisms import WHOLE_RELEASE, requirement_form
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema, SchemaError
 from common.toml_file import read_toml
@@ -223,7 +225,7 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         disclosure_from_pb(spec.disclosure, where="disclosure")
     except (StudyError, WireError) as exc:
         raise StudyError(f"{where}: {exc}") from None
-    _check_dps_release(spec, requirement, where)
+    _check_whole_release(spec, requirement, where)
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
@@ -240,21 +242,25 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
 
 
-def _check_dps_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
-    """A ``dps`` requirement and mechanism ``kanon-rdt`` go together, with counts, a depth and few enough trees."""
-    if isinstance(requirement, DPS) and spec.mechanism != KANON_RDT:
-        raise StudyError(f"{where}: requirement {requirement} is met only by mechanism {KANON_RDT!r}, not {spec.mechanism!r}")
-    if spec.mechanism != KANON_RDT:
+def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
+    """A ``dps`` or ``dp`` requirement and its mechanisms go together (`common.mechanisms.WHOLE_RELEASE`),
+    with counts disclosure, a tree depth and few enough trees."""
+    if isinstance(requirement, (DPS, DP)):
+        meets = sorted(m for m, form in WHOLE_RELEASE.items() if form is type(requirement))
+        if spec.mechanism not in meets:
+            raise StudyError(f"{where}: requirement {requirement} is met only by mechanism "
+                             f"{' or '.join(repr(m) for m in meets)}, not {spec.mechanism!r}")
+    if spec.mechanism not in WHOLE_RELEASE:
         return
-    if not isinstance(requirement, DPS):
-        raise StudyError(f"{where}: mechanism {KANON_RDT!r} needs a requirement 'dps:k=K,beta=B,epsilon=E,trees=T'")
+    if not isinstance(requirement, WHOLE_RELEASE[spec.mechanism]):
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs a requirement {requirement_form(spec.mechanism)}")
     if requirement.trees > MAX_TREES:
         raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
                          f"a miner accepts at most {MAX_TREES} per model")
     if spec.disclosure != disclosure_to_pb("counts"):
-        raise StudyError(f"{where}: mechanism {KANON_RDT!r} discloses class counts; set disclosure = \"counts\"")
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} discloses class counts; set disclosure = \"counts\"")
     if not spec.HasField("max_depth"):
-        raise StudyError(f"{where}: mechanism {KANON_RDT!r} needs [training] max_depth, the depth of its random trees")
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs [training] max_depth, the depth of its trees")
 
 
 def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:

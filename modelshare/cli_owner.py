@@ -8,11 +8,15 @@ site would answer with a model, 1 it would refuse, 2 the config or study file is
 ``owner status`` reports the daemon's health for a service manager or a monitoring check, from
 the status file the daemon keeps in its state directory (`owner_node.daemon.StatusFile`); it
 contacts nobody. Exit status: 0 healthy, 1 not running or unhealthy, 2 the config is unusable.
+
+``owner budget`` shows the site's privacy-budget ledger (`owner_node.budget`): the epsilon and
+delta each release spent, their sums, and what the policy's lifetime caps leave.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -22,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from rich.table import Table
 
 from common.pb import federation_pb2 as fpb
 from common.study import StudyError, describe_spec, load_study_file, spec_schema
 from modelshare.cli_common import err, out
 from modelshare.logs import configure_logging
+from owner_node.budget import Ledger, LedgerError
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import (
     POLL_GRACE_SECONDS,
@@ -36,7 +42,7 @@ from owner_node.daemon import (
 )
 from owner_node.training import LocalDataError, load_local_table
 
-__all__ = ["add_parsers", "check_study", "cmd_check", "cmd_serve", "cmd_status", "owner_health"]
+__all__ = ["add_parsers", "budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "cmd_status", "owner_health"]
 
 _UNSETTLED = ("deferred", "gave-up")
 DEFAULT_MAX_AGE = 3 * (POLL_WAIT_SECONDS + POLL_GRACE_SECONDS)  # a connected daemon polls at least this often
@@ -85,6 +91,9 @@ def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
     """The preview `owner check` prints: decision, every reason, and what the local table yields."""
     spec = load_study_file(study).spec
     reasons = config.policy.check(spec, config.miner_name)
+    over = Ledger(config.state_dir).over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
+    if over is not None:
+        reasons.append(over)
     rows, problem = _data_problem(config, spec)
     if problem is not None:
         reasons.append(problem)
@@ -102,7 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = OwnerConfig.load(args.config)
         result = check_study(config, args.study)
-    except (OwnerConfigError, StudyError) as exc:
+    except (OwnerConfigError, StudyError, LedgerError) as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False)
         return 2
     if args.json:
@@ -201,6 +210,44 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
+def budget_report(config: OwnerConfig) -> dict[str, Any]:
+    """What `owner budget` prints: every charge, the totals, the lifetime caps and what is left."""
+    ledger = Ledger(config.state_dir)
+    (eps, delta), policy = ledger.spent, config.policy
+    left = {"epsilon": None if policy.lifetime_epsilon is None else max(policy.lifetime_epsilon - eps, 0.0),
+            "delta": None if policy.lifetime_delta is None else max(policy.lifetime_delta - delta, 0.0)}
+    return {"name": config.name, "ledger": str(ledger.path), "charges": [dataclasses.asdict(c) for c in ledger.charges],
+            "spent": {"epsilon": eps, "delta": delta},
+            "cap": {"epsilon": policy.lifetime_epsilon, "delta": policy.lifetime_delta}, "left": left}
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    """Show the site's privacy-budget ledger: what each release spent, the totals and the caps."""
+    try:
+        report = budget_report(OwnerConfig.load(args.config))
+    except (OwnerConfigError, LedgerError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    table = Table(title=f"privacy budget of {report['name']} ({report['ledger']})")
+    for column in ("study", "mechanism", "requirement", "epsilon", "delta", "at"):
+        table.add_column(column, justify="right" if column in ("epsilon", "delta") else "left")
+    for c in report["charges"]:
+        table.add_row(c["study_id"], c["mechanism"], c["requirement"], f"{c['epsilon']:g}", f"{c['delta']:.3g}", c["at"])
+    spent, cap, left = report["spent"], report["cap"], report["left"]
+    table.add_row("spent", "", "", f"{spent['epsilon']:g}", f"{spent['delta']:.3g}", "", style="bold")
+
+    def limit(value: float | None, fmt: str) -> str:
+        return "no cap" if value is None else format(value, fmt)
+
+    table.add_row("lifetime cap", "", "", limit(cap["epsilon"], "g"), limit(cap["delta"], "g"), "")
+    table.add_row("left", "", "", limit(left["epsilon"], "g"), limit(left["delta"], ".3g"), "")
+    out.print(table)
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `owner serve`, `owner check` and `owner status`."""
     owner = sub.add_parser("owner", help="the data owner: run the daemon, or preview the policy on a study")
@@ -228,3 +275,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="unhealthy when the miner has not answered for this long (default %(default)s)")
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
     status.set_defaults(func=cmd_status)
+
+    budget = owner_sub.add_parser("budget", help="what this site's releases have spent of its privacy budget "
+                                                 "(epsilon, delta) and what its lifetime cap leaves")
+    budget.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
+    budget.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    budget.set_defaults(func=cmd_budget)

@@ -36,6 +36,7 @@ from rich.progress import (
 from rich.table import Table
 
 from common.learners import LEARNERS
+from common.mechanisms import WHOLE_RELEASE
 from common.metrics import accuracy, class_match, path_match
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema
@@ -54,6 +55,7 @@ __all__ = ["add_parser", "cmd_simulate", "SimulationError"]
 STUDY_ID = "simulate"
 DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
 DEFAULT_RDT_REQUIREMENT = "dps:k=5,beta=0.1,epsilon=2,trees=10"  # Table 7's middle column: Nt*delta 0.352
+DEFAULT_DP_REQUIREMENT = "dp:epsilon=1,trees=10"  # the noise-based mechanisms: total epsilon 1
 DEFAULT_RDT_DEPTH = 4
 
 
@@ -158,9 +160,10 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema, dict[str, Any
     schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
     schema.save(root / "schema.json")
     requirement = args.requirement
-    if args.mechanism == KANON_RDT:
-        requirement = requirement or DEFAULT_RDT_REQUIREMENT
-        args.disclosure = "counts"  # random trees release exact (sampled, suppressed) counts only
+    if args.mechanism in WHOLE_RELEASE:
+        default = DEFAULT_RDT_REQUIREMENT if args.mechanism == KANON_RDT else DEFAULT_DP_REQUIREMENT
+        requirement = requirement or default
+        args.disclosure = "counts"  # these trees release (sampled, suppressed or noisy) counts only
         args.max_depth = args.max_depth or DEFAULT_RDT_DEPTH
     elif requirement is None and args.mechanism in NEEDS_REQUIREMENT:
         requirement = DEFAULT_REQUIREMENT
@@ -306,11 +309,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_table_source(p, "nursery")
     p.add_argument("--owners", type=positive_int, default=5, help="number of owner processes, 1-10 (default 5)")
     p.add_argument("--mechanism", default="apt", choices=sorted(RELEASE_MECHANISMS),
-                   help=f"release mechanism (default apt: PPGEN; {KANON_RDT} releases {DEFAULT_RDT_DEPTH}-deep random trees "
-                        f"with counts disclosure unless --max-depth says otherwise)")
+                   help=f"release mechanism (default apt: PPGEN; {KANON_RDT} and the dp mechanisms release "
+                        f"{DEFAULT_RDT_DEPTH}-deep trees with counts disclosure unless --max-depth says otherwise)")
     p.add_argument("--requirement", default=None,
                    help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT}; "
-                        f"for {KANON_RDT}: {DEFAULT_RDT_REQUIREMENT})")
+                        f"for {KANON_RDT}: {DEFAULT_RDT_REQUIREMENT}; for the dp mechanisms: {DEFAULT_DP_REQUIREMENT})")
     p.add_argument("--disclosure", default="hit_miss", choices=["counts", "hit_miss"],
                    help="what released trees disclose per node (default hit_miss, the model-sharing paper's)")
     p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")

@@ -44,6 +44,7 @@ from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fpb_grpc
 from common.signing import atomic_write, key_id, load_signing_key
 from common.study import STUDY_ID, StudyError, check_spec, spec_schema
+from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.release import RequirementUnsatisfiable
 from owner_node.training import (
@@ -372,6 +373,7 @@ class OwnerDaemon:
         self.key = load_signing_key(config.signing_key)
         _check_roster(config, key_id(self.key.public_key()))
         self.outbox = Outbox(config.state_dir)
+        self.ledger = Ledger(config.state_dir)
         self.status = StatusFile(config.state_dir, owner=config.name, miner=config.miner)
         self._rng = random.Random()
         self._settled: set[str] = set()  # answered, or given up on, during this process
@@ -500,9 +502,13 @@ class OwnerDaemon:
             check_spec(spec, where="study")
         except StudyError as exc:
             return self._refusal(spec, str(exc))
-        reasons = self.config.policy.check(spec, self.config.miner_name)
+        policy = self.config.policy
+        reasons = policy.check(spec, self.config.miner_name)
         if reasons:
             return self._refusal(spec, "; ".join(reasons))
+        over = self.ledger.over_cap(spec, policy.lifetime_epsilon, policy.lifetime_delta)
+        if over is not None:
+            return self._refusal(spec, over)
         try:
             X, y = load_local_table(self.config, spec_schema(spec))
         except LocalDataError as exc:
@@ -514,6 +520,7 @@ class OwnerDaemon:
             return self._refusal(spec, unsatisfiable_reason(spec))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, f"cannot release the local tree: {exc}")
+        self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
         return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
 

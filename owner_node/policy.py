@@ -12,18 +12,22 @@ records) tells the study's author exactly what to change.
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-                               # (also "kanon-rdt" and "none"; both must be listed to be allowed)
+                               # (also "kanon-rdt", "laplace-rdt" and "none": each must be listed to be allowed)
     min_k = 5                  # a k-anonymity study needs k >= min_k (and so does the k of a dps study)
     min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
     max_c = 20                 # ... and c <= max_c (a smaller c is stricter)
     max_beta = 0.1             # a dps study needs its sampling rate beta <= max_beta ...
-    max_epsilon = 2.0          # ... its total epsilon (Nt*eps) <= max_epsilon ...
+    max_epsilon = 2.0          # ... its total epsilon (Nt*eps) <= max_epsilon (so must a dp study's) ...
     max_delta = 1e-3           # ... and its composed delta (Nt*delta) <= max_delta
+    lifetime_epsilon = 10.0    # all releases together (the budget ledger) spend at most this epsilon ...
+    lifetime_delta = 1e-2      # ... and this delta; a study that would cross either is refused
     disclosures = ["counts", "hit_miss"]
     miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
 
-``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``) only;
-which mechanisms a site answers at all is ``mechanisms``.
+``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``), and
+``max_epsilon`` bounds ``dp`` studies (the noise-based mechanisms); which mechanisms a site answers
+at all is ``mechanisms``. What a site may spend over all its studies together is the budget
+ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from common.anonymity import DPS, CLDiversity, KAnonymity, Requirement, weaker_than
-from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.anonymity import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from common.mechanisms import WHOLE_RELEASE
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema
 from common.study import StudyError, spec_requirement, spec_schema
@@ -43,7 +47,8 @@ from owner_node.release import RELEASE_MECHANISMS
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
-_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_beta", "max_epsilon", "max_delta", "disclosures", "miners")
+_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon",
+         "lifetime_delta", "disclosures", "miners")
 
 
 class PolicyError(ValueError):
@@ -98,6 +103,8 @@ class Policy:
     max_beta: float | None = None
     max_epsilon: float | None = None
     max_delta: float | None = None
+    lifetime_epsilon: float | None = None
+    lifetime_delta: float | None = None
     disclosures: tuple[str, ...] = DISCLOSURES
     miners: tuple[str, ...] = ()
 
@@ -115,6 +122,8 @@ class Policy:
             max_beta=_positive(data, "max_beta", where, at_most=1.0),
             max_epsilon=_positive(data, "max_epsilon", where),
             max_delta=_positive(data, "max_delta", where, at_most=1.0),
+            lifetime_epsilon=_positive(data, "lifetime_epsilon", where),
+            lifetime_delta=_positive(data, "lifetime_delta", where, at_most=1.0),
             disclosures=_names(data, "disclosures", where, cls.disclosures, DISCLOSURES, empty_ok=False),
             miners=_names(data, "miners", where, cls.miners, None, empty_ok=True),
         )
@@ -171,6 +180,8 @@ class Policy:
         claimed, problem = _claimed_requirement(spec)
         if claimed is None:
             return [f"{problem}; this site requires {say}" for _, say in (*k_bounds, *div_bounds)]
+        if isinstance(claimed, DP):  # a whole-release eps-DP promise: bounded by max_epsilon (`_epsilon_reasons`)
+            return []
         if isinstance(claimed, (KAnonymity, DPS)) and not k_bounds:
             return [f"study requires {claimed}; this site accepts only "
                     + " and ".join(say for _, say in div_bounds)]
@@ -188,16 +199,23 @@ class Policy:
         return [say.format(limit) for limit, say in said if limit is not None]
 
     def _dps_reasons(self, spec: fpb.StudySpec) -> list[str]:
-        """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps study's requirement exceeds.
+        """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps or dp study's requirement exceeds.
 
-        Only studies that ask for dps (mechanism ``kanon-rdt`` or a ``dps:`` requirement) are
-        bounded; epsilon is the total Nt*eps and delta the composed Nt*delta (`common.dps`).
+        Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
+        requirement) are bounded. For dps, epsilon is the total Nt*eps and delta the composed
+        Nt*delta (`common.dps`); a dp study spends its total epsilon with delta 0 and samples
+        nothing, so only ``max_epsilon`` can bound it.
         """
         bounds = self._dps_bounds()
-        asks = spec.mechanism == KANON_RDT or (spec.HasField("requirement") and spec.requirement.strip().startswith("dps:"))
+        stated = spec.requirement.strip() if spec.HasField("requirement") else ""
+        asks = spec.mechanism in WHOLE_RELEASE or stated.startswith(("dps:", "dp:"))
         if not bounds or not asks:
             return []
         claimed, problem = _claimed_requirement(spec)
+        if isinstance(claimed, DP):
+            if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
+                return [f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total"]
+            return []
         if not isinstance(claimed, DPS):
             problem = problem or f"study requires {claimed}, which bounds no epsilon or delta"
             return [f"{problem}; this site requires {say}" for say in bounds]

@@ -15,7 +15,6 @@ claims `common.audit` can re-check from the released tree alone:
 These four post-process one trained tree (`MECHANISMS`, `release_tree`). ``kanon-rdt``
 (k-AnonToRdt, Waseda et al. 2024) trains its own ensemble from the rows instead, so it has its
 own entry point, `release_random_trees`, from ``dps:k=K,beta=B,epsilon=E,trees=T``.
-`RELEASE_MECHANISMS` names all five: what a study, a site policy or the CLI may ask for.
 
 The noise-based eps-DP mechanisms also train their own trees, from ``dp:epsilon=E,trees=T``,
 through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name):
@@ -23,8 +22,9 @@ through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name)
 ``laplace-rdt``
     random decision trees with Laplace noise on every leaf class count (`common.laplace_rdt`).
 
-They are released from the command line; a study cannot ask for them yet (`common.study` and
-`owner_node.training` do not route them), so they are not in `RELEASE_MECHANISMS`.
+`RELEASE_MECHANISMS` names them all: what a study, a site policy or the CLI may ask for.
+`common.mechanisms` names the whole-release ones (and their requirement families) for the
+parties that must not import the training code.
 """
 
 from __future__ import annotations
@@ -101,7 +101,6 @@ MECHANISMS: dict[str, Mechanism] = {
     "prune-leaf": _prune_leaf,
     "prune-parent": _prune_parent,
 }
-RELEASE_MECHANISMS: frozenset[str] = frozenset(MECHANISMS) | {KANON_RDT}
 NEEDS_REQUIREMENT = frozenset({"apt", "prune-leaf", "prune-parent", KANON_RDT})
 
 # (schema, X, y, requirement, depth, rng) -> (released trees, the parameters the report states)
@@ -115,6 +114,7 @@ def _laplace_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, 
 
 
 DP_MECHANISMS: dict[str, DPTrainer] = {LAPLACE_RDT: _laplace_rdt}
+RELEASE_MECHANISMS: frozenset[str] = frozenset(MECHANISMS) | {KANON_RDT} | frozenset(DP_MECHANISMS)
 
 
 def _whole_release_hint(requirement: DP | DPS) -> str:

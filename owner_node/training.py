@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from common.datasets.loading import read_frame
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.learners import make_learner
+from common.mechanisms import requirement_form
 from common.pb import federation_pb2 as fpb
 from common.report import Release
 from common.schema import Schema, SchemaError
@@ -26,7 +27,12 @@ from common.signing import sign_payload
 from common.study import spec_schema
 from common.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
 from owner_node.config import OwnerConfig
-from owner_node.release import release_random_trees, release_tree
+from owner_node.release import (
+    DP_MECHANISMS,
+    release_dp,
+    release_random_trees,
+    release_tree,
+)
 
 __all__ = ["UNSATISFIABLE", "LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
 
@@ -89,19 +95,24 @@ def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
 
 
 def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
-    """The release the study asks for: k-AnonToRdt trees, or the study's learner's tree made safe.
+    """The release the study asks for: k-AnonToRdt or eps-DP trees, or the study's learner's tree made safe.
 
-    k-AnonToRdt draws its structure and samples from fresh OS entropy, never from the study's
-    public seed: its privacy rests on nobody knowing which rows each tree sampled.
+    The whole-release mechanisms draw their structure, samples and noise from fresh OS entropy,
+    never from the study's public seed: their privacy rests on nobody knowing which rows each tree
+    sampled or what noise was added.
     """
     schema = spec_schema(spec)
     requirement = spec.requirement if spec.HasField("requirement") else None
     disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
-    if spec.mechanism == KANON_RDT:
+    if spec.mechanism == KANON_RDT or spec.mechanism in DP_MECHANISMS:
         if requirement is None or not spec.HasField("max_depth"):
-            raise ValueError(f"a {KANON_RDT} study needs a dps requirement and [training] max_depth")
-        return release_random_trees(schema, X, y, requirement=requirement, depth=int(spec.max_depth),
-                                    disclosure=disclosure)
+            raise ValueError(f"a {spec.mechanism} study needs a {requirement_form(spec.mechanism)} requirement "
+                             "and [training] max_depth")
+        if spec.mechanism == KANON_RDT:
+            return release_random_trees(schema, X, y, requirement=requirement, depth=int(spec.max_depth),
+                                        disclosure=disclosure)
+        return release_dp(schema, X, y, mechanism=spec.mechanism, requirement=requirement,
+                          depth=int(spec.max_depth), disclosure=disclosure)
     learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
     tree = learner.fit(X, y).tree_
     return release_tree(tree, spec.mechanism, requirement=requirement, disclosure=disclosure)

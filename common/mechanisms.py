@@ -1,0 +1,26 @@
+"""The mechanisms that train their own trees from the rows, and the requirement family each meets.
+
+The tree mechanisms (``none``, ``apt``, ``prune-leaf``, ``prune-parent``) post-process one trained
+tree to a per-path requirement. The *whole-release* mechanisms below train their own ensembles
+and promise something about the release as a whole: ``kanon-rdt`` a ``dps:`` guarantee, the
+noise-based ones a ``dp:`` guarantee. Studies, site policies, the owner's budget ledger and the
+miner all ask this one table which requirement goes with which mechanism. Only names and
+requirement classes live here, so the miner's verifier processes can import it without the
+mechanisms' training code.
+"""
+
+from __future__ import annotations
+
+from common.anonymity import DP, DPS
+from common.kanon_rdt import MECHANISM as KANON_RDT
+from common.laplace_rdt import MECHANISM as LAPLACE_RDT
+
+__all__ = ["DP_MECHANISM_NAMES", "WHOLE_RELEASE", "requirement_form"]
+
+DP_MECHANISM_NAMES: tuple[str, ...] = (LAPLACE_RDT,)
+WHOLE_RELEASE: dict[str, type] = {KANON_RDT: DPS, **{name: DP for name in DP_MECHANISM_NAMES}}
+
+
+def requirement_form(mechanism: str) -> str:
+    """How the requirement of a whole-release ``mechanism`` is written, for error messages."""
+    return "'dps:k=K,beta=B,epsilon=E,trees=T'" if WHOLE_RELEASE[mechanism] is DPS else "'dp:epsilon=E,trees=T'"
