@@ -40,6 +40,10 @@ from common.anonymity import (
     parse_requirement,
 )
 from common.attacks import AttackReport, ensemble_attack_report
+from common.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
+from common.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
+from common.diffpets import MECHANISM as DIFFPETS
+from common.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import counts_below_k
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
@@ -311,39 +315,73 @@ def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requiremen
                              f"{requirement.describe()}")
 
 
-def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
-    name = "noise scale recomputed from (epsilon, trees)"
-    per_tree = requirement.epsilon / requirement.trees
-    scale = SENSITIVITY / per_tree
-    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
-             f"by 1: {SENSITIVITY})"] if _numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
-    for key, value in (("epsilon_per_tree", per_tree), ("noise_scale", scale)):
-        stated = _numeric_parameter(report.parameters, key)
+def _recomputed(parameters: dict, expected: dict[str, float]) -> list[str]:
+    """Each stated numeric parameter that differs from its recomputed value, said as ``key=stated, recomputed v``."""
+    wrong = []
+    for key, value in expected.items():
+        stated = _numeric_parameter(parameters, key)
         if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
-            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
-    noise = Check(name, not wrong, "; ".join(wrong) if wrong else (
-        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
-        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
-        f"(the empirical audit, modelshare audit-dp, tests it)"))
+            wrong.append(f"{key}={parameters.get(key)!r}, recomputed {value:.6g}")
+    return wrong
+
+
+def _integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_processing: str) -> Check:
+    """The release states ``post_processing`` and every count of every tree is a whole number (clamped, rounded)."""
     name = "counts post-processed as stated"
-    if report.parameters.get("post_processing") != POST_PROCESSING:
-        return [noise, Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
-                                          f"expected {POST_PROCESSING!r}")]
+    if report.parameters.get("post_processing") != post_processing:
+        return Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
+                                  f"expected {post_processing!r}")
     for t, tree in enumerate(trees):
         if tree.disclosure != "counts":
-            return [noise, Check(name, False, f"tree {t} discloses {tree.disclosure!r}; laplace-rdt releases class counts")]
+            return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
         counts = np.stack([node.counts for node in tree.nodes])
         bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
         if bad.size:
             i = int(bad[0])
-            return [noise, Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")]
-    return [noise, Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")]
+            return Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")
+    return Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")
+
+
+def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
+    per_tree = requirement.epsilon / requirement.trees
+    scale = SENSITIVITY / per_tree
+    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
+             f"by 1: {SENSITIVITY})"] if _numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
+    wrong += _recomputed(report.parameters, {"epsilon_per_tree": per_tree, "noise_scale": scale})
+    noise = Check("noise scale recomputed from (epsilon, trees)", not wrong, "; ".join(wrong) if wrong else (
+        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
+        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
+        f"(the empirical audit, modelshare audit-dp, tests it)"))
+    return [noise, _integer_counts_check(trees, report, POST_PROCESSING)]
+
+
+def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap."""
+    parameters = report.parameters
+    depth = _numeric_parameter(parameters, "depth") or 0.0
+    per_tree = requirement.epsilon / requirement.trees
+    per_node = per_tree / (2 * (depth + 1))
+    wrong = _recomputed(parameters, {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
+                                     "leaf_noise_scale": DIFFPETS_COUNT_SENSITIVITY / per_node,
+                                     "count_sensitivity": DIFFPETS_COUNT_SENSITIVITY,
+                                     "utility_sensitivity": DIFFPETS_GINI_SENSITIVITY})
+    if parameters.get("utility") != "gini":
+        wrong.append(f"utility={parameters.get('utility')!r} (classification uses the Gini utility)")
+    if parameters.get("bootstrap") is not False:
+        wrong.append(f"bootstrap={parameters.get('bootstrap')!r}: resampled rows multiply every sensitivity, "
+                     "so the stated epsilon would not hold")
+    budget = Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
+        f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
+        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with Gini sensitivity "
+        f"{DIFFPETS_GINI_SENSITIVITY}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+    return [budget, _integer_counts_check(trees, report, DIFFPETS_POST_PROCESSING)]
 
 
 # mechanism name -> its re-derivable checks beyond the parameters every dp release states
 _DP_MECHANISM_CHECKS: dict[str, Callable[[Sequence[Tree], PrivacyReport, DP], list[Check]]] = {
     LAPLACE_RDT: _laplace_checks,
+    DIFFPETS: _diffpets_checks,
 }
 
 
