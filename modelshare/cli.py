@@ -6,26 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import numpy as np
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from common.anonymity import RequirementError
 from common.datasets import describe_dataset, export_dataset, list_datasets
-from common.learners import LEARNERS
 from common.model_io import read_tree
 from common.schema import SchemaError
 from common.table_io import write_table_chunks
 from common.tree import TreeError
-from miner_node.global_models import GLOBAL_MODELS
 from modelshare import (
     cli_dp_audit,
     cli_dps,
@@ -35,82 +26,12 @@ from modelshare import (
     cli_provision,
     simulate,
 )
-from modelshare.cli_common import (
-    add_release_options,
-    add_table_source,
-    err,
-    leaf_size,
-    load_source,
-    out,
-    positive_int,
-    tree_params,
-)
+from modelshare.cli_common import err, out, positive_int
 from modelshare.experiments import pruning as pruning_experiment
 from modelshare.experiments import rdt as rdt_experiment
-from modelshare.pipeline import PipelineConfig, run_study, summarize
+from modelshare.experiments import sources as sources_experiment
 
 __all__ = ["main", "build_parser"]
-
-# -------------------------------------------------------- experiment sources
-def cmd_sources(args: argparse.Namespace) -> int:
-    table = load_source(args)
-    if table.dropped_rows:
-        err.print(f"[yellow]{table.source}: dropped {table.dropped_rows} row(s) with missing values[/]")
-    X, y = table.schema.encode(table.frame, source=table.source)
-    config = PipelineConfig(
-        n_sources=args.owners,
-        folds=args.folds,
-        repeats=args.repeats,
-        learner=args.learner,
-        learner_params=tree_params(args.max_depth, args.min_samples_leaf),
-        mechanism=args.mechanism,
-        requirement=args.requirement,
-        disclosure=args.disclosure,
-        global_models=tuple(args.models),
-        global_params={
-            name: tree_params(args.global_max_depth, args.global_min_samples_leaf)
-            for name in ("decision-tree", "rules")
-            if name in args.models
-        },
-        pgen_scale=args.pgen_scale,
-        seed=args.seed,
-    )
-    results = _with_progress(f"{len(y)} rows, {args.owners} owners", lambda cb: run_study(table.schema, X, y, config, on_fold=cb))
-    summary = summarize(results)
-    if args.json:
-        payload = {
-            "source": table.source,
-            "rows": int(len(y)),
-            "dropped_rows": table.dropped_rows,
-            "schema_fingerprint": table.schema.fingerprint,
-            "config": {**config.__dict__, "global_models": list(config.global_models), "methods": list(config.methods)},
-            "summary": json.loads(summary.to_json(orient="records")),
-        }
-        print(json.dumps(payload, indent=2))
-        return 0
-    claim = f" ({args.requirement})" if args.requirement else ""
-    _print_summary(summary, f"{Path(table.source).name}: {args.owners} owners, mechanism {args.mechanism}{claim}, "
-                            f"{args.folds}-fold CV x {args.repeats}")
-    return 0
-
-
-def _with_progress(label: str, work: Callable[[Callable[[int, int], None]], Any]) -> Any:
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        task = progress.add_task(f"folds ({label})", total=None)
-        return work(lambda done, total: progress.update(task, completed=done, total=total))
-
-
-def _print_summary(summary, title: str) -> None:
-    table = Table(title=title)
-    for col in ("global model", "method", "accuracy", "class match", "path match"):
-        table.add_column(col, justify="left" if col in ("global model", "method") else "right", no_wrap=True)
-    for row in summary.sort_values(["model"], kind="stable").itertuples(index=False):
-        def fmt(mean: float, std: float) -> str:
-            return "-" if np.isnan(mean) else f"{mean:.4f}±{0.0 if np.isnan(std) else std:.4f}"
-        table.add_row(row.model, row.method, fmt(row.accuracy_mean, row.accuracy_std),
-                      fmt(row.class_match_mean, row.class_match_std), fmt(row.path_match_mean, row.path_match_std))
-    out.print(table)
 
 
 # ------------------------------------------------------------------ datasets
@@ -163,28 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
     ex_sub = ex.add_subparsers(dest="experiment", required=True)
-    sim = ex_sub.add_parser("sources", help="in-process cross-validation of 1-10 sources: BASIS vs PGEN vs BASEGEN (Fig. 5/6)")
-    add_table_source(sim, "nursery")
-    sim.add_argument("--owners", type=positive_int, default=5, help="number of data owners (default 5)")
-    add_release_options(sim)
-    sim.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="owners' local learner (default cart)")
-    sim.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' local trees")
-    sim.add_argument("--min-samples-leaf", type=positive_int, default=None,
-                     help="minimum leaf size of the owners' local trees (default 1: fully grown)")
-    sim.add_argument("--global-max-depth", type=positive_int, default=None,
-                     help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
-    sim.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,
-                     help="minimum leaf of the global tree models: rows, or a fraction of the training rows "
-                          "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
-    sim.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
-                     help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
-    sim.add_argument("--models", nargs="+", default=["decision-tree", "naive-bayes"], choices=sorted(GLOBAL_MODELS),
-                     metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
-    sim.add_argument("--folds", type=positive_int, default=10, help="cross-validation folds (default 10)")
-    sim.add_argument("--repeats", type=positive_int, default=1, help="repeats of the cross-validation (default 1)")
-    sim.add_argument("--seed", type=int, default=0, help="master random seed (default 0)")
-    sim.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    sim.set_defaults(func=cmd_sources)
+    sources_experiment.add_parser(ex_sub)
 
     ds = sub.add_parser("datasets", help="list, show or export the bundled datasets")
     ds.add_argument("action", choices=["list", "show", "export"])

@@ -14,10 +14,11 @@ from common.model_io import read_tree, write_tree
 from modelshare.cli import main
 
 
-def test_simulate_json_on_bundled_data(capsys):
-    assert main(["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "3", "--seed", "1", "--json"]) == 0
+def test_simulate_json_on_bundled_data(tmp_path, capsys):
+    assert main(["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "3", "--seed", "1", "--json",
+                 "--out", str(tmp_path)]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert payload["rows"] == 1728 and payload["config"]["n_sources"] == 2
+    assert payload["rows"] == 1728 and payload["settings"]["owners"] == [2]
     methods = {(r["model"], r["method"]) for r in payload["summary"]}
     assert ("decision-tree", "PGEN") in methods and ("naive-bayes", "BASEGEN") in methods
 
@@ -26,7 +27,8 @@ def test_simulate_table_on_user_csv(tmp_path, capsys):
     table = load_dataset("car").frame.sample(400, random_state=0)
     path = tmp_path / "cars.csv"
     table.to_csv(path, index=False)
-    assert main(["experiment", "sources", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds", "2"]) == 0
+    assert main(["experiment", "sources", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds", "2",
+                 "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "PGEN" in out and "BASEGEN" in out and "cars.csv: 3 owners" in out
 

@@ -66,8 +66,9 @@ def test_release_errors_are_specific(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
 
 
-def test_simulate_ppgen_audits_every_release(capsys):
-    args = ["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway", "--json"]
+def test_simulate_ppgen_audits_every_release(capsys, tmp_path):
+    args = ["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway", "--json",
+            "--out", str(tmp_path)]
     assert main([*args, "--mechanism", "apt", "--requirement", "cl-diversity:c=5,l=2", "--disclosure", "hit_miss"]) == 0
     rows = json.loads(capsys.readouterr().out)["summary"]
     pgen = [r for r in rows if r["method"] == "PGEN"]
@@ -132,9 +133,9 @@ def test_pruning_experiment_reproduces_the_attacks_paper_on_nursery():
     assert (m1["acc_abstain"] <= m1["acc"] + 1e-12).all()
 
 
-def test_experiment_pruning_cli_prints_both_tables(capsys):
+def test_experiment_pruning_cli_prints_both_tables(capsys, tmp_path):
     argv = ["experiment", "pruning", "--dataset", "car", "--depths", "3,4", "--depth", "4", "--thresholds", "5",
-            "--repeats", "2", "--json"]
+            "--repeats", "2", "--json", "--out", str(tmp_path)]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     assert [r["depth"] for r in payload["attacks"]] == [3, 4]
