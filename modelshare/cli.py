@@ -27,6 +27,8 @@ from modelshare import (
     simulate,
 )
 from modelshare.cli_common import err, out, positive_int
+from modelshare.experiments import dp as dp_experiment
+from modelshare.experiments import privacy as privacy_experiment
 from modelshare.experiments import pruning as pruning_experiment
 from modelshare.experiments import rdt as rdt_experiment
 from modelshare.experiments import sources as sources_experiment
@@ -109,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_provision.add_parsers(sub)
     cli_federation.add_parsers(sub)
     cli_owner.add_parsers(sub)
+    privacy_experiment.add_parser(ex_sub)
+    dp_experiment.add_parser(ex_sub)
     pruning_experiment.add_parser(ex_sub)
     rdt_experiment.add_parser(ex_sub)
     simulate.add_parser(sub)

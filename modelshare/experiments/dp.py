@@ -1,0 +1,339 @@
+"""Accuracy against epsilon of every eps-DP release mechanism (`modelshare experiment dp`).
+
+Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=seed + i)``,
+stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
+``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
+split, every mechanism of `owner_node.release.DP_MECHANISMS` (the registry, not a fixed list, so
+a mechanism registered later is run too) releases ``trees`` trees at each total epsilon through
+`release_dp` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
+on the test rows twice over:
+
+- ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
+- ``pgen->MODEL``: each ``--global-models`` model learned, as the miner learns it, from the
+  release's PGEN pseudo-data (scale 1, beta 1: no sampling to undo). A fully grown decision tree
+  would fit the PGEN noise (uniform draws inside each path's region), so the decision tree gets a
+  ``min_samples_leaf`` of 0.5% of the PGEN rows (`PGEN_LEAF_SHARE`); the other models keep their
+  defaults.
+
+The non-private references, per split: the training rows' majority class, and a scikit-learn
+CART of depth 5 (the miner's decision tree with ``max_depth=5``) trained on the real rows.
+
+Depth per mechanism (``--depth MECH=D``, else `default_depth`): laplace-rdt 4, dpea 3,
+diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism 4. ``--dpea-steps`` (only
+while ``dpea`` is registered) sweeps DPEA's embedding depth d, which its registry trainer fixes at
+d = D; those releases are trained by `common.dpea.DPEA` itself, the same trainer with d set.
+
+Each (split, mechanism, d, epsilon) is one task seeded from (seed, repeat, fold, and a CRC of the
+setting's name), so neither ``--jobs`` nor the registry's contents nor the epsilon list change a
+setting's numbers. Outputs: ``results.csv`` (one row per split x mechanism x d x epsilon x
+scored-as), ``summary.csv``, ``results.json`` (with the references) and ``accuracy_vs_epsilon.png``
+(log x axis, one line per mechanism and scorer, references as flat grey lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from rich.table import Table
+
+from common.datasets import load_table as load_file
+from common.dpea import DPEA
+from common.dpea import MECHANISM as DPEA_NAME
+from common.learners.random_tree import ensemble_predict_proba
+from common.schema import Schema
+from common.tree import Tree
+from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.pgen import pgen_ensemble
+from modelshare.cli_common import (
+    add_table_source,
+    float_list,
+    int_list,
+    out,
+    positive_int,
+)
+from modelshare.experiments.output import (
+    ACCURACY,
+    PlotResult,
+    Results,
+    Series,
+    Split,
+    add_common_options,
+    finish,
+    load_table,
+    plot_lines,
+    run_tasks,
+    series_by,
+    splits,
+    spread,
+)
+from owner_node.release import DP_MECHANISMS, release_dp
+
+__all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "add_parser"]
+
+DEFAULT_EPSILONS = (0.01, 0.1, 0.5, 1.0, 10.0)
+DEFAULT_DEPTHS: dict[str, int] = {"laplace-rdt": 4, DPEA_NAME: 3}
+"""Depth per mechanism where it is a constant; diffpets' depends on the schema (`default_depth`)."""
+FALLBACK_DEPTH = 4
+PGEN_LEAF_SHARE = 0.005
+"""min_samples_leaf of the PGEN decision tree, as a share of the PGEN rows (see the module docstring)."""
+REFERENCE_DEPTH = 5
+ENSEMBLE = "ensemble"
+REFERENCE_NAMES = {"majority": "majority class (non-private)",
+                   "tree": f"CART depth {REFERENCE_DEPTH} on the real rows (non-private)"}
+
+
+def default_depth(mechanism: str, schema: Schema) -> int:
+    """The depth a mechanism runs at without ``--depth``: floor(|A| / 2) for diffpets, as its paper does."""
+    if mechanism == "diffpets":
+        return max(1, schema.n_attributes // 2)
+    return DEFAULT_DEPTHS.get(mechanism, FALLBACK_DEPTH)
+
+
+@dataclass(frozen=True)
+class DpSettings:
+    """The grid (mechanism x DPEA d x epsilon) at one number of trees, and the split protocol."""
+
+    mechanisms: tuple[str, ...]
+    depths: dict[str, int]
+    epsilons: tuple[float, ...] = DEFAULT_EPSILONS
+    trees: int = 10
+    dpea_steps: tuple[int, ...] = ()
+    global_models: tuple[str, ...] = ("decision-tree",)
+    folds: int = 1
+    repeats: int = 3
+    test_size: float = 0.2
+    seed: int = 0
+    test_data: str | None = None
+
+    @property
+    def grid(self) -> list[tuple[str, int | None, float]]:
+        """Every (mechanism, d, epsilon); d is None except for a ``--dpea-steps`` sweep of dpea."""
+        return [(m, d, e) for m in self.mechanisms
+                for d in (self.dpea_steps if m == DPEA_NAME and self.dpea_steps else (None,))
+                for e in self.epsilons]
+
+
+def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps: int | None, epsilon: float,
+             trees: int, depth: int, seed: int) -> list[Tree]:
+    """The released trees: through `release_dp`, or DPEA's own trainer when its d is swept."""
+    if steps is not None:
+        return DPEA(epsilon, trees, depth, embedding_depth=steps).fit(schema, X, y, np.random.default_rng(seed)).trees
+    release = release_dp(schema, X, y, mechanism=mechanism, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
+                         depth=depth, seed=seed)
+    return list(release.trees)
+
+
+@dataclass(frozen=True)
+class _Task:
+    """Setting ``index`` of the grid on one split, with its own seed."""
+
+    split: Split
+    index: int
+    seed: int
+
+
+Context = tuple[Schema, np.ndarray, np.ndarray, np.ndarray, np.ndarray, DpSettings]
+"""(schema, X, y, X_test, y_test, settings): a split's test indices point into X_test, y_test."""
+
+
+def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
+    schema, X, y, X_eval, y_eval, settings = context
+    mechanism, steps, epsilon = settings.grid[task.index]
+    depth = settings.depths[mechanism]
+    X_tr, y_tr = X[task.split.train], y[task.split.train]
+    X_te, y_te = X_eval[task.split.test], y_eval[task.split.test]
+    rng = np.random.default_rng(task.seed)
+    trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed)
+    scores = {ENSEMBLE: float((ensemble_predict_proba(trees, X_te).argmax(axis=1) == y_te).mean())}
+    Xp, yp = pgen_ensemble(trees, scale=1.0, beta=1.0, rng=rng)
+    for name in settings.global_models:
+        acc = float("nan")  # a release whose counts are all 0 yields no PGEN rows to learn from
+        if len(yp):
+            params = {"min_samples_leaf": max(1, round(PGEN_LEAF_SHARE * len(yp)))} if name == "decision-tree" else {}
+            model = make_global_model(name, schema, random_state=task.seed, **params).fit(Xp, yp)
+            acc = float((model.predict(X_te) == y_te).mean())
+        scores[f"pgen->{name}"] = acc
+    return [{"repeat": task.split.repeat, "fold": task.split.fold, "mechanism": mechanism, "steps": steps,
+             "depth": depth, "trees": settings.trees, "epsilon": epsilon, "scored_as": scored_as,
+             "accuracy": acc, "pgen_rows": int(len(yp))} for scored_as, acc in scores.items()]
+
+
+def _seed(settings: DpSettings, split: Split, index: int) -> int:
+    """A task's seed from (seed, repeat, fold, the setting's name): independent of grid order and registry."""
+    mechanism, steps, epsilon = settings.grid[index]
+    name = zlib.crc32(f"{mechanism}/{steps}/{epsilon!r}".encode())
+    return int(np.random.SeedSequence([settings.seed % 2**32, split.repeat, split.fold, name]).generate_state(1)[0])
+
+
+def _splits(y: np.ndarray, y_test: np.ndarray | None, settings: DpSettings) -> list[Split]:
+    """The protocol's splits; with a separate test table, every repeat trains on all rows and tests on it."""
+    if y_test is None:
+        return splits(y, folds=settings.folds, repeats=settings.repeats, seed=settings.seed,
+                      test_size=settings.test_size, stratify=True)
+    return [Split(i, 0, np.arange(y.shape[0]), np.arange(y_test.shape[0])) for i in range(settings.repeats)]
+
+
+def run_dp(schema: Schema, X: np.ndarray, y: np.ndarray, settings: DpSettings, *, jobs: int = 1,
+           test: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The raw records (one per split x setting x scored-as) and the per-split references.
+
+    ``test`` is a separate test table (X, y) over ``schema``; without it the splits hold out rows.
+    """
+    X_eval, y_eval = test if test is not None else (X, y)
+    split_list = _splits(y, None if test is None else y_eval, settings)
+    tasks = [_Task(split, j, _seed(settings, split, j)) for split in split_list for j in range(len(settings.grid))]
+    context: Context = (schema, X, y, X_eval, y_eval, settings)
+    rows = run_tasks(_run_setting, tasks, context=context, jobs=jobs,
+                     label=f"releases x splits ({len(settings.grid)} settings)")
+    raw = pd.DataFrame.from_records([r for task_rows in rows for r in task_rows])
+    raw["steps"] = raw["steps"].astype("Int64")
+    return raw, references(schema, X, y, X_eval, y_eval, split_list, settings.seed)
+
+
+def references(schema: Schema, X: np.ndarray, y: np.ndarray, X_eval: np.ndarray, y_eval: np.ndarray,
+               split_list: Sequence[Split], seed: int) -> pd.DataFrame:
+    """Per split, the non-private accuracies: majority class and a depth-5 CART on the real training rows."""
+    records = []
+    for split in split_list:
+        y_tr, y_te = y[split.train], y_eval[split.test]
+        majority = np.bincount(y_tr, minlength=schema.n_classes).argmax()
+        tree = make_global_model("decision-tree", schema, random_state=seed + split.repeat,
+                                 max_depth=REFERENCE_DEPTH).fit(X[split.train], y_tr)
+        records.append({"repeat": split.repeat, "fold": split.fold, "majority": float((y_te == majority).mean()),
+                        "tree": float((tree.predict(X_eval[split.test]) == y_te).mean())})
+    return pd.DataFrame.from_records(records)
+
+
+def summarize_dp(raw: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of the accuracy over the splits per (mechanism, d, epsilon, scored-as)."""
+    keys = ["mechanism", "steps", "depth", "trees", "scored_as", "epsilon"]
+    summary = raw.groupby(keys, sort=False, dropna=False)["accuracy"].agg(["mean", "std", "count"])
+    summary.columns = ["accuracy_mean", "accuracy_std", "splits"]
+    return summary.reset_index()
+
+
+def _label(mechanism: str, steps: Any, depth: int, scored_as: str) -> str:
+    """A line's name: mechanism, depth (and DPEA's d), scorer."""
+    d = "" if pd.isna(steps) else f", d={int(steps)}"
+    return f"{mechanism} (D={depth}{d}) {scored_as}"
+
+
+def _plot(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, source: str,
+          out_dir: Path) -> list[PlotResult]:
+    """Accuracy against epsilon (log axis): a line per mechanism and scorer, the references flat in grey."""
+    labelled = summary.assign(line=[_label(m, s, d, a) for m, s, d, a in
+                                    summary[["mechanism", "steps", "depth", "scored_as"]].itertuples(index=False)])
+    lines = series_by(labelled, x="epsilon", mean="accuracy_mean", std="accuracy_std", by=["line"],
+                      label=lambda key: key[0])
+    flat = [Series(REFERENCE_NAMES[name], settings.epsilons, (float(refs[name].mean()),) * len(settings.epsilons),
+                   (float(np.nan_to_num(refs[name].std())),) * len(settings.epsilons)) for name in REFERENCE_NAMES]
+    colors = {REFERENCE_NAMES["majority"]: "lightgrey", REFERENCE_NAMES["tree"]: "dimgrey"}
+    return [plot_lines(out_dir / "accuracy_vs_epsilon.png", [*lines, *flat],
+                       title=f"{source}: eps-DP releases of {settings.trees} trees "
+                             f"({spread(settings.folds, settings.repeats)})",
+                       xlabel="total privacy budget ε of the release (log scale)", ylabel=ACCURACY,
+                       xscale="log", colors=colors)]
+
+
+def _cell(mean: float, std: float) -> str:
+    return f"{mean:.3f} ± {0.0 if np.isnan(std) else std:.3f}"
+
+
+def _print(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, title: str) -> None:
+    table = Table(title=title)
+    table.add_column("release, scored as")
+    for epsilon in settings.epsilons:
+        table.add_column(f"ε={epsilon:g}", justify="right")
+    keys = ["mechanism", "steps", "depth", "scored_as"]
+    for key, group in summary.groupby(keys, sort=False, dropna=False):
+        cells = group.set_index("epsilon")
+        table.add_row(_label(*key), *[_cell(cells.at[e, "accuracy_mean"], cells.at[e, "accuracy_std"])
+                                      for e in settings.epsilons])
+    for name, label in REFERENCE_NAMES.items():
+        table.add_row(label, *[_cell(refs[name].mean(), refs[name].std())] * len(settings.epsilons))
+    out.print(table)
+
+
+def _depths(text: str) -> dict[str, int]:
+    """``--depth MECH=D,...``: a depth per registered DP mechanism."""
+    depths: dict[str, int] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in DP_MECHANISMS:
+            raise argparse.ArgumentTypeError(f"expected MECH=D with MECH one of {', '.join(DP_MECHANISMS)}; "
+                                             f"got {item!r}")
+        depths[name] = int_list(1)(value)[0]
+    return depths
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = () if text == "none" else tuple(n.strip() for n in text.split(","))
+    unknown = [n for n in names if n not in GLOBAL_MODELS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
+    return names
+
+
+def cmd_dp(args: argparse.Namespace) -> int:
+    if any(e <= 0 for e in args.epsilons):
+        raise ValueError(f"--epsilons must be positive, got {args.epsilons}")
+    if args.test_data is not None and args.folds != 1:
+        raise ValueError("--test-data replaces the held-out rows: use it with --folds 1")
+    table = load_table(args)
+    schema = table.schema
+    X, y = schema.encode(table.frame, source=table.source)
+    test = None
+    if args.test_data is not None:
+        test_table = load_file(args.test_data, schema.class_name, schema=schema)
+        test = schema.encode(test_table.frame, source=test_table.source)
+    depths = {m: args.depth.get(m, default_depth(m, schema)) for m in DP_MECHANISMS}
+    if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
+        raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
+    settings = DpSettings(mechanisms=tuple(DP_MECHANISMS), depths=depths, epsilons=args.epsilons, trees=args.trees,
+                          dpea_steps=args.dpea_steps, global_models=args.global_models, folds=args.folds,
+                          repeats=args.repeats, test_size=args.test_size, seed=args.seed,
+                          test_data=None if args.test_data is None else str(args.test_data))
+    raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
+    summary = summarize_dp(raw)
+    reference_summary = {name: {"label": label, "mean": float(refs[name].mean()),
+                                "std": float(np.nan_to_num(refs[name].std()))}
+                         for name, label in REFERENCE_NAMES.items()}
+    results = Results("dp", table, asdict(settings), raw, summary,
+                      extra={"references": reference_summary, "references_raw": refs.to_dict(orient="records")})
+    name = Path(table.source).name
+    splits_run = len(refs)
+    return finish(args, results, lambda out_dir: _plot(summary, refs, settings, name, out_dir),
+                  lambda: _print(summary, refs, settings,
+                                 f"{name}: eps-DP release accuracy (mean ± sd of {splits_run} splits)"))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `experiment dp`."""
+    p = sub.add_parser("dp", help="accuracy against epsilon of every eps-DP release mechanism "
+                                  f"({', '.join(DP_MECHANISMS)}), ensemble and PGEN global models")
+    add_table_source(p, "nursery")
+    p.add_argument("--test-data", type=Path, default=None,
+                   help="a separate test table over the same schema (e.g. Adult's adult.test); every repeat then "
+                        "trains on all rows of the input table (needs --folds 1)")
+    p.add_argument("--epsilons", type=float_list, default=DEFAULT_EPSILONS,
+                   help="total epsilons of a release (default 0.01,0.1,0.5,1,10)")
+    p.add_argument("--trees", type=positive_int, default=10, help="trees per release (default 10)")
+    p.add_argument("--depth", type=_depths, default={},
+                   help="depth per mechanism, e.g. laplace-rdt=5,diffpets=4 (default laplace-rdt 4, dpea 3, "
+                        "diffpets floor(|attributes| / 2), others 4)")
+    p.add_argument("--global-models", type=_names, default=("decision-tree",),
+                   help=f"global models learned from each release's PGEN data, comma-separated, or 'none' "
+                        f"(default decision-tree; available: {','.join(GLOBAL_MODELS)})")
+    if DPEA_NAME in DP_MECHANISMS:
+        p.add_argument("--dpea-steps", type=int_list(1), default=(),
+                       help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1,2,3; "
+                            "default: the registry's d = D")
+    p.set_defaults(func=cmd_dp, dpea_steps=())
+    add_common_options(p, name="dp", default_folds=1, default_repeats=3, holdout=True)

@@ -1,0 +1,263 @@
+"""Sharkey et al.'s PPGEN vs LD experiment (`modelshare experiment privacy`), §4.2 and Fig. 7.
+
+For each (c,l)-diversity requirement of the grid (``--ls`` x ``--cs``) and each cross-validation
+fold, the training part is used twice:
+
+- PPGEN: dealt among ``--owners`` owners, each owner's tree (``--learner``, multiway by default
+  as in the paper) pruned by APT to ``cl-diversity:c=C,l=L`` in the form ``--disclosure`` allows
+  (hit/miss by default: the paper's even spread of the misses over the other classes; an owner
+  whose tree cannot meet it releases nothing), PGEN pseudo-data pooled, global models learned
+  from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
+  training part, kept as the reference line);
+- LD: the training part itself (c,l)-diversified by full-domain generalisation and suppression
+  (`common.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
+  scored on the test fold generalised the same way.
+
+When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
+``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
+there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
+methods side by side, so the PPGEN - LD difference is read off one row.
+
+Folds and their seeds are drawn as `run_study` draws them (`sources.fold_plan`); every requirement
+of a fold reuses the fold's seed, so the owners' partitions and local trees are the same across
+the grid and only the requirement changes, and ``--jobs`` never changes the numbers. The paper
+gives Fig. 7 only as a chart (DESIGN.md states its claim, not its values), so the plots carry no
+paper markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
+from rich.table import Table
+
+from common.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
+from common.learners import LEARNERS
+from common.metrics import accuracy
+from common.schema import Schema
+from common.tree import Disclosure
+from modelshare.cli_common import (
+    add_table_source,
+    float_list,
+    int_list,
+    out,
+    positive_int,
+)
+from modelshare.experiments.output import (
+    ACCURACY,
+    PlotResult,
+    Results,
+    Series,
+    add_common_options,
+    finish,
+    load_table,
+    plot_lines,
+    run_tasks,
+    series_by,
+    spread,
+)
+from modelshare.experiments.rdt import _names
+from modelshare.experiments.sources import fold_plan
+from modelshare.pipeline import PipelineConfig, run_fold
+
+__all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "add_parser"]
+
+METHODS = ("basis", "ppgen", "ld")
+"""Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
+
+SCORES = ("basis_accuracy", "ppgen_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
+          "ppgen_owners_released", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
+          "ld_equivalence_classes")
+"""Per-row measurements the summary averages (a yields-data mean is the share of folds with data)."""
+
+
+@dataclass(frozen=True)
+class PrivacySettings:
+    """The (l, c) grid, owners, global models, LD's suppression budget and the fold protocol."""
+
+    ls: tuple[int, ...] = (2, 3, 4, 5)
+    cs: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0)
+    owners: int = 1
+    learner: str = "multiway"
+    disclosure: Disclosure = "hit_miss"
+    global_models: tuple[str, ...] = ("decision-tree", "naive-bayes")
+    max_suppression: float = DEFAULT_MAX_SUPPRESSION
+    folds: int = 10
+    repeats: int = 1
+    seed: int = 0
+
+    def pipeline(self) -> PipelineConfig:
+        """PPGEN's pipeline settings (APT, BASIS and PGEN only); each task sets its own requirement."""
+        return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats, learner=self.learner,
+                              mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
+                              disclosure=self.disclosure, global_models=self.global_models,
+                              methods=("BASIS", "PGEN"), seed=self.seed)
+
+
+def requirement(c: float, l: int) -> str:  # noqa: E741 - the paper's name
+    """The requirement string APT prunes to, e.g. ``cl-diversity:c=5,l=2``."""
+    return f"cl-diversity:c={c:g},l={l}"
+
+
+@dataclass(frozen=True)
+class PrivacyTask:
+    """One requirement on one fold of one repeat, with the fold's own seed."""
+
+    l: int  # noqa: E741 - the paper's name
+    c: float
+    repeat: int
+    fold: int
+    test: np.ndarray
+    seed: int
+
+
+def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], task: PrivacyTask) -> list[dict[str, Any]]:
+    """BASIS, PPGEN and LD accuracy per global model on one fold under one requirement."""
+    schema, X, y, settings = context
+    train = ~task.test
+    X_tr, y_tr, X_te, y_te = X[train], y[train], X[task.test], y[task.test]
+    config = replace(settings.pipeline(), requirement=requirement(task.c, task.l))
+    pipeline = {(r["method"], r["model"]): r for r in run_fold(schema, X_tr, y_tr, X_te, y_te, config,
+                                                               np.random.default_rng(task.seed))}
+    ld = diversify(X_tr, y_tr, schema, c=task.c, l=task.l, max_suppression=settings.max_suppression)
+    rows: list[dict[str, Any]] = []
+    for name in settings.global_models:
+        ppgen = pipeline["PGEN", name]
+        ld_accuracy = (accuracy(y_te, fit_ld_model(ld, name, random_state=task.seed).predict(X_te))
+                       if ld.has_data else np.nan)
+        rows.append({
+            "repeat": task.repeat, "fold": task.fold, "l": task.l, "c": task.c, "model": name,
+            "basis_accuracy": pipeline["BASIS", name]["accuracy"],
+            "ppgen_accuracy": ppgen["accuracy"],
+            "ld_accuracy": ld_accuracy,
+            "ppgen_yields_data": ppgen["owners_released"] > 0,
+            "ld_yields_data": ld.has_data,
+            "ppgen_owners_released": ppgen["owners_released"],
+            "ppgen_train_rows": ppgen["train_rows"],
+            "ld_train_rows": int(ld.y.shape[0]),
+            "ld_suppressed_rows": ld.suppressed,
+            "ld_equivalence_classes": ld.equivalence_classes,
+            "ld_node": None if ld.node is None else ",".join(map(str, ld.node)),
+        })
+    return rows
+
+
+def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacySettings, *,
+                jobs: int = 1) -> pd.DataFrame:
+    """One record per (repeat, fold, l, c, global model) with BASIS, PPGEN and LD scores."""
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if not settings.global_models:
+        raise ValueError("give at least one global model")
+    if not 0.0 <= settings.max_suppression < 1.0:
+        raise ValueError(f"max suppression must lie in [0, 1), got {settings.max_suppression}")
+    if any(c <= 0 for c in settings.cs):
+        raise ValueError(f"every c must be positive, got {list(settings.cs)}")
+    tasks = [PrivacyTask(l, c, r, f, test, seed) for r, f, test, seed in fold_plan(y, settings.pipeline())
+             for l in settings.ls for c in settings.cs]  # noqa: E741
+    chunks = run_tasks(_run_task, tasks, context=(schema, X, y, settings), jobs=jobs,
+                       label=f"requirements x folds ({len(y)} rows)")
+    return pd.DataFrame.from_records([row for chunk in chunks for row in chunk])
+
+
+def summarize_privacy(raw: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of every score per (l, c, global model); NaN accuracies are skipped."""
+    grouped = raw.astype({s: float for s in SCORES}).groupby(["l", "c", "model"], sort=True)[list(SCORES)]
+    summary = grouped.mean().add_suffix("_mean").join(grouped.std().add_suffix("_std")).reset_index()
+    summary["ppgen_minus_ld_mean"] = summary["ppgen_accuracy_mean"] - summary["ld_accuracy_mean"]
+    return summary
+
+
+def _colors(cs: Sequence[float]) -> dict[str, str]:
+    """PPGEN lines in blues and LD lines in oranges, darker for larger c; BASIS in grey."""
+    colors = {"BASIS (raw training rows)": "tab:gray"}
+    for method, cmap in (("PPGEN", "Blues"), ("LD", "Oranges")):
+        for i, c in enumerate(cs):
+            colors[f"{method} c={c:g}"] = to_hex(colormaps[cmap](0.45 + 0.5 * i / max(len(cs) - 1, 1)))
+    return colors
+
+
+def plot_privacy(summary: pd.DataFrame, settings: PrivacySettings, source: str, out_dir: Path) -> list[PlotResult]:
+    """Per global model: accuracy against l, one line per (method, c), and BASIS for reference."""
+    colors = _colors(settings.cs)
+    plots: list[PlotResult] = []
+    for model in settings.global_models:
+        rows = summary[summary["model"] == model]
+        series: list[Series] = series_by(rows[rows["c"] == settings.cs[0]], x="l", mean="basis_accuracy_mean",
+                                         std="basis_accuracy_std", by=[], label=lambda key: "BASIS (raw training rows)")
+        for method, label in (("ppgen", "PPGEN"), ("ld", "LD")):
+            series += series_by(rows, x="l", mean=f"{method}_accuracy_mean", std=f"{method}_accuracy_std", by=["c"],
+                                label=lambda key, label=label: f"{label} c={key[0]:g}")
+        plots.append(plot_lines(
+            out_dir / f"accuracy_vs_l_{model}.png", series,
+            title=f"{source}: global {model}, {settings.owners} owner(s), APT vs LD "
+                  f"({spread(settings.folds, settings.repeats)}; LD missing = no data)",
+            xlabel="l of the (c,l)-diversity requirement (stronger privacy →)", ylabel=ACCURACY, colors=colors))
+    return plots
+
+
+def _show(summary: pd.DataFrame, title: str) -> None:
+    """BASIS, PPGEN and LD accuracy per requirement and global model, and whether each yielded data."""
+    table = Table(title=title)
+    for col in ("l", "c", "global model", "BASIS", "PPGEN", "LD", "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed"):
+        table.add_column(col, justify="left" if col == "global model" else "right", no_wrap=True)
+
+    def acc(mean: float, std: float) -> str:
+        return "-" if np.isnan(mean) else f"{mean:.3f}±{0.0 if np.isnan(std) else std:.3f}"
+
+    for row in summary.itertuples(index=False):
+        table.add_row(str(row.l), f"{row.c:g}", row.model, acc(row.basis_accuracy_mean, row.basis_accuracy_std),
+                      acc(row.ppgen_accuracy_mean, row.ppgen_accuracy_std), acc(row.ld_accuracy_mean, row.ld_accuracy_std),
+                      "-" if np.isnan(row.ppgen_minus_ld_mean) else f"{100 * row.ppgen_minus_ld_mean:+.1f} pts",
+                      f"{row.ppgen_yields_data_mean:.0%}", f"{row.ld_yields_data_mean:.0%}",
+                      f"{row.ld_suppressed_rows_mean:.0f}")
+    out.print(table)
+
+
+def cmd_privacy(args: argparse.Namespace) -> int:
+    table = load_table(args)
+    X, y = table.schema.encode(table.frame, source=table.source)
+    settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learner=args.learner,
+                               disclosure=args.disclosure, global_models=args.global_models,
+                               max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
+                               seed=args.seed)
+    raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
+    summary = summarize_privacy(raw)
+    results = Results("privacy", table, asdict(settings), raw, summary)
+    name = Path(table.source).name
+    title = (f"{name}: PPGEN ({settings.owners} owner(s), APT) vs LD, {settings.folds}-fold CV x {settings.repeats} "
+             f"(data = share of folds with data)")
+    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, title))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `experiment privacy`."""
+    p = sub.add_parser("privacy", help="PPGEN (APT + PGEN) vs LD ((c,l)-diversified data) over a (c,l) grid "
+                                       "(Sharkey et al. Fig. 7)")
+    add_table_source(p, "nursery")
+    p.add_argument("--ls", type=int_list(2), default=PrivacySettings.ls,
+                   help="l values of the (c,l)-diversity requirement, comma-separated (default 2,3,4,5)")
+    p.add_argument("--cs", type=float_list, default=PrivacySettings.cs,
+                   help="c values of the (c,l)-diversity requirement, comma-separated (default 5,10,15,20)")
+    p.add_argument("--owners", type=positive_int, default=PrivacySettings.owners,
+                   help="data owners the training part is dealt among for PPGEN (default 1)")
+    p.add_argument("--learner", default=PrivacySettings.learner, choices=sorted(LEARNERS),
+                   help="owners' local learner (default multiway, the paper's: APT merges siblings of a "
+                        "multiway split; a binary CART tree collapses to its root under any l >= 2)")
+    p.add_argument("--disclosure", default=PrivacySettings.disclosure, choices=["counts", "hit_miss"],
+                   help="what the released trees disclose, and so the form APT checks: hit_miss (default, the "
+                        "paper's: misses spread evenly over the other classes) or exact class counts")
+    p.add_argument("--global-models", type=_names, default=PrivacySettings.global_models,
+                   help="global models learned from BASIS, PPGEN and LD data, comma-separated "
+                        "(default decision-tree,naive-bayes)")
+    p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
+                   help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
+    add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)
+    p.set_defaults(func=cmd_privacy)

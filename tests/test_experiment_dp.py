@@ -1,0 +1,75 @@
+"""`modelshare experiment dp`: accuracy against epsilon of every registered eps-DP mechanism, tiny runs."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import pandas as pd
+import pytest
+
+from modelshare.cli import main
+from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
+from owner_node.release import DP_MECHANISMS
+
+TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1,10", "--trees", "2", "--repeats", "2"]
+SCORERS = ["ensemble", "pgen->decision-tree"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One tiny Vote run, serial, with its JSON document."""
+    out_dir = tmp_path_factory.mktemp("dp")
+    assert main([*TINY, "--out", str(out_dir), "--json"]) == 0
+    return out_dir, json.loads((out_dir / "results.json").read_text())
+
+
+def test_one_row_per_mechanism_epsilon_repeat_and_scorer(tiny_run):
+    out_dir, _ = tiny_run
+    raw = pd.read_csv(out_dir / "results.csv")
+    assert list(raw.columns) == ["repeat", "fold", "mechanism", "steps", "depth", "trees", "epsilon", "scored_as",
+                                 "accuracy", "pgen_rows"]
+    assert len(raw) == len(DP_MECHANISMS) * 2 * 2 * len(SCORERS)
+    assert set(raw["mechanism"]) == set(DP_MECHANISMS) and "kanon-rdt" not in set(raw["mechanism"])
+    assert set(raw["scored_as"]) == set(SCORERS) and set(raw["epsilon"]) == {0.1, 10.0}
+    assert raw["accuracy"].between(0, 1).all() and (raw["trees"] == 2).all()
+    summary = pd.read_csv(out_dir / "summary.csv")
+    assert len(summary) == len(DP_MECHANISMS) * 2 * len(SCORERS) and (summary["splits"] == 2).all()
+
+
+def test_json_carries_settings_summary_and_references(tiny_run):
+    _, document = tiny_run
+    assert document["experiment"] == "dp" and document["settings"]["epsilons"] == [0.1, 10.0]
+    assert len(document["raw"]) == len(DP_MECHANISMS) * 2 * 2 * len(SCORERS)
+    assert document["settings"]["depths"]["diffpets"] == 8  # floor(16 attributes / 2)
+    for name in ("majority", "tree"):
+        assert 0 <= document["references"][name]["mean"] <= 1
+    assert document["references"]["tree"]["mean"] > document["references"]["majority"]["mean"]
+    assert len(document["references_raw"]) == 2
+
+
+def test_png_is_valid_with_a_line_per_mechanism_and_scorer_plus_references(tiny_run):
+    out_dir, _ = tiny_run
+    path = out_dir / "accuracy_vs_epsilon.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.image.imread(path).ndim == 3
+    raw = pd.read_csv(out_dir / "results.csv")
+    refs = pd.DataFrame.from_records(tiny_run[1]["references_raw"])
+    settings = DpSettings(**{**tiny_run[1]["settings"], "epsilons": (0.1, 10.0)})
+    [plot] = _plot(summarize_dp(raw), refs, settings, "vote", out_dir / "again")
+    assert plot.series == len(DP_MECHANISMS) * len(SCORERS) + 2
+
+
+def test_jobs_do_not_change_the_numbers(tiny_run, tmp_path):
+    out_dir, _ = tiny_run
+    assert main([*TINY, "--out", str(tmp_path), "--jobs", "2"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results.csv"), pd.read_csv(out_dir / "results.csv"))
+
+
+def test_depth_override_and_bad_input(tmp_path):
+    assert main(["experiment", "dp", "--dataset", "car", "--epsilons", "1", "--trees", "1", "--repeats", "1",
+                 "--depth", "laplace-rdt=2", "--global-models", "none", "--out", str(tmp_path)]) == 0
+    raw = pd.read_csv(tmp_path / "results.csv")
+    assert set(raw.loc[raw["mechanism"] == "laplace-rdt", "depth"]) == {2} and set(raw["scored_as"]) == {"ensemble"}
+    with pytest.raises(SystemExit):
+        main(["experiment", "dp", "--depth", "kanon-rdt=3", "--out", str(tmp_path)])

@@ -1,0 +1,76 @@
+"""`modelshare experiment privacy`: PPGEN vs LD over a tiny (c,l) grid on Car."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from modelshare.cli import main
+from modelshare.experiments.privacy import (
+    PrivacySettings,
+    plot_privacy,
+    summarize_privacy,
+)
+
+GRID = ["--dataset", "car", "--folds", "2", "--ls", "2,4", "--cs", "5"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory) -> Path:
+    """One serial run of the tiny grid, shared by the tests (each run trains 4 x 3 sets of global models)."""
+    out_dir = tmp_path_factory.mktemp("privacy") / "serial"
+    assert main(["experiment", "privacy", *GRID, "--jobs", "1", "--out", str(out_dir)]) == 0
+    return out_dir
+
+
+def test_files_rows_and_plots(serial):
+    raw = pd.read_csv(serial / "results.csv")
+    assert len(raw) == 2 * 2 * 1 * 2  # folds x ls x cs x global models
+    for column in ("repeat", "fold", "l", "c", "model", "basis_accuracy", "ppgen_accuracy", "ld_accuracy",
+                   "ppgen_yields_data", "ld_yields_data", "ld_suppressed_rows", "ld_equivalence_classes"):
+        assert column in raw.columns
+    assert set(raw["model"]) == {"decision-tree", "naive-bayes"}
+    weak = raw[raw["l"] == 2]
+    assert weak["ppgen_yields_data"].all() and weak["ppgen_accuracy"].between(0, 1).all()
+
+    summary = pd.read_csv(serial / "summary.csv")
+    assert len(summary) == 4
+    assert {"ppgen_accuracy_mean", "ld_accuracy_std", "ld_yields_data_mean", "ppgen_minus_ld_mean"} <= set(summary.columns)
+    document = json.loads((serial / "results.json").read_text())
+    assert document["experiment"] == "privacy" and document["settings"]["ls"] == [2, 4]
+    assert len(document["summary"]) == 4 and len(document["raw"]) == len(raw)
+
+    for model in ("decision-tree", "naive-bayes"):
+        path = serial / f"accuracy_vs_l_{model}.png"
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+        assert imread(path).ndim == 3
+
+
+def test_one_line_per_method_and_c_with_data(serial, tmp_path):
+    summary = summarize_privacy(pd.read_csv(serial / "results.csv"))
+    plots = plot_privacy(summary, PrivacySettings(ls=(2, 4), cs=(5.0,), folds=2), "car", tmp_path)
+    assert [p.path.name for p in plots] == ["accuracy_vs_l_decision-tree.png", "accuracy_vs_l_naive-bayes.png"]
+    assert [p.series for p in plots] == [3, 3]  # BASIS, PPGEN c=5 and LD c=5 (LD has data at l = 2)
+    assert all(p.references == 0 for p in plots)  # the paper prints no Fig. 7 values
+
+
+def test_ld_without_data_is_nan_and_flagged(serial):
+    raw = pd.read_csv(serial / "results.csv")
+    # Car's rarest class holds 65 of 1,728 rows: c = 5, l = 4 needs r1 < 5 * r4, which no generalisation meets.
+    no_data = raw[raw["l"] == 4]
+    assert not no_data["ld_yields_data"].any() and no_data["ld_accuracy"].isna().all()
+    assert (no_data["ld_suppressed_rows"] > 0).all() and (no_data["ld_equivalence_classes"] == 0).all()
+    with_data = raw[raw["l"] == 2]
+    assert with_data["ld_yields_data"].all() and with_data["ld_accuracy"].between(0, 1).all()
+
+
+def test_jobs_do_not_change_the_numbers(serial, tmp_path, capsys):
+    assert main(["experiment", "privacy", *GRID, "--jobs", "2", "--out", str(tmp_path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    pd.testing.assert_frame_equal(pd.read_csv(serial / "results.csv"), pd.read_csv(tmp_path / "results.csv"))
+    assert printed["raw"] == json.loads((serial / "results.json").read_text())["raw"]
