@@ -44,6 +44,9 @@ from common.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
 from common.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
 from common.diffpets import MECHANISM as DIFFPETS
 from common.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
+from common.dpea import MECHANISM as DPEA
+from common.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
+from common.dpea import accounting_errors as dpea_accounting_errors
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import counts_below_k
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
@@ -378,10 +381,22 @@ def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: 
     return [budget, _integer_counts_check(trees, report, DIFFPETS_POST_PROCESSING)]
 
 
+def _dpea_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed."""
+    wrong = dpea_accounting_errors(report.parameters)
+    budget = Check("budget recomputed from (epsilon, trees, depth, embedding_depth)", not wrong,
+                   "; ".join(wrong) if wrong else
+                   f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
+                   "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
+                   "release (modelshare audit-dp tests it)")
+    return [budget, _integer_counts_check(trees, report, DPEA_POST_PROCESSING)]
+
+
 # mechanism name -> its re-derivable checks beyond the parameters every dp release states
 _DP_MECHANISM_CHECKS: dict[str, Callable[[Sequence[Tree], PrivacyReport, DP], list[Check]]] = {
     LAPLACE_RDT: _laplace_checks,
     DIFFPETS: _diffpets_checks,
+    DPEA: _dpea_checks,
 }
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from common.anonymity import DP, DPS
 from common.diffpets import MECHANISM as DIFFPETS
+from common.dpea import MECHANISM as DPEA
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
 
 __all__ = ["DP_MECHANISM_NAMES", "WHOLE_RELEASE", "requirement_form"]
 
-DP_MECHANISM_NAMES: tuple[str, ...] = (LAPLACE_RDT, DIFFPETS)
+DP_MECHANISM_NAMES: tuple[str, ...] = (LAPLACE_RDT, DIFFPETS, DPEA)
 WHOLE_RELEASE: dict[str, type] = {KANON_RDT: DPS, **{name: DP for name in DP_MECHANISM_NAMES}}
 
 

@@ -17,8 +17,14 @@ import numpy as np
 from rich.table import Table
 
 from common.anonymity import DPS, parse_requirement
+from common.diffpets import MECHANISM as DIFFPETS
+from common.diffpets import DiffPets
 from common.dp_audit import MIN_TRIALS, DPAuditResult, audit_dp
+from common.dp_audit_diffpets import DiffPetsTarget
+from common.dp_audit_dpea import DpeaTarget
 from common.dp_audit_rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.dpea import DPEA
+from common.dpea import MECHANISM as DPEA_MECHANISM
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
 from common.laplace_rdt import LaplaceRdt
@@ -27,16 +33,21 @@ from modelshare.cli_common import add_table_source, err, load_source, out, posit
 
 __all__ = ["AUDITED_MECHANISMS", "add_parsers", "cmd_audit_dp"]
 
-AUDITED_MECHANISMS = (KANON_RDT, LAPLACE_RDT)
+AUDITED_MECHANISMS = (DIFFPETS, DPEA_MECHANISM, KANON_RDT, LAPLACE_RDT)
 
 
 def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray,
-            rng: np.random.Generator) -> LaplaceRdtTarget | KAnonRdtTarget:
+            rng: np.random.Generator) -> LaplaceRdtTarget | KAnonRdtTarget | DiffPetsTarget | DpeaTarget:
     """The audit target of the named mechanism at the claimed setting."""
     given = [flag for flag, value in (("--k", args.k), ("--beta", args.beta)) if value is not None]
-    if args.mechanism == LAPLACE_RDT:
+    if args.mechanism != KANON_RDT:
         if given:
-            raise ValueError(f"{LAPLACE_RDT} takes no {' or '.join(given)} (those set kanon-rdt's dps claim)")
+            raise ValueError(f"{args.mechanism} takes no {' or '.join(given)} (those set kanon-rdt's dps claim)")
+        if args.mechanism == DIFFPETS:
+            return DiffPetsTarget(DiffPets(args.epsilon, args.trees, args.depth), schema, X, y)
+        if args.mechanism == DPEA_MECHANISM:
+            return DpeaTarget(DPEA(args.epsilon, args.trees, args.depth, embedding_depth=args.embedding_depth),
+                              schema, X, y, rng)
         return LaplaceRdtTarget(LaplaceRdt(args.epsilon, args.trees, args.depth), schema, X, y, rng)
     if len(given) < 2:
         raise ValueError(f"{KANON_RDT} needs --k and --beta (its claim is dps:k=K,beta=B,epsilon=E,trees=T)")
@@ -48,7 +59,8 @@ def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarr
 def _print(result: DPAuditResult, seed: int, claim: str) -> None:
     neighbours = result.neighbours
     err.print(f"added row r (D' = D + r): {json.dumps(neighbours['added_row'])}", highlight=False)
-    err.print(f"r's cell counts in D, per tree: {neighbours['cell_counts_in_D']}; score: {neighbours['score']}",
+    counts = neighbours.get("cell_counts_in_D")
+    err.print((f"r's cell counts in D: {counts}; " if counts is not None else "") + f"score: {neighbours['score']}",
               highlight=False)
     err.print(f"seed {seed} (--seed replays this audit)", highlight=False)
     verdict = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
@@ -75,7 +87,7 @@ def cmd_audit_dp(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(seed)
     target = _target(args, table.schema, X, y, rng)
     result = audit_dp(target, args.trials, rng, alpha=args.alpha)
-    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if args.mechanism == LAPLACE_RDT
+    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if args.mechanism != KANON_RDT
              else f"dps:k={args.k},beta={args.beta:g},epsilon={args.epsilon:g},trees={args.trees}")
     if args.json:
         print(json.dumps({"source": table.source, "rows": int(len(y)), "seed": seed, "depth": args.depth,
@@ -106,6 +118,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="claimed total epsilon (over all trees)")
     p.add_argument("--trees", type=positive_int, default=10, help="number of trees (default 10)")
     p.add_argument("--depth", type=positive_int, default=3, help="depth of every random tree (default 3)")
+    p.add_argument("--embedding-depth", type=positive_int, default=None,
+                   help="dpea: levels of splits per exponential-mechanism draw (default: the whole tree)")
     p.add_argument("--k", type=positive_int, default=None, help="kanon-rdt: counts below k are released as 0")
     p.add_argument("--beta", type=_probability, default=None, help="kanon-rdt: per-tree sampling probability")
     p.add_argument("--trials", type=int, default=100_000, help="releases per table (default 100000; vectorised)")

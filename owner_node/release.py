@@ -24,6 +24,9 @@ through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name)
 ``diffpets``
     DP ExtraTrees (Li, Chen and Xie 2020): noisy stopping counts, the exponential mechanism
     with the Gini utility over random candidate splits, noisy leaf histograms (`common.diffpets`).
+``dpea``
+    DPEA (Bai et al. 2017): the exponential mechanism over whole d-step multiway subtrees, sampled
+    exactly, then Laplace noise on the leaf class counts (`common.dpea`); d = the depth here.
 
 `RELEASE_MECHANISMS` names them all: what a study, a site policy or the CLI may ask for.
 `common.mechanisms` names the whole-release ones (and their requirement families) for the
@@ -48,6 +51,8 @@ from common.anonymity import (
 from common.attacks import attack_report, ensemble_attack_report
 from common.diffpets import MECHANISM as DIFFPETS
 from common.diffpets import train_diffpets
+from common.dpea import MECHANISM as DPEA
+from common.dpea import train_dpea
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import kanon_rdt
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
@@ -118,7 +123,7 @@ def _laplace_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, 
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
 
 
-DP_MECHANISMS: dict[str, DPTrainer] = {LAPLACE_RDT: _laplace_rdt, DIFFPETS: train_diffpets}
+DP_MECHANISMS: dict[str, DPTrainer] = {LAPLACE_RDT: _laplace_rdt, DIFFPETS: train_diffpets, DPEA: train_dpea}
 RELEASE_MECHANISMS: frozenset[str] = frozenset(MECHANISMS) | {KANON_RDT} | frozenset(DP_MECHANISMS)
 
 

@@ -242,7 +242,7 @@ def test_the_release_refuses_other_requirements_and_hit_miss(nursery):
     with pytest.raises(ValueError, match="depth"):
         release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=0)
     tree = release_tree(Tree(schema, [Node.from_counts(np.ones(schema.n_classes))]), "none").tree
-    with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'laplace-rdt'"):
+    with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'"):
         release_tree(tree, "apt", requirement=REQUIREMENT)
     with pytest.raises(ValueError, match="use release_dp"):
         release_tree(tree, "laplace-rdt", requirement=REQUIREMENT)
@@ -306,7 +306,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     assert "needs --requirement 'dp:epsilon=E,trees=T' and --depth D" in capsys.readouterr().err
     assert main(["release", "--mechanism", "apt", "--requirement", "dp:epsilon=1,trees=10", "--dataset", "car",
                  "--out", str(model)]) == 2
-    assert "a dp guarantee is met by mechanism 'diffpets' or 'laplace-rdt'" in capsys.readouterr().err
+    assert "a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'" in capsys.readouterr().err
 
 
 def test_auditors_do_not_import_the_random_tree_code():
