@@ -281,7 +281,14 @@ class MinerService(fgrpc.MinerServicer):
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
                             "encode the table with the study's schema")
         self._fresh(message.timestamp)
-        self._unspent(message.nonce)
+        try:
+            self._unspent(message.nonce)
+        except Rejection:
+            # the same bytes, committed by a concurrent call after `previous` was read: a duplicate, not a replay
+            stored = self.store.submission(message.study_id, signer.name)
+            if stored is not None and stored.submission_id == submission_id:
+                return self._ack(stored, duplicate=True)
+            raise
         if previous is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             f"{signer.name!r} already submitted a different model to {message.study_id!r}")
