@@ -33,6 +33,7 @@ __all__ = [
     "KEY_ID_PREFIX",
     "SignatureError",
     "atomic_write",
+    "fsync_dir",
     "generate_signing_key",
     "key_id",
     "load_signing_key",
@@ -108,6 +109,15 @@ def atomic_write(path: str | Path, data: bytes, *, mode: int) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename in directory ``path`` durable (the directory entry, not just the file, must reach the disk)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def require_private_file(path: str | Path, what: str) -> None:

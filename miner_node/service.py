@@ -270,10 +270,10 @@ class MinerService(fgrpc.MinerServicer):
                             f"the message names owner {message.owner_id!r} but is signed by {signer.name!r}")
         envelope = request.SerializeToString(deterministic=True)
         submission_id = hashlib.sha256(envelope).hexdigest()
+        # the exact bytes already stored: the same ack, whatever the study's state is now (an owner whose
+        # ack was lost in a crash must learn its answer counted, even once mining started)
         previous = self.store.submission(message.study_id, signer.name)
         if previous is not None and previous.submission_id == submission_id:
-            # the exact bytes already stored: the same ack, whatever the study's state is now (an owner
-            # whose ack was lost in a crash must learn its answer counted, even once mining started)
             return self._ack(previous, duplicate=True)
         spec = self._open_study(message.study_id, signer.name)
         if message.schema_fingerprint != spec.schema_fingerprint:
@@ -284,10 +284,9 @@ class MinerService(fgrpc.MinerServicer):
         try:
             self._unspent(message.nonce)
         except Rejection:
-            # the same bytes, committed by a concurrent call after `previous` was read: a duplicate, not a replay
-            stored = self.store.submission(message.study_id, signer.name)
-            if stored is not None and stored.submission_id == submission_id:
-                return self._ack(stored, duplicate=True)
+            # the same bytes, committed by a concurrent call since the first look: a duplicate, not a replay
+            if (ack := self._stored_ack(message.study_id, signer.name, submission_id)) is not None:
+                return ack
             raise
         if previous is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
@@ -296,15 +295,22 @@ class MinerService(fgrpc.MinerServicer):
         sub = Submission(message.study_id, signer.name, submission_id, envelope, self.clock())
         outcome = self.store.accept(sub, message.nonce)
         if outcome == "duplicate":
-            stored = self.store.submission(message.study_id, signer.name)
-            assert stored is not None
-            return self._ack(stored, duplicate=True)
+            ack = self._stored_ack(message.study_id, signer.name, submission_id)
+            assert ack is not None
+            return ack
         if outcome != "accepted":
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"rejected as a {outcome} by the store; nothing stored")
         log.info("study %s: accepted the model of %s", message.study_id, signer.name,
                  extra={"study": message.study_id, "owner": signer.name, "outcome": "accepted"})
         self.coordinator.answered(message.study_id)
         return self._ack(sub, duplicate=False)
+
+    def _stored_ack(self, study_id: str, owner: str, submission_id: str) -> fpb.SubmitAck | None:
+        """The duplicate ack of ``submission_id`` when exactly that envelope is stored for (study, owner)."""
+        stored = self.store.submission(study_id, owner)
+        if stored is None or stored.submission_id != submission_id:
+            return None
+        return self._ack(stored, duplicate=True)
 
     @staticmethod
     def _ack(sub: Submission, *, duplicate: bool) -> fpb.SubmitAck:

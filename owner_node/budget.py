@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from common.anonymity import DP, DPS
 from common.pb import federation_pb2 as fpb
+from common.signing import atomic_write, fsync_dir
 from common.study import StudyError, spec_requirement
 
 __all__ = ["LEDGER_FILE", "Charge", "Ledger", "LedgerError", "study_cost"]
@@ -128,15 +128,6 @@ class Ledger:
 
     def _write(self, charges: list[Charge]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
         data = {"version": _VERSION, "charges": [asdict(c) for c in charges]}
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(self.path, (json.dumps(data, indent=1) + "\n").encode("utf-8"), mode=0o600)
+        fsync_dir(self.path.parent)

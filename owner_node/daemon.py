@@ -42,7 +42,7 @@ from common.dial import dial_miner
 from common.kit import Roster
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fpb_grpc
-from common.signing import atomic_write, key_id, load_signing_key
+from common.signing import atomic_write, fsync_dir, key_id, load_signing_key
 from common.study import STUDY_ID, StudyError, check_spec, spec_schema
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
@@ -121,15 +121,6 @@ def envelope_kind(data: bytes) -> Kind:
     return "submit" if fpb.ModelMessage.FromString(payload).trees else "refuse"
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (the directory entry, not just the file, must reach the disk)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Outbox:
     """Answers in ``state_dir``: ``outbox/`` (not yet acknowledged), ``sent/`` and ``answers.jsonl``."""
 
@@ -155,7 +146,7 @@ class Outbox:
         """Store an answer durably (temporary file, fsync, rename, fsync of the directory)."""
         path = self.path(study_id)
         atomic_write(path, data, mode=0o600)
-        _fsync_dir(self.pending_dir)
+        fsync_dir(self.pending_dir)
         return path
 
     def read(self, study_id: str) -> bytes | None:
@@ -184,7 +175,7 @@ class Outbox:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(self.path(study_id), self.sent_dir / self._name(study_id))
-        _fsync_dir(self.sent_dir)
+        fsync_dir(self.sent_dir)
 
 
 def _utc_now() -> str:
