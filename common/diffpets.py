@@ -92,7 +92,7 @@ from common.tree import (
     TreeError,
     counts_match,
 )
-from common.tree_rebuild import rebuild
+from common.tree_rebuild import release_leaf_counts
 
 if TYPE_CHECKING:
     from common.anonymity import DP
@@ -581,18 +581,11 @@ class DiffPets(_DiffPetsBase):
     @staticmethod
     def _release(schema: Schema, grown: list[_Grown]) -> Tree:
         """The released `Tree`: leaf counts post-processed, zero leaves dropped, inner counts summed."""
-        nodes, empty = [], set()
-        for i, g in enumerate(grown):
-            if g.halves is None:
-                nodes.append(Node(0, 0.0, 0.0, np.zeros(schema.n_classes), g.attribute, g.edges))
-                continue
-            counts = np.maximum(np.rint((g.halves[0] + g.halves[1]) / 2), 0.0)
-            nodes.append(Node.from_counts(counts))
-            if not counts.any():
-                empty.add(i)
-        if len(empty) == sum(g.halves is not None for g in grown):  # nothing to release below the root
-            return Tree(schema, [Node.from_counts(np.zeros(schema.n_classes))], "counts")
-        return rebuild(schema, nodes, "counts", dropped=empty)
+        nodes = [Node(0, 0.0, 0.0, np.zeros(schema.n_classes), g.attribute, g.edges) for g in grown]
+        leaves = [i for i, g in enumerate(grown) if g.halves is not None]
+        counts = np.array([np.maximum(np.rint((grown[i].halves[0] + grown[i].halves[1]) / 2), 0.0)  # type: ignore[index]
+                           for i in leaves]).reshape(len(leaves), schema.n_classes)
+        return release_leaf_counts(schema, nodes, leaves, counts)
 
 
 def train_diffpets(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,

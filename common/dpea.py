@@ -64,7 +64,7 @@ import numpy as np
 
 from common.schema import CategoricalAttribute, Schema
 from common.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
-from common.tree_rebuild import rebuild
+from common.tree_rebuild import release_leaf_counts
 
 if TYPE_CHECKING:
     from common.anonymity import DP
@@ -728,12 +728,7 @@ class DPEA:
             stack.extend(reversed([(c, part, i, con) for c, part, con in parts]))
         true = np.bincount(leaf_of * n_classes + data.y, minlength=len(leaves) * n_classes)
         noisy = self.noisy_counts(true.reshape(len(leaves), n_classes), rng)
-        if not noisy.any():  # nothing to release below the root
-            return Tree(domain.schema, [Node.from_counts(np.zeros(n_classes))], "counts")
-        for i, counts in zip(leaves, noisy):
-            nodes[i].counts = counts
-        dropped = {leaves[j] for j in np.flatnonzero(~noisy.any(axis=1))}
-        return rebuild(domain.schema, nodes, "counts", dropped=dropped)
+        return release_leaf_counts(domain.schema, nodes, leaves, noisy)
 
     # --------------------------------------------------------------- the exact law
     def structure_log_probs(self, schema: Schema, X: np.ndarray, y: np.ndarray,

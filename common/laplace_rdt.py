@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from common.schema import Schema
-from common.tree import Node, Tree
-from common.tree_rebuild import rebuild
+from common.tree import Tree
+from common.tree_rebuild import release_leaf_counts
 
 __all__ = [
     "MECHANISM",
@@ -180,10 +180,4 @@ class LaplaceRdt:
         """One released tree: noisy counts at every leaf of ``structure``, zero subtrees dropped, inner sums."""
         leaves = np.array(structure.leaves, dtype=np.int64)
         noisy = self.noisy_counts(leaf_class_counts(structure, X, y)[leaves], rng)
-        if not noisy.any():  # nothing to release below the root
-            return Tree(structure.schema, [Node.from_counts(np.zeros(structure.schema.n_classes))], "counts")
-        nodes = list(structure.nodes)  # random_structure's own nodes: replacing its leaves is safe
-        for i, counts in zip(leaves, noisy):
-            nodes[i] = Node.from_counts(counts)
-        empty = {int(i) for i in leaves[noisy.sum(axis=1) == 0]}
-        return rebuild(structure.schema, nodes, "counts", dropped=empty)
+        return release_leaf_counts(structure.schema, structure.nodes, leaves, noisy)

@@ -17,7 +17,7 @@ import numpy as np
 from common.schema import Schema
 from common.tree import Disclosure, Edge, Node, Tree, TreeError
 
-__all__ = ["eq1_counts", "merge_stats", "rebuild"]
+__all__ = ["eq1_counts", "merge_stats", "rebuild", "release_leaf_counts"]
 
 
 def eq1_counts(labels: np.ndarray, hits: np.ndarray, misses: np.ndarray, n_classes: int) -> np.ndarray:
@@ -99,3 +99,20 @@ def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *, dr
     for node in out:
         node.edges = [Edge(e.constraint, number[e.child]) for e in node.edges]
     return Tree(schema, out, disclosure)
+
+
+def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int], counts: np.ndarray) -> Tree:
+    """A counts tree with ``counts[j]`` (post-processed noisy counts) at node ``leaves[j]`` of ``nodes``.
+
+    Leaves whose counts are all 0 are not materialised and inner counts are recomputed from the
+    leaves (`rebuild`); when every count is 0 the release is a zero root. All of it reads only the
+    released counts, so it is post-processing: the shared last step of the eps-DP mechanisms.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if not counts.any():
+        return Tree(schema, [Node.from_counts(np.zeros(schema.n_classes))], "counts")
+    released = list(nodes)
+    for i, leaf_counts in zip(leaves, counts):
+        released[i] = Node.from_counts(leaf_counts)
+    dropped = {int(leaves[j]) for j in np.flatnonzero(~counts.any(axis=1))}
+    return rebuild(schema, released, "counts", dropped=dropped)
