@@ -7,7 +7,8 @@ epsilon (default 0.1, 1, 5) and for ``--repeats`` seeds:
 * every mechanism of `owner_node.release.DP_MECHANISMS`, released by `release_dp` exactly as an
   owner releases it (``dp:epsilon=E,trees=T``), scored twice: the released ensemble itself
   (summed leaf counts, `ensemble_predict_proba`) and the miner's global decision tree learned
-  from the release's PGEN pseudo-data (what a federation study yields);
+  from the release's PGEN pseudo-data exactly as the miner learns it (with the leaf floor of
+  `miner_node.dp_pgen`): what a federation study yields;
 * diffprivlib's ``RandomForestClassifier`` (T trees) and ``DecisionTreeClassifier``, given the
   schema's *public* attribute ranges as bounds and the known classes (so neither reads the data
   to find them, as ours do not);
@@ -43,6 +44,7 @@ from common.anonymity import parse_requirement
 from common.datasets import load_dataset
 from common.learners.random_tree import ensemble_predict_proba
 from common.schema import CategoricalAttribute, Schema
+from miner_node.dp_pgen import global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
 from owner_node.release import DP_MECHANISMS, release_dp
@@ -50,8 +52,6 @@ from owner_node.release import DP_MECHANISMS, release_dp
 SECTION = "## eps-DP releases against diffprivlib (bench/dp_vs_diffprivlib.py)"
 ADULT_TRAIN_ROWS = 32561  # rows of adult.data; the bundled table appends adult.test's 16,281 after them
 DEFAULT_DEPTH = {"laplace-rdt": 4, "diffpets": 6, "dpea": 3}  # per mechanism; --depth MECH=D overrides
-GLOBAL_LEAF = 0.005  # the global tree's min_samples_leaf, as a fraction of the PGEN rows (a fully grown
-                     # tree fits PGEN's uniform draws off the paths; EXPERIMENTS.md, k-AnonToRdt section)
 
 
 @dataclass
@@ -99,7 +99,7 @@ def ours(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, epsilon: 
     def global_tree() -> Callable:
         Xp, yp = pgen_ensemble(state["release"].trees, scale=1.0, beta=1.0, rng=np.random.default_rng(seed))
         model = make_global_model("decision-tree", schema, random_state=seed,
-                                  min_samples_leaf=max(1, int(GLOBAL_LEAF * len(yp))))
+                                  **global_model_params("decision-tree", mechanism, len(yp)))
         model.fit(Xp, yp)
         return model.predict
 

@@ -28,9 +28,10 @@ with the exact law instead of re-running the mechanism:
 The added row r is chosen among the domain's points (all of them when the domain is small, else
 sampled table rows and random points) with every class, maximising the symmetrised KL divergence
 between the structure laws on D and D'. Note (module docstring of `common.dpea`): all of DPEA's
-scores are monotone under adding a row, so a correct selection is eps'/2-DP and the claim is loose:
-a correct tree's exact epsilon is at most (ceil(D/d)/2 + 1) eps', which is what makes some broken
-variants undetectable (they are still eps-DP) and others detectable only in rare joint events.
+scores are monotone under adding a row, which is what lets the default ``monotone`` selection use
+beta = eps' / Δq'; its claim is then nearly tight on the audit pair, so a selection or leaf noise
+sharper than stated shows. Under the paper's beta = eps' / (2 Δq') a correct tree's exact epsilon
+is at most (ceil(D/d)/2 + 1) eps', a loose claim that hides some broken variants.
 """
 
 from __future__ import annotations

@@ -11,7 +11,12 @@ them:
   values absent from the node's rows included, and an attribute is used at most once on a path.
   A numeric attribute is cut into ``bins`` equal-width bins over its public schema range and then
   treated as categorical (an attribute with one category, or a numeric one with an empty range,
-  cannot split and is never chosen). A node is a leaf iff it is at depth D or no attribute is
+  cannot split and is never chosen). The notes suggest b = 5; the default is ``DEFAULT_BINS`` = 24
+  because equal-width bins of a skewed public range put almost every row in one bin (Adult's
+  capital-gain spans 0-99,999, and its informative cut lies near 5,000): 5-fold cross-validation on
+  adult.data (eps 0.1, 1, 10) put b = 5 3-4 points below every b in 16-32, among which 24 was
+  best on average (EXPERIMENTS.md). The owner's trainer (`train_dpea`) lowers b, from the schema
+  alone, until the worst-case structure fits ``max_nodes`` (`finest_bins`). A node is a leaf iff it is at depth D or no attribute is
   left on its path: stopping never reads the rows.
 * *Score (§2.4).* ``score(subtree) = sum over its leaves of f(leaf's class counts)``: ``max``
   (the majority count, Δq' = 1, the default), ``gini`` (minus the total Gini impurity, Δq' = 2)
@@ -19,9 +24,20 @@ them:
   N on the rows, ``max_rows``). One row lies in exactly one leaf, so Δq' of the sum is that of f.
 * *Budget (§2.2).* Each of the ``n_trees`` trees gets eps_t = epsilon / n_trees (sequential
   composition). Within a tree eps' = eps_t / (ceil(D/d) + 1): a root-to-leaf path crosses at most
-  ceil(D/d) selections, each an exponential mechanism P(st) ∝ exp(eps' score(st) / (2 Δq')),
-  plus one Laplace(1/eps') release of its leaf's class counts (B6). Selections and leaves of one
-  round sit on disjoint rows (parallel composition); a path that stops early spends less.
+  ceil(D/d) selections, each an eps'-DP exponential mechanism P(st) ∝ exp(beta score(st)), plus
+  one Laplace(1/eps') release of its leaf's class counts (B6). Selections and leaves of one round
+  sit on disjoint rows (parallel composition); a path that stops early spends less.
+* *Selection (a deliberate departure, ``selection``).* The paper's exponential mechanism has
+  beta = eps' / (2 Δq'). Every score here is monotone: adding a row never lowers ``max`` and never
+  raises ``gini`` or ``infogain`` (each total impurity is non-decreasing, `leaf_scores`), for every
+  subtree at once. For such a score beta = eps' / Δq' is already eps'-DP (McSherry and Talwar
+  2007; Dwork and Roth, Thm. 3.10 remark): with D' = D + r, exp(beta (q' - q)) <= exp(eps') and
+  Z'/Z in [1, exp(eps')] move in opposite directions, so neither ratio of probabilities exceeds
+  exp(eps'). ``"monotone"`` (the default) uses it: twice the paper's selection sharpness at the same
+  claim, which on Adult at eps = 1 is worth several points of accuracy (EXPERIMENTS.md).
+  ``"paper"`` keeps the paper's beta; its claim is then loose by the factor 2. The empirical audit
+  (`common.dp_audit_dpea`) computes the exact loss of both and fails a selection sharper than
+  either claims.
 * *Samplers (§2.5, §2.6).* ``exact`` (default) samples the exponential mechanism exactly by a
   sum-product recursion over the DAG of nodes (a node is a set of (attribute, value) constraints,
   so paths that differ only in order share it), in the log domain; a node without rows has
@@ -43,10 +59,6 @@ them:
 Why the full structure is materialised: every leaf must get noise, so a schema whose worst-case
 full structure (the D largest arities multiplied out) exceeds ``max_nodes`` is refused before
 any row is read; the check is data-independent, so the refusal discloses nothing.
-
-Observation (see `common.dp_audit_dpea`): all three scores are monotone under adding a row
-(a majority count never falls, a total impurity never falls), so each selection is in fact
-eps'/2-DP and a tree (ceil(D/d)/2 + 1) eps'-DP; the paper's accounting is conservative.
 
 Auditors (`common.audit`) import this module for its constants, so the row checks (and with them
 scikit-learn) are imported on first use in `DPEA.fit`.
@@ -73,12 +85,15 @@ __all__ = [
     "MECHANISM",
     "SCORES",
     "SAMPLERS",
+    "SELECTIONS",
     "POST_PROCESSING",
     "Structure",
+    "DEFAULT_BINS",
     "Domain",
     "DPEA",
     "DpeaRelease",
     "accounting_errors",
+    "finest_bins",
     "leaf_scores",
     "score_sensitivity",
     "train_dpea",
@@ -87,8 +102,10 @@ __all__ = [
 MECHANISM = "dpea"  # the release mechanism's registry name in reports, studies and policies
 SCORES: tuple[str, ...] = ("max", "gini", "infogain")
 SAMPLERS: tuple[str, ...] = ("exact", "exhaustive", "mcmc")
+SELECTIONS: tuple[str, ...] = ("monotone", "paper")  # beta = eps' / Δq' (monotone scores) or the paper's eps' / (2 Δq')
 POST_PROCESSING = ("noisy leaf counts clamped at 0 and rounded to integers; inner counts are sums of their "
                    "children; leaves released as all 0 dropped")
+DEFAULT_BINS = 24  # equal-width bins per numeric attribute (module docstring)
 MCMC_EXACT_STEPS = 2  # rounds of at most this many steps use the exact sampler under sampler="mcmc" (B7)
 
 # A subtree: None is a leaf; (attribute, children) splits on the attribute, one child per value (code) in order.
@@ -542,7 +559,7 @@ class DPEA:
     """The DPEA mechanism at one setting: total ``epsilon`` over ``n_trees`` trees of maximal ``depth`` D.
 
     ``embedding_depth`` is d, the levels of splits chosen by one exponential mechanism (None: d = D,
-    the whole tree in one selection). ``score``, ``sampler`` and ``bins`` are described in the module
+    the whole tree in one selection). ``score``, ``sampler``, ``selection`` and ``bins`` are described in the module
     docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
     defaults); ``max_rows`` is infogain's public bound on the rows (required by it, refused
     otherwise). ``max_nodes`` bounds the worst-case full structure and ``max_subtrees`` the
@@ -555,7 +572,8 @@ class DPEA:
     embedding_depth: int | None = None
     score: str = "max"
     sampler: str = "exact"
-    bins: int = 5
+    selection: str = "monotone"
+    bins: int = DEFAULT_BINS
     max_nodes: int = 100_000
     max_subtrees: int = 100_000
     buffer_size: int = 100
@@ -574,6 +592,8 @@ class DPEA:
             raise ValueError(f"score must be one of {list(SCORES)}; got {self.score!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}; got {self.sampler!r}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {list(SELECTIONS)}; got {self.selection!r}")
         if _positive_int("bins", self.bins) < 2:
             raise ValueError(f"bins must be an integer >= 2; got {self.bins!r}")
         if _positive_int("buffer_size", self.buffer_size) < 2:
@@ -613,8 +633,8 @@ class DPEA:
 
     @property
     def selection_beta(self) -> float:
-        """The exponential mechanism's beta: P(st) ∝ exp(beta score(st)), beta = eps' / (2 Δq')."""
-        return self.epsilon_step / (2 * self.score_sensitivity)
+        """The exponential mechanism's beta, P(st) ∝ exp(beta score(st)): eps' / Δq', or eps' / (2 Δq') for "paper"."""
+        return self.epsilon_step / ((1 if self.selection == "monotone" else 2) * self.score_sensitivity)
 
     @property
     def noise_scale(self) -> float:
@@ -627,6 +647,7 @@ class DPEA:
             "epsilon": float(self.epsilon), "trees": self.n_trees, "depth": self.depth,
             "embedding_depth": self.steps, "rounds": self.rounds, "epsilon_per_tree": self.epsilon_per_tree,
             "epsilon_per_step": self.epsilon_step, "score": self.score, "score_sensitivity": self.score_sensitivity,
+            "selection": self.selection, "selection_beta": self.selection_beta,
             "noise_scale": self.noise_scale, "sensitivity": 1, "bins": self.bins, "sampler": self.sampler,
             "guarantee_exact": self.sampler != "mcmc", "post_processing": POST_PROCESSING,
         }
@@ -844,14 +865,14 @@ def _frontier(split: Callable[[Key, np.ndarray, int], list[np.ndarray]], structu
 
 
 _SETTING_KEYS = {"epsilon": "epsilon", "trees": "n_trees", "depth": "depth", "embedding_depth": "embedding_depth",
-                 "score": "score", "sampler": "sampler", "bins": "bins", "buffer_size": "buffer_size",
+                 "score": "score", "sampler": "sampler", "selection": "selection", "bins": "bins", "buffer_size": "buffer_size",
                  "var_threshold": "var_threshold", "step_limit": "step_limit", "max_rows": "max_rows"}
 
 
 def accounting_errors(parameters: Mapping[str, Any]) -> list[str]:
     """What a dpea release's stated parameters get wrong about its own accounting; empty when consistent.
 
-    The setting (epsilon, trees, depth, embedding_depth, score, sampler, bins, MCMC constants,
+    The setting (epsilon, trees, depth, embedding_depth, score, sampler, selection, bins, MCMC constants,
     max_rows) is read back from ``parameters`` and every derived value `DPEA.parameters` states
     (rounds, epsilon_per_tree, epsilon_per_step, score_sensitivity, noise_scale, guarantee_exact,
     post_processing, ...) is recomputed and compared: what `common.audit` can check without the rows.
@@ -871,9 +892,21 @@ def accounting_errors(parameters: Mapping[str, Any]) -> list[str]:
     return wrong
 
 
+def finest_bins(schema: Schema, depth: int, max_nodes: int = DPEA.max_nodes, most: int = DEFAULT_BINS) -> int:
+    """The most bins (at most ``most``, at least 2) whose worst-case structure of ``depth`` fits ``max_nodes``.
+
+    Read from the schema alone, so the choice discloses nothing; when even 2 bins do not fit (the
+    categorical attributes alone are too wide), 2 is returned and `DPEA.fit` refuses with the reason.
+    """
+    return next((b for b in range(most, 1, -1) if Domain.of(schema, b).max_nodes(depth) <= max_nodes), 2)
+
+
 def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
                rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
-    """The `owner_node.release.DPTrainer` of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding."""
-    mechanism = DPEA(requirement.epsilon, requirement.trees, depth)
+    """The `owner_node.release.DPTrainer` of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
+
+    Numeric attributes get the finest binning that the depth allows (`finest_bins`).
+    """
+    mechanism = DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
 

@@ -9,7 +9,8 @@ A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
 `miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
-union of every owner's rows.
+union of every owner's rows. The global decision tree of a dp study gets a leaf-size floor
+(`miner_node.dp_pgen`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from common.report import PrivacyReport
 from common.schema import Schema
 from common.tree import Tree
 from common.wire import DecodedModel, tree_to_pb
+from miner_node.dp_pgen import global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble
 
@@ -107,7 +109,8 @@ def mine(
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
-        model = make_global_model(name, schema, random_state=int(spec.seed) % (2**31))
+        model = make_global_model(name, schema, random_state=int(spec.seed) % (2**31),
+                                  **global_model_params(name, spec.mechanism, int(y.shape[0])))
         model.fit(X, y)
         tree = getattr(model, "tree_", None)
         if isinstance(tree, Tree):

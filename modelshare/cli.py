@@ -28,6 +28,7 @@ from modelshare import (
 )
 from modelshare.cli_common import err, out, positive_int
 from modelshare.experiments import dp as dp_experiment
+from modelshare.experiments import dp_regression as dp_regression_experiment
 from modelshare.experiments import privacy as privacy_experiment
 from modelshare.experiments import pruning as pruning_experiment
 from modelshare.experiments import rdt as rdt_experiment
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_owner.add_parsers(sub)
     privacy_experiment.add_parser(ex_sub)
     dp_experiment.add_parser(ex_sub)
+    dp_regression_experiment.add_parser(ex_sub)
     pruning_experiment.add_parser(ex_sub)
     rdt_experiment.add_parser(ex_sub)
     simulate.add_parser(sub)

@@ -9,10 +9,10 @@ a mechanism registered later is run too) releases ``trees`` trees at each total 
 on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
-- ``pgen->MODEL``: each ``--global-models`` model learned, as the miner learns it, from the
-  release's PGEN pseudo-data (scale 1, beta 1: no sampling to undo). A fully grown decision tree
-  would fit the PGEN noise (uniform draws inside each path's region), so the decision tree gets a
-  ``min_samples_leaf`` of 0.5% of the PGEN rows (`PGEN_LEAF_SHARE`); the other models keep their
+- ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it
+  (`miner_node.dp_pgen`): PGEN pseudo-data (scale 1, beta 1: no sampling to undo) from the
+  release, and a decision tree with ``min_samples_leaf`` of 0.5% of the PGEN rows
+  (`PGEN_LEAF_SHARE`), since a fully grown one fits the PGEN noise; the other models keep their
   defaults.
 
 The non-private references, per split: the training rows' majority class, and a scikit-learn
@@ -43,11 +43,12 @@ import pandas as pd
 from rich.table import Table
 
 from common.datasets import load_table as load_file
-from common.dpea import DPEA
+from common.dpea import DPEA, finest_bins
 from common.dpea import MECHANISM as DPEA_NAME
 from common.learners.random_tree import ensemble_predict_proba
 from common.schema import Schema
 from common.tree import Tree
+from miner_node.dp_pgen import global_model_params
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import (
@@ -80,8 +81,6 @@ DEFAULT_EPSILONS = (0.01, 0.1, 0.5, 1.0, 10.0)
 DEFAULT_DEPTHS: dict[str, int] = {"laplace-rdt": 4, DPEA_NAME: 3}
 """Depth per mechanism where it is a constant; diffpets' depends on the schema (`default_depth`)."""
 FALLBACK_DEPTH = 4
-PGEN_LEAF_SHARE = 0.005
-"""min_samples_leaf of the PGEN decision tree, as a share of the PGEN rows (see the module docstring)."""
 REFERENCE_DEPTH = 5
 ENSEMBLE = "ensemble"
 REFERENCE_NAMES = {"majority": "majority class (non-private)",
@@ -123,7 +122,8 @@ def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps
              trees: int, depth: int, seed: int) -> list[Tree]:
     """The released trees: through `release_dp`, or DPEA's own trainer when its d is swept."""
     if steps is not None:
-        return DPEA(epsilon, trees, depth, embedding_depth=steps).fit(schema, X, y, np.random.default_rng(seed)).trees
+        dpea = DPEA(epsilon, trees, depth, embedding_depth=steps, bins=finest_bins(schema, depth))
+        return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees
     release = release_dp(schema, X, y, mechanism=mechanism, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                          depth=depth, seed=seed)
     return list(release.trees)
@@ -155,7 +155,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     for name in settings.global_models:
         acc = float("nan")  # a release whose counts are all 0 yields no PGEN rows to learn from
         if len(yp):
-            params = {"min_samples_leaf": max(1, round(PGEN_LEAF_SHARE * len(yp)))} if name == "decision-tree" else {}
+            params = global_model_params(name, mechanism, len(yp))
             model = make_global_model(name, schema, random_state=task.seed, **params).fit(Xp, yp)
             acc = float((model.predict(X_te) == y_te).mean())
         scores[f"pgen->{name}"] = acc
