@@ -19,7 +19,7 @@ runtime dependency of modelshare; run the bench in its own environment::
 
     python -m venv /tmp/dplenv && . /tmp/dplenv/bin/activate
     pip install "diffprivlib==0.6.6" "scikit-learn>=1.4,<1.6" -e .
-    python bench/dp_vs_diffprivlib.py [--epsilons 0.1,1,5] [--repeats 3] [--trees 10]
+    python bench/dp_vs_diffprivlib.py [--epsilons 0.1,1,5] [--repeats 3] [--trees 10] [--mechanism-trees dpea=1]
 
 Results (mean and std of test accuracy over the repeats, fit seconds) go to bench/RESULTS.md, with
 each method's accuracy as a ratio to diffprivlib's forest at the same epsilon.
@@ -52,6 +52,7 @@ from owner_node.release import DP_MECHANISMS, release_dp
 SECTION = "## eps-DP releases against diffprivlib (bench/dp_vs_diffprivlib.py)"
 ADULT_TRAIN_ROWS = 32561  # rows of adult.data; the bundled table appends adult.test's 16,281 after them
 DEFAULT_DEPTH = {"laplace-rdt": 4, "diffpets": 6, "dpea": 3}  # per mechanism; --depth MECH=D overrides
+DEFAULT_TREES = {"dpea": 1}  # DPEA draws whole trees, so one tree gets all of eps; --mechanism-trees MECH=T overrides
 
 
 @dataclass
@@ -128,9 +129,11 @@ def measure(args: argparse.Namespace) -> list[Score]:
         for epsilon in args.epsilons:
             for mechanism in sorted(DP_MECHANISMS):
                 depth = args.depth.get(mechanism, DEFAULT_DEPTH.get(mechanism, 4))
-                ensemble, global_tree = ours(schema, X, y, mechanism, epsilon, args.trees, depth, seed)
-                record(f"{mechanism} (d={depth}): released ensemble", epsilon, timed(ensemble, X_test, y_test))
-                record(f"{mechanism} (d={depth}): PGEN global tree", epsilon, timed(global_tree, X_test, y_test))
+                trees = args.mechanism_trees.get(mechanism, DEFAULT_TREES.get(mechanism, args.trees))
+                ensemble, global_tree = ours(schema, X, y, mechanism, epsilon, trees, depth, seed)
+                label = f"{mechanism} (depth {depth}, {trees} tree{'s' * (trees > 1)})"
+                record(f"{label}: released ensemble", epsilon, timed(ensemble, X_test, y_test))
+                record(f"{label}: PGEN global tree", epsilon, timed(global_tree, X_test, y_test))
             record(f"diffprivlib forest ({args.trees} trees)", epsilon, timed(
                 lambda: DplForest(n_estimators=args.trees, epsilon=epsilon, bounds=bounds, classes=classes,
                                   random_state=seed).fit(X, y).predict, X_test, y_test))
@@ -146,7 +149,8 @@ def write_results(command: str, args: argparse.Namespace, scores: list[Score]) -
         SECTION, "",
         f"`{command}` on {datetime.date.today().isoformat()}, {machine()}. Adult, trained on the "
         f"{ADULT_TRAIN_ROWS:,} rows of adult.data (less rows with '?') and tested on adult.test's; "
-        f"{args.repeats} seeds; {args.trees} trees for every ensemble; diffprivlib {_dpl_version()} given the "
+        f"{args.repeats} seeds; {args.trees} trees per ensemble unless the method says otherwise; diffprivlib "
+        f"{_dpl_version()} given the "
         "schema's public ranges as bounds. Ratio: mean accuracy over diffprivlib's forest at the same epsilon.",
         "",
         "| method | total epsilon | test accuracy (mean ± std) | ratio to diffprivlib forest | fit seconds |",
@@ -167,9 +171,10 @@ def _dpl_version() -> str:
     return diffprivlib.__version__
 
 
-def _depths(text: str) -> dict[str, int]:
+def _per_mechanism(text: str) -> dict[str, int]:
+    """``MECH=N,...`` as a dict."""
     pairs = [p.split("=", 1) for p in text.split(",") if p]
-    return {name: int(depth) for name, depth in pairs}
+    return {name: int(value) for name, value in pairs}
 
 
 def main() -> None:
@@ -177,15 +182,18 @@ def main() -> None:
     parser.add_argument("--epsilons", type=lambda t: tuple(float(v) for v in t.split(",")), default=(0.1, 1.0, 5.0))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trees", type=int, default=10)
-    parser.add_argument("--depth", type=_depths, default={}, metavar="MECH=D,...",
+    parser.add_argument("--depth", type=_per_mechanism, default={}, metavar="MECH=D,...",
                         help=f"tree depth per mechanism (defaults {DEFAULT_DEPTH})")
+    parser.add_argument("--mechanism-trees", type=_per_mechanism, default={}, metavar="MECH=T,...",
+                        help=f"trees per release of a mechanism (defaults {DEFAULT_TREES}, else --trees)")
     args = parser.parse_args()
     scores = measure(args)
     flags = [("--epsilons", ",".join(f"{e:g}" for e in args.epsilons), "0.1,1,5"), ("--repeats", args.repeats, 3),
              ("--trees", args.trees, 10)]
     command = "python bench/dp_vs_diffprivlib.py" + "".join(f" {f} {v}" for f, v, d in flags if v != d)
-    if args.depth:
-        command += " --depth " + ",".join(f"{k}={v}" for k, v in args.depth.items())
+    for flag, given in (("--depth", args.depth), ("--mechanism-trees", args.mechanism_trees)):
+        if given:
+            command += f" {flag} " + ",".join(f"{k}={v}" for k, v in given.items())
     write_results(command, args, scores)
 
 

@@ -33,7 +33,6 @@ scored-as), ``summary.csv``, ``results.json`` (with the references) and ``accura
 from __future__ import annotations
 
 import argparse
-import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -66,12 +65,13 @@ from modelshare.experiments.output import (
     Split,
     add_common_options,
     finish,
+    held_out_or_separate,
     load_table,
     plot_lines,
     run_tasks,
     series_by,
-    splits,
     spread,
+    task_seed,
 )
 from owner_node.release import DP_MECHANISMS, release_dp
 
@@ -167,16 +167,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
 def _seed(settings: DpSettings, split: Split, index: int) -> int:
     """A task's seed from (seed, repeat, fold, the setting's name): independent of grid order and registry."""
     mechanism, steps, epsilon = settings.grid[index]
-    name = zlib.crc32(f"{mechanism}/{steps}/{epsilon!r}".encode())
-    return int(np.random.SeedSequence([settings.seed % 2**32, split.repeat, split.fold, name]).generate_state(1)[0])
-
-
-def _splits(y: np.ndarray, y_test: np.ndarray | None, settings: DpSettings) -> list[Split]:
-    """The protocol's splits; with a separate test table, every repeat trains on all rows and tests on it."""
-    if y_test is None:
-        return splits(y, folds=settings.folds, repeats=settings.repeats, seed=settings.seed,
-                      test_size=settings.test_size, stratify=True)
-    return [Split(i, 0, np.arange(y.shape[0]), np.arange(y_test.shape[0])) for i in range(settings.repeats)]
+    return task_seed(settings.seed, split, f"{mechanism}/{steps}/{epsilon!r}")
 
 
 def run_dp(schema: Schema, X: np.ndarray, y: np.ndarray, settings: DpSettings, *, jobs: int = 1,
@@ -186,7 +177,9 @@ def run_dp(schema: Schema, X: np.ndarray, y: np.ndarray, settings: DpSettings, *
     ``test`` is a separate test table (X, y) over ``schema``; without it the splits hold out rows.
     """
     X_eval, y_eval = test if test is not None else (X, y)
-    split_list = _splits(y, None if test is None else y_eval, settings)
+    split_list = held_out_or_separate(y, None if test is None else y_eval.shape[0], folds=settings.folds,
+                                      repeats=settings.repeats, seed=settings.seed, test_size=settings.test_size,
+                                      stratify=True)
     tasks = [_Task(split, j, _seed(settings, split, j)) for split in split_list for j in range(len(settings.grid))]
     context: Context = (schema, X, y, X_eval, y_eval, settings)
     rows = run_tasks(_run_setting, tasks, context=context, jobs=jobs,

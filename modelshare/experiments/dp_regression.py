@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -83,12 +82,13 @@ from modelshare.experiments.output import (
     Split,
     add_common_options,
     finish,
+    held_out_or_separate,
     plot_lines,
     records,
     run_tasks,
     series_by,
-    splits,
     spread,
+    task_seed,
 )
 
 __all__ = [
@@ -297,18 +297,6 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
             for scored_as, metrics in scores.items()]
 
 
-def _seed(settings: RegressionSettings, split: Split, epsilon: float) -> int:
-    """A task's seed from (seed, repeat, fold, the setting's name): independent of the epsilon list's order."""
-    name = zlib.crc32(f"diffpets-regression/{epsilon!r}".encode())
-    return int(np.random.SeedSequence([settings.seed % 2**32, split.repeat, split.fold, name]).generate_state(1)[0])
-
-
-def _splits(y: np.ndarray, n_test: int | None, settings: RegressionSettings) -> list[Split]:
-    """The protocol's splits; with a separate test table of ``n_test`` rows, every repeat trains on all rows."""
-    if n_test is None:
-        return splits(y, folds=settings.folds, repeats=settings.repeats, seed=settings.seed,
-                      test_size=settings.test_size, stratify=False)
-    return [Split(i, 0, np.arange(y.shape[0]), np.arange(n_test)) for i in range(settings.repeats)]
 
 
 def run_dp_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, settings: RegressionSettings, *,
@@ -319,8 +307,11 @@ def run_dp_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, se
     ``test`` is a separate test table (X, y) over ``schema``; without it the splits hold out rows.
     """
     X_eval, y_eval = test if test is not None else (X, y)
-    split_list = _splits(y, None if test is None else y_eval.shape[0], settings)
-    tasks = [_Task(split, e, _seed(settings, split, e)) for split in split_list for e in settings.epsilons]
+    split_list = held_out_or_separate(y, None if test is None else y_eval.shape[0], folds=settings.folds,
+                                      repeats=settings.repeats, seed=settings.seed, test_size=settings.test_size,
+                                      stratify=False)
+    tasks = [_Task(split, e, task_seed(settings.seed, split, f"diffpets-regression/{e!r}"))
+             for split in split_list for e in settings.epsilons]
     context: Context = (schema, X, y, X_eval, y_eval, settings)
     rows = run_tasks(_run_setting, tasks, context=context, jobs=jobs,
                      label=f"releases x splits ({len(settings.epsilons)} epsilons)")

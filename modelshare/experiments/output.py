@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import secrets
+import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +198,20 @@ def splits(y: np.ndarray, *, folds: int, repeats: int, seed: int, test_size: flo
         kfold = (StratifiedKFold if stratify else KFold)(n_splits=folds, shuffle=True, random_state=seed + i)
         out.extend(Split(i, f, train, test) for f, (train, test) in enumerate(kfold.split(rows, y)))
     return out
+
+
+def held_out_or_separate(y: np.ndarray, n_test: int | None, *, folds: int, repeats: int, seed: int,
+                         test_size: float, stratify: bool) -> list[Split]:
+    """`splits` of the table, or with a separate test table of ``n_test`` rows, all rows per repeat against it."""
+    if n_test is None:
+        return splits(y, folds=folds, repeats=repeats, seed=seed, test_size=test_size, stratify=stratify)
+    return [Split(i, 0, np.arange(y.shape[0]), np.arange(n_test)) for i in range(repeats)]
+
+
+def task_seed(seed: int, split: Split, setting: str) -> int:
+    """A task's seed from (seed, repeat, fold, the setting's name): independent of grid order and of ``--jobs``."""
+    name = zlib.crc32(setting.encode())
+    return int(np.random.SeedSequence([seed % 2**32, split.repeat, split.fold, name]).generate_state(1)[0])
 
 
 # -------------------------------------------------------------------- tasks
