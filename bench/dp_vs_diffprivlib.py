@@ -44,7 +44,7 @@ from common.anonymity import parse_requirement
 from common.datasets import load_dataset
 from common.learners.random_tree import ensemble_predict_proba
 from common.schema import CategoricalAttribute, Schema
-from miner_node.dp_pgen import global_model_params
+from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
 from owner_node.release import DP_MECHANISMS, release_dp
@@ -98,7 +98,9 @@ def ours(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, epsilon: 
         return lambda Xt: ensemble_predict_proba(released, Xt).argmax(axis=1)
 
     def global_tree() -> Callable:
-        Xp, yp = pgen_ensemble(state["release"].trees, scale=1.0, beta=1.0, rng=np.random.default_rng(seed))
+        trees = state["release"].trees
+        Xp, yp = pgen_ensemble(trees, scale=dp_pgen_scale(1.0, mechanism, trees), beta=1.0,
+                               rng=np.random.default_rng(seed))
         model = make_global_model("decision-tree", schema, random_state=seed,
                                   **global_model_params("decision-tree", mechanism, len(yp)))
         model.fit(Xp, yp)

@@ -1,6 +1,15 @@
-"""How the miner learns a global decision tree from the PGEN rows of a noise-based eps-DP release.
+"""How the miner learns from the PGEN rows of a noise-based eps-DP release: how many rows, and the global tree.
 
-PGEN draws every attribute a leaf does not constrain uniformly, and DP trees are shallow (few
+*How many rows.* PGEN draws as many rows as a tree's released counts add up to (times the study's
+``pgen_scale``), and a DP release's counts carry clamped Laplace noise on every leaf, empty ones
+included. At a small epsilon that noise dwarfs the table: a DPEA tree over Adult has about 25,000
+leaves, and at eps = 0.01 over 10 trees each class count gets noise of scale 2,000, so the counts
+add up to some 50 million rows for a table of 30,000 (6 GB of pseudo-data). The rows are drawn in
+proportion to the counts, so fewer of them follow the same law; a dp release therefore yields at
+most ``MAX_DP_PGEN_ROWS`` rows (`dp_pgen_scale`), which bounds the miner's memory and time
+whatever epsilon the owners chose, and changes nothing at the budgets where the release is useful.
+
+*The global tree.* PGEN draws every attribute a leaf does not constrain uniformly, and DP trees are shallow (few
 levels, coarse leaves), so most of a pseudo row is uniform noise. A fully grown tree on such rows
 isolates single rows on those noise columns and predicts close to chance: 0.58 on Adult from a
 DPEA release whose own tree scores 0.84, below the majority class's 0.754. The global
@@ -15,13 +24,27 @@ points on a 2,000-row table whose real leaves are as small as the noise, so it i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from common.mechanisms import DP_MECHANISM_NAMES
+from common.tree import Tree
 
-__all__ = ["PGEN_LEAF_SHARE", "global_model_params"]
+__all__ = ["MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "dp_pgen_scale", "global_model_params"]
 
 PGEN_LEAF_SHARE = 0.005  # min_samples_leaf of a dp study's global decision tree, as a share of its rows
+MAX_DP_PGEN_ROWS = 1_000_000  # pseudo rows one dp release yields at most
+
+
+def dp_pgen_scale(scale: float, mechanism: str, trees: Sequence[Tree]) -> float:
+    """``scale``, lowered for a dp release whose counts would yield more than ``MAX_DP_PGEN_ROWS`` rows.
+
+    The rows of an ensemble are ``scale`` times its trees' mean released total (`pgen.ensemble_rows`),
+    those of one tree ``scale`` times its total, so the mean total is what the cap divides.
+    """
+    mean_total = sum(float(tree.root.total) for tree in trees) / max(len(trees), 1)
+    if mechanism not in DP_MECHANISM_NAMES or scale * mean_total <= MAX_DP_PGEN_ROWS:
+        return scale
+    return MAX_DP_PGEN_ROWS / mean_total
 
 
 def global_model_params(name: str, mechanism: str, rows: int) -> dict[str, Any]:

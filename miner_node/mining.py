@@ -31,7 +31,7 @@ from common.report import PrivacyReport
 from common.schema import Schema
 from common.tree import Tree
 from common.wire import DecodedModel, tree_to_pb
-from miner_node.dp_pgen import global_model_params
+from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble
 
@@ -69,8 +69,13 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
 
 def _pseudo_table(model: DecodedModel, scale: float, rng: np.random.Generator,
                   class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
-    """PGEN on one accepted model: its single tree, or every tree of its ensemble (module docstring)."""
+    """PGEN on one accepted model: its single tree, or every tree of its ensemble (module docstring).
+
+    A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    """
     beta = _sampling_rate(model.report)
+    if model.report is not None:
+        scale = dp_pgen_scale(scale, model.report.mechanism, model.trees)
     if len(model.trees) == 1 and beta == 1.0:
         tree = model.trees[0]
         return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)

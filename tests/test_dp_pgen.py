@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from common.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
+from miner_node import dp_pgen
 from miner_node.dp_pgen import PGEN_LEAF_SHARE, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
@@ -41,3 +42,16 @@ def test_the_trainer_bins_as_finely_as_the_depth_allows(mixed, nursery):
     assert finest_bins(nursery[0], 4) == DEFAULT_BINS  # no numeric attribute: nothing to lower
     with pytest.raises(ValueError, match="more than max_nodes"):  # even 2 bins too many: refused with the reason
         DPEA(1.0, 1, 3, bins=finest_bins(schema, 3, max_nodes=20), max_nodes=20).fit(*mixed)
+
+
+
+def test_a_dp_release_yields_at_most_the_row_cap(mixed, monkeypatch):
+    """eps = 0.01 on a depth-3 DPEA tree: clamped noise of scale 200 on ~1,700 leaves adds up to far more rows."""
+    schema, X, y = mixed
+    trees = DPEA(0.01, 1, 3).fit(schema, X, y, np.random.default_rng(0)).trees
+    assert trees[0].root.total > 50 * y.size  # what PGEN would draw uncapped
+    monkeypatch.setattr(dp_pgen, "MAX_DP_PGEN_ROWS", 10 * y.size)  # the real cap, 10^6, would take seconds
+    scale = dp_pgen.dp_pgen_scale(1.0, "dpea", trees)
+    assert scale < 1 and pgen_ensemble(trees, scale=scale, beta=1.0, rng=np.random.default_rng(1))[1].size == 10 * y.size
+    assert dp_pgen.dp_pgen_scale(1.0, "apt", trees) == 1.0  # only dp releases are capped
+    assert dp_pgen.dp_pgen_scale(2.0, "dpea", DPEA(5.0, 1, 2).fit(*mixed, 0).trees) == 2.0  # under the cap: unchanged

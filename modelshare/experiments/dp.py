@@ -10,8 +10,8 @@ on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
 - ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it
-  (`miner_node.dp_pgen`): PGEN pseudo-data (scale 1, beta 1: no sampling to undo) from the
-  release, and a decision tree with ``min_samples_leaf`` of 0.5% of the PGEN rows
+  (`miner_node.dp_pgen`): PGEN pseudo-data (scale 1, beta 1: no sampling to undo; at most
+  `MAX_DP_PGEN_ROWS` rows) from the release, and a decision tree with ``min_samples_leaf`` of 0.5% of the PGEN rows
   (`PGEN_LEAF_SHARE`), since a fully grown one fits the PGEN noise; the other models keep their
   defaults.
 
@@ -47,7 +47,7 @@ from common.dpea import MECHANISM as DPEA_NAME
 from common.learners.random_tree import ensemble_predict_proba
 from common.schema import Schema
 from common.tree import Tree
-from miner_node.dp_pgen import global_model_params
+from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import (
@@ -151,7 +151,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     rng = np.random.default_rng(task.seed)
     trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed)
     scores = {ENSEMBLE: float((ensemble_predict_proba(trees, X_te).argmax(axis=1) == y_te).mean())}
-    Xp, yp = pgen_ensemble(trees, scale=1.0, beta=1.0, rng=rng)
+    Xp, yp = pgen_ensemble(trees, scale=dp_pgen_scale(1.0, mechanism, trees), beta=1.0, rng=rng)
     for name in settings.global_models:
         acc = float("nan")  # a release whose counts are all 0 yields no PGEN rows to learn from
         if len(yp):
