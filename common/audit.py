@@ -19,6 +19,10 @@ with the reported ones. Then it parses the claimed requirement again and:
   per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
   integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
   release; `common.dp_audit` tests that empirically.
+
+A DiffPETs regression forest (a regression study) is audited by `audit_regression`: the same ``dp``
+parameter checks on its trees' structure, the budget split recomputed with the -SSE utility's
+sensitivity, its stated post-processing, and the target's public bounds against the schema's.
 """
 
 from __future__ import annotations
@@ -44,6 +48,11 @@ from common.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
 from common.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
 from common.diffpets import MECHANISM as DIFFPETS
 from common.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
+from common.diffpets import (
+    REGRESSION_POST_PROCESSING as DIFFPETS_REGRESSION_POST_PROCESSING,
+)
+from common.diffpets import VARIANCE_SENSITIVITY as DIFFPETS_VARIANCE_SENSITIVITY
+from common.diffpets import DiffPetsRegressor, RegressionForest
 from common.dpea import MECHANISM as DPEA
 from common.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
 from common.dpea import accounting_errors as dpea_accounting_errors
@@ -54,7 +63,7 @@ from common.laplace_rdt import POST_PROCESSING, SENSITIVITY
 from common.report import PrivacyReport
 from common.tree import Tree, counts_match
 
-__all__ = ["Check", "PathAudit", "AuditResult", "audit"]
+__all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult", "audit_regression"]
 
 
 @dataclass(frozen=True)
@@ -359,25 +368,34 @@ def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: D
     return [noise, _integer_counts_check(trees, report, POST_PROCESSING)]
 
 
-def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap."""
-    parameters = report.parameters
+def _diffpets_budget_check(parameters: Mapping[str, Any], requirement: DP, utility: str, sensitivity: int,
+                           label: str) -> Check:
+    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap.
+
+    ``utility`` and ``sensitivity`` are what the task's exponential mechanism must state (Gini and
+    `GINI_SENSITIVITY` for classes, -SSE and `VARIANCE_SENSITIVITY` for a target); ``label`` names it.
+    """
     depth = _numeric_parameter(parameters, "depth") or 0.0
     per_tree = requirement.epsilon / requirement.trees
     per_node = per_tree / (2 * (depth + 1))
-    wrong = _recomputed(parameters, {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
-                                     "leaf_noise_scale": DIFFPETS_COUNT_SENSITIVITY / per_node,
-                                     "count_sensitivity": DIFFPETS_COUNT_SENSITIVITY,
-                                     "utility_sensitivity": DIFFPETS_GINI_SENSITIVITY})
-    if parameters.get("utility") != "gini":
-        wrong.append(f"utility={parameters.get('utility')!r} (classification uses the Gini utility)")
+    wrong = _recomputed(dict(parameters), {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
+                                           "leaf_noise_scale": DIFFPETS_COUNT_SENSITIVITY / per_node,
+                                           "count_sensitivity": DIFFPETS_COUNT_SENSITIVITY,
+                                           "utility_sensitivity": sensitivity})
+    if parameters.get("utility") != utility:
+        wrong.append(f"utility={parameters.get('utility')!r} (expected the {label} utility {utility!r})")
     if parameters.get("bootstrap") is not False:
         wrong.append(f"bootstrap={parameters.get('bootstrap')!r}: resampled rows multiply every sensitivity, "
                      "so the stated epsilon would not hold")
-    budget = Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
+    return Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
         f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
-        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with Gini sensitivity "
-        f"{DIFFPETS_GINI_SENSITIVITY}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with {label} sensitivity "
+        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+
+
+def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs' budget split with the Gini utility (`_diffpets_budget_check`) and its stated post-processing."""
+    budget = _diffpets_budget_check(report.parameters, requirement, "gini", DIFFPETS_GINI_SENSITIVITY, "Gini")
     return [budget, _integer_counts_check(trees, report, DIFFPETS_POST_PROCESSING)]
 
 
@@ -469,3 +487,92 @@ def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditRe
     if meets is None:
         meets = tuple(np.ones(s.leaves.size, dtype=bool) for s in stats)
     return AuditResult(tuple(checks), attacks, trees, stats, meets)
+
+
+# ---------------------------------------------------------------- regression
+@dataclass(frozen=True)
+class RegressionAuditResult:
+    """The checks of a regression release (a DiffPETs regression forest); no per-leaf verdicts or attack counts."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, "checks": [vars(c) for c in self.checks]}
+
+
+def _diffpets_regression_checks(forest: RegressionForest, report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs regression: the budget split with the -SSE utility, the stated post-processing, the target's bounds.
+
+    The bounds must be the schema's (the study's, whose fingerprint the message carries): the
+    sensitivity 1 of each noisy target sum holds only for the target scaled by public bounds.
+    """
+    parameters = report.parameters
+    budget = _diffpets_budget_check(parameters, requirement, DiffPetsRegressor.utility_name,
+                                    DIFFPETS_VARIANCE_SENSITIVITY, "variance")
+    stated_post = parameters.get("post_processing")
+    post = Check("statistics post-processed as stated", stated_post == DIFFPETS_REGRESSION_POST_PROCESSING,
+                 f"post_processing={stated_post!r}" + ("" if stated_post == DIFFPETS_REGRESSION_POST_PROCESSING
+                                                      else f", expected {DIFFPETS_REGRESSION_POST_PROCESSING!r}"))
+    target, stated = forest.schema.target, parameters.get("target")
+    same = stated == target.to_dict()
+    bounds = Check("target bounds are the schema's public bounds", same,
+                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
+                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
+    return [budget, post, bounds]
+
+
+# mechanism name -> the re-derivable checks of its regression releases
+_DP_REGRESSION_CHECKS: dict[str, Callable[[RegressionForest, PrivacyReport, DP], list[Check]]] = {
+    DIFFPETS: _diffpets_regression_checks,
+}
+
+
+def _regression_requirement_checks(forest: RegressionForest, report: PrivacyReport, text: str) -> list[Check]:
+    """The checks of a regression release's claim ``text``: a ``dp`` requirement and its mechanism's accounting."""
+    try:
+        requirement = parse_requirement(text)
+    except RequirementError as exc:
+        return [Check("requirement", False, str(exc))]
+    if not isinstance(requirement, DP):
+        return [Check("requirement", False, f"{requirement} is not a guarantee a regression release can make; "
+                                            "it claims 'dp:epsilon=E,trees=T'")]
+    known = report.mechanism in _DP_REGRESSION_CHECKS
+    mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
+        "is a regression mechanism with an eps-DP proof" if known
+        else f"makes no dp regression releases; known: {sorted(_DP_REGRESSION_CHECKS)}"))
+    checks = [mechanism, _dp_parameter_check([tree.tree for tree in forest.trees], report, requirement)]
+    if known:
+        checks += _DP_REGRESSION_CHECKS[report.mechanism](forest, report, requirement)
+    checks.append(Check("claims", not report.claims,
+                        "a dp guarantee covers the whole release; no per-path claims" if not report.claims
+                        else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))
+    return checks
+
+
+def audit_regression(forest: RegressionForest, report: PrivacyReport | None) -> RegressionAuditResult:
+    """Audit a released regression forest against its report (None: claims nothing), as `audit` does for classes.
+
+    Every tree's inner (count, sum) already equals the sum of its children's (`RegressionTree`
+    refuses anything else when it is built or decoded). The claim must be ``dp``: the stated epsilon
+    and trees, as many trees as stated and none deeper than the stated depth (`_dp_parameter_check`
+    on the trees' structure), the mechanism's budget split and sensitivities recomputed, its
+    post-processing, and the target bounds equal to the schema's. A regression report carries no
+    attack counts (they count class statistics); one that does fails.
+
+    Returns
+    -------
+    RegressionAuditResult
+        ``passed`` is False when any claim fails; the checks say which and why.
+    """
+    if report is None or report.requirement is None:
+        checks = [Check("requirement", True, "no privacy requirement is claimed")]
+    else:
+        checks = _regression_requirement_checks(forest, report, report.requirement)
+    if report is not None and report.attacks is not None:
+        checks.append(Check("reported attack counts", False,
+                            "a regression release reports no attack counts (they count class statistics)"))
+    return RegressionAuditResult(tuple(checks))

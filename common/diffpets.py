@@ -68,9 +68,11 @@ only, so it imports neither scikit-learn nor scipy: the row checks are imported 
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -81,6 +83,7 @@ from common.schema import (
     NumericAttribute,
     Schema,
     SchemaError,
+    fingerprint_of,
 )
 from common.tree import (
     CategorySet,
@@ -95,10 +98,13 @@ from common.tree import (
 from common.tree_rebuild import release_leaf_counts
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from common.anonymity import DP
 
 __all__ = [
     "MECHANISM",
+    "REGRESSION_TASK",
     "COUNT_SENSITIVITY",
     "GINI_SENSITIVITY",
     "VARIANCE_SENSITIVITY",
@@ -119,6 +125,7 @@ __all__ = [
 ]
 
 MECHANISM = "diffpets"  # the release mechanism's registry name in reports, studies and policies
+REGRESSION_TASK = "regression"  # the ``task`` a regression schema file declares (`RegressionSchema`)
 COUNT_SENSITIVITY = 1  # L1 sensitivity of a node's class histogram, row count or target sum (y in [0, 1])
 GINI_SENSITIVITY = 2  # Delta q of the count-weighted Gini utility (paper Eq. 5)
 VARIANCE_SENSITIVITY = 2  # Delta q of -SSE on y in [0, 1], as the paper states (1 is a valid, tighter bound)
@@ -601,7 +608,11 @@ class RegressionSchema:
     """The attributes and the numeric target of a regression table, all public.
 
     ``target.low`` and ``target.high`` are the public bounds the target is scaled from (to [0, 1],
-    clipped): they must not be read from the private rows.
+    clipped): they must not be read from the private rows. A schema file declares one with
+    ``task = "regression"`` and a ``target`` table next to the usual ``attributes`` (`from_dict`);
+    it travels as a ``Schema`` message whose ``target`` field is set (`common.wire`), and it offers
+    what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
+    `encode`, `decode`, `save`, `fingerprint`), so owners read their tables the same way for either task.
     """
 
     attributes: tuple[Attribute, ...]
@@ -639,21 +650,73 @@ class RegressionSchema:
         """Values in [0, 1] back on the target's scale."""
         return self.target.low + np.asarray(value, dtype=np.float64) * (self.target.high - self.target.low)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Attribute names in column order (target excluded)."""
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def class_name(self) -> str:
+        """The target's column name: where table readers that take a class column look for the label."""
+        return self.target.name
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical `to_dict` form (with its task): equal iff attributes and target bounds are equal.
+
+        No classification schema shares it, since their dictionaries have other keys.
+        """
+        return fingerprint_of(self.to_dict())
+
+    def encode(self, frame: pd.DataFrame, *, source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Encode a table into ``(X, y)``: the attributes as `Schema.encode_attributes` does, y float64.
+
+        The target is checked like a numeric attribute: a value that is not a finite number or lies
+        outside the public bounds raises `SchemaError` naming the row and column. (The mechanism
+        would clip it; refusing it tells the owner that its data and the federation's bounds disagree.)
+        """
+        features = self.features()
+        X = features.encode_attributes(frame, source=source)
+        if self.target.name not in frame.columns:
+            raise SchemaError("target column is missing from the table", source=source, column=self.target.name)
+        return X, features._numbers(frame[self.target.name], self.target, source)
+
+    def decode(self, X: np.ndarray, y: np.ndarray | None = None) -> pd.DataFrame:
+        """Encoded rows back into a table (category names), with the target column when ``y`` is given."""
+        frame = self.features().decode(X)
+        return frame if y is None else frame.assign(**{self.target.name: np.asarray(y, dtype=np.float64)})
+
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target.to_dict(), "attributes": [a.to_dict() for a in self.attributes]}
+        """The schema-file form: ``task = "regression"``, the ``target`` and the ``attributes``."""
+        return {"task": REGRESSION_TASK, "target": self.target.to_dict(),
+                "attributes": [a.to_dict() for a in self.attributes]}
+
+    def save(self, path: str | Path) -> None:
+        """Write the schema as JSON (`to_dict`), readable by `common.task.load_schema`."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RegressionSchema:
-        """Inverse of `to_dict`; SchemaError naming the field on bad input."""
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> RegressionSchema:
+        """Inverse of `to_dict` (``task`` may be left out); SchemaError naming the field and ``source`` on bad input.
+
+        The target is a table ``{name, low, high}`` (``type``, if given, must be ``"numeric"``).
+        """
+        if data.get("task", REGRESSION_TASK) != REGRESSION_TASK:
+            raise SchemaError(f"field 'task' is {data.get('task')!r}; a regression schema states {REGRESSION_TASK!r}",
+                              source=source)
         target, attributes = data.get("target"), data.get("attributes")
-        if not isinstance(target, Mapping) or target.get("type") != "numeric":
-            raise SchemaError("field 'target' must be a numeric attribute table")
+        if not isinstance(target, Mapping) or target.get("type", "numeric") != "numeric":
+            raise SchemaError("field 'target' must be a numeric attribute table {name, low, high}", source=source)
         try:
             numeric = NumericAttribute(str(target["name"]), float(target["low"]), float(target["high"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"field 'target' needs name, low and high: {exc}") from None
-        view = Schema.from_dict({"class": numeric.name, "classes": ["leaf", "none"], "attributes": attributes})
-        return cls(view.attributes, numeric)
+            raise SchemaError(f"field 'target' needs name, low and high: {exc}", source=source) from None
+        view = Schema.from_dict({"class": numeric.name, "classes": ["leaf", "none"], "attributes": attributes},
+                                source=source)
+        try:
+            return cls(view.attributes, numeric)
+        except SchemaError as exc:
+            raise SchemaError(exc.why, source=source, column=exc.column) from None
 
 
 @dataclass(frozen=True)

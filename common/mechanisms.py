@@ -17,10 +17,22 @@ from common.dpea import MECHANISM as DPEA
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
 
-__all__ = ["DP_MECHANISM_NAMES", "WHOLE_RELEASE", "requirement_form"]
+__all__ = ["DP_MECHANISM_NAMES", "REGRESSION_MECHANISMS", "WHOLE_RELEASE", "regression_refusal",
+           "requirement_form"]
 
 DP_MECHANISM_NAMES: tuple[str, ...] = (LAPLACE_RDT, DIFFPETS, DPEA)
 WHOLE_RELEASE: dict[str, type] = {KANON_RDT: DPS, **{name: DP for name in DP_MECHANISM_NAMES}}
+# The mechanisms that can release a model of a regression table (a numeric target): DiffPETs alone
+# releases noisy target sums; every other mechanism releases class statistics.
+REGRESSION_MECHANISMS: tuple[str, ...] = (DIFFPETS,)
+
+
+def regression_refusal(mechanism: str, target: str) -> str | None:
+    """Why ``mechanism`` cannot release a model of a regression table (numeric ``target``); None when it can."""
+    if mechanism in REGRESSION_MECHANISMS:
+        return None
+    return (f"mechanism {mechanism!r} cannot release a model for task 'regression' (numeric target {target!r}); "
+            f"only {' or '.join(repr(m) for m in REGRESSION_MECHANISMS)} can")
 
 
 def requirement_form(mechanism: str) -> str:

@@ -4,7 +4,8 @@ Sharkey et al. (2008, §4) judge a global model learned on regenerated pseudo-da
 numbers: its accuracy on held-out raw tuples, how often it classifies a test tuple exactly as the
 "ideal" model learned on the raw data does (class match), and how many of its decision-tree paths
 are identical to the ideal tree's paths (path match). All three live here so every study reports
-them the same way.
+them the same way. A regression study's models predict a numeric target instead and are judged by
+their root mean squared error and mean absolute error (`rmse`, `mae`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sklearn.metrics import accuracy_score
 
 from common.tree import Tree
 
-__all__ = ["accuracy", "class_match", "path_match"]
+__all__ = ["accuracy", "class_match", "path_match", "rmse", "mae"]
 
 
 def _as_labels(values: np.ndarray, name: str) -> np.ndarray:
@@ -124,3 +125,33 @@ def path_match(tree_a: Tree, tree_b: Tree) -> float:
     if not union:
         return 1.0
     return len(keys_a & keys_b) / len(union)
+
+
+def _paired_values(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two equally long, non-empty 1-D float vectors of target values (regression); ValueError naming the fault."""
+    truth, predicted = _paired_labels(y_true, y_pred, "y_true", "y_pred")
+    return truth.astype(np.float64), predicted.astype(np.float64)
+
+
+def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Root mean squared error of predicted target values (regression), on the target's own scale.
+
+    Raises
+    ------
+    ValueError
+        If either argument is not a non-empty 1-D vector or their lengths differ.
+    """
+    truth, predicted = _paired_values(y_true, y_pred)
+    return float(np.sqrt(np.mean(np.square(predicted - truth))))
+
+
+def mae(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Mean absolute error of predicted target values (regression), on the target's own scale.
+
+    Raises
+    ------
+    ValueError
+        If either argument is not a non-empty 1-D vector or their lengths differ.
+    """
+    truth, predicted = _paired_values(y_true, y_pred)
+    return float(np.mean(np.abs(predicted - truth)))

@@ -67,8 +67,14 @@ def read_model_file(path: str | Path, *, max_trees: int = MAX_TREES) -> ModelFil
 
 
 def read_model(path: str | Path) -> tuple[tuple[Tree, ...], PrivacyReport | None]:
-    """A model file's trees (one, or an ensemble) and its report (None when the file carries none)."""
+    """A model file's trees (one, or an ensemble) and its report (None when the file carries none).
+
+    A regression forest (`read_model_file` decodes it) is refused with `TreeError`: it has no class trees.
+    """
     model = read_model_file(path).model
+    if model.forest is not None:
+        raise TreeError(f"{path}: a regression forest (numeric target {model.schema.class_name!r}); "
+                        "this needs a classification model file")
     return model.trees, model.report
 
 

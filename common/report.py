@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common.attacks import AttackCounts, AttackReport
+from common.diffpets import RegressionForest
 from common.tree import Tree
 
-__all__ = ["PathClaim", "PrivacyReport", "Release"]
+__all__ = ["PathClaim", "PrivacyReport", "Release", "RegressionRelease"]
 
 
 @dataclass(frozen=True)
@@ -128,3 +129,15 @@ class Release:
         if len(self.trees) != 1:
             raise ValueError(f"this release is an ensemble of {len(self.trees)} trees; use .trees")
         return self.trees[0]
+
+
+@dataclass(frozen=True)
+class RegressionRelease:
+    """A released DiffPETs regression forest and its privacy report.
+
+    It travels as a ``ModelMessage`` whose ``regression_trees`` hold the forest (`common.wire`); the
+    report makes no per-path claims and no attack counts (those are about class statistics).
+    """
+
+    forest: RegressionForest
+    report: PrivacyReport

@@ -9,6 +9,10 @@ Encoded form: a table becomes a float64 matrix ``X`` of shape (rows, attributes)
 categorical column holds the category's index in the schema's ordered category list and a
 numeric column holds its value, plus an int64 vector ``y`` of class indices. Trees, PGEN and the
 global models all work on this form, which keeps the hot paths in numpy.
+
+A schema file may state ``task = "classification"`` (the default, and the only task `Schema`
+reads); a regression schema (``task = "regression"``, a numeric target with public bounds) is a
+`common.diffpets.RegressionSchema`, and `common.task.load_schema` reads either kind.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ __all__ = [
     "NumericAttribute",
     "Attribute",
     "Schema",
+    "CLASSIFICATION_TASK",
+    "fingerprint_of",
+    "read_schema_file",
 ]
 
 
@@ -128,6 +135,38 @@ class NumericAttribute:
 
 Attribute = Union[CategoricalAttribute, NumericAttribute]
 
+CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
+
+
+def fingerprint_of(data: Mapping[str, Any]) -> str:
+    """SHA-256 of a schema's dictionary form as canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def read_schema_file(path: str | Path) -> Mapping[str, Any]:
+    """The top-level table of a ``.toml`` or ``.json`` (any other suffix) schema file.
+
+    Raises
+    ------
+    SchemaError
+        The file cannot be read, is not UTF-8, does not parse, or holds no table at top level.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SchemaError(f"cannot read schema file: {exc.strerror}", source=str(path)) from None
+    except UnicodeDecodeError:
+        raise SchemaError("schema file is not UTF-8 text", source=str(path)) from None
+    try:
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise SchemaError(f"not valid {path.suffix.lstrip('.').upper() or 'JSON'}: {exc}", source=str(path)) from None
+    if not isinstance(data, Mapping):
+        raise SchemaError("the schema file must hold a table at top level", source=str(path))
+    return data
+
 MISSING_TOKENS = ("?", "")
 
 
@@ -212,8 +251,7 @@ class Schema:
     @property
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON form: equal iff names, order, domains and classes are equal."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return fingerprint_of(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "Schema":
@@ -224,6 +262,11 @@ class Schema:
                 raise SchemaError(f"missing field {key!r} in {where}", source=source)
             return mapping[key]
 
+        task = data.get("task", CLASSIFICATION_TASK)
+        if task != CLASSIFICATION_TASK:
+            known = f"{CLASSIFICATION_TASK!r} or 'regression'"
+            raise SchemaError(f"the schema declares task = {task!r}; a classification schema is needed here"
+                              if task == "regression" else f"field 'task' is {task!r}; expected {known}", source=source)
         class_name = need(data, "class", "the schema")
         classes = need(data, "classes", "the schema")
         raw_attrs = need(data, "attributes", "the schema")
@@ -266,23 +309,7 @@ class Schema:
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
         """Read a schema from a ``.json`` or ``.toml`` file."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SchemaError(f"cannot read schema file: {exc.strerror}", source=str(path)) from None
-        except UnicodeDecodeError:
-            raise SchemaError("schema file is not UTF-8 text", source=str(path)) from None
-        try:
-            if path.suffix.lower() == ".toml":
-                data = tomllib.loads(text)
-            else:
-                data = json.loads(text)
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-            raise SchemaError(f"not valid {path.suffix.lstrip('.').upper() or 'JSON'}: {exc}", source=str(path)) from None
-        if not isinstance(data, Mapping):
-            raise SchemaError("the schema file must hold a table at top level", source=str(path))
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_schema_file(path), source=str(path))
 
     def save(self, path: str | Path) -> None:
         """Write the schema as JSON."""

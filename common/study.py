@@ -17,7 +17,8 @@ owners and checked against each owner's local policy, so there is one parser for
 
     [schema]
     dataset = "nursery"              # a bundled dataset's schema, or
-    # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml
+    # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml; one that
+                                     # says task = "regression" (`common.task`) makes a regression study
 
     [release]
     mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "laplace-rdt", "none"
@@ -34,8 +35,13 @@ A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, a ``dp`` r
 the noise-based mechanisms (`common.mechanisms`), and either asks for at most
 `common.wire.MAX_TREES` trees (what a miner decodes).
 
+A regression study (its schema has a numeric ``target`` with public bounds) releases with a
+mechanism of `common.mechanisms.REGRESSION_MECHANISMS` only (``diffpets`` and a ``dp:``
+requirement): owners release DiffPETs regression forests, and the miner learns regression global
+models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
+
     [mining]
-    global_models = ["decision-tree", "naive-bayes"]
+    global_models = ["decision-tree", "naive-bayes"]  # regression: ["regression-tree", "random-forest"]
     pgen_scale = 10
     class_assignment = "exact"       # or "sample"
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
@@ -50,7 +56,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from common.anonymity import DP, DPS, Requirement, RequirementError, parse_requirement
-from common.mechanisms import WHOLE_RELEASE, requirement_form
+from common.diffpets import RegressionSchema
+from common.mechanisms import WHOLE_RELEASE, regression_refusal, requirement_form
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema, SchemaError
 from common.toml_file import read_toml
@@ -118,15 +125,16 @@ def _get(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
     return value
 
 
-def _schema(section: Mapping[str, Any], base: Path, where: str) -> Schema:
+def _schema(section: Mapping[str, Any], base: Path, where: str) -> Schema | RegressionSchema:
     from common.datasets import bundled_schema
+    from common.task import load_schema
 
     if ("dataset" in section) == ("file" in section):
         raise StudyError(f"{where}: [schema] needs exactly one of dataset = NAME or file = PATH")
     try:
         if "dataset" in section:
             return bundled_schema(str(section["dataset"]))
-        return Schema.load(base / str(section["file"]))
+        return load_schema(base / str(section["file"]))
     except (SchemaError, KeyError, ValueError) as exc:
         raise StudyError(f"{where}: [schema]: {exc}") from None
 
@@ -178,7 +186,8 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
     max_depth = _get(training, "max_depth", int, where)
     if max_depth is not None:
         spec.max_depth = max_depth
-    spec.global_models.extend(_get(mining, "global_models", list, where, ["decision-tree"]))
+    default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
+    spec.global_models.extend(_get(mining, "global_models", list, where, default_models))
     spec.owners.extend(_get(study, "owners", list, where, []))
     spec.deadline.FromDatetime(_deadline(study, where, now))
     check_spec(spec, where=where)
@@ -193,8 +202,8 @@ def load_study_file(path: str | Path) -> StudyFile:
     return spec_from_mapping(data, base=path.parent, where=str(path))
 
 
-def spec_schema(spec: fpb.StudySpec) -> Schema:
-    """The study's schema, checked against the fingerprint the spec states."""
+def spec_schema(spec: fpb.StudySpec) -> Schema | RegressionSchema:
+    """The study's schema (a `RegressionSchema` for a regression study), checked against the spec's fingerprint."""
     try:
         schema = schema_from_pb(spec.schema, where="study schema")
     except WireError as exc:
@@ -204,11 +213,11 @@ def spec_schema(spec: fpb.StudySpec) -> Schema:
     return schema
 
 
-def spec_requirement(spec: fpb.StudySpec, schema: Schema | None = None) -> Requirement | None:
+def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | None = None) -> Requirement | None:
     """The study's parsed requirement (None when it asks for none)."""
     if not spec.HasField("requirement"):
         return None
-    n_classes = None if schema is None else schema.n_classes
+    n_classes = schema.n_classes if isinstance(schema, Schema) else None
     try:
         return parse_requirement(spec.requirement, n_classes=n_classes)
     except RequirementError as exc:
@@ -225,6 +234,8 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         disclosure_from_pb(spec.disclosure, where="disclosure")
     except (StudyError, WireError) as exc:
         raise StudyError(f"{where}: {exc}") from None
+    if isinstance(schema, RegressionSchema) and (why := regression_refusal(spec.mechanism, schema.target.name)):
+        raise StudyError(f"{where}: {why}")
     _check_whole_release(spec, requirement, where)
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
@@ -269,7 +280,8 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "id": spec.study_id,
         "title": spec.title,
         "schema_fingerprint": spec.schema_fingerprint,
-        "class": spec.schema.class_name,
+        "task": "regression" if spec.schema.HasField("target") else "classification",
+        "class": spec.schema.target.name if spec.schema.HasField("target") else spec.schema.class_name,
         "mechanism": spec.mechanism,
         "requirement": spec.requirement if spec.HasField("requirement") else None,
         "disclosure": disclosure_from_pb(spec.disclosure, where="disclosure"),

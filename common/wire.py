@@ -13,15 +13,21 @@ import math
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from common.attacks import AttackCounts, AttackReport
+from common.diffpets import (
+    RegressionForest,
+    RegressionNode,
+    RegressionSchema,
+    RegressionTree,
+)
 from common.pb import federation_pb2 as fpb
 from common.pb import model_pb2 as mpb
-from common.report import PathClaim, PrivacyReport, Release
+from common.report import PathClaim, PrivacyReport, RegressionRelease, Release
 from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
 
@@ -32,6 +38,8 @@ __all__ = [
     "schema_from_pb",
     "tree_to_pb",
     "tree_from_pb",
+    "regression_tree_to_pb",
+    "regression_tree_from_pb",
     "report_to_pb",
     "report_from_pb",
     "disclosure_to_pb",
@@ -70,8 +78,14 @@ def disclosure_from_pb(value: int, *, where: str) -> Disclosure:
 
 
 # ------------------------------------------------------------------ schema
-def schema_to_pb(schema: Schema) -> mpb.Schema:
-    msg = mpb.Schema(class_name=schema.class_name, classes=list(schema.classes))
+def schema_to_pb(schema: Schema | RegressionSchema) -> mpb.Schema:
+    """A classification schema as class_name and classes, a regression schema as its ``target`` (no classes)."""
+    if isinstance(schema, RegressionSchema):
+        msg = mpb.Schema()
+        msg.target.name, msg.target.numeric.low, msg.target.numeric.high = (
+            schema.target.name, schema.target.low, schema.target.high)
+    else:
+        msg = mpb.Schema(class_name=schema.class_name, classes=list(schema.classes))
     for attr in schema.attributes:
         entry = msg.attributes.add(name=attr.name)
         if isinstance(attr, CategoricalAttribute):
@@ -81,7 +95,8 @@ def schema_to_pb(schema: Schema) -> mpb.Schema:
     return msg
 
 
-def schema_from_pb(msg: mpb.Schema, *, where: str = "schema") -> Schema:
+def schema_from_pb(msg: mpb.Schema, *, where: str = "schema") -> Schema | RegressionSchema:
+    """Decode a schema: a `RegressionSchema` when ``target`` is set, else a classification `Schema`."""
     attributes: list[CategoricalAttribute | NumericAttribute] = []
     try:
         for i, raw in enumerate(msg.attributes):
@@ -92,12 +107,37 @@ def schema_from_pb(msg: mpb.Schema, *, where: str = "schema") -> Schema:
                 attributes.append(NumericAttribute(raw.name, raw.numeric.low, raw.numeric.high))
             else:
                 raise WireError(f"{where}: attribute {i} ({raw.name!r}) has no domain")
+        if msg.HasField("target"):
+            return _regression_schema(msg, tuple(attributes), where)
         return Schema(tuple(attributes), msg.class_name, tuple(msg.classes))
     except SchemaError as exc:
         raise WireError(f"{where}: {exc}") from None
 
 
+def _regression_schema(msg: mpb.Schema, attributes: tuple[CategoricalAttribute | NumericAttribute, ...],
+                       where: str) -> RegressionSchema:
+    """The regression schema of a message with a ``target``: numeric, and no class_name or classes beside it."""
+    target = msg.target
+    if msg.class_name or len(msg.classes):
+        raise WireError(f"{where}: a regression schema (target {target.name!r}) carries no class_name or classes")
+    if target.WhichOneof("domain") != "numeric":
+        raise WireError(f"{where}: target {target.name!r} needs a numeric domain (its public bounds low, high)")
+    return RegressionSchema(attributes, NumericAttribute(target.name, target.numeric.low, target.numeric.high))
+
+
 # -------------------------------------------------------------------- tree
+def _edges_to_pb(target: Any, edges: Sequence[Edge]) -> None:
+    """Append ``edges`` to a node message's repeated ``edges`` field (classification or regression node)."""
+    for edge in edges:
+        e = target.add(child=int(edge.child))
+        c = edge.constraint
+        if isinstance(c, CategorySet):
+            e.constraint.categories.codes.extend(sorted(int(k) for k in c.codes))
+        else:
+            iv = e.constraint.interval
+            iv.low, iv.high, iv.low_closed, iv.high_closed = c.low, c.high, c.low_closed, c.high_closed
+
+
 def tree_to_pb(tree: Tree) -> mpb.Tree:
     msg = mpb.Tree(disclosure=disclosure_to_pb(tree.disclosure))
     for node in tree.nodes:
@@ -106,14 +146,7 @@ def tree_to_pb(tree: Tree) -> mpb.Tree:
             entry.counts.extend(float(c) for c in node.counts)
         if node.attribute is not None:
             entry.attribute = int(node.attribute)
-        for edge in node.edges:
-            e = entry.edges.add(child=int(edge.child))
-            c = edge.constraint
-            if isinstance(c, CategorySet):
-                e.constraint.categories.codes.extend(sorted(int(k) for k in c.codes))
-            else:
-                iv = e.constraint.interval
-                iv.low, iv.high, iv.low_closed, iv.high_closed = c.low, c.high, c.low_closed, c.high_closed
+        _edges_to_pb(entry.edges, node.edges)
     return msg
 
 
@@ -151,11 +184,52 @@ def tree_from_pb(msg: mpb.Tree, schema: Schema, *, where: str = "tree") -> Tree:
         raise WireError(f"{where}: {exc}") from None
 
 
+# --------------------------------------------------------- regression tree
+def regression_tree_to_pb(tree: RegressionTree) -> mpb.RegressionTree:
+    """Every node's released (N', S') and split; the leaf value is left for the reader to derive."""
+    msg = mpb.RegressionTree()
+    for node in tree.nodes:
+        entry = msg.nodes.add(count=float(node.count), total=float(node.total))
+        if node.attribute is not None:
+            entry.attribute = int(node.attribute)
+        _edges_to_pb(entry.edges, node.edges)
+    return msg
+
+
+def regression_tree_from_pb(msg: mpb.RegressionTree, schema: RegressionSchema, *,
+                            where: str = "regression tree") -> RegressionTree:
+    """Decode and validate a regression tree over ``schema``; any fault raises `WireError` naming node and field.
+
+    Each node's ``count`` and ``total`` must be finite; the structure obeys every rule of `Tree`
+    and each inner node's (count, total) must be the sum of its children's (`RegressionTree`).
+    """
+    nodes: list[RegressionNode] = []
+    for i, raw in enumerate(msg.nodes):
+        for name in ("count", "total"):
+            value = getattr(raw, name)
+            if not math.isfinite(value):
+                raise WireError(f"{where}: node {i}: field {name!r} is {value}; a released statistic must be finite")
+        attribute = raw.attribute if raw.HasField("attribute") else None
+        edges = tuple(_edge_from_pb(e, f"{where}: node {i}, edge {j}") for j, e in enumerate(raw.edges))
+        nodes.append(RegressionNode(float(raw.count), float(raw.total), attribute, edges))
+    try:
+        return RegressionTree(schema, nodes)
+    except TreeError as exc:
+        raise WireError(f"{where}: {exc}") from None
+
+
 # ------------------------------------------------------------------ report
 def _struct_value(value: Any) -> Any:
-    """Struct numbers come back as floats; integral ones become ints again (parameters like ``s``)."""
+    """Struct numbers come back as floats; integral ones become ints again (parameters like ``s``).
+
+    Nested tables (a regression release's ``target``) and lists come back as dicts and lists, converted alike.
+    """
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, struct_pb2.Struct):
+        return {key: _struct_value(item) for key, item in value.items()}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_struct_value(item) for item in value]
     return value
 
 
@@ -212,15 +286,22 @@ def now_timestamp() -> timestamp_pb2.Timestamp:
 
 
 def model_message(
-    release: Release | Tree,
+    release: Release | RegressionRelease | Tree,
     *,
     study_id: str = "",
     owner_id: str = "",
     nonce: bytes | None = None,
 ) -> fpb.ModelMessage:
-    """A ModelMessage for a release's trees and report, or for one bare tree without a report."""
-    trees = release.trees if isinstance(release, Release) else (release,)
-    schema = trees[0].schema
+    """A ModelMessage for a release's trees and report, or for one bare tree without a report.
+
+    A `RegressionRelease` travels as ``regression_trees`` over its regression schema, never as ``trees``.
+    """
+    if isinstance(release, RegressionRelease):
+        schema: Schema | RegressionSchema = release.forest.schema
+        trees: tuple[Tree, ...] = ()
+    else:
+        trees = release.trees if isinstance(release, Release) else (release,)
+        schema = trees[0].schema
     msg = fpb.ModelMessage(
         study_id=study_id,
         owner_id=owner_id,
@@ -230,27 +311,52 @@ def model_message(
     )
     msg.timestamp.CopyFrom(now_timestamp())
     msg.trees.extend(tree_to_pb(tree) for tree in trees)
-    if isinstance(release, Release):
+    if isinstance(release, RegressionRelease):
+        msg.regression_trees.extend(regression_tree_to_pb(tree) for tree in release.forest.trees)
+    if isinstance(release, (Release, RegressionRelease)):
         msg.report.CopyFrom(report_to_pb(release.report))
     return msg
 
 
 @dataclass(frozen=True)
 class DecodedModel:
-    """A decoded ModelMessage: its schema, its trees, and its report (None when it carries none)."""
+    """A decoded ModelMessage: its schema, its trees, and its report (None when it carries none).
 
-    schema: Schema
+    A regression model (its schema a `RegressionSchema`) has no classification ``trees``; its
+    regression trees are ``forest``, which is None for a classification model.
+    """
+
+    schema: Schema | RegressionSchema
     trees: tuple[Tree, ...]
     report: PrivacyReport | None
+    forest: RegressionForest | None = None
 
 
 def decode_model(msg: fpb.ModelMessage, *, max_trees: int = MAX_TREES) -> DecodedModel:
-    """Decode and validate a ModelMessage of 1 to ``max_trees`` trees; its fingerprint must match its own schema."""
+    """Decode and validate a ModelMessage of 1 to ``max_trees`` trees; its fingerprint must match its own schema.
+
+    The schema decides the kind: a classification schema takes ``trees``, a regression schema
+    ``regression_trees``; a message with the other field filled is refused.
+    """
     schema = schema_from_pb(msg.schema)
     if msg.schema_fingerprint and msg.schema_fingerprint != schema.fingerprint:
         raise WireError("schema_fingerprint does not match the schema the message carries")
-    if not 1 <= len(msg.trees) <= max_trees:
-        raise WireError(f"trees: a model carries 1 to {max_trees} trees, this one {len(msg.trees)}")
-    trees = tuple(tree_from_pb(t, schema, where=f"tree {i}") for i, t in enumerate(msg.trees))
+    regression = isinstance(schema, RegressionSchema)
+    if regression and len(msg.trees):
+        raise WireError(f"trees: the schema is a regression schema (target {schema.class_name!r}); "
+                        "its trees travel as regression_trees")
+    if not regression and len(msg.regression_trees):
+        raise WireError("regression_trees: the schema is a classification schema (no target); "
+                        "regression trees need a regression schema")
+    field, raw = ("regression_trees", msg.regression_trees) if regression else ("trees", msg.trees)
+    if not 1 <= len(raw) <= max_trees:
+        raise WireError(f"{field}: a model carries 1 to {max_trees} trees, this one {len(raw)}")
+    forest: RegressionForest | None = None
+    trees: tuple[Tree, ...] = ()
+    if isinstance(schema, RegressionSchema):
+        forest = RegressionForest(schema, tuple(regression_tree_from_pb(t, schema, where=f"regression tree {i}")
+                                                for i, t in enumerate(raw)))
+    else:
+        trees = tuple(tree_from_pb(t, schema, where=f"tree {i}") for i, t in enumerate(raw))
     report = report_from_pb(msg.report) if msg.HasField("report") else None
-    return DecodedModel(schema, trees, report)
+    return DecodedModel(schema, trees, report, forest)

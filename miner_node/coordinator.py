@@ -16,10 +16,12 @@ import threading
 import time
 from typing import Callable
 
+from common.diffpets import RegressionSchema
 from common.pb import federation_pb2 as fpb
 from common.study import spec_schema
 from common.wire import decode_model
 from miner_node.mining import AcceptedModel, load_evaluation, mine
+from miner_node.mining_regression import load_regression_evaluation, mine_regression
 from miner_node.store import Store, StoreError
 
 __all__ = ["Coordinator"]
@@ -140,8 +142,12 @@ class Coordinator:
             message = fpb.ModelMessage.FromString(fpb.SignedEnvelope.FromString(sub.envelope).payload)
             accepted.append(AcceptedModel(sub.owner_id, decode_model(message)))
         table = self.store.evaluation(study_id)
-        evaluation = load_evaluation(table, schema) if table else None
-        results = mine(spec, schema, accepted, evaluation)
+        if isinstance(schema, RegressionSchema):  # a regression study: DiffPETs forests, regressors, RMSE/MAE
+            evaluation = load_regression_evaluation(table, schema) if table else None
+            results = mine_regression(spec, schema, accepted, evaluation)
+        else:
+            evaluation = load_evaluation(table, schema) if table else None
+            results = mine(spec, schema, accepted, evaluation)
         self.store.finish(study_id, results.SerializeToString())
         log.info("study %s: done; %d models from %d owners in %.2f s", study_id, len(results.models),
                  len(accepted), results.mining_seconds)

@@ -9,6 +9,11 @@ Every model works on the encoded form of `common.schema`: ``fit(X, y)`` with ``X
 (rows, attributes), categorical columns holding category indices, and ``y`` int64 class indices
 into ``schema.classes``; ``predict(X)`` returns such class indices. A model only ever predicts
 classes it saw in training.
+
+A regression study (a numeric target, `common.diffpets.RegressionSchema`) learns from the PGEN
+table of DiffPETs regression forests with the models of `REGRESSION_MODELS` instead
+(``"regression-tree"``, ``"random-forest"``): ``y`` is the float64 target and ``predict`` returns
+target values (`make_regression_model`).
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
+from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.validation import check_is_fitted
 
 from common.learners import CartTreeClassifier
 from common.learners._data import check_x, check_xy
 from common.schema import CategoricalAttribute, Schema
+from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 
 __all__ = [
@@ -37,6 +44,11 @@ __all__ = [
     "MixedNaiveBayes",
     "fit_global_models",
     "make_global_model",
+    "DEFAULT_REGRESSION_TREE_PARAMS",
+    "DEFAULT_REGRESSION_FOREST_PARAMS",
+    "REGRESSION_MODELS",
+    "RegressionModelSpec",
+    "make_regression_model",
 ]
 
 #: Hyperparameters of the ``decision-tree`` global model beyond `CartTreeClassifier`'s defaults
@@ -278,3 +290,84 @@ def fit_global_models(
         model.fit(X, y)
         fitted[spec.name] = model
     return fitted
+
+
+# ---------------------------------------------------------------- regression
+# The regression models learn from PGEN of DiffPETs regression forests: every row of one released
+# leaf carries that leaf's mean and lies uniformly in its region, and the leaves of the T trees (and
+# of the owners) overlap. Below the scale of a released leaf a split can only separate the rows of
+# one tree from those of another by where PGEN happened to draw them, which is noise; a fully grown
+# tree fits it (on White Wine it then does worse than predicting the mean). Every leaf therefore
+# holds at least `miner_node.dp_pgen.PGEN_LEAF_SHARE` of the rows, the floor of a dp study's global
+# decision tree, so that it pools rows of several trees and predicts the average of their means,
+# as the forest itself does (on White Wine, shares from 0.5 % to 5 % did about equally well).
+
+#: Hyperparameters of the ``regression-tree`` global model (scikit-learn's CART regressor).
+DEFAULT_REGRESSION_TREE_PARAMS: dict[str, Any] = {"min_samples_leaf": PGEN_LEAF_SHARE}
+
+#: Hyperparameters of the regression ``random-forest`` (single-threaded, as `DEFAULT_FOREST_PARAMS`).
+DEFAULT_REGRESSION_FOREST_PARAMS: dict[str, Any] = {**DEFAULT_FOREST_PARAMS, "min_samples_leaf": PGEN_LEAF_SHARE}
+
+
+@dataclass(frozen=True)
+class RegressionModelSpec:
+    """A named regression global learner.
+
+    Attributes
+    ----------
+    name:
+        The name regression studies use to ask for it.
+    description:
+        One line saying what the model is.
+    build:
+        ``build(random_state, params)`` returns a fresh, unfitted regressor, with ``params``
+        overriding the model's default hyperparameters.
+    """
+
+    name: str
+    description: str
+    build: Callable[[int | None, Mapping[str, Any]], GlobalModel]
+
+
+REGRESSION_MODELS: dict[str, RegressionModelSpec] = {
+    spec.name: spec
+    for spec in (
+        RegressionModelSpec(
+            "regression-tree",
+            "CART regressor (scikit-learn), categoricals as ordinal codes, leaves of >= PGEN_LEAF_SHARE of the rows",
+            lambda random_state, params: DecisionTreeRegressor(
+                **{**DEFAULT_REGRESSION_TREE_PARAMS, **params}, random_state=random_state),
+        ),
+        RegressionModelSpec(
+            "random-forest",
+            "scikit-learn random forest regressor of 100 trees, leaves of >= PGEN_LEAF_SHARE of the rows",
+            lambda random_state, params: RandomForestRegressor(
+                **{**DEFAULT_REGRESSION_FOREST_PARAMS, **params}, random_state=random_state),
+        ),
+    )
+}
+
+
+def make_regression_model(name: str, *, random_state: int | None, **params: Any) -> GlobalModel:
+    """A fresh, unfitted regression global model of kind ``name``.
+
+    Parameters
+    ----------
+    name:
+        A key of `REGRESSION_MODELS`.
+    random_state:
+        Seed of the model's randomness, for reproducible studies.
+    **params:
+        Hyperparameters overriding the model's defaults, e.g. ``min_samples_leaf=5``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a regression model; the message lists the known ones.
+    """
+    try:
+        spec = REGRESSION_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown regression global model {name!r}; known models: "
+                         f"{', '.join(REGRESSION_MODELS)}") from None
+    return spec.build(random_state, params)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
+from common.diffpets import RegressionSchema
 from common.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.pb import federation_pb2 as fpb
 from common.pb import federation_pb2_grpc as fgrpc
@@ -39,8 +40,9 @@ from common.study import StudyError, check_spec, spec_schema
 from common.wire import NONCE_BYTES
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
-from miner_node.global_models import GLOBAL_MODELS
+from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS
 from miner_node.mining import load_evaluation
+from miner_node.mining_regression import load_regression_evaluation
 from miner_node.store import Store, StoreError, Submission
 from miner_node.verify import ModelVerifier, Rejection
 
@@ -384,8 +386,12 @@ class MinerService(fgrpc.MinerServicer):
         self.complete_spec(spec)
         evaluation = bytes(request.evaluation_csv) or None
         if evaluation is not None:
+            schema = spec_schema(spec)
             try:
-                load_evaluation(evaluation, spec_schema(spec))
+                if isinstance(schema, RegressionSchema):
+                    load_regression_evaluation(evaluation, schema)
+                else:
+                    load_evaluation(evaluation, schema)
             except SchemaError as exc:
                 raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
         if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
@@ -404,10 +410,13 @@ class MinerService(fgrpc.MinerServicer):
         if spec.mechanism not in self.mechanisms:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"unknown mechanism {spec.mechanism!r}; available: {', '.join(sorted(self.mechanisms))}")
-        unknown = [m for m in spec.global_models if m not in GLOBAL_MODELS]
+        regression = isinstance(spec_schema(spec), RegressionSchema)
+        models = REGRESSION_MODELS if regression else GLOBAL_MODELS
+        unknown = [m for m in spec.global_models if m not in models]
         if unknown:
+            task = " to a regression study" if regression else ""
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
+                            f"unknown global models {unknown}; available{task}: {', '.join(models)}")
         roster = self.roster.current()
         if not spec.owners:
             spec.owners.extend(roster.owners())

@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 import grpc
 
 from common.anonymity import RequirementError, parse_requirement, weaker_than
-from common.audit import audit
+from common.audit import audit, audit_regression
 from common.pb import federation_pb2 as fpb
 from common.study import spec_requirement
 from common.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
@@ -42,18 +42,21 @@ class Rejection(Exception):
 def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
-    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.wire.MAX_TREES`;
-    ``max_nodes`` bounds the nodes of all its trees together. Counts are taken on the raw message,
-    before the decode that costs time per node. Every tree is audited (`common.audit.audit`),
-    and the report's requirement must be at least as strong as the study's (`weaker_than`).
+    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.wire.MAX_TREES`
+    (a regression study: a DiffPETs regression forest, as ``regression_trees``); ``max_nodes``
+    bounds the nodes of all its trees together. Counts are taken on the raw message, before the
+    decode that costs time per node. Every tree is audited (`common.audit.audit`, or
+    `common.audit.audit_regression` for a regression forest), and the report's requirement must be
+    at least as strong as the study's (`weaker_than`).
     """
-    if len(message.trees) > MAX_TREES:
+    raw_trees = [*message.trees, *message.regression_trees]
+    if len(raw_trees) > MAX_TREES:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the model has {len(message.trees)} trees; this miner accepts at most {MAX_TREES}")
-    nodes = sum(len(t.nodes) for t in message.trees)
+                        f"the model has {len(raw_trees)} trees; this miner accepts at most {MAX_TREES}")
+    nodes = sum(len(t.nodes) for t in raw_trees)
     if nodes > max_nodes:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the model has {nodes} nodes in {len(message.trees)} trees; this miner accepts at most {max_nodes}")
+                        f"the model has {nodes} nodes in {len(raw_trees)} trees; this miner accepts at most {max_nodes}")
     try:
         model = decode_model(message, max_trees=MAX_TREES)
     except WireError as exc:
@@ -70,7 +73,7 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
             which = "the tree" if len(trees) == 1 else f"tree {i}"
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
     try:
-        result = audit(trees, report)
+        result = audit(trees, report) if model.forest is None else audit_regression(model.forest, report)
     except (ArithmeticError, ValueError) as exc:  # numbers of a hostile report the auditor cannot compute with
         log.warning("the re-audit could not check a model: %r", exc)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,

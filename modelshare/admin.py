@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import grpc
 
 from common.dial import dial_miner
+from common.diffpets import RegressionSchema
 from common.kit import TlsFiles
 from common.model_io import write_message
 from common.pb import federation_pb2 as fpb
@@ -107,7 +108,8 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         ],
         "models": [
             {"model": m.name, "train_rows": m.train_rows, "accuracy": m.accuracy if m.HasField("accuracy") else None,
-             "tree_leaves": sum(1 for n in m.tree.nodes if not n.edges) if m.HasField("tree") else None}
+             "tree_leaves": sum(1 for n in m.tree.nodes if not n.edges) if m.HasField("tree") else None,
+             **({"rmse": m.rmse, "mae": m.mae} if m.HasField("rmse") else {})}  # a scored regression model
             for m in results.models
         ],
     }
@@ -124,12 +126,14 @@ def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path)
             path = out / f"global-{m.name}.json"
             write_message(model_message(tree_from_pb(m.tree, schema, where=f"global {m.name}")), path)
             written.append(path)
-    scored = [m for m in results.models if len(m.predictions)]
+    scored = [m for m in results.models if len(m.predictions) or len(m.values)]
     if scored:
         path = out / "predictions.csv"
         lines = [",".join(m.name for m in scored)]
-        rows = zip(*(m.predictions for m in scored))
-        lines += [",".join(schema.classes[p] for p in row) for row in rows]
+        if isinstance(schema, RegressionSchema):  # predicted target values
+            lines += [",".join(repr(v) for v in row) for row in zip(*(m.values for m in scored))]
+        else:
+            lines += [",".join(schema.classes[p] for p in row) for row in zip(*(m.predictions for m in scored))]
         path.write_text("\n".join(lines) + "\n")
         written.append(path)
     return written

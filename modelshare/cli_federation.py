@@ -143,9 +143,16 @@ def cmd_study_results(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results_dict(results), indent=2))
         return 0
-    table = Table("global model", "train rows", "accuracy")
-    for m in results_dict(results)["models"]:
-        table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
+    models = results_dict(results)["models"]
+    if any("rmse" in m for m in models):  # a regression study: errors on the target's scale
+        table = Table("global model", "train rows", "RMSE", "MAE")
+        for m in models:
+            table.add_row(m["model"], str(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
+                          f"{m['mae']:.4f}" if "mae" in m else "")
+    else:
+        table = Table("global model", "train rows", "accuracy")
+        for m in models:
+            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
     out.print(table)
     err.print("wrote " + ", ".join(str(p) for p in written))
     return 0

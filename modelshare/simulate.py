@@ -8,6 +8,12 @@ global models with BASIS models trained here on the pooled raw training rows (wh
 simulation can see). Every wait has a deadline; a process that dies or stalls is named with the
 tail of its log. Processes are always stopped, also on Ctrl-C, and the directory is removed unless
 ``--keep-dir`` is given (it then holds the kits, the owners' tables, study.toml and every log).
+
+``--task regression`` runs a regression study on ``--data FILE --target COLUMN``: the target's
+public bounds come from ``--target-range LOW,HIGH`` (or from a ``--schema`` file that says
+``task = "regression"``, which implies the task), the owners release DiffPETs regression
+forests (``--mechanism diffpets``, the only mechanism that can) and the miner's regression global
+models (``regression-tree``, ``random-forest``) are compared with BASIS by RMSE and MAE.
 """
 
 from __future__ import annotations
@@ -35,16 +41,38 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from common.diffpets import MECHANISM as DIFFPETS
+from common.diffpets import RegressionSchema
 from common.learners import LEARNERS
-from common.mechanisms import WHOLE_RELEASE
-from common.metrics import accuracy, class_match, path_match
+from common.mechanisms import WHOLE_RELEASE, regression_refusal
+from common.metrics import accuracy, class_match, mae, path_match, rmse
 from common.pb import federation_pb2 as fpb
 from common.schema import Schema
 from common.study import load_study_file
+from common.task import (
+    CLASSIFICATION_TASK,
+    REGRESSION_TASK,
+    TASKS,
+    load_regression_table,
+    load_schema,
+    task_of,
+)
 from common.wire import tree_from_pb
-from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.global_models import (
+    GLOBAL_MODELS,
+    REGRESSION_MODELS,
+    make_global_model,
+    make_regression_model,
+)
 from modelshare.admin import AdminConfig, admin_stub
-from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
+from modelshare.cli_common import (
+    add_table_source,
+    err,
+    float_list,
+    load_source,
+    out,
+    positive_int,
+)
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation
 from owner_node.release import KANON_RDT, NEEDS_REQUIREMENT, RELEASE_MECHANISMS
@@ -57,6 +85,10 @@ DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
 DEFAULT_RDT_REQUIREMENT = "dps:k=5,beta=0.1,epsilon=2,trees=10"  # Table 7's middle column: Nt*delta 0.352
 DEFAULT_DP_REQUIREMENT = "dp:epsilon=1,trees=10"  # the noise-based mechanisms: total epsilon 1
 DEFAULT_RDT_DEPTH = 4
+DEFAULT_MECHANISM = {CLASSIFICATION_TASK: "apt", REGRESSION_TASK: DIFFPETS}
+DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
+                  REGRESSION_TASK: ["regression-tree", "random-forest"]}
+MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}
 
 
 class SimulationError(RuntimeError):
@@ -139,11 +171,76 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
     )
 
 
-def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema, dict[str, Any]]:
-    """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``."""
-    table = load_source(args)
-    schema = table.schema
-    X, y = schema.encode(table.frame, source=table.source)
+def target_range(text: str) -> tuple[float, float]:
+    """An argparse type for ``--target-range LOW,HIGH``: two numbers, LOW < HIGH."""
+    values = float_list(text)
+    if len(values) != 2 or not values[0] < values[1]:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), got {text!r}")
+    return values[0], values[1]
+
+
+def _source_task(args: argparse.Namespace) -> tuple[str, Schema | RegressionSchema | None]:
+    """The task the flags ask for, and the ``--schema`` file's schema (None without one).
+
+    The task is ``--task``, else the one the schema file declares, else regression when
+    ``--target`` names a target, else classification; flags that contradict it are refused.
+    """
+    schema = load_schema(args.schema) if args.schema is not None else None
+    declared = None if schema is None else task_of(schema)
+    if args.task is not None and declared is not None and args.task != declared:
+        raise ValueError(f"--task {args.task} contradicts --schema {args.schema}, which declares task {declared!r}")
+    task = args.task or declared or (REGRESSION_TASK if args.target else CLASSIFICATION_TASK)
+    if task != REGRESSION_TASK and args.target_range is not None:
+        raise ValueError("--target-range gives a regression target's public bounds; it needs --task regression")
+    if task != REGRESSION_TASK and args.target:
+        raise ValueError("--target names a regression target; it needs --task regression "
+                         "(a classification table names its class with --class-column)")
+    return task, schema
+
+
+def _load_regression(args: argparse.Namespace,
+                     schema: RegressionSchema | None) -> tuple[RegressionSchema, np.ndarray, np.ndarray, str]:
+    """The regression table of ``--data`` and its ``--target``, bounded by ``--target-range`` or the schema file."""
+    if args.data is None or args.dataset is not None:
+        raise ValueError("--task regression needs --data FILE with --target COLUMN (the bundled datasets are "
+                         "classification tables)")
+    if args.class_column:
+        raise ValueError("--class-column names a class; a regression table names its numeric target with --target")
+    if not args.target:
+        raise ValueError(f"--task regression needs --target: the numeric target column of {args.data}")
+    if (schema is None) == (args.target_range is None):
+        raise ValueError("--task regression needs the target's public bounds from exactly one of --target-range "
+                         "LOW,HIGH and a --schema file with task = \"regression\"")
+    table = load_regression_table(args.data, args.target, schema=schema, target_range=args.target_range)
+    return table.schema, table.X, table.y, table.source
+
+
+def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | RegressionSchema) -> None:
+    """Fill ``--mechanism`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
+    args.mechanism = args.mechanism or DEFAULT_MECHANISM[task]
+    args.models = args.models or list(DEFAULT_MODELS[task])
+    if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
+        raise ValueError(f"--mechanism: {why}")
+    wrong = [m for m in args.models if m not in MODELS[task]]
+    if wrong:
+        raise ValueError(f"--global-models: {wrong} are not {task} models; choose from {', '.join(MODELS[task])}")
+
+
+def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSchema, dict[str, Any]]:
+    """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``.
+
+    A regression table is split like a classification one (`stratified_parts` deals the rows
+    sorted by target, so every part spans the target's range).
+    """
+    task, declared = _source_task(args)
+    schema: Schema | RegressionSchema
+    if task == REGRESSION_TASK:
+        schema, X, y, source = _load_regression(args, declared if isinstance(declared, RegressionSchema) else None)
+    else:
+        table = load_source(args)
+        schema, source = table.schema, table.source
+        X, y = schema.encode(table.frame, source=source)
+    _task_defaults(args, task, schema)
     rng = np.random.default_rng(args.seed)
     test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
     owners = [f"owner-{i + 1}" for i in range(args.owners)]
@@ -172,7 +269,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema, dict[str, Any
     kits = issue_throwaway_federation(root / "kits", owners=owners, address=f"localhost:{_free_port()}",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
-                    "kits": kits, "source": table.source, "requirement": requirement}
+                    "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
 def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
@@ -243,6 +340,22 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, mod
     return rows
 
 
+def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str],
+                       seed: int) -> list[dict[str, Any]]:
+    """BASIS (the regressor on the raw pooled rows) against the miner's regression models: RMSE and MAE."""
+    rows = []
+    by_name = {m.name: m for m in results.models}
+    for name in models:
+        basis = make_regression_model(name, random_state=seed % (2**31)).fit(data["X_train"], data["y_train"])
+        predicted = np.asarray(basis.predict(data["X_test"]), dtype=np.float64)
+        mined = by_name[name]
+        scored = mined.HasField("rmse")
+        rows.append({"model": name, "basis_rmse": rmse(data["y_test"], predicted),
+                     "basis_mae": mae(data["y_test"], predicted), "rmse": mined.rmse if scored else None,
+                     "mae": mined.mae if scored else None, "train_rows": mined.train_rows})
+    return rows
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.owners <= 10:
         raise ValueError(f"--owners must be between 1 and 10, got {args.owners}")
@@ -258,7 +371,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         schema, data = prepare(args, root)
         owners = sorted(data["rows"])
         _, results = run_federation(root, data["kits"], owners, args.timeout)
-        models = compare(schema, data, results, args.models, args.seed)
+        if isinstance(schema, RegressionSchema):
+            models = compare_regression(data, results, args.models, args.seed)
+        else:
+            models = compare(schema, data, results, args.models, args.seed)
     except SimulationError as exc:
         err.print(f"[red]simulate failed:[/] {exc}", highlight=False)
         if UNSATISFIABLE in str(exc):
@@ -274,7 +390,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - started
     owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
                    "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
-    report = {"source": data["source"], "mechanism": args.mechanism, "requirement": data["requirement"],
+    report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism,
+              "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall,
               "dir": str(root) if args.keep_dir else None}
@@ -294,6 +411,9 @@ def _print(report: dict[str, Any]) -> None:
         owners.add_row(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
     out.print(owners)
     fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+    if report["task"] == REGRESSION_TASK:
+        _print_regression(report, fmt)
+        return
     table = Table(title=f"global models on {report['test_rows']} held-out rows")
     for col in ("global model", "BASIS accuracy", "PPGEN accuracy" if report["mechanism"] != "none" else "PGEN accuracy",
                 "class match", "path match"):
@@ -304,12 +424,34 @@ def _print(report: dict[str, Any]) -> None:
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
 
 
+def _print_regression(report: dict[str, Any], fmt: Any) -> None:
+    """The regression models' table: BASIS and PPGEN RMSE and MAE on the held-out rows (target's scale)."""
+    table = Table(title=f"regression global models on {report['test_rows']} held-out rows")
+    table.add_column("global model", no_wrap=True)
+    for col in ("BASIS RMSE", "PPGEN RMSE", "BASIS MAE", "PPGEN MAE", "train rows"):
+        table.add_column(col)
+    for m in report["models"]:
+        table.add_row(m["model"], fmt(m["basis_rmse"]), fmt(m["rmse"]), fmt(m["basis_mae"]), fmt(m["mae"]),
+                      str(m["train_rows"]))
+    out.print(table)
+    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run a miner and 1-10 owner processes over mutual TLS on one machine; one study")
     add_table_source(p, "nursery")
     p.add_argument("--owners", type=positive_int, default=5, help="number of owner processes, 1-10 (default 5)")
-    p.add_argument("--mechanism", default="apt", choices=sorted(RELEASE_MECHANISMS),
-                   help=f"release mechanism (default apt: PPGEN; {KANON_RDT} and the dp mechanisms release "
+    p.add_argument("--task", default=None, choices=TASKS,
+                   help="classification (default) or regression (implied by --target or a regression --schema "
+                        "file): a DiffPETs study of a numeric target, scored by RMSE and MAE")
+    p.add_argument("--target", default=None, metavar="COLUMN",
+                   help="the numeric target column of --data, for --task regression (instead of --class-column)")
+    p.add_argument("--target-range", type=target_range, default=None, metavar="LOW,HIGH",
+                   help="the regression target's public bounds (the DP sensitivities rest on them; never read off "
+                        "the data), e.g. 0,10 for wine quality")
+    p.add_argument("--mechanism", default=None, choices=sorted(RELEASE_MECHANISMS),
+                   help=f"release mechanism (default apt: PPGEN; {DIFFPETS} for --task regression, the only one that "
+                        f"can release a regression model; {KANON_RDT} and the dp mechanisms release "
                         f"{DEFAULT_RDT_DEPTH}-deep trees with counts disclosure unless --max-depth says otherwise)")
     p.add_argument("--requirement", default=None,
                    help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT}; "
@@ -319,8 +461,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")
     p.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
-    p.add_argument("--global-models", dest="models", nargs="+", default=["decision-tree", "naive-bayes"],
-                   choices=sorted(GLOBAL_MODELS), metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
+    p.add_argument("--global-models", dest="models", nargs="+", default=None,
+                   choices=sorted({*GLOBAL_MODELS, *REGRESSION_MODELS}), metavar="MODEL",
+                   help=f"global models (default {' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}, from "
+                        f"{sorted(GLOBAL_MODELS)}; with --task regression: {' '.join(DEFAULT_MODELS[REGRESSION_TASK])}, "
+                        f"from {sorted(REGRESSION_MODELS)})")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share of the table (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, the owners' learners, PGEN and the models")

@@ -114,11 +114,13 @@ class Outcome:
 def envelope_kind(data: bytes) -> Kind:
     """Whether stored envelope bytes carry a model (``submit``) or a refusal (``refuse``).
 
-    A `ModelMessage` always carries at least one tree (field 7); an `OwnerRefusal` has no such
-    field, so parsing the payload as a ModelMessage tells them apart without a side file.
+    A `ModelMessage` always carries at least one tree (field 7, or field 9 for a regression
+    forest); an `OwnerRefusal` has neither field, so parsing the payload as a ModelMessage tells
+    them apart without a side file.
     """
     payload = fpb.SignedEnvelope.FromString(data).payload
-    return "submit" if fpb.ModelMessage.FromString(payload).trees else "refuse"
+    message = fpb.ModelMessage.FromString(payload)
+    return "submit" if message.trees or message.regression_trees else "refuse"
 
 
 class Outbox:

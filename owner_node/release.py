@@ -28,6 +28,10 @@ through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name)
     DPEA (Bai et al. 2017): the exponential mechanism over whole d-step multiway subtrees, sampled
     exactly, then Laplace noise on the leaf class counts (`common.dpea`); d = the depth here.
 
+A regression table (a `common.diffpets.RegressionSchema`: a numeric target with public bounds)
+is released by ``diffpets`` alone, as a DiffPETs regression forest (noisy count and noisy target
+sum per leaf), through `release_regression`; every other mechanism is refused for it.
+
 `RELEASE_MECHANISMS` names them all: what a study, a site policy or the CLI may ask for.
 `common.mechanisms` names the whole-release ones (and their requirement families) for the
 parties that must not import the training code.
@@ -50,15 +54,16 @@ from common.anonymity import (
 )
 from common.attacks import attack_report, ensemble_attack_report
 from common.diffpets import MECHANISM as DIFFPETS
-from common.diffpets import train_diffpets
+from common.diffpets import DiffPetsRegressor, RegressionSchema, train_diffpets
 from common.dpea import MECHANISM as DPEA
 from common.dpea import train_dpea
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.kanon_rdt import kanon_rdt
 from common.laplace_rdt import MECHANISM as LAPLACE_RDT
 from common.laplace_rdt import LaplaceRdt
+from common.mechanisms import regression_refusal
 from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
-from common.report import PathClaim, PrivacyReport, Release
+from common.report import PathClaim, PrivacyReport, RegressionRelease, Release
 from common.schema import Schema
 from common.tree import Disclosure, Tree
 from common.tree_rebuild import rebuild
@@ -75,6 +80,7 @@ __all__ = [
     "release_tree",
     "release_random_trees",
     "release_dp",
+    "release_regression",
 ]
 
 Mechanism = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
@@ -324,3 +330,56 @@ def release_dp(
         attacks=ensemble_attack_report(trees),
     )
     return Release(tuple(trees), report)
+
+
+def release_regression(
+    schema: RegressionSchema,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    mechanism: str,
+    requirement: str,
+    depth: int,
+    seed: int | np.random.Generator | None = None,
+) -> RegressionRelease:
+    """Train and release an eps-DP DiffPETs regression forest meeting ``dp:epsilon=E,trees=T``.
+
+    T trees of leaf depth <= ``depth`` spend epsilon / T each (`common.diffpets.DiffPetsRegressor`);
+    every leaf releases its noisy row count N' and the noisy sum S' of the target scaled to [0, 1] by
+    the schema's public bounds. The report states the mechanism, the regressor's parameters (budget
+    split, sensitivities, K, theta, post-processing and the target's public bounds), the guarantee
+    ``E-DP (add/remove one row)`` and the canonical requirement; it makes no per-path claims and no
+    attack counts (those are about class statistics). It is charged to the owner's ledger like any
+    ``dp`` release, since the study states the same requirement.
+
+    Parameters
+    ----------
+    schema, X, y:
+        The regression schema, the encoded attributes and the numeric target.
+    mechanism:
+        Must be a `common.mechanisms.REGRESSION_MECHANISMS` name (``diffpets``).
+    requirement:
+        The ``dp:`` requirement string.
+    depth:
+        Maximum leaf depth of every tree, an integer >= 1.
+    seed:
+        Seed of the candidates and the noise; None (what owners use) draws fresh OS entropy.
+
+    Raises
+    ------
+    ValueError
+        Another mechanism (the message names it and the task), a bad depth, or rows that do not fit.
+    RequirementError
+        A malformed requirement, or not a ``dp`` one.
+    """
+    why = regression_refusal(mechanism, schema.target.name)
+    if why is not None:
+        raise ValueError(why)
+    parsed = parse_requirement(requirement)
+    if not isinstance(parsed, DP):
+        raise RequirementError(requirement, f"{mechanism} regression takes 'dp:epsilon=E,trees=T'")
+    regressor = DiffPetsRegressor(parsed.epsilon, parsed.trees, depth)
+    forest = regressor.fit(schema, X, y, seed)
+    report = PrivacyReport(mechanism=mechanism, parameters=regressor.parameters(schema),
+                           guarantee=parsed.describe(), requirement=str(parsed))
+    return RegressionRelease(forest, report)

@@ -17,11 +17,12 @@ import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.datasets.loading import read_frame
+from common.diffpets import RegressionSchema
 from common.kanon_rdt import MECHANISM as KANON_RDT
 from common.learners import make_learner
-from common.mechanisms import requirement_form
+from common.mechanisms import regression_refusal, requirement_form
 from common.pb import federation_pb2 as fpb
-from common.report import Release
+from common.report import RegressionRelease, Release
 from common.schema import Schema, SchemaError
 from common.signing import sign_payload
 from common.study import spec_schema
@@ -31,6 +32,7 @@ from owner_node.release import (
     DP_MECHANISMS,
     release_dp,
     release_random_trees,
+    release_regression,
     release_tree,
 )
 
@@ -56,8 +58,8 @@ def _from_schema_error(exc: SchemaError, path: Path) -> LocalDataError:
     return LocalDataError(str(exc), public=f"local table {redacted}")
 
 
-def _select(frame: pd.DataFrame, schema: Schema, class_column: str, path: Path) -> pd.DataFrame:
-    """The schema's columns then the class column (renamed to the schema's class name)."""
+def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column: str, path: Path) -> pd.DataFrame:
+    """The schema's columns then the class (or regression target) column, renamed to the schema's name for it."""
     absent = [name for name in (*schema.names, class_column) if name not in frame.columns]
     if absent:
         hint = ""
@@ -69,10 +71,11 @@ def _select(frame: pd.DataFrame, schema: Schema, class_column: str, path: Path) 
     return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
 
 
-def load_local_table(config: OwnerConfig, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> tuple[np.ndarray, np.ndarray]:
     """Read ``config.data_path`` and encode it with the study's schema into ``(X, y)``.
 
-    The class column is ``config.class_column`` or, by default, the schema's class name. Rows
+    The class column is ``config.class_column`` or, by default, the schema's class name; for a
+    regression schema it is the numeric target (``y`` float64 within its public bounds). Rows
     with a missing value in a used column are dropped (as `common.datasets.load_table` does by
     default); a table left empty is an error. Any read or schema error becomes `LocalDataError`.
     """
@@ -94,20 +97,26 @@ def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
     return limits
 
 
-def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
+def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release | RegressionRelease:
     """The release the study asks for: k-AnonToRdt or eps-DP trees, or the study's learner's tree made safe.
 
-    The whole-release mechanisms draw their structure, samples and noise from fresh OS entropy,
-    never from the study's public seed: their privacy rests on nobody knowing which rows each tree
-    sampled or what noise was added.
+    A regression study (its schema has a numeric target) is answered by a DiffPETs regression
+    forest, and any other mechanism is refused for it. The whole-release mechanisms draw their
+    structure, samples and noise from fresh OS entropy, never from the study's public seed: their
+    privacy rests on nobody knowing which rows each tree sampled or what noise was added.
     """
     schema = spec_schema(spec)
     requirement = spec.requirement if spec.HasField("requirement") else None
     disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
+    if isinstance(schema, RegressionSchema) and (why := regression_refusal(spec.mechanism, schema.target.name)):
+        raise ValueError(why)
     if spec.mechanism == KANON_RDT or spec.mechanism in DP_MECHANISMS:
         if requirement is None or not spec.HasField("max_depth"):
             raise ValueError(f"a {spec.mechanism} study needs a {requirement_form(spec.mechanism)} requirement "
                              "and [training] max_depth")
+        if isinstance(schema, RegressionSchema):
+            return release_regression(schema, X, y, mechanism=spec.mechanism, requirement=requirement,
+                                      depth=int(spec.max_depth))
         if spec.mechanism == KANON_RDT:
             return release_random_trees(schema, X, y, requirement=requirement, depth=int(spec.max_depth),
                                         disclosure=disclosure)

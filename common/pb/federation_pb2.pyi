@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ModelMessage(_message.Message):
-    __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report")
+    __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report", "regression_trees")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class ModelMessage(_message.Message):
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TREES_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
+    REGRESSION_TREES_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owner_id: str
     schema_fingerprint: str
@@ -28,7 +29,8 @@ class ModelMessage(_message.Message):
     schema: _model_pb2.Schema
     trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.Tree]
     report: _model_pb2.PrivacyReport
-    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., schema_fingerprint: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., report: _Optional[_Union[_model_pb2.PrivacyReport, _Mapping]] = ...) -> None: ...
+    regression_trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.RegressionTree]
+    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., schema_fingerprint: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., report: _Optional[_Union[_model_pb2.PrivacyReport, _Mapping]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
 
 class OwnerRefusal(_message.Message):
     __slots__ = ("study_id", "owner_id", "reason", "nonce", "timestamp")
@@ -193,18 +195,24 @@ class OwnerResult(_message.Message):
     def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ...) -> None: ...
 
 class GlobalModelResult(_message.Message):
-    __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree")
+    __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRAIN_ROWS_FIELD_NUMBER: _ClassVar[int]
     ACCURACY_FIELD_NUMBER: _ClassVar[int]
     PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
     TREE_FIELD_NUMBER: _ClassVar[int]
+    RMSE_FIELD_NUMBER: _ClassVar[int]
+    MAE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     name: str
     train_rows: int
     accuracy: float
     predictions: _containers.RepeatedScalarFieldContainer[int]
     tree: _model_pb2.Tree
-    def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ...) -> None: ...
+    rmse: float
+    mae: float
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class StudyResults(_message.Message):
     __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds")

@@ -18,14 +18,16 @@ DISCLOSURE_COUNTS: Disclosure
 DISCLOSURE_HIT_MISS: Disclosure
 
 class Schema(_message.Message):
-    __slots__ = ("class_name", "classes", "attributes")
+    __slots__ = ("class_name", "classes", "attributes", "target")
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
     class_name: str
     classes: _containers.RepeatedScalarFieldContainer[str]
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
-    def __init__(self, class_name: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ...) -> None: ...
+    target: Attribute
+    def __init__(self, class_name: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., target: _Optional[_Union[Attribute, _Mapping]] = ...) -> None: ...
 
 class Attribute(_message.Message):
     __slots__ = ("name", "categorical", "numeric")
@@ -108,6 +110,24 @@ class Tree(_message.Message):
     disclosure: Disclosure
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     def __init__(self, disclosure: _Optional[_Union[Disclosure, str]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+
+class RegressionNode(_message.Message):
+    __slots__ = ("count", "total", "attribute", "edges")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    count: float
+    total: float
+    attribute: int
+    edges: _containers.RepeatedCompositeFieldContainer[Edge]
+    def __init__(self, count: _Optional[float] = ..., total: _Optional[float] = ..., attribute: _Optional[int] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ...) -> None: ...
+
+class RegressionTree(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[RegressionNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[RegressionNode, _Mapping]]] = ...) -> None: ...
 
 class PathClaim(_message.Message):
     __slots__ = ("leaf", "tuples", "requirement", "tree")
