@@ -72,6 +72,7 @@ from common.schema import (
     SchemaError,
 )
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
+from miner_node.global_models import make_regression_model
 from miner_node.pgen_regression import pgen_regression
 from modelshare.cli_common import err, float_list, out, positive_int
 from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
@@ -280,7 +281,8 @@ def pgen_tree_errors(forest: RegressionForest, X_test: np.ndarray, y_test: np.nd
     Xp, yp = pgen_regression(forest, scale=1.0, rng=rng)
     if not len(yp):
         return {name: math.nan for name in METRICS}, 0
-    tree = DecisionTreeRegressor(min_samples_leaf=max(1, round(PGEN_LEAF_SHARE * len(yp))), random_state=seed)
+    tree = make_regression_model("regression-tree", random_state=seed,
+                                 min_samples_leaf=max(1, round(PGEN_LEAF_SHARE * len(yp))))  # the miner's learner
     return errors(y_test, tree.fit(Xp, yp).predict(X_test)), len(yp)
 
 
