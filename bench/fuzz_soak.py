@@ -7,10 +7,10 @@ miner serve` builds it (`start_miner` with the kit's miner.toml: mutual TLS, ver
 Rounds of hypothesis-generated cases (generate phase only: no shrinking, no example database)
 mix, by default:
 
-* ``local``: a hostile model in process through `check_model`, `decode_model`, `common.audit.audit`
+* ``local``: a hostile model in process through `check_model`, `decode_model`, `common.audit.release.audit`
   and `miner_node.pgen` (only `Rejection` / `WireError` may escape; what decodes must audit and
   regenerate rows that satisfy their own paths);
-* ``file``: a hostile model file through `common.model_io.read_model` (only `TreeError`), then
+* ``file``: a hostile model file through `common.federation.model_io.read_model` (only `TreeError`), then
   audit and PGEN of what it reads;
 * ``miner``: a hostile request over mutual TLS to one of the eight RPCs (signed hostile models
   and refusals reaching the decoder and the auditor, hostile fields for the admin RPCs and Poll,

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from common.datasets import load_dataset
-from common.learners import CartTreeClassifier
+from common.data.datasets import load_dataset
+from common.trees.learners import CartTreeClassifier
 from miner_node.pgen import pgen
 
 TARGET = 0.25

@@ -98,7 +98,7 @@ def run_simulate(requirement: str, max_depth: int | None) -> dict:
 
 def run_in_process(requirement: str, max_depth: int | None) -> dict:
     """simulate's work in one process: load, split as simulate does, then `run_fold` (BASIS + PGEN)."""
-    from common.datasets import load_dataset
+    from common.data.datasets import load_dataset
     from modelshare import pipeline
     from modelshare.pipeline import PipelineConfig, run_fold, stratified_parts
 

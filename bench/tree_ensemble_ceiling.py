@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.datasets import load_dataset
-from common.learners import CartTreeClassifier
+from common.data.datasets import load_dataset
+from common.trees.learners import CartTreeClassifier
 from modelshare.pipeline import stratified_parts
 
 

@@ -9,7 +9,7 @@
     roster = "roster.json"
     studies = ["nursery.toml"]          # optional: study files created at start (if new)
     max_message_bytes = 16777216        # larger messages are refused by gRPC before parsing
-    max_nodes = 200000                  # per released model, summed over its trees (at most 64, common.wire.MAX_TREES)
+    max_nodes = 200000                  # per released model, summed over its trees (at most 64, common.federation.wire.MAX_TREES)
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # concurrent calls served
     verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.kit import TlsFiles
-from common.toml_file import read_toml
+from common.federation.kit import TlsFiles
+from common.federation.toml_file import read_toml
 
 __all__ = ["MinerConfig", "ConfigError", "Limits"]
 

@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Callable
 
-from common.diffpets import RegressionSchema
-from common.pb import federation_pb2 as fpb
-from common.study import spec_schema
-from common.wire import decode_model
+from common.mechanisms.diffpets import RegressionSchema
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import spec_schema
+from common.federation.wire import decode_model
 from miner_node.mining import AcceptedModel, load_evaluation, mine
 from miner_node.mining_regression import load_regression_evaluation, mine_regression
 from miner_node.store import Store, StoreError

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from common.mechanisms import DP_MECHANISM_NAMES
-from common.tree import Tree
+from common.mechanisms.registry import DP_MECHANISM_NAMES
+from common.trees.tree import Tree
 
 __all__ = ["MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "dp_pgen_scale", "global_model_params"]
 

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from common.audit import audit
-from common.datasets.loading import load_table
-from common.kanon_rdt import MECHANISM as KANON_RDT
-from common.metrics import accuracy
-from common.pb import federation_pb2 as fpb
-from common.report import PrivacyReport
-from common.schema import Schema
-from common.tree import Tree
-from common.wire import DecodedModel, tree_to_pb
+from common.audit.release import audit
+from common.data.datasets.loading import load_table
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.trees.metrics import accuracy
+from common.federation.pb import federation_pb2 as fpb
+from common.privacy.report import PrivacyReport
+from common.data.schema import Schema
+from common.trees.tree import Tree
+from common.federation.wire import DecodedModel, tree_to_pb
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common.audit import audit_regression
-from common.diffpets import RegressionForest, RegressionSchema
-from common.metrics import mae, rmse
-from common.pb import federation_pb2 as fpb
-from common.task import load_regression_table
+from common.audit.release import audit_regression
+from common.mechanisms.diffpets import RegressionForest, RegressionSchema
+from common.trees.metrics import mae, rmse
+from common.federation.pb import federation_pb2 as fpb
+from common.data.task import load_regression_table
 from miner_node.global_models import make_regression_model
 from miner_node.mining import AcceptedModel
 from miner_node.pgen_regression import pgen_regression

@@ -34,8 +34,8 @@ from typing import Iterator, Literal, Sequence
 
 import numpy as np
 
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.tree import CategorySet, Interval, Path, Tree
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.tree import CategorySet, Interval, Path, Tree
 
 __all__ = ["PathTable", "allocate_rows", "ensemble_rows", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows"]
 

@@ -16,9 +16,9 @@ from typing import Iterable
 
 import grpc
 
-from common.kit import RosterWatcher
-from common.pb import federation_pb2 as fpb
-from common.study import StudyError, load_study_file
+from common.federation.kit import RosterWatcher
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import StudyError, load_study_file
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
 from miner_node.service import MinerService, tolerant_deserializer

@@ -10,7 +10,7 @@ study's; the message is fresh (a valid timestamp inside the window) and its nonc
 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
-(`common.audit`) and are at least as strong as the study requires. Only then is it committed,
+(`common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
 to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
 server keeps serving. Request bytes that do not parse are answered INVALID_ARGUMENT
@@ -30,14 +30,14 @@ from typing import Any, Callable, Iterable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.diffpets import RegressionSchema
-from common.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
-from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fgrpc
-from common.schema import SchemaError
-from common.signing import SignatureError, verify_envelope
-from common.study import StudyError, check_spec, spec_schema
-from common.wire import NONCE_BYTES
+from common.mechanisms.diffpets import RegressionSchema
+from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.data.schema import SchemaError
+from common.federation.signing import SignatureError, verify_envelope
+from common.federation.study import StudyError, check_spec, spec_schema
+from common.federation.wire import NONCE_BYTES
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
 from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS

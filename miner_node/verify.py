@@ -18,11 +18,11 @@ from multiprocessing.connection import Connection
 
 import grpc
 
-from common.anonymity import RequirementError, parse_requirement, weaker_than
-from common.audit import audit, audit_regression
-from common.pb import federation_pb2 as fpb
-from common.study import spec_requirement
-from common.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
+from common.privacy.requirements import RequirementError, parse_requirement, weaker_than
+from common.audit.release import audit, audit_regression
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import spec_requirement
+from common.federation.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
 
 __all__ = ["Rejection", "check_model", "ModelVerifier"]
 
@@ -42,11 +42,11 @@ class Rejection(Exception):
 def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
-    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.wire.MAX_TREES`
+    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.federation.wire.MAX_TREES`
     (a regression study: a DiffPETs regression forest, as ``regression_trees``); ``max_nodes``
     bounds the nodes of all its trees together. Counts are taken on the raw message, before the
-    decode that costs time per node. Every tree is audited (`common.audit.audit`, or
-    `common.audit.audit_regression` for a regression forest), and the report's requirement must be
+    decode that costs time per node. Every tree is audited (`common.audit.release.audit`, or
+    `common.audit.release.audit_regression` for a regression forest), and the report's requirement must be
     at least as strong as the study's (`weaker_than`).
     """
     raw_trees = [*message.trees, *message.regression_trees]

@@ -23,15 +23,15 @@ from typing import Any, Mapping
 
 import grpc
 
-from common.dial import dial_miner
-from common.diffpets import RegressionSchema
-from common.kit import TlsFiles
-from common.model_io import write_message
-from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fgrpc
-from common.study import describe_spec, spec_schema
-from common.toml_file import read_toml
-from common.wire import model_message, tree_from_pb
+from common.federation.dial import dial_miner
+from common.mechanisms.diffpets import RegressionSchema
+from common.federation.kit import TlsFiles
+from common.federation.model_io import write_message
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.study import describe_spec, spec_schema
+from common.federation.toml_file import read_toml
+from common.federation.wire import model_message, tree_from_pb
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "results_dict", "write_results"]
 

@@ -1,4 +1,4 @@
-"""`modelshare audit-dp MECHANISM`: the empirical DP audit (`common.dp_audit`) of a mechanism on a table.
+"""`modelshare audit-dp MECHANISM`: the empirical DP audit (`common.audit.dp.estimate`) of a mechanism on a table.
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism ``--trials``
 times on each, and bounds eps from below with confidence 1 - ``--alpha``. Exit code 0 when the
@@ -16,19 +16,19 @@ from typing import cast
 import numpy as np
 from rich.table import Table
 
-from common.anonymity import DPS, parse_requirement
-from common.diffpets import MECHANISM as DIFFPETS
-from common.diffpets import DiffPets
-from common.dp_audit import MIN_TRIALS, DPAuditResult, audit_dp
-from common.dp_audit_diffpets import DiffPetsTarget
-from common.dp_audit_dpea import DpeaTarget
-from common.dp_audit_rdt import KAnonRdtTarget, LaplaceRdtTarget
-from common.dpea import DPEA
-from common.dpea import MECHANISM as DPEA_MECHANISM
-from common.kanon_rdt import MECHANISM as KANON_RDT
-from common.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.laplace_rdt import LaplaceRdt
-from common.schema import Schema
+from common.privacy.requirements import DPS, parse_requirement
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import DiffPets
+from common.audit.dp.estimate import MIN_TRIALS, DPAuditResult, audit_dp
+from common.audit.dp.diffpets import DiffPetsTarget
+from common.audit.dp.dpea import DpeaTarget
+from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.mechanisms.dpea import DPEA
+from common.mechanisms.dpea import MECHANISM as DPEA_MECHANISM
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.mechanisms.laplace_rdt import LaplaceRdt
+from common.data.schema import Schema
 from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
 
 __all__ = ["AUDITED_MECHANISMS", "add_parsers", "cmd_audit_dp"]

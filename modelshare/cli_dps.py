@@ -12,7 +12,7 @@ import json
 
 from rich.table import Table
 
-from common.dps import DPSError, DPSGuarantee, Table5, compose, table5
+from common.privacy.dps import DPSError, DPSGuarantee, Table5, compose, table5
 from modelshare.cli_common import out
 
 __all__ = ["add_parsers", "cmd_dps"]

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import grpc
 from rich.table import Table
 
-from common.pb import federation_pb2 as fpb
-from common.study import load_study_file
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import load_study_file
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log

@@ -28,8 +28,8 @@ from typing import Any
 import grpc
 from rich.table import Table
 
-from common.pb import federation_pb2 as fpb
-from common.study import StudyError, describe_spec, load_study_file, spec_schema
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import StudyError, describe_spec, load_study_file, spec_schema
 from modelshare.cli_common import err, out
 from modelshare.logs import configure_logging
 from owner_node.budget import Ledger, LedgerError

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from common.kit import Party
-from common.signing import KEY_ID_PREFIX
+from common.federation.kit import Party
+from common.federation.signing import KEY_ID_PREFIX
 from modelshare.cli_common import err, out
 from modelshare.provision import (
     ProvisionError,

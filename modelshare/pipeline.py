@@ -3,7 +3,7 @@
 For each cross-validation fold: the training part is dealt into ``n_sources`` private tables
 (stratified, seeded); each source trains a local tree, releases it through a mechanism, and the
 miner regenerates pseudo-data from every released tree (each release is re-audited with
-`common.audit`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
+`common.audit.release`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
 it, and trains the global models. BASIS models are trained on the pooled raw training part. Every
 global model is scored on the held-out fold: accuracy, class match with the BASIS model of the same
 kind, and path match with the BASIS tree for tree models.
@@ -17,12 +17,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from common.anonymity import parse_requirement
-from common.audit import audit
-from common.learners import make_learner
-from common.metrics import accuracy, class_match, path_match
-from common.schema import Schema
-from common.tree import Disclosure, Tree
+from common.privacy.requirements import parse_requirement
+from common.audit.release import audit
+from common.trees.learners import make_learner
+from common.trees.metrics import accuracy, class_match, path_match
+from common.data.schema import Schema
+from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen, pgen
 from owner_node.release import (

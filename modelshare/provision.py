@@ -71,8 +71,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
-from common.signing import (
+from common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
+from common.federation.signing import (
     SignatureError,
     atomic_write,
     generate_signing_key,
@@ -80,7 +80,7 @@ from common.signing import (
     require_private_file,
     save_signing_key,
 )
-from common.toml_file import read_toml
+from common.federation.toml_file import read_toml
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -41,15 +41,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from common.diffpets import MECHANISM as DIFFPETS
-from common.diffpets import RegressionSchema
-from common.learners import LEARNERS
-from common.mechanisms import WHOLE_RELEASE, regression_refusal
-from common.metrics import accuracy, class_match, mae, path_match, rmse
-from common.pb import federation_pb2 as fpb
-from common.schema import Schema
-from common.study import load_study_file
-from common.task import (
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import RegressionSchema
+from common.trees.learners import LEARNERS
+from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal
+from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
+from common.federation.pb import federation_pb2 as fpb
+from common.data.schema import Schema
+from common.federation.study import load_study_file
+from common.data.task import (
     CLASSIFICATION_TASK,
     REGRESSION_TASK,
     TASKS,
@@ -57,7 +57,7 @@ from common.task import (
     load_schema,
     task_of,
 )
-from common.wire import tree_from_pb
+from common.federation.wire import tree_from_pb
 from miner_node.global_models import (
     GLOBAL_MODELS,
     REGRESSION_MODELS,

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.kit import NAME_PATTERN, TlsFiles
-from common.toml_file import read_toml
+from common.federation.kit import NAME_PATTERN, TlsFiles
+from common.federation.toml_file import read_toml
 from owner_node.policy import Policy, PolicyError
 
 __all__ = ["OwnerConfig", "OwnerConfigError"]

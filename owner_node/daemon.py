@@ -38,12 +38,12 @@ from typing import Literal
 
 import grpc
 
-from common.dial import dial_miner
-from common.kit import Roster
-from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fpb_grpc
-from common.signing import atomic_write, fsync_dir, key_id, load_signing_key
-from common.study import STUDY_ID, StudyError, check_spec, spec_schema
+from common.federation.dial import dial_miner
+from common.federation.kit import Roster
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fpb_grpc
+from common.federation.signing import atomic_write, fsync_dir, key_id, load_signing_key
+from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.release import RequirementUnsatisfiable

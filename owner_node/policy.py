@@ -36,12 +36,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from common.anonymity import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
-from common.mechanisms import WHOLE_RELEASE
-from common.pb import federation_pb2 as fpb
-from common.schema import Schema
-from common.study import StudyError, spec_requirement, spec_schema
-from common.wire import WireError, disclosure_from_pb
+from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from common.mechanisms.registry import WHOLE_RELEASE
+from common.federation.pb import federation_pb2 as fpb
+from common.data.schema import Schema
+from common.federation.study import StudyError, spec_requirement, spec_schema
+from common.federation.wire import WireError, disclosure_from_pb
 from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]
@@ -203,7 +203,7 @@ class Policy:
 
         Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
         requirement) are bounded. For dps, epsilon is the total Nt*eps and delta the composed
-        Nt*delta (`common.dps`); a dp study spends its total epsilon with delta 0 and samples
+        Nt*delta (`common.privacy.dps`); a dp study spends its total epsilon with delta 0 and samples
         nothing, so only ``max_epsilon`` can bound it.
         """
         bounds = self._dps_bounds()

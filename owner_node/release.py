@@ -1,7 +1,7 @@
 """Release mechanisms: what an owner does to a trained tree before it leaves the site.
 
 One registry name per mechanism. Each returns the released model with a `PrivacyReport` whose
-claims `common.audit` can re-check from the released tree alone:
+claims `common.audit.release` can re-check from the released tree alone:
 
 ``none``
     the tree as trained (the baseline a site policy can forbid); claims nothing.
@@ -20,20 +20,20 @@ The noise-based eps-DP mechanisms also train their own trees, from ``dp:epsilon=
 through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name):
 
 ``laplace-rdt``
-    random decision trees with Laplace noise on every leaf class count (`common.laplace_rdt`).
+    random decision trees with Laplace noise on every leaf class count (`common.mechanisms.laplace_rdt`).
 ``diffpets``
     DP ExtraTrees (Li, Chen and Xie 2020): noisy stopping counts, the exponential mechanism
-    with the Gini utility over random candidate splits, noisy leaf histograms (`common.diffpets`).
+    with the Gini utility over random candidate splits, noisy leaf histograms (`common.mechanisms.diffpets`).
 ``dpea``
     DPEA (Bai et al. 2017): the exponential mechanism over whole d-step multiway subtrees, sampled
-    exactly, then Laplace noise on the leaf class counts (`common.dpea`); d = the depth here.
+    exactly, then Laplace noise on the leaf class counts (`common.mechanisms.dpea`); d = the depth here.
 
-A regression table (a `common.diffpets.RegressionSchema`: a numeric target with public bounds)
+A regression table (a `common.mechanisms.diffpets.RegressionSchema`: a numeric target with public bounds)
 is released by ``diffpets`` alone, as a DiffPETs regression forest (noisy count and noisy target
 sum per leaf), through `release_regression`; every other mechanism is refused for it.
 
 `RELEASE_MECHANISMS` names them all: what a study, a site policy or the CLI may ask for.
-`common.mechanisms` names the whole-release ones (and their requirement families) for the
+`common.mechanisms.registry` names the whole-release ones (and their requirement families) for the
 parties that must not import the training code.
 """
 
@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from common.anonymity import (
+from common.privacy.requirements import (
     DP,
     DPS,
     CLDiversity,
@@ -52,21 +52,21 @@ from common.anonymity import (
     RequirementError,
     parse_requirement,
 )
-from common.attacks import attack_report, ensemble_attack_report
-from common.diffpets import MECHANISM as DIFFPETS
-from common.diffpets import DiffPetsRegressor, RegressionSchema, train_diffpets
-from common.dpea import MECHANISM as DPEA
-from common.dpea import train_dpea
-from common.kanon_rdt import MECHANISM as KANON_RDT
-from common.kanon_rdt import kanon_rdt
-from common.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.laplace_rdt import LaplaceRdt
-from common.mechanisms import regression_refusal
-from common.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
-from common.report import PathClaim, PrivacyReport, RegressionRelease, Release
-from common.schema import Schema
-from common.tree import Disclosure, Tree
-from common.tree_rebuild import rebuild
+from common.privacy.attacks import attack_report, ensemble_attack_report
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import DiffPetsRegressor, RegressionSchema, train_diffpets
+from common.mechanisms.dpea import MECHANISM as DPEA
+from common.mechanisms.dpea import train_dpea
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.kanon_rdt import kanon_rdt
+from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.mechanisms.laplace_rdt import LaplaceRdt
+from common.mechanisms.registry import regression_refusal
+from common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
+from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
+from common.data.schema import Schema
+from common.trees.tree import Disclosure, Tree
+from common.trees.rebuild import rebuild
 
 __all__ = [
     "MECHANISMS",
@@ -222,7 +222,7 @@ def release_random_trees(
     count below K released as 0. The report states the mechanism, the parameters {disclosure, k,
     beta, epsilon_total, trees, depth, epsilon_per_tree, delta_per_tree, delta_total}, the
     guarantee ``(beta, Nt*eps, Nt*delta)-DPS`` and the canonical requirement. It makes no
-    per-path claims: the guarantee is about the whole release, and what `common.audit` re-checks
+    per-path claims: the guarantee is about the whole release, and what `common.audit.release` re-checks
     is the counts against K and delta against the setting. Attack counts are summed over the trees.
 
     Parameters
@@ -344,7 +344,7 @@ def release_regression(
 ) -> RegressionRelease:
     """Train and release an eps-DP DiffPETs regression forest meeting ``dp:epsilon=E,trees=T``.
 
-    T trees of leaf depth <= ``depth`` spend epsilon / T each (`common.diffpets.DiffPetsRegressor`);
+    T trees of leaf depth <= ``depth`` spend epsilon / T each (`common.mechanisms.diffpets.DiffPetsRegressor`);
     every leaf releases its noisy row count N' and the noisy sum S' of the target scaled to [0, 1] by
     the schema's public bounds. The report states the mechanism, the regressor's parameters (budget
     split, sensitivities, K, theta, post-processing and the target's public bounds), the guarantee
@@ -357,7 +357,7 @@ def release_regression(
     schema, X, y:
         The regression schema, the encoded attributes and the numeric target.
     mechanism:
-        Must be a `common.mechanisms.REGRESSION_MECHANISMS` name (``diffpets``).
+        Must be a `common.mechanisms.registry.REGRESSION_MECHANISMS` name (``diffpets``).
     requirement:
         The ``dp:`` requirement string.
     depth:

@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.datasets.loading import read_frame
-from common.diffpets import RegressionSchema
-from common.kanon_rdt import MECHANISM as KANON_RDT
-from common.learners import make_learner
-from common.mechanisms import regression_refusal, requirement_form
-from common.pb import federation_pb2 as fpb
-from common.report import RegressionRelease, Release
-from common.schema import Schema, SchemaError
-from common.signing import sign_payload
-from common.study import spec_schema
-from common.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
+from common.data.datasets.loading import read_frame
+from common.mechanisms.diffpets import RegressionSchema
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.trees.learners import make_learner
+from common.mechanisms.registry import regression_refusal, requirement_form
+from common.federation.pb import federation_pb2 as fpb
+from common.privacy.report import RegressionRelease, Release
+from common.data.schema import Schema, SchemaError
+from common.federation.signing import sign_payload
+from common.federation.study import spec_schema
+from common.federation.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
 from owner_node.config import OwnerConfig
 from owner_node.release import (
     DP_MECHANISMS,
@@ -76,7 +76,7 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> 
 
     The class column is ``config.class_column`` or, by default, the schema's class name; for a
     regression schema it is the numeric target (``y`` float64 within its public bounds). Rows
-    with a missing value in a used column are dropped (as `common.datasets.load_table` does by
+    with a missing value in a used column are dropped (as `common.data.datasets.load_table` does by
     default); a table left empty is an error. Any read or schema error becomes `LocalDataError`.
     """
     path = config.data_path

@@ -1,7 +1,7 @@
-"""Regenerate the committed protobuf/gRPC code in ``common/pb`` from ``protos/modelshare/v1``.
+"""Regenerate the committed protobuf/gRPC code in ``common/federation/pb`` from ``protos/modelshare/v1``.
 
 protoc writes imports as ``from modelshare.v1 import model_pb2`` (the proto path), which would
-resolve to the CLI package; the generated modules live in ``common.pb`` instead, so those imports
+resolve to the CLI package; the generated modules live in ``common.federation.pb`` instead, so those imports
 are rewritten. ``--check`` regenerates into a temporary directory and exits 1 if the committed
 code differs (CI runs it through the test suite).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "protos"
 PACKAGE_DIR = Path("modelshare") / "v1"
-TARGET = ROOT / "common" / "pb"
+TARGET = ROOT / "common" / "federation" / "pb"
 HEADER = '"""Generated from protos/modelshare/v1 by protos/generate.py; do not edit."""\n'
 
 
@@ -43,7 +43,7 @@ def generate(out: Path) -> None:
             raise SystemExit("protoc failed")
         out.mkdir(parents=True, exist_ok=True)
         for src in sorted((Path(raw) / PACKAGE_DIR).iterdir()):
-            text = re.sub(r"^from modelshare\.v1 import ", "from common.pb import ", src.read_text(), flags=re.M)
+            text = re.sub(r"^from modelshare\.v1 import ", "from common.federation.pb import ", src.read_text(), flags=re.M)
             (out / src.name).write_text(text)
         (out / "__init__.py").write_text(HEADER)
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         generate(Path(tmp))
         diff = differences(TARGET, Path(tmp))
     if diff:
-        print(f"common/pb is stale ({', '.join(diff)}); run: python protos/generate.py", file=sys.stderr)
+        print(f"common/federation/pb is stale ({', '.join(diff)}); run: python protos/generate.py", file=sys.stderr)
         return 1
     return 0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.datasets import load_dataset
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.data.datasets import load_dataset
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 
 @pytest.fixture(scope="session")

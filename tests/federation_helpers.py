@@ -8,14 +8,14 @@ from pathlib import Path
 
 import grpc
 
-from common.dial import dial_miner
-from common.kit import TlsFiles
-from common.learners import make_learner
-from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fgrpc
-from common.signing import load_signing_key, sign_payload
-from common.study import spec_from_mapping
-from common.wire import model_message, new_nonce, now_timestamp
+from common.federation.dial import dial_miner
+from common.federation.kit import TlsFiles
+from common.trees.learners import make_learner
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.signing import load_signing_key, sign_payload
+from common.federation.study import spec_from_mapping
+from common.federation.wire import model_message, new_nonce, now_timestamp
 from miner_node.config import MinerConfig
 from miner_node.server import RunningMiner, start_miner
 from modelshare.provision import issue_throwaway_federation
@@ -97,8 +97,8 @@ def study_spec(study_id: str, *, dataset: str = "car", owners: list[str] | None 
 def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requirement: str | None = None,
                  mechanism: str | None = None, mutate=None) -> fpb.SignedEnvelope:
     """Train, release as the study asks (or as overridden), and sign as ``owner``."""
-    from common.study import spec_schema
-    from common.wire import disclosure_from_pb
+    from common.federation.study import spec_schema
+    from common.federation.wire import disclosure_from_pb
 
     schema = spec_schema(spec)
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_

@@ -6,15 +6,15 @@ cases). A case is a small frozen dataclass (so hypothesis prints a readable fals
 * ``SubmitCase`` / ``RefuseCase``: a valid model or refusal, edited field by field (`Edit`s:
   cyclic and detached trees, very many or very deep nodes, NaN/inf intervals, negative or
   inconsistent counts, unknown enum values, schema mismatches, oversized fields, up to and past
-  `common.wire.MAX_TREES` trees, lying reports) and/or byte by byte (truncated, bit-flipped,
+  `common.federation.wire.MAX_TREES` trees, lying reports) and/or byte by byte (truncated, bit-flipped,
   arbitrary payloads), then SIGNED by a legitimate owner so it passes the signature check and
   reaches the decoder and the auditor; or an envelope edited after signing.
 * ``CallCase``: every other RPC (Poll, CreateStudy, GetStudy, ListStudies, GetResults, Health)
   with hostile fields, from the admin's or an owner's identity; ``RawCase``: arbitrary request
   bytes for any RPC.
 * ``LocalCase`` / ``FileCase``: the same hostile models in process, through `check_model`,
-  `decode_model`, `common.audit.audit` and `miner_node.pgen`, and through
-  `common.model_io.read_model` as JSON model files.
+  `decode_model`, `common.audit.release.audit` and `miner_node.pgen`, and through
+  `common.federation.model_io.read_model` as JSON model files.
 
 `MinerTarget.run` sends one case over mutual TLS and returns an `Outcome`; its ``failure`` is
 None when the property holds: a gRPC status that is not INTERNAL / UNKNOWN / UNAVAILABLE (no
@@ -39,13 +39,13 @@ import numpy as np
 from google.protobuf import json_format
 from hypothesis import strategies as st
 
-from common.learners import make_learner
-from common.model_io import read_model
-from common.pb import federation_pb2 as fpb
-from common.pb import model_pb2 as mpb
-from common.signing import sign_payload
-from common.tree import TreeError
-from common.wire import (
+from common.trees.learners import make_learner
+from common.federation.model_io import read_model
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import model_pb2 as mpb
+from common.federation.signing import sign_payload
+from common.trees.tree import TreeError
+from common.federation.wire import (
     MAX_TREES,
     WireError,
     decode_model,
@@ -83,8 +83,8 @@ def _spec(kind: str, **kw: Any) -> fpb.StudySpec:
 @functools.lru_cache(maxsize=1)
 def bases() -> dict[str, Base]:
     """Three valid releases: Car APT hit/miss, Wine-quality APT counts (intervals), Car k-AnonToRdt ensemble."""
-    from common.datasets import load_dataset
-    from common.wire import disclosure_from_pb
+    from common.data.datasets import load_dataset
+    from common.federation.wire import disclosure_from_pb
     from owner_node.release import release_random_trees, release_tree
 
     found = {}
@@ -334,7 +334,7 @@ class SchemaEdit:
         elif self.op == "refingerprint":  # a changed schema with its own, matching fingerprint
             s.classes.append(self.text)
             try:
-                from common.wire import schema_from_pb
+                from common.federation.wire import schema_from_pb
 
                 m.schema_fingerprint = schema_from_pb(s).fingerprint
             except WireError:
@@ -910,7 +910,7 @@ def _decode_audit_pgen(message: fpb.ModelMessage) -> str | None:
 
 
 def _audit_property(trees: tuple, report: Any) -> str | None:
-    from common.audit import audit
+    from common.audit.release import audit
 
     try:
         result = audit(trees, report)
@@ -985,7 +985,7 @@ def run_file(case: FileCase, path: Path) -> Outcome:
 
 @functools.lru_cache(maxsize=1)
 def _file_key() -> Any:
-    from common.signing import generate_signing_key
+    from common.federation.signing import generate_signing_key
 
     return generate_signing_key()
 
@@ -1184,7 +1184,7 @@ def _edit_spec(spec: fpb.StudySpec, name: str, value: Any) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _car_csv() -> bytes:
-    from common.datasets import load_dataset
+    from common.data.datasets import load_dataset
 
     return load_dataset("car").frame.head(20).to_csv(index=False).encode()
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.anonymity import (
+from common.privacy.requirements import (
     GRAMMAR,
     CLDiversity,
     KAnonymity,
@@ -19,8 +19,8 @@ from common.anonymity import (
     parse_requirement,
     weaker_than,
 )
-from common.schema import CategoricalAttribute, Schema
-from common.tree import CategorySet, Edge, Node, Tree
+from common.data.schema import CategoricalAttribute, Schema
+from common.trees.tree import CategorySet, Edge, Node, Tree
 
 # ----------------------------------------------------------------- parsing
 

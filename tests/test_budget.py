@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from common.pb import federation_pb2 as fpb
-from common.study import StudyError, check_spec
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import StudyError, check_spec
 from modelshare.cli import main
 from modelshare.provision import issue_throwaway_federation
 from owner_node.budget import LEDGER_FILE, Ledger, LedgerError, study_cost
@@ -30,7 +30,7 @@ def dp_study(study_id: str, requirement: str = DP, mechanism: str = "laplace-rdt
 
 
 def test_common_mechanisms_names_every_dp_mechanism_the_owner_can_release():
-    from common.mechanisms import DP_MECHANISM_NAMES, WHOLE_RELEASE
+    from common.mechanisms.registry import DP_MECHANISM_NAMES, WHOLE_RELEASE
 
     assert set(DP_MECHANISM_NAMES) == set(DP_MECHANISMS)
     assert set(WHOLE_RELEASE) <= RELEASE_MECHANISMS

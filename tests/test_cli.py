@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.datasets import load_dataset
-from common.learners import CartTreeClassifier
-from common.model_io import read_tree, write_tree
+from common.data.datasets import load_dataset
+from common.trees.learners import CartTreeClassifier
+from common.federation.model_io import read_tree, write_tree
 from modelshare.cli import main
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from common.datasets import load_dataset
+from common.data.datasets import load_dataset
 from modelshare.cli import main
 from modelshare.experiments.pruning import (
     PruningSettings,

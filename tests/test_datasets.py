@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.datasets import (
+from common.data.datasets import (
     DATASETS,
     UnknownDatasetError,
     bundled_schema,
@@ -21,7 +21,7 @@ from common.datasets import (
     load_table,
     read_frame,
 )
-from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 # name -> (rows kept by missing="drop", rows dropped)
 EXPECTED_ROWS = {
@@ -46,7 +46,7 @@ def loaded():
 
 def _raw_bundled(name: str) -> pd.DataFrame:
     """The bundled file as stored, missing tokens as NA."""
-    with resources.as_file(resources.files("common.datasets") / "data" / f"{name}.csv.gz") as path:
+    with resources.as_file(resources.files("common.data.datasets") / "data" / f"{name}.csv.gz") as path:
         return read_frame(path)
 
 

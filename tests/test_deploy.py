@@ -26,8 +26,8 @@ import grpc
 import pytest
 import yaml
 
-from common.datasets import export_dataset
-from common.pb import federation_pb2 as fpb
+from common.data.datasets import export_dataset
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.config import MinerConfig
 from miner_node.server import READY_FILE
 from modelshare import cli_federation, cli_owner
@@ -226,8 +226,8 @@ def test_compose_health_checks_and_the_miner_address():
 def test_the_dockerfile_copies_every_package_and_no_kit():
     text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
     copied = {part for line in text.splitlines() if line.startswith("COPY ") for part in line.split()[1:-1]}
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
-    assert {p.split(".")[0] for p in packages} <= copied
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert {p.rstrip("*").split(".")[0] for p in patterns} <= copied
     assert all((ROOT / p).exists() for p in copied) and not copied & {".", "kits", "data"}
 
 

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from common.anonymity import DP
-from common.datasets import bundled_schema
-from common.diffpets import (
+from common.privacy.requirements import DP
+from common.data.datasets import bundled_schema
+from common.mechanisms.diffpets import (
     BOOTSTRAP_CAVEAT,
     GINI_SENSITIVITY,
     POST_PROCESSING,
@@ -30,12 +30,12 @@ from common.diffpets import (
     train_diffpets,
     variance_utility,
 )
-from common.schema import CategoricalAttribute, NumericAttribute, SchemaError
-from common.tree import CategorySet, Edge, Interval, Tree, TreeError
+from common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
+from common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
 from miner_node.pgen import pgen_ensemble
 from miner_node.pgen_regression import pgen_regression, pgen_regression_tree
 
-WINE = "common/datasets/data/winequality.csv.gz"
+WINE = "common/data/datasets/data/winequality.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_the_dp_trainer_and_pgen_on_the_release(nursery):
 
 
 def test_importing_the_module_loads_neither_sklearn_nor_scipy():
-    code = "import sys, common.diffpets; print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))"
+    code = "import sys, common.mechanisms.diffpets; print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
 

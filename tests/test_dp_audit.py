@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from common.anonymity import DPS, parse_requirement
-from common.dp_audit import DPAuditResult, audit_dp, clopper_pearson
-from common.dp_audit_rdt import KAnonRdtTarget, LaplaceRdtTarget
-from common.kanon_rdt import kanon_rdt
-from common.laplace_rdt import LaplaceRdt, leaf_class_counts
-from common.learners.random_tree import random_structure
+from common.privacy.requirements import DPS, parse_requirement
+from common.audit.dp.estimate import DPAuditResult, audit_dp, clopper_pearson
+from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.mechanisms.kanon_rdt import kanon_rdt
+from common.mechanisms.laplace_rdt import LaplaceRdt, leaf_class_counts
+from common.trees.learners.random_tree import random_structure
 from modelshare import cli_dp_audit
 from modelshare.cli import main
 

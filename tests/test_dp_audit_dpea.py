@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from common.datasets import load_dataset
-from common.dp_audit import DPAuditResult, audit_dp
-from common.dp_audit_dpea import DpeaTarget, tiny_table
-from common.dpea import DPEA
+from common.data.datasets import load_dataset
+from common.audit.dp.estimate import DPAuditResult, audit_dp
+from common.audit.dp.dpea import DpeaTarget, tiny_table
+from common.mechanisms.dpea import DPEA
 
 # Per table. Vectorised, 10^6 trials take about half a second. A broken variant exceeds its claim
 # on joint events (a selection the added row favours *and* a count in the noise's tail). With the

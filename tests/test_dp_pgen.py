@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
+from common.mechanisms.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
 from miner_node import dp_pgen
 from miner_node.dp_pgen import PGEN_LEAF_SHARE, global_model_params
 from miner_node.global_models import make_global_model

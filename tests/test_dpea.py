@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from common.anonymity import DP
-from common.datasets import load_dataset
-from common.dpea import (
+from common.privacy.requirements import DP
+from common.data.datasets import load_dataset
+from common.mechanisms.dpea import (
     DPEA,
     MECHANISM,
     POST_PROCESSING,
@@ -26,9 +26,9 @@ from common.dpea import (
     score_sensitivity,
     train_dpea,
 )
-from common.learners._data import check_xy
-from common.schema import CategoricalAttribute, Schema
-from common.tree import CategorySet, Interval
+from common.trees.learners._data import check_xy
+from common.data.schema import CategoricalAttribute, Schema
+from common.trees.tree import CategorySet, Interval
 from miner_node.pgen import pgen, pgen_ensemble
 
 
@@ -142,7 +142,7 @@ def test_every_score_is_monotone_with_its_sensitivity(counts, cls, score):
 
 
 def test_importing_dpea_keeps_sklearn_and_scipy_out():
-    code = "import sys, common.dpea; print([m for m in ('sklearn', 'scipy') if m in sys.modules])"
+    code = "import sys, common.mechanisms.dpea; print([m for m in ('sklearn', 'scipy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -1,4 +1,4 @@
-"""(beta, eps, delta)-DPS accounting of k-AnonToRdt (common/dps.py, `modelshare privacy dps`).
+"""(beta, eps, delta)-DPS accounting of k-AnonToRdt (common/privacy/dps.py, `modelshare privacy dps`).
 
 The paper's Table 5 is reproduced cell by cell; where the paper disagrees with its own formula the
 cell is re-derived by a brute-force evaluation of Theorem 1 that shares no code with the library:
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from common.dps import (
+from common.privacy.dps import (
     TABLE5_BETA,
     TABLE5_EPSILON_TOTAL,
     TABLE5_K,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.datasets import load_dataset
+from common.data.datasets import load_dataset
 from modelshare.cli import main
 from modelshare.experiments import output, pruning, rdt, sources
 from modelshare.experiments.output import (

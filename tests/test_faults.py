@@ -21,7 +21,7 @@ import grpc
 import numpy as np
 import pytest
 
-from common.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
 from modelshare.provision import issue_throwaway_federation

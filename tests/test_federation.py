@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.datasets import load_dataset
-from common.pb import federation_pb2 as fpb
+from common.data.datasets import load_dataset
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from modelshare.cli import main
 from modelshare.provision import issue_throwaway_federation

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
-from common.learners import CartTreeClassifier
-from common.metrics import accuracy, class_match, path_match
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.tree import CategorySet, Edge, Interval, Node, Tree
+from common.trees.learners import CartTreeClassifier
+from common.trees.metrics import accuracy, class_match, path_match
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 from miner_node import global_models
 from miner_node.global_models import (
     DEFAULT_TREE_PARAMS,

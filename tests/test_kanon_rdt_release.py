@@ -12,25 +12,25 @@ import grpc
 import numpy as np
 import pytest
 
-from common.anonymity import (
+from common.privacy.requirements import (
     DPS,
     GRAMMAR,
     RequirementError,
     parse_requirement,
     weaker_than,
 )
-from common.attacks import ensemble_attack_report
-from common.audit import audit
-from common.dps import compose
-from common.kanon_rdt import counts_below_k
-from common.model_io import read_model, read_tree, write_release
-from common.pb import federation_pb2 as fpb
-from common.report import PathClaim, Release
-from common.signing import sign_payload
-from common.study import StudyError, spec_from_mapping
-from common.tree import Node, Tree, TreeError
-from common.tree_rebuild import rebuild
-from common.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
+from common.privacy.attacks import ensemble_attack_report
+from common.audit.release import audit
+from common.privacy.dps import compose
+from common.mechanisms.kanon_rdt import counts_below_k
+from common.federation.model_io import read_model, read_tree, write_release
+from common.federation.pb import federation_pb2 as fpb
+from common.privacy.report import PathClaim, Release
+from common.federation.signing import sign_payload
+from common.federation.study import StudyError, spec_from_mapping
+from common.trees.tree import Node, Tree, TreeError
+from common.trees.rebuild import rebuild
+from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
 from miner_node.mining import AcceptedModel, mine
 from miner_node.pgen import ensemble_rows, pgen_ensemble
 from miner_node.verify import Rejection, check_model
@@ -308,7 +308,7 @@ def test_mining_an_ensemble_trains_global_models_on_its_pseudo_rows(forest, nurs
 
 # -------------------------------------------------------- owner and verifier
 def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nursery, tmp_path):
-    from common.signing import generate_signing_key
+    from common.federation.signing import generate_signing_key
 
     schema, X, y = nursery
     key = generate_signing_key()
@@ -402,7 +402,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
 
 # ---------------------------------------------------------------------- CLI
 def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
-    from common.datasets import load_dataset
+    from common.data.datasets import load_dataset
 
     data = tmp_path / "nursery.csv"
     load_dataset("nursery").frame.to_csv(data, index=False)

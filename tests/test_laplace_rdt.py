@@ -11,26 +11,26 @@ import sys
 import numpy as np
 import pytest
 
-from common.anonymity import (
+from common.privacy.requirements import (
     DP,
     GRAMMAR,
     RequirementError,
     parse_requirement,
     weaker_than,
 )
-from common.audit import audit
-from common.laplace_rdt import (
+from common.audit.release import audit
+from common.mechanisms.laplace_rdt import (
     POST_PROCESSING,
     LaplaceRdt,
     count_log_pmf,
     leaf_class_counts,
 )
-from common.learners.random_tree import random_structure
-from common.model_io import read_model, write_release
-from common.report import PathClaim, Release
-from common.tree import Node, Tree
-from common.tree_rebuild import rebuild
-from common.wire import tree_to_pb
+from common.trees.learners.random_tree import random_structure
+from common.federation.model_io import read_model, write_release
+from common.privacy.report import PathClaim, Release
+from common.trees.tree import Node, Tree
+from common.trees.rebuild import rebuild
+from common.federation.wire import tree_to_pb
 from modelshare.cli import main
 from owner_node.release import release_dp, release_tree
 
@@ -310,6 +310,6 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
 
 
 def test_auditors_do_not_import_the_random_tree_code():
-    """The miner's verifier processes import `common.audit`; laplace-rdt must not make them load scikit-learn."""
-    code = "import sys, common.audit; sys.exit('sklearn' in sys.modules)"
+    """The miner's verifier processes import `common.audit.release`; laplace-rdt must not make them load scikit-learn."""
+    code = "import sys, common.audit.release; sys.exit('sklearn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from common.anonymity import RequirementError
-from common.datasets import bundled_schema
-from common.hierarchy import (
+from common.privacy.requirements import RequirementError
+from common.data.datasets import bundled_schema
+from modelshare.experiments.baselines.hierarchy import (
     TOP,
     CategoricalHierarchy,
     HierarchyError,
@@ -18,8 +18,8 @@ from common.hierarchy import (
     read_hierarchy,
     schema_hierarchies,
 )
-from common.ld import LDError, check_cl_diversity, diversify, fit_ld_model
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.experiments.baselines.ld import LDError, check_cl_diversity, diversify, fit_ld_model
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 # ------------------------------------------------------------------ hierarchies
 

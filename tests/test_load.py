@@ -14,7 +14,7 @@ import time
 import grpc
 import numpy as np
 
-from common.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation
 from tests.federation_helpers import Federation, signed_model, study_spec

@@ -9,7 +9,7 @@ import logging
 import grpc
 import pytest
 
-from common.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2 as fpb
 from modelshare import logs
 from tests.federation_helpers import make_federation, signed_model, study_spec
 

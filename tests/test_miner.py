@@ -8,7 +8,7 @@ import grpc
 import numpy as np
 import pytest
 
-from common.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from tests.federation_helpers import (
     make_federation,

@@ -8,9 +8,9 @@ import grpc
 import numpy as np
 import pytest
 
-from common.datasets import load_dataset
-from common.learners import make_learner
-from common.wire import model_message
+from common.data.datasets import load_dataset
+from common.trees.learners import make_learner
+from common.federation.wire import model_message
 from miner_node.store import Store, Submission, verify_log
 from miner_node.verify import ModelVerifier, Rejection, check_model
 from owner_node.release import release_tree

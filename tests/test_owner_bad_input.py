@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.datasets import load_dataset
-from common.pb import federation_pb2 as fpb
+from common.data.datasets import load_dataset
+from common.federation.pb import federation_pb2 as fpb
 from modelshare.provision import issue_throwaway_federation
 from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from common.datasets import load_dataset
-from common.pb import federation_pb2 as fpb
-from common.study import spec_from_mapping
+from common.data.datasets import load_dataset
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import spec_from_mapping
 from modelshare.cli_owner import cmd_check
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.policy import Policy, PolicyError

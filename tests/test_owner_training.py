@@ -17,18 +17,18 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit import audit
-from common.datasets import load_dataset
-from common.kit import Party, Roster, TlsFiles
-from common.pb import federation_pb2 as fpb
-from common.signing import (
+from common.audit.release import audit
+from common.data.datasets import load_dataset
+from common.federation.kit import Party, Roster, TlsFiles
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.signing import (
     generate_signing_key,
     key_id,
     save_signing_key,
     verify_envelope,
 )
-from common.study import spec_from_mapping
-from common.wire import decode_model
+from common.federation.study import spec_from_mapping
+from common.federation.wire import decode_model
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
 from owner_node.policy import Policy

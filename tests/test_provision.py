@@ -16,7 +16,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.kit import (
+from common.federation.kit import (
     Roster,
     RosterWatcher,
     TlsFiles,
@@ -24,7 +24,7 @@ from common.kit import (
     peer_cert_sha256,
     peer_identity,
 )
-from common.signing import key_id, load_signing_key
+from common.federation.signing import key_id, load_signing_key
 from modelshare import cli_provision
 from modelshare.provision import (
     ProvisionError,

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from common.kanon_rdt import LowCount, counts_below_k, kanon_rdt
-from common.learners._params import ParameterError
-from common.learners.random_tree import RandomDecisionTrees, random_structure
-from common.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.tree import CategorySet, Interval, Tree
+from common.mechanisms.kanon_rdt import LowCount, counts_below_k, kanon_rdt
+from common.trees.learners._params import ParameterError
+from common.trees.learners.random_tree import RandomDecisionTrees, random_structure
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.tree import CategorySet, Interval, Tree
 
 MIXED = Schema(
     (

@@ -13,22 +13,22 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit import audit_regression
-from common.diffpets import RegressionSchema
-from common.metrics import mae, rmse
-from common.pb import federation_pb2 as fpb
-from common.report import PrivacyReport, RegressionRelease
-from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
-from common.signing import sign_payload
-from common.study import (
+from common.audit.release import audit_regression
+from common.mechanisms.diffpets import RegressionSchema
+from common.trees.metrics import mae, rmse
+from common.federation.pb import federation_pb2 as fpb
+from common.privacy.report import PrivacyReport, RegressionRelease
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from common.federation.signing import sign_payload
+from common.federation.study import (
     StudyError,
     check_spec,
     describe_spec,
     load_study_file,
     spec_from_mapping,
 )
-from common.task import load_regression_table, load_schema
-from common.wire import WireError, decode_model, model_message
+from common.data.task import load_regression_table, load_schema
+from common.federation.wire import WireError, decode_model, model_message
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 
 def frame() -> pd.DataFrame:

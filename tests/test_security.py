@@ -24,14 +24,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common.attacks import attack_report
-from common.kit import TlsFiles
-from common.pb import federation_pb2 as fpb
-from common.pb import federation_pb2_grpc as fgrpc
-from common.signing import sign_payload
-from common.study import spec_schema
-from common.tree import Node, Tree
-from common.wire import (
+from common.privacy.attacks import attack_report
+from common.federation.kit import TlsFiles
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.signing import sign_payload
+from common.federation.study import spec_schema
+from common.trees.tree import Node, Tree
+from common.federation.wire import (
     model_message,
     new_nonce,
     report_from_pb,
@@ -189,7 +189,7 @@ def test_an_owner_cannot_speak_for_another_owner(fed):
     code, why = refused(site_a.Submit, forged)
     assert code == grpc.StatusCode.UNAUTHENTICATED and "signature does not verify" in why
     # a key that is on no roster
-    from common.signing import generate_signing_key
+    from common.federation.signing import generate_signing_key
 
     code, why = refused(site_a.Submit, sign_payload(message, generate_signing_key()))
     assert code == grpc.StatusCode.UNAUTHENTICATED and "is not on the miner's roster" in why

@@ -1,4 +1,4 @@
-"""Ed25519 envelopes and signing key files (`common.signing`)."""
+"""Ed25519 envelopes and signing key files (`common.federation.signing`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from common.pb import federation_pb2 as fpb
-from common.signing import (
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.signing import (
     SignatureError,
     generate_signing_key,
     key_id,

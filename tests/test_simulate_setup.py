@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from common.study import load_study_file, spec_requirement
-from common.wire import disclosure_from_pb
+from common.federation.study import load_study_file, spec_requirement
+from common.federation.wire import disclosure_from_pb
 from modelshare.cli import build_parser
 from modelshare.simulate import DEFAULT_RDT_DEPTH, DEFAULT_RDT_REQUIREMENT, prepare
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from common.learners import make_learner
-from common.model_io import (
+from common.trees.learners import make_learner
+from common.federation.model_io import (
     read_model,
     read_model_file,
     read_tree,
@@ -19,11 +19,11 @@ from common.model_io import (
     write_release,
     write_tree,
 )
-from common.pb import federation_pb2 as fpb
-from common.pb import model_pb2 as mpb
-from common.signing import SignatureError, generate_signing_key, verify_envelope
-from common.tree import Interval, TreeError
-from common.wire import (
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import model_pb2 as mpb
+from common.federation.signing import SignatureError, generate_signing_key, verify_envelope
+from common.trees.tree import Interval, TreeError
+from common.federation.wire import (
     WireError,
     decode_model,
     model_message,

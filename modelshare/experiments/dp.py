@@ -21,7 +21,7 @@ CART of depth 5 (the miner's decision tree with ``max_depth=5``) trained on the 
 Depth per mechanism (``--depth MECH=D``, else `default_depth`): laplace-rdt 4, dpea 3,
 diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism 4. ``--dpea-steps`` (only
 while ``dpea`` is registered) sweeps DPEA's embedding depth d, which its registry trainer fixes at
-d = D; those releases are trained by `common.dpea.DPEA` itself, the same trainer with d set.
+d = D; those releases are trained by `common.mechanisms.dpea.DPEA` itself, the same trainer with d set.
 
 Each (split, mechanism, d, epsilon) is one task seeded from (seed, repeat, fold, and a CRC of the
 setting's name), so neither ``--jobs`` nor the registry's contents nor the epsilon list change a
@@ -41,12 +41,12 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.datasets import load_table as load_file
-from common.dpea import DPEA, finest_bins
-from common.dpea import MECHANISM as DPEA_NAME
-from common.learners.random_tree import ensemble_predict_proba
-from common.schema import Schema
-from common.tree import Tree
+from common.data.datasets import load_table as load_file
+from common.mechanisms.dpea import DPEA, finest_bins
+from common.mechanisms.dpea import MECHANISM as DPEA_NAME
+from common.trees.learners.random_tree import ensemble_predict_proba
+from common.data.schema import Schema
+from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble

@@ -9,7 +9,7 @@ option is required and never defaulted from the data. Values outside them are cl
 (the errors are still measured against the raw values). The attributes' ranges and categories come
 from ``--schema`` (a modelshare schema file; its class column, if it is not the target, becomes a
 categorical attribute over its public classes), from the bundled schema with ``--dataset``, or,
-without either, are inferred from the rows by `common.datasets.load_table`: all-number columns
+without either, are inferred from the rows by `common.data.datasets.load_table`: all-number columns
 become numeric on their observed range, the rest categorical. Inferred ranges disclose the table's
 extremes, so such a run says so on stderr and in ``results.json``: the releases are eps-DP only
 if those ranges are taken as public.
@@ -18,7 +18,7 @@ Protocol (as `modelshare.experiments.dp`): ``repeats`` random 80/20 splits
 (``train_test_split(..., random_state=seed + i)``, not stratified: the target is numeric);
 ``--folds K`` runs shuffled K-fold cross-validation per repeat instead; with ``--test-data`` every
 repeat trains on the whole table and tests on that separate table. Per split and total epsilon,
-one `common.diffpets.DiffPetsRegressor` forest of ``trees`` trees of depth ``depth`` is released
+one `common.mechanisms.diffpets.DiffPetsRegressor` forest of ``trees`` trees of depth ``depth`` is released
 from the training rows and scored on the test rows twice over:
 
 - ``forest``: the released forest's own prediction (the mean of its trees' leaf values);
@@ -61,10 +61,10 @@ import pandas as pd
 from rich.table import Table
 from sklearn.tree import DecisionTreeRegressor
 
-from common.datasets import LoadedTable, load_dataset, read_frame
-from common.datasets import load_table as load_file
-from common.diffpets import DiffPetsRegressor, RegressionForest, RegressionSchema
-from common.schema import (
+from common.data.datasets import LoadedTable, load_dataset, read_frame
+from common.data.datasets import load_table as load_file
+from common.mechanisms.diffpets import DiffPetsRegressor, RegressionForest, RegressionSchema
+from common.data.schema import (
     Attribute,
     CategoricalAttribute,
     NumericAttribute,

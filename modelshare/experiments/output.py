@@ -38,7 +38,7 @@ from rich.progress import (
 )
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
-from common.datasets import LoadedTable
+from common.data.datasets import LoadedTable
 from modelshare.cli_common import err, load_source, positive_int
 
 __all__ = [

@@ -10,7 +10,7 @@ fold, the training part is used twice:
   from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
   training part, kept as the reference line);
 - LD: the training part itself (c,l)-diversified by full-domain generalisation and suppression
-  (`common.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
+  (`modelshare.experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
   scored on the test fold generalised the same way.
 
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
@@ -38,11 +38,11 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from rich.table import Table
 
-from common.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
-from common.learners import LEARNERS
-from common.metrics import accuracy
-from common.schema import Schema
-from common.tree import Disclosure
+from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
+from common.trees.learners import LEARNERS
+from common.trees.metrics import accuracy
+from common.data.schema import Schema
+from common.trees.tree import Disclosure
 from modelshare.cli_common import (
     add_table_source,
     float_list,

@@ -1,0 +1,208 @@
+"""Audit target (`common.audit.dp.estimate.AuditTarget`) for DPEA, and the tiny adversarial table it is meant for.
+
+DPEA's structure is chosen from the data, so unlike the random-tree targets (`common.audit.dp.rdt`)
+the structure cannot be fixed: a release is (per tree) a whole structure plus the leaves' noisy
+counts. On a small schema and depth every full structure can be listed, and the exact sampler gives
+each one's probability on D and on D' = D + r (`DPEA.structure_log_probs`), so the audit works
+with the exact law instead of re-running the mechanism:
+
+* *Sufficient statistic.* Given the structure, every leaf count except r's (leaf, class) cell has
+  the same law under D and D' (Laplace noise per cell), and dropping all-zero subtrees is a function
+  of the structure and the counts. So (structure, r's released cell count) per tree carries the whole
+  likelihood ratio; the audit observes that pair, the release before the dropping post-processing
+  (a violation there is a violation of the accounting; the dropping can only hide information).
+* *Sampling.* Structures are drawn from the audited mechanism's exact law (its own
+  ``structure_log_probs``, so a subclass with a broken selection budget is audited as such; the
+  tests check that law against `DPEA.fit`'s draws), r's cell count from its own ``noisy_counts``.
+  Vectorised over trials: a trial costs microseconds, so 10^5 trials per table take a second.
+* *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
+  correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
+  log-pmf ratio at the claimed noise scale (`common.mechanisms.laplace_rdt.count_log_pmf`, the same clamped,
+  rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
+  release comes closest to its bound.
+* *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
+  mechanism on (D, D') is computable exactly (`exact_epsilon`): the largest |ln P'/P| over
+  structures and released counts (counts beyond m + 2 or below m - 1 add nothing new), times the
+  number of trees. The empirical audit is a statistical lower bound on it.
+
+The added row r is chosen among the domain's points (all of them when the domain is small, else
+sampled table rows and random points) with every class, maximising the symmetrised KL divergence
+between the structure laws on D and D'. Note (module docstring of `common.mechanisms.dpea`): all of DPEA's
+scores are monotone under adding a row, which is what lets the default ``monotone`` selection use
+beta = eps' / Δq'; its claim is then nearly tight on the audit pair, so a selection or leaf noise
+sharper than stated shows. Under the paper's beta = eps' / (2 Δq') a correct tree's exact epsilon
+is at most (ceil(D/d)/2 + 1) eps', a loose claim that hides some broken variants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure
+from common.mechanisms.laplace_rdt import count_log_pmf
+from common.trees.learners._data import check_xy
+from common.data.schema import CategoricalAttribute, Schema
+
+__all__ = ["DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES"]
+
+ADDED_ROW_CANDIDATES = 64  # domain points tried as r (each with every class) when the domain is larger
+MAX_STRUCTURES = 20_000  # full structures the target lists; more is refused (lower the depth)
+_COUNT_MARGIN = 3  # released counts max(0, m - 3) .. m + 2 take every value of the count log-ratio (constant beyond)
+
+
+def tiny_table() -> tuple[Schema, np.ndarray, np.ndarray]:
+    """The audits' D: six rows over three binary attributes a, b, c whose class is c ("yes" iff c = 1).
+
+    Found by searching small tables for the largest exact privacy loss of the broken variants
+    (`DpeaTarget.exact_epsilon`): every subtree that splits on c classifies D perfectly, so the
+    selections concentrate on them, and an added row contradicting the rule (class "no" with c = 1)
+    changes the score of the few subtrees that isolate it, which is where the exponential
+    mechanism's loss is largest.
+    """
+    schema = Schema(
+        tuple(CategoricalAttribute(name, ("0", "1")) for name in ("a", "b", "c")), "label", ("no", "yes"))
+    X = np.array([[0, 1, 0], [1, 0, 0], [0, 1, 0], [1, 1, 1], [1, 0, 1], [0, 1, 1]], dtype=np.float64)
+    y = X[:, 2].astype(np.int64)
+    return schema, X, y
+
+
+def _claimed(mechanism: DPEA) -> DPEA:
+    """A correct `DPEA` at ``mechanism``'s setting: the law the release claims, even for a broken subclass."""
+    return DPEA(**{f.name: getattr(mechanism, f.name) for f in dataclasses.fields(DPEA)})
+
+
+def _row(domain: Domain, codes: np.ndarray) -> np.ndarray:
+    """An encoded row with the given codes: the category, or the middle of a numeric attribute's bin."""
+    row = codes.astype(np.float64)
+    for j, attr in enumerate(domain.schema.attributes):
+        if not isinstance(attr, CategoricalAttribute):
+            width = (attr.high - attr.low) / domain.arity[j]
+            row[j] = attr.low + (codes[j] + 0.5) * width
+    return row
+
+
+def _leaf_path(structure: Structure, codes: np.ndarray) -> list[int]:
+    """The attributes on the path ``codes`` takes through ``structure``."""
+    path = []
+    while structure is not None:
+        a, children = structure
+        path.append(a)
+        structure = children[int(codes[a])]
+    return path
+
+
+class DpeaTarget:
+    """DPEA on (D, D' = D + r): the release is (structure, r's released cell count) per tree; the score is the LLR.
+
+    Parameters
+    ----------
+    mechanism:
+        The audited setting (a `DPEA`, or a broken subclass); its claim is a correct `DPEA` with the
+        same fields. The ``mcmc`` sampler is refused: its law is not the exact one the target samples.
+    schema, X, y:
+        D.
+    rng:
+        Draws the candidate rows when the domain is too large to try every point.
+    """
+
+    mechanism = MECHANISM
+
+    def __init__(self, mechanism: DPEA, schema: Schema, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        if mechanism.sampler == "mcmc":
+            raise ValueError("the dpea audit samples the exact law of the selections; sampler 'mcmc' claims no exact "
+                             "guarantee (use 'exact' or 'exhaustive')")
+        X, y = check_xy(schema, X, y)
+        self.audited, self.claimed = mechanism, _claimed(mechanism)
+        self.epsilon, self.delta = float(mechanism.epsilon), 0.0
+        self.schema, self.X, self.y = schema, X, y
+        self.domain = Domain.of(schema, mechanism.bins)
+        count = self.domain.log_structure_count(mechanism.depth)
+        if count > math.log(MAX_STRUCTURES):
+            raise ValueError(f"the dpea audit lists every structure of depth {mechanism.depth}: about {math.exp(count):.3g} "
+                             f"here, more than {MAX_STRUCTURES}; use a smaller depth or schema")
+        self.structures = self.domain.structures(mechanism.depth)
+        self.codes = self.domain.codes(X)
+        log_d = self.claimed.structure_log_probs(schema, X, y, self.structures)
+        self.row, self.label, log_d1 = self._choose(log_d, rng)
+        self.structure_llr = log_d1 - log_d  # under the claimed law
+        r = self.domain.codes(self.row[None, :])[0]
+        self.counts = np.array([self._cell(s, r) for s in self.structures])  # r's cell count in D, per structure
+        X1, y1 = np.vstack([X, self.row]), np.append(y, self.label)
+        self.law = tuple(self._law(mechanism.structure_log_probs(schema, data, labels, self.structures))
+                         for data, labels in ((X, y), (X1, y1)))
+
+    # ------------------------------------------------------------------ the pair
+    def _candidates(self, rng: np.random.Generator) -> np.ndarray:
+        """Codes of the rows tried as r: every domain point, or sampled table rows and random points."""
+        arity = self.domain.arity
+        if math.prod(int(a) for a in arity) <= ADDED_ROW_CANDIDATES:
+            return np.array(list(itertools.product(*(range(int(a)) for a in arity))), dtype=np.int64)
+        half = ADDED_ROW_CANDIDATES // 2
+        rows = self.codes[rng.choice(len(self.codes), min(half, len(self.codes)), replace=False)]
+        points = np.column_stack([rng.integers(0, int(a), half) for a in arity])
+        return np.unique(np.vstack([rows, points]), axis=0)
+
+    def _choose(self, log_d: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, int, np.ndarray]:
+        """r (encoded), its class and the claimed log-law on D + r: the candidate whose law moves the most."""
+        best: tuple[float, np.ndarray, int, np.ndarray] | None = None
+        p = np.exp(log_d)
+        for codes in self._candidates(rng):
+            row = _row(self.domain, codes)
+            for label in range(self.schema.n_classes):
+                log_d1 = self.claimed.structure_log_probs(self.schema, np.vstack([self.X, row]),
+                                                          np.append(self.y, label), self.structures)
+                divergence = float(((np.exp(log_d1) - p) * (log_d1 - log_d)).sum())
+                if best is None or divergence > best[0]:
+                    best = (divergence, row, label, log_d1)
+        assert best is not None
+        return best[1], best[2], best[3]
+
+    def _cell(self, structure: Structure, r: np.ndarray) -> int:
+        """Rows of D in r's (leaf, class) cell of ``structure``."""
+        path = _leaf_path(structure, r)
+        same = (self.codes[:, path] == r[path]).all(axis=1) & (self.y == self.label)
+        return int(same.sum())
+
+    @staticmethod
+    def _law(log_probs: np.ndarray) -> np.ndarray:
+        p = np.exp(log_probs - log_probs.max())
+        return p / p.sum()
+
+    # --------------------------------------------------------------- releases
+    def _scores(self, law: np.ndarray, added: int, trials: int, rng: np.random.Generator) -> np.ndarray:
+        """Scores of ``trials`` releases on D (``added`` = 0) or D' (1): structure and r's count per tree."""
+        chosen = rng.choice(law.size, size=(trials, self.audited.n_trees), p=law)
+        m = self.counts[chosen]
+        released = self.audited.noisy_counts(m + added, rng)
+        scale = self.claimed.noise_scale
+        llr = self.structure_llr[chosen] + count_log_pmf(released, m + 1, scale) - count_log_pmf(released, m, scale)
+        return llr.sum(axis=1)
+
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return self._scores(self.law[0], 0, trials, rng), self._scores(self.law[1], 1, trials, rng)
+
+    @property
+    def exact_epsilon(self) -> float:
+        """The audited mechanism's exact privacy loss on this pair: max |ln P'(release) / P(release)|."""
+        structure = np.log(self.law[1]) - np.log(self.law[0])
+        offsets = np.arange(-_COUNT_MARGIN, _COUNT_MARGIN)
+        released = np.maximum(self.counts[:, None] + offsets, 0)
+        scale = self.audited.noise_scale
+        count = count_log_pmf(released, self.counts[:, None] + 1, scale) - count_log_pmf(released, self.counts[:, None], scale)
+        loss = np.abs(structure[:, None] + count).max()
+        return float(self.audited.n_trees * loss)
+
+    def describe(self) -> dict[str, Any]:
+        row = self.schema.decode(self.row[None, :], np.array([self.label])).iloc[0]
+        return {"added_row": {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()},
+                "rows": int(self.y.size), "structures": len(self.structures),
+                "cell_counts_in_D": sorted({int(m) for m in self.counts}),
+                "exact_epsilon": self.exact_epsilon,
+                "score": f"log-likelihood ratio D'/D of (structure, r's released cell count) per tree under the "
+                         f"claimed law: selections at beta {self.claimed.selection_beta:g}, noise scale "
+                         f"{self.claimed.noise_scale:g}"}

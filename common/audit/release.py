@@ -1,0 +1,578 @@
+"""Re-derive a release's privacy claims from the released trees alone (`modelshare audit`).
+
+The audit trusts nothing the release computed. For every tree it checks that inner nodes disclose
+nothing beyond the leaves (exact sums under counts, Sharkey et al.'s Eq. 1 under hit/miss, so no
+pruned tuple can be recovered by subtraction), and it recomputes the attack counts to compare
+with the reported ones. Then it parses the claimed requirement again and:
+
+* for a path requirement (one tree): checks it on every released leaf's own statistics and checks
+  that the claims cover exactly the released paths with their true sizes;
+* for ``dps`` (a k-AnonToRdt ensemble): checks that no released nonzero (node, class) count of
+  any tree is below k, that the parameters restate the requirement (k, beta, epsilon, trees, and
+  as many trees as stated, none deeper than the stated depth), and recomputes delta per tree and
+  composed (`common.privacy.dps`) to compare with the stated ones and the guarantee text. The sampling
+  itself cannot be seen in the release; what can be re-checked is that the release is a strongly
+  safe k-anonymization of *some* sample and that the stated accounting follows from its setting;
+* for ``dp`` (an eps-DP ensemble such as laplace-rdt): checks that the parameters restate the
+  requirement (epsilon, trees, as many trees as stated, none deeper than the stated depth, the
+  guarantee text) and the mechanism's own re-derivable accounting (laplace-rdt: the noise scale
+  per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
+  integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
+  release; `common.audit.dp.estimate` tests that empirically.
+
+A DiffPETs regression forest (a regression study) is audited by `audit_regression`: the same ``dp``
+parameter checks on its trees' structure, the budget split recomputed with the -SSE utility's
+sensitivity, its stated post-processing, and the target's public bounds against the schema's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from common.privacy.requirements import (
+    DP,
+    DPS,
+    LeafStats,
+    PathRequirement,
+    RequirementError,
+    leaf_stats,
+    parse_requirement,
+)
+from common.privacy.attacks import AttackReport, ensemble_attack_report
+from common.mechanisms.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
+from common.mechanisms.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
+from common.mechanisms.diffpets import (
+    REGRESSION_POST_PROCESSING as DIFFPETS_REGRESSION_POST_PROCESSING,
+)
+from common.mechanisms.diffpets import VARIANCE_SENSITIVITY as DIFFPETS_VARIANCE_SENSITIVITY
+from common.mechanisms.diffpets import DiffPetsRegressor, RegressionForest
+from common.mechanisms.dpea import MECHANISM as DPEA
+from common.mechanisms.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
+from common.mechanisms.dpea import accounting_errors as dpea_accounting_errors
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.kanon_rdt import counts_below_k
+from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.mechanisms.laplace_rdt import POST_PROCESSING, SENSITIVITY
+from common.privacy.report import PrivacyReport
+from common.trees.tree import Tree, counts_match
+
+__all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult", "audit_regression"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One audited claim: its name, whether it holds, and why."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class PathAudit:
+    """One released path: its leaf, description, disclosed statistics, whether it meets the claim, its tree."""
+
+    leaf: int
+    path: str
+    tuples: float
+    hit: float
+    miss: float
+    passed: bool
+    tree: int = 0
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Every check, the attack counts recomputed from the released statistics, and every path.
+
+    ``stats`` and ``meets`` hold one entry per tree. ``paths`` (with a readable description each)
+    is built on first use: the miner audits every submission and needs only the verdict.
+    """
+
+    checks: tuple[Check, ...]
+    attacks: AttackReport
+    trees: tuple[Tree, ...] = field(repr=False)
+    stats: tuple[LeafStats, ...] = field(repr=False)
+    meets: tuple[np.ndarray, ...] = field(repr=False)
+
+    @cached_property
+    def paths(self) -> tuple[PathAudit, ...]:
+        found: list[PathAudit] = []
+        for t, (tree, s, meets) in enumerate(zip(self.trees, self.stats, self.meets)):
+            descriptions = {p.leaf: p.describe(tree.schema) for p in tree.paths()}
+            found.extend(
+                PathAudit(int(i), descriptions[int(i)], float(n), float(h), float(m), bool(o), t)
+                for i, n, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, meets)
+            )
+        return tuple(found)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "passed": self.passed,
+            "checks": [vars(c) for c in self.checks],
+            "paths": [vars(p) for p in self.paths],
+            "attacks": self.attacks.to_dict(),
+        }
+
+
+def _implied_counts(tree: Tree) -> np.ndarray:
+    """Per node, the class counts its children imply: exact sums, or Eq. 1 estimates under hit/miss."""
+    n, k = len(tree.nodes), tree.schema.n_classes
+    children = np.arange(1, n)
+    parent = tree.parents[children]
+    if tree.disclosure == "counts":
+        implied = np.zeros((n, k))
+        np.add.at(implied, parent, np.stack([tree.nodes[c].counts for c in children]).reshape(-1, k))
+        return implied
+    labels = np.fromiter((tree.nodes[c].label for c in children), dtype=np.int64, count=n - 1)
+    hit = np.fromiter((tree.nodes[c].hit for c in children), dtype=np.float64, count=n - 1)
+    miss = np.fromiter((tree.nodes[c].miss for c in children), dtype=np.float64, count=n - 1)
+    estimate = np.zeros((n, k))
+    own_miss = np.zeros((n, k))
+    np.add.at(estimate, (parent, labels), hit)
+    np.add.at(own_miss, (parent, labels), miss)
+    all_miss = np.bincount(parent, weights=miss, minlength=n)
+    return estimate + (all_miss[:, None] - own_miss) / max(k - 1, 1)
+
+
+def _inner_failure(tree: Tree) -> str | None:
+    """Why an inner node of ``tree`` differs from what its children imply (exact sums, or Eq. 1), or None.
+
+    Checked node by node against the node's own children (Eq. 1 as in `common.trees.rebuild.eq1_counts`,
+    applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node then
+    derives from the leaves alone. A tie between classes may be broken either way.
+    """
+    inner = np.array([not node.is_leaf for node in tree.nodes])
+    if inner.any():
+        implied = _implied_counts(tree)
+        labels = np.array([node.label for node in tree.nodes])
+        if tree.disclosure == "counts":
+            disclosed = np.stack([node.counts for node in tree.nodes])
+            same = counts_match(implied, disclosed).all(axis=1)
+        else:
+            hit = np.array([node.hit for node in tree.nodes])
+            own = implied[np.arange(labels.size), labels]
+            same = counts_match(own, hit) & counts_match(own, implied.max(axis=1))
+        bad = inner & ~same
+        if bad.any():
+            i = int(np.argmax(bad))
+            node = tree.nodes[i]
+            return (f"node {i} discloses class {node.label}, hit {node.hit:g}, miss {node.miss:g}; its children imply "
+                    f"class counts {np.round(implied[i], 6).tolist()}")
+    return None
+
+
+def _inner_check(trees: Sequence[Tree]) -> Check:
+    """Every tree's inner nodes derive from its leaves; a failure names the node (and the tree of an ensemble)."""
+    name = "inner nodes derive from leaves"
+    for t, tree in enumerate(trees):
+        why = _inner_failure(tree)
+        if why is not None:
+            return Check(name, False, why if len(trees) == 1 else f"tree {t}: {why}")
+    kinds = {tree.disclosure for tree in trees}
+    how = " / ".join(
+        "exact sums of the leaves' counts" if kind == "counts" else "Eq. 1 estimates from the leaves" for kind in sorted(kinds)
+    )
+    return Check(name, True, f"every inner node equals {how}" + (f" in all {len(trees)} trees" if len(trees) > 1 else ""))
+
+
+def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, leaves: np.ndarray) -> Check:
+    claimed = {c.leaf: c for c in report.claims}
+    missing = [int(i) for i in leaves if int(i) not in claimed]
+    extra = sorted(set(claimed) - {int(i) for i in leaves})
+    if missing or extra:
+        return Check("claims cover the released paths", False, f"paths without a claim: {missing[:10]}; claims without a path: {extra[:10]}")
+    for leaf, total in zip(leaves, stats_total):
+        claim = claimed[int(leaf)]
+        if not math.isclose(claim.tuples, float(total), abs_tol=1e-6) or claim.requirement != report.requirement:
+            return Check(
+                "claims cover the released paths",
+                False,
+                f"leaf {int(leaf)} claims {claim.tuples:g} tuples under {claim.requirement!r}; "
+                f"it holds {float(total):g} and the report requires {report.requirement!r}",
+            )
+    return Check("claims cover the released paths", True, f"{len(leaves)} paths, each with its size")
+
+
+def _path_check(stats: LeafStats, requirement: PathRequirement) -> tuple[Check, np.ndarray]:
+    """A path requirement checked on every released leaf, and the per-leaf verdicts."""
+    ok = requirement.check(stats)
+    form = "exact counts" if stats.counts is not None else "hit/miss"
+    bad = [int(i) for i in stats.leaves[~ok]]
+    check = Check(
+        f"every path meets {requirement} ({form})",
+        not bad,
+        f"{int(ok.sum())} of {ok.size} paths pass" + (f"; failing leaves {bad[:10]}" if bad else ""),
+    )
+    return check, ok
+
+
+def _numeric_parameter(parameters: Mapping[str, Any], name: str) -> float | None:
+    """A numeric report parameter, or None when it is missing or not a number."""
+    value = parameters.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _misstated(parameters: Mapping[str, Any], expected: Mapping[str, float]) -> list[str]:
+    """``name=stated (expected value)`` for each numeric parameter that does not equal its expected value."""
+    return [f"{key}={parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
+            if _numeric_parameter(parameters, key) != float(want)]
+
+
+def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) -> str | None:
+    """Why the trees do not match the stated count and depth (an integer >= 1 none exceeds), or None."""
+    if len(trees) != n_trees:
+        return f"the model carries {len(trees)} trees; the report states {n_trees}"
+    depth = _numeric_parameter(report.parameters, "depth")
+    if depth is None or not depth.is_integer() or depth < 1:
+        return f"depth={report.parameters.get('depth')!r} is not an integer >= 1"
+    deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
+    if deep:
+        return f"trees {deep[:10]} are deeper than the stated depth {depth:g}"
+    return None
+
+
+def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> Check:
+    """The stated k, beta, epsilon_total and trees restate the requirement; the trees match them."""
+    name = f"parameters restate {requirement}"
+    wrong = _misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
+                                           "epsilon_total": requirement.epsilon, "trees": requirement.trees})
+    if wrong:
+        return Check(name, False, "the report states " + ", ".join(wrong))
+    why = _forest_failure(trees, report, requirement.trees)
+    if why is not None:
+        return Check(name, False, why)
+    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, k={requirement.k}, "
+                             f"beta={requirement.beta:g}, epsilon={requirement.epsilon:g}")
+
+
+def _dps_delta_check(report: PrivacyReport, requirement: DPS) -> Check:
+    """Per-tree epsilon and delta, composed delta and the guarantee text, recomputed from the requirement."""
+    name = "delta recomputed from (k, beta, epsilon, trees)"
+    g = requirement.guarantee()
+    recomputed = {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total}
+    wrong = []
+    for key, value in recomputed.items():
+        stated = _numeric_parameter(report.parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
+    if report.guarantee != g.describe():
+        wrong.append(f"guarantee {report.guarantee!r}, recomputed {g.describe()!r}")
+    if wrong:
+        return Check(name, False, "; ".join(wrong))
+    return Check(name, True, f"{g.describe()}: delta per tree {g.delta_per_tree:.3g}, {g.trees} trees")
+
+
+def _low_count_check(trees: Sequence[Tree], k: int) -> Check:
+    """No released nonzero (node, class) count of any tree below k (`common.mechanisms.kanon_rdt.counts_below_k`)."""
+    name = f"no released nonzero count below k={k}"
+    hit_miss = [t for t, tree in enumerate(trees) if tree.disclosure != "counts"]
+    if hit_miss:
+        return Check(name, False, f"trees {hit_miss[:10]} disclose hit/miss; a dps release discloses class counts")
+    low = counts_below_k(trees, k)
+    if low:
+        classes = trees[0].schema.classes
+        shown = ", ".join(f"tree {c.tree} node {c.node} class {classes[c.label]!r}: {c.count:g}" for c in low[:5])
+        return Check(name, False, f"{len(low)} counts below k: {shown}")
+    return Check(name, True, f"every nonzero class count of the {len(trees)} trees is at least {k}")
+
+
+def _dps_checks(
+    trees: Sequence[Tree], stats: Sequence[LeafStats], report: PrivacyReport, requirement: DPS
+) -> tuple[list[Check], tuple[np.ndarray, ...]]:
+    """The checks of a ``dps`` claim; a leaf passes when none of its nonzero class counts is below k."""
+    mechanism = Check(
+        "mechanism", report.mechanism == KANON_RDT,
+        f"{report.mechanism!r} " + ("is the mechanism the dps guarantee is proven for" if report.mechanism == KANON_RDT
+                                    else f"does not make dps releases; only {KANON_RDT!r} does"),
+    )
+    claims = Check("claims", not report.claims,
+                   "a dps guarantee covers the whole release; no per-path claims" if not report.claims
+                   else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
+    checks = [mechanism, _dps_parameter_check(trees, report, requirement), _dps_delta_check(report, requirement),
+              _low_count_check(trees, requirement.k), claims]
+    meets = tuple(
+        np.zeros(s.leaves.size, dtype=bool) if s.counts is None
+        else ~((s.counts > 0) & (s.counts < requirement.k)).any(axis=1)
+        for s in stats
+    )
+    return checks, meets
+
+
+def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> Check:
+    """The stated epsilon, trees and guarantee restate the requirement; the trees match the count and depth."""
+    name = f"parameters restate {requirement}"
+    wrong = _misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
+    if report.guarantee != requirement.describe():
+        wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
+    if wrong:
+        return Check(name, False, "the report states " + ", ".join(wrong))
+    why = _forest_failure(trees, report, requirement.trees)
+    if why is not None:
+        return Check(name, False, why)
+    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, "
+                             f"{requirement.describe()}")
+
+
+def _recomputed(parameters: dict, expected: dict[str, float]) -> list[str]:
+    """Each stated numeric parameter that differs from its recomputed value, said as ``key=stated, recomputed v``."""
+    wrong = []
+    for key, value in expected.items():
+        stated = _numeric_parameter(parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={parameters.get(key)!r}, recomputed {value:.6g}")
+    return wrong
+
+
+def _integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_processing: str) -> Check:
+    """The release states ``post_processing`` and every count of every tree is a whole number (clamped, rounded)."""
+    name = "counts post-processed as stated"
+    if report.parameters.get("post_processing") != post_processing:
+        return Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
+                                  f"expected {post_processing!r}")
+    for t, tree in enumerate(trees):
+        if tree.disclosure != "counts":
+            return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
+        counts = np.stack([node.counts for node in tree.nodes])
+        bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            return Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")
+    return Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")
+
+
+def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
+    per_tree = requirement.epsilon / requirement.trees
+    scale = SENSITIVITY / per_tree
+    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
+             f"by 1: {SENSITIVITY})"] if _numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
+    wrong += _recomputed(report.parameters, {"epsilon_per_tree": per_tree, "noise_scale": scale})
+    noise = Check("noise scale recomputed from (epsilon, trees)", not wrong, "; ".join(wrong) if wrong else (
+        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
+        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
+        f"(the empirical audit, modelshare audit-dp, tests it)"))
+    return [noise, _integer_counts_check(trees, report, POST_PROCESSING)]
+
+
+def _diffpets_budget_check(parameters: Mapping[str, Any], requirement: DP, utility: str, sensitivity: int,
+                           label: str) -> Check:
+    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap.
+
+    ``utility`` and ``sensitivity`` are what the task's exponential mechanism must state (Gini and
+    `GINI_SENSITIVITY` for classes, -SSE and `VARIANCE_SENSITIVITY` for a target); ``label`` names it.
+    """
+    depth = _numeric_parameter(parameters, "depth") or 0.0
+    per_tree = requirement.epsilon / requirement.trees
+    per_node = per_tree / (2 * (depth + 1))
+    wrong = _recomputed(dict(parameters), {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
+                                           "leaf_noise_scale": DIFFPETS_COUNT_SENSITIVITY / per_node,
+                                           "count_sensitivity": DIFFPETS_COUNT_SENSITIVITY,
+                                           "utility_sensitivity": sensitivity})
+    if parameters.get("utility") != utility:
+        wrong.append(f"utility={parameters.get('utility')!r} (expected the {label} utility {utility!r})")
+    if parameters.get("bootstrap") is not False:
+        wrong.append(f"bootstrap={parameters.get('bootstrap')!r}: resampled rows multiply every sensitivity, "
+                     "so the stated epsilon would not hold")
+    return Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
+        f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
+        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with {label} sensitivity "
+        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+
+
+def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs' budget split with the Gini utility (`_diffpets_budget_check`) and its stated post-processing."""
+    budget = _diffpets_budget_check(report.parameters, requirement, "gini", DIFFPETS_GINI_SENSITIVITY, "Gini")
+    return [budget, _integer_counts_check(trees, report, DIFFPETS_POST_PROCESSING)]
+
+
+def _dpea_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed."""
+    wrong = dpea_accounting_errors(report.parameters)
+    budget = Check("budget recomputed from (epsilon, trees, depth, embedding_depth)", not wrong,
+                   "; ".join(wrong) if wrong else
+                   f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
+                   "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
+                   "release (modelshare audit-dp tests it)")
+    return [budget, _integer_counts_check(trees, report, DPEA_POST_PROCESSING)]
+
+
+# mechanism name -> its re-derivable checks beyond the parameters every dp release states
+_DP_MECHANISM_CHECKS: dict[str, Callable[[Sequence[Tree], PrivacyReport, DP], list[Check]]] = {
+    LAPLACE_RDT: _laplace_checks,
+    DIFFPETS: _diffpets_checks,
+    DPEA: _dpea_checks,
+}
+
+
+def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
+    known = report.mechanism in _DP_MECHANISM_CHECKS
+    mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
+        "is a mechanism with an eps-DP proof" if known
+        else f"makes no dp releases; known: {sorted(_DP_MECHANISM_CHECKS)}"))
+    checks = [mechanism, _dp_parameter_check(trees, report, requirement)]
+    if known:
+        checks += _DP_MECHANISM_CHECKS[report.mechanism](trees, report, requirement)
+    checks.append(Check("claims", not report.claims,
+                        "a dp guarantee covers the whole release; no per-path claims" if not report.claims
+                        else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))
+    return checks
+
+
+def _requirement_checks(
+    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str
+) -> tuple[list[Check], tuple[np.ndarray, ...] | None]:
+    """The checks of the report's requirement ``text`` and per-tree leaf verdicts (None: no verdict per leaf)."""
+    try:
+        requirement = parse_requirement(text, n_classes=trees[0].schema.n_classes)
+    except RequirementError as exc:
+        checks = [Check("requirement", False, str(exc))]
+        if len(trees) == 1:
+            checks.append(_claims_check(trees[0], report, stats[0].total, stats[0].leaves))
+        return checks, None
+    if isinstance(requirement, DPS):
+        return _dps_checks(trees, stats, report, requirement)
+    if isinstance(requirement, DP):
+        return _dp_checks(trees, report, requirement), None
+    if len(trees) != 1:
+        return [Check("requirement", False, f"{requirement} is claimed per path of one tree; "
+                                            f"this model carries {len(trees)} trees")], None
+    check, ok = _path_check(stats[0], requirement)
+    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves)], (ok,)
+
+
+def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditResult:
+    """Audit released trees (one tree, or an ensemble) against their report (None: claims nothing).
+
+    Returns
+    -------
+    AuditResult
+        ``passed`` is False when any claim fails; the checks say which and why.
+    """
+    trees = (trees,) if isinstance(trees, Tree) else tuple(trees)
+    if not trees:
+        raise ValueError("audit needs at least one tree")
+    stats = tuple(leaf_stats(tree) for tree in trees)
+    attacks = ensemble_attack_report(trees)
+    checks = [_inner_check(trees)]
+    meets: tuple[np.ndarray, ...] | None = None
+    if report is None or report.requirement is None:
+        checks.append(Check("requirement", True, "no privacy requirement is claimed"))
+    else:
+        found, meets = _requirement_checks(trees, stats, report, report.requirement)
+        checks += found
+    if report is not None and report.attacks is not None:
+        same = report.attacks == attacks
+        checks.append(
+            Check(
+                "reported attack counts",
+                same,
+                "match the released statistics" if same else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
+            )
+        )
+    if meets is None:
+        meets = tuple(np.ones(s.leaves.size, dtype=bool) for s in stats)
+    return AuditResult(tuple(checks), attacks, trees, stats, meets)
+
+
+# ---------------------------------------------------------------- regression
+@dataclass(frozen=True)
+class RegressionAuditResult:
+    """The checks of a regression release (a DiffPETs regression forest); no per-leaf verdicts or attack counts."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, "checks": [vars(c) for c in self.checks]}
+
+
+def _diffpets_regression_checks(forest: RegressionForest, report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs regression: the budget split with the -SSE utility, the stated post-processing, the target's bounds.
+
+    The bounds must be the schema's (the study's, whose fingerprint the message carries): the
+    sensitivity 1 of each noisy target sum holds only for the target scaled by public bounds.
+    """
+    parameters = report.parameters
+    budget = _diffpets_budget_check(parameters, requirement, DiffPetsRegressor.utility_name,
+                                    DIFFPETS_VARIANCE_SENSITIVITY, "variance")
+    stated_post = parameters.get("post_processing")
+    post = Check("statistics post-processed as stated", stated_post == DIFFPETS_REGRESSION_POST_PROCESSING,
+                 f"post_processing={stated_post!r}" + ("" if stated_post == DIFFPETS_REGRESSION_POST_PROCESSING
+                                                      else f", expected {DIFFPETS_REGRESSION_POST_PROCESSING!r}"))
+    target, stated = forest.schema.target, parameters.get("target")
+    same = stated == target.to_dict()
+    bounds = Check("target bounds are the schema's public bounds", same,
+                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
+                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
+    return [budget, post, bounds]
+
+
+# mechanism name -> the re-derivable checks of its regression releases
+_DP_REGRESSION_CHECKS: dict[str, Callable[[RegressionForest, PrivacyReport, DP], list[Check]]] = {
+    DIFFPETS: _diffpets_regression_checks,
+}
+
+
+def _regression_requirement_checks(forest: RegressionForest, report: PrivacyReport, text: str) -> list[Check]:
+    """The checks of a regression release's claim ``text``: a ``dp`` requirement and its mechanism's accounting."""
+    try:
+        requirement = parse_requirement(text)
+    except RequirementError as exc:
+        return [Check("requirement", False, str(exc))]
+    if not isinstance(requirement, DP):
+        return [Check("requirement", False, f"{requirement} is not a guarantee a regression release can make; "
+                                            "it claims 'dp:epsilon=E,trees=T'")]
+    known = report.mechanism in _DP_REGRESSION_CHECKS
+    mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
+        "is a regression mechanism with an eps-DP proof" if known
+        else f"makes no dp regression releases; known: {sorted(_DP_REGRESSION_CHECKS)}"))
+    checks = [mechanism, _dp_parameter_check([tree.tree for tree in forest.trees], report, requirement)]
+    if known:
+        checks += _DP_REGRESSION_CHECKS[report.mechanism](forest, report, requirement)
+    checks.append(Check("claims", not report.claims,
+                        "a dp guarantee covers the whole release; no per-path claims" if not report.claims
+                        else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))
+    return checks
+
+
+def audit_regression(forest: RegressionForest, report: PrivacyReport | None) -> RegressionAuditResult:
+    """Audit a released regression forest against its report (None: claims nothing), as `audit` does for classes.
+
+    Every tree's inner (count, sum) already equals the sum of its children's (`RegressionTree`
+    refuses anything else when it is built or decoded). The claim must be ``dp``: the stated epsilon
+    and trees, as many trees as stated and none deeper than the stated depth (`_dp_parameter_check`
+    on the trees' structure), the mechanism's budget split and sensitivities recomputed, its
+    post-processing, and the target bounds equal to the schema's. A regression report carries no
+    attack counts (they count class statistics); one that does fails.
+
+    Returns
+    -------
+    RegressionAuditResult
+        ``passed`` is False when any claim fails; the checks say which and why.
+    """
+    if report is None or report.requirement is None:
+        checks = [Check("requirement", True, "no privacy requirement is claimed")]
+    else:
+        checks = _regression_requirement_checks(forest, report, report.requirement)
+    if report is not None and report.attacks is not None:
+        checks.append(Check("reported attack counts", False,
+                            "a regression release reports no attack counts (they count class statistics)"))
+    return RegressionAuditResult(tuple(checks))

@@ -1,0 +1,29 @@
+"""Dialing the miner: one gRPC channel factory for owners, the admin, simulate and tests.
+
+The miner's certificate is checked against the project CA and its expected party name (not the
+address dialled, which may be an IP or a NAT'd name), so ``grpc.ssl_target_name_override`` is set
+to the miner's name, which provisioning puts in the certificate's SAN.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from common.federation.kit import TlsFiles
+
+__all__ = ["dial_miner", "MAX_MESSAGE_BYTES"]
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def dial_miner(address: str, tls: TlsFiles | None, miner_name: str) -> grpc.Channel:
+    """A channel to the miner at ``address``: mutual TLS with ``tls``, plaintext when it is None."""
+    options = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.enable_retries", 0),
+    ]
+    if tls is None:
+        return grpc.insecure_channel(address, options=options)
+    options.append(("grpc.ssl_target_name_override", miner_name))
+    return grpc.secure_channel(address, tls.channel_credentials(), options=options)

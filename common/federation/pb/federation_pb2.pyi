@@ -1,0 +1,245 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from common.federation.pb import model_pb2 as _model_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ModelMessage(_message.Message):
+    __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report", "regression_trees")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TREES_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    REGRESSION_TREES_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    owner_id: str
+    schema_fingerprint: str
+    nonce: bytes
+    timestamp: _timestamp_pb2.Timestamp
+    schema: _model_pb2.Schema
+    trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.Tree]
+    report: _model_pb2.PrivacyReport
+    regression_trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.RegressionTree]
+    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., schema_fingerprint: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., report: _Optional[_Union[_model_pb2.PrivacyReport, _Mapping]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
+
+class OwnerRefusal(_message.Message):
+    __slots__ = ("study_id", "owner_id", "reason", "nonce", "timestamp")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    owner_id: str
+    reason: str
+    nonce: bytes
+    timestamp: _timestamp_pb2.Timestamp
+    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., reason: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SignedEnvelope(_message.Message):
+    __slots__ = ("payload", "signer_key_id", "signature")
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SIGNER_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    payload: bytes
+    signer_key_id: str
+    signature: bytes
+    def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class StudySpec(_message.Message):
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
+    DISCLOSURE_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    MIN_SAMPLES_LEAF_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_MODELS_FIELD_NUMBER: _ClassVar[int]
+    PGEN_SCALE_FIELD_NUMBER: _ClassVar[int]
+    CLASS_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    title: str
+    schema: _model_pb2.Schema
+    schema_fingerprint: str
+    mechanism: str
+    requirement: str
+    disclosure: _model_pb2.Disclosure
+    learner: str
+    max_depth: int
+    min_samples_leaf: int
+    global_models: _containers.RepeatedScalarFieldContainer[str]
+    pgen_scale: float
+    class_assignment: str
+    quorum: int
+    deadline: _timestamp_pb2.Timestamp
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    seed: int
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class CreateStudyRequest(_message.Message):
+    __slots__ = ("spec", "evaluation_csv")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_CSV_FIELD_NUMBER: _ClassVar[int]
+    spec: StudySpec
+    evaluation_csv: bytes
+    def __init__(self, spec: _Optional[_Union[StudySpec, _Mapping]] = ..., evaluation_csv: _Optional[bytes] = ...) -> None: ...
+
+class StudyRef(_message.Message):
+    __slots__ = ("study_id",)
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    def __init__(self, study_id: _Optional[str] = ...) -> None: ...
+
+class ListStudiesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PollRequest(_message.Message):
+    __slots__ = ("wait_seconds",)
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    wait_seconds: int
+    def __init__(self, wait_seconds: _Optional[int] = ...) -> None: ...
+
+class StudyAnnouncement(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: StudySpec
+    def __init__(self, spec: _Optional[_Union[StudySpec, _Mapping]] = ...) -> None: ...
+
+class PollReply(_message.Message):
+    __slots__ = ("studies",)
+    STUDIES_FIELD_NUMBER: _ClassVar[int]
+    studies: _containers.RepeatedCompositeFieldContainer[StudyAnnouncement]
+    def __init__(self, studies: _Optional[_Iterable[_Union[StudyAnnouncement, _Mapping]]] = ...) -> None: ...
+
+class SubmitAck(_message.Message):
+    __slots__ = ("study_id", "owner_id", "submission_id", "accepted_at", "duplicate")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    owner_id: str
+    submission_id: str
+    accepted_at: _timestamp_pb2.Timestamp
+    duplicate: bool
+    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class OwnerState(_message.Message):
+    __slots__ = ("owner_id", "state", "reason", "updated_at")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    state: str
+    reason: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, owner_id: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StudyStatus(_message.Message):
+    __slots__ = ("spec", "state", "reason", "owners", "created_at", "updated_at")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    spec: StudySpec
+    state: str
+    reason: str
+    owners: _containers.RepeatedCompositeFieldContainer[OwnerState]
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerState, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StudyList(_message.Message):
+    __slots__ = ("studies",)
+    STUDIES_FIELD_NUMBER: _ClassVar[int]
+    studies: _containers.RepeatedCompositeFieldContainer[StudyStatus]
+    def __init__(self, studies: _Optional[_Iterable[_Union[StudyStatus, _Mapping]]] = ...) -> None: ...
+
+class OwnerResult(_message.Message):
+    __slots__ = ("owner_id", "tuples", "leaves", "claim", "audit_passed", "pseudo_rows")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    TUPLES_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_PASSED_FIELD_NUMBER: _ClassVar[int]
+    PSEUDO_ROWS_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    tuples: float
+    leaves: int
+    claim: str
+    audit_passed: bool
+    pseudo_rows: int
+    def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ...) -> None: ...
+
+class GlobalModelResult(_message.Message):
+    __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TRAIN_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    TREE_FIELD_NUMBER: _ClassVar[int]
+    RMSE_FIELD_NUMBER: _ClassVar[int]
+    MAE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    train_rows: int
+    accuracy: float
+    predictions: _containers.RepeatedScalarFieldContainer[int]
+    tree: _model_pb2.Tree
+    rmse: float
+    mae: float
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class StudyResults(_message.Message):
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MINING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
+    models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
+    evaluation_rows: int
+    mining_seconds: float
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ...) -> None: ...
+
+class HealthRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HealthReply(_message.Message):
+    __slots__ = ("status", "name", "open_studies", "submissions")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPEN_STUDIES_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    name: str
+    open_studies: int
+    submissions: int
+    def __init__(self, status: _Optional[str] = ..., name: _Optional[str] = ..., open_studies: _Optional[int] = ..., submissions: _Optional[int] = ...) -> None: ...

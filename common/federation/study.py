@@ -1,0 +1,297 @@
+"""Study specifications: what a miner asks of the owners, read from ``study.toml``.
+
+A study names the schema every owner encodes its table with, the release (mechanism,
+requirement, disclosure), how owners train, what the miner learns, the quorum and the deadline.
+The same `StudySpec` message is created by the admin, stored by the miner, announced to the
+owners and checked against each owner's local policy, so there is one parser for all of them.
+
+``study.toml``::
+
+    [study]
+    id = "nursery-ppgen"             # optional; letters, digits, '.', '_' and '-'
+    title = "PPGEN on Nursery"       # optional
+    owners = ["site-a", "site-b"]    # optional; default: every owner on the miner's roster
+    quorum = 2                       # optional; default: every invited owner
+    deadline_minutes = 30            # or: deadline = 2026-11-23T12:00:00Z
+    seed = 0
+
+    [schema]
+    dataset = "nursery"              # a bundled dataset's schema, or
+    # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml; one that
+                                     # says task = "regression" (`common.data.task`) makes a regression study
+
+    [release]
+    mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "laplace-rdt", "none"
+    requirement = "cl-diversity:c=5,l=3"   # kanon-rdt: "dps:k=5,beta=0.01,epsilon=2,trees=10"
+                                     # laplace-rdt: "dp:epsilon=1,trees=10"
+    disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
+
+    [training]
+    learner = "multiway"             # or "cart"; kanon-rdt and the dp mechanisms train their own trees
+    max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
+    min_samples_leaf = 1
+
+A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, a ``dp`` requirement with
+the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
+`common.federation.wire.MAX_TREES` trees (what a miner decodes).
+
+A regression study (its schema has a numeric ``target`` with public bounds) releases with a
+mechanism of `common.mechanisms.registry.REGRESSION_MECHANISMS` only (``diffpets`` and a ``dp:``
+requirement): owners release DiffPETs regression forests, and the miner learns regression global
+models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
+
+    [mining]
+    global_models = ["decision-tree", "naive-bayes"]  # regression: ["regression-tree", "random-forest"]
+    pgen_scale = 10
+    class_assignment = "exact"       # or "sample"
+    evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
+from common.mechanisms.diffpets import RegressionSchema
+from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal, requirement_form
+from common.federation.pb import federation_pb2 as fpb
+from common.data.schema import Schema, SchemaError
+from common.federation.toml_file import read_toml
+from common.federation.wire import (
+    MAX_TREES,
+    WireError,
+    disclosure_from_pb,
+    disclosure_to_pb,
+    schema_from_pb,
+    schema_to_pb,
+)
+
+__all__ = [
+    "StudyError",
+    "StudyFile",
+    "STUDY_ID",
+    "load_study_file",
+    "spec_from_mapping",
+    "spec_schema",
+    "spec_requirement",
+    "describe_spec",
+    "new_study_id",
+    "check_spec",
+]
+
+STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+LEARNERS = ("cart", "multiway")
+CLASS_ASSIGNMENTS = ("exact", "sample")
+_SECTIONS = {"study", "schema", "release", "training", "mining"}
+
+
+class StudyError(ValueError):
+    """A study file or spec that cannot be used; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class StudyFile:
+    """A parsed study file: the spec and the local evaluation table to send along (if any)."""
+
+    spec: fpb.StudySpec
+    evaluation: Path | None
+
+
+def new_study_id() -> str:
+    """A fresh study id, ``study-`` plus the UTC time and 6 random hex digits."""
+    import secrets
+
+    return f"study-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise StudyError(f"{where}: [{key}] must be a table")
+    return value
+
+
+def _get(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = None) -> Any:
+    if key not in section:
+        return default
+    value = section[key]
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise StudyError(f"{where}: {key} must be {names}, got {value!r}")
+    return value
+
+
+def _schema(section: Mapping[str, Any], base: Path, where: str) -> Schema | RegressionSchema:
+    from common.data.datasets import bundled_schema
+    from common.data.task import load_schema
+
+    if ("dataset" in section) == ("file" in section):
+        raise StudyError(f"{where}: [schema] needs exactly one of dataset = NAME or file = PATH")
+    try:
+        if "dataset" in section:
+            return bundled_schema(str(section["dataset"]))
+        return load_schema(base / str(section["file"]))
+    except (SchemaError, KeyError, ValueError) as exc:
+        raise StudyError(f"{where}: [schema]: {exc}") from None
+
+
+def _deadline(section: Mapping[str, Any], where: str, now: datetime) -> datetime:
+    if "deadline" in section and "deadline_minutes" in section:
+        raise StudyError(f"{where}: give deadline or deadline_minutes, not both")
+    if "deadline" in section:
+        value = section["deadline"]
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise StudyError(f"{where}: deadline must be a TOML datetime with a time zone, e.g. 2026-11-23T12:00:00Z")
+        return value
+    minutes = _get(section, "deadline_minutes", (int, float), where, 30)
+    if not minutes > 0:
+        raise StudyError(f"{where}: deadline_minutes must be positive, got {minutes}")
+    return now + timedelta(minutes=minutes)
+
+
+def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:
+    """Build and check a StudySpec from the parsed TOML tables of a study file."""
+    unknown = set(data) - _SECTIONS
+    if unknown:
+        raise StudyError(f"{where}: unknown sections {sorted(unknown)}; expected {sorted(_SECTIONS)}")
+    now = now or datetime.now(timezone.utc)
+    study, release = _table(data, "study", where), _table(data, "release", where)
+    training, mining = _table(data, "training", where), _table(data, "mining", where)
+    schema = _schema(_table(data, "schema", where), base, where)
+
+    spec = fpb.StudySpec(
+        study_id=_get(study, "id", str, where, "") or new_study_id(),
+        title=_get(study, "title", str, where, ""),
+        schema=schema_to_pb(schema),
+        schema_fingerprint=schema.fingerprint,
+        mechanism=_get(release, "mechanism", str, where, "none"),
+        learner=_get(training, "learner", str, where, "multiway"),
+        min_samples_leaf=_get(training, "min_samples_leaf", int, where, 1),
+        pgen_scale=float(_get(mining, "pgen_scale", (int, float), where, 10.0)),
+        class_assignment=_get(mining, "class_assignment", str, where, "exact"),
+        quorum=_get(study, "quorum", int, where, 0),
+        seed=_get(study, "seed", int, where, 0),
+    )
+    requirement = _get(release, "requirement", str, where)
+    if requirement is not None:
+        spec.requirement = requirement
+    disclosure = _get(release, "disclosure", str, where, "counts")
+    if disclosure not in ("counts", "hit_miss"):
+        raise StudyError(f"{where}: disclosure must be 'counts' or 'hit_miss', got {disclosure!r}")
+    spec.disclosure = disclosure_to_pb(disclosure)  # type: ignore[arg-type]
+    max_depth = _get(training, "max_depth", int, where)
+    if max_depth is not None:
+        spec.max_depth = max_depth
+    default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
+    spec.global_models.extend(_get(mining, "global_models", list, where, default_models))
+    spec.owners.extend(_get(study, "owners", list, where, []))
+    spec.deadline.FromDatetime(_deadline(study, where, now))
+    check_spec(spec, where=where)
+    evaluation = _get(mining, "evaluation", str, where)
+    return StudyFile(spec, None if evaluation is None else base / evaluation)
+
+
+def load_study_file(path: str | Path) -> StudyFile:
+    """Read ``study.toml``; every error names the file and the field."""
+    path = Path(path)
+    data = read_toml(path, "study file", StudyError)
+    return spec_from_mapping(data, base=path.parent, where=str(path))
+
+
+def spec_schema(spec: fpb.StudySpec) -> Schema | RegressionSchema:
+    """The study's schema (a `RegressionSchema` for a regression study), checked against the spec's fingerprint."""
+    try:
+        schema = schema_from_pb(spec.schema, where="study schema")
+    except WireError as exc:
+        raise StudyError(str(exc)) from None
+    if schema.fingerprint != spec.schema_fingerprint:
+        raise StudyError("study schema_fingerprint does not match its schema")
+    return schema
+
+
+def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | None = None) -> Requirement | None:
+    """The study's parsed requirement (None when it asks for none)."""
+    if not spec.HasField("requirement"):
+        return None
+    n_classes = schema.n_classes if isinstance(schema, Schema) else None
+    try:
+        return parse_requirement(spec.requirement, n_classes=n_classes)
+    except RequirementError as exc:
+        raise StudyError(f"study requirement: {exc}") from None
+
+
+def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
+    """Field-level checks every party can make without the release registry or the roster."""
+    if not STUDY_ID.match(spec.study_id):
+        raise StudyError(f"{where}: study id {spec.study_id!r} must match {STUDY_ID.pattern}")
+    try:
+        schema = spec_schema(spec)
+        requirement = spec_requirement(spec, schema)
+        disclosure_from_pb(spec.disclosure, where="disclosure")
+    except (StudyError, WireError) as exc:
+        raise StudyError(f"{where}: {exc}") from None
+    if isinstance(schema, RegressionSchema) and (why := regression_refusal(spec.mechanism, schema.target.name)):
+        raise StudyError(f"{where}: {why}")
+    _check_whole_release(spec, requirement, where)
+    if spec.learner not in LEARNERS:
+        raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
+    if spec.class_assignment not in CLASS_ASSIGNMENTS:
+        raise StudyError(f"{where}: class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {spec.class_assignment!r}")
+    if spec.min_samples_leaf < 1 or (spec.HasField("max_depth") and spec.max_depth < 1):
+        raise StudyError(f"{where}: min_samples_leaf and max_depth must be at least 1")
+    if not spec.pgen_scale > 0:
+        raise StudyError(f"{where}: pgen_scale must be positive, got {spec.pgen_scale}")
+    if not spec.global_models or not all(isinstance(m, str) and m for m in spec.global_models):
+        raise StudyError(f"{where}: global_models must list at least one model name")
+    if len(set(spec.owners)) != len(spec.owners):
+        raise StudyError(f"{where}: owners lists a name twice")
+    if spec.owners and spec.quorum > len(spec.owners):
+        raise StudyError(f"{where}: quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
+
+
+def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
+    """A ``dps`` or ``dp`` requirement and its mechanisms go together (`common.mechanisms.registry.WHOLE_RELEASE`),
+    with counts disclosure, a tree depth and few enough trees."""
+    if isinstance(requirement, (DPS, DP)):
+        meets = sorted(m for m, form in WHOLE_RELEASE.items() if form is type(requirement))
+        if spec.mechanism not in meets:
+            raise StudyError(f"{where}: requirement {requirement} is met only by mechanism "
+                             f"{' or '.join(repr(m) for m in meets)}, not {spec.mechanism!r}")
+    if spec.mechanism not in WHOLE_RELEASE:
+        return
+    if not isinstance(requirement, WHOLE_RELEASE[spec.mechanism]):
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs a requirement {requirement_form(spec.mechanism)}")
+    if requirement.trees > MAX_TREES:
+        raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
+                         f"a miner accepts at most {MAX_TREES} per model")
+    if spec.disclosure != disclosure_to_pb("counts"):
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} discloses class counts; set disclosure = \"counts\"")
+    if not spec.HasField("max_depth"):
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs [training] max_depth, the depth of its trees")
+
+
+def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
+    """A JSON-ready summary of a spec (the schema by fingerprint only)."""
+    return {
+        "id": spec.study_id,
+        "title": spec.title,
+        "schema_fingerprint": spec.schema_fingerprint,
+        "task": "regression" if spec.schema.HasField("target") else "classification",
+        "class": spec.schema.target.name if spec.schema.HasField("target") else spec.schema.class_name,
+        "mechanism": spec.mechanism,
+        "requirement": spec.requirement if spec.HasField("requirement") else None,
+        "disclosure": disclosure_from_pb(spec.disclosure, where="disclosure"),
+        "learner": spec.learner,
+        "max_depth": spec.max_depth if spec.HasField("max_depth") else None,
+        "min_samples_leaf": spec.min_samples_leaf,
+        "global_models": list(spec.global_models),
+        "pgen_scale": spec.pgen_scale,
+        "owners": list(spec.owners),
+        "quorum": spec.quorum,
+        "deadline": spec.deadline.ToDatetime(tzinfo=timezone.utc).isoformat(),
+        "seed": spec.seed,
+    }

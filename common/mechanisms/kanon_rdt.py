@@ -1,0 +1,137 @@
+"""k-AnonToRdt (Waseda, Nojima & Wang 2024, Alg. 3) as a release mechanism, and an audit of its output.
+
+Alg. 3 trains random decision trees whose structure ignores the data, counting for each tree a
+Bernoulli(``beta``) sample of the rows drawn for that tree alone and releasing every leaf count
+below ``k`` as 0. Per tree that is a "strongly safe k-anonymization" (Definition 3), so the ``N_t``
+trees satisfy (beta, N_t·eps, N_t·delta)-DPS (Corollary 1) for ``0 < beta < 1`` and eps >=
+-ln(1 - beta). ``k = 0`` is the paper's non-private baseline (Table 6: "k = 0 means original
+decision tree without pruning"); with ``beta = 1`` as well it is Alg. 1.
+
+The training itself lives in `common.trees.learners.random_tree.RandomDecisionTrees` (Alg. 3 is Alg. 1
+with two changes, and its ``predict`` is Alg. 2); this module is the owner-side entry point that
+returns what is released, plus `counts_below_k`, a checker that reads only the released trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from common.data.schema import Schema
+from common.trees.tree import Tree
+
+__all__ = ["MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k"]
+
+MECHANISM = "kanon-rdt"  # the release mechanism's registry name in reports, studies and policies
+
+
+@dataclass(frozen=True)
+class KAnonRdtRelease:
+    """The output of `kanon_rdt`.
+
+    ``trees`` are released; ``sample_sizes`` (rows each tree counted) and ``structure_seed`` (the
+    seed of `common.trees.learners.random_tree.random_structure`) are for tests and audits, not release.
+    """
+
+    trees: list[Tree]
+    sample_sizes: tuple[int, ...]
+    structure_seed: int
+
+
+def kanon_rdt(
+    schema: Schema,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    k: int,
+    beta: float,
+    depth: int,
+    n_trees: int,
+    rng: int | np.random.Generator | None = None,
+    numeric_reuse: bool = True,
+) -> KAnonRdtRelease:
+    """Train ``n_trees`` k-AnonToRdt trees on encoded rows (Alg. 3).
+
+    Parameters
+    ----------
+    schema:
+        Schema of the rows; the structure is drawn from its attributes and public ranges only.
+    X, y:
+        Encoded attributes and class indices.
+    k:
+        Leaf class counts below ``k`` are released as 0 (0 or 1: no suppression).
+    beta:
+        Per-tree sampling probability of each row, in (0, 1].
+    depth:
+        Maximum number of splits on a path.
+    n_trees:
+        Number of trees ``N_t``.
+    rng:
+        Seed or numpy Generator for the structure seed and the samples.
+    numeric_reuse:
+        Whether a numeric attribute may be split again below a split on it.
+
+    Returns
+    -------
+    KAnonRdtRelease
+        The trees (``counts`` disclosure) with the sample sizes and structure seed.
+
+    Raises
+    ------
+    ValueError
+        A parameter is invalid (naming it) or the rows do not fit the schema.
+    """
+    # imported here, not at the top: auditors (the miner's verifier processes, `common.federation.study`) import
+    # this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
+    from common.trees.learners.random_tree import RandomDecisionTrees
+
+    model = RandomDecisionTrees(
+        schema, depth=depth, n_trees=n_trees, k=k, beta=beta, numeric_reuse=numeric_reuse, random_state=rng
+    ).fit(X, y)
+    return KAnonRdtRelease(model.trees_, tuple(int(s) for s in model.sample_sizes_), model.structure_seed_)
+
+
+@dataclass(frozen=True)
+class LowCount:
+    """A released nonzero class count below ``k``: tree and node index, class index, the count."""
+
+    tree: int
+    node: int
+    label: int
+    count: float
+
+
+def counts_below_k(trees: Sequence[Tree], k: int) -> list[LowCount]:
+    """Every nonzero class count below ``k`` in the released trees, at any node.
+
+    Independent of how the trees were trained: it reads the disclosed counts only, so an auditor
+    can run it on a received release. Inner nodes are checked too (their counts are sums of
+    children's, so they cannot fail when the leaves pass, unless the tree was altered).
+
+    Parameters
+    ----------
+    trees:
+        Released trees; each must disclose class counts.
+    k:
+        The anonymity threshold.
+
+    Returns
+    -------
+    list[LowCount]
+        In tree, node, class order; empty when the release satisfies ``k``.
+
+    Raises
+    ------
+    ValueError
+        A tree discloses hit/miss rather than class counts.
+    """
+    found: list[LowCount] = []
+    for t, tree in enumerate(trees):
+        if tree.disclosure != "counts":
+            raise ValueError(f"tree {t} discloses {tree.disclosure!r}; counts_below_k needs class counts")
+        counts = np.array([node.counts for node in tree.nodes], dtype=np.float64)
+        nodes, labels = np.nonzero((counts > 0) & (counts < k))
+        found.extend(LowCount(t, int(i), int(c), float(counts[i, c])) for i, c in zip(nodes, labels))
+    return found

@@ -1,0 +1,183 @@
+"""Laplace random decision trees (``laplace-rdt``): the classic eps-DP random forest, as a baseline.
+
+Every tree has the data-independent random structure of `common.trees.learners.random_tree`
+(`random_structure`: splits drawn from the schema's attributes and public ranges, never from the
+rows), and releases its leaf class counts with Laplace noise.
+
+Privacy (neighbouring tables differ by one added or removed row):
+
+* *One tree, sensitivity 1.* The full structure routes every row to exactly one leaf (categorical
+  splits have a child per category, numeric ones cover both sides of the threshold), so the leaves
+  partition the rows and adding or removing one row changes exactly one (leaf, class) count, by
+  exactly 1: the vector of all leaf class counts has L1 sensitivity 1. Adding independent
+  Laplace(1/eps_t) noise to every count, empty leaves included, makes the tree eps_t-DP (Dwork et
+  al. 2006); this is parallel composition over the disjoint leaves.
+* *T trees, sequential composition.* Each tree gets eps_t = epsilon / T, so the forest is
+  epsilon-DP; the noise scale per count is ``T * 1 / epsilon``.
+* *Structure and post-processing are free.* The structure seed is drawn before any row is read,
+  and everything done to the noisy counts afterwards depends on nothing else: each count is
+  clamped at 0 and rounded to the nearest integer (so counts read like counts and PGEN can draw
+  rows from them), inner counts are recomputed as sums of their children, and subtrees whose
+  released counts are all 0 are not materialised (a row reaching them is predicted from the other
+  trees, exactly as a zero count would be).
+
+`LaplaceRdt.noisy_counts` is the one place noise is drawn, used by the release and by the empirical
+audit (`common.audit.dp.rdt`), and `count_log_pmf` is the exact law of a released count.
+
+Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
+only, so the random-tree code (and with it scikit-learn) is imported on first use in `LaplaceRdt.fit`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from common.data.schema import Schema
+from common.trees.tree import Tree
+from common.trees.rebuild import release_leaf_counts
+
+__all__ = [
+    "MECHANISM",
+    "SENSITIVITY",
+    "POST_PROCESSING",
+    "LaplaceRdt",
+    "LaplaceRdtRelease",
+    "leaf_class_counts",
+    "count_log_pmf",
+]
+
+MECHANISM = "laplace-rdt"  # the release mechanism's registry name in reports, studies and policies
+SENSITIVITY = 1  # L1 sensitivity of one tree's leaf class counts under add/remove-one-row (module docstring)
+POST_PROCESSING = "noisy counts clamped at 0 and rounded to integers; inner counts are sums of their children"
+
+_MAX_SEED = 2**64
+
+
+@dataclass(frozen=True)
+class LaplaceRdtRelease:
+    """The output of `LaplaceRdt.fit`: the released trees, and the structure seed (for tests, not released)."""
+
+    trees: list[Tree]
+    structure_seed: int
+
+
+def leaf_class_counts(structure: Tree, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per node of a full random structure, the class counts of the rows it routes to that node.
+
+    Shape ``(nodes, classes)``. In a full structure every row stops at a leaf, so inner nodes count 0.
+    """
+    n_nodes, n_classes = len(structure.nodes), structure.schema.n_classes
+    node = structure.apply(X)
+    counts = np.bincount(node * n_classes + y, minlength=n_nodes * n_classes)
+    return counts.reshape(n_nodes, n_classes).astype(np.float64)
+
+
+def count_log_pmf(released: np.ndarray, true: np.ndarray, scale: float) -> np.ndarray:
+    """log P[max(0, rint(true + Laplace(scale))) = released], elementwise (released: integers >= 0).
+
+    The released value j >= 1 means the noise fell in ``(j - 0.5 - true, j + 0.5 - true]`` and 0
+    means it fell at or below ``0.5 - true``; the Laplace mass of such an interval (a, b] is
+    computed in the branch that keeps it accurate in the far tails: both ends >= 0, both <= 0, or
+    straddling 0.
+    """
+    released = np.asarray(released, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    a = np.where(released == 0, -np.inf, released - 0.5 - true) / scale
+    b = (released + 0.5 - true) / scale
+    width = b - a  # 1/scale, or inf at released == 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        log_width = np.log1p(-np.exp(-width))  # log(1 - e^-(b - a)); 0 for the half-line at released == 0
+        right = math.log(0.5) - a + log_width  # 0 <= a < b: sf(a) - sf(b)
+        left = math.log(0.5) + b + log_width  # a < b <= 0: cdf(b) - cdf(a)
+        middle = np.log1p(-0.5 * (np.exp(a) + np.exp(-b)))  # a < 0 < b: 1 - cdf(a) - sf(b)
+    return np.where(a >= 0, right, np.where(b <= 0, left, middle))
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class LaplaceRdt:
+    """The laplace-rdt mechanism at one setting: total ``epsilon`` over ``n_trees`` trees of ``depth``.
+
+    ``numeric_reuse`` is passed to `random_structure` (a numeric attribute may be split again below
+    a split on it). ``max_nodes`` bounds the nodes of one full structure: every leaf, empty or not,
+    must get noise, so the whole structure is materialised, and a schema with many categories at a
+    large depth is refused (naming the limit) rather than exhausting memory.
+    """
+
+    epsilon: float
+    n_trees: int
+    depth: int
+    numeric_reuse: bool = True
+    max_nodes: int = 100_000
+
+    def __post_init__(self) -> None:
+        eps = self.epsilon
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps > 0):
+            raise ValueError(f"epsilon must be a positive finite number; got {eps!r}")
+        _positive_int("n_trees", self.n_trees)
+        _positive_int("depth", self.depth)
+        _positive_int("max_nodes", self.max_nodes)
+
+    @property
+    def scale(self) -> float:
+        """Laplace scale per count: sensitivity / (epsilon / n_trees)."""
+        return SENSITIVITY * self.n_trees / self.epsilon
+
+    def parameters(self) -> dict[str, Any]:
+        """What a release states about this setting (`common.audit.release` recomputes the derived values)."""
+        return {
+            "epsilon": float(self.epsilon), "trees": self.n_trees, "depth": self.depth,
+            "epsilon_per_tree": self.epsilon / self.n_trees, "sensitivity": SENSITIVITY,
+            "noise_scale": SENSITIVITY * self.n_trees / self.epsilon, "post_processing": POST_PROCESSING,
+        }
+
+    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``true`` plus independent Laplace(`scale`) noise per entry, clamped at 0 and rounded (any shape)."""
+        true = np.asarray(true, dtype=np.float64)
+        return np.maximum(np.rint(true + rng.laplace(0.0, self.scale, true.shape)), 0.0)
+
+    def fit(
+        self, schema: Schema, X: np.ndarray, y: np.ndarray, rng: int | np.random.Generator | None = None
+    ) -> LaplaceRdtRelease:
+        """Draw the structure seed, then release every tree's noisy leaf counts.
+
+        Parameters
+        ----------
+        schema, X, y:
+            The schema and the encoded rows (checked against the schema).
+        rng:
+            Seed or Generator of the structure seed and the noise; None draws fresh OS entropy,
+            which a release needs (anyone who knows the seed can subtract the noise).
+
+        Raises
+        ------
+        ValueError
+            Rows that do not fit the schema (naming the column and row), or a structure larger
+            than ``max_nodes``.
+        """
+        from common.trees.learners._data import check_xy  # see the module docstring
+        from common.trees.learners.random_tree import random_structure
+
+        X, y = check_xy(schema, X, y)
+        generator = np.random.default_rng(rng)
+        seed = int(generator.integers(0, _MAX_SEED, dtype=np.uint64))
+        trees = [self._tree(random_structure(schema, self.depth, seed, t, numeric_reuse=self.numeric_reuse,
+                                             max_nodes=self.max_nodes), X, y, generator)
+                 for t in range(self.n_trees)]
+        return LaplaceRdtRelease(trees, seed)
+
+    def _tree(self, structure: Tree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Tree:
+        """One released tree: noisy counts at every leaf of ``structure``, zero subtrees dropped, inner sums."""
+        leaves = np.array(structure.leaves, dtype=np.int64)
+        noisy = self.noisy_counts(leaf_class_counts(structure, X, y)[leaves], rng)
+        return release_leaf_counts(structure.schema, structure.nodes, leaves, noisy)

@@ -1,0 +1,233 @@
+"""Privacy pruning of a trained tree: APT (Sharkey et al. Fig. 4) and Methods 1 and 2 (Wakabayashi et al.).
+
+Every function returns a new tree rebuilt by `common.trees.rebuild.rebuild`, so the released inner
+nodes disclose nothing beyond the released leaves, and raises `RequirementUnsatisfiable` instead of
+returning a tree that does not meet what was asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from common.privacy.requirements import LeafStats, PathRequirement
+from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
+from common.trees.rebuild import merge_stats, rebuild
+
+__all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents"]
+
+
+class RequirementUnsatisfiable(ValueError):
+    """The requirement cannot be met by any pruning of this tree (the paper's empty-tree result)."""
+
+
+def _satisfies(node: Node, requirement: PathRequirement) -> bool:
+    """Whether one node, as a leaf, meets the requirement in the form its statistics allow."""
+    counts = None if node.counts is None else node.counts[None, :]
+    stats = LeafStats(
+        np.zeros(1, np.int64),
+        np.array([node.label]),
+        np.array([node.hit]),
+        np.array([node.miss]),
+        counts,
+        "hit_miss" if counts is None else "counts",
+    )
+    return bool(requirement.check(stats)[0])
+
+
+def _working_copy(tree: Tree) -> list[Node]:
+    """Mutable node copies; under hit/miss the inner stats are re-estimated bottom-up with Eq. 1.
+
+    This is APT's depth-first pass (Fig. 4, lines 2-4): exact sums when counts are known (a trained
+    tree already holds them), Eq. 1 when only hit/miss is.
+    """
+    nodes = [replace(n, edges=list(n.edges)) for n in tree.nodes]
+    if tree.disclosure == "hit_miss":
+        for i in reversed(_preorder(nodes)):
+            if not nodes[i].is_leaf:
+                est = merge_stats([nodes[e.child] for e in nodes[i].edges], tree.schema.n_classes, "hit_miss")
+                nodes[i].label, nodes[i].hit, nodes[i].miss = est.label, est.hit, est.miss
+    return nodes
+
+
+def _preorder(nodes: Sequence[Node]) -> list[int]:
+    order, stack = [], [0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(e.child for e in reversed(nodes[i].edges))
+    return order
+
+
+def _n_leaves(nodes: Sequence[Node], root: int) -> int:
+    count, stack = 0, [root]
+    while stack:
+        i = stack.pop()
+        count += nodes[i].is_leaf
+        stack.extend(e.child for e in nodes[i].edges)
+    return count
+
+
+def _depths(nodes: Sequence[Node]) -> dict[int, int]:
+    depth, stack = {0: 0}, [0]
+    while stack:
+        i = stack.pop()
+        for e in nodes[i].edges:
+            depth[e.child] = depth[i] + 1
+            stack.append(e.child)
+    return depth
+
+
+def _output_disclosure(tree: Tree, disclosure: Disclosure | None) -> Disclosure:
+    """The released disclosure (default: the input's); counts cannot be made up from hit/miss."""
+    disclosure = disclosure or tree.disclosure
+    if disclosure == "counts" and tree.disclosure != "counts":
+        raise ValueError("a hit/miss tree cannot be released with counts disclosure")
+    return disclosure
+
+
+def _union(a: Constraint, b: Constraint) -> Constraint:
+    """The constraint covering two sibling edges: the union of category sets, the hull of intervals."""
+    if isinstance(a, CategorySet) and isinstance(b, CategorySet):
+        return CategorySet(a.codes | b.codes)
+    assert isinstance(a, Interval) and isinstance(b, Interval)
+    lo = a if (a.low, not a.low_closed) <= (b.low, not b.low_closed) else b
+    hi = a if (a.high, a.high_closed) >= (b.high, b.high_closed) else b
+    return Interval(lo.low, hi.high, lo.low_closed, hi.high_closed)
+
+
+def _candidates(edges: list[Edge], b: int) -> list[int]:
+    """Siblings edge ``b`` may merge with: any for categories, the interval neighbours for numbers.
+
+    Interval neighbours keep the merged edge one interval (the hull of two adjacent siblings
+    covers only the gap between them, never another sibling).
+    """
+    if isinstance(edges[b].constraint, CategorySet):
+        return [j for j in range(len(edges)) if j != b]
+    order = sorted(range(len(edges)), key=lambda j: edges[j].constraint.low)  # type: ignore[union-attr]
+    at = order.index(b)
+    return [order[j] for j in (at - 1, at + 1) if 0 <= j < len(order)]
+
+
+def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | None = None) -> Tree:
+    """Anonymity-based tree pruning (Sharkey et al. §3.2, Fig. 4).
+
+    Bottom-up, level by level from the second-deepest level, every node with a child that violates
+    ``requirement`` merges that child with siblings until all its children satisfy it; a node left
+    with one child becomes a leaf (and is checked in turn at the level above).
+
+    Merge rule (the paper leaves it open): repeatedly take the violating child with the fewest
+    tuples and merge it with the admissible sibling (any sibling on a categorical split, an
+    adjacent interval on a numeric one) whose subtree has the fewest leaves, then the fewest
+    tuples; both subtrees are replaced by one new leaf, as the paper prescribes. This is the tree
+    analogue of minimal generalization: a merge destroys as few paths as it can, and the small
+    groups are generalized first. Merging all siblings at once would collapse every multiway node
+    on its first violation.
+
+    Parameters
+    ----------
+    tree:
+        The trained tree. Counts are merged exactly when it has them, by Eq. 1 otherwise.
+    requirement:
+        Checked per leaf in the form the output disclosure allows (see `common.privacy.requirements`).
+    disclosure:
+        What the released tree discloses; defaults to the input tree's.
+
+    Raises
+    ------
+    RequirementUnsatisfiable
+        Pruning reached the root: the paper's algorithm then returns an empty tree, since a
+        root-only tree is no model (|T'| > 2 is required).
+    """
+    disclosure = _output_disclosure(tree, disclosure)
+    nodes = _working_copy(tree)
+    n_classes = tree.schema.n_classes
+
+    def ok(node: Node) -> bool:
+        shown = node if disclosure == "counts" else replace(node, counts=None)
+        return _satisfies(shown, requirement)
+
+    depth = _depths(nodes)
+    for parent in sorted((i for i in depth if not nodes[i].is_leaf), key=lambda i: -depth[i]):
+        node = nodes[parent]
+        edges = node.edges
+        while len(edges) > 1:
+            bad = [j for j, e in enumerate(edges) if nodes[e.child].is_leaf and not ok(nodes[e.child])]
+            if not bad:
+                break
+            b = min(bad, key=lambda j: nodes[edges[j].child].total)
+            s = min(_candidates(edges, b), key=lambda j: (_n_leaves(nodes, edges[j].child), nodes[edges[j].child].total))
+            merged = merge_stats([nodes[edges[b].child], nodes[edges[s].child]], n_classes, tree.disclosure)
+            nodes.append(merged)
+            keep = [e for j, e in enumerate(edges) if j not in (b, s)]
+            edges = [*keep, Edge(_union(edges[b].constraint, edges[s].constraint), len(nodes) - 1)]
+        if len(edges) == 1:
+            collapsed = merge_stats([nodes[e.child] for e in edges], n_classes, tree.disclosure)
+            nodes[parent] = collapsed
+        else:
+            node.edges = edges
+    if nodes[0].is_leaf:
+        verdict = "the root alone satisfies it" if ok(nodes[0]) else "not even the whole table satisfies it"
+        raise RequirementUnsatisfiable(
+            f"APT cannot meet {requirement}: pruning reached the root and {verdict}; "
+            "a root-only tree is no model, so nothing is released"
+        )
+    return rebuild(tree.schema, nodes, disclosure)
+
+
+def _check_threshold(s: int) -> int:
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+        raise ValueError(f"pruning threshold s must be an integer >= 0, got {s!r}")
+    return int(s)
+
+
+def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -> Tree:
+    """Method 1 (Wakabayashi et al. Fig. 5): delete every leaf holding at most ``s`` tuples.
+
+    Deleted tuples are gone from the released model: inner statistics are recomputed from the
+    remaining leaves, and a row reaching a deleted leaf's region stops at its parent and takes the
+    parent's remaining majority (NOTES.md §3.3's fallback). The released structure still shows that
+    the deleted region held between 1 and s tuples, which the method cannot avoid.
+
+    Raises
+    ------
+    RequirementUnsatisfiable
+        No leaf holds more than ``s`` tuples.
+    """
+    s = _check_threshold(s)
+    disclosure = _output_disclosure(tree, disclosure)
+    nodes = _working_copy(tree)
+    deleted = {i for i, n in enumerate(nodes) if n.is_leaf and n.total <= s}
+    if len(deleted) == tree.n_leaves:
+        raise RequirementUnsatisfiable(f"every leaf holds at most s={s} tuples; nothing is left to release")
+    return rebuild(tree.schema, nodes, disclosure, dropped=deleted)
+
+
+def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -> Tree:
+    """Method 2 (Wakabayashi et al. Fig. 6), applied to a fixpoint.
+
+    Every node with a leaf child of at most ``s`` tuples becomes a leaf holding all its tuples;
+    this repeats until no leaf other than the root holds ``s`` or fewer (a single pass can leave a
+    merged leaf that small; the fixpoint reproduces the paper's Nursery numbers, NOTES.md §3.3).
+
+    Raises
+    ------
+    RequirementUnsatisfiable
+        The tree collapsed to its root and the root itself holds at most ``s`` tuples.
+    """
+    s = _check_threshold(s)
+    disclosure = _output_disclosure(tree, disclosure)
+    nodes = _working_copy(tree)
+    while True:
+        small = [
+            i for i in _preorder(nodes) if any(nodes[e.child].is_leaf and nodes[e.child].total <= s for e in nodes[i].edges)
+        ]
+        if not small:
+            break
+        for i in small:
+            nodes[i] = replace(nodes[i], attribute=None, edges=[])
+    if nodes[0].total <= s:
+        raise RequirementUnsatisfiable(f"the whole table holds {nodes[0].total:g} <= s={s} tuples")
+    return rebuild(tree.schema, nodes, disclosure)

@@ -1,0 +1,338 @@
+"""Multiway categorical decision trees in the style of Quinlan's C4.5, without pruning.
+
+An owner trains this learner on its private table and releases the tree. A categorical split
+has one child per category of the schema, and a categorical attribute is used at most once on a
+path, so every root-to-leaf path reads like a quasi-identifier group of an anonymized table: a
+conjunction of ``attribute = category`` terms (plus intervals for numeric attributes) with the
+class counts of the rows in it. That shape is what the privacy measures and PGEN expect, which
+is why the learner is not a binary CART and why it does not prune (pruning would merge groups
+after the fact and blur what a path discloses).
+
+Rows use the encoded form of `common.data.schema`: ``X`` is float64 with category indices in
+categorical columns and values in numeric columns, ``y`` holds class indices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from common.trees.learners._data import check_x, check_xy
+from common.trees.learners._params import (
+    check_choice,
+    check_nonnegative_real,
+    check_positive_int,
+    check_schema,
+)
+from common.data.schema import Schema
+from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+
+__all__ = ["CRITERIA", "MultiwayTreeClassifier"]
+
+CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
+
+# Gains and ratios that differ by less than this are treated as equal, so a tie between
+# attributes (or thresholds) whose scores differ only by rounding goes to the lowest index.
+_TIE_TOLERANCE = 1e-12
+
+
+def _xlog2x(values: np.ndarray) -> np.ndarray:
+    """Elementwise ``v * log2(v)`` with ``0 * log2(0) = 0``; the building block of entropies."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros_like(values)
+    positive = values > 0
+    out[positive] = values[positive] * np.log2(values[positive])
+    return out
+
+
+def _gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tuple[np.ndarray, np.ndarray]:
+    """Information gain and split information of candidate splits, in bits.
+
+    Uses ``n * gain = n log n - sum_k C_k log C_k - sum_v n_v log n_v + sum_vk c_vk log c_vk``,
+    which needs no per-child division and evaluates any number of candidates at once.
+
+    Parameters
+    ----------
+    children:
+        Class counts per child, shape ``(..., children, classes)``; the leading axes index
+        candidate splits (e.g. every threshold of a numeric attribute).
+    n:
+        Rows at the node (the sum of each candidate's counts).
+    parent_cells:
+        ``sum_k C_k log2 C_k`` over the node's class counts ``C``.
+
+    Returns
+    -------
+    gain, split_info:
+        Arrays of the leading shape; gain is clipped at 0 to drop rounding noise.
+    """
+    n_log_n = n * math.log2(n)
+    size_cells = _xlog2x(children.sum(axis=-1)).sum(axis=-1)
+    class_cells = _xlog2x(children).sum(axis=(-2, -1))
+    gain = np.maximum((n_log_n - parent_cells - size_cells + class_cells) / n, 0.0)
+    split_info = (n_log_n - size_cells) / n
+    return gain, split_info
+
+
+def _first_best(scores: np.ndarray) -> int:
+    """Index of the first score within the tie tolerance of the maximum (lowest index wins ties)."""
+    return int(np.flatnonzero(scores >= scores.max() - _TIE_TOLERANCE)[0])
+
+
+@dataclass(frozen=True)
+class _Split:
+    """An admissible split of one node: attribute, quality, and threshold for numeric attributes."""
+
+    attribute: int
+    gain: float
+    split_info: float
+    threshold: float | None
+
+
+class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
+    """C4.5-style decision tree with one child per category and binary numeric thresholds.
+
+    The tree is grown greedily without pruning. At each node every admissible split is scored;
+    a categorical split has a child for every category of the schema (categories absent at the
+    node get an empty leaf labelled with the node's majority class, so a released path never
+    hides which categories exist), and a categorical attribute is never split twice on a path.
+    A numeric split is ``x <= t`` / ``x > t`` at the midpoint ``t`` between consecutive distinct
+    values at the node; numeric attributes may be split again deeper down.
+
+    Parameters
+    ----------
+    schema:
+        The schema the encoded rows and the released tree refer to.
+    criterion:
+        ``"gain_ratio"`` (C4.5: among attributes whose gain is at least the average gain of the
+        attributes with positive gain, take the highest gain / split information) or
+        ``"info_gain"`` (the highest information gain, ID3's rule, which favours attributes
+        with many categories).
+    max_depth:
+        Maximum depth of the tree (the root has depth 0); None grows until the other rules stop.
+    min_samples_leaf:
+        C4.5's minimum number of cases: a split is admissible only if at least two children get
+        that many rows (for numeric thresholds, both sides must), and a node with fewer than
+        twice that many rows is a leaf.
+    min_gain:
+        A split whose information gain is below this many bits is not made.
+
+    Attributes
+    ----------
+    tree_ : Tree
+        The fitted tree, with ``"counts"`` disclosure.
+    classes_ : numpy.ndarray
+        The class indices ``0 .. n_classes - 1`` that `predict` returns; their names are
+        ``schema.classes``.
+    n_features_in_ : int
+        Number of attributes of the schema.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        criterion: str = "gain_ratio",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 2,
+        min_gain: float = 1e-9,
+    ) -> None:
+        self.schema = schema
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.min_gain = min_gain
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "MultiwayTreeClassifier":
+        """Grow the tree on encoded rows and store it as ``tree_``.
+
+        Parameters
+        ----------
+        X:
+            Encoded attributes, shape ``(rows, schema.n_attributes)``.
+        y:
+            Class indices, shape ``(rows,)``.
+
+        Returns
+        -------
+        MultiwayTreeClassifier
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            A parameter is invalid (`ParameterError`, naming it), or ``X``/``y`` do not fit the
+            schema (`SchemaError` naming the column and the first offending row).
+        """
+        check_schema(self.schema)
+        criterion = check_choice("criterion", self.criterion, CRITERIA)
+        max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
+        min_samples_leaf = check_positive_int("min_samples_leaf", self.min_samples_leaf)
+        min_gain = check_nonnegative_real("min_gain", self.min_gain)
+        X, y = check_xy(self.schema, X, y)
+
+        grower = _Grower(self.schema, X, y, criterion, max_depth, min_samples_leaf, min_gain)
+        self.tree_ = Tree(self.schema, grower.grow(), "counts")
+        self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)
+        self.n_features_in_ = self.schema.n_attributes
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Class index per row: the label of the node where the row stops in ``tree_``.
+
+        Rows are not checked against the schema beyond their shape: a row with an unknown
+        category or a NaN stops at the inner node no edge admits it from and gets its label.
+        """
+        check_is_fitted(self, "tree_")
+        return self.tree_.predict(check_x(self.schema, X))
+
+
+class _Grower:
+    """One fit's state: grows the node list depth-first with an explicit stack (no recursion limit)."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        X: np.ndarray,
+        y: np.ndarray,
+        criterion: str,
+        max_depth: int | None,
+        min_samples_leaf: int,
+        min_gain: float,
+    ) -> None:
+        self.schema = schema
+        self.X = X
+        self.y = y
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.min_gain = min_gain
+        self.n_classes = schema.n_classes
+        self.categorical = schema.categorical_mask
+
+    def _counts(self, rows: np.ndarray) -> np.ndarray:
+        return np.bincount(self.y[rows], minlength=self.n_classes).astype(np.float64)
+
+    def grow(self) -> list[Node]:
+        """Build and return the nodes; node 0 is the root, siblings get consecutive indices."""
+        root_rows = np.arange(self.X.shape[0])
+        nodes = [Node.from_counts(self._counts(root_rows))]
+        # (node index, its training rows, its depth, attributes still usable on its path)
+        stack = [(0, root_rows, 0, np.ones(self.schema.n_attributes, dtype=bool))]
+        while stack:
+            index, rows, depth, usable = stack.pop()
+            node = nodes[index]
+            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, node.counts, usable)
+            if split is None:
+                continue
+            node.attribute = split.attribute
+            child_usable = usable
+            if self.categorical[split.attribute]:
+                child_usable = usable.copy()
+                child_usable[split.attribute] = False
+            pending = []
+            for constraint, child_rows in self._partition(split, rows):
+                child = len(nodes)
+                if child_rows.size:
+                    nodes.append(Node.from_counts(self._counts(child_rows)))
+                    pending.append((child, child_rows, depth + 1, child_usable))
+                else:
+                    nodes.append(Node.from_counts(np.zeros(self.n_classes), label=node.label))
+                node.edges.append(Edge(constraint, child))
+            stack.extend(reversed(pending))
+        return nodes
+
+    def _is_leaf(self, node: Node, n: int, depth: int) -> bool:
+        """The stopping rules that need no split search: purity, too few rows, depth limit."""
+        pure = np.count_nonzero(node.counts) <= 1
+        too_small = n < 2 * self.min_samples_leaf
+        too_deep = self.max_depth is not None and depth >= self.max_depth
+        return bool(pure or too_small or too_deep)
+
+    def _partition(self, split: _Split, rows: np.ndarray) -> list[tuple[Constraint, np.ndarray]]:
+        """The split's edge constraints with the rows each child receives, in edge order."""
+        column = self.X[rows, split.attribute]
+        if split.threshold is None:
+            size = self.schema.attributes[split.attribute].size  # type: ignore[union-attr]
+            codes = column.astype(np.int64)
+            order = np.argsort(codes, kind="stable")
+            bounds = np.cumsum(np.bincount(codes, minlength=size))[:-1]
+            groups = np.split(rows[order], bounds)
+            return [(CategorySet(frozenset({code})), groups[code]) for code in range(size)]
+        t = split.threshold
+        left = column <= t
+        return [
+            (Interval(-math.inf, t, low_closed=False, high_closed=True), rows[left]),
+            (Interval(t, math.inf, low_closed=False, high_closed=False), rows[~left]),
+        ]
+
+    def _best_split(self, rows: np.ndarray, counts: np.ndarray, usable: np.ndarray) -> _Split | None:
+        """The split the criterion picks among admissible ones with gain >= min_gain, or None."""
+        Xn, yn = self.X[rows], self.y[rows]
+        parent_cells = float(_xlog2x(counts).sum())
+        candidates = []
+        for j in np.flatnonzero(usable):
+            if self.categorical[j]:
+                split = self._categorical_split(int(j), Xn[:, j], yn, parent_cells)
+            else:
+                split = self._numeric_split(int(j), Xn[:, j], yn, counts, parent_cells)
+            if split is not None and split.gain >= self.min_gain:
+                candidates.append(split)
+        if not candidates:
+            return None
+        gains = np.array([s.gain for s in candidates])
+        if self.criterion == "info_gain":
+            return candidates[_first_best(gains)]
+        # C4.5: gain ratio alone favours splits with tiny split information (e.g. one row split
+        # off), so only attributes with at least average gain compete on ratio.
+        positive = gains > _TIE_TOLERANCE
+        eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
+        ratios = np.array([s.gain / s.split_info for s in candidates])
+        return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
+
+    def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
+        """Score the one-child-per-category split on attribute ``j``, if admissible."""
+        size = self.schema.attributes[j].size  # type: ignore[union-attr]
+        k = self.n_classes
+        table = np.bincount(column.astype(np.int64) * k + yn, minlength=size * k).reshape(size, k)
+        if np.count_nonzero(table.sum(axis=1) >= self.min_samples_leaf) < 2:
+            return None
+        gain, split_info = _gain_and_split_info(table.astype(np.float64), yn.size, parent_cells)
+        return _Split(j, float(gain), float(split_info), None)
+
+    def _numeric_split(
+        self, j: int, column: np.ndarray, yn: np.ndarray, counts: np.ndarray, parent_cells: float
+    ) -> _Split | None:
+        """Score every admissible threshold on attribute ``j`` at once; keep the highest gain.
+
+        As in C4.5 the threshold is chosen by gain (the lowest one on ties) and the attribute
+        then competes with that threshold's gain and split information.
+        """
+        n = yn.size
+        order = np.argsort(column, kind="stable")
+        values = column[order]
+        onehot = np.zeros((n, self.n_classes))
+        onehot[np.arange(n), yn[order]] = 1.0
+        left_counts = np.cumsum(onehot, axis=0)[:-1]  # row i: counts of the first i + 1 sorted rows
+        left_sizes = np.arange(1, n)
+        admissible = (
+            (values[:-1] < values[1:])
+            & (left_sizes >= self.min_samples_leaf)
+            & (n - left_sizes >= self.min_samples_leaf)
+        )
+        positions = np.flatnonzero(admissible)
+        if positions.size == 0:
+            return None
+        left = left_counts[positions]
+        gain, split_info = _gain_and_split_info(np.stack([left, counts - left], axis=1), n, parent_cells)
+        best = _first_best(gain)
+        low, high = values[positions[best]], values[positions[best] + 1]
+        threshold = low / 2 + high / 2
+        if not low <= threshold < high:  # rounding between adjacent floats: keep x <= low on the left
+            threshold = low
+        return _Split(j, float(gain[best]), float(split_info[best]), float(threshold))
