@@ -40,10 +40,10 @@ from results_file import (  # bench/ is sys.path[0] when run as a script
 )
 from sklearn.tree import DecisionTreeClassifier as SkTree
 
-from common.privacy.requirements import parse_requirement
 from common.data.datasets import load_dataset
-from common.trees.learners.random_tree import ensemble_predict_proba
 from common.data.schema import CategoricalAttribute, Schema
+from common.privacy.requirements import parse_requirement
+from common.trees.learners.random_tree import ensemble_predict_proba
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble

@@ -58,12 +58,12 @@ import numpy as np
 from common.data.datasets import load_dataset
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
-from common.trees.learners import make_learner
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import load_signing_key, sign_payload
 from common.federation.study import spec_from_mapping
 from common.federation.wire import model_message
+from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.service import MinerService

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Callable
 
-from common.mechanisms.diffpets import RegressionSchema
+from common.data.regression import RegressionSchema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_schema
 from common.federation.wire import decode_model

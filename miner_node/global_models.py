@@ -10,7 +10,7 @@ Every model works on the encoded form of `common.data.schema`: ``fit(X, y)`` wit
 into ``schema.classes``; ``predict(X)`` returns such class indices. A model only ever predicts
 classes it saw in training.
 
-A regression study (a numeric target, `common.mechanisms.diffpets.RegressionSchema`) learns from the PGEN
+A regression study (a numeric target, `common.data.regression.RegressionSchema`) learns from the PGEN
 table of DiffPETs regression forests with the models of `REGRESSION_MODELS` instead
 (``"regression-tree"``, ``"random-forest"``): ``y`` is the float64 target and ``predict`` returns
 target values (`make_regression_model`).
@@ -29,9 +29,9 @@ from sklearn.naive_bayes import CategoricalNB, GaussianNB
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.validation import check_is_fitted
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
-from common.data.schema import CategoricalAttribute, Schema
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 

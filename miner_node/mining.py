@@ -24,13 +24,13 @@ import numpy as np
 
 from common.audit.release import audit
 from common.data.datasets.loading import load_table
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.trees.metrics import accuracy
-from common.federation.pb import federation_pb2 as fpb
-from common.privacy.report import PrivacyReport
 from common.data.schema import Schema
-from common.trees.tree import Tree
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel, tree_to_pb
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.privacy.report import PrivacyReport
+from common.trees.metrics import accuracy
+from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from common.audit.release import audit_regression
-from common.mechanisms.diffpets import RegressionForest, RegressionSchema
-from common.trees.metrics import mae, rmse
-from common.federation.pb import federation_pb2 as fpb
+from common.data.regression import RegressionSchema
 from common.data.task import load_regression_table
+from common.federation.pb import federation_pb2 as fpb
+from common.trees.metrics import mae, rmse
+from common.trees.regression import RegressionForest
 from miner_node.global_models import make_regression_model
 from miner_node.mining import AcceptedModel
 from miner_node.pgen_regression import pgen_regression

@@ -20,9 +20,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from common.data.schema import NumericAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
-from common.data.schema import NumericAttribute, Schema
 from common.trees.tree import CategorySet, Constraint, Interval, conjunction_mask
 
 __all__ = ["Conditions", "Rule", "RuleListClassifier", "generalize", "laplace"]

@@ -30,11 +30,11 @@ from typing import Any, Callable, Iterable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.mechanisms.diffpets import RegressionSchema
+from common.data.regression import RegressionSchema
+from common.data.schema import SchemaError
 from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.data.schema import SchemaError
 from common.federation.signing import SignatureError, verify_envelope
 from common.federation.study import StudyError, check_spec, spec_schema
 from common.federation.wire import NONCE_BYTES

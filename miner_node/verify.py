@@ -18,11 +18,11 @@ from multiprocessing.connection import Connection
 
 import grpc
 
-from common.privacy.requirements import RequirementError, parse_requirement, weaker_than
 from common.audit.release import audit, audit_regression
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_requirement
 from common.federation.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
+from common.privacy.requirements import RequirementError, parse_requirement, weaker_than
 
 __all__ = ["Rejection", "check_model", "ModelVerifier"]
 

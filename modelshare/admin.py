@@ -23,8 +23,8 @@ from typing import Any, Mapping
 
 import grpc
 
+from common.data.regression import RegressionSchema
 from common.federation.dial import dial_miner
-from common.mechanisms.diffpets import RegressionSchema
 from common.federation.kit import TlsFiles
 from common.federation.model_io import write_message
 from common.federation.pb import federation_pb2 as fpb

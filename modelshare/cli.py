@@ -11,11 +11,11 @@ from typing import Sequence
 import numpy as np
 from rich.table import Table
 
-from common.privacy.requirements import RequirementError
 from common.data.datasets import describe_dataset, export_dataset, list_datasets
-from common.federation.model_io import read_tree
 from common.data.schema import SchemaError
 from common.data.table_io import write_table_chunks
+from common.federation.model_io import read_tree
+from common.privacy.requirements import RequirementError
 from common.trees.tree import TreeError
 from modelshare import (
     cli_dp_audit,

@@ -9,8 +9,8 @@ from typing import Any, Callable, Collection
 from rich.console import Console
 
 from common.data.datasets import LoadedTable, load_dataset, load_table
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.data.schema import SchemaError
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from owner_node.release import MECHANISMS
 
 __all__ = [

@@ -16,19 +16,19 @@ from typing import cast
 import numpy as np
 from rich.table import Table
 
-from common.privacy.requirements import DPS, parse_requirement
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import DiffPets
-from common.audit.dp.estimate import MIN_TRIALS, DPAuditResult, audit_dp
 from common.audit.dp.diffpets import DiffPetsTarget
 from common.audit.dp.dpea import DpeaTarget
+from common.audit.dp.estimate import MIN_TRIALS, DPAuditResult, audit_dp
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.data.schema import Schema
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import DiffPets
 from common.mechanisms.dpea import DPEA
 from common.mechanisms.dpea import MECHANISM as DPEA_MECHANISM
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
 from common.mechanisms.laplace_rdt import LaplaceRdt
-from common.data.schema import Schema
+from common.privacy.requirements import DPS, parse_requirement
 from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
 
 __all__ = ["AUDITED_MECHANISMS", "add_parsers", "cmd_audit_dp"]

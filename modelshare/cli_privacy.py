@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from common.privacy.attacks import attack_report
 from common.audit.release import audit
+from common.data.schema import Schema
+from common.federation.model_io import read_model, write_release
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.privacy.attacks import attack_report
+from common.privacy.report import Release
 from common.trees.learners import LEARNERS, make_learner
 from common.trees.learners.random_tree import ensemble_predict_proba
-from common.federation.model_io import read_model, write_release
-from common.privacy.report import Release
-from common.data.schema import Schema
 from modelshare.cli_common import (
     add_release_options,
     add_table_source,

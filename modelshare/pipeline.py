@@ -17,11 +17,11 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from common.privacy.requirements import parse_requirement
 from common.audit.release import audit
+from common.data.schema import Schema
+from common.privacy.requirements import parse_requirement
 from common.trees.learners import make_learner
 from common.trees.metrics import accuracy, class_match, path_match
-from common.data.schema import Schema
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen, pgen

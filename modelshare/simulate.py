@@ -41,14 +41,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import RegressionSchema
-from common.trees.learners import LEARNERS
-from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal
-from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
-from common.federation.pb import federation_pb2 as fpb
+from common.data.regression import RegressionSchema
 from common.data.schema import Schema
-from common.federation.study import load_study_file
 from common.data.task import (
     CLASSIFICATION_TASK,
     REGRESSION_TASK,
@@ -57,7 +51,13 @@ from common.data.task import (
     load_schema,
     task_of,
 )
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal
+from common.trees.learners import LEARNERS
+from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.global_models import (
     GLOBAL_MODELS,
     REGRESSION_MODELS,

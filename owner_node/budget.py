@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.privacy.requirements import DP, DPS
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import atomic_write, fsync_dir
 from common.federation.study import StudyError, spec_requirement
+from common.privacy.requirements import DP, DPS
 
 __all__ = ["LEDGER_FILE", "Charge", "Ledger", "LedgerError", "study_cost"]
 

@@ -36,12 +36,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
-from common.mechanisms.registry import WHOLE_RELEASE
-from common.federation.pb import federation_pb2 as fpb
 from common.data.schema import Schema
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, spec_requirement, spec_schema
 from common.federation.wire import WireError, disclosure_from_pb
+from common.mechanisms.registry import WHOLE_RELEASE
+from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
 from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]

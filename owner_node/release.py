@@ -28,7 +28,7 @@ through `release_dp` and the `DP_MECHANISMS` registry (one `DPTrainer` per name)
     DPEA (Bai et al. 2017): the exponential mechanism over whole d-step multiway subtrees, sampled
     exactly, then Laplace noise on the leaf class counts (`common.mechanisms.dpea`); d = the depth here.
 
-A regression table (a `common.mechanisms.diffpets.RegressionSchema`: a numeric target with public bounds)
+A regression table (a `common.data.regression.RegressionSchema`: a numeric target with public bounds)
 is released by ``diffpets`` alone, as a DiffPETs regression forest (noisy count and noisy target
 sum per leaf), through `release_regression`; every other mechanism is refused for it.
 
@@ -43,6 +43,20 @@ from typing import Any, Callable
 
 import numpy as np
 
+from common.data.regression import RegressionSchema
+from common.data.schema import Schema
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import DiffPetsRegressor, train_diffpets
+from common.mechanisms.dpea import MECHANISM as DPEA
+from common.mechanisms.dpea import train_dpea
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.kanon_rdt import kanon_rdt
+from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.mechanisms.laplace_rdt import LaplaceRdt
+from common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
+from common.mechanisms.registry import regression_refusal
+from common.privacy.attacks import attack_report, ensemble_attack_report
+from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
 from common.privacy.requirements import (
     DP,
     DPS,
@@ -52,21 +66,8 @@ from common.privacy.requirements import (
     RequirementError,
     parse_requirement,
 )
-from common.privacy.attacks import attack_report, ensemble_attack_report
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import DiffPetsRegressor, RegressionSchema, train_diffpets
-from common.mechanisms.dpea import MECHANISM as DPEA
-from common.mechanisms.dpea import train_dpea
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.kanon_rdt import kanon_rdt
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import LaplaceRdt
-from common.mechanisms.registry import regression_refusal
-from common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
-from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
-from common.data.schema import Schema
-from common.trees.tree import Disclosure, Tree
 from common.trees.rebuild import rebuild
+from common.trees.tree import Disclosure, Tree
 
 __all__ = [
     "MECHANISMS",

@@ -17,16 +17,16 @@ import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.data.datasets.loading import read_frame
-from common.mechanisms.diffpets import RegressionSchema
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.trees.learners import make_learner
-from common.mechanisms.registry import regression_refusal, requirement_form
-from common.federation.pb import federation_pb2 as fpb
-from common.privacy.report import RegressionRelease, Release
+from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import sign_payload
 from common.federation.study import spec_schema
 from common.federation.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.registry import regression_refusal, requirement_form
+from common.privacy.report import RegressionRelease, Release
+from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 from owner_node.release import (
     DP_MECHANISMS,

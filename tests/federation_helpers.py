@@ -10,12 +10,12 @@ import grpc
 
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
-from common.trees.learners import make_learner
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import load_signing_key, sign_payload
 from common.federation.study import spec_from_mapping
 from common.federation.wire import model_message, new_nonce, now_timestamp
+from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
 from miner_node.server import RunningMiner, start_miner
 from modelshare.provision import issue_throwaway_federation

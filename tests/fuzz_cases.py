@@ -39,12 +39,10 @@ import numpy as np
 from google.protobuf import json_format
 from hypothesis import strategies as st
 
-from common.trees.learners import make_learner
 from common.federation.model_io import read_model
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
 from common.federation.signing import sign_payload
-from common.trees.tree import TreeError
 from common.federation.wire import (
     MAX_TREES,
     WireError,
@@ -53,6 +51,8 @@ from common.federation.wire import (
     new_nonce,
     now_timestamp,
 )
+from common.trees.learners import make_learner
+from common.trees.tree import TreeError
 from miner_node.pgen import pgen
 from miner_node.verify import Rejection, check_model
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.privacy.requirements import (
     GRAMMAR,
     CLDiversity,
@@ -19,7 +20,6 @@ from common.privacy.requirements import (
     parse_requirement,
     weaker_than,
 )
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import CategorySet, Edge, Node, Tree
 
 # ----------------------------------------------------------------- parsing

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.privacy.attacks import (
     AttackCounts,
     AttackReport,
@@ -12,7 +13,6 @@ from common.privacy.attacks import (
     ensemble_attack_report,
     leaf_hit_miss,
 )
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import CategorySet, Edge, Node, Tree
 
 # classes in schema order: index 0 = "no" (healthy), 1 = "yes"

@@ -7,16 +7,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.privacy.requirements import GRAMMAR, parse_requirement
-from common.privacy.attacks import AttackCounts, attack_report
 from common.audit.release import audit
-from common.trees.learners import make_learner
+from common.data.schema import CategoricalAttribute, Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms.pruning import RequirementUnsatisfiable
+from common.privacy.attacks import AttackCounts, attack_report
 from common.privacy.report import PathClaim, PrivacyReport, Release
-from common.data.schema import CategoricalAttribute, Schema
-from common.trees.tree import CategorySet, Edge, Node, Tree
+from common.privacy.requirements import GRAMMAR, parse_requirement
+from common.trees.learners import make_learner
 from common.trees.rebuild import rebuild
+from common.trees.tree import CategorySet, Edge, Node, Tree
 from owner_node.release import release_tree
 
 # ----------------------------------------------------------------- helpers

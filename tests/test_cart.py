@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.data.schema import SchemaError
 from common.trees.learners import CartTreeClassifier, make_learner
 from common.trees.learners._params import ParameterError
-from common.data.schema import SchemaError
 
 
 @pytest.mark.parametrize("encoding", ["ordinal", "onehot"])

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from common.data.datasets import load_dataset
-from common.trees.learners import CartTreeClassifier
 from common.federation.model_io import read_tree, write_tree
+from common.trees.learners import CartTreeClassifier
 from modelshare.cli import main
 
 

@@ -370,6 +370,7 @@ def _netns_unavailable() -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_the_multihost_demo_completes_a_study_across_namespaces_with_a_partition():
     reason = _netns_unavailable()
     if reason is not None:

@@ -12,25 +12,23 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from common.privacy.requirements import DP
 from common.data.datasets import bundled_schema
+from common.data.regression import RegressionSchema
+from common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
 from common.mechanisms.diffpets import (
     BOOTSTRAP_CAVEAT,
     GINI_SENSITIVITY,
     POST_PROCESSING,
     DiffPets,
     DiffPetsRegressor,
-    RegressionForest,
-    RegressionNode,
-    RegressionSchema,
-    RegressionTree,
     _Region,
     exponential_choice,
     gini_utility,
     train_diffpets,
     variance_utility,
 )
-from common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
+from common.privacy.requirements import DP
+from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
 from miner_node.pgen import pgen_ensemble
 from miner_node.pgen_regression import pgen_regression, pgen_regression_tree

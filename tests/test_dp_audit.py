@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from common.privacy.requirements import DPS, parse_requirement
 from common.audit.dp.estimate import DPAuditResult, audit_dp, clopper_pearson
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt, leaf_class_counts
+from common.privacy.requirements import DPS, parse_requirement
 from common.trees.learners.random_tree import random_structure
 from modelshare import cli_dp_audit
 from modelshare.cli import main

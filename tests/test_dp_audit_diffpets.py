@@ -17,10 +17,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.mechanisms.diffpets import DiffPets
-from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.audit.dp.diffpets import ISOLATED, DiffPetsTarget, adversarial_row
+from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.data.schema import NumericAttribute, Schema
+from common.mechanisms.diffpets import DiffPets
 
 TRIALS = 3000  # per table; the leaking variants give P[E|D] = 0 against about 0.4 under D'
 EPSILON = 2.0

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from common.data.datasets import load_dataset
-from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.audit.dp.dpea import DpeaTarget, tiny_table
+from common.audit.dp.estimate import DPAuditResult, audit_dp
+from common.data.datasets import load_dataset
 from common.mechanisms.dpea import DPEA
 
 # Per table. Vectorised, 10^6 trials take about half a second. A broken variant exceeds its claim

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from common.privacy.requirements import DP
 from common.data.datasets import load_dataset
+from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.dpea import (
     DPEA,
     MECHANISM,
@@ -26,8 +26,8 @@ from common.mechanisms.dpea import (
     score_sensitivity,
     train_dpea,
 )
+from common.privacy.requirements import DP
 from common.trees.learners._data import check_xy
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import CategorySet, Interval
 from miner_node.pgen import pgen, pgen_ensemble
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from common.privacy.dps import compose
 from common.data.schema import Schema
+from common.privacy.dps import compose
 from modelshare.cli import main
 from modelshare.experiments.rdt import RdtSettings, run_rdt
 

@@ -31,6 +31,8 @@ from owner_node.release import RELEASE_MECHANISMS
 from tests.federation_helpers import Federation, signed_model, study_spec
 from tests.test_federation import _car_tables, _free_port, _start_miner
 
+pytestmark = pytest.mark.slow  # separate miner and owner processes
+
 OWNERS = [f"site-{i}" for i in range(10)]
 
 

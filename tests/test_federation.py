@@ -25,6 +25,8 @@ from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon
 from tests.federation_helpers import Federation, signed_model, study_spec
 
+pytestmark = pytest.mark.slow  # separate miner and owner processes
+
 CLI = [sys.executable, "-m", "modelshare.cli"]
 
 

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.federation.pb import federation_pb2 as fpb
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import MAX_TREES, WireError, decode_model
+from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
 from miner_node.config import Limits
 from miner_node.store import verify_log
 from tests import fuzz_cases as fc

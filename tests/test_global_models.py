@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.metrics import accuracy, class_match, path_match
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 from miner_node import global_models
 from miner_node.global_models import (

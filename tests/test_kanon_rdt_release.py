@@ -12,6 +12,16 @@ import grpc
 import numpy as np
 import pytest
 
+from common.audit.release import audit
+from common.federation.model_io import read_model, read_tree, write_release
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.signing import sign_payload
+from common.federation.study import StudyError, spec_from_mapping
+from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
+from common.mechanisms.kanon_rdt import counts_below_k
+from common.privacy.attacks import ensemble_attack_report
+from common.privacy.dps import compose
+from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DPS,
     GRAMMAR,
@@ -19,18 +29,8 @@ from common.privacy.requirements import (
     parse_requirement,
     weaker_than,
 )
-from common.privacy.attacks import ensemble_attack_report
-from common.audit.release import audit
-from common.privacy.dps import compose
-from common.mechanisms.kanon_rdt import counts_below_k
-from common.federation.model_io import read_model, read_tree, write_release
-from common.federation.pb import federation_pb2 as fpb
-from common.privacy.report import PathClaim, Release
-from common.federation.signing import sign_payload
-from common.federation.study import StudyError, spec_from_mapping
-from common.trees.tree import Node, Tree, TreeError
 from common.trees.rebuild import rebuild
-from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
+from common.trees.tree import Node, Tree, TreeError
 from miner_node.mining import AcceptedModel, mine
 from miner_node.pgen import ensemble_rows, pgen_ensemble
 from miner_node.verify import Rejection, check_model

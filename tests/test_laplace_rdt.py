@@ -11,6 +11,16 @@ import sys
 import numpy as np
 import pytest
 
+from common.audit.release import audit
+from common.federation.model_io import read_model, write_release
+from common.federation.wire import tree_to_pb
+from common.mechanisms.laplace_rdt import (
+    POST_PROCESSING,
+    LaplaceRdt,
+    count_log_pmf,
+    leaf_class_counts,
+)
+from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DP,
     GRAMMAR,
@@ -18,19 +28,9 @@ from common.privacy.requirements import (
     parse_requirement,
     weaker_than,
 )
-from common.audit.release import audit
-from common.mechanisms.laplace_rdt import (
-    POST_PROCESSING,
-    LaplaceRdt,
-    count_log_pmf,
-    leaf_class_counts,
-)
 from common.trees.learners.random_tree import random_structure
-from common.federation.model_io import read_model, write_release
-from common.privacy.report import PathClaim, Release
-from common.trees.tree import Node, Tree
 from common.trees.rebuild import rebuild
-from common.federation.wire import tree_to_pb
+from common.trees.tree import Node, Tree
 from modelshare.cli import main
 from owner_node.release import release_dp, release_tree
 

@@ -7,8 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from common.privacy.requirements import RequirementError
 from common.data.datasets import bundled_schema
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.privacy.requirements import RequirementError
 from modelshare.experiments.baselines.hierarchy import (
     TOP,
     CategoricalHierarchy,
@@ -19,7 +20,6 @@ from modelshare.experiments.baselines.hierarchy import (
     schema_hierarchies,
 )
 from modelshare.experiments.baselines.ld import LDError, check_cl_diversity, diversify, fit_ld_model
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 # ------------------------------------------------------------------ hierarchies
 

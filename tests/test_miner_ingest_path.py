@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from common.data.datasets import load_dataset
-from common.trees.learners import make_learner
 from common.federation.wire import model_message
+from common.trees.learners import make_learner
 from miner_node.store import Store, Submission, verify_log
 from miner_node.verify import ModelVerifier, Rejection, check_model
 from owner_node.release import release_tree

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
 from miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
 
 

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 from common.audit.release import audit_regression
-from common.mechanisms.diffpets import RegressionSchema
-from common.trees.metrics import mae, rmse
-from common.federation.pb import federation_pb2 as fpb
-from common.privacy.report import PrivacyReport, RegressionRelease
+from common.data.regression import RegressionSchema
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from common.data.task import load_regression_table, load_schema
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import sign_payload
 from common.federation.study import (
     StudyError,
@@ -27,8 +26,9 @@ from common.federation.study import (
     load_study_file,
     spec_from_mapping,
 )
-from common.data.task import load_regression_table, load_schema
 from common.federation.wire import WireError, decode_model, model_message
+from common.privacy.report import PrivacyReport, RegressionRelease
+from common.trees.metrics import mae, rmse
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results
@@ -257,6 +257,7 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
 
 
 # ---------------------------------------------------------------- simulate
+@pytest.mark.slow
 def test_simulate_runs_a_regression_study_and_reports_rmse_and_mae(tmp_path, capsys):
     X, y = _rows(300, 2)
     SCHEMA.decode(X, y).to_csv(tmp_path / "table.csv", index=False)

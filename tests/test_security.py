@@ -24,13 +24,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common.privacy.attacks import attack_report
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import sign_payload
 from common.federation.study import spec_schema
-from common.trees.tree import Node, Tree
 from common.federation.wire import (
     model_message,
     new_nonce,
@@ -39,6 +37,8 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
+from common.privacy.attacks import attack_report
+from common.trees.tree import Node, Tree
 from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
 from owner_node.release import release_random_trees

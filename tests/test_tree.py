@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
 from common.federation.wire import tree_from_pb, tree_to_pb
+from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
 
 SCHEMA = Schema(
     (CategoricalAttribute("A", ("a1", "a2", "a3")), NumericAttribute("X", 0.0, 100.0)),

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from common.trees.learners import make_learner
 from common.federation.model_io import (
     read_model,
     read_model_file,
@@ -22,7 +21,6 @@ from common.federation.model_io import (
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
 from common.federation.signing import SignatureError, generate_signing_key, verify_envelope
-from common.trees.tree import Interval, TreeError
 from common.federation.wire import (
     WireError,
     decode_model,
@@ -34,6 +32,8 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
+from common.trees.learners import make_learner
+from common.trees.tree import Interval, TreeError
 from owner_node.release import release_tree
 
 ROOT = Path(__file__).resolve().parents[1]

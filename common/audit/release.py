@@ -34,6 +34,24 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from common.mechanisms.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
+from common.mechanisms.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
+from common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from common.mechanisms.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
+from common.mechanisms.diffpets import (
+    REGRESSION_POST_PROCESSING as DIFFPETS_REGRESSION_POST_PROCESSING,
+)
+from common.mechanisms.diffpets import VARIANCE_SENSITIVITY as DIFFPETS_VARIANCE_SENSITIVITY
+from common.mechanisms.diffpets import DiffPetsRegressor
+from common.mechanisms.dpea import MECHANISM as DPEA
+from common.mechanisms.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
+from common.mechanisms.dpea import accounting_errors as dpea_accounting_errors
+from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms.kanon_rdt import counts_below_k
+from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.mechanisms.laplace_rdt import POST_PROCESSING, SENSITIVITY
+from common.privacy.attacks import AttackReport, ensemble_attack_report
+from common.privacy.report import PrivacyReport
 from common.privacy.requirements import (
     DP,
     DPS,
@@ -43,24 +61,7 @@ from common.privacy.requirements import (
     leaf_stats,
     parse_requirement,
 )
-from common.privacy.attacks import AttackReport, ensemble_attack_report
-from common.mechanisms.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
-from common.mechanisms.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
-from common.mechanisms.diffpets import (
-    REGRESSION_POST_PROCESSING as DIFFPETS_REGRESSION_POST_PROCESSING,
-)
-from common.mechanisms.diffpets import VARIANCE_SENSITIVITY as DIFFPETS_VARIANCE_SENSITIVITY
-from common.mechanisms.diffpets import DiffPetsRegressor, RegressionForest
-from common.mechanisms.dpea import MECHANISM as DPEA
-from common.mechanisms.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
-from common.mechanisms.dpea import accounting_errors as dpea_accounting_errors
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.kanon_rdt import counts_below_k
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import POST_PROCESSING, SENSITIVITY
-from common.privacy.report import PrivacyReport
+from common.trees.regression import RegressionForest
 from common.trees.tree import Tree, counts_match
 
 __all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult", "audit_regression"]

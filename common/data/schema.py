@@ -12,7 +12,7 @@ global models all work on this form, which keeps the hot paths in numpy.
 
 A schema file may state ``task = "classification"`` (the default, and the only task `Schema`
 reads); a regression schema (``task = "regression"``, a numeric target with public bounds) is a
-`common.mechanisms.diffpets.RegressionSchema`, and `common.data.task.load_schema` reads either kind.
+`common.data.regression.RegressionSchema`, and `common.data.task.load_schema` reads either kind.
 """
 
 from __future__ import annotations

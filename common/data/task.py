@@ -3,7 +3,7 @@
 A federation declares its task in the public schema. A classification schema (`Schema`) names
 the class column and its classes, exactly as before; a schema file that says
 ``task = "regression"`` names instead a numeric ``target`` with its public bounds ``low`` and
-``high`` and is read as a `common.mechanisms.diffpets.RegressionSchema`::
+``high`` and is read as a `common.data.regression.RegressionSchema`::
 
     {"task": "regression",
      "target": {"name": "quality", "low": 0, "high": 10},
@@ -25,7 +25,7 @@ from typing import Any, Mapping, Union
 import numpy as np
 
 from common.data.datasets.loading import load_table, read_frame
-from common.mechanisms.diffpets import REGRESSION_TASK, RegressionSchema
+from common.data.regression import REGRESSION_TASK, RegressionSchema
 from common.data.schema import (
     CLASSIFICATION_TASK,
     NumericAttribute,

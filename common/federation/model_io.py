@@ -17,10 +17,10 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from common.federation.pb import federation_pb2 as fpb
-from common.privacy.report import PrivacyReport, Release
 from common.federation.signing import sign_payload
-from common.trees.tree import Tree, TreeError
 from common.federation.wire import MAX_TREES, DecodedModel, WireError, decode_model, model_message
+from common.privacy.report import PrivacyReport, Release
+from common.trees.tree import Tree, TreeError
 
 __all__ = ["ModelFile", "read_model_file", "read_model", "read_tree", "write_message", "write_release", "write_tree"]
 

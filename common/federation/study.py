@@ -55,11 +55,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
-from common.mechanisms.diffpets import RegressionSchema
-from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal, requirement_form
-from common.federation.pb import federation_pb2 as fpb
+from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.toml_file import read_toml
 from common.federation.wire import (
     MAX_TREES,
@@ -69,6 +67,8 @@ from common.federation.wire import (
     schema_from_pb,
     schema_to_pb,
 )
+from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal, requirement_form
+from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
 
 __all__ = [
     "StudyError",

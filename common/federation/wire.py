@@ -18,17 +18,13 @@ from typing import Any, Sequence
 import numpy as np
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from common.privacy.attacks import AttackCounts, AttackReport
-from common.mechanisms.diffpets import (
-    RegressionForest,
-    RegressionNode,
-    RegressionSchema,
-    RegressionTree,
-)
+from common.data.regression import RegressionSchema
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
+from common.privacy.attacks import AttackCounts, AttackReport
 from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
 
 __all__ = [

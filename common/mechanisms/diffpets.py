@@ -68,23 +68,22 @@ only, so it imports neither scikit-learn nor scipy: the row checks are imported 
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Sequence
 
 import numpy as np
 
+from common.data.regression import RegressionSchema
 from common.data.schema import (
     Attribute,
     CategoricalAttribute,
     NumericAttribute,
     Schema,
-    SchemaError,
-    fingerprint_of,
 )
+from common.trees.rebuild import release_leaf_counts
+from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import (
     CategorySet,
     Constraint,
@@ -92,19 +91,14 @@ from common.trees.tree import (
     Interval,
     Node,
     Tree,
-    TreeError,
-    counts_match,
 )
-from common.trees.rebuild import release_leaf_counts
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
-    "REGRESSION_TASK",
     "COUNT_SENSITIVITY",
     "GINI_SENSITIVITY",
     "VARIANCE_SENSITIVITY",
@@ -114,10 +108,6 @@ __all__ = [
     "DiffPets",
     "DiffPetsRelease",
     "DiffPetsRegressor",
-    "RegressionSchema",
-    "RegressionNode",
-    "RegressionTree",
-    "RegressionForest",
     "gini_utility",
     "variance_utility",
     "exponential_choice",
@@ -125,7 +115,6 @@ __all__ = [
 ]
 
 MECHANISM = "diffpets"  # the release mechanism's registry name in reports, studies and policies
-REGRESSION_TASK = "regression"  # the ``task`` a regression schema file declares (`RegressionSchema`)
 COUNT_SENSITIVITY = 1  # L1 sensitivity of a node's class histogram, row count or target sum (y in [0, 1])
 GINI_SENSITIVITY = 2  # Delta q of the count-weighted Gini utility (paper Eq. 5)
 VARIANCE_SENSITIVITY = 2  # Delta q of -SSE on y in [0, 1], as the paper states (1 is a valid, tighter bound)
@@ -600,259 +589,6 @@ def train_diffpets(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP
     """`owner_node.release.DPTrainer` for DiffPETs: ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
     mechanism = DiffPets(requirement.epsilon, requirement.trees, depth)
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters(schema)
-
-
-# ---------------------------------------------------------------- regression
-@dataclass(frozen=True)
-class RegressionSchema:
-    """The attributes and the numeric target of a regression table, all public.
-
-    ``target.low`` and ``target.high`` are the public bounds the target is scaled from (to [0, 1],
-    clipped): they must not be read from the private rows. A schema file declares one with
-    ``task = "regression"`` and a ``target`` table next to the usual ``attributes`` (`from_dict`);
-    it travels as a ``Schema`` message whose ``target`` field is set (`common.federation.wire`), and it offers
-    what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
-    `encode`, `decode`, `save`, `fingerprint`), so owners read their tables the same way for either task.
-    """
-
-    attributes: tuple[Attribute, ...]
-    target: NumericAttribute
-
-    def __post_init__(self) -> None:
-        if not self.target.high > self.target.low:
-            raise SchemaError(f"target range [{self.target.low:g}, {self.target.high:g}] must have low < high",
-                              column=self.target.name)
-        self.features()  # the attribute checks of Schema (names, duplicates, the target not an attribute)
-
-    @property
-    def n_attributes(self) -> int:
-        return len(self.attributes)
-
-    def features(self) -> Schema:
-        """The attributes as a classification `Schema` with two placeholder classes.
-
-        It lets the classification machinery (row checks, `Tree` validation and routing, paths,
-        PGEN) serve the regression structure; the classes mean nothing.
-        """
-        return Schema(self.attributes, self.target.name, ("leaf", "none"))
-
-    def scale(self, y: np.ndarray) -> np.ndarray:
-        """The target mapped to [0, 1] by the public bounds, clipped; ValueError on non-finite values."""
-        y = np.asarray(y, dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(y))
-        if bad.size:
-            raise SchemaError("target values must be finite numbers", row=int(bad[0]) + 1,
-                              column=self.target.name, value=float(y[bad[0]]))
-        low, high = self.target.low, self.target.high
-        return np.clip((y - low) / (high - low), 0.0, 1.0)
-
-    def unscale(self, value: np.ndarray) -> np.ndarray:
-        """Values in [0, 1] back on the target's scale."""
-        return self.target.low + np.asarray(value, dtype=np.float64) * (self.target.high - self.target.low)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Attribute names in column order (target excluded)."""
-        return tuple(a.name for a in self.attributes)
-
-    @property
-    def class_name(self) -> str:
-        """The target's column name: where table readers that take a class column look for the label."""
-        return self.target.name
-
-    @property
-    def fingerprint(self) -> str:
-        """SHA-256 of the canonical `to_dict` form (with its task): equal iff attributes and target bounds are equal.
-
-        No classification schema shares it, since their dictionaries have other keys.
-        """
-        return fingerprint_of(self.to_dict())
-
-    def encode(self, frame: pd.DataFrame, *, source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Encode a table into ``(X, y)``: the attributes as `Schema.encode_attributes` does, y float64.
-
-        The target is checked like a numeric attribute: a value that is not a finite number or lies
-        outside the public bounds raises `SchemaError` naming the row and column. (The mechanism
-        would clip it; refusing it tells the owner that its data and the federation's bounds disagree.)
-        """
-        features = self.features()
-        X = features.encode_attributes(frame, source=source)
-        if self.target.name not in frame.columns:
-            raise SchemaError("target column is missing from the table", source=source, column=self.target.name)
-        return X, features._numbers(frame[self.target.name], self.target, source)
-
-    def decode(self, X: np.ndarray, y: np.ndarray | None = None) -> pd.DataFrame:
-        """Encoded rows back into a table (category names), with the target column when ``y`` is given."""
-        frame = self.features().decode(X)
-        return frame if y is None else frame.assign(**{self.target.name: np.asarray(y, dtype=np.float64)})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The schema-file form: ``task = "regression"``, the ``target`` and the ``attributes``."""
-        return {"task": REGRESSION_TASK, "target": self.target.to_dict(),
-                "attributes": [a.to_dict() for a in self.attributes]}
-
-    def save(self, path: str | Path) -> None:
-        """Write the schema as JSON (`to_dict`), readable by `common.data.task.load_schema`."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> RegressionSchema:
-        """Inverse of `to_dict` (``task`` may be left out); SchemaError naming the field and ``source`` on bad input.
-
-        The target is a table ``{name, low, high}`` (``type``, if given, must be ``"numeric"``).
-        """
-        if data.get("task", REGRESSION_TASK) != REGRESSION_TASK:
-            raise SchemaError(f"field 'task' is {data.get('task')!r}; a regression schema states {REGRESSION_TASK!r}",
-                              source=source)
-        target, attributes = data.get("target"), data.get("attributes")
-        if not isinstance(target, Mapping) or target.get("type", "numeric") != "numeric":
-            raise SchemaError("field 'target' must be a numeric attribute table {name, low, high}", source=source)
-        try:
-            numeric = NumericAttribute(str(target["name"]), float(target["low"]), float(target["high"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"field 'target' needs name, low and high: {exc}", source=source) from None
-        view = Schema.from_dict({"class": numeric.name, "classes": ["leaf", "none"], "attributes": attributes},
-                                source=source)
-        try:
-            return cls(view.attributes, numeric)
-        except SchemaError as exc:
-            raise SchemaError(exc.why, source=source, column=exc.column) from None
-
-
-@dataclass(frozen=True)
-class RegressionNode:
-    """A released regression node: noisy count N' and noisy target sum S' (scaled target), and its split.
-
-    Leaves hold the released (N', S'); inner nodes hold the sums of their children's.
-    """
-
-    count: float
-    total: float
-    attribute: int | None = None
-    edges: tuple[Edge, ...] = ()
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.edges
-
-    @property
-    def value(self) -> float:
-        """The prediction on the [0, 1] scale: clip(S' / max(N', 1), 0, 1)."""
-        return min(max(self.total / max(self.count, 1.0), 0.0), 1.0)
-
-
-def _constraint_to_dict(constraint: Constraint) -> dict[str, Any]:
-    if isinstance(constraint, CategorySet):
-        return {"in": sorted(constraint.codes)}
-    return {"low": None if constraint.low == -math.inf else constraint.low,
-            "high": None if constraint.high == math.inf else constraint.high,
-            "low_closed": constraint.low_closed, "high_closed": constraint.high_closed}
-
-
-def _constraint_from_dict(data: Mapping[str, Any]) -> Constraint:
-    if "in" in data:
-        return CategorySet(frozenset(int(c) for c in data["in"]))
-    low, high = data.get("low"), data.get("high")
-    return Interval(-math.inf if low is None else float(low), math.inf if high is None else float(high),
-                    bool(data.get("low_closed", False)), bool(data.get("high_closed", True)))
-
-
-class RegressionTree:
-    """A released DiffPETs regression tree, validated on construction; node 0 is the root.
-
-    The structure is checked, routed and turned into paths by its classification mirror `tree`
-    (same nodes and edges over `RegressionSchema.features`), so it obeys every rule of `Tree`.
-
-    Raises
-    ------
-    TreeError
-        A malformed structure, a non-finite statistic, or an inner node that is not the sum of its children.
-    """
-
-    def __init__(self, schema: RegressionSchema, nodes: Sequence[RegressionNode]) -> None:
-        self.schema = schema
-        self.nodes = tuple(nodes)
-        features = schema.features()
-        structure = Tree(features, [Node(0, 0.0, 0.0, np.zeros(2), n.attribute, list(n.edges)) for n in self.nodes])
-        stats = np.array([[n.count, n.total] for n in self.nodes], dtype=np.float64).reshape(-1, 2)
-        bad = np.flatnonzero(~np.isfinite(stats).all(axis=1))
-        if bad.size:
-            raise TreeError(f"node {bad[0]}: count and sum {stats[bad[0]].tolist()} must be finite")
-        for i, node in enumerate(self.nodes):
-            if node.edges and not counts_match(sum(stats[e.child] for e in node.edges), stats[i]).all():
-                raise TreeError(f"node {i}: count and sum {stats[i].tolist()} are not the sums of its children's")
-        self.tree = self._mirror(features, structure, self.nodes)
-        self.values = np.array([n.value for n in self.nodes])
-
-    @staticmethod
-    def _mirror(features: Schema, structure: Tree, nodes: Sequence[RegressionNode]) -> Tree:
-        """The classification mirror: leaves disclose max(N', 0) rows of placeholder class 0, inner nodes sums.
-
-        ``structure`` is the validated zero-count copy, so the sums below walk a checked tree (no cycles).
-        """
-        rows = np.array([max(n.count, 0.0) if n.is_leaf else 0.0 for n in nodes])
-        order = [0]
-        for i in order:  # breadth first: parents before children
-            order.extend(e.child for e in structure.nodes[i].edges)
-        for i in reversed(order):
-            if not nodes[i].is_leaf:
-                rows[i] = sum(rows[e.child] for e in nodes[i].edges)
-        return Tree(features, [Node(0, float(r), 0.0, np.array([r, 0.0]), n.attribute, list(n.edges))
-                               for r, n in zip(rows, nodes)], "counts")
-
-    @property
-    def leaves(self) -> list[int]:
-        return [i for i, n in enumerate(self.nodes) if n.is_leaf]
-
-    def apply(self, X: np.ndarray) -> np.ndarray:
-        """Index of the leaf each encoded row reaches."""
-        return self.tree.apply(X)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """The leaf value of each row on the target's original scale."""
-        return self.schema.unscale(self.values[self.apply(X)])
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (infinite interval ends are None); `from_dict` inverts it."""
-        return {"schema": self.schema.to_dict(), "nodes": [
-            {"count": n.count, "total": n.total, "attribute": n.attribute,
-             "edges": [{"child": e.child, **_constraint_to_dict(e.constraint)} for e in n.edges]}
-            for n in self.nodes]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RegressionTree:
-        """Rebuild and re-validate a tree from `to_dict`'s form."""
-        schema = RegressionSchema.from_dict(data["schema"])
-        nodes = [RegressionNode(float(n["count"]), float(n["total"]),
-                                None if n.get("attribute") is None else int(n["attribute"]),
-                                tuple(Edge(_constraint_from_dict(e), int(e["child"])) for e in n.get("edges", ())))
-                 for n in data["nodes"]]
-        return cls(schema, nodes)
-
-
-@dataclass(frozen=True)
-class RegressionForest:
-    """A released DiffPETs regression forest: the trees over one schema; predicts their mean (§1.9)."""
-
-    schema: RegressionSchema
-    trees: tuple[RegressionTree, ...]
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """The mean of the trees' leaf values, on the target's original scale."""
-        return self.schema.unscale(np.mean([tree.values[tree.apply(X)] for tree in self.trees], axis=0))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"trees": [tree.to_dict() for tree in self.trees]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RegressionForest:
-        """Inverse of `to_dict`; ValueError when the trees disagree on the schema."""
-        trees = tuple(RegressionTree.from_dict(t) for t in data["trees"])
-        if not trees:
-            raise ValueError("a regression forest needs at least one tree")
-        if any(t.schema != trees[0].schema for t in trees):
-            raise ValueError("the trees of a regression forest must share one schema")
-        return cls(trees[0].schema, trees)
 
 
 @dataclass(frozen=True)

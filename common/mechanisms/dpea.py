@@ -75,8 +75,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 from common.trees.rebuild import release_leaf_counts
+from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 if TYPE_CHECKING:
     from common.privacy.requirements import DP

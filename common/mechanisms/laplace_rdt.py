@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from common.data.schema import Schema
-from common.trees.tree import Tree
 from common.trees.rebuild import release_leaf_counts
+from common.trees.tree import Tree
 
 __all__ = [
     "MECHANISM",

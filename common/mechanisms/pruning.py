@@ -13,8 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from common.privacy.requirements import LeafStats, PathRequirement
-from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 from common.trees.rebuild import merge_stats, rebuild
+from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents"]
 

@@ -11,11 +11,11 @@ mechanisms' training code.
 
 from __future__ import annotations
 
-from common.privacy.requirements import DP, DPS
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.dpea import MECHANISM as DPEA
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from common.privacy.requirements import DP, DPS
 
 __all__ = ["DP_MECHANISM_NAMES", "REGRESSION_MECHANISMS", "WHOLE_RELEASE", "regression_refusal",
            "requirement_form"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common.privacy.attacks import AttackCounts, AttackReport
-from common.mechanisms.diffpets import RegressionForest
+from common.trees.regression import RegressionForest
 from common.trees.tree import Tree
 
 __all__ = ["PathClaim", "PrivacyReport", "Release", "RegressionRelease"]

@@ -42,10 +42,10 @@ import pandas as pd
 from rich.table import Table
 
 from common.data.datasets import load_table as load_file
+from common.data.schema import Schema
 from common.mechanisms.dpea import DPEA, finest_bins
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
 from common.trees.learners.random_tree import ensemble_predict_proba
-from common.data.schema import Schema
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import GLOBAL_MODELS, make_global_model

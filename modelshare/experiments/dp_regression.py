@@ -63,7 +63,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from common.data.datasets import LoadedTable, load_dataset, read_frame
 from common.data.datasets import load_table as load_file
-from common.mechanisms.diffpets import DiffPetsRegressor, RegressionForest, RegressionSchema
+from common.data.regression import RegressionSchema
 from common.data.schema import (
     Attribute,
     CategoricalAttribute,
@@ -71,6 +71,8 @@ from common.data.schema import (
     Schema,
     SchemaError,
 )
+from common.mechanisms.diffpets import DiffPetsRegressor
+from common.trees.regression import RegressionForest
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from miner_node.pgen_regression import pgen_regression

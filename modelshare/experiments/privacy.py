@@ -38,10 +38,9 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from rich.table import Table
 
-from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
+from common.data.schema import Schema
 from common.trees.learners import LEARNERS
 from common.trees.metrics import accuracy
-from common.data.schema import Schema
 from common.trees.tree import Disclosure
 from modelshare.cli_common import (
     add_table_source,
@@ -50,6 +49,7 @@ from modelshare.cli_common import (
     out,
     positive_int,
 )
+from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
+from common.data.schema import CategoricalAttribute, Schema
+from common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
 from common.privacy.attacks import attack_report
 from common.trees.learners import make_learner
-from common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import Tree
 from modelshare.cli_common import add_table_source, int_list, out
 from modelshare.experiments.output import (

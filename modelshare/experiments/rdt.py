@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.privacy.dps import DPSError, compose
-from common.mechanisms.kanon_rdt import kanon_rdt
-from common.trees.learners.random_tree import ensemble_predict_proba
 from common.data.schema import Schema
+from common.mechanisms.kanon_rdt import kanon_rdt
+from common.privacy.dps import DPSError, compose
+from common.trees.learners.random_tree import ensemble_predict_proba
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import add_table_source, float_list, int_list, out

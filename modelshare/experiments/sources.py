@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.trees.learners import LEARNERS
 from common.data.schema import Schema
+from common.trees.learners import LEARNERS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_release_options,

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.diffpets import MECHANISM, DiffPets
 from common.trees.learners._data import check_xy
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import Tree
 
 __all__ = ["ISOLATED", "DiffPetsTarget", "adversarial_row"]

@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure
 from common.mechanisms.laplace_rdt import count_log_pmf
 from common.trees.learners._data import check_xy
-from common.data.schema import CategoricalAttribute, Schema
 
 __all__ = ["DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES"]
 

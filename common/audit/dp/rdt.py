@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from common.privacy.requirements import DPS
+from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
 from common.mechanisms.laplace_rdt import SENSITIVITY, LaplaceRdt, count_log_pmf, leaf_class_counts
+from common.privacy.requirements import DPS
 from common.trees.learners._data import check_xy
 from common.trees.learners.random_tree import random_structure
-from common.data.schema import CategoricalAttribute, Schema
 
 __all__ = ["LaplaceRdtTarget", "KAnonRdtTarget", "DOMAIN_CANDIDATES"]
 

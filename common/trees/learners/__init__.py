@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from common.data.schema import Schema
 from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
-from common.data.schema import Schema
 
 __all__ = ["CartTreeClassifier", "MultiwayTreeClassifier", "LEARNERS", "make_learner"]
 

@@ -26,9 +26,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._params import ParameterError, check_choice, check_positive_int
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 
 __all__ = ["CartTreeClassifier"]

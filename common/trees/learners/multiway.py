@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from common.data.schema import Schema
 from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._params import (
     check_choice,
@@ -28,7 +29,6 @@ from common.trees.learners._params import (
     check_positive_int,
     check_schema,
 )
-from common.data.schema import Schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["CRITERIA", "MultiwayTreeClassifier"]

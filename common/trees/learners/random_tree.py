@@ -45,9 +45,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._params import ParameterError, check_positive_int, check_schema
-from common.data.schema import CategoricalAttribute, Schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]

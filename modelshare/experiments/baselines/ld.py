@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
 import numpy as np
 import pandas as pd
 
+from common.data.schema import CategoricalAttribute, Schema
 from common.privacy.requirements import CLDiversity, cl_diverse_exact, parse_requirement
 from modelshare.experiments.baselines.hierarchy import Hierarchy, NumericHierarchy, schema_hierarchies
-from common.data.schema import CategoricalAttribute, Schema
 
 if TYPE_CHECKING:
     from miner_node.global_models import GlobalModel
