@@ -4,7 +4,7 @@ On Adult (train: the rows of adult.data, test: the rows of adult.test; the bundl
 the two files concatenated, so the split is by position, `ADULT_TRAIN_ROWS`), at each total
 epsilon (default 0.1, 1, 5) and for ``--repeats`` seeds:
 
-* every mechanism of `owner_node.release.DP_MECHANISMS`, released by `release_dp` exactly as an
+* every ``dp`` mechanism of `common.mechanisms.registry`, released by `release` exactly as an
   owner releases it (``dp:epsilon=E,trees=T``), scored twice: the released ensemble itself
   (summed leaf counts, `ensemble_predict_proba`) and the miner's global decision tree learned
   from the release's PGEN pseudo-data exactly as the miner learns it (with the leaf floor of
@@ -42,12 +42,13 @@ from sklearn.tree import DecisionTreeClassifier as SkTree
 
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
+from common.mechanisms import registry
+from common.mechanisms.release import release
 from common.privacy.requirements import parse_requirement
 from common.trees.learners.random_tree import ensemble_predict_proba
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
-from owner_node.release import DP_MECHANISMS, release_dp
 
 SECTION = "## eps-DP releases against diffprivlib (bench/dp_vs_diffprivlib.py)"
 ADULT_TRAIN_ROWS = 32561  # rows of adult.data; the bundled table appends adult.test's 16,281 after them
@@ -93,7 +94,8 @@ def ours(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, epsilon: 
     state: dict = {}
 
     def ensemble() -> Callable:
-        state["release"] = release_dp(schema, X, y, mechanism=mechanism, requirement=requirement, depth=depth, seed=seed)
+        state["release"] = release(mechanism, schema=schema, X=X, y=y, requirement=requirement, max_depth=depth,
+                                   random_state=seed)
         released = state["release"].trees
         return lambda Xt: ensemble_predict_proba(released, Xt).argmax(axis=1)
 
@@ -129,7 +131,7 @@ def measure(args: argparse.Namespace) -> list[Score]:
         record("non-private: scikit-learn tree, depth 5", 0.0,
                timed(lambda: SkTree(max_depth=5, random_state=seed).fit(X, y).predict, X_test, y_test))
         for epsilon in args.epsilons:
-            for mechanism in sorted(DP_MECHANISMS):
+            for mechanism in registry.names(family="dp"):
                 depth = args.depth.get(mechanism, DEFAULT_DEPTH.get(mechanism, 4))
                 trees = args.mechanism_trees.get(mechanism, DEFAULT_TREES.get(mechanism, args.trees))
                 ensemble, global_tree = ours(schema, X, y, mechanism, epsilon, trees, depth, seed)

@@ -63,13 +63,14 @@ from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import load_signing_key, sign_payload
 from common.federation.study import spec_from_mapping
 from common.federation.wire import model_message
+from common.mechanisms import registry
+from common.mechanisms.release import release
 from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.service import MinerService
 from miner_node.store import Store, Submission, verify_log
 from modelshare.provision import issue_throwaway_federation
-from owner_node.release import MECHANISMS, release_tree
 
 TARGET = 500.0
 SECTION = "## Miner ingest (bench/miner_ingest.py)"
@@ -108,7 +109,7 @@ def releases(owners: list[str]) -> dict[str, Any]:
     for i, owner in enumerate(owners):
         rows = np.random.default_rng(i).choice(len(y), size=len(y) // 8, replace=False)
         tree = make_learner("multiway", table.schema, random_state=0).fit(X[rows], y[rows]).tree_
-        out[owner] = release_tree(tree, MECHANISM, requirement=REQUIREMENT, disclosure=DISCLOSURE)
+        out[owner] = release(MECHANISM, tree=tree, requirement=REQUIREMENT, disclosure=DISCLOSURE)
     return out
 
 
@@ -331,7 +332,7 @@ def measure(args: argparse.Namespace, root: Path, clients_in: str, profile: str 
     kits = issue_throwaway_federation(root / "kits", owners=[*owners, ABSENT], address="localhost:50051")
     profiles = install_profiler(profile) if profile else None
     config = dataclasses.replace(MinerConfig.load(kits["miner"] / "miner.toml"), listen="localhost:0")
-    miner = start_miner(config, mechanisms=MECHANISMS)
+    miner = start_miner(config, mechanisms=registry.names(kind="tree"))
     address = f"localhost:{miner.port}"
     clients: ThreadClients | ProcessClients | None = None
     try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from common.mechanisms.registry import DP_MECHANISM_NAMES
+from common.mechanisms import registry
 from common.trees.tree import Tree
 
 __all__ = ["MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "dp_pgen_scale", "global_model_params"]
@@ -45,13 +45,13 @@ def dp_pgen_scale(scale: float, mechanism: str, trees: Sequence[Tree]) -> float:
     those of one tree ``scale`` times its total, so the mean total is what the cap divides.
     """
     mean_total = sum(float(tree.root.total) for tree in trees) / max(len(trees), 1)
-    if mechanism not in DP_MECHANISM_NAMES or scale * mean_total <= MAX_DP_PGEN_ROWS:
+    if mechanism not in registry.names(family="dp") or scale * mean_total <= MAX_DP_PGEN_ROWS:
         return scale
     return MAX_DP_PGEN_ROWS / mean_total
 
 
 def global_model_params(name: str, mechanism: str, rows: int) -> dict[str, Any]:
     """Hyperparameters of global model ``name`` learned from ``rows`` PGEN rows of a ``mechanism`` study."""
-    if name == "decision-tree" and mechanism in DP_MECHANISM_NAMES:
+    if name == "decision-tree" and mechanism in registry.names(family="dp"):
         return {"min_samples_leaf": max(1, round(PGEN_LEAF_SHARE * rows))}
     return {}

@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from common.data.datasets.loading import load_table
 from common.data.schema import Schema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel, tree_to_pb
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms import registry
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy
 from common.trees.tree import Tree
@@ -35,7 +36,7 @@ from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble
 
-__all__ = ["AcceptedModel", "mine", "load_evaluation"]
+__all__ = ["AcceptedModel", "mine", "load_evaluation", "pseudo_data"]
 
 
 @dataclass(frozen=True)
@@ -61,25 +62,25 @@ def _pgen_rows(tree: Tree, scale: float) -> int | None:
 
 
 def _sampling_rate(report: PrivacyReport | None) -> float:
-    """The per-tree sampling rate beta a kanon-rdt report states (checked by the audit); 1 otherwise."""
-    if report is None or report.mechanism != KANON_RDT:
+    """The per-tree sampling rate beta a dps release (kanon-rdt) states (checked by the audit); 1 otherwise."""
+    if report is None or report.mechanism not in registry.names(family="dps"):
         return 1.0
     return float(report.parameters["beta"])
 
 
-def _pseudo_table(model: DecodedModel, scale: float, rng: np.random.Generator,
-                  class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
-    """PGEN on one accepted model: its single tree, or every tree of its ensemble (module docstring).
+def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
+                class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+    """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
     """
-    beta = _sampling_rate(model.report)
-    if model.report is not None:
-        scale = dp_pgen_scale(scale, model.report.mechanism, model.trees)
-    if len(model.trees) == 1 and beta == 1.0:
-        tree = model.trees[0]
+    beta = _sampling_rate(report)
+    if report is not None:
+        scale = dp_pgen_scale(scale, report.mechanism, trees)
+    if len(trees) == 1 and beta == 1.0:
+        tree = trees[0]
         return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
-    return pgen_ensemble(model.trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+    return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
 
 
 def mine(
@@ -95,7 +96,7 @@ def mine(
     for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
         trees, report = item.model.trees, item.model.report
         rng = np.random.default_rng([int(spec.seed), i])
-        X, y = _pseudo_table(item.model, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
+        X, y = pseudo_data(trees, report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
         parts_X.append(X)
         parts_y.append(y)
         results.owners.add(

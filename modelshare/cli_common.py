@@ -10,8 +10,7 @@ from rich.console import Console
 
 from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import SchemaError
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from owner_node.release import MECHANISMS
+from common.mechanisms import registry
 
 __all__ = [
     "err",
@@ -101,11 +100,13 @@ def leaf_size(text: str) -> int | float:
     raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
 
 
-def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str] = MECHANISMS) -> None:
-    """--mechanism (one of ``mechanisms``), --requirement and --disclosure, as commands that release trees take them."""
+def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str] | None = None) -> None:
+    """--mechanism (one of ``mechanisms``, default the registry's tree mechanisms), --requirement and --disclosure."""
+    mechanisms = registry.names(kind="tree") if mechanisms is None else mechanisms
     p.add_argument("--mechanism", default="none", choices=sorted(mechanisms), help="release mechanism (default none)")
     p.add_argument("--requirement", default=None,
                    help="privacy requirement of the mechanism: 'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'"
-                        + (" (kanon-rdt: 'dps:k=K,beta=B,epsilon=E,trees=T')" if KANON_RDT in mechanisms else ""))
+                        + "".join(f" ({m.name}: {m.requirement_form})" for m in registry.mechanisms()
+                                  if m.whole_release and m.name in mechanisms))
     p.add_argument("--disclosure", default="counts", choices=["counts", "hit_miss"],
                    help="what released trees disclose per node (default counts; hit_miss is the model-sharing paper's)")

@@ -10,50 +10,50 @@ so a failing audit can be replayed.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
-from typing import cast
 
 import numpy as np
 from rich.table import Table
 
-from common.audit.dp.diffpets import DiffPetsTarget
-from common.audit.dp.dpea import DpeaTarget
-from common.audit.dp.estimate import MIN_TRIALS, DPAuditResult, audit_dp
-from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, audit_dp
 from common.data.schema import Schema
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import DiffPets
-from common.mechanisms.dpea import DPEA
-from common.mechanisms.dpea import MECHANISM as DPEA_MECHANISM
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import LaplaceRdt
-from common.privacy.requirements import DPS, parse_requirement
+from common.mechanisms import registry
+from common.privacy.requirements import parse_requirement
 from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
 
-__all__ = ["AUDITED_MECHANISMS", "add_parsers", "cmd_audit_dp"]
+__all__ = ["audited_mechanisms", "add_parsers", "cmd_audit_dp"]
 
-AUDITED_MECHANISMS = (DIFFPETS, DPEA_MECHANISM, KANON_RDT, LAPLACE_RDT)
+
+def audited_mechanisms() -> tuple[str, ...]:
+    """The registered mechanisms with an empirical DP audit target."""
+    return tuple(m.name for m in sorted(registry.mechanisms(), key=lambda m: m.name) if m.dp_audit_target is not None)
+
+
+def _claim(args: argparse.Namespace, family: str) -> str:
+    """The claimed requirement the command line states: ``dps:`` for a dps mechanism, ``dp:`` otherwise."""
+    given = [flag for flag, value in (("--k", args.k), ("--beta", args.beta)) if value is not None]
+    if family != "dps":
+        if given:
+            raise ValueError(f"{args.mechanism} takes no {' or '.join(given)} (those set a dps claim)")
+        return f"dp:epsilon={args.epsilon!r},trees={args.trees}"
+    if len(given) < 2:
+        raise ValueError(f"{args.mechanism} needs --k and --beta (its claim is dps:k=K,beta=B,epsilon=E,trees=T)")
+    return f"dps:k={args.k},beta={args.beta!r},epsilon={args.epsilon!r},trees={args.trees}"
 
 
 def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray,
-            rng: np.random.Generator) -> LaplaceRdtTarget | KAnonRdtTarget | DiffPetsTarget | DpeaTarget:
-    """The audit target of the named mechanism at the claimed setting."""
-    given = [flag for flag, value in (("--k", args.k), ("--beta", args.beta)) if value is not None]
-    if args.mechanism != KANON_RDT:
-        if given:
-            raise ValueError(f"{args.mechanism} takes no {' or '.join(given)} (those set kanon-rdt's dps claim)")
-        if args.mechanism == DIFFPETS:
-            return DiffPetsTarget(DiffPets(args.epsilon, args.trees, args.depth), schema, X, y)
-        if args.mechanism == DPEA_MECHANISM:
-            return DpeaTarget(DPEA(args.epsilon, args.trees, args.depth, embedding_depth=args.embedding_depth),
-                              schema, X, y, rng)
-        return LaplaceRdtTarget(LaplaceRdt(args.epsilon, args.trees, args.depth), schema, X, y, rng)
-    if len(given) < 2:
-        raise ValueError(f"{KANON_RDT} needs --k and --beta (its claim is dps:k=K,beta=B,epsilon=E,trees=T)")
-    text = f"dps:k={args.k},beta={args.beta!r},epsilon={args.epsilon!r},trees={args.trees}"
-    requirement = cast(DPS, parse_requirement(text, n_classes=schema.n_classes))  # validated, or RequirementError
-    return KAnonRdtTarget(requirement, args.depth, schema, X, y, rng)
+            rng: np.random.Generator) -> AuditTarget:
+    """The audit target of the named mechanism at the claimed setting (its registry record's factory)."""
+    record = registry.get(args.mechanism)
+    factory = record.resolve_dp_audit_target()
+    if factory is None:
+        raise ValueError(f"mechanism {args.mechanism!r} has no empirical DP audit target")
+    requirement = parse_requirement(_claim(args, record.family), n_classes=schema.n_classes)  # or RequirementError
+    options = {} if args.embedding_depth is None else {"embedding_depth": args.embedding_depth}
+    if options and "embedding_depth" not in inspect.signature(factory).parameters:
+        raise ValueError(f"{args.mechanism} takes no --embedding-depth (dpea's levels of splits per selection)")
+    return factory(requirement, args.depth, schema, X, y, rng, **options)
 
 
 def _print(result: DPAuditResult, seed: int, claim: str) -> None:
@@ -87,7 +87,7 @@ def cmd_audit_dp(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(seed)
     target = _target(args, table.schema, X, y, rng)
     result = audit_dp(target, args.trials, rng, alpha=args.alpha)
-    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if args.mechanism != KANON_RDT
+    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if registry.get(args.mechanism).family != "dps"
              else f"dps:k={args.k},beta={args.beta:g},epsilon={args.epsilon:g},trees={args.trees}")
     if args.json:
         print(json.dumps({"source": table.source, "rows": int(len(y)), "seed": seed, "depth": args.depth,
@@ -113,7 +113,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
                     "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
                     "Exit 1 when the bound exceeds --epsilon.")
-    p.add_argument("mechanism", choices=AUDITED_MECHANISMS, help="the mechanism to audit")
+    p.add_argument("mechanism", choices=audited_mechanisms(), help="the mechanism to audit")
     add_table_source(p, None)
     p.add_argument("--epsilon", type=float, required=True, help="claimed total epsilon (over all trees)")
     p.add_argument("--trees", type=positive_int, default=10, help="number of trees (default 10)")

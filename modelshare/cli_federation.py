@@ -14,6 +14,7 @@ from rich.table import Table
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
+from common.mechanisms import registry
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
@@ -26,7 +27,6 @@ from modelshare.admin import (
 )
 from modelshare.cli_common import err, out
 from modelshare.logs import configure_logging
-from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["add_parsers"]
 
@@ -46,7 +46,7 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
     try:
-        miner = start_miner(config, mechanisms=RELEASE_MECHANISMS, insecure=args.insecure)
+        miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure)
     except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
         raise OSError(str(exc)) from None
     stop = threading.Event()

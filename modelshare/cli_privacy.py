@@ -21,7 +21,8 @@ from rich.table import Table
 from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from common.mechanisms import registry
+from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
 from common.privacy.report import Release
 from common.trees.learners import LEARNERS, make_learner
@@ -34,13 +35,6 @@ from modelshare.cli_common import (
     out,
     positive_int,
     tree_params,
-)
-from owner_node.release import (
-    DP_MECHANISMS,
-    RELEASE_MECHANISMS,
-    release_dp,
-    release_random_trees,
-    release_tree,
 )
 
 __all__ = ["add_parsers", "cmd_release", "cmd_audit"]
@@ -58,7 +52,7 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
     seed = 0 if args.seed is None else args.seed
     learner = make_learner(args.learner, schema, random_state=seed, **tree_params(args.max_depth, args.min_samples_leaf))
     trained = learner.fit(X, y).tree_
-    release = release_tree(trained, args.mechanism, requirement=args.requirement, disclosure=args.disclosure)
+    release = release_model(args.mechanism, tree=trained, requirement=args.requirement, disclosure=args.disclosure)
     summary = {
         "trained_leaves": trained.n_leaves,
         "released_leaves": release.tree.n_leaves,
@@ -76,15 +70,11 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
     privacy needs; the owner's view of the attacks is left out, since it would count every
     training row rather than what each tree released.
     """
-    shape = "dps:k=K,beta=B,epsilon=E,trees=T" if args.mechanism == KANON_RDT else "dp:epsilon=E,trees=T"
+    shape = registry.requirement_form(args.mechanism)
     if args.requirement is None or args.max_depth is None:
-        raise ValueError(f"--mechanism {args.mechanism} needs --requirement '{shape}' and --depth D")
-    if args.mechanism == KANON_RDT:
-        release = release_random_trees(schema, X, y, requirement=args.requirement, depth=args.max_depth,
-                                       seed=args.seed, disclosure=args.disclosure)
-    else:
-        release = release_dp(schema, X, y, mechanism=args.mechanism, requirement=args.requirement,
-                             depth=args.max_depth, seed=args.seed, disclosure=args.disclosure)
+        raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --depth D")
+    release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
+                            max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure)
     trees = release.trees
     summary = {
         "trees": len(trees),
@@ -98,7 +88,7 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
 
 def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     """The human-readable account of a release: what was released, its claim, the attacks on it."""
-    if args.mechanism == KANON_RDT or args.mechanism in DP_MECHANISMS:
+    if registry.get(args.mechanism).whole_release:
         err.print(f"{summary['source']}: {summary['rows']} rows -> {args.mechanism} released {summary['trees']} random trees "
                   f"of depth <= {summary['released_depth']} ({summary['released_leaves']} leaves in all)")
     else:
@@ -122,7 +112,7 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    make = _release_forest if args.mechanism == KANON_RDT or args.mechanism in DP_MECHANISMS else _release_tree
+    make = _release_forest if registry.get(args.mechanism).whole_release else _release_tree
     release, details = make(args, table.schema, X, y)
     write_release(release, args.out)
     summary: dict[str, Any] = {"source": table.source, "rows": int(len(y)), **details,
@@ -168,7 +158,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `release` and `audit`."""
     rel = sub.add_parser("release", help="train a local tree (or k-AnonToRdt or eps-DP random trees), apply a "
                                           "release mechanism, write the model file",
-                         epilog=f"{', '.join(sorted(DP_MECHANISMS))}: --requirement 'dp:epsilon=E,trees=T' (total "
+                         epilog=f"{', '.join(registry.names(family='dp'))}: --requirement 'dp:epsilon=E,trees=T' (total "
                                 f"epsilon over T trees) and --depth D")
     add_table_source(rel, None)
     rel.add_argument("--learner", default="cart", choices=sorted(LEARNERS),
@@ -178,7 +168,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           "every random tree")
     rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
                      help="minimum leaf size (default 1; not used by kanon-rdt and the dp mechanisms)")
-    add_release_options(rel, RELEASE_MECHANISMS | set(DP_MECHANISMS))
+    add_release_options(rel, registry.names())
     rel.add_argument("--seed", type=int, default=None,
                      help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, "
                           "samples and noise (default: fresh OS entropy; a known seed voids their privacy)")

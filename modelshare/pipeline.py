@@ -19,18 +19,17 @@ import pandas as pd
 
 from common.audit.release import audit
 from common.data.schema import Schema
+from common.mechanisms import registry
+from common.mechanisms.pruning import RequirementUnsatisfiable
+from common.mechanisms.release import release
+from common.privacy.report import Release
 from common.privacy.requirements import parse_requirement
 from common.trees.learners import make_learner
 from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.pgen import ClassAssignment, basegen, pgen
-from owner_node.release import (
-    MECHANISMS,
-    NEEDS_REQUIREMENT,
-    RequirementUnsatisfiable,
-    release_tree,
-)
+from miner_node.mining import pseudo_data
+from miner_node.pgen import ClassAssignment, basegen
 
 __all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
 
@@ -98,12 +97,15 @@ class PipelineConfig:
         unknown = [m for m in (*self.global_models, *self.global_params) if m not in GLOBAL_MODELS]
         if unknown:
             raise ValueError(f"unknown global models {unknown}; available: {sorted(GLOBAL_MODELS)}")
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {self.mechanism!r}; available: {sorted(MECHANISMS)}")
-        if (self.requirement is None) != (self.mechanism not in NEEDS_REQUIREMENT):
+        record = registry.get(self.mechanism)  # ValueError naming the registered mechanisms
+        if record.whole_release and "BASEGEN" in self.methods:
+            raise ValueError(f"mechanism {self.mechanism!r} releases an ensemble; BASEGEN labels rows with one tree "
+                             "(leave BASEGEN out of methods)")
+        if (self.requirement is None) == record.needs_requirement:
             raise ValueError(
                 f"mechanism {self.mechanism!r} "
-                + ("needs a requirement, e.g. 'k-anonymity:k=10'" if self.requirement is None else "takes no requirement")
+                + (f"needs a requirement {record.requirement_form}" if self.requirement is None
+                   else "takes no requirement")
             )
         if self.requirement is not None:
             parse_requirement(self.requirement)
@@ -123,11 +125,6 @@ def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> n
     parts = np.empty(y.shape[0], dtype=np.int64)
     parts[order] = np.arange(y.shape[0]) % n_parts
     return parts
-
-
-def _scaled_rows(tree: Tree, scale: float) -> int | None:
-    """PGEN's requested size for one tree: None (hit + miss per path) at scale 1."""
-    return None if scale == 1.0 else int(round(scale * tree.root.total))
 
 
 def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -152,30 +149,35 @@ def run_fold(
 ) -> list[dict[str, Any]]:
     """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
     sources = stratified_parts(y_train, config.n_sources, rng)
-    released: dict[int, Tree] = {}
+    record = registry.get(config.mechanism)
+    depth = config.learner_params.get("max_depth") or record.default_max_depth
+    released: dict[int, Release] = {}
     audited_ok = 0
     for s in range(config.n_sources):
         rows = sources == s
-        local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
-        local.fit(X_train[rows], y_train[rows])
         try:
-            release = release_tree(
-                local.tree_, config.mechanism, requirement=config.requirement, disclosure=config.disclosure
-            )
+            if record.whole_release:
+                found = release(config.mechanism, requirement=config.requirement, schema=schema, X=X_train[rows],
+                                y=y_train[rows], max_depth=depth, disclosure=config.disclosure,
+                                random_state=_seed(rng))
+            else:
+                local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
+                local.fit(X_train[rows], y_train[rows])
+                found = release(config.mechanism, tree=local.tree_, requirement=config.requirement,
+                                disclosure=config.disclosure)
         except RequirementUnsatisfiable:
             continue
-        released[s] = release.tree
-        audited_ok += audit(release.tree, release.report).passed
+        assert isinstance(found, Release)
+        released[s] = found
+        audited_ok += audit(found.trees, found.report).passed
 
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
-        parts = [
-            pgen(t, rows=_scaled_rows(t, config.pgen_scale), rng=rng, class_assignment=config.class_assignment)
-            for t in released.values()
-        ]
+        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment)
+                 for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
     if "BASEGEN" in config.methods:
-        parts = [basegen(t, rows=int((sources == s).sum()), rng=rng) for s, t in released.items()]
+        parts = [basegen(r.tree, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)
 
     records: list[dict[str, Any]] = []

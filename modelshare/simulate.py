@@ -54,8 +54,9 @@ from common.data.task import (
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
+from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal
+from common.mechanisms.registry import regression_refusal
 from common.trees.learners import LEARNERS
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.global_models import (
@@ -75,16 +76,11 @@ from modelshare.cli_common import (
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation
-from owner_node.release import KANON_RDT, NEEDS_REQUIREMENT, RELEASE_MECHANISMS
 from owner_node.training import UNSATISFIABLE
 
 __all__ = ["add_parser", "cmd_simulate", "SimulationError"]
 
 STUDY_ID = "simulate"
-DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
-DEFAULT_RDT_REQUIREMENT = "dps:k=5,beta=0.1,epsilon=2,trees=10"  # Table 7's middle column: Nt*delta 0.352
-DEFAULT_DP_REQUIREMENT = "dp:epsilon=1,trees=10"  # the noise-based mechanisms: total epsilon 1
-DEFAULT_RDT_DEPTH = 4
 DEFAULT_MECHANISM = {CLASSIFICATION_TASK: "apt", REGRESSION_TASK: DIFFPETS}
 DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
@@ -257,13 +253,12 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
     schema.save(root / "schema.json")
     requirement = args.requirement
-    if args.mechanism in WHOLE_RELEASE:
-        default = DEFAULT_RDT_REQUIREMENT if args.mechanism == KANON_RDT else DEFAULT_DP_REQUIREMENT
-        requirement = requirement or default
+    record = registry.get(args.mechanism)
+    if record.needs_requirement:
+        requirement = requirement or record.default_requirement
+    if record.whole_release:
         args.disclosure = "counts"  # these trees release (sampled, suppressed or noisy) counts only
-        args.max_depth = args.max_depth or DEFAULT_RDT_DEPTH
-    elif requirement is None and args.mechanism in NEEDS_REQUIREMENT:
-        requirement = DEFAULT_REQUIREMENT
+        args.max_depth = args.max_depth or record.default_max_depth
     (root / "study.toml").write_text(_study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     kits = issue_throwaway_federation(root / "kits", owners=owners, address=f"localhost:{_free_port()}",
@@ -449,13 +444,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-range", type=target_range, default=None, metavar="LOW,HIGH",
                    help="the regression target's public bounds (the DP sensitivities rest on them; never read off "
                         "the data), e.g. 0,10 for wine quality")
-    p.add_argument("--mechanism", default=None, choices=sorted(RELEASE_MECHANISMS),
+    records = registry.mechanisms()
+    p.add_argument("--mechanism", default=None, choices=registry.names(),
                    help=f"release mechanism (default apt: PPGEN; {DIFFPETS} for --task regression, the only one that "
-                        f"can release a regression model; {KANON_RDT} and the dp mechanisms release "
-                        f"{DEFAULT_RDT_DEPTH}-deep trees with counts disclosure unless --max-depth says otherwise)")
+                        "can release a regression model; the whole-release mechanisms release trees of their "
+                        "default depth with counts disclosure unless --max-depth says otherwise: "
+                        + ", ".join(f"{m.name} {m.default_max_depth}" for m in records if m.whole_release) + ")")
     p.add_argument("--requirement", default=None,
-                   help=f"the mechanism's requirement (default for apt and pruning: {DEFAULT_REQUIREMENT}; "
-                        f"for {KANON_RDT}: {DEFAULT_RDT_REQUIREMENT}; for the dp mechanisms: {DEFAULT_DP_REQUIREMENT})")
+                   help="the mechanism's requirement (default: "
+                        + "; ".join(f"{m.name} {m.default_requirement}" for m in records if m.default_requirement) + ")")
     p.add_argument("--disclosure", default="hit_miss", choices=["counts", "hit_miss"],
                    help="what released trees disclose per node (default hit_miss, the model-sharing paper's)")
     p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")

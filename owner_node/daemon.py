@@ -44,9 +44,9 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.signing import atomic_write, fsync_dir, key_id, load_signing_key
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
+from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.release import RequirementUnsatisfiable
 from owner_node.training import (
     LocalDataError,
     build_refusal,

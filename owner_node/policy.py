@@ -40,9 +40,8 @@ from common.data.schema import Schema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, spec_requirement, spec_schema
 from common.federation.wire import WireError, disclosure_from_pb
-from common.mechanisms.registry import WHOLE_RELEASE
+from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
-from owner_node.release import RELEASE_MECHANISMS
 
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]
 
@@ -115,7 +114,7 @@ class Policy:
         if unknown:
             raise PolicyError(f"{where}: unknown keys {unknown}; expected some of {list(_KEYS)}")
         return cls(
-            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, tuple(sorted(RELEASE_MECHANISMS)), empty_ok=False),
+            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, registry.names(), empty_ok=False),
             min_k=_min_int(data, "min_k", where, 1),
             min_l=_min_int(data, "min_l", where, 2),
             max_c=_positive(data, "max_c", where),
@@ -208,7 +207,7 @@ class Policy:
         """
         bounds = self._dps_bounds()
         stated = spec.requirement.strip() if spec.HasField("requirement") else ""
-        asks = spec.mechanism in WHOLE_RELEASE or stated.startswith(("dps:", "dp:"))
+        asks = spec.mechanism in registry.names(kind="whole-release") or stated.startswith(("dps:", "dp:"))
         if not bounds or not asks:
             return []
         claimed, problem = _claimed_requirement(spec)

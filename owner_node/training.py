@@ -23,18 +23,11 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import sign_payload
 from common.federation.study import spec_schema
 from common.federation.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.registry import regression_refusal, requirement_form
+from common.mechanisms import registry
+from common.mechanisms.release import release
 from common.privacy.report import RegressionRelease, Release
 from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
-from owner_node.release import (
-    DP_MECHANISMS,
-    release_dp,
-    release_random_trees,
-    release_regression,
-    release_tree,
-)
 
 __all__ = ["UNSATISFIABLE", "LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
 
@@ -108,23 +101,19 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release | Reg
     schema = spec_schema(spec)
     requirement = spec.requirement if spec.HasField("requirement") else None
     disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
-    if isinstance(schema, RegressionSchema) and (why := regression_refusal(spec.mechanism, schema.target.name)):
+    record = registry.get(spec.mechanism)
+    if isinstance(schema, RegressionSchema) and (why := registry.regression_refusal(spec.mechanism,
+                                                                                     schema.target.name)):
         raise ValueError(why)
-    if spec.mechanism == KANON_RDT or spec.mechanism in DP_MECHANISMS:
+    if record.whole_release:
         if requirement is None or not spec.HasField("max_depth"):
-            raise ValueError(f"a {spec.mechanism} study needs a {requirement_form(spec.mechanism)} requirement "
+            raise ValueError(f"a {spec.mechanism} study needs a {record.requirement_form} requirement "
                              "and [training] max_depth")
-        if isinstance(schema, RegressionSchema):
-            return release_regression(schema, X, y, mechanism=spec.mechanism, requirement=requirement,
-                                      depth=int(spec.max_depth))
-        if spec.mechanism == KANON_RDT:
-            return release_random_trees(schema, X, y, requirement=requirement, depth=int(spec.max_depth),
-                                        disclosure=disclosure)
-        return release_dp(schema, X, y, mechanism=spec.mechanism, requirement=requirement,
-                          depth=int(spec.max_depth), disclosure=disclosure)
+        return release(spec.mechanism, requirement=requirement, schema=schema, X=X, y=y,
+                       max_depth=int(spec.max_depth), disclosure=disclosure)
     learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
     tree = learner.fit(X, y).tree_
-    return release_tree(tree, spec.mechanism, requirement=requirement, disclosure=disclosure)
+    return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 
 
 def build_submission(

@@ -15,11 +15,12 @@ from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import load_signing_key, sign_payload
 from common.federation.study import spec_from_mapping
 from common.federation.wire import model_message, new_nonce, now_timestamp
+from common.mechanisms import registry
+from common.mechanisms.release import release as release_model
 from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
 from miner_node.server import RunningMiner, start_miner
 from modelshare.provision import issue_throwaway_federation
-from owner_node.release import RELEASE_MECHANISMS, release_tree
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Federation:
         return dataclasses.replace(config, listen="localhost:0")
 
     def start(self) -> RunningMiner:
-        self.miner = start_miner(self.miner_config(), mechanisms=RELEASE_MECHANISMS)
+        self.miner = start_miner(self.miner_config(), mechanisms=registry.names())
         return self.miner
 
     def restart(self) -> RunningMiner:
@@ -48,7 +49,7 @@ class Federation:
         config = dataclasses.replace(self.miner_config(), listen=f"localhost:{self.miner.port}")
         self.miner.stop(grace=None)
         self.close_channels()
-        self.miner = start_miner(config, mechanisms=RELEASE_MECHANISMS)
+        self.miner = start_miner(config, mechanisms=registry.names())
         return self.miner
 
     def stub(self, party: str, tls: TlsFiles | None = None) -> fgrpc.MinerStub:
@@ -103,8 +104,7 @@ def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requ
     schema = spec_schema(spec)
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_
     req = requirement if requirement is not None else (spec.requirement if spec.HasField("requirement") else None)
-    release = release_tree(tree, mechanism or spec.mechanism, requirement=req,
-                           disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
+    release = release_model(mechanism or spec.mechanism, tree=tree, requirement=req, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
     message = model_message(release, study_id=spec.study_id, owner_id=owner)
     if mutate is not None:
         mutate(message)

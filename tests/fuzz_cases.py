@@ -85,26 +85,26 @@ def bases() -> dict[str, Base]:
     """Three valid releases: Car APT hit/miss, Wine-quality APT counts (intervals), Car k-AnonToRdt ensemble."""
     from common.data.datasets import load_dataset
     from common.federation.wire import disclosure_from_pb
-    from owner_node.release import release_random_trees, release_tree
+    from common.mechanisms.release import release as release_model
 
     found = {}
     car = load_dataset("car")
     X, y = car.schema.encode(car.frame)
     spec = _spec("car-hm")
     tree = make_learner("multiway", car.schema, random_state=0).fit(X[::2], y[::2]).tree_
-    release = release_tree(tree, "apt", requirement=spec.requirement, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
+    release = release_model("apt", tree=tree, requirement=spec.requirement, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
     found["car-hm"] = Base("car-hm", spec, model_message(release).SerializeToString())
 
     wine = load_dataset("winequality")
     Xw, yw = wine.schema.encode(wine.frame)
     spec = _spec("wine-counts", dataset="winequality", disclosure="counts", requirement="k-anonymity:k=10")
     tree = make_learner("cart", wine.schema, random_state=0, max_depth=5).fit(Xw, yw).tree_
-    release = release_tree(tree, "apt", requirement=spec.requirement, disclosure="counts")
+    release = release_model("apt", tree=tree, requirement=spec.requirement, disclosure="counts")
     found["wine-counts"] = Base("wine-counts", spec, model_message(release).SerializeToString())
 
     spec = _spec("car-dps", mechanism="kanon-rdt", requirement="dps:k=5,beta=0.5,epsilon=8,trees=4",
                  disclosure="counts", max_depth=3, global_models=("naive-bayes",))
-    release = release_random_trees(car.schema, X, y, requirement=spec.requirement, depth=3, seed=1)
+    release = release_model("kanon-rdt", schema=car.schema, X=X, y=y, requirement=spec.requirement, max_depth=3, random_state=1)
     found["car-dps"] = Base("car-dps", spec, model_message(release).SerializeToString())
     return found
 

@@ -11,13 +11,13 @@ from common.audit.release import audit
 from common.data.schema import CategoricalAttribute, Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms.pruning import RequirementUnsatisfiable
+from common.mechanisms.release import release as release_model
 from common.privacy.attacks import AttackCounts, attack_report
 from common.privacy.report import PathClaim, PrivacyReport, Release
 from common.privacy.requirements import GRAMMAR, parse_requirement
 from common.trees.learners import make_learner
 from common.trees.rebuild import rebuild
 from common.trees.tree import CategorySet, Edge, Node, Tree
-from owner_node.release import release_tree
 
 # ----------------------------------------------------------------- helpers
 
@@ -35,7 +35,7 @@ def flat(schema: Schema, *leaves) -> Tree:
 
 
 def honest_report(tree: Tree, requirement: str | None, mechanism: str = "apt") -> PrivacyReport:
-    """What an honest owner would claim for ``tree`` (mirrors release_tree)."""
+    """What an honest owner would claim for ``tree`` (mirrors common.mechanisms.release.release)."""
     claims = () if requirement is None else tuple(PathClaim(i, tree.nodes[i].total, requirement) for i in tree.leaves)
     return PrivacyReport(
         mechanism=mechanism,
@@ -84,7 +84,7 @@ RELEASES = [
 @pytest.mark.parametrize("mechanism, requirement, fixture", RELEASES)
 def test_releases_pass_audit(request, tmp_path, mechanism, requirement, fixture, disclosure):
     tree = request.getfixturevalue(fixture)
-    release = release_tree(tree, mechanism, requirement=requirement, disclosure=disclosure)
+    release = release_model(mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
     released = release.tree
     assert released.disclosure == disclosure
     assert 1 < released.n_leaves < tree.n_leaves  # something was pruned, something is left
@@ -109,11 +109,11 @@ def test_releases_pass_audit(request, tmp_path, mechanism, requirement, fixture,
 
 def test_full_car_cannot_be_made_diverse(car_tree):
     with pytest.raises(RequirementUnsatisfiable, match="root"):
-        release_tree(car_tree, "apt", requirement="cl-diversity:c=10,l=2")
+        release_model("apt", tree=car_tree, requirement="cl-diversity:c=10,l=2")
 
 
 def test_none_release_and_bare_tree_claim_nothing(car_tree):
-    release = release_tree(car_tree, "none")
+    release = release_model("none", tree=car_tree)
     result = audit(release.tree, release.report)
     assert result.passed
     assert [c.name for c in result.checks] == ["inner nodes derive from leaves", "requirement", "reported attack counts"]
@@ -259,7 +259,7 @@ def test_audit_of_a_bare_multiway_tree(car):
 
 def test_release_with_a_fine_c_passes_its_own_audit():
     tree = flat(SCHEMA2, (2, 1), (1, 2))
-    release = release_tree(tree, "apt", requirement="cl-diversity:c=2.0000001,l=2")
+    release = release_model("apt", tree=tree, requirement="cl-diversity:c=2.0000001,l=2")
     assert release.tree.n_leaves == 2  # no pruning was needed at c=2.0000001
     result = audit(release.tree, release.report)
     assert result.passed, failing(result)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from common.audit.dp import rdt as dp_rdt
 from common.audit.dp.estimate import DPAuditResult, audit_dp, clopper_pearson
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt, leaf_class_counts
 from common.privacy.requirements import DPS, parse_requirement
 from common.trees.learners.random_tree import random_structure
-from modelshare import cli_dp_audit
 from modelshare.cli import main
 
 TRIALS = 4000  # per table; at 2000 the halved-noise variant still slips through for a few audit seeds
@@ -192,7 +192,7 @@ def test_cli_exit_codes(small, tmp_path, capsys, monkeypatch):
     assert result["passed"] and result["rows"] == 300 and result["seed"] == 1 and result["epsilon_lower"] < 1
     assert _cli("kanon-rdt", *source, "--epsilon", "2", "--k", "3", "--beta", "0.5") == 0
     assert "PASS" in capsys.readouterr().out
-    monkeypatch.setattr(cli_dp_audit, "LaplaceRdt", _BrokenLaplaceRdt)
+    monkeypatch.setattr(dp_rdt, "LaplaceRdt", _BrokenLaplaceRdt)  # what the registry's laplace-rdt target builds
     assert _cli("laplace-rdt", *source, "--epsilon", "1") == 1
     captured = capsys.readouterr()
     assert "FAIL" in captured.out and "seed 1 (--seed replays this audit)" in captured.err

@@ -8,9 +8,9 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
+from common.mechanisms import registry
 from modelshare.cli import main
 from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
-from owner_node.release import DP_MECHANISMS
 
 TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1,10", "--trees", "2", "--repeats", "2"]
 SCORERS = ["ensemble", "pgen->decision-tree"]
@@ -29,18 +29,18 @@ def test_one_row_per_mechanism_epsilon_repeat_and_scorer(tiny_run):
     raw = pd.read_csv(out_dir / "results.csv")
     assert list(raw.columns) == ["repeat", "fold", "mechanism", "steps", "depth", "trees", "epsilon", "scored_as",
                                  "accuracy", "pgen_rows"]
-    assert len(raw) == len(DP_MECHANISMS) * 2 * 2 * len(SCORERS)
-    assert set(raw["mechanism"]) == set(DP_MECHANISMS) and "kanon-rdt" not in set(raw["mechanism"])
+    assert len(raw) == len(registry.names(family="dp")) * 2 * 2 * len(SCORERS)
+    assert set(raw["mechanism"]) == set(registry.names(family="dp")) and "kanon-rdt" not in set(raw["mechanism"])
     assert set(raw["scored_as"]) == set(SCORERS) and set(raw["epsilon"]) == {0.1, 10.0}
     assert raw["accuracy"].between(0, 1).all() and (raw["trees"] == 2).all()
     summary = pd.read_csv(out_dir / "summary.csv")
-    assert len(summary) == len(DP_MECHANISMS) * 2 * len(SCORERS) and (summary["splits"] == 2).all()
+    assert len(summary) == len(registry.names(family="dp")) * 2 * len(SCORERS) and (summary["splits"] == 2).all()
 
 
 def test_json_carries_settings_summary_and_references(tiny_run):
     _, document = tiny_run
     assert document["experiment"] == "dp" and document["settings"]["epsilons"] == [0.1, 10.0]
-    assert len(document["raw"]) == len(DP_MECHANISMS) * 2 * 2 * len(SCORERS)
+    assert len(document["raw"]) == len(registry.names(family="dp")) * 2 * 2 * len(SCORERS)
     assert document["settings"]["depths"]["diffpets"] == 8  # floor(16 attributes / 2)
     for name in ("majority", "tree"):
         assert 0 <= document["references"][name]["mean"] <= 1
@@ -57,7 +57,7 @@ def test_png_is_valid_with_a_line_per_mechanism_and_scorer_plus_references(tiny_
     refs = pd.DataFrame.from_records(tiny_run[1]["references_raw"])
     settings = DpSettings(**{**tiny_run[1]["settings"], "epsilons": (0.1, 10.0)})
     [plot] = _plot(summarize_dp(raw), refs, settings, "vote", out_dir / "again")
-    assert plot.series == len(DP_MECHANISMS) * len(SCORERS) + 2
+    assert plot.series == len(registry.names(family="dp")) * len(SCORERS) + 2
 
 
 def test_jobs_do_not_change_the_numbers(tiny_run, tmp_path):

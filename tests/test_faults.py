@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from common.federation.pb import federation_pb2 as fpb
+from common.mechanisms import registry
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
 from modelshare.provision import issue_throwaway_federation
 from owner_node.config import OwnerConfig
 from owner_node.daemon import Backoff, OwnerDaemon, read_status
-from owner_node.release import RELEASE_MECHANISMS
 from tests.federation_helpers import Federation, signed_model, study_spec
 from tests.test_federation import _car_tables, _free_port, _start_miner
 
@@ -223,7 +223,7 @@ def small_disk_fed(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here: {exc.stderr.decode().strip()}")
     fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=OWNERS[:3], address="localhost:50051"))
     config = dataclasses.replace(fed.miner_config(), state_dir=disk / "state")
-    fed.miner = start_miner(config, mechanisms=RELEASE_MECHANISMS)
+    fed.miner = start_miner(config, mechanisms=registry.names())
     try:
         yield fed, disk
     finally:
@@ -269,5 +269,5 @@ def test_a_miner_whose_store_is_read_only_refuses_to_start_and_says_why(small_di
     fed.close()  # a clean stop, then the store's filesystem turns read-only
     subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
     with pytest.raises(StoreError) as info:
-        start_miner(dataclasses.replace(config, listen="localhost:0"), mechanisms=RELEASE_MECHANISMS)
+        start_miner(dataclasses.replace(config, listen="localhost:0"), mechanisms=registry.names())
     assert str(config.state_dir) in str(info.value) and "read-only file system" in str(info.value).lower()

@@ -19,6 +19,7 @@ from common.federation.signing import sign_payload
 from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
 from common.mechanisms.kanon_rdt import counts_below_k
+from common.mechanisms.release import release as release_model
 from common.privacy.attacks import ensemble_attack_report
 from common.privacy.dps import compose
 from common.privacy.report import PathClaim, Release
@@ -35,7 +36,6 @@ from miner_node.mining import AcceptedModel, mine
 from miner_node.pgen import ensemble_rows, pgen_ensemble
 from miner_node.verify import Rejection, check_model
 from modelshare.cli import main
-from owner_node.release import release_random_trees, release_tree
 from owner_node.training import build_submission
 from tests.federation_helpers import make_federation, signed_model, study_spec
 
@@ -46,7 +46,7 @@ DEPTH = 3
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    return release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=DEPTH, seed=0)
+    return release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, random_state=0)
 
 
 def failing(result) -> list:
@@ -142,26 +142,26 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
 
 def test_the_sampling_is_secret_unless_a_seed_is_given(nursery):
     schema, X, y = nursery
-    a, b = (release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=2) for _ in range(2))
+    a, b = (release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2) for _ in range(2))
     assert [tree_to_pb(t) for t in a.trees] != [tree_to_pb(t) for t in b.trees]
-    c = release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=2, seed=7)
-    d = release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=2, seed=7)
+    c = release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2, random_state=7)
+    d = release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2, random_state=7)
     assert [tree_to_pb(t) for t in c.trees] == [tree_to_pb(t) for t in d.trees]
 
 
 def test_the_release_refuses_hit_miss_and_other_requirements(nursery, car):
     schema, X, y = nursery
     with pytest.raises(ValueError, match="disclosure 'hit_miss' is refused"):
-        release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=DEPTH, disclosure="hit_miss")
+        release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, disclosure="hit_miss")
     with pytest.raises(RequirementError, match="kanon-rdt takes 'dps:"):
-        release_random_trees(schema, X, y, requirement="k-anonymity:k=5", depth=DEPTH)
+        release_model("kanon-rdt", schema=schema, X=X, y=y, requirement="k-anonymity:k=5", max_depth=DEPTH)
     with pytest.raises(ValueError, match="depth"):
-        release_random_trees(schema, X, y, requirement=REQUIREMENT, depth=0)
-    tree = release_tree(Tree(schema, [Node.from_counts(np.ones(schema.n_classes))]), "none").tree
+        release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=0)
+    tree = release_model("none", tree=Tree(schema, [Node.from_counts(np.ones(schema.n_classes))])).tree
     with pytest.raises(RequirementError, match="a dps guarantee is met by mechanism 'kanon-rdt'"):
-        release_tree(tree, "apt", requirement=REQUIREMENT)
-    with pytest.raises(ValueError, match="use release_random_trees"):
-        release_tree(tree, "kanon-rdt", requirement=REQUIREMENT)
+        release_model("apt", tree=tree, requirement=REQUIREMENT)
+    with pytest.raises(ValueError, match="'kanon-rdt' trains its own trees from the rows; pass schema="):
+        release_model("kanon-rdt", tree=tree, requirement=REQUIREMENT)
 
 
 def _with_count(tree: Tree, node: int, label: int, count: float) -> Tree:
@@ -377,7 +377,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
                                                        requirement="k-anonymity:k=5"))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "the study requires 'kanon-rdt'" in why
 
-    release = release_random_trees(schema, Xa, ya, requirement=STUDY_REQUIREMENT, depth=3)
+    release = release_model("kanon-rdt", schema=schema, X=Xa, y=ya, requirement=STUDY_REQUIREMENT, max_depth=3)
     lying = model_message(release, study_id="r1", owner_id="site-a")
     lying.report.parameters["delta_total"] = 1e-12
     code, why = _rejection(fed, "site-a", sign_payload(lying.SerializeToString(), fed.key("site-a")))

@@ -20,6 +20,7 @@ from common.mechanisms.laplace_rdt import (
     count_log_pmf,
     leaf_class_counts,
 )
+from common.mechanisms.release import release
 from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DP,
@@ -32,7 +33,6 @@ from common.trees.learners.random_tree import random_structure
 from common.trees.rebuild import rebuild
 from common.trees.tree import Node, Tree
 from modelshare.cli import main
-from owner_node.release import release_dp, release_tree
 
 REQUIREMENT = "dp:epsilon=1,trees=4"
 DEPTH = 2
@@ -41,7 +41,7 @@ DEPTH = 2
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    return release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=DEPTH, seed=0)
+    return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, random_state=0)
 
 
 def failing(result) -> list:
@@ -224,9 +224,9 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
 
 def test_the_noise_is_secret_unless_a_seed_is_given(nursery):
     schema, X, y = nursery
-    a, b = (release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=DEPTH) for _ in range(2))
+    a, b = (release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH) for _ in range(2))
     assert [tree_to_pb(t) for t in a.trees] != [tree_to_pb(t) for t in b.trees]
-    c, d = (release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=DEPTH, seed=7)
+    c, d = (release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, random_state=7)
             for _ in range(2))
     assert [tree_to_pb(t) for t in c.trees] == [tree_to_pb(t) for t in d.trees]
 
@@ -234,18 +234,18 @@ def test_the_noise_is_secret_unless_a_seed_is_given(nursery):
 def test_the_release_refuses_other_requirements_and_hit_miss(nursery):
     schema, X, y = nursery
     with pytest.raises(RequirementError, match="laplace-rdt takes 'dp:epsilon=E,trees=T'"):
-        release_dp(schema, X, y, mechanism="laplace-rdt", requirement="dps:k=5,beta=0.3,epsilon=4,trees=4", depth=2)
+        release("laplace-rdt", schema=schema, X=X, y=y, requirement="dps:k=5,beta=0.3,epsilon=4,trees=4", max_depth=2)
     with pytest.raises(ValueError, match="disclosure 'hit_miss' is refused"):
-        release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=2, disclosure="hit_miss")
-    with pytest.raises(ValueError, match="unknown DP mechanism 'apt'"):
-        release_dp(schema, X, y, mechanism="apt", requirement=REQUIREMENT, depth=2)
+        release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2, disclosure="hit_miss")
+    with pytest.raises(ValueError, match="mechanism 'apt' prunes a trained tree; pass tree="):
+        release("apt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2)
     with pytest.raises(ValueError, match="depth"):
-        release_dp(schema, X, y, mechanism="laplace-rdt", requirement=REQUIREMENT, depth=0)
-    tree = release_tree(Tree(schema, [Node.from_counts(np.ones(schema.n_classes))]), "none").tree
+        release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=0)
+    tree = release("none", tree=Tree(schema, [Node.from_counts(np.ones(schema.n_classes))])).tree
     with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'"):
-        release_tree(tree, "apt", requirement=REQUIREMENT)
-    with pytest.raises(ValueError, match="use release_dp"):
-        release_tree(tree, "laplace-rdt", requirement=REQUIREMENT)
+        release("apt", tree=tree, requirement=REQUIREMENT)
+    with pytest.raises(ValueError, match="'laplace-rdt' trains its own trees from the rows; pass schema="):
+        release("laplace-rdt", tree=tree, requirement=REQUIREMENT)
 
 
 def test_the_audit_recomputes_the_scale_and_checks_the_setting(forest):

@@ -218,8 +218,8 @@ def test_at_the_deadline_a_study_with_its_quorum_is_mined_without_the_silent_own
 def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
     import dataclasses
 
+    from common.mechanisms import registry
     from miner_node.server import start_miner
-    from owner_node.release import MECHANISMS
 
     federation = make_federation(tmp_path, OWNERS)
     study = tmp_path / "kits" / "miner" / "nursery.toml"
@@ -227,10 +227,10 @@ def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
                      '[release]\nmechanism = "apt"\nrequirement = "k-anonymity:k=5"\n')
     config = dataclasses.replace(federation.miner_config(), studies=(study,))
     for _ in range(2):  # a restart must not create it again
-        miner = start_miner(config, mechanisms=MECHANISMS)
+        miner = start_miner(config, mechanisms=registry.names(kind="tree"))
         assert [r.study_id for r in miner.store.studies()] == ["from-config"]
         miner.stop(grace=None)
     bad = tmp_path / "bad.toml"
     bad.write_text('[study]\nid = "bad"\n[schema]\ndataset = "nursery"\n[release]\nmechanism = "nonsense"\n')
     with pytest.raises(ValueError, match="unknown mechanism 'nonsense'"):
-        start_miner(dataclasses.replace(config, studies=(bad,)), mechanisms=MECHANISMS)
+        start_miner(dataclasses.replace(config, studies=(bad,)), mechanisms=registry.names(kind="tree"))

@@ -10,10 +10,10 @@ import pytest
 
 from common.data.datasets import load_dataset
 from common.federation.wire import model_message
+from common.mechanisms.release import release as release_model
 from common.trees.learners import make_learner
 from miner_node.store import Store, Submission, verify_log
 from miner_node.verify import ModelVerifier, Rejection, check_model
-from owner_node.release import release_tree
 from tests.federation_helpers import study_spec
 
 
@@ -99,7 +99,7 @@ def messages():
     spec = study_spec("s1", owners=["site-a"], disclosure="counts")
     rows = np.random.default_rng(0).choice(len(y), size=300, replace=False)
     tree = make_learner("multiway", table.schema, random_state=0).fit(X[rows], y[rows]).tree_
-    release = release_tree(tree, "apt", requirement="k-anonymity:k=5", disclosure="counts")
+    release = release_model("apt", tree=tree, requirement="k-anonymity:k=5", disclosure="counts")
     good = model_message(release, study_id="s1", owner_id="site-a")
     bad = model_message(release, study_id="s1", owner_id="site-a")
     bad.report.claims[0].tuples += 1

@@ -29,10 +29,10 @@ from common.federation.signing import (
 )
 from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model
+from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
 from owner_node.policy import Policy
-from owner_node.release import RequirementUnsatisfiable
 from owner_node.training import (
     LocalDataError,
     build_refusal,

@@ -27,6 +27,8 @@ from common.federation.study import (
     spec_from_mapping,
 )
 from common.federation.wire import WireError, decode_model, model_message
+from common.mechanisms import registry
+from common.mechanisms.release import release
 from common.privacy.report import PrivacyReport, RegressionRelease
 from common.trees.metrics import mae, rmse
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
@@ -34,11 +36,10 @@ from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results
 from modelshare.cli import build_parser, main
 from modelshare.provision import issue_throwaway_federation
-from modelshare.simulate import DEFAULT_DP_REQUIREMENT, DEFAULT_RDT_DEPTH, prepare
+from modelshare.simulate import prepare
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon
-from owner_node.release import release_regression
 from owner_node.training import build_submission
 from tests.federation_helpers import Federation
 
@@ -60,7 +61,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _release(seed: int = 0, requirement: str = DP) -> RegressionRelease:
     X, y = _rows(150, seed)
-    return release_regression(SCHEMA, X, y, mechanism="diffpets", requirement=requirement, depth=DEPTH, seed=seed)
+    return release("diffpets", schema=SCHEMA, X=X, y=y, requirement=requirement, max_depth=DEPTH, random_state=seed)
 
 
 def _spec(tmp: Path, study_id: str, *, mechanism: str = "diffpets", owners: list[str] | None = None,
@@ -116,7 +117,7 @@ def test_a_regression_study_states_its_task_and_refuses_every_other_mechanism(tm
     with pytest.raises(ValueError, match="mechanism 'dpea' cannot release a model for task 'regression'"):
         build_submission(spec, X, y, owner_id="o", key=None)
     with pytest.raises(ValueError, match="mechanism 'laplace-rdt' cannot release a model for task 'regression'"):
-        release_regression(SCHEMA, X, y, mechanism="laplace-rdt", requirement=DP, depth=2)
+        release("laplace-rdt", schema=SCHEMA, X=X, y=y, requirement=DP, max_depth=2)
 
 
 # -------------------------------------------------------------------- wire
@@ -308,7 +309,9 @@ def test_a_regression_schema_file_makes_simulate_prepare_a_regression_study(tmp_
     schema, data = prepare(args, tmp_path / "run")
     spec = load_study_file(tmp_path / "run" / "study.toml").spec
     assert schema == SCHEMA and data["task"] == "regression" and spec.schema_fingerprint == SCHEMA.fingerprint
-    assert (spec.mechanism, spec.requirement, spec.max_depth) == ("diffpets", DEFAULT_DP_REQUIREMENT, DEFAULT_RDT_DEPTH)
+    diffpets = registry.get("diffpets")
+    assert (spec.mechanism, spec.requirement, spec.max_depth) == ("diffpets", diffpets.default_requirement,
+                                                                  diffpets.default_max_depth)
     assert list(spec.global_models) == ["regression-tree", "random-forest"]
 
 

@@ -37,11 +37,11 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
+from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
 from common.trees.tree import Node, Tree
 from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
-from owner_node.release import release_random_trees
 from tests.federation_helpers import (
     make_federation,
     signed_model,
@@ -323,7 +323,8 @@ def test_claims_weaker_than_the_study_requires_are_refused(fed, car):
     code, why = refused(site_a.Submit, model(fed, "site-a", "open", mutate=claim_nothing))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "the model claims nothing; the study requires k-anonymity:k=5" in why
     # an honest k-AnonToRdt ensemble whose epsilon (8) is above the study's (4): it re-audits, but is too weak
-    release = release_random_trees(car[0], *fed.data["site-a"], requirement="dps:k=5,beta=0.5,epsilon=8,trees=4", depth=3, seed=0)
+    release = release_model("kanon-rdt", schema=car[0], X=fed.data["site-a"][0], y=fed.data["site-a"][1],
+                            requirement="dps:k=5,beta=0.5,epsilon=8,trees=4", max_depth=3, random_state=0)
     message = model_message(release, study_id="dps", owner_id="site-a")
     code, why = refused(site_a.Submit, sign_payload(message.SerializeToString(), fed.key("site-a")))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "weaker than the study requires" in why and "epsilon" in why

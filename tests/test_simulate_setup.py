@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from common.federation.study import load_study_file, spec_requirement
 from common.federation.wire import disclosure_from_pb
+from common.mechanisms import registry
 from modelshare.cli import build_parser
-from modelshare.simulate import DEFAULT_RDT_DEPTH, DEFAULT_RDT_REQUIREMENT, prepare
+from modelshare.simulate import prepare
 
 
 def _prepare(tmp_path, *flags):
@@ -16,8 +17,8 @@ def _prepare(tmp_path, *flags):
 
 def test_kanon_rdt_studies_get_the_dps_default_counts_disclosure_and_a_depth(tmp_path):
     spec = _prepare(tmp_path, "--mechanism", "kanon-rdt")
-    assert spec.mechanism == "kanon-rdt" and str(spec_requirement(spec)) == DEFAULT_RDT_REQUIREMENT
-    assert spec.max_depth == DEFAULT_RDT_DEPTH
+    assert spec.mechanism == "kanon-rdt" and str(spec_requirement(spec)) == registry.get("kanon-rdt").default_requirement
+    assert spec.max_depth == registry.get("kanon-rdt").default_max_depth
     assert disclosure_from_pb(spec.disclosure, where="study") == "counts"
 
 

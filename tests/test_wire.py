@@ -32,9 +32,9 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
+from common.mechanisms.release import release
 from common.trees.learners import make_learner
 from common.trees.tree import Interval, TreeError
-from owner_node.release import release_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,14 +43,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def mixed_release(mixed):
     schema, X, y = mixed
     tree = make_learner("cart", schema, random_state=0, max_depth=5).fit(X, y).tree_
-    return release_tree(tree, "prune-parent", requirement="k-anonymity:k=10", disclosure="counts")
+    return release("prune-parent", tree=tree, requirement="k-anonymity:k=10", disclosure="counts")
 
 
 @pytest.fixture(scope="module")
 def car_release(car):
     schema, X, y = car
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_
-    return release_tree(tree, "apt", requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    return release("apt", tree=tree, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
 
 
 def same_tree(a, b) -> bool:

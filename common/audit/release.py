@@ -30,27 +30,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from common.mechanisms.diffpets import COUNT_SENSITIVITY as DIFFPETS_COUNT_SENSITIVITY
-from common.mechanisms.diffpets import GINI_SENSITIVITY as DIFFPETS_GINI_SENSITIVITY
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.diffpets import POST_PROCESSING as DIFFPETS_POST_PROCESSING
-from common.mechanisms.diffpets import (
-    REGRESSION_POST_PROCESSING as DIFFPETS_REGRESSION_POST_PROCESSING,
-)
-from common.mechanisms.diffpets import VARIANCE_SENSITIVITY as DIFFPETS_VARIANCE_SENSITIVITY
-from common.mechanisms.diffpets import DiffPetsRegressor
-from common.mechanisms.dpea import MECHANISM as DPEA
-from common.mechanisms.dpea import POST_PROCESSING as DPEA_POST_PROCESSING
-from common.mechanisms.dpea import accounting_errors as dpea_accounting_errors
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.kanon_rdt import counts_below_k
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import POST_PROCESSING, SENSITIVITY
+from common.mechanisms import registry
 from common.privacy.attacks import AttackReport, ensemble_attack_report
+from common.privacy.checks import Check, misstated, numeric_parameter
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import (
     DP,
@@ -65,15 +51,6 @@ from common.trees.regression import RegressionForest
 from common.trees.tree import Tree, counts_match
 
 __all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult", "audit_regression"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One audited claim: its name, whether it holds, and why."""
-
-    name: str
-    passed: bool
-    detail: str
 
 
 @dataclass(frozen=True)
@@ -219,25 +196,11 @@ def _path_check(stats: LeafStats, requirement: PathRequirement) -> tuple[Check, 
     return check, ok
 
 
-def _numeric_parameter(parameters: Mapping[str, Any], name: str) -> float | None:
-    """A numeric report parameter, or None when it is missing or not a number."""
-    value = parameters.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _misstated(parameters: Mapping[str, Any], expected: Mapping[str, float]) -> list[str]:
-    """``name=stated (expected value)`` for each numeric parameter that does not equal its expected value."""
-    return [f"{key}={parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
-            if _numeric_parameter(parameters, key) != float(want)]
-
-
 def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) -> str | None:
     """Why the trees do not match the stated count and depth (an integer >= 1 none exceeds), or None."""
     if len(trees) != n_trees:
         return f"the model carries {len(trees)} trees; the report states {n_trees}"
-    depth = _numeric_parameter(report.parameters, "depth")
+    depth = numeric_parameter(report.parameters, "depth")
     if depth is None or not depth.is_integer() or depth < 1:
         return f"depth={report.parameters.get('depth')!r} is not an integer >= 1"
     deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
@@ -249,7 +212,7 @@ def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) 
 def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> Check:
     """The stated k, beta, epsilon_total and trees restate the requirement; the trees match them."""
     name = f"parameters restate {requirement}"
-    wrong = _misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
+    wrong = misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
                                            "epsilon_total": requirement.epsilon, "trees": requirement.trees})
     if wrong:
         return Check(name, False, "the report states " + ", ".join(wrong))
@@ -260,51 +223,18 @@ def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requireme
                              f"beta={requirement.beta:g}, epsilon={requirement.epsilon:g}")
 
 
-def _dps_delta_check(report: PrivacyReport, requirement: DPS) -> Check:
-    """Per-tree epsilon and delta, composed delta and the guarantee text, recomputed from the requirement."""
-    name = "delta recomputed from (k, beta, epsilon, trees)"
-    g = requirement.guarantee()
-    recomputed = {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total}
-    wrong = []
-    for key, value in recomputed.items():
-        stated = _numeric_parameter(report.parameters, key)
-        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
-            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
-    if report.guarantee != g.describe():
-        wrong.append(f"guarantee {report.guarantee!r}, recomputed {g.describe()!r}")
-    if wrong:
-        return Check(name, False, "; ".join(wrong))
-    return Check(name, True, f"{g.describe()}: delta per tree {g.delta_per_tree:.3g}, {g.trees} trees")
-
-
-def _low_count_check(trees: Sequence[Tree], k: int) -> Check:
-    """No released nonzero (node, class) count of any tree below k (`common.mechanisms.kanon_rdt.counts_below_k`)."""
-    name = f"no released nonzero count below k={k}"
-    hit_miss = [t for t, tree in enumerate(trees) if tree.disclosure != "counts"]
-    if hit_miss:
-        return Check(name, False, f"trees {hit_miss[:10]} disclose hit/miss; a dps release discloses class counts")
-    low = counts_below_k(trees, k)
-    if low:
-        classes = trees[0].schema.classes
-        shown = ", ".join(f"tree {c.tree} node {c.node} class {classes[c.label]!r}: {c.count:g}" for c in low[:5])
-        return Check(name, False, f"{len(low)} counts below k: {shown}")
-    return Check(name, True, f"every nonzero class count of the {len(trees)} trees is at least {k}")
-
-
 def _dps_checks(
     trees: Sequence[Tree], stats: Sequence[LeafStats], report: PrivacyReport, requirement: DPS
 ) -> tuple[list[Check], tuple[np.ndarray, ...]]:
     """The checks of a ``dps`` claim; a leaf passes when none of its nonzero class counts is below k."""
-    mechanism = Check(
-        "mechanism", report.mechanism == KANON_RDT,
-        f"{report.mechanism!r} " + ("is the mechanism the dps guarantee is proven for" if report.mechanism == KANON_RDT
-                                    else f"does not make dps releases; only {KANON_RDT!r} does"),
-    )
+    mechanism, record = _family_mechanism(report, "dps")
     claims = Check("claims", not report.claims,
                    "a dps guarantee covers the whole release; no per-path claims" if not report.claims
                    else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
-    checks = [mechanism, _dps_parameter_check(trees, report, requirement), _dps_delta_check(report, requirement),
-              _low_count_check(trees, requirement.k), claims]
+    checks = [mechanism, _dps_parameter_check(trees, report, requirement)]
+    if record is not None and record.audit_checks is not None:
+        checks += record.audit_checks(trees, report, requirement)
+    checks.append(claims)
     meets = tuple(
         np.zeros(s.leaves.size, dtype=bool) if s.counts is None
         else ~((s.counts > 0) & (s.counts < requirement.k)).any(axis=1)
@@ -316,7 +246,7 @@ def _dps_checks(
 def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> Check:
     """The stated epsilon, trees and guarantee restate the requirement; the trees match the count and depth."""
     name = f"parameters restate {requirement}"
-    wrong = _misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
+    wrong = misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
     if report.guarantee != requirement.describe():
         wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
     if wrong:
@@ -328,106 +258,25 @@ def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requiremen
                              f"{requirement.describe()}")
 
 
-def _recomputed(parameters: dict, expected: dict[str, float]) -> list[str]:
-    """Each stated numeric parameter that differs from its recomputed value, said as ``key=stated, recomputed v``."""
-    wrong = []
-    for key, value in expected.items():
-        stated = _numeric_parameter(parameters, key)
-        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
-            wrong.append(f"{key}={parameters.get(key)!r}, recomputed {value:.6g}")
-    return wrong
-
-
-def _integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_processing: str) -> Check:
-    """The release states ``post_processing`` and every count of every tree is a whole number (clamped, rounded)."""
-    name = "counts post-processed as stated"
-    if report.parameters.get("post_processing") != post_processing:
-        return Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
-                                  f"expected {post_processing!r}")
-    for t, tree in enumerate(trees):
-        if tree.disclosure != "counts":
-            return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
-        counts = np.stack([node.counts for node in tree.nodes])
-        bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
-        if bad.size:
-            i = int(bad[0])
-            return Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")
-    return Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")
-
-
-def _laplace_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
-    per_tree = requirement.epsilon / requirement.trees
-    scale = SENSITIVITY / per_tree
-    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
-             f"by 1: {SENSITIVITY})"] if _numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
-    wrong += _recomputed(report.parameters, {"epsilon_per_tree": per_tree, "noise_scale": scale})
-    noise = Check("noise scale recomputed from (epsilon, trees)", not wrong, "; ".join(wrong) if wrong else (
-        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
-        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
-        f"(the empirical audit, modelshare audit-dp, tests it)"))
-    return [noise, _integer_counts_check(trees, report, POST_PROCESSING)]
-
-
-def _diffpets_budget_check(parameters: Mapping[str, Any], requirement: DP, utility: str, sensitivity: int,
-                           label: str) -> Check:
-    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap.
-
-    ``utility`` and ``sensitivity`` are what the task's exponential mechanism must state (Gini and
-    `GINI_SENSITIVITY` for classes, -SSE and `VARIANCE_SENSITIVITY` for a target); ``label`` names it.
-    """
-    depth = _numeric_parameter(parameters, "depth") or 0.0
-    per_tree = requirement.epsilon / requirement.trees
-    per_node = per_tree / (2 * (depth + 1))
-    wrong = _recomputed(dict(parameters), {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
-                                           "leaf_noise_scale": DIFFPETS_COUNT_SENSITIVITY / per_node,
-                                           "count_sensitivity": DIFFPETS_COUNT_SENSITIVITY,
-                                           "utility_sensitivity": sensitivity})
-    if parameters.get("utility") != utility:
-        wrong.append(f"utility={parameters.get('utility')!r} (expected the {label} utility {utility!r})")
-    if parameters.get("bootstrap") is not False:
-        wrong.append(f"bootstrap={parameters.get('bootstrap')!r}: resampled rows multiply every sensitivity, "
-                     "so the stated epsilon would not hold")
-    return Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
-        f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
-        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with {label} sensitivity "
-        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
-
-
-def _diffpets_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """DiffPETs' budget split with the Gini utility (`_diffpets_budget_check`) and its stated post-processing."""
-    budget = _diffpets_budget_check(report.parameters, requirement, "gini", DIFFPETS_GINI_SENSITIVITY, "Gini")
-    return [budget, _integer_counts_check(trees, report, DIFFPETS_POST_PROCESSING)]
-
-
-def _dpea_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed."""
-    wrong = dpea_accounting_errors(report.parameters)
-    budget = Check("budget recomputed from (epsilon, trees, depth, embedding_depth)", not wrong,
-                   "; ".join(wrong) if wrong else
-                   f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
-                   "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
-                   "release (modelshare audit-dp tests it)")
-    return [budget, _integer_counts_check(trees, report, DPEA_POST_PROCESSING)]
-
-
-# mechanism name -> its re-derivable checks beyond the parameters every dp release states
-_DP_MECHANISM_CHECKS: dict[str, Callable[[Sequence[Tree], PrivacyReport, DP], list[Check]]] = {
-    LAPLACE_RDT: _laplace_checks,
-    DIFFPETS: _diffpets_checks,
-    DPEA: _dpea_checks,
-}
+def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, registry.Mechanism | None]:
+    """The ``mechanism`` check of a whole-release claim: the report names a registered mechanism of ``family``."""
+    proven = registry.names(family=family)
+    record = registry.get(report.mechanism) if report.mechanism in registry.names() else None
+    known = record is not None and record.family == family
+    if family == "dps":
+        said = ("is the mechanism the dps guarantee is proven for" if known
+                else f"does not make dps releases; only {' or '.join(repr(m) for m in proven)} does")
+    else:
+        said = "is a mechanism with an eps-DP proof" if known else f"makes no dp releases; known: {list(proven)}"
+    return Check("mechanism", known, f"{report.mechanism!r} {said}"), (record if known else None)
 
 
 def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
     """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
-    known = report.mechanism in _DP_MECHANISM_CHECKS
-    mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
-        "is a mechanism with an eps-DP proof" if known
-        else f"makes no dp releases; known: {sorted(_DP_MECHANISM_CHECKS)}"))
+    mechanism, record = _family_mechanism(report, "dp")
     checks = [mechanism, _dp_parameter_check(trees, report, requirement)]
-    if known:
-        checks += _DP_MECHANISM_CHECKS[report.mechanism](trees, report, requirement)
+    if record is not None and record.audit_checks is not None:
+        checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,
                         "a dp guarantee covers the whole release; no per-path claims" if not report.claims
                         else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))
@@ -505,33 +354,6 @@ class RegressionAuditResult:
         return {"passed": self.passed, "checks": [vars(c) for c in self.checks]}
 
 
-def _diffpets_regression_checks(forest: RegressionForest, report: PrivacyReport, requirement: DP) -> list[Check]:
-    """DiffPETs regression: the budget split with the -SSE utility, the stated post-processing, the target's bounds.
-
-    The bounds must be the schema's (the study's, whose fingerprint the message carries): the
-    sensitivity 1 of each noisy target sum holds only for the target scaled by public bounds.
-    """
-    parameters = report.parameters
-    budget = _diffpets_budget_check(parameters, requirement, DiffPetsRegressor.utility_name,
-                                    DIFFPETS_VARIANCE_SENSITIVITY, "variance")
-    stated_post = parameters.get("post_processing")
-    post = Check("statistics post-processed as stated", stated_post == DIFFPETS_REGRESSION_POST_PROCESSING,
-                 f"post_processing={stated_post!r}" + ("" if stated_post == DIFFPETS_REGRESSION_POST_PROCESSING
-                                                      else f", expected {DIFFPETS_REGRESSION_POST_PROCESSING!r}"))
-    target, stated = forest.schema.target, parameters.get("target")
-    same = stated == target.to_dict()
-    bounds = Check("target bounds are the schema's public bounds", same,
-                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
-                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
-    return [budget, post, bounds]
-
-
-# mechanism name -> the re-derivable checks of its regression releases
-_DP_REGRESSION_CHECKS: dict[str, Callable[[RegressionForest, PrivacyReport, DP], list[Check]]] = {
-    DIFFPETS: _diffpets_regression_checks,
-}
-
-
 def _regression_requirement_checks(forest: RegressionForest, report: PrivacyReport, text: str) -> list[Check]:
     """The checks of a regression release's claim ``text``: a ``dp`` requirement and its mechanism's accounting."""
     try:
@@ -541,13 +363,15 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     if not isinstance(requirement, DP):
         return [Check("requirement", False, f"{requirement} is not a guarantee a regression release can make; "
                                             "it claims 'dp:epsilon=E,trees=T'")]
-    known = report.mechanism in _DP_REGRESSION_CHECKS
+    record = registry.get(report.mechanism) if report.mechanism in registry.names() else None
+    known = record is not None and record.regression_audit_checks is not None
+    able = registry.names(task="regression")
     mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
         "is a regression mechanism with an eps-DP proof" if known
-        else f"makes no dp regression releases; known: {sorted(_DP_REGRESSION_CHECKS)}"))
+        else f"makes no dp regression releases; known: {list(able)}"))
     checks = [mechanism, _dp_parameter_check([tree.tree for tree in forest.trees], report, requirement)]
-    if known:
-        checks += _DP_REGRESSION_CHECKS[report.mechanism](forest, report, requirement)
+    if known and record is not None and record.regression_audit_checks is not None:
+        checks += record.regression_audit_checks(forest, report, requirement)
     checks.append(Check("claims", not report.claims,
                         "a dp guarantee covers the whole release; no per-path claims" if not report.claims
                         else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))

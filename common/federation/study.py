@@ -67,7 +67,8 @@ from common.federation.wire import (
     schema_from_pb,
     schema_to_pb,
 )
-from common.mechanisms.registry import WHOLE_RELEASE, regression_refusal, requirement_form
+from common.mechanisms import registry
+from common.mechanisms.registry import regression_refusal
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
 
 __all__ = [
@@ -254,17 +255,19 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
 
 
 def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
-    """A ``dps`` or ``dp`` requirement and its mechanisms go together (`common.mechanisms.registry.WHOLE_RELEASE`),
+    """A ``dps`` or ``dp`` requirement and its mechanisms go together (their `common.mechanisms.registry` family),
     with counts disclosure, a tree depth and few enough trees."""
     if isinstance(requirement, (DPS, DP)):
-        meets = sorted(m for m, form in WHOLE_RELEASE.items() if form is type(requirement))
+        meets = registry.meeting(requirement)
         if spec.mechanism not in meets:
             raise StudyError(f"{where}: requirement {requirement} is met only by mechanism "
                              f"{' or '.join(repr(m) for m in meets)}, not {spec.mechanism!r}")
-    if spec.mechanism not in WHOLE_RELEASE:
+    if spec.mechanism not in registry.names(kind="whole-release"):
         return
-    if not isinstance(requirement, WHOLE_RELEASE[spec.mechanism]):
-        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs a requirement {requirement_form(spec.mechanism)}")
+    record = registry.get(spec.mechanism)
+    if requirement is None or not record.accepts_requirement(requirement):
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} needs a requirement {record.requirement_form}")
+    assert isinstance(requirement, (DPS, DP))
     if requirement.trees > MAX_TREES:
         raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
                          f"a miner accepts at most {MAX_TREES} per model")

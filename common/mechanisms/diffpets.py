@@ -71,7 +71,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -82,6 +82,8 @@ from common.data.schema import (
     NumericAttribute,
     Schema,
 )
+from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import (
@@ -586,7 +588,7 @@ class DiffPets(_DiffPetsBase):
 
 def train_diffpets(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
                    rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
-    """`owner_node.release.DPTrainer` for DiffPETs: ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
+    """The registry trainer of DiffPETs: ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
     mechanism = DiffPets(requirement.epsilon, requirement.trees, depth)
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters(schema)
 
@@ -658,3 +660,59 @@ class DiffPetsRegressor(_DiffPetsBase):
                 stats[i] = g.halves[0][0], g.halves[1][0]
         return RegressionTree(schema, [RegressionNode(float(c), float(s), g.attribute, tuple(g.edges))
                                        for (c, s), g in zip(stats, grown)])
+
+
+def train_diffpets_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+                              rng: np.random.Generator) -> tuple[RegressionForest, dict[str, Any]]:
+    """The registry's regression trainer: a DiffPETs regression forest, ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
+    regressor = DiffPetsRegressor(requirement.epsilon, requirement.trees, depth)
+    return regressor.fit(schema, X, y, rng), regressor.parameters(schema)
+
+
+def _budget_check(parameters: Mapping[str, Any], requirement: DP, utility: str, sensitivity: int, label: str) -> Check:
+    """DiffPETs' budget split (eps/T per tree, halved over depth + 1 levels), sensitivities, no bootstrap.
+
+    ``utility`` and ``sensitivity`` are what the task's exponential mechanism must state (Gini and
+    `GINI_SENSITIVITY` for classes, -SSE and `VARIANCE_SENSITIVITY` for a target); ``label`` names it.
+    """
+    depth = numeric_parameter(parameters, "depth") or 0.0
+    per_tree = requirement.epsilon / requirement.trees
+    per_node = per_tree / (2 * (depth + 1))
+    wrong = recomputed(parameters, {"epsilon_per_tree": per_tree, "epsilon_per_node": per_node,
+                                    "leaf_noise_scale": COUNT_SENSITIVITY / per_node,
+                                    "count_sensitivity": COUNT_SENSITIVITY, "utility_sensitivity": sensitivity})
+    if parameters.get("utility") != utility:
+        wrong.append(f"utility={parameters.get('utility')!r} (expected the {label} utility {utility!r})")
+    if parameters.get("bootstrap") is not False:
+        wrong.append(f"bootstrap={parameters.get('bootstrap')!r}: resampled rows multiply every sensitivity, "
+                     "so the stated epsilon would not hold")
+    return Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
+        f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
+        f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with {label} sensitivity "
+        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+
+
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs' budget split with the Gini utility and its stated post-processing."""
+    budget = _budget_check(report.parameters, requirement, "gini", GINI_SENSITIVITY, "Gini")
+    return [budget, integer_counts_check(trees, report, POST_PROCESSING)]
+
+
+def regression_audit_checks(forest: RegressionForest, report: PrivacyReport, requirement: DP) -> list[Check]:
+    """DiffPETs regression: the budget split with the -SSE utility, the stated post-processing, the target's bounds.
+
+    The bounds must be the schema's (the study's, whose fingerprint the message carries): the
+    sensitivity 1 of each noisy target sum holds only for the target scaled by public bounds.
+    """
+    parameters = report.parameters
+    budget = _budget_check(parameters, requirement, DiffPetsRegressor.utility_name, VARIANCE_SENSITIVITY, "variance")
+    stated_post = parameters.get("post_processing")
+    post = Check("statistics post-processed as stated", stated_post == REGRESSION_POST_PROCESSING,
+                 f"post_processing={stated_post!r}" + ("" if stated_post == REGRESSION_POST_PROCESSING
+                                                      else f", expected {REGRESSION_POST_PROCESSING!r}"))
+    target, stated = forest.schema.target, parameters.get("target")
+    same = stated == target.to_dict()
+    bounds = Check("target bounds are the schema's public bounds", same,
+                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
+                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
+    return [budget, post, bounds]

@@ -75,6 +75,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.privacy.checks import Check, integer_counts_check
+from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
@@ -903,10 +905,20 @@ def finest_bins(schema: Schema, depth: int, max_nodes: int = DPEA.max_nodes, mos
 
 def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
                rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
-    """The `owner_node.release.DPTrainer` of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
+    """The registry trainer of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
 
     Numeric attributes get the finest binning that the depth allows (`finest_bins`).
     """
     mechanism = DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
 
+
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP") -> list[Check]:
+    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed."""
+    wrong = accounting_errors(report.parameters)
+    budget = Check("budget recomputed from (epsilon, trees, depth, embedding_depth)", not wrong,
+                   "; ".join(wrong) if wrong else
+                   f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
+                   "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
+                   "release (modelshare audit-dp tests it)")
+    return [budget, integer_counts_check(trees, report, POST_PROCESSING)]

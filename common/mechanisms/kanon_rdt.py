@@ -14,15 +14,20 @@ returns what is released, plus `counts_below_k`, a checker that reads only the r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from common.data.schema import Schema
+from common.privacy.checks import Check, numeric_parameter
+from common.privacy.report import PrivacyReport
+from common.privacy.requirements import DPS
 from common.trees.tree import Tree
 
-__all__ = ["MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k"]
+__all__ = ["MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k", "train_kanon_rdt",
+           "audit_checks"]
 
 MECHANISM = "kanon-rdt"  # the release mechanism's registry name in reports, studies and policies
 
@@ -135,3 +140,57 @@ def counts_below_k(trees: Sequence[Tree], k: int) -> list[LowCount]:
         nodes, labels = np.nonzero((counts > 0) & (counts < k))
         found.extend(LowCount(t, int(i), int(c), float(counts[i, c])) for i, c in zip(nodes, labels))
     return found
+
+
+def train_kanon_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
+                    rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+    """The registry trainer of kanon-rdt: ``requirement.trees`` trees of ``depth`` meeting ``dps:k,beta,epsilon,trees``.
+
+    The parameters state {k, beta, epsilon_total, trees, depth, epsilon_per_tree, delta_per_tree,
+    delta_total}: the setting and the accounting of Corollary 1 that `audit_checks` recomputes.
+    """
+    forest = kanon_rdt(schema, X, y, k=requirement.k, beta=requirement.beta, depth=depth, n_trees=requirement.trees,
+                       rng=rng)
+    g = requirement.guarantee()
+    parameters = {
+        "k": requirement.k, "beta": requirement.beta, "epsilon_total": requirement.epsilon,
+        "trees": requirement.trees, "depth": int(depth), "epsilon_per_tree": g.epsilon_per_tree,
+        "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total,
+    }
+    return forest.trees, parameters
+
+
+def _delta_check(report: PrivacyReport, requirement: DPS) -> Check:
+    """Per-tree epsilon and delta, composed delta and the guarantee text, recomputed from the requirement."""
+    name = "delta recomputed from (k, beta, epsilon, trees)"
+    g = requirement.guarantee()
+    recomputed = {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total}
+    wrong = []
+    for key, value in recomputed.items():
+        stated = numeric_parameter(report.parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
+    if report.guarantee != g.describe():
+        wrong.append(f"guarantee {report.guarantee!r}, recomputed {g.describe()!r}")
+    if wrong:
+        return Check(name, False, "; ".join(wrong))
+    return Check(name, True, f"{g.describe()}: delta per tree {g.delta_per_tree:.3g}, {g.trees} trees")
+
+
+def _low_count_check(trees: Sequence[Tree], k: int) -> Check:
+    """No released nonzero (node, class) count of any tree below k (`counts_below_k`)."""
+    name = f"no released nonzero count below k={k}"
+    hit_miss = [t for t, tree in enumerate(trees) if tree.disclosure != "counts"]
+    if hit_miss:
+        return Check(name, False, f"trees {hit_miss[:10]} disclose hit/miss; a dps release discloses class counts")
+    low = counts_below_k(trees, k)
+    if low:
+        classes = trees[0].schema.classes
+        shown = ", ".join(f"tree {c.tree} node {c.node} class {classes[c.label]!r}: {c.count:g}" for c in low[:5])
+        return Check(name, False, f"{len(low)} counts below k: {shown}")
+    return Check(name, True, f"every nonzero class count of the {len(trees)} trees is at least {k}")
+
+
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> list[Check]:
+    """kanon-rdt's accounting (delta of Corollary 1, recomputed) and its k threshold on every released count."""
+    return [_delta_check(report, requirement), _low_count_check(trees, requirement.k)]

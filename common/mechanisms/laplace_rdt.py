@@ -33,13 +33,18 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from common.data.schema import Schema
+from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import Tree
+
+if TYPE_CHECKING:
+    from common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
@@ -49,6 +54,8 @@ __all__ = [
     "LaplaceRdtRelease",
     "leaf_class_counts",
     "count_log_pmf",
+    "train_laplace_rdt",
+    "audit_checks",
 ]
 
 MECHANISM = "laplace-rdt"  # the release mechanism's registry name in reports, studies and policies
@@ -181,3 +188,24 @@ class LaplaceRdt:
         leaves = np.array(structure.leaves, dtype=np.int64)
         noisy = self.noisy_counts(leaf_class_counts(structure, X, y)[leaves], rng)
         return release_leaf_counts(structure.schema, structure.nodes, leaves, noisy)
+
+
+def train_laplace_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+                      rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+    """The registry trainer of laplace-rdt: ``requirement.trees`` noisy random trees of ``depth``."""
+    mechanism = LaplaceRdt(requirement.epsilon, requirement.trees, depth)
+    return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+
+
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """laplace-rdt's accounting (scale = trees * sensitivity / epsilon) and its stated post-processing."""
+    per_tree = requirement.epsilon / requirement.trees
+    scale = SENSITIVITY / per_tree
+    wrong = [f"sensitivity={report.parameters.get('sensitivity')!r} (add/remove one row changes one leaf count "
+             f"by 1: {SENSITIVITY})"] if numeric_parameter(report.parameters, "sensitivity") != SENSITIVITY else []
+    wrong += recomputed(report.parameters, {"epsilon_per_tree": per_tree, "noise_scale": scale})
+    noise = Check("noise scale recomputed from (epsilon, trees)", not wrong, "; ".join(wrong) if wrong else (
+        f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
+        f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
+        f"(the empirical audit, modelshare audit-dp, tests it)"))
+    return [noise, integer_counts_check(trees, report, POST_PROCESSING)]

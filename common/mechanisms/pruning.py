@@ -12,11 +12,12 @@ from typing import Sequence
 
 import numpy as np
 
-from common.privacy.requirements import LeafStats, PathRequirement
+from common.privacy.requirements import KAnonymity, LeafStats, PathRequirement, RequirementError
 from common.trees.rebuild import merge_stats, rebuild
 from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 
-__all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents"]
+__all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents", "release_unchanged", "release_apt",
+           "release_prune_leaf", "release_prune_parent"]
 
 
 class RequirementUnsatisfiable(ValueError):
@@ -231,3 +232,36 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
     if nodes[0].total <= s:
         raise RequirementUnsatisfiable(f"the whole table holds {nodes[0].total:g} <= s={s} tuples")
     return rebuild(tree.schema, nodes, disclosure)
+
+
+# ---------------------------------------------------------------- registry releases
+# (tree, requirement, disclosure) -> (released tree, the parameters the report adds): the registry's
+# ``prune`` of each tree mechanism (`common.mechanisms.registry`).
+def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+    """``none``: the tree as trained, rebuilt so that it discloses ``disclosure``."""
+    return rebuild(tree.schema, tree.nodes, disclosure), {}
+
+
+def release_apt(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+    """``apt``: anonymity-based tree pruning to the path requirement."""
+    assert requirement is not None
+    return apt(tree, requirement, disclosure=disclosure), {}
+
+
+def _threshold(requirement: PathRequirement | None, mechanism: str) -> int:
+    """Methods 1 and 2 prune at s = k - 1 from ``k-anonymity:k=K``."""
+    if not isinstance(requirement, KAnonymity):
+        raise RequirementError(str(requirement), f"{mechanism} takes 'k-anonymity:k=K' (threshold s = K - 1)")
+    return requirement.k - 1
+
+
+def release_prune_leaf(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+    """``prune-leaf``: Method 1 with threshold s = k - 1."""
+    s = _threshold(requirement, "prune-leaf")
+    return prune_leaves(tree, s, disclosure=disclosure), {"s": s}
+
+
+def release_prune_parent(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+    """``prune-parent``: Method 2 with threshold s = k - 1."""
+    s = _threshold(requirement, "prune-parent")
+    return prune_parents(tree, s, disclosure=disclosure), {"s": s}

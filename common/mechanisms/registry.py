@@ -1,40 +1,284 @@
-"""The mechanisms that train their own trees from the rows, and the requirement family each meets.
+"""The one registry of release mechanisms: what each is, what it meets, and how to train and audit it.
 
-The tree mechanisms (``none``, ``apt``, ``prune-leaf``, ``prune-parent``) post-process one trained
-tree to a per-path requirement. The *whole-release* mechanisms below train their own ensembles
-and promise something about the release as a whole: ``kanon-rdt`` a ``dps:`` guarantee, the
-noise-based ones a ``dp:`` guarantee. Studies, site policies, the owner's budget ledger and the
-miner all ask this one table which requirement goes with which mechanism. Only names and
-requirement classes live here, so the miner's verifier processes can import it without the
-mechanisms' training code.
+Every party asks this registry about a mechanism by name: the owner's trainer and site policy, the
+study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and the simulator. A
+`Mechanism` record holds all of it:
+
+* ``kind``: a *tree* mechanism post-processes one trained tree (``prune``); a *whole-release*
+  mechanism trains its own trees from the rows (``train``, and ``train_regression`` for a numeric target);
+* ``family``: the requirement family it meets: ``none``, ``path`` (``k-anonymity`` /
+  ``cl-diversity`` on every released path), ``dps`` (``dps:k,beta,epsilon,trees``) or ``dp``
+  (``dp:epsilon,trees``); ``accepts`` narrows the requirement classes (Methods 1 and 2 take k-anonymity only);
+* ``audit_checks`` (and ``regression_audit_checks``): the checks that re-derive the mechanism's own
+  accounting from the released numbers, run by `common.audit.release` after the family's checks;
+* ``dp_audit_target``: the empirical DP audit's target factory (`common.audit.dp`), as a
+  ``"module:function"`` reference because the audit layer sits above this one;
+* the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
+  bounds that apply (`policy_bounds`, from the family).
+
+Adding a mechanism is one module with its trainer and checks plus one `register` call. Mechanisms
+outside this package come from plugin modules named in the ``MODELSHARE_PLUGINS`` environment
+variable (comma-separated module names): on first use of the registry each is imported and the
+records in its ``MODELSHARE_MECHANISMS`` sequence are registered, so that the miner and owner
+processes of a federation, which are separate programs, know them too.
 """
 
 from __future__ import annotations
 
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.dpea import MECHANISM as DPEA
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.privacy.requirements import DP, DPS
+import importlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
 
-__all__ = ["DP_MECHANISM_NAMES", "REGRESSION_MECHANISMS", "WHOLE_RELEASE", "regression_refusal",
-           "requirement_form"]
+import numpy as np
 
-DP_MECHANISM_NAMES: tuple[str, ...] = (LAPLACE_RDT, DIFFPETS, DPEA)
-WHOLE_RELEASE: dict[str, type] = {KANON_RDT: DPS, **{name: DP for name in DP_MECHANISM_NAMES}}
-# The mechanisms that can release a model of a regression table (a numeric target): DiffPETs alone
-# releases noisy target sums; every other mechanism releases class statistics.
-REGRESSION_MECHANISMS: tuple[str, ...] = (DIFFPETS,)
+from common.data.regression import REGRESSION_TASK, RegressionSchema
+from common.data.schema import CLASSIFICATION_TASK, Schema
+from common.mechanisms import diffpets, dpea, kanon_rdt, laplace_rdt, pruning
+from common.privacy.checks import Check
+from common.privacy.report import PrivacyReport
+from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, PathRequirement, Requirement
+from common.trees.regression import RegressionForest
+from common.trees.tree import Disclosure, Tree
+
+__all__ = [
+    "Family",
+    "Mechanism",
+    "PLUGINS_VARIABLE",
+    "register",
+    "unregister",
+    "get",
+    "names",
+    "mechanisms",
+    "regression_refusal",
+    "requirement_form",
+    "meeting",
+]
+
+Family = Literal["none", "path", "dps", "dp"]
+Prune = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
+Train = Callable[[Schema, np.ndarray, np.ndarray, Any, int, np.random.Generator], tuple[list[Tree], dict[str, Any]]]
+TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, np.random.Generator],
+                           tuple[RegressionForest, dict[str, Any]]]
+AuditChecks = Callable[[Sequence[Tree], PrivacyReport, Any], list[Check]]
+RegressionAuditChecks = Callable[[RegressionForest, PrivacyReport, DP], list[Check]]
+
+PLUGINS_VARIABLE = "MODELSHARE_PLUGINS"
+
+_FAMILY_CLASSES: dict[str, tuple[type, ...]] = {
+    "none": (), "path": (KAnonymity, CLDiversity), "dps": (DPS,), "dp": (DP,),
+}
+_FAMILY_FORMS = {
+    "none": "no requirement", "path": "'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'",
+    "dps": "'dps:k=K,beta=B,epsilon=E,trees=T'", "dp": "'dp:epsilon=E,trees=T'",
+}
+# the [policy] bounds of an owner site that apply to a study of each family (`owner_node.policy`)
+_FAMILY_POLICY_BOUNDS: dict[str, tuple[str, ...]] = {
+    "none": (), "path": ("min_k", "min_l", "max_c"),
+    "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta"),
+    "dp": ("max_epsilon", "lifetime_epsilon"),
+}
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One release mechanism's record (module docstring).
+
+    Exactly one of ``prune`` (a tree mechanism) and ``train`` (a whole-release mechanism) is set.
+    """
+
+    name: str
+    family: Family
+    summary: str
+    prune: Prune | None = None
+    train: Train | None = None
+    train_regression: TrainRegression | None = None
+    accepts: tuple[type, ...] | None = None
+    audit_checks: AuditChecks | None = None
+    regression_audit_checks: RegressionAuditChecks | None = None
+    dp_audit_target: str | Callable[..., Any] | None = None
+    default_requirement: str | None = None
+    default_max_depth: int | None = None
+    disclosures: tuple[Disclosure, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name != self.name.strip().lower() or " " in self.name:
+            raise ValueError(f"mechanism name {self.name!r} must be a non-empty lower-case word")
+        if self.family not in _FAMILY_CLASSES:
+            raise ValueError(f"mechanism {self.name!r}: family {self.family!r} is not one of {sorted(_FAMILY_CLASSES)}")
+        if (self.prune is None) == (self.train is None):
+            raise ValueError(f"mechanism {self.name!r} needs exactly one of prune (a tree mechanism) and train "
+                             "(a whole-release mechanism)")
+        if self.prune is not None and self.family in ("dps", "dp"):
+            raise ValueError(f"mechanism {self.name!r}: a tree mechanism meets a path requirement or none, "
+                             f"not {self.family!r}")
+        if self.train is not None and self.family in ("none", "path"):
+            raise ValueError(f"mechanism {self.name!r}: a whole-release mechanism meets 'dps' or 'dp', "
+                             f"not {self.family!r}")
+        if self.train_regression is not None and self.family != "dp":
+            raise ValueError(f"mechanism {self.name!r}: regression releases are 'dp' releases")
+        if self.accepts is None:
+            object.__setattr__(self, "accepts", _FAMILY_CLASSES[self.family])
+        if self.disclosures is None:
+            object.__setattr__(self, "disclosures", ("counts", "hit_miss") if self.prune is not None else ("counts",))
+
+    @property
+    def kind(self) -> Literal["tree", "whole-release"]:
+        """``tree``: post-processes one trained tree; ``whole-release``: trains its own trees from the rows."""
+        return "tree" if self.prune is not None else "whole-release"
+
+    @property
+    def whole_release(self) -> bool:
+        return self.train is not None
+
+    @property
+    def needs_requirement(self) -> bool:
+        return self.family != "none"
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks it can release a model for: classification, and regression when it has a regression trainer."""
+        return (CLASSIFICATION_TASK,) + ((REGRESSION_TASK,) if self.train_regression is not None else ())
+
+    @property
+    def requirement_form(self) -> str:
+        """How its requirement is written, for error messages."""
+        if self.accepts == (KAnonymity,):
+            return "'k-anonymity:k=K'"
+        return _FAMILY_FORMS[self.family]
+
+    @property
+    def policy_bounds(self) -> tuple[str, ...]:
+        """The owner-site ``[policy]`` keys that bound a study of this mechanism."""
+        return _FAMILY_POLICY_BOUNDS[self.family]
+
+    def accepts_requirement(self, requirement: Requirement) -> bool:
+        return isinstance(requirement, self.accepts or ())
+
+    def resolve_dp_audit_target(self) -> Callable[..., Any] | None:
+        """The empirical DP audit's target factory, imported on first use (None: not auditable empirically)."""
+        target = self.dp_audit_target
+        if target is None or callable(target):
+            return target
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def describe(self) -> dict[str, Any]:
+        """The record as plain data: for ``--json`` listings and the docs."""
+        return {"name": self.name, "kind": self.kind, "family": self.family, "summary": self.summary,
+                "requirement": self.requirement_form, "tasks": list(self.tasks),
+                "disclosures": list(self.disclosures or ()), "default_requirement": self.default_requirement,
+                "default_max_depth": self.default_max_depth, "policy_bounds": list(self.policy_bounds),
+                "empirical_dp_audit": self.dp_audit_target is not None}
+
+
+_REGISTRY: dict[str, Mechanism] = {}
+_lock = threading.Lock()
+_plugins_loaded: set[str] = set()
+
+
+def register(mechanism: Mechanism, *, replace: bool = False) -> Mechanism:
+    """Add ``mechanism`` to the registry (ValueError when the name is taken, unless ``replace``)."""
+    with _lock:
+        if mechanism.name in _REGISTRY and not replace:
+            raise ValueError(f"mechanism {mechanism.name!r} is already registered")
+        _REGISTRY[mechanism.name] = mechanism
+    return mechanism
+
+
+def unregister(name: str) -> None:
+    """Remove a mechanism registered at run time (tests and plugins); KeyError when it is unknown."""
+    with _lock:
+        del _REGISTRY[name]
+
+
+def _load_plugins() -> None:
+    """Register the ``MODELSHARE_MECHANISMS`` of each module named in ``MODELSHARE_PLUGINS``, once per module."""
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
+        if name in _plugins_loaded:
+            continue
+        _plugins_loaded.add(name)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"{PLUGINS_VARIABLE} names module {name!r}, which cannot be imported: {exc}") from exc
+        records = getattr(module, "MODELSHARE_MECHANISMS", None)
+        if not isinstance(records, (list, tuple)) or not all(isinstance(r, Mechanism) for r in records):
+            raise TypeError(f"plugin module {name!r} ({PLUGINS_VARIABLE}) must define MODELSHARE_MECHANISMS, "
+                            "a sequence of Mechanism records")
+        for record in records:
+            register(record)
+
+
+def get(name: str) -> Mechanism:
+    """The record of mechanism ``name``; ValueError naming the registered ones when it is unknown."""
+    _load_plugins()
+    found = _REGISTRY.get(name)
+    if found is None:
+        raise ValueError(f"unknown mechanism {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    return found
+
+
+def mechanisms() -> tuple[Mechanism, ...]:
+    """Every registered record, in registration order."""
+    _load_plugins()
+    return tuple(_REGISTRY.values())
+
+
+def names(*, kind: str | None = None, family: str | None = None, task: str | None = None) -> tuple[str, ...]:
+    """Registered names, sorted, optionally only those of one ``kind``, ``family`` or supported ``task``."""
+    return tuple(sorted(m.name for m in mechanisms() if (kind is None or m.kind == kind)
+                        and (family is None or m.family == family) and (task is None or task in m.tasks)))
+
+
+def meeting(requirement: Requirement) -> tuple[str, ...]:
+    """The mechanisms whose family covers ``requirement`` (for error hints)."""
+    return tuple(sorted(m.name for m in mechanisms() if m.accepts_requirement(requirement)))
 
 
 def regression_refusal(mechanism: str, target: str) -> str | None:
     """Why ``mechanism`` cannot release a model of a regression table (numeric ``target``); None when it can."""
-    if mechanism in REGRESSION_MECHANISMS:
+    able = names(task=REGRESSION_TASK)
+    if mechanism in able:
         return None
     return (f"mechanism {mechanism!r} cannot release a model for task 'regression' (numeric target {target!r}); "
-            f"only {' or '.join(repr(m) for m in REGRESSION_MECHANISMS)} can")
+            f"only {' or '.join(repr(m) for m in able)} can")
 
 
 def requirement_form(mechanism: str) -> str:
-    """How the requirement of a whole-release ``mechanism`` is written, for error messages."""
-    return "'dps:k=K,beta=B,epsilon=E,trees=T'" if WHOLE_RELEASE[mechanism] is DPS else "'dp:epsilon=E,trees=T'"
+    """How the requirement of ``mechanism`` is written, for error messages."""
+    return get(mechanism).requirement_form
+
+
+# ---------------------------------------------------------------- the built-in mechanisms
+for _record in (
+    Mechanism("none", "none", "the tree as trained (the baseline a site policy can forbid); claims nothing",
+              prune=pruning.release_unchanged),
+    Mechanism("apt", "path", "anonymity-based tree pruning (Sharkey et al. Fig. 4) to k-anonymity or (c,l)-diversity",
+              prune=pruning.release_apt, default_requirement="cl-diversity:c=5,l=2"),
+    Mechanism("prune-leaf", "path", "Method 1 of Wakabayashi et al.: leaves below s = k - 1 pruned",
+              prune=pruning.release_prune_leaf, accepts=(KAnonymity,), default_requirement="k-anonymity:k=5"),
+    Mechanism("prune-parent", "path", "Method 2 of Wakabayashi et al.: parents of leaves below s = k - 1 pruned",
+              prune=pruning.release_prune_parent, accepts=(KAnonymity,), default_requirement="k-anonymity:k=5"),
+    Mechanism(kanon_rdt.MECHANISM, "dps", "k-AnonToRdt: random trees on Bernoulli(beta) samples, counts below k "
+              "released as 0 (Waseda et al. 2024)", train=kanon_rdt.train_kanon_rdt,
+              audit_checks=kanon_rdt.audit_checks, dp_audit_target="common.audit.dp.rdt:kanon_rdt_target",
+              default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
+    Mechanism(laplace_rdt.MECHANISM, "dp", "random decision trees with Laplace noise on every leaf class count",
+              train=laplace_rdt.train_laplace_rdt, audit_checks=laplace_rdt.audit_checks,
+              dp_audit_target="common.audit.dp.rdt:laplace_rdt_target",
+              default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
+    Mechanism(diffpets.MECHANISM, "dp", "DP ExtraTrees (Li, Chen and Xie 2020): exponential mechanism over random "
+              "splits, noisy leaf histograms; also regression", train=diffpets.train_diffpets,
+              train_regression=diffpets.train_diffpets_regression, audit_checks=diffpets.audit_checks,
+              regression_audit_checks=diffpets.regression_audit_checks,
+              dp_audit_target="common.audit.dp.diffpets:diffpets_target",
+              default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
+    Mechanism(dpea.MECHANISM, "dp", "DPEA (Bai et al. 2017): exponential mechanism over whole d-step subtrees, "
+              "noisy leaf counts", train=dpea.train_dpea, audit_checks=dpea.audit_checks,
+              dp_audit_target="common.audit.dp.dpea:dpea_target",
+              default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
+):
+    register(_record)
+del _record

@@ -3,9 +3,9 @@
 Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=seed + i)``,
 stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
 ``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
-split, every mechanism of `owner_node.release.DP_MECHANISMS` (the registry, not a fixed list, so
+split, every ``dp`` mechanism of `common.mechanisms.registry` (the registry, not a fixed list, so
 a mechanism registered later is run too) releases ``trees`` trees at each total epsilon through
-`release_dp` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
+`common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
 on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
@@ -43,8 +43,10 @@ from rich.table import Table
 
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
+from common.mechanisms import registry
 from common.mechanisms.dpea import DPEA, finest_bins
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
+from common.mechanisms.release import release
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale, global_model_params
@@ -73,12 +75,16 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
-from owner_node.release import DP_MECHANISMS, release_dp
 
 __all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "add_parser"]
 
 DEFAULT_EPSILONS = (0.01, 0.1, 0.5, 1.0, 10.0)
 DEFAULT_DEPTHS: dict[str, int] = {"laplace-rdt": 4, DPEA_NAME: 3}
+
+
+def _dp_mechanisms() -> tuple[str, ...]:
+    """The registered ``dp`` mechanisms, in registration order (the order of the results)."""
+    return tuple(m.name for m in registry.mechanisms() if m.family == "dp")
 """Depth per mechanism where it is a constant; diffpets' depends on the schema (`default_depth`)."""
 FALLBACK_DEPTH = 4
 REFERENCE_DEPTH = 5
@@ -120,13 +126,13 @@ class DpSettings:
 
 def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps: int | None, epsilon: float,
              trees: int, depth: int, seed: int) -> list[Tree]:
-    """The released trees: through `release_dp`, or DPEA's own trainer when its d is swept."""
+    """The released trees: through `release`, or DPEA's own trainer when its d is swept."""
     if steps is not None:
         dpea = DPEA(epsilon, trees, depth, embedding_depth=steps, bins=finest_bins(schema, depth))
         return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees
-    release = release_dp(schema, X, y, mechanism=mechanism, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
-                         depth=depth, seed=seed)
-    return list(release.trees)
+    found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
+                    max_depth=depth, random_state=seed)
+    return list(found.trees)
 
 
 @dataclass(frozen=True)
@@ -259,8 +265,8 @@ def _depths(text: str) -> dict[str, int]:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         name = name.strip()
-        if not sep or name not in DP_MECHANISMS:
-            raise argparse.ArgumentTypeError(f"expected MECH=D with MECH one of {', '.join(DP_MECHANISMS)}; "
+        if not sep or name not in _dp_mechanisms():
+            raise argparse.ArgumentTypeError(f"expected MECH=D with MECH one of {', '.join(_dp_mechanisms())}; "
                                              f"got {item!r}")
         depths[name] = int_list(1)(value)[0]
     return depths
@@ -286,10 +292,10 @@ def cmd_dp(args: argparse.Namespace) -> int:
     if args.test_data is not None:
         test_table = load_file(args.test_data, schema.class_name, schema=schema)
         test = schema.encode(test_table.frame, source=test_table.source)
-    depths = {m: args.depth.get(m, default_depth(m, schema)) for m in DP_MECHANISMS}
+    depths = {m: args.depth.get(m, default_depth(m, schema)) for m in _dp_mechanisms()}
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
-    settings = DpSettings(mechanisms=tuple(DP_MECHANISMS), depths=depths, epsilons=args.epsilons, trees=args.trees,
+    settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
                           dpea_steps=args.dpea_steps, global_models=args.global_models, folds=args.folds,
                           repeats=args.repeats, test_size=args.test_size, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
@@ -310,7 +316,7 @@ def cmd_dp(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `experiment dp`."""
     p = sub.add_parser("dp", help="accuracy against epsilon of every eps-DP release mechanism "
-                                  f"({', '.join(DP_MECHANISMS)}), ensemble and PGEN global models")
+                                  f"({', '.join(_dp_mechanisms())}), ensemble and PGEN global models")
     add_table_source(p, "nursery")
     p.add_argument("--test-data", type=Path, default=None,
                    help="a separate test table over the same schema (e.g. Adult's adult.test); every repeat then "
@@ -324,7 +330,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--global-models", type=_names, default=("decision-tree",),
                    help=f"global models learned from each release's PGEN data, comma-separated, or 'none' "
                         f"(default decision-tree; available: {','.join(GLOBAL_MODELS)})")
-    if DPEA_NAME in DP_MECHANISMS:
+    if DPEA_NAME in _dp_mechanisms():
         p.add_argument("--dpea-steps", type=int_list(1), default=(),
                        help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1,2,3; "
                             "default: the registry's d = D")

@@ -38,7 +38,7 @@ from common.mechanisms.diffpets import MECHANISM, DiffPets
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
-__all__ = ["ISOLATED", "DiffPetsTarget", "adversarial_row"]
+__all__ = ["ISOLATED", "DiffPetsTarget", "adversarial_row", "diffpets_target"]
 
 ISOLATED = 1e6  # score of "r's leaf holds no row of D", above any count difference
 
@@ -112,3 +112,9 @@ class DiffPetsTarget:
                 "rows_in_D": int(self.y.size), "rows_of_r_class_in_D": int(np.count_nonzero(self.y == self.label)),
                 "score": f"per tree: {ISOLATED:g} if r's leaf holds no row of D, plus the released count of r's "
                          f"class there minus D's rows of that class there"}
+
+
+def diffpets_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                    rng: np.random.Generator) -> DiffPetsTarget:
+    """The registry's audit target of DiffPETs at the claimed ``dp:epsilon,trees`` and ``depth`` (the row is chosen)."""
+    return DiffPetsTarget(DiffPets(requirement.epsilon, requirement.trees, depth), schema, X, y)

@@ -48,7 +48,7 @@ from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure
 from common.mechanisms.laplace_rdt import count_log_pmf
 from common.trees.learners._data import check_xy
 
-__all__ = ["DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES"]
+__all__ = ["DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES", "dpea_target"]
 
 ADDED_ROW_CANDIDATES = 64  # domain points tried as r (each with every class) when the domain is larger
 MAX_STRUCTURES = 20_000  # full structures the target lists; more is refused (lower the depth)
@@ -206,3 +206,10 @@ class DpeaTarget:
                 "score": f"log-likelihood ratio D'/D of (structure, r's released cell count) per tree under the "
                          f"claimed law: selections at beta {self.claimed.selection_beta:g}, noise scale "
                          f"{self.claimed.noise_scale:g}"}
+
+
+def dpea_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                rng: np.random.Generator, *, embedding_depth: int | None = None) -> DpeaTarget:
+    """The registry's audit target of DPEA at the claimed ``dp:epsilon,trees``, ``depth`` and ``embedding_depth``."""
+    return DpeaTarget(DPEA(requirement.epsilon, requirement.trees, depth, embedding_depth=embedding_depth),
+                      schema, X, y, rng)

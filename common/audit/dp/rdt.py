@@ -36,7 +36,7 @@ from common.privacy.requirements import DPS
 from common.trees.learners._data import check_xy
 from common.trees.learners.random_tree import random_structure
 
-__all__ = ["LaplaceRdtTarget", "KAnonRdtTarget", "DOMAIN_CANDIDATES"]
+__all__ = ["LaplaceRdtTarget", "KAnonRdtTarget", "DOMAIN_CANDIDATES", "laplace_rdt_target", "kanon_rdt_target"]
 
 DOMAIN_CANDIDATES = 1024  # random points of the schema's domain tried as the added row, besides the table's rows
 _IMPOSSIBLE = 50.0  # score of a tree's outcome that one table's claimed law rules out (ln 1e21 or so)
@@ -174,3 +174,15 @@ class KAnonRdtTarget(_CellTarget):
     def describe(self) -> dict[str, Any]:
         return {**self._neighbour(), "score": f"log-likelihood ratio D'/D of r's released cells under the claimed "
                                               f"beta {self.requirement.beta:g} and k {self.requirement.k}"}
+
+
+def laplace_rdt_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                       rng: np.random.Generator) -> LaplaceRdtTarget:
+    """The registry's audit target of laplace-rdt at the claimed ``dp:epsilon,trees`` and ``depth``."""
+    return LaplaceRdtTarget(LaplaceRdt(requirement.epsilon, requirement.trees, depth), schema, X, y, rng)
+
+
+def kanon_rdt_target(requirement: DPS, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                     rng: np.random.Generator) -> KAnonRdtTarget:
+    """The registry's audit target of kanon-rdt at the claimed ``dps:k,beta,epsilon,trees`` and ``depth``."""
+    return KAnonRdtTarget(requirement, depth, schema, X, y, rng)

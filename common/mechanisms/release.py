@@ -1,0 +1,179 @@
+"""`release`: the one entry point that makes a model safe to publish, for every registered mechanism.
+
+A *tree* mechanism (``none``, ``apt``, ``prune-leaf``, ``prune-parent``) post-processes the owner's
+trained tree (``tree=``) to a per-path requirement; a *whole-release* mechanism (``kanon-rdt``, the
+eps-DP ``laplace-rdt``, ``diffpets``, ``dpea``) trains its own trees from the rows (``schema``,
+``X``, ``y`` and ``max_depth``). A regression table (a `RegressionSchema`) is released by the
+mechanisms with a regression trainer (``diffpets``). What each mechanism is, meets and states comes
+from its `common.mechanisms.registry` record; every release carries a `PrivacyReport` whose claims
+`common.audit.release.audit` re-derives from the released numbers alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from common.data.regression import RegressionSchema
+from common.data.schema import Schema
+from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
+from common.privacy.attacks import attack_report, ensemble_attack_report
+from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
+from common.privacy.requirements import (
+    DP,
+    DPS,
+    CLDiversity,
+    KAnonymity,
+    PathRequirement,
+    RequirementError,
+    parse_requirement,
+)
+from common.trees.tree import DISCLOSURES, Disclosure, Tree
+
+__all__ = ["release"]
+
+
+def release(
+    mechanism: str,
+    *,
+    requirement: str | None = None,
+    tree: Tree | None = None,
+    schema: Schema | RegressionSchema | None = None,
+    X: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    max_depth: int | None = None,
+    disclosure: Disclosure = "counts",
+    random_state: int | np.random.Generator | None = None,
+) -> Release | RegressionRelease:
+    """Release a model with the named mechanism and its privacy report.
+
+    Parameters
+    ----------
+    mechanism:
+        A registered mechanism name (`common.mechanisms.registry.names`).
+    requirement:
+        The requirement string: ``k-anonymity:k=K`` or ``cl-diversity:c=C,l=L`` for the tree
+        mechanisms, ``dps:k=K,beta=B,epsilon=E,trees=T`` for ``kanon-rdt``, ``dp:epsilon=E,trees=T``
+        for the eps-DP ones; ``none`` takes none (it could not honour one).
+    tree:
+        The owner's trained tree (with its counts): what a tree mechanism prunes.
+    schema, X, y:
+        The schema and the encoded rows: what a whole-release mechanism trains on (the schema's
+        type says the task: a `RegressionSchema` asks for a regression release).
+    max_depth:
+        Depth of every tree a whole-release mechanism trains, an integer >= 1.
+    disclosure:
+        ``counts`` or ``hit_miss``: what the released tree discloses. Whole-release mechanisms
+        release counts only.
+    random_state:
+        Seed or Generator of a whole-release mechanism's structure, samples and noise; None (the
+        default, and what owners use) draws fresh OS entropy. Anyone who knows the seed can
+        subtract the noise or tell which rows were sampled, so a fixed seed is for experiments only.
+
+    Returns
+    -------
+    Release or RegressionRelease
+        The released tree(s) (or regression forest) and the report: mechanism, parameters,
+        guarantee, canonical requirement, per-path claims (path requirements only) and attack counts
+        (class statistics only).
+
+    Raises
+    ------
+    ValueError
+        An unknown mechanism or disclosure, missing inputs, a missing requirement, a bad depth, or
+        rows that do not fit the schema.
+    RequirementError
+        A malformed requirement, or one the mechanism does not meet.
+    RequirementUnsatisfiable
+        No pruning of the tree meets the requirement; nothing is released.
+    """
+    record = get(mechanism)
+    if disclosure not in DISCLOSURES:
+        raise ValueError(f"disclosure is {disclosure!r}; expected 'counts' or 'hit_miss'")
+    if record.prune is not None:
+        if tree is None:
+            raise ValueError(f"mechanism {mechanism!r} prunes a trained tree; pass tree=")
+        return _release_tree(record, tree, requirement, disclosure)
+    if schema is None or X is None or y is None or max_depth is None:
+        raise ValueError(f"mechanism {mechanism!r} trains its own trees from the rows; pass schema=, X=, y= and "
+                         "max_depth=" + (" (it does not take a trained tree)" if tree is not None else ""))
+    if isinstance(schema, RegressionSchema):
+        return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
+    return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+
+
+def _hint(requirement: object) -> str:
+    """Which mechanisms meet ``requirement``: the hint of a refusal."""
+    family = "dp" if isinstance(requirement, DP) else "dps"
+    return f"a {family} guarantee is met by mechanism {' or '.join(repr(m) for m in meeting(requirement))}"
+
+
+def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclosure: Disclosure) -> Release:
+    """A tree mechanism: the trained tree pruned to a per-path requirement (or released as trained)."""
+    assert record.prune is not None
+    parsed: PathRequirement | None = None
+    if record.needs_requirement:
+        if requirement is None:
+            raise ValueError(f"mechanism {record.name!r} needs a requirement, e.g. 'k-anonymity:k=10'")
+        found = parse_requirement(requirement, n_classes=tree.schema.n_classes)
+        if not isinstance(found, (KAnonymity, CLDiversity)):
+            raise RequirementError(requirement, f"{record.name} prunes to a per-path requirement; {_hint(found)}")
+        parsed = found
+    elif requirement is not None:
+        raise ValueError(f"mechanism {record.name!r} releases the tree as trained and cannot meet {requirement!r}")
+    released, extra = record.prune(tree, parsed, disclosure)
+    claims: tuple[PathClaim, ...] = ()
+    if parsed is not None:
+        claims = tuple(PathClaim(i, released.nodes[i].total, str(parsed)) for i in released.leaves)
+    report = PrivacyReport(
+        mechanism=record.name,
+        parameters={"disclosure": disclosure, **extra},
+        guarantee="none" if parsed is None else f"every released path meets {parsed}",
+        requirement=None if parsed is None else str(parsed),
+        claims=claims,
+        attacks=attack_report(released),
+    )
+    return Release((released,), report)
+
+
+def _whole_requirement(record: Mechanism, requirement: str | None, n_classes: int | None, what: str = "") -> DP | DPS:
+    """The parsed requirement of a whole-release mechanism; RequirementError when it is not of its family."""
+    if requirement is None:
+        raise ValueError(f"mechanism {record.name!r} needs a requirement {record.requirement_form}")
+    parsed = parse_requirement(requirement, n_classes=n_classes)
+    if not record.accepts_requirement(parsed):
+        raise RequirementError(requirement, f"{record.name}{what} takes {record.requirement_form}")
+    assert isinstance(parsed, (DP, DPS))
+    return parsed
+
+
+def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | None,
+                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | None) -> Release:
+    """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family."""
+    assert record.train is not None
+    if disclosure not in (record.disclosures or ()):
+        raise ValueError(f"{record.name} releases class counts (its audit re-checks them); "
+                         f"disclosure {disclosure!r} is refused")
+    parsed = _whole_requirement(record, requirement, schema.n_classes)
+    trees, parameters = record.train(schema, X, y, parsed, depth, np.random.default_rng(random_state))
+    report = PrivacyReport(
+        mechanism=record.name,
+        parameters={"disclosure": "counts", **parameters},
+        guarantee=parsed.guarantee().describe() if isinstance(parsed, DPS) else parsed.describe(),
+        requirement=str(parsed),
+        attacks=ensemble_attack_report(trees),
+    )
+    return Release(tuple(trees), report)
+
+
+def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarray, y: np.ndarray,
+                        requirement: str | None, depth: int,
+                        random_state: int | np.random.Generator | None) -> RegressionRelease:
+    """A regression release: the mechanism's regression trainer, a ``dp`` guarantee, no attack counts."""
+    why = regression_refusal(record.name, schema.target.name)
+    if why is not None or record.train_regression is None:
+        raise ValueError(why)
+    parsed = _whole_requirement(record, requirement, None, " regression")
+    forest, parameters = record.train_regression(schema, X, y, parsed, depth, np.random.default_rng(random_state))
+    report = PrivacyReport(mechanism=record.name, parameters=parameters, guarantee=parsed.describe(),
+                           requirement=str(parsed))
+    return RegressionRelease(forest, report)

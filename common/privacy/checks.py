@@ -1,0 +1,71 @@
+"""What an audit check is, and the small re-derivations every mechanism's checks share.
+
+A `Check` is one audited claim of a release: its name, whether it holds, and why. Each mechanism
+states the checks that re-derive its own accounting from the released numbers alone (its registry
+record's ``audit_checks``, `common.mechanisms.registry`); `common.audit.release` runs them beside the
+checks every release gets. The helpers here compare a report's stated parameters with the values
+recomputed from the requirement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from common.privacy.report import PrivacyReport
+from common.trees.tree import Tree
+
+__all__ = ["Check", "numeric_parameter", "misstated", "recomputed", "integer_counts_check"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One audited claim: its name, whether it holds, and why."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+def numeric_parameter(parameters: Mapping[str, Any], name: str) -> float | None:
+    """A numeric report parameter, or None when it is missing or not a number."""
+    value = parameters.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def misstated(parameters: Mapping[str, Any], expected: Mapping[str, float]) -> list[str]:
+    """``name=stated (expected value)`` for each numeric parameter that does not equal its expected value."""
+    return [f"{key}={parameters.get(key)!r} (expected {want:g})" for key, want in expected.items()
+            if numeric_parameter(parameters, key) != float(want)]
+
+
+def recomputed(parameters: Mapping[str, Any], expected: Mapping[str, float]) -> list[str]:
+    """Each stated numeric parameter that differs from its recomputed value, said as ``key=stated, recomputed v``."""
+    wrong = []
+    for key, value in expected.items():
+        stated = numeric_parameter(parameters, key)
+        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
+            wrong.append(f"{key}={parameters.get(key)!r}, recomputed {value:.6g}")
+    return wrong
+
+
+def integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_processing: str) -> Check:
+    """The release states ``post_processing`` and every count of every tree is a whole number (clamped, rounded)."""
+    name = "counts post-processed as stated"
+    if report.parameters.get("post_processing") != post_processing:
+        return Check(name, False, f"post_processing={report.parameters.get('post_processing')!r}, "
+                                  f"expected {post_processing!r}")
+    for t, tree in enumerate(trees):
+        if tree.disclosure != "counts":
+            return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
+        counts = np.stack([node.counts for node in tree.nodes])
+        bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            return Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")
+    return Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")

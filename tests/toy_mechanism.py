@@ -1,0 +1,52 @@
+"""A toy eps-DP mechanism registered at run time: what a new mechanism needs, and nothing else.
+
+``toy-histogram`` releases T one-leaf trees, each the table's class histogram plus Laplace(T / eps)
+noise per count (sensitivity 1 under add/remove one row; T-fold sequential composition), clamped
+at 0 and rounded. `RECORD` is registered by a test (and unregistered after it), or by the registry
+itself in every process when ``MODELSHARE_PLUGINS=tests.toy_mechanism`` is set (it reads
+``MODELSHARE_MECHANISMS``), so a whole federation knows it. Nothing
+outside this module and its registry record is touched to make it available to ``release``,
+``audit``, ``simulate --mechanism``, the owner policy and the miner's re-audit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from common.data.schema import Schema
+from common.mechanisms.registry import Mechanism
+from common.privacy.checks import Check, integer_counts_check, recomputed
+from common.privacy.report import PrivacyReport
+from common.privacy.requirements import DP
+from common.trees.rebuild import release_leaf_counts
+from common.trees.tree import Node, Tree
+
+NAME = "toy-histogram"
+POST_PROCESSING = "noisy class histogram clamped at 0 and rounded"
+
+
+def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+          rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+    """T noisy one-leaf trees: the class histogram plus Laplace(T / eps) per count."""
+    scale = requirement.trees / requirement.epsilon
+    true = np.bincount(np.asarray(y, dtype=np.int64), minlength=schema.n_classes).astype(np.float64)
+    root = [Node.from_counts(np.zeros(schema.n_classes))]
+    trees = [release_leaf_counts(schema, root, [0], np.maximum(np.rint(true + rng.laplace(0.0, scale, true.shape)),
+                                                                0.0)[None, :])
+             for _ in range(requirement.trees)]
+    return trees, {"epsilon": requirement.epsilon, "trees": requirement.trees, "depth": max(int(depth), 1),
+                   "noise_scale": scale, "post_processing": POST_PROCESSING}
+
+
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+    """The noise scale recomputed from (epsilon, trees), and whole-number counts."""
+    wrong = recomputed(report.parameters, {"noise_scale": requirement.trees / requirement.epsilon})
+    return [Check("noise scale recomputed", not wrong, "; ".join(wrong) or "trees / epsilon"),
+            integer_counts_check(trees, report, POST_PROCESSING)]
+
+
+RECORD = Mechanism(NAME, "dp", "a noisy class histogram per tree (a test's toy)", train=train,
+                   audit_checks=audit_checks, default_requirement="dp:epsilon=1,trees=2", default_max_depth=1)
+MODELSHARE_MECHANISMS = (RECORD,)
