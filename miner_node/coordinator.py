@@ -16,12 +16,10 @@ import threading
 import time
 from typing import Callable
 
-from common.data.regression import RegressionSchema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_schema
 from common.federation.wire import decode_model
 from miner_node.mining import AcceptedModel, load_evaluation, mine
-from miner_node.mining_regression import load_regression_evaluation, mine_regression
 from miner_node.store import Store, StoreError
 
 __all__ = ["Coordinator"]
@@ -142,12 +140,8 @@ class Coordinator:
             message = fpb.ModelMessage.FromString(fpb.SignedEnvelope.FromString(sub.envelope).payload)
             accepted.append(AcceptedModel(sub.owner_id, decode_model(message)))
         table = self.store.evaluation(study_id)
-        if isinstance(schema, RegressionSchema):  # a regression study: DiffPETs forests, regressors, RMSE/MAE
-            evaluation = load_regression_evaluation(table, schema) if table else None
-            results = mine_regression(spec, schema, accepted, evaluation)
-        else:
-            evaluation = load_evaluation(table, schema) if table else None
-            results = mine(spec, schema, accepted, evaluation)
+        evaluation = load_evaluation(table, schema) if table else None
+        results = mine(spec, schema, accepted, evaluation)
         self.store.finish(study_id, results.SerializeToString())
         log.info("study %s: done; %d models from %d owners in %.2f s", study_id, len(results.models),
                  len(accepted), results.mining_seconds)

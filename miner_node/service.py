@@ -42,7 +42,6 @@ from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
 from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS
 from miner_node.mining import load_evaluation
-from miner_node.mining_regression import load_regression_evaluation
 from miner_node.store import Store, StoreError, Submission
 from miner_node.verify import ModelVerifier, Rejection
 
@@ -388,10 +387,7 @@ class MinerService(fgrpc.MinerServicer):
         if evaluation is not None:
             schema = spec_schema(spec)
             try:
-                if isinstance(schema, RegressionSchema):
-                    load_regression_evaluation(evaluation, schema)
-                else:
-                    load_evaluation(evaluation, schema)
+                load_evaluation(evaluation, schema)
             except SchemaError as exc:
                 raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
         if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 
 import grpc
 
-from common.audit.release import audit, audit_regression
+from common.audit.release import audit
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_requirement
 from common.federation.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
@@ -46,7 +46,7 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
     (a regression study: a DiffPETs regression forest, as ``regression_trees``); ``max_nodes``
     bounds the nodes of all its trees together. Counts are taken on the raw message, before the
     decode that costs time per node. Every tree is audited (`common.audit.release.audit`, or
-    `common.audit.release.audit_regression` for a regression forest), and the report's requirement must be
+    the same `audit` for a regression forest), and the report's requirement must be
     at least as strong as the study's (`weaker_than`).
     """
     raw_trees = [*message.trees, *message.regression_trees]
@@ -73,7 +73,7 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
             which = "the tree" if len(trees) == 1 else f"tree {i}"
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
     try:
-        result = audit(trees, report) if model.forest is None else audit_regression(model.forest, report)
+        result = audit(model.released, report)
     except (ArithmeticError, ValueError) as exc:  # numbers of a hostile report the auditor cannot compute with
         log.warning("the re-audit could not check a model: %r", exc)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,

@@ -28,8 +28,8 @@ from common.trees.learners import make_learner
 from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.mining import pseudo_data
 from miner_node.pgen import ClassAssignment, basegen
+from miner_node.tasks import pseudo_data
 
 __all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
 

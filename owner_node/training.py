@@ -25,7 +25,7 @@ from common.federation.study import spec_schema
 from common.federation.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
 from common.mechanisms import registry
 from common.mechanisms.release import release
-from common.privacy.report import RegressionRelease, Release
+from common.privacy.report import Release
 from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 
@@ -90,7 +90,7 @@ def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
     return limits
 
 
-def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release | RegressionRelease:
+def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
     """The release the study asks for: k-AnonToRdt or eps-DP trees, or the study's learner's tree made safe.
 
     A regression study (its schema has a numeric target) is answered by a DiffPETs regression

@@ -30,8 +30,7 @@ from common.mechanisms.diffpets import (
 from common.privacy.requirements import DP
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
-from miner_node.pgen import pgen_ensemble
-from miner_node.pgen_regression import pgen_regression, pgen_regression_tree
+from miner_node.pgen import pgen_ensemble, pgen_regression, pgen_regression_tree
 
 WINE = "common/data/datasets/data/winequality.csv.gz"
 

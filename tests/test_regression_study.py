@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit.release import audit_regression
+from common.audit.release import audit
 from common.data.regression import RegressionSchema
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.data.task import load_regression_table, load_schema
@@ -29,7 +29,7 @@ from common.federation.study import (
 from common.federation.wire import WireError, decode_model, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import release
-from common.privacy.report import PrivacyReport, RegressionRelease
+from common.privacy.report import PrivacyReport, Release
 from common.trees.metrics import mae, rmse
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
@@ -59,7 +59,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, np.clip(2 + 6 * X[:, 0] + (X[:, 2] == 0) + rng.normal(0, 0.3, n), 0.0, 10.0)
 
 
-def _release(seed: int = 0, requirement: str = DP) -> RegressionRelease:
+def _release(seed: int = 0, requirement: str = DP) -> Release:
     X, y = _rows(150, seed)
     return release("diffpets", schema=SCHEMA, X=X, y=y, requirement=requirement, max_depth=DEPTH, random_state=seed)
 
@@ -158,19 +158,19 @@ def test_a_malformed_regression_tree_is_refused_naming_node_and_field(mutate, me
 # ----------------------------------------------------------------- re-audit
 def test_the_reaudit_recomputes_the_budget_split_and_the_target_bounds():
     release = _release()
-    assert audit_regression(release.forest, release.report).passed
+    assert audit(release.forest, release.report).passed
     for change, fragment in (({"epsilon_per_node": 1000.0}, "epsilon_per_node=1000"),
                              ({"utility_sensitivity": 1}, "utility_sensitivity=1"),
                              ({"bootstrap": True}, "bootstrap=True"),
                              ({"depth": 2}, "deeper than the stated depth 2"),
                              ({"target": {**SCHEMA.target.to_dict(), "high": 100.0}}, "the schema's is")):
         report = dataclasses.replace(release.report, parameters={**release.report.parameters, **change})
-        result = audit_regression(release.forest, report)
+        result = audit(release.forest, report)
         assert not result.passed and any(fragment in c.detail for c in result.checks if not c.passed), change
     laplace = dataclasses.replace(release.report, mechanism="laplace-rdt")
-    assert "makes no dp regression releases" in audit_regression(release.forest, laplace).to_dict()["checks"][0]["detail"]
+    assert "makes no dp regression releases" in audit(release.forest, laplace).to_dict()["checks"][0]["detail"]
     path_claim = PrivacyReport("diffpets", release.report.parameters, requirement="k-anonymity:k=5")
-    assert not audit_regression(release.forest, path_claim).passed
+    assert not audit(release.forest, path_claim).passed
 
 
 # ------------------------------------------------------------- the miner
@@ -183,7 +183,7 @@ def fed(tmp_path):
     federation.close()
 
 
-def _signed(fed: Federation, owner: str, release: RegressionRelease, study_id: str, mutate=None) -> fpb.SignedEnvelope:
+def _signed(fed: Federation, owner: str, release: Release, study_id: str, mutate=None) -> fpb.SignedEnvelope:
     message = model_message(release, study_id=study_id, owner_id=owner)
     if mutate is not None:
         mutate(message)

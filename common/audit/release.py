@@ -20,7 +20,7 @@ with the reported ones. Then it parses the claimed requirement again and:
   integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
   release; `common.audit.dp.estimate` tests that empirically.
 
-A DiffPETs regression forest (a regression study) is audited by `audit_regression`: the same ``dp``
+A DiffPETs regression forest (a regression study) is audited by `audit` too: the same ``dp``
 parameter checks on its trees' structure, the budget split recomputed with the -SSE utility's
 sensitivity, its stated post-processing, and the target's public bounds against the schema's.
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import Sequence, overload
 
 import numpy as np
 
@@ -47,10 +47,10 @@ from common.privacy.requirements import (
     leaf_stats,
     parse_requirement,
 )
-from common.trees.regression import RegressionForest
+from common.trees.regression import RegressionForest, RegressionTree
 from common.trees.tree import Tree, counts_match
 
-__all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult", "audit_regression"]
+__all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult"]
 
 
 @dataclass(frozen=True)
@@ -305,15 +305,30 @@ def _requirement_checks(
     return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves)], (ok,)
 
 
-def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditResult:
-    """Audit released trees (one tree, or an ensemble) against their report (None: claims nothing).
+@overload
+def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditResult: ...
+@overload
+def audit(trees: RegressionForest | Sequence[RegressionTree], report: PrivacyReport | None) -> RegressionAuditResult: ...
+
+
+def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionTree],
+          report: PrivacyReport | None) -> AuditResult | RegressionAuditResult:
+    """Audit a release against its report (None: claims nothing): one tree, an ensemble, or regression trees.
+
+    Classification trees get the structural checks, the requirement's checks and the attack
+    counts (`AuditResult`, with a verdict per released path); a regression forest gets the checks
+    of its ``dp`` claim (`RegressionAuditResult`; module docstring).
 
     Returns
     -------
-    AuditResult
+    AuditResult or RegressionAuditResult
         ``passed`` is False when any claim fails; the checks say which and why.
     """
+    if isinstance(trees, RegressionForest):
+        return _audit_regression(trees, report)
     trees = (trees,) if isinstance(trees, Tree) else tuple(trees)
+    if trees and all(isinstance(t, RegressionTree) for t in trees):
+        return _audit_regression(RegressionForest(trees[0].schema, trees), report)  # type: ignore[arg-type]
     if not trees:
         raise ValueError("audit needs at least one tree")
     stats = tuple(leaf_stats(tree) for tree in trees)
@@ -378,7 +393,7 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     return checks
 
 
-def audit_regression(forest: RegressionForest, report: PrivacyReport | None) -> RegressionAuditResult:
+def _audit_regression(forest: RegressionForest, report: PrivacyReport | None) -> RegressionAuditResult:
     """Audit a released regression forest against its report (None: claims nothing), as `audit` does for classes.
 
     Every tree's inner (count, sum) already equals the sum of its children's (`RegressionTree`

@@ -23,7 +23,7 @@ from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, S
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
 from common.privacy.attacks import AttackCounts, AttackReport
-from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
+from common.privacy.report import PathClaim, PrivacyReport, Release
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
 
@@ -282,7 +282,7 @@ def now_timestamp() -> timestamp_pb2.Timestamp:
 
 
 def model_message(
-    release: Release | RegressionRelease | Tree,
+    release: Release | Tree,
     *,
     study_id: str = "",
     owner_id: str = "",
@@ -290,14 +290,10 @@ def model_message(
 ) -> fpb.ModelMessage:
     """A ModelMessage for a release's trees and report, or for one bare tree without a report.
 
-    A `RegressionRelease` travels as ``regression_trees`` over its regression schema, never as ``trees``.
+    A regression release travels as ``regression_trees`` over its regression schema, never as ``trees``.
     """
-    if isinstance(release, RegressionRelease):
-        schema: Schema | RegressionSchema = release.forest.schema
-        trees: tuple[Tree, ...] = ()
-    else:
-        trees = release.trees if isinstance(release, Release) else (release,)
-        schema = trees[0].schema
+    trees = release.trees if isinstance(release, Release) else (release,)
+    schema: Schema | RegressionSchema = trees[0].schema
     msg = fpb.ModelMessage(
         study_id=study_id,
         owner_id=owner_id,
@@ -306,10 +302,11 @@ def model_message(
         schema=schema_to_pb(schema),
     )
     msg.timestamp.CopyFrom(now_timestamp())
-    msg.trees.extend(tree_to_pb(tree) for tree in trees)
-    if isinstance(release, RegressionRelease):
+    if isinstance(release, Release) and release.task == "regression":
         msg.regression_trees.extend(regression_tree_to_pb(tree) for tree in release.forest.trees)
-    if isinstance(release, (Release, RegressionRelease)):
+    else:
+        msg.trees.extend(tree_to_pb(tree) for tree in trees)  # type: ignore[arg-type]
+    if isinstance(release, Release):
         msg.report.CopyFrom(report_to_pb(release.report))
     return msg
 
@@ -326,6 +323,11 @@ class DecodedModel:
     trees: tuple[Tree, ...]
     report: PrivacyReport | None
     forest: RegressionForest | None = None
+
+    @property
+    def released(self) -> tuple[Tree, ...] | RegressionForest:
+        """What was released, for `common.audit.release.audit`: the regression forest, or the trees."""
+        return self.trees if self.forest is None else self.forest
 
 
 def decode_model(msg: fpb.ModelMessage, *, max_trees: int = MAX_TREES) -> DecodedModel:

@@ -17,7 +17,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
-from common.privacy.report import PathClaim, PrivacyReport, RegressionRelease, Release
+from common.privacy.report import PathClaim, PrivacyReport, Release
 from common.privacy.requirements import (
     DP,
     DPS,
@@ -43,7 +43,7 @@ def release(
     max_depth: int | None = None,
     disclosure: Disclosure = "counts",
     random_state: int | np.random.Generator | None = None,
-) -> Release | RegressionRelease:
+) -> Release:
     """Release a model with the named mechanism and its privacy report.
 
     Parameters
@@ -71,8 +71,8 @@ def release(
 
     Returns
     -------
-    Release or RegressionRelease
-        The released tree(s) (or regression forest) and the report: mechanism, parameters,
+    Release
+        The released tree(s) (regression trees for a regression table) and the report: mechanism, parameters,
         guarantee, canonical requirement, per-path claims (path requirements only) and attack counts
         (class statistics only).
 
@@ -167,7 +167,7 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
 
 def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarray, y: np.ndarray,
                         requirement: str | None, depth: int,
-                        random_state: int | np.random.Generator | None) -> RegressionRelease:
+                        random_state: int | np.random.Generator | None) -> Release:
     """A regression release: the mechanism's regression trainer, a ``dp`` guarantee, no attack counts."""
     why = regression_refusal(record.name, schema.target.name)
     if why is not None or record.train_regression is None:
@@ -176,4 +176,4 @@ def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarr
     forest, parameters = record.train_regression(schema, X, y, parsed, depth, np.random.default_rng(random_state))
     report = PrivacyReport(mechanism=record.name, parameters=parameters, guarantee=parsed.describe(),
                            requirement=str(parsed))
-    return RegressionRelease(forest, report)
+    return Release(forest.trees, report)

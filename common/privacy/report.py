@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common.privacy.attacks import AttackCounts, AttackReport
-from common.trees.regression import RegressionForest
+from common.trees.regression import RegressionForest, RegressionTree
 from common.trees.tree import Tree
 
-__all__ = ["PathClaim", "PrivacyReport", "Release", "RegressionRelease"]
+__all__ = ["PathClaim", "PrivacyReport", "Release"]
 
 
 @dataclass(frozen=True)
@@ -105,39 +105,42 @@ def _attacks_from_dict(data: Mapping[str, Any]) -> AttackReport:
 
 @dataclass(frozen=True)
 class Release:
-    """A released model, one tree or an ensemble over one schema, and its privacy report.
+    """A released model over one schema, and its privacy report.
 
-    Tree mechanisms (APT, pruning) release one tree, k-AnonToRdt releases ``trees`` random trees;
-    both travel the same way (a ``ModelMessage`` carries a list of trees). A list is stored as a
-    tuple. `tree` is the convenience for single-tree releases and refuses an ensemble.
+    Tree mechanisms (APT, pruning) release one tree; the whole-release mechanisms release an
+    ensemble; a regression release (a numeric target) releases `RegressionTree`s. All travel the
+    same way (a ``ModelMessage`` carries the list, as ``trees`` or ``regression_trees``). A list is
+    stored as a tuple. `tree` is the convenience for single-tree releases and refuses an ensemble;
+    `forest` is the regression view and refuses classification trees.
     """
 
-    trees: tuple[Tree, ...]
+    trees: tuple[Tree, ...] | tuple[RegressionTree, ...]
     report: PrivacyReport
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees) if isinstance(self.trees, (list, tuple)) else None
-        if not trees or not all(isinstance(t, Tree) for t in trees):
-            raise TypeError(f"Release.trees must be a non-empty sequence of Trees, got {self.trees!r:.80}")
+        if not trees or not (all(isinstance(t, Tree) for t in trees) or all(isinstance(t, RegressionTree) for t in trees)):
+            raise TypeError(f"Release.trees must be a non-empty sequence of Trees (or of RegressionTrees), "
+                            f"got {self.trees!r:.80}")
         if any(t.schema != trees[0].schema for t in trees):
             raise ValueError("Release.trees must share one schema")
         object.__setattr__(self, "trees", trees)
 
     @property
+    def task(self) -> str:
+        """``classification`` or ``regression``: what the released trees predict."""
+        return "regression" if isinstance(self.trees[0], RegressionTree) else "classification"
+
+    @property
     def tree(self) -> Tree:
-        """The released tree of a single-tree release; ValueError for an ensemble."""
-        if len(self.trees) != 1:
+        """The released tree of a single-tree classification release; ValueError for an ensemble."""
+        if len(self.trees) != 1 or not isinstance(self.trees[0], Tree):
             raise ValueError(f"this release is an ensemble of {len(self.trees)} trees; use .trees")
         return self.trees[0]
 
-
-@dataclass(frozen=True)
-class RegressionRelease:
-    """A released DiffPETs regression forest and its privacy report.
-
-    It travels as a ``ModelMessage`` whose ``regression_trees`` hold the forest (`common.federation.wire`); the
-    report makes no per-path claims and no attack counts (those are about class statistics).
-    """
-
-    forest: RegressionForest
-    report: PrivacyReport
+    @property
+    def forest(self) -> RegressionForest:
+        """The released regression forest; ValueError for a classification release."""
+        if self.task != "regression":
+            raise ValueError("this release holds classification trees; .forest is the view of a regression release")
+        return RegressionForest(self.trees[0].schema, self.trees)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from the training rows and scored on the test rows twice over:
 
 - ``forest``: the released forest's own prediction (the mean of its trees' leaf values);
 - ``pgen->regression-tree``: a scikit-learn ``DecisionTreeRegressor`` learned from the forest's
-  PGEN rows (`miner_node.pgen_regression`, scale 1: about as many rows as the training part).
+  PGEN rows (`miner_node.pgen.pgen_regression`, scale 1: about as many rows as the training part).
   Every tree contributes rows drawn uniformly in its leaves' regions, each carrying that leaf's
   mean with no spread, so where the trees' regions overlap, neighbouring pseudo rows carry
   different trees' means, and every attribute a shallow leaf does not constrain is uniform noise.
@@ -75,7 +75,7 @@ from common.mechanisms.diffpets import DiffPetsRegressor
 from common.trees.regression import RegressionForest
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
-from miner_node.pgen_regression import pgen_regression
+from miner_node.pgen import pgen_regression
 from modelshare.cli_common import err, float_list, out, positive_int
 from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
 from modelshare.experiments.output import (

@@ -1,0 +1,192 @@
+"""What mining depends on the study's task for: PGEN labels, global models, scores and the evaluation table.
+
+A study is a *classification* study (a class column, trees with class counts) or a *regression*
+study (a numeric target with public bounds, DiffPETs regression forests). `MiningTask` is the
+one interface `miner_node.mining.mine` reads; `task_for` picks the implementation from the
+schema's type:
+
+* **classification**: PGEN draws class labels from each path's counts (`pseudo_data`);
+  the global models are `miner_node.global_models.GLOBAL_MODELS` (with a dp study's leaf floor,
+  `miner_node.dp_pgen`); a tree model's tree is kept in the results; the score is accuracy and
+  the predicted class indices;
+* **regression**: PGEN labels every row of a leaf with its released mean
+  (`miner_node.pgen.pgen_regression`); the global models are `REGRESSION_MODELS`; the scores are
+  RMSE and MAE and the predicted values.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from common.data.datasets.loading import load_table
+from common.data.regression import RegressionSchema
+from common.data.schema import Schema
+from common.data.task import load_regression_table
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.wire import DecodedModel, tree_to_pb
+from common.mechanisms import registry
+from common.privacy.report import PrivacyReport
+from common.trees.metrics import accuracy, mae, rmse
+from common.trees.tree import Tree
+from miner_node.dp_pgen import dp_pgen_scale, global_model_params
+from miner_node.global_models import make_global_model, make_regression_model
+from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble, pgen_regression
+
+__all__ = ["MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data"]
+
+_SEED_MODULUS = 2**31
+
+
+class MiningTask(Protocol):
+    """The task-dependent steps of mining one study."""
+
+    name: str
+
+    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Encode the study's evaluation table; SchemaError naming the row and column on bad input."""
+        ...
+
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """PGEN on one accepted model: encoded attributes and labels (or target values)."""
+        ...
+
+    def size(self, model: DecodedModel) -> tuple[float, int]:
+        """The model's mean released root count (its tuples) and its number of leaves."""
+        ...
+
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
+        """Global model ``name`` of the study, fitted on the pooled pseudo-data."""
+        ...
+
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Fill ``entry`` with what the results carry of ``model``: its scores on the evaluation table."""
+        ...
+
+    def empty_labels(self) -> np.ndarray:
+        """The labels of an empty pooled table."""
+        ...
+
+
+def _pgen_rows(tree: Tree, scale: float) -> int | None:
+    """Rows to generate from one tree: hit + miss per path at scale 1, else scale x its tuples."""
+    return None if scale == 1.0 else int(round(scale * tree.root.total))
+
+
+def _sampling_rate(report: PrivacyReport | None) -> float:
+    """The per-tree sampling rate beta a dps release (kanon-rdt) states (checked by the audit); 1 otherwise."""
+    if report is None or report.mechanism not in registry.names(family="dps"):
+        return 1.0
+    return float(report.parameters["beta"])
+
+
+def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
+                class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+    """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
+
+    A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    """
+    beta = _sampling_rate(report)
+    if report is not None:
+        scale = dp_pgen_scale(scale, report.mechanism, trees)
+    if len(trees) == 1 and beta == 1.0:
+        tree = trees[0]
+        return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
+    return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+
+
+def _evaluation_file(csv_bytes: bytes, read: Any) -> Any:
+    """``read(path)`` on the evaluation table's bytes, written to a temporary file for the table readers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "evaluation.csv"
+        path.write_bytes(csv_bytes)
+        return read(path)
+
+
+class ClassificationTask:
+    """Classification: class labels, accuracy, the classification global models."""
+
+    name = "classification"
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+
+    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+        table = _evaluation_file(csv_bytes, lambda path: load_table(path, self.schema.class_name, schema=self.schema,
+                                                                     source="evaluation table"))
+        return self.schema.encode(table.frame, source="evaluation table")
+
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
+
+    def size(self, model: DecodedModel) -> tuple[float, int]:
+        return float(np.mean([t.root.total for t in model.trees])), sum(t.n_leaves for t in model.trees)
+
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
+        model = make_global_model(name, self.schema, random_state=int(spec.seed) % _SEED_MODULUS,
+                                  **global_model_params(name, spec.mechanism, int(y.shape[0])))
+        return model.fit(X, y)
+
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+        tree = getattr(model, "tree_", None)
+        if isinstance(tree, Tree):
+            entry.tree.CopyFrom(tree_to_pb(tree))
+        if evaluation is not None:
+            pred = np.asarray(model.predict(evaluation[0]), dtype=np.int64)
+            entry.accuracy = accuracy(evaluation[1], pred)
+            entry.predictions.extend(int(p) for p in pred)
+
+    def empty_labels(self) -> np.ndarray:
+        return np.empty(0, dtype=np.int64)
+
+
+class RegressionTask:
+    """Regression: leaf means as targets, RMSE and MAE, the regression global models."""
+
+    name = "regression"
+
+    def __init__(self, schema: RegressionSchema) -> None:
+        self.schema = schema
+
+    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+        table = _evaluation_file(csv_bytes, lambda path: load_regression_table(
+            path, self.schema.target.name, schema=self.schema, source="evaluation table"))
+        return table.X, table.y
+
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
+
+    def size(self, model: DecodedModel) -> tuple[float, int]:
+        forest = self._forest(model)
+        return (float(np.mean([tree.nodes[0].count for tree in forest.trees])),
+                sum(len(tree.leaves) for tree in forest.trees))
+
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
+        return make_regression_model(name, random_state=int(spec.seed) % _SEED_MODULUS).fit(X, y)
+
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+        if evaluation is not None:
+            predicted = np.asarray(model.predict(evaluation[0]), dtype=np.float64)
+            entry.rmse, entry.mae = rmse(evaluation[1], predicted), mae(evaluation[1], predicted)
+            entry.values.extend(predicted.tolist())
+
+    def empty_labels(self) -> np.ndarray:
+        return np.empty(0)
+
+    @staticmethod
+    def _forest(model: DecodedModel) -> Any:
+        """The model's regression forest; a classification model in a regression study is a miner bug."""
+        if model.forest is None:
+            raise ValueError("a regression study holds a classification model")
+        return model.forest
+
+
+def task_for(schema: Schema | RegressionSchema) -> ClassificationTask | RegressionTask:
+    """The mining task of a study over ``schema``: regression for a `RegressionSchema`, classification otherwise."""
+    return RegressionTask(schema) if isinstance(schema, RegressionSchema) else ClassificationTask(schema)
