@@ -115,23 +115,23 @@ def run_in_process(requirement: str, max_depth: int | None) -> dict:
         params["max_depth"] = max_depth
     config = PipelineConfig(n_sources=OWNERS, folds=2, learner="multiway", learner_params=params, mechanism="apt",
                             requirement=requirement, disclosure="hit_miss", global_models=MODELS,
-                            methods=("BASIS", "PGEN"), pgen_scale=PGEN_SCALE, seed=SEED)
+                            methods=("BASIS", "PGEN"), pgen_scale=PGEN_SCALE, random_state=SEED)
     # the owners' part of run_fold (split, training, release, audit) ends where its first PGEN call starts
     first_pgen: list[float] = []
-    original_pgen = pipeline.pgen
+    original_pgen = pipeline.pseudo_data
 
     def pgen(*a, **k):
         if not first_pgen:
             first_pgen.append(time.perf_counter())
         return original_pgen(*a, **k)
 
-    pipeline.pgen = pgen
+    pipeline.pseudo_data = pgen
     try:
         fold_start = time.perf_counter()
         records = run_fold(schema, X[~test], y[~test], X[test], y[test], config, rng)
         wall = time.perf_counter() - start
     finally:
-        pipeline.pgen = original_pgen
+        pipeline.pseudo_data = original_pgen
     return {"wall": wall, "records": records, "owners": first_pgen[0] - fold_start}
 
 

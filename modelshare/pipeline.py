@@ -66,7 +66,7 @@ class PipelineConfig:
         hit + miss per path; the default 10 gives the global learner a far less noisy view of the
         same trees (EXPERIMENTS.md measures both). Tree models then need a leaf minimum that does
         not depend on the table size: none (fully grown) or a fraction of the training rows.
-    seed:
+    random_state:
         Master seed; every random choice derives from it.
     """
 
@@ -83,7 +83,7 @@ class PipelineConfig:
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
     pgen_scale: float = 10.0
-    seed: int = 0
+    random_state: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_sources <= 1000:
@@ -228,7 +228,7 @@ def run_study(
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     if X.shape[0] < config.folds:
         raise ValueError(f"{X.shape[0]} rows cannot be split into {config.folds} folds")
-    master = np.random.default_rng(config.seed)
+    master = np.random.default_rng(config.random_state)
     total = config.folds * config.repeats
     records: list[dict[str, Any]] = []
     for r in range(config.repeats):

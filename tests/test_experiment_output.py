@@ -100,7 +100,7 @@ def test_jobs_do_not_change_results(tmp_path, argv):
 def test_one_owner_count_reproduces_run_study(car):
     """The parallel fold plan draws folds and seeds exactly as `run_study` (EXPERIMENTS.md's numbers)."""
     schema, X, y = car
-    config = PipelineConfig(n_sources=2, folds=3, repeats=2, global_models=("decision-tree",), pgen_scale=1.0, seed=3)
+    config = PipelineConfig(n_sources=2, folds=3, repeats=2, global_models=("decision-tree",), pgen_scale=1.0, random_state=3)
     assert sources.run_sources(schema, X, y, config, [2]).equals(run_study(schema, X, y, config))
 
 

@@ -20,7 +20,7 @@ def test_stratified_parts_are_balanced_and_seeded():
 
 def test_study_records_and_scores(car):
     schema, X, y = car
-    config = PipelineConfig(n_sources=3, folds=3, global_models=("decision-tree", "naive-bayes"), pgen_scale=1.0, seed=1)
+    config = PipelineConfig(n_sources=3, folds=3, global_models=("decision-tree", "naive-bayes"), pgen_scale=1.0, random_state=1)
     results = run_study(schema, X, y, config)
     assert len(results) == 3 * 3 * 2
     assert set(results["method"]) == {"BASIS", "PGEN", "BASEGEN"}
@@ -39,7 +39,7 @@ def test_study_records_and_scores(car):
 def test_one_source_pgen_matches_basis_on_nursery(nursery):
     """With one source and fully grown trees, PGEN is within half a point of BASIS."""
     schema, X, y = nursery
-    summary = summarize(run_study(schema, X, y, PipelineConfig(n_sources=1, folds=5, seed=0)))
+    summary = summarize(run_study(schema, X, y, PipelineConfig(n_sources=1, folds=5, random_state=0)))
     acc = summary.set_index("method").accuracy_mean
     assert abs(acc["PGEN"] - acc["BASIS"]) < 0.005
 
@@ -53,7 +53,7 @@ def test_pgen_scale_multiplies_rows(car):
 
 def test_seed_makes_studies_reproducible(car):
     schema, X, y = car
-    config = PipelineConfig(n_sources=2, folds=3, seed=4)
+    config = PipelineConfig(n_sources=2, folds=3, random_state=4)
     a = run_study(schema, X, y, config)
     b = run_study(schema, X, y, config)
     assert a.equals(b)

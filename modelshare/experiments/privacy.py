@@ -98,7 +98,7 @@ class PrivacySettings:
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats, learner=self.learner,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
-                              methods=("BASIS", "PGEN"), seed=self.seed)
+                              methods=("BASIS", "PGEN"), random_state=self.seed)
 
 
 def requirement(c: float, l: int) -> str:  # noqa: E741 - the paper's name

@@ -77,7 +77,7 @@ def fold_plan(y: np.ndarray, config: PipelineConfig) -> list[tuple[int, int, np.
     """(repeat, fold, test mask, fold seed) for every fold, drawn as `run_study` draws them."""
     if y.shape[0] < config.folds:
         raise ValueError(f"{y.shape[0]} rows cannot be split into {config.folds} folds")
-    master = np.random.default_rng(config.seed)
+    master = np.random.default_rng(config.random_state)
     plan: list[tuple[int, int, np.ndarray, int]] = []
     for r in range(config.repeats):
         fold_of = stratified_parts(y, config.folds, master)
@@ -167,11 +167,13 @@ def cmd_sources(args: argparse.Namespace) -> int:
             if name in args.models
         },
         pgen_scale=args.pgen_scale,
-        seed=args.seed,
+        random_state=args.seed,
     )
     raw = run_sources(table.schema, X, y, config, args.owners, jobs=args.jobs)
     summary = summarize(raw)
-    settings = {key: value for key, value in asdict(config).items() if key != "n_sources"}
+    # the settings as every experiment's results.json states them (the CLI's --seed is the config's random_state)
+    settings = {("seed" if key == "random_state" else key): value for key, value in asdict(config).items()
+                if key != "n_sources"}
     results = Results("sources", table, {"owners": list(args.owners), **settings}, raw, summary)
     name = Path(table.source).name
     claim = f" ({args.requirement})" if args.requirement else ""
