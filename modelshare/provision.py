@@ -74,13 +74,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
 from common.federation.signing import (
     SignatureError,
-    atomic_write,
     generate_signing_key,
     key_id,
     require_private_file,
     save_signing_key,
 )
 from common.federation.toml_file import read_toml
+from common.files import atomic_write
 
 __all__ = [
     "DEFAULT_POLICY",

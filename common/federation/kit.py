@@ -43,12 +43,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from common.federation.signing import (
     KEY_ID_PREFIX,
     SignatureError,
-    atomic_write,
     key_id,
     public_key_from_text,
     public_key_to_text,
     require_private_file,
 )
+from common.files import atomic_write
 
 __all__ = [
     "NAME_PATTERN",
