@@ -65,6 +65,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -406,21 +407,6 @@ def _issue(project: str, party: PartySpec, ca_key: ec.EllipticCurvePrivateKey, c
 
 
 # ------------------------------------------------------------------ configuration files
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid TOML basic strings
-    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-
-
-def _toml_table(name: str, items: Mapping[str, Any]) -> str:
-    lines = [f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items() if value is not None]
-    return "\n".join(lines) + "\n"
-
-
 _TLS_TABLE = {"ca": "ca.crt", "cert": "tls.crt", "key": "tls.key"}
 
 
@@ -435,13 +421,13 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
         main = {"name": party.name, "miner": miner.address, "miner_name": miner.name}
         main |= {"state_dir": "state"} if party.role == "owner" else {}
         main |= {"signing_key": "signing.key", "roster": "roster.json"}
-    tables = [_toml_table(party.role, main), _toml_table("tls", _TLS_TABLE)]
+    tables: dict[str, Mapping[str, Any]] = {party.role: main, "tls": _TLS_TABLE}
     if party.role == "owner":
-        if party.data is not None or party.class_column is not None:
-            tables.append(_toml_table("data", {"path": party.data, "class_column": party.class_column}))
-        policy = party.policy if party.policy is not None else {**DEFAULT_POLICY, "miners": [miner.name]}
-        tables.append(_toml_table("policy", policy))
-    return "\n".join(tables)
+        data = {key: value for key, value in (("path", party.data), ("class_column", party.class_column))
+                if value is not None}
+        tables |= {"data": data} if data else {}
+        tables["policy"] = party.policy if party.policy is not None else {**DEFAULT_POLICY, "miners": [miner.name]}
+    return tomli_w.dumps(tables)
 
 
 # ------------------------------------------------------------------ files on disk
