@@ -75,36 +75,20 @@ def check_positive_int(name: str, value: object, *, allow_none: bool = False) ->
     return int(value)
 
 
-def check_nonnegative_real(name: str, value: object) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number >= 0.
+def _finite_real(value: object) -> bool:
+    """Whether ``value`` is a finite Python or numpy real; a boolean is not a number here."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
 
-    Parameters
-    ----------
-    name:
-        The parameter's name, quoted in the error.
-    value:
-        The value given; Python and numpy reals are accepted, booleans are not.
-    """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+
+def check_nonnegative_real(name: str, value: object) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number >= 0 (``name`` is quoted in the error)."""
+    if not (_finite_real(value) and value >= 0):  # type: ignore[operator]
         raise ParameterError(f"{name} must be a finite real number >= 0; got {value!r}")
-    return float(value)
+    return float(value)  # type: ignore[arg-type]
 
 
 def check_positive_real(name: str, value: object) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number > 0 (an epsilon, a scale).
-
-    Parameters
-    ----------
-    name:
-        The parameter's name, quoted in the error.
-    value:
-        The value given; Python and numpy reals are accepted, booleans are not.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+    """Return ``value`` as a ``float`` if it is a finite real number > 0: an epsilon, a scale."""
+    if not (_finite_real(value) and value > 0):  # type: ignore[operator]
         raise ParameterError(f"{name} must be a positive finite number; got {value!r}")
-    return float(value)
+    return float(value)  # type: ignore[arg-type]
