@@ -25,10 +25,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
-from common.federation.kit import TlsFiles
-from common.federation.toml_file import read_toml
+from pydantic import Field
+
+from common.federation.config_file import ConfigModel, Text, read_toml, validate_config
+from common.federation.kit import TlsFiles, TlsTable
 
 __all__ = ["MinerConfig", "ConfigError", "Limits"]
 
@@ -44,6 +46,29 @@ class Limits:
     max_message_bytes: int = 16 * 1024 * 1024
     max_nodes: int = 200_000
     timestamp_window_seconds: float = 300.0
+
+
+_Count = Annotated[int, Field(ge=1)]
+
+
+class _MinerTable(ConfigModel):
+    name: Text
+    listen: Text = "[::]:50051"
+    state_dir: Text = "state"
+    roster: Text = "roster.json"
+    studies: Annotated[list[Text], Field(description="a list of study file paths")] = []
+    max_message_bytes: _Count = Limits.max_message_bytes
+    max_nodes: _Count = Limits.max_nodes
+    timestamp_window_seconds: _Count = int(Limits.timestamp_window_seconds)
+    workers: _Count = 32
+    verify_processes: Annotated[int | None, Field(ge=0)] = None  # None: `default_verify_processes`
+
+
+class _MinerFile(ConfigModel):
+    """``miner.toml`` as written (module docstring); without [tls] the miner can only serve plaintext."""
+
+    miner: _MinerTable
+    tls: TlsTable | None = None
 
 
 @dataclass(frozen=True)
@@ -66,63 +91,20 @@ class MinerConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, base: Path, where: str) -> "MinerConfig":
-        unknown = set(data) - {"miner", "tls"}
-        if unknown:
-            raise ConfigError(f"{where}: unknown sections {sorted(unknown)}; expected [miner] and [tls]")
-        miner = _section(data, "miner", where)
-        allowed = {"name", "listen", "state_dir", "roster", "studies", "max_message_bytes", "max_nodes",
-                   "timestamp_window_seconds", "workers", "verify_processes"}
-        bad = set(miner) - allowed
-        if bad:
-            raise ConfigError(f"{where}: unknown keys {sorted(bad)} in [miner]; expected {sorted(allowed)}")
-        tls = None
-        if "tls" in data:
-            t = _section(data, "tls", where)
-            missing = {"ca", "cert", "key"} - set(t)
-            if missing or set(t) - {"ca", "cert", "key"}:
-                raise ConfigError(f"{where}: [tls] needs exactly the keys ca, cert and key")
-            tls = TlsFiles(base / _str(t, "ca", where), base / _str(t, "cert", where), base / _str(t, "key", where))
-        limits = Limits(
-            max_message_bytes=_int(miner, "max_message_bytes", where, Limits.max_message_bytes),
-            max_nodes=_int(miner, "max_nodes", where, Limits.max_nodes),
-            timestamp_window_seconds=float(_int(miner, "timestamp_window_seconds", where, 300)),
-        )
-        studies = miner.get("studies", [])
-        if not isinstance(studies, list) or not all(isinstance(s, str) for s in studies):
-            raise ConfigError(f"{where}: studies must be a list of study file paths")
+        """Validate parsed TOML tables; relative paths are resolved against ``base``."""
+        file = validate_config(data, _MinerFile, ConfigError, where=where)
+        miner = file.miner
         return cls(
-            name=_str(miner, "name", where),
-            listen=_str(miner, "listen", where, "[::]:50051"),
-            state_dir=base / _str(miner, "state_dir", where, "state"),
-            roster=base / _str(miner, "roster", where, "roster.json"),
-            tls=tls,
-            studies=tuple(base / s for s in studies),
-            limits=limits,
-            workers=_int(miner, "workers", where, 32),
-            verify_processes=_int(miner, "verify_processes", where, default_verify_processes(), minimum=0),
+            name=miner.name,
+            listen=miner.listen,
+            state_dir=base / miner.state_dir,
+            roster=base / miner.roster,
+            tls=None if file.tls is None else file.tls.files(base),
+            studies=tuple(base / s for s in miner.studies),
+            limits=Limits(miner.max_message_bytes, miner.max_nodes, float(miner.timestamp_window_seconds)),
+            workers=miner.workers,
+            verify_processes=default_verify_processes() if miner.verify_processes is None else miner.verify_processes,
         )
-
-
-def _section(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: missing [{key}] table")
-    return value
-
-
-def _str(section: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value = section.get(key, default)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: {key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _int(section: Mapping[str, Any], key: str, where: str, default: int, *, minimum: int = 1) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ConfigError(f"{where}: {key} must be {kind}, got {value!r}")
-    return value
 
 
 def default_verify_processes() -> int:

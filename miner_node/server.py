@@ -19,6 +19,7 @@ import grpc
 from common.federation.kit import RosterWatcher
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, load_study_file
+from common.files import atomic_write
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
 from miner_node.service import MinerService, tolerant_deserializer
@@ -128,8 +129,6 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     coordinator.start()
     server.start()
     ready = config.state_dir / READY_FILE
-    tmp = ready.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"port": port, "pid": os.getpid(), "listen": config.listen}) + "\n")
-    os.replace(tmp, ready)
+    atomic_write(ready, json.dumps({"port": port, "pid": os.getpid(), "listen": config.listen}) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
     return RunningMiner(server, port, service, store, coordinator, config)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from common.files import atomic_write
+
 __all__ = ["Store", "StoreError", "StudyRow", "Submission", "LogVerdict", "verify_log", "GENESIS"]
 
 log = logging.getLogger("modelshare.miner")
@@ -329,12 +331,7 @@ class Store:
 
     def _write_head(self) -> None:
         seq, digest = self._head
-        tmp = self.dir / (HEAD_NAME + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"seq": seq, "hash": digest}) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.dir / HEAD_NAME)
+        atomic_write(self.dir / HEAD_NAME, json.dumps({"seq": seq, "hash": digest}) + "\n")
 
     # -------------------------------------------------------------- studies
     def create_study(self, study_id: str, spec: bytes, evaluation: bytes | None, *, by: str) -> bool:

@@ -19,18 +19,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import grpc
 
 from common.data.regression import RegressionSchema
+from common.federation.config_file import ConfigModel, Text, load_config
 from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles
+from common.federation.kit import TlsFiles, TlsTable
 from common.federation.model_io import write_message
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.study import describe_spec, spec_schema
-from common.federation.toml_file import read_toml
 from common.federation.wire import model_message, tree_from_pb
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "results_dict", "write_results"]
@@ -42,6 +42,21 @@ class AdminError(ValueError):
     """An admin config or call that failed; the message says which and why."""
 
 
+class _AdminTable(ConfigModel):
+    name: Text
+    miner: Text
+    miner_name: Text
+    signing_key: Text = "signing.key"  # provisioned into every admin kit; not used by AdminConfig
+    roster: Text = "roster.json"
+
+
+class _AdminFile(ConfigModel):
+    """``admin.toml`` as written (module docstring)."""
+
+    admin: _AdminTable
+    tls: TlsTable
+
+
 @dataclass(frozen=True)
 class AdminConfig:
     name: str
@@ -51,25 +66,11 @@ class AdminConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "AdminConfig":
+        """Read and validate ``admin.toml``; every error names the file and the key at fault."""
         path = Path(path)
-        data = read_toml(path, "admin config", AdminError)
-        admin, tls = data.get("admin"), data.get("tls")
-        if not isinstance(admin, Mapping) or not isinstance(tls, Mapping):
-            raise AdminError(f"{path}: needs an [admin] and a [tls] table")
-
-        def text(table: Mapping[str, Any], key: str, section: str) -> str:
-            value = table.get(key)
-            if not isinstance(value, str) or not value:
-                raise AdminError(f"{path}: [{section}] {key} must be a non-empty string")
-            return value
-
-        base = path.parent
-        return cls(
-            name=text(admin, "name", "admin"),
-            miner=text(admin, "miner", "admin"),
-            miner_name=text(admin, "miner_name", "admin"),
-            tls=TlsFiles(base / text(tls, "ca", "tls"), base / text(tls, "cert", "tls"), base / text(tls, "key", "tls")),
-        )
+        file = load_config(path, _AdminFile, AdminError, "admin config")
+        admin = file.admin
+        return cls(name=admin.name, miner=admin.miner, miner_name=admin.miner_name, tls=file.tls.files(path.parent))
 
 
 def admin_stub(config: AdminConfig) -> tuple[grpc.Channel, fgrpc.MinerStub]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from common.data.datasets import describe_dataset, export_dataset, list_datasets
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (SchemaError, TreeError, RequirementError, ValueError, KeyError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        err.print(f"[red]error:[/] {message}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(message))}", highlight=False)  # "[release]" is not markup
         return 2
 
 

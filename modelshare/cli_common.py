@@ -11,6 +11,7 @@ from rich.console import Console
 from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import SchemaError
 from common.mechanisms import registry
+from common.params import ParameterError, check_positive_int
 
 __all__ = [
     "err",
@@ -28,10 +29,11 @@ out = Console(emoji=False)
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+    """An argparse type for an integer >= 1 (argparse itself reports text that is no integer)."""
+    try:
+        return check_positive_int("the value", int(text))
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def int_list(minimum: int) -> Callable[[str], tuple[int, ...]]:

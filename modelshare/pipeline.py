@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+from sklearn.model_selection import StratifiedKFold
 
 from common.audit.release import audit
 from common.data.schema import Schema
@@ -31,7 +32,7 @@ from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen
 from miner_node.tasks import pseudo_data
 
-__all__ = ["PipelineConfig", "stratified_parts", "run_fold", "run_study", "summarize", "METHODS"]
+__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "run_fold", "run_study", "summarize", "METHODS"]
 
 METHODS = ("BASIS", "PGEN", "BASEGEN")
 
@@ -118,7 +119,10 @@ def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> n
     """Assign each row a part in ``0..n_parts-1`` so that parts are equal-sized and class-balanced.
 
     Rows are shuffled, stably grouped by class, then dealt round-robin: every class is spread
-    over the parts as evenly as its count allows, and part sizes differ by at most one.
+    over the parts as evenly as its count allows, and part sizes differ by at most one. This deals
+    a training table among owners (and `modelshare simulate`'s test rows); sorting works for a
+    regression target too, where scikit-learn's stratified splitters need classes. The
+    cross-validation folds are scikit-learn's (`fold_plan`).
     """
     order = rng.permutation(y.shape[0])
     order = order[np.argsort(y[order], kind="stable")]
@@ -136,6 +140,25 @@ def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple
 
 def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**31 - 1))
+
+
+def fold_plan(y: np.ndarray, config: PipelineConfig) -> list[tuple[int, int, np.ndarray, int]]:
+    """(repeat, fold, test mask, fold seed) for every fold of the repeated stratified K-fold study.
+
+    Each repeat is scikit-learn's shuffled `StratifiedKFold` with a random state drawn from the
+    study's seed, and each fold gets its own seed after it, so a fold's work is a pure function of
+    (config, repeat, fold) and can run in any process and order.
+    """
+    if y.shape[0] < config.folds:
+        raise ValueError(f"{y.shape[0]} rows cannot be split into {config.folds} folds")
+    master = np.random.default_rng(config.random_state)
+    rows = np.arange(y.shape[0])
+    plan: list[tuple[int, int, np.ndarray, int]] = []
+    for r in range(config.repeats):
+        kfold = StratifiedKFold(n_splits=config.folds, shuffle=True, random_state=_seed(master))
+        for f, (_, test) in enumerate(kfold.split(rows, y)):
+            plan.append((r, f, np.isin(rows, test), _seed(master)))
+    return plan
 
 
 def run_fold(
@@ -226,20 +249,13 @@ def run_study(
     """
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
-    if X.shape[0] < config.folds:
-        raise ValueError(f"{X.shape[0]} rows cannot be split into {config.folds} folds")
-    master = np.random.default_rng(config.random_state)
-    total = config.folds * config.repeats
+    plan = fold_plan(y, config)
     records: list[dict[str, Any]] = []
-    for r in range(config.repeats):
-        fold_of = stratified_parts(y, config.folds, master)
-        for f in range(config.folds):
-            test = fold_of == f
-            fold_rng = np.random.default_rng(_seed(master))
-            for rec in run_fold(schema, X[~test], y[~test], X[test], y[test], config, fold_rng):
-                records.append({"repeat": r, "fold": f, "n_sources": config.n_sources, **rec})
-            if on_fold is not None:
-                on_fold(r * config.folds + f + 1, total)
+    for done, (r, f, test, seed) in enumerate(plan, start=1):
+        for rec in run_fold(schema, X[~test], y[~test], X[test], y[test], config, np.random.default_rng(seed)):
+            records.append({"repeat": r, "fold": f, "n_sources": config.n_sources, **rec})
+        if on_fold is not None:
+            on_fold(done, len(plan))
     return pd.DataFrame.from_records(records)
 
 

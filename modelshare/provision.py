@@ -41,7 +41,7 @@ project.toml::
     role = "owner"
     data = "/srv/site-a/table.csv"      # optional; written into owner.toml's [data]
     class_column = "class"              # optional
-    [parties.policy]                    # optional; written into owner.toml's [policy] as given
+    [parties.policy]                    # optional; checked as owner.toml's [policy] is, written into it as given
     min_k = 10
 
 A party's certificate names it twice: subject CN = name (the identity the miner reads from
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import os
 import re
 import shutil
@@ -63,24 +62,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import tomli_w
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from pydantic import model_validator
 
+from common.federation.config_file import ConfigModel, load_config
 from common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
 from common.federation.signing import (
     SignatureError,
-    atomic_write,
     generate_signing_key,
     key_id,
     require_private_file,
     save_signing_key,
 )
-from common.federation.toml_file import read_toml
+from common.files import atomic_write
+from owner_node.policy import Policy
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -109,7 +111,6 @@ DEFAULT_POLICY: Mapping[str, Any] = {
     "max_c": 20,
 }  # plus miners = [the miner's name]
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _COMMON_FIELDS = {"name", "role", "hosts", "valid_days"}
 _ROLE_FIELDS = {"miner": {"address", "listen"}, "owner": {"data", "class_column", "policy"}, "admin": set()}
 
@@ -152,61 +153,49 @@ class ProjectSpec:
         return next((p for p in self.parties if p.name == name), None)
 
 
-def _typed(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None,
-           *, required: bool = False) -> Any:
-    """table[key] checked to be a `kind` (a TOML boolean is not an integer); `default` when absent."""
-    if key not in table:
-        if required:
-            raise ProvisionError(f"{where}.{key}: required, missing")
-        return default
-    value = table[key]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise ProvisionError(f"{where}.{key}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
-    return value
+class _PartyTable(ConfigModel):
+    """One ``[[parties]]`` entry; a site's ``policy`` is checked here as its owner.toml will be."""
+
+    name: str
+    role: Literal[ROLES]  # type: ignore[valid-type]
+    address: str | None = None
+    listen: str | None = None
+    hosts: list[str] = []
+    data: str | None = None
+    class_column: str | None = None
+    policy: Policy | None = None
+    valid_days: int = DEFAULT_PARTY_DAYS
+
+    @model_validator(mode="after")
+    def _fits_role(self) -> _PartyTable:
+        unknown = sorted(self.model_fields_set - _COMMON_FIELDS - _ROLE_FIELDS[self.role])
+        if unknown:
+            raise ValueError(f"sets {unknown}, which do not apply to the role {self.role!r}")
+        return self
+
+    def spec(self) -> PartySpec:
+        policy = None if self.policy is None else self.policy.model_dump(exclude_unset=True)
+        return PartySpec(self.name, self.role, self.address, self.listen, tuple(self.hosts), self.data,
+                         self.class_column, policy, self.valid_days)
 
 
-def _party_from_toml(entry: Any, where: str) -> PartySpec:
-    if not isinstance(entry, dict):
-        raise ProvisionError(f"{where}: expected a [[parties]] table")
-    role = _typed(entry, "role", str, where, required=True)
-    if role not in ROLES:
-        raise ProvisionError(f"{where}.role: {role!r} is not one of {', '.join(ROLES)}")
-    unknown = sorted(set(entry) - _COMMON_FIELDS - _ROLE_FIELDS[role])
-    if unknown:
-        raise ProvisionError(f"{where}: field(s) {unknown} do not apply to the role {role!r}")
-    hosts = _typed(entry, "hosts", list, where, [])
-    if not all(isinstance(h, str) for h in hosts):
-        raise ProvisionError(f"{where}.hosts: expected a list of strings")
-    return PartySpec(
-        name=_typed(entry, "name", str, where, required=True),
-        role=role,
-        address=_typed(entry, "address", str, where),
-        listen=_typed(entry, "listen", str, where),
-        hosts=tuple(hosts),
-        data=_typed(entry, "data", str, where),
-        class_column=_typed(entry, "class_column", str, where),
-        policy=_typed(entry, "policy", dict, where),
-        valid_days=_typed(entry, "valid_days", int, where, DEFAULT_PARTY_DAYS),
-    )
+class _CaTable(ConfigModel):
+    valid_days: int = DEFAULT_CA_DAYS
+
+
+class _ProjectFile(ConfigModel):
+    """``project.toml`` as written (module docstring)."""
+
+    name: str
+    ca: _CaTable = _CaTable()
+    parties: list[_PartyTable]
 
 
 def load_project(path: str | Path) -> ProjectSpec:
     """Read and validate project.toml; every error names the file, the party index and the field."""
-    data = read_toml(Path(path), "project file", ProvisionError)
-    unknown = sorted(set(data) - {"name", "ca", "parties"})
-    if unknown:
-        raise ProvisionError(f"{path}: unknown top-level key(s) {unknown}")
-    where = str(path)
-    ca = _typed(data, "ca", dict, where, {})
-    if set(ca) - {"valid_days"}:
-        raise ProvisionError(f"{path}: [ca] takes only valid_days, got {sorted(ca)}")
-    parties = _typed(data, "parties", list, where, required=True)
-    spec = ProjectSpec(
-        name=_typed(data, "name", str, where, required=True),
-        parties=tuple(_party_from_toml(p, f"{path}: parties[{i}]") for i, p in enumerate(parties)),
-        ca_valid_days=_typed(ca, "valid_days", int, f"{where}: ca", DEFAULT_CA_DAYS),
-        source=where,
-    )
+    file = load_config(path, _ProjectFile, ProvisionError, "project file")
+    spec = ProjectSpec(name=file.name, parties=tuple(party.spec() for party in file.parties),
+                       ca_valid_days=file.ca.valid_days, source=str(path))
     _validate(spec)
     return spec
 
@@ -228,18 +217,6 @@ def _check_host(host: str, where: str) -> None:
             raise ProvisionError(f"{where}: {host!r} is neither an IP address nor a DNS name") from None
 
 
-def _check_toml_value(value: Any, where: str) -> None:
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            if isinstance(item, (list, dict)):
-                raise ProvisionError(f"{where}[{i}]: only lists of plain values are supported")
-            _check_toml_value(item, f"{where}[{i}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ProvisionError(f"{where}: {value} is not a finite number")
-    elif not isinstance(value, (str, int, float, bool)):
-        raise ProvisionError(f"{where}: {type(value).__name__} values are not supported (nested tables neither)")
-
-
 def _validate_party(party: PartySpec, where: str) -> None:
     if not NAME_PATTERN.fullmatch(party.name):
         raise ProvisionError(f"{where}.name: {party.name!r} does not match {NAME_PATTERN.pattern}")
@@ -257,10 +234,6 @@ def _validate_party(party: PartySpec, where: str) -> None:
             _split_host_port(party.listen, f"{where}.listen")
     for i, host in enumerate(party.hosts):
         _check_host(host, f"{where}.hosts[{i}]")
-    for key, value in (party.policy or {}).items():
-        if not _BARE_KEY.fullmatch(key):
-            raise ProvisionError(f"{where}.policy: key {key!r} must be letters, digits, '_' or '-'")
-        _check_toml_value(value, f"{where}.policy.{key}")
 
 
 def _validate(spec: ProjectSpec) -> None:
@@ -406,21 +379,6 @@ def _issue(project: str, party: PartySpec, ca_key: ec.EllipticCurvePrivateKey, c
 
 
 # ------------------------------------------------------------------ configuration files
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid TOML basic strings
-    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-
-
-def _toml_table(name: str, items: Mapping[str, Any]) -> str:
-    lines = [f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items() if value is not None]
-    return "\n".join(lines) + "\n"
-
-
 _TLS_TABLE = {"ca": "ca.crt", "cert": "tls.crt", "key": "tls.key"}
 
 
@@ -435,13 +393,13 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
         main = {"name": party.name, "miner": miner.address, "miner_name": miner.name}
         main |= {"state_dir": "state"} if party.role == "owner" else {}
         main |= {"signing_key": "signing.key", "roster": "roster.json"}
-    tables = [_toml_table(party.role, main), _toml_table("tls", _TLS_TABLE)]
+    tables: dict[str, Mapping[str, Any]] = {party.role: main, "tls": _TLS_TABLE}
     if party.role == "owner":
-        if party.data is not None or party.class_column is not None:
-            tables.append(_toml_table("data", {"path": party.data, "class_column": party.class_column}))
-        policy = party.policy if party.policy is not None else {**DEFAULT_POLICY, "miners": [miner.name]}
-        tables.append(_toml_table("policy", policy))
-    return "\n".join(tables)
+        data = {key: value for key, value in (("path", party.data), ("class_column", party.class_column))
+                if value is not None}
+        tables |= {"data": data} if data else {}
+        tables["policy"] = party.policy if party.policy is not None else {**DEFAULT_POLICY, "miners": [miner.name]}
+    return tomli_w.dumps(tables)
 
 
 # ------------------------------------------------------------------ files on disk

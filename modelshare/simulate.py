@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomli_w
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -54,6 +55,7 @@ from common.data.task import (
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
+from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
@@ -153,18 +155,19 @@ def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> None:
 
 
 def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | None, owners: list[str]) -> str:
-    release = f'mechanism = "{args.mechanism}"\ndisclosure = "{args.disclosure}"\n'
-    if requirement is not None:
-        release += f'requirement = "{requirement}"\n'
-    depth = f"max_depth = {args.max_depth}\n" if args.max_depth else ""
-    return (
-        f'[study]\nid = "{STUDY_ID}"\ntitle = "modelshare simulate"\nowners = {json.dumps(owners)}\n'
-        f"deadline_minutes = {args.timeout / 60:.3f}\nseed = {args.seed}\n\n"
-        f'[schema]\nfile = "{schema_file.name}"\n\n[release]\n{release}\n'
-        f'[training]\nlearner = "{args.learner}"\n{depth}min_samples_leaf = {args.min_samples_leaf}\n\n'
-        f"[mining]\nglobal_models = {json.dumps(args.models)}\npgen_scale = {args.pgen_scale}\n"
-        f'evaluation = "test.csv"\n'
-    )
+    """study.toml for the simulated study (`common.federation.study`), relative to its directory."""
+    release = {"mechanism": args.mechanism, "disclosure": args.disclosure}
+    release |= {"requirement": requirement} if requirement is not None else {}
+    training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf}
+    training |= {"max_depth": args.max_depth} if args.max_depth else {}
+    return tomli_w.dumps({
+        "study": {"id": STUDY_ID, "title": "modelshare simulate", "owners": owners,
+                  "deadline_minutes": round(args.timeout / 60, 3), "seed": args.seed},
+        "schema": {"file": schema_file.name},
+        "release": release,
+        "training": training,
+        "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "evaluation": "test.csv"},
+    })
 
 
 def target_range(text: str) -> tuple[float, float]:
@@ -259,7 +262,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     if record.whole_release:
         args.disclosure = "counts"  # these trees release (sampled, suppressed or noisy) counts only
         args.max_depth = args.max_depth or record.default_max_depth
-    (root / "study.toml").write_text(_study_toml(args, root / "schema.json", requirement, owners))
+    atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     kits = issue_throwaway_federation(root / "kits", owners=owners, address=f"localhost:{_free_port()}",
                                       owner_data=data, policy=policy)

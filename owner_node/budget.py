@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.signing import atomic_write, fsync_dir
 from common.federation.study import StudyError, spec_requirement
+from common.files import atomic_write
 from common.privacy.requirements import DP, DPS
 
 __all__ = ["LEDGER_FILE", "Charge", "Ledger", "LedgerError", "study_cost"]
@@ -129,5 +129,4 @@ class Ledger:
     def _write(self, charges: list[Charge]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": _VERSION, "charges": [asdict(c) for c in charges]}
-        atomic_write(self.path, (json.dumps(data, indent=1) + "\n").encode("utf-8"), mode=0o600)
-        fsync_dir(self.path.parent)
+        atomic_write(self.path, json.dumps(data, indent=1) + "\n", mode=0o600)

@@ -42,8 +42,9 @@ from common.federation.dial import dial_miner
 from common.federation.kit import Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
-from common.federation.signing import atomic_write, fsync_dir, key_id, load_signing_key
+from common.federation.signing import key_id, load_signing_key
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
+from common.files import atomic_write, fsync_dir
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
@@ -148,7 +149,6 @@ class Outbox:
         """Store an answer durably (temporary file, fsync, rename, fsync of the directory)."""
         path = self.path(study_id)
         atomic_write(path, data, mode=0o600)
-        fsync_dir(self.pending_dir)
         return path
 
     def read(self, study_id: str) -> bytes | None:

@@ -33,10 +33,12 @@ ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Annotated, Any, Callable, Mapping
+
+from pydantic import AfterValidator, Field
 
 from common.data.schema import Schema
+from common.federation.config_file import ConfigModel, validate_config
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, spec_requirement, spec_schema
 from common.federation.wire import WireError, disclosure_from_pb
@@ -46,86 +48,54 @@ from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requir
 __all__ = ["DISCLOSURES", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
-_KEYS = ("mechanisms", "min_k", "min_l", "max_c", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon",
-         "lifetime_delta", "disclosures", "miners")
 
 
 class PolicyError(ValueError):
     """A ``[policy]`` table that cannot be enforced as written; the message names the file and key."""
 
 
-def _names(data: Mapping[str, Any], key: str, where: str, default: tuple[str, ...],
-           allowed: tuple[str, ...] | None, empty_ok: bool) -> tuple[str, ...]:
-    """A list of strings, each from ``allowed`` when given; a typo must not silently widen a policy."""
-    if key not in data:
-        return default
-    value = data[key]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise PolicyError(f"{where}: {key} must be a list of names, got {value!r}")
-    if not value and not empty_ok:
-        raise PolicyError(f"{where}: {key} must list at least one name (an empty list would refuse every study)")
-    unknown = [v for v in value if allowed is not None and v not in allowed]
-    if unknown:
-        raise PolicyError(f"{where}: {key} names {unknown}, which are not among {list(allowed or ())}")
-    return tuple(value)
+def _among(known: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> AfterValidator:
+    """Each name from ``known`` (or what it returns when validating: the mechanism registry, which
+    plugins extend), at least one: a typo must not silently widen a policy, nor an empty list
+    refuse every study."""
+
+    def check(names: tuple[str, ...]) -> tuple[str, ...]:
+        if not names:
+            raise ValueError("must list at least one name (an empty list would refuse every study)")
+        allowed = known() if callable(known) else known
+        unknown = [name for name in names if name not in allowed]
+        if unknown:
+            raise ValueError(f"names {unknown}, which are not among {list(allowed)}")
+        return names
+
+    return AfterValidator(check)
 
 
-def _min_int(data: Mapping[str, Any], key: str, where: str, low: int) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise PolicyError(f"{where}: {key} must be an integer >= {low}, got {value!r}")
-    return value
+_Names = Annotated[tuple[Annotated[str, Field(min_length=1)], ...],
+                   Field(strict=False, description="a list of names")]  # TOML arrays are lists
+_Positive = Annotated[float | None, Field(gt=0, allow_inf_nan=False)]
+_Probability = Annotated[float | None, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
-def _positive(data: Mapping[str, Any], key: str, where: str, at_most: float = math.inf) -> float | None:
-    """A positive finite number no larger than ``at_most`` (beta and delta are probabilities), or None."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and 0 < value <= at_most)):
-        limit = "" if math.isinf(at_most) else f" at most {at_most:g}"
-        raise PolicyError(f"{where}: {key} must be a positive finite number{limit}, got {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class Policy:
+class Policy(ConfigModel):
     """The weakest release a site allows; see the module docstring for each field."""
 
-    mechanisms: tuple[str, ...] = ("apt", "prune-leaf", "prune-parent")
-    min_k: int | None = None
-    min_l: int | None = None
-    max_c: float | None = None
-    max_beta: float | None = None
-    max_epsilon: float | None = None
-    max_delta: float | None = None
-    lifetime_epsilon: float | None = None
-    lifetime_delta: float | None = None
-    disclosures: tuple[str, ...] = DISCLOSURES
-    miners: tuple[str, ...] = ()
+    mechanisms: Annotated[_Names, _among(registry.names)] = ("apt", "prune-leaf", "prune-parent")
+    min_k: Annotated[int | None, Field(ge=1)] = None
+    min_l: Annotated[int | None, Field(ge=2)] = None
+    max_c: _Positive = None
+    max_beta: _Probability = None
+    max_epsilon: _Positive = None
+    max_delta: _Probability = None
+    lifetime_epsilon: _Positive = None
+    lifetime_delta: _Probability = None
+    disclosures: Annotated[_Names, _among(DISCLOSURES)] = DISCLOSURES
+    miners: _Names = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str) -> Policy:
         """Validate a ``[policy]`` table; ``where`` (file and table) prefixes every error."""
-        unknown = sorted(set(data) - set(_KEYS))
-        if unknown:
-            raise PolicyError(f"{where}: unknown keys {unknown}; expected some of {list(_KEYS)}")
-        return cls(
-            mechanisms=_names(data, "mechanisms", where, cls.mechanisms, registry.names(), empty_ok=False),
-            min_k=_min_int(data, "min_k", where, 1),
-            min_l=_min_int(data, "min_l", where, 2),
-            max_c=_positive(data, "max_c", where),
-            max_beta=_positive(data, "max_beta", where, at_most=1.0),
-            max_epsilon=_positive(data, "max_epsilon", where),
-            max_delta=_positive(data, "max_delta", where, at_most=1.0),
-            lifetime_epsilon=_positive(data, "lifetime_epsilon", where),
-            lifetime_delta=_positive(data, "lifetime_delta", where, at_most=1.0),
-            disclosures=_names(data, "disclosures", where, cls.disclosures, DISCLOSURES, empty_ok=False),
-            miners=_names(data, "miners", where, cls.miners, None, empty_ok=True),
-        )
+        return validate_config(data, cls, PolicyError, where=where)
 
     def bounds(self) -> tuple[list[tuple[Requirement, str]], list[tuple[Requirement, str]]]:
         """The k-anonymity bounds and the diversity bounds, as requirements with how to say them."""

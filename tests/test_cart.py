@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from common.data.schema import SchemaError
+from common.params import ParameterError
 from common.trees.learners import CartTreeClassifier, make_learner
-from common.trees.learners._params import ParameterError
 
 
 @pytest.mark.parametrize("encoding", ["ordinal", "onehot"])

@@ -96,7 +96,7 @@ def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
 def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, capsys):
     fed = daemons_fed
     config = OwnerConfig.load(fed.kits["site-b"] / "owner.toml")
-    strict = dataclasses.replace(config, miner=fed.address, policy=dataclasses.replace(config.policy, min_k=50))
+    strict = dataclasses.replace(config, miner=fed.address, policy=config.policy.model_copy(update={"min_k": 50}))
     fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("d2", quorum=1)), timeout=10)
     with OwnerDaemon(strict) as daemon:
         assert [o.outcome for o in daemon.run_once(wait_seconds=0)] == ["refused"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from modelshare.pipeline import PipelineConfig, run_study, stratified_parts, summarize
+from modelshare.pipeline import PipelineConfig, fold_plan, run_study, stratified_parts, summarize
 
 
 def test_stratified_parts_are_balanced_and_seeded():
@@ -16,6 +16,19 @@ def test_stratified_parts_are_balanced_and_seeded():
         per_part = np.bincount(parts[y == c], minlength=5)
         assert per_part.max() - per_part.min() <= 1
     assert np.array_equal(parts, stratified_parts(y, 5, np.random.default_rng(0)))
+
+
+def test_fold_plan_is_seeded_stratified_k_fold_and_covers_every_row_once_per_repeat():
+    y = np.array([0] * 50 + [1] * 30 + [2] * 10)
+    plan = fold_plan(y, PipelineConfig(folds=5, repeats=2, random_state=3))
+    assert [(r, f) for r, f, _, _ in plan] == [(r, f) for r in range(2) for f in range(5)]
+    for r in range(2):
+        masks = np.array([test for rr, _, test, _ in plan if rr == r])
+        assert (masks.sum(axis=0) == 1).all()  # each row is tested exactly once per repeat
+        assert all((np.bincount(y[m], minlength=3) == [10, 6, 2]).all() for m in masks)
+    assert len({seed for *_, seed in plan}) == len(plan)
+    again = fold_plan(y, PipelineConfig(folds=5, repeats=2, random_state=3))
+    assert all(np.array_equal(a[2], b[2]) and a[3] == b[3] for a, b in zip(plan, again))
 
 
 def test_study_records_and_scores(car):

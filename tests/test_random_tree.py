@@ -18,7 +18,7 @@ from scipy.stats import binomtest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms.kanon_rdt import LowCount, counts_below_k, kanon_rdt
-from common.trees.learners._params import ParameterError
+from common.params import ParameterError
 from common.trees.learners.random_tree import RandomDecisionTrees, random_structure
 from common.trees.tree import CategorySet, Interval, Tree
 

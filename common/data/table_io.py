@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from common.data.schema import Schema
+from common.files import atomic_write_via
 
 __all__ = ["write_table_chunks"]
 
@@ -24,27 +25,25 @@ def write_table_chunks(schema: Schema, chunks: Iterable[tuple[np.ndarray, np.nda
     suffixes = "".join(path.suffixes[-2:]).lower()
     if not (suffixes.endswith(".parquet") or suffixes.endswith(".csv") or suffixes.endswith(".csv.gz")):
         raise ValueError(f"{path}: output must end in .csv, .csv.gz or .parquet")
-    tmp = path.with_name(path.name + ".tmp")
-    rows = 0
-    writer: pq.ParquetWriter | None = None
-    try:
-        for i, (X, y) in enumerate(chunks):
-            frame = schema.decode(X, y)
-            if suffixes.endswith(".parquet"):
-                table = pa.Table.from_pandas(frame, preserve_index=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-            else:
-                frame.to_csv(tmp, mode="w" if i == 0 else "a", header=i == 0, index=False,
-                             compression="gzip" if suffixes.endswith(".gz") else None)
-            rows += len(frame)
-        if writer is not None:
-            writer.close()
-        tmp.replace(path)
-    except BaseException:
-        if writer is not None:
-            writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    return rows
+
+    def write(tmp: Path) -> int:
+        rows = 0
+        writer: pq.ParquetWriter | None = None
+        try:
+            for i, (X, y) in enumerate(chunks):
+                frame = schema.decode(X, y)
+                if suffixes.endswith(".parquet"):
+                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+                else:
+                    frame.to_csv(tmp, mode="w" if i == 0 else "a", header=i == 0, index=False,
+                                 compression="gzip" if suffixes.endswith(".gz") else None)
+                rows += len(frame)
+        finally:
+            if writer is not None:
+                writer.close()
+        return rows
+
+    return atomic_write_via(path, write)

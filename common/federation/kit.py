@@ -33,22 +33,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import AfterValidator
 
+from common.federation.config_file import ConfigModel, Text
 from common.federation.signing import (
     KEY_ID_PREFIX,
     SignatureError,
-    atomic_write,
     key_id,
     public_key_from_text,
     public_key_to_text,
     require_private_file,
 )
+from common.files import atomic_write
 
 __all__ = [
     "NAME_PATTERN",
@@ -59,7 +61,9 @@ __all__ = [
     "Roster",
     "RosterError",
     "RosterWatcher",
+    "PartyName",
     "TlsFiles",
+    "TlsTable",
     "cert_sha256",
     "peer_cert_sha256",
     "peer_identity",
@@ -274,6 +278,16 @@ class RosterWatcher:
             return self._roster
 
 
+def _party_name(value: str) -> str:
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"= {value!r} is not a party name ({NAME_PATTERN.pattern})")
+    return value
+
+
+PartyName = Annotated[str, AfterValidator(_party_name)]
+"""A config file's party name (`NAME_PATTERN`): a certificate's CN and a roster key."""
+
+
 @dataclass(frozen=True)
 class TlsFiles:
     """The three PEM files of a party's mutual TLS: CA certificate, own certificate, own key."""
@@ -321,6 +335,18 @@ class TlsFiles:
         """Client side of mutual TLS: trust only the CA, present this party's certificate."""
         ca, cert, key = self.read()
         return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+class TlsTable(ConfigModel):
+    """A config file's ``[tls]`` table: the three PEM files, relative to the file's directory."""
+
+    ca: Text
+    cert: Text
+    key: Text
+
+    def files(self, base: Path) -> TlsFiles:
+        """The files resolved against ``base``, the config file's directory."""
+        return TlsFiles(base / self.ca, base / self.cert, base / self.key)
 
 
 def _read_pem(path: Path, what: str) -> bytes:

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError, Message
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import sign_payload
 from common.federation.wire import MAX_TREES, DecodedModel, WireError, decode_model, model_message
+from common.files import atomic_write
 from common.privacy.report import PrivacyReport, Release
 from common.trees.tree import Tree, TreeError
 
@@ -90,9 +91,7 @@ def write_message(message: Message, path: str | Path) -> None:
     """Write a ModelMessage or SignedEnvelope as protobuf JSON, atomically."""
     path = Path(path)
     text = json_format.MessageToJson(message, preserving_proto_field_name=True, indent=1)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, text + "\n")
 
 
 def write_tree(tree: Tree, path: str | Path) -> None:

@@ -6,8 +6,8 @@ key id, the lowercase hex SHA-256 of the raw 32-byte public key, which the roste
 
 Key files are PKCS8 PEM, unencrypted (the file mode is the protection, as for ssh keys): they are
 written atomically with mode 0600 set before any key byte reaches the disk, and reading refuses a
-file that group or others can access. `atomic_write` and `require_private_file` are shared with
-the other writers of kit material (`common.federation.kit`, `modelshare.provision`).
+file that group or others can access (`common.files.atomic_write`). `require_private_file` is
+shared with the other readers of kit material (`common.federation.kit`, `modelshare.provision`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import binascii
 import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -28,12 +27,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from common.federation.pb import federation_pb2
+from common.files import atomic_write
 
 __all__ = [
     "KEY_ID_PREFIX",
     "SignatureError",
-    "atomic_write",
-    "fsync_dir",
     "generate_signing_key",
     "key_id",
     "load_signing_key",
@@ -88,36 +86,6 @@ def public_key_from_text(text: str, *, where: str) -> Ed25519PublicKey:
             f"{where}: an Ed25519 public key is {RAW_PUBLIC_KEY_BYTES} bytes, this base64 decodes to {len(raw)}"
         )
     return Ed25519PublicKey.from_public_bytes(raw)
-
-
-def atomic_write(path: str | Path, data: bytes, *, mode: int) -> None:
-    """Replace `path` with `data` all at once: readers see the old file or the new, never a part.
-
-    The temporary file is created in the target's directory (so the rename stays on one file
-    system) with mode 0600, set to `mode` before any byte is written, so secret content is never
-    readable by others even for an instant.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def fsync_dir(path: str | Path) -> None:
-    """Make a rename in directory ``path`` durable (the directory entry, not just the file, must reach the disk)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def require_private_file(path: str | Path, what: str) -> None:

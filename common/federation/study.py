@@ -36,7 +36,7 @@ the noise-based mechanisms (`common.mechanisms.registry`), and either asks for a
 `common.federation.wire.MAX_TREES` trees (what a miner decodes).
 
 A regression study (its schema has a numeric ``target`` with public bounds) releases with a
-mechanism of `common.mechanisms.registry.REGRESSION_MECHANISMS` only (``diffpets`` and a ``dp:``
+mechanism of `common.mechanisms.registry` with a regression trainer only (``diffpets`` and a ``dp:``
 requirement): owners release DiffPETs regression forests, and the miner learns regression global
 models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
 
@@ -53,12 +53,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import AwareDatetime, Field, model_validator
 
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
+from common.federation.config_file import ConfigModel, read_toml, validate_config
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.toml_file import read_toml
 from common.federation.wire import (
     MAX_TREES,
     WireError,
@@ -87,7 +89,6 @@ __all__ = [
 STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LEARNERS = ("cart", "multiway")
 CLASS_ASSIGNMENTS = ("exact", "sample")
-_SECTIONS = {"study", "schema", "release", "training", "mining"}
 
 
 class StudyError(ValueError):
@@ -109,91 +110,106 @@ def new_study_id() -> str:
     return f"study-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, Mapping):
-        raise StudyError(f"{where}: [{key}] must be a table")
-    return value
+class _StudyTable(ConfigModel):
+    id: str = ""
+    title: str = ""
+    owners: list[str] = []
+    quorum: Annotated[int, Field(ge=0)] = 0
+    deadline: Annotated[AwareDatetime | None, Field(
+        description="a TOML datetime with a time zone, e.g. 2026-11-23T12:00:00Z")] = None
+    deadline_minutes: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    seed: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _one_deadline(self) -> _StudyTable:
+        if self.deadline is not None and self.deadline_minutes is not None:
+            raise ValueError("sets deadline and deadline_minutes; give one of them")
+        return self
+
+    def deadline_at(self, now: datetime) -> datetime:
+        """The deadline: the one given, else ``deadline_minutes`` (default 30) after ``now``."""
+        return self.deadline or now + timedelta(minutes=self.deadline_minutes or 30)
 
 
-def _get(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = None) -> Any:
-    if key not in section:
-        return default
-    value = section[key]
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise StudyError(f"{where}: {key} must be {names}, got {value!r}")
-    return value
+class _SchemaTable(ConfigModel):
+    dataset: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> _SchemaTable:
+        if (self.dataset is None) == (self.file is None):
+            raise ValueError("needs exactly one of dataset = NAME or file = PATH")
+        return self
+
+    def load(self, base: Path, where: str) -> Schema | RegressionSchema:
+        """The bundled dataset's schema, or the schema file's (relative to ``base``)."""
+        from common.data.datasets import bundled_schema
+        from common.data.task import load_schema
+
+        try:
+            return bundled_schema(self.dataset) if self.dataset is not None else load_schema(base / str(self.file))
+        except (SchemaError, KeyError, ValueError) as exc:
+            raise StudyError(f"{where} [schema]: {exc}") from None
 
 
-def _schema(section: Mapping[str, Any], base: Path, where: str) -> Schema | RegressionSchema:
-    from common.data.datasets import bundled_schema
-    from common.data.task import load_schema
-
-    if ("dataset" in section) == ("file" in section):
-        raise StudyError(f"{where}: [schema] needs exactly one of dataset = NAME or file = PATH")
-    try:
-        if "dataset" in section:
-            return bundled_schema(str(section["dataset"]))
-        return load_schema(base / str(section["file"]))
-    except (SchemaError, KeyError, ValueError) as exc:
-        raise StudyError(f"{where}: [schema]: {exc}") from None
+class _ReleaseTable(ConfigModel):
+    mechanism: str = "none"  # which mechanisms exist is `check_spec`'s (and the registry's) to say
+    requirement: str | None = None
+    disclosure: Literal["counts", "hit_miss"] = "counts"
 
 
-def _deadline(section: Mapping[str, Any], where: str, now: datetime) -> datetime:
-    if "deadline" in section and "deadline_minutes" in section:
-        raise StudyError(f"{where}: give deadline or deadline_minutes, not both")
-    if "deadline" in section:
-        value = section["deadline"]
-        if not isinstance(value, datetime) or value.tzinfo is None:
-            raise StudyError(f"{where}: deadline must be a TOML datetime with a time zone, e.g. 2026-11-23T12:00:00Z")
-        return value
-    minutes = _get(section, "deadline_minutes", (int, float), where, 30)
-    if not minutes > 0:
-        raise StudyError(f"{where}: deadline_minutes must be positive, got {minutes}")
-    return now + timedelta(minutes=minutes)
+class _TrainingTable(ConfigModel):
+    learner: str = "multiway"
+    max_depth: Annotated[int | None, Field(ge=1)] = None
+    min_samples_leaf: Annotated[int, Field(ge=1)] = 1
+
+
+class _MiningTable(ConfigModel):
+    global_models: list[str] | None = None  # None: the task's default
+    pgen_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    class_assignment: str = "exact"
+    evaluation: str | None = None
+
+
+class _StudyFile(ConfigModel):
+    """``study.toml`` as written (module docstring)."""
+
+    study: _StudyTable = _StudyTable()
+    schema_: Annotated[_SchemaTable, Field(alias="schema")]
+    release: _ReleaseTable = _ReleaseTable()
+    training: _TrainingTable = _TrainingTable()
+    mining: _MiningTable = _MiningTable()
 
 
 def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:
     """Build and check a StudySpec from the parsed TOML tables of a study file."""
-    unknown = set(data) - _SECTIONS
-    if unknown:
-        raise StudyError(f"{where}: unknown sections {sorted(unknown)}; expected {sorted(_SECTIONS)}")
-    now = now or datetime.now(timezone.utc)
-    study, release = _table(data, "study", where), _table(data, "release", where)
-    training, mining = _table(data, "training", where), _table(data, "mining", where)
-    schema = _schema(_table(data, "schema", where), base, where)
-
+    file = validate_config(data, _StudyFile, StudyError, where=where)
+    study, release, training, mining = file.study, file.release, file.training, file.mining
+    schema = file.schema_.load(base, where)
     spec = fpb.StudySpec(
-        study_id=_get(study, "id", str, where, "") or new_study_id(),
-        title=_get(study, "title", str, where, ""),
+        study_id=study.id or new_study_id(),
+        title=study.title,
         schema=schema_to_pb(schema),
         schema_fingerprint=schema.fingerprint,
-        mechanism=_get(release, "mechanism", str, where, "none"),
-        learner=_get(training, "learner", str, where, "multiway"),
-        min_samples_leaf=_get(training, "min_samples_leaf", int, where, 1),
-        pgen_scale=float(_get(mining, "pgen_scale", (int, float), where, 10.0)),
-        class_assignment=_get(mining, "class_assignment", str, where, "exact"),
-        quorum=_get(study, "quorum", int, where, 0),
-        seed=_get(study, "seed", int, where, 0),
+        mechanism=release.mechanism,
+        disclosure=disclosure_to_pb(release.disclosure),
+        learner=training.learner,
+        min_samples_leaf=training.min_samples_leaf,
+        pgen_scale=mining.pgen_scale,
+        class_assignment=mining.class_assignment,
+        quorum=study.quorum,
+        seed=study.seed,
+        owners=study.owners,
     )
-    requirement = _get(release, "requirement", str, where)
-    if requirement is not None:
-        spec.requirement = requirement
-    disclosure = _get(release, "disclosure", str, where, "counts")
-    if disclosure not in ("counts", "hit_miss"):
-        raise StudyError(f"{where}: disclosure must be 'counts' or 'hit_miss', got {disclosure!r}")
-    spec.disclosure = disclosure_to_pb(disclosure)  # type: ignore[arg-type]
-    max_depth = _get(training, "max_depth", int, where)
-    if max_depth is not None:
-        spec.max_depth = max_depth
+    if release.requirement is not None:
+        spec.requirement = release.requirement
+    if training.max_depth is not None:
+        spec.max_depth = training.max_depth
     default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
-    spec.global_models.extend(_get(mining, "global_models", list, where, default_models))
-    spec.owners.extend(_get(study, "owners", list, where, []))
-    spec.deadline.FromDatetime(_deadline(study, where, now))
+    spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
+    spec.deadline.FromDatetime(study.deadline_at(now or datetime.now(timezone.utc)))
     check_spec(spec, where=where)
-    evaluation = _get(mining, "evaluation", str, where)
-    return StudyFile(spec, None if evaluation is None else base / evaluation)
+    return StudyFile(spec, None if mining.evaluation is None else base / mining.evaluation)
 
 
 def load_study_file(path: str | Path) -> StudyFile:

@@ -82,6 +82,7 @@ from common.data.schema import (
     NumericAttribute,
     Schema,
 )
+from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
@@ -340,12 +341,6 @@ class _Grown:
 
 
 # ------------------------------------------------------------ the mechanism
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class _DiffPetsBase:
     """The budget, the tree growth and the exponential mechanism shared by both tasks.
@@ -378,13 +373,11 @@ class _DiffPetsBase:
     utility_sensitivity: ClassVar[int]
 
     def __post_init__(self) -> None:
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps > 0):
-            raise ValueError(f"epsilon must be a positive finite number; got {eps!r}")
-        _positive_int("n_trees", self.n_trees)
-        _positive_int("max_depth", self.max_depth)
+        check_positive_real("epsilon", self.epsilon)
+        check_positive_int("n_trees", self.n_trees)
+        check_positive_int("max_depth", self.max_depth)
         if self.n_candidates is not None:
-            _positive_int("n_candidates", self.n_candidates)
+            check_positive_int("n_candidates", self.n_candidates)
         theta = self.theta
         if theta is not None and (isinstance(theta, bool) or not isinstance(theta, numbers.Real)
                                   or math.isnan(theta) or theta == math.inf):

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
@@ -536,18 +537,6 @@ class _Chain:
 
 
 # --------------------------------------------------------------------------- the mechanism
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
-
-
-def _positive_real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class DpeaRelease:
     """The output of `DPEA.fit`: the released trees, and each tree's full structure (for tests, not released)."""
@@ -584,10 +573,10 @@ class DPEA:
     max_rows: int | None = None
 
     def __post_init__(self) -> None:
-        _positive_real("epsilon", self.epsilon)
+        check_positive_real("epsilon", self.epsilon)
         for name in ("n_trees", "depth", "max_nodes", "max_subtrees", "step_limit"):
-            _positive_int(name, getattr(self, name))
-        if self.embedding_depth is not None and not 1 <= _positive_int("embedding_depth", self.embedding_depth) <= self.depth:
+            check_positive_int(name, getattr(self, name))
+        if self.embedding_depth is not None and not 1 <= check_positive_int("embedding_depth", self.embedding_depth) <= self.depth:
             raise ValueError(f"embedding_depth must be None or an integer in 1..depth={self.depth}; "
                              f"got {self.embedding_depth!r}")
         if self.score not in SCORES:
@@ -596,9 +585,9 @@ class DPEA:
             raise ValueError(f"sampler must be one of {list(SAMPLERS)}; got {self.sampler!r}")
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {list(SELECTIONS)}; got {self.selection!r}")
-        if _positive_int("bins", self.bins) < 2:
+        if check_positive_int("bins", self.bins) < 2:
             raise ValueError(f"bins must be an integer >= 2; got {self.bins!r}")
-        if _positive_int("buffer_size", self.buffer_size) < 2:
+        if check_positive_int("buffer_size", self.buffer_size) < 2:
             raise ValueError(f"buffer_size must be an integer >= 2; got {self.buffer_size!r}")
         threshold = self.var_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 <= threshold < math.inf:
@@ -607,7 +596,7 @@ class DPEA:
             raise ValueError(f"max_rows (a public bound on the rows) is required by score 'infogain' and only by it; "
                              f"got max_rows={self.max_rows!r} with score {self.score!r}")
         if self.max_rows is not None:
-            _positive_int("max_rows", self.max_rows)
+            check_positive_int("max_rows", self.max_rows)
 
     # ------------------------------------------------------------------ accounting
     @property

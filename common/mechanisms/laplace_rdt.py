@@ -31,13 +31,13 @@ only, so the random-tree code (and with it scikit-learn) is imported on first us
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from common.data.schema import Schema
+from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
@@ -105,12 +105,6 @@ def count_log_pmf(released: np.ndarray, true: np.ndarray, scale: float) -> np.nd
     return np.where(a >= 0, right, np.where(b <= 0, left, middle))
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class LaplaceRdt:
     """The laplace-rdt mechanism at one setting: total ``epsilon`` over ``n_trees`` trees of ``depth``.
@@ -128,12 +122,10 @@ class LaplaceRdt:
     max_nodes: int = 100_000
 
     def __post_init__(self) -> None:
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps > 0):
-            raise ValueError(f"epsilon must be a positive finite number; got {eps!r}")
-        _positive_int("n_trees", self.n_trees)
-        _positive_int("depth", self.depth)
-        _positive_int("max_nodes", self.max_nodes)
+        check_positive_real("epsilon", self.epsilon)
+        check_positive_int("n_trees", self.n_trees)
+        check_positive_int("depth", self.depth)
+        check_positive_int("max_nodes", self.max_nodes)
 
     @property
     def scale(self) -> float:

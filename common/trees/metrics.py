@@ -11,7 +11,7 @@ their root mean squared error and mean absolute error (`rmse`, `mae`).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import accuracy_score
+from sklearn.metrics import accuracy_score, mean_absolute_error, root_mean_squared_error
 
 from common.trees.tree import Tree
 
@@ -142,7 +142,7 @@ def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
         If either argument is not a non-empty 1-D vector or their lengths differ.
     """
     truth, predicted = _paired_values(y_true, y_pred)
-    return float(np.sqrt(np.mean(np.square(predicted - truth))))
+    return float(root_mean_squared_error(truth, predicted))
 
 
 def mae(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -154,4 +154,4 @@ def mae(y_true: np.ndarray, y_pred: np.ndarray) -> float:
         If either argument is not a non-empty 1-D vector or their lengths differ.
     """
     truth, predicted = _paired_values(y_true, y_pred)
-    return float(np.mean(np.abs(predicted - truth)))
+    return float(mean_absolute_error(truth, predicted))

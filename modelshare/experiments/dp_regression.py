@@ -72,6 +72,7 @@ from common.data.schema import (
     SchemaError,
 )
 from common.mechanisms.diffpets import DiffPetsRegressor
+from common.trees.metrics import mae, rmse
 from common.trees.regression import RegressionForest
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
@@ -269,9 +270,10 @@ Context = tuple[RegressionSchema, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-    """RMSE and MAE of the predictions (NaN predictions give NaN)."""
-    residual = np.asarray(y_pred, dtype=np.float64) - y_true
-    return {"rmse": float(np.sqrt(np.mean(residual * residual))), "mae": float(np.mean(np.abs(residual)))}
+    """RMSE and MAE of the predictions (`common.trees.metrics`); a NaN prediction gives NaN for both."""
+    if np.isnan(np.asarray(y_pred, dtype=np.float64)).any():
+        return {"rmse": math.nan, "mae": math.nan}
+    return {"rmse": rmse(y_true, y_pred), "mae": mae(y_true, y_pred)}
 
 
 def pgen_tree_errors(forest: RegressionForest, X_test: np.ndarray, y_test: np.ndarray, rng: np.random.Generator,

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import secrets
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from rich.progress import (
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from common.data.datasets import LoadedTable
+from common.files import atomic_write, atomic_write_via
 from modelshare.cli_common import err, load_source, positive_int
 
 __all__ = [
@@ -293,29 +292,14 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(frame.to_json(orient="records"))
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
-    """Write ``path`` through ``write(tmp)`` on a temporary file in its directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique name rather than mkstemp, whose 0600 mode would survive the rename; this file is
-    # created by ``write`` itself, with the umask's permissions like any other output.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_results(out_dir: Path, results: Results) -> list[Path]:
     """Write results.csv, summary.csv and results.json into ``out_dir``; return their paths."""
-    text = json.dumps(results.document(), indent=2) + "\n"
-    return [
-        _atomic(out_dir / "results.csv", lambda p: results.raw.to_csv(p, index=False)),
-        _atomic(out_dir / "summary.csv", lambda p: results.summary.to_csv(p, index=False)),
-        _atomic(out_dir / "results.json", lambda p: p.write_text(text)),
-    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw, summary, document = out_dir / "results.csv", out_dir / "summary.csv", out_dir / "results.json"
+    atomic_write_via(raw, lambda p: results.raw.to_csv(p, index=False))
+    atomic_write_via(summary, lambda p: results.summary.to_csv(p, index=False))
+    atomic_write(document, json.dumps(results.document(), indent=2) + "\n")
+    return [raw, summary, document]
 
 
 def finish(args: argparse.Namespace, results: Results, plots: Callable[[Path], Sequence[PlotResult]],
@@ -429,7 +413,8 @@ def _save(figure: Any, ax: Any, path: Path, *, title: str, xlabel: str, ylabel: 
                               markeredgecolor="black", label=reference_label))
     if handles:
         ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
-    _atomic(path, lambda p: figure.savefig(p, format="png", dpi=110, bbox_inches="tight"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_via(path, lambda p: figure.savefig(p, format="png", dpi=110, bbox_inches="tight"))
 
 
 def plot_lines(path: Path, series: Sequence[Series], *, title: str, xlabel: str, ylabel: str,

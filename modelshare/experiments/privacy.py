@@ -18,7 +18,7 @@ When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN
 there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
 methods side by side, so the PPGEN - LD difference is read off one row.
 
-Folds and their seeds are drawn as `run_study` draws them (`sources.fold_plan`); every requirement
+Folds and their seeds are drawn as `run_study` draws them (`modelshare.pipeline.fold_plan`); every requirement
 of a fold reuses the fold's seed, so the owners' partitions and local trees are the same across
 the grid and only the requirement changes, and ``--jobs`` never changes the numbers. The paper
 gives Fig. 7 only as a chart (DESIGN.md states its claim, not its values), so the plots carry no
@@ -64,8 +64,7 @@ from modelshare.experiments.output import (
     spread,
 )
 from modelshare.experiments.rdt import _names
-from modelshare.experiments.sources import fold_plan
-from modelshare.pipeline import PipelineConfig, run_fold
+from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 
 __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "add_parser"]
 

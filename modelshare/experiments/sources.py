@@ -48,15 +48,9 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
-from modelshare.pipeline import (
-    PipelineConfig,
-    _seed,
-    run_fold,
-    stratified_parts,
-    summarize,
-)
+from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, summarize
 
-__all__ = ["FoldTask", "fold_plan", "run_sources", "add_parser"]
+__all__ = ["FoldTask", "run_sources", "add_parser"]
 
 DEFAULT_OWNERS = (1, 2, 5, 10)
 METHOD_COLORS = {"BASIS": "tab:blue", "PGEN": "tab:orange", "BASEGEN": "tab:green"}
@@ -71,18 +65,6 @@ class FoldTask:
     fold: int
     test: np.ndarray
     seed: int
-
-
-def fold_plan(y: np.ndarray, config: PipelineConfig) -> list[tuple[int, int, np.ndarray, int]]:
-    """(repeat, fold, test mask, fold seed) for every fold, drawn as `run_study` draws them."""
-    if y.shape[0] < config.folds:
-        raise ValueError(f"{y.shape[0]} rows cannot be split into {config.folds} folds")
-    master = np.random.default_rng(config.random_state)
-    plan: list[tuple[int, int, np.ndarray, int]] = []
-    for r in range(config.repeats):
-        fold_of = stratified_parts(y, config.folds, master)
-        plan.extend((r, f, fold_of == f, _seed(master)) for f in range(config.folds))
-    return plan
 
 
 def _run_fold(context: tuple[Schema, np.ndarray, np.ndarray, PipelineConfig], task: FoldTask) -> list[dict[str, Any]]:

@@ -1,28 +1,11 @@
-"""Validation of learner hyper-parameters, shared by the learners.
-
-The learners follow scikit-learn's convention: ``__init__`` stores its arguments untouched and
-``fit`` validates them, so ``get_params``/``set_params``/``clone`` round-trip whatever was given
-and a bad value is reported when it would be used. These helpers keep the error messages uniform:
-each names the parameter, what it accepts and what it got.
-"""
+"""The learners' ``schema`` parameter check; the generic parameter checks are `common.params`."""
 
 from __future__ import annotations
 
-import math
-import numbers
-from typing import Literal, Sequence, overload
-
 from common.data.schema import Schema
+from common.params import ParameterError
 
-__all__ = ["ParameterError", "check_schema", "check_choice", "check_positive_int", "check_nonnegative_real"]
-
-
-class ParameterError(ValueError, TypeError):
-    """A hyper-parameter with a wrong type or value.
-
-    Subclasses both `ValueError` and `TypeError` (as scikit-learn's ``InvalidParameterError``
-    does) so callers catching either for a bad parameter keep working.
-    """
+__all__ = ["check_schema"]
 
 
 def check_schema(value: object) -> Schema:
@@ -30,71 +13,3 @@ def check_schema(value: object) -> Schema:
     if not isinstance(value, Schema):
         raise ParameterError(f"schema must be a common.data.schema.Schema; got {type(value).__name__}")
     return value
-
-
-def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
-    """Return ``value`` if it is one of the strings ``choices``, else raise `ParameterError`.
-
-    Parameters
-    ----------
-    name:
-        The parameter's name, quoted in the error.
-    value:
-        The value given.
-    choices:
-        The accepted strings, listed in the error.
-    """
-    if not isinstance(value, str) or value not in choices:
-        raise ParameterError(f"{name} must be one of {list(choices)}; got {value!r}")
-    return value
-
-
-@overload
-def check_positive_int(name: str, value: object, *, allow_none: Literal[False] = False) -> int: ...
-
-
-@overload
-def check_positive_int(name: str, value: object, *, allow_none: Literal[True]) -> int | None: ...
-
-
-def check_positive_int(name: str, value: object, *, allow_none: bool = False) -> int | None:
-    """Return ``value`` as an ``int`` if it is an integer >= 1 (or None when allowed).
-
-    Booleans are rejected even though Python counts them as integers: ``max_depth=True`` is
-    a mistake, not a depth of one.
-
-    Parameters
-    ----------
-    name:
-        The parameter's name, quoted in the error.
-    value:
-        The value given; Python and numpy integers are accepted.
-    allow_none:
-        Whether None (meaning "no limit") is accepted.
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        accepted = "None or an integer >= 1" if allow_none else "an integer >= 1"
-        raise ParameterError(f"{name} must be {accepted}; got {value!r}")
-    return int(value)
-
-
-def check_nonnegative_real(name: str, value: object) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number >= 0.
-
-    Parameters
-    ----------
-    name:
-        The parameter's name, quoted in the error.
-    value:
-        The value given; Python and numpy reals are accepted, booleans are not.
-    """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ParameterError(f"{name} must be a finite real number >= 0; got {value!r}")
-    return float(value)

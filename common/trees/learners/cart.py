@@ -27,8 +27,8 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.params import ParameterError, check_choice, check_positive_int
 from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._params import ParameterError, check_choice, check_positive_int
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 
 __all__ = ["CartTreeClassifier"]

@@ -22,13 +22,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from common.data.schema import Schema
+from common.params import check_choice, check_nonnegative_real, check_positive_int
 from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._params import (
-    check_choice,
-    check_nonnegative_real,
-    check_positive_int,
-    check_schema,
-)
+from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["CRITERIA", "MultiwayTreeClassifier"]

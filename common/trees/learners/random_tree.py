@@ -46,8 +46,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.params import ParameterError, check_positive_int
 from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._params import ParameterError, check_positive_int, check_schema
+from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]
