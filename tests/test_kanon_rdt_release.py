@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import json
 import re
-import time
 
 import grpc
 import numpy as np
@@ -348,16 +347,6 @@ def _rejection(fed, party: str, envelope: fpb.SignedEnvelope) -> tuple[grpc.Stat
     return info.value.code(), info.value.details()
 
 
-def _wait_done(fed, study_id: str, timeout: float = 60.0) -> fpb.StudyStatus:
-    admin = fed.stub("admin")
-    deadline = time.monotonic() + timeout
-    while (status := admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10)).state not in ("done", "failed"):
-        assert time.monotonic() < deadline, f"study {study_id} still {status.state}"
-        with fed.miner.coordinator.changed:
-            fed.miner.coordinator.changed.wait(0.5)
-    return status
-
-
 def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, car):
     schema, X, y = car
     part = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
@@ -388,7 +377,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
         envelope = build_submission(spec, *tables[owner], owner_id=owner, key=fed.key(owner))
         assert fed.stub(owner).Submit(envelope, timeout=30).owner_id == owner
         submitted[owner] = decode_model(fpb.ModelMessage.FromString(envelope.payload))
-    assert _wait_done(fed, "r1").state == "done"
+    assert fed.wait_study("r1").state == "done"
     results = fed.stub("admin").GetResults(fpb.StudyRef(study_id="r1"), timeout=10)
     for result in results.owners:
         model = submitted[result.owner_id]
