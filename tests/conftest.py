@@ -9,18 +9,20 @@ from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 
-@pytest.fixture(scope="session")
-def nursery():
-    table = load_dataset("nursery")
+def _encoded(name: str) -> tuple[Schema, np.ndarray, np.ndarray]:
+    table = load_dataset(name)
     X, y = table.schema.encode(table.frame)
     return table.schema, X, y
+
+
+@pytest.fixture(scope="session")
+def nursery():
+    return _encoded("nursery")
 
 
 @pytest.fixture(scope="session")
 def car():
-    table = load_dataset("car")
-    X, y = table.schema.encode(table.frame)
-    return table.schema, X, y
+    return _encoded("car")
 
 
 @pytest.fixture(scope="session")

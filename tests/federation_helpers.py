@@ -129,6 +129,14 @@ class Federation:
         config = MinerConfig.load(self.kits["miner"] / "miner.toml")
         return dataclasses.replace(config, listen="localhost:0")
 
+    def __enter__(self) -> Federation:
+        """``with`` runs a miner in this process for the block (`start`), then `close`: also when the block fails."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def start(self) -> RunningMiner:
         self.miner = start_miner(self.miner_config(), mechanisms=RELEASE_MECHANISMS)
         return self.miner
@@ -199,6 +207,12 @@ def make_federation(tmp: Path, owners: list[str], *, address: str = "localhost:5
     (it binds port 0), `Federation.serve` needs ``address="localhost:0"``."""
     return Federation(issue_throwaway_federation(tmp / "kits", owners=owners, address=address, owner_data=owner_data,
                                                  policy=policy))
+
+
+def deal(X: np.ndarray, y: np.ndarray, owners: list[str], seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The rows dealt at random to ``owners``: owner -> (X, y) of its part."""
+    parts = np.random.default_rng(seed).permutation(len(y)) % len(owners)
+    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(owners)}
 
 
 def car_tables(tmp: Path, owners: list[str]) -> dict[str, tuple[str, str]]:

@@ -27,6 +27,7 @@ from owner_node.release import RELEASE_MECHANISMS
 from tests.federation_helpers import (
     Federation,
     car_tables,
+    deal,
     make_federation,
     signed_model,
     study_spec,
@@ -86,9 +87,7 @@ class _Submitters:
 
 @pytest.fixture(scope="module")
 def ten_parts(car):
-    schema, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+    return deal(*car[1:], OWNERS)
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
@@ -159,19 +158,15 @@ def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path
 
 
 def test_at_the_deadline_without_the_quorum_the_study_fails_naming_the_silent_owners(tmp_path, ten_parts):
-    fed = make_federation(tmp_path, OWNERS[:3])
-    fed.start()
-    try:
+    with make_federation(tmp_path, OWNERS[:3]) as fed:
         admin = fed.stub("admin")
         spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f3", quorum=3, deadline_minutes=0.03)),
                                  timeout=10).spec
         fed.stub("site-0").Submit(signed_model(fed, "site-0", spec, *ten_parts["site-0"]), timeout=30)
         status = fed.wait_study("f3", timeout=90)
-        assert status.state == "failed"
-        assert "the deadline passed: 1 of the 3 submissions needed" in status.reason
-        assert "site-1" in status.reason and "site-2" in status.reason
-    finally:
-        fed.close()
+    assert status.state == "failed"
+    assert "the deadline passed: 1 of the 3 submissions needed" in status.reason
+    assert "site-1" in status.reason and "site-2" in status.reason
 
 
 # ------------------------------------------------------------------ disk full / read-only store

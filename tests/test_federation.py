@@ -24,6 +24,7 @@ from tests.federation_helpers import (
     Federation,
     MinerProcess,
     car_tables,
+    deal,
     make_federation,
     signed_model,
     study_spec,
@@ -40,11 +41,9 @@ def _daemon(fed: Federation, owner: str) -> OwnerDaemon:
 @pytest.fixture()
 def daemons_fed(tmp_path):
     owners = ["site-a", "site-b"]
-    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
-                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
-    fed.start()
-    yield fed
-    fed.close()
+    with make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
+                         policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]}) as fed:
+        yield fed
 
 
 def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
@@ -124,9 +123,7 @@ def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_pa
     miner = fed.serve(tmp_path / "miner.log")
     try:
         spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("k1")), timeout=10).spec
-        schema, X, y = car
-        parts = np.random.default_rng(0).permutation(len(y)) % 5
-        envelopes = {o: signed_model(fed, o, spec, X[parts == i], y[parts == i]) for i, o in enumerate(owners)}
+        envelopes = {o: signed_model(fed, o, spec, *part) for o, part in deal(*car[1:], owners).items()}
         acks = {o: fed.stub(o).Submit(envelopes[o], timeout=30) for o in owners[:3]}
         miner.kill()
         fed.close_channels()

@@ -36,7 +36,7 @@ from miner_node.verify import Rejection, check_model
 from modelshare.cli import main
 from owner_node.release import release_random_trees, release_tree
 from owner_node.training import build_submission
-from tests.federation_helpers import make_federation, signed_model, study_spec
+from tests.federation_helpers import deal, make_federation, signed_model, study_spec
 
 REQUIREMENT = "dps:k=5,beta=0.3,epsilon=4,trees=4"
 DEPTH = 3
@@ -335,10 +335,8 @@ STUDY_REQUIREMENT = "dps:k=5,beta=0.5,epsilon=8,trees=4"
 
 @pytest.fixture()
 def fed(tmp_path):
-    federation = make_federation(tmp_path, OWNERS)
-    federation.start()
-    yield federation
-    federation.close()
+    with make_federation(tmp_path, OWNERS) as federation:
+        yield federation
 
 
 def _rejection(fed, party: str, envelope: fpb.SignedEnvelope) -> tuple[grpc.StatusCode, str]:
@@ -349,8 +347,7 @@ def _rejection(fed, party: str, envelope: fpb.SignedEnvelope) -> tuple[grpc.Stat
 
 def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, car):
     schema, X, y = car
-    part = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    tables = {o: (X[part == i], y[part == i]) for i, o in enumerate(OWNERS)}
+    tables = deal(X, y, OWNERS)
     spec = study_spec("r1", mechanism="kanon-rdt", requirement=STUDY_REQUIREMENT, disclosure="counts", max_depth=3,
                       global_models=("decision-tree", "naive-bayes"))
     spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10).spec

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sqlite3
 
 import grpc
-import numpy as np
 import pytest
 
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from tests.federation_helpers import (
+    deal,
     make_federation,
     signed_model,
     signed_refusal,
@@ -22,17 +22,13 @@ OWNERS = ["site-a", "site-b", "site-c"]
 
 @pytest.fixture()
 def fed(tmp_path):
-    federation = make_federation(tmp_path, OWNERS)
-    federation.start()
-    yield federation
-    federation.close()
+    with make_federation(tmp_path, OWNERS) as federation:
+        yield federation
 
 
 @pytest.fixture(scope="module")
 def car_parts(car):
-    schema, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+    return deal(*car[1:], OWNERS)
 
 
 def stored_rows(fed) -> tuple[int, int]:

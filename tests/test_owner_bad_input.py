@@ -34,25 +34,20 @@ def _load(tmp_path: Path, schema, path: Path) -> LocalDataError:
     return info.value
 
 
-def test_text_in_a_numeric_column_names_file_row_column_and_value(tmp_path, adult_rows):
+@pytest.mark.parametrize("index, column, value, why", [
+    (41, "age", "forty-two", "not a finite number"),  # text in a numeric column
+    (7, "workclass", "Astronaut", "unknown category"),  # a category the schema does not know
+])
+def test_a_bad_value_is_named_by_file_row_and_column_and_kept_local(tmp_path, adult_rows, index, column, value, why):
     schema, frame = adult_rows
-    frame.loc[41, "age"] = "forty-two"
+    frame.loc[index, column] = value
     path = tmp_path / "sites.csv"
     frame.to_csv(path, index=False)
     error = _load(tmp_path, schema, path)
-    assert all(part in str(error) for part in (str(path), "row 42", "column 'age'", "'forty-two'"))
-    assert all(part in error.public for part in ("sites.csv", "row 42", "column 'age'"))
-    assert "forty-two" not in error.public and str(tmp_path) not in error.public
-
-
-def test_an_unseen_category_is_named_with_its_row(tmp_path, adult_rows):
-    schema, frame = adult_rows
-    frame.loc[7, "workclass"] = "Astronaut"
-    path = tmp_path / "t.csv"
-    frame.to_csv(path, index=False)
-    error = _load(tmp_path, schema, path)
-    assert "row 8" in str(error) and "column 'workclass'" in str(error) and "'Astronaut'" in str(error)
-    assert "unknown category" in error.public and "Astronaut" not in error.public
+    row = f"row {index + 1}"
+    assert all(part in str(error) for part in (str(path), row, f"column '{column}'", f"'{value}'", why))
+    assert all(part in error.public for part in ("sites.csv", row, f"column '{column}'", why))
+    assert value not in error.public and str(tmp_path) not in error.public
 
 
 @pytest.mark.parametrize("content, why", [

@@ -162,10 +162,8 @@ def test_the_reaudit_recomputes_the_budget_split_and_the_target_bounds():
 # ------------------------------------------------------------- the miner
 @pytest.fixture()
 def fed(tmp_path):
-    federation = make_federation(tmp_path, ["o1", "o2"])
-    federation.start()
-    yield federation
-    federation.close()
+    with make_federation(tmp_path, ["o1", "o2"]) as federation:
+        yield federation
 
 
 def _signed(fed: Federation, owner: str, release: RegressionRelease, study_id: str, mutate=None) -> fpb.SignedEnvelope:

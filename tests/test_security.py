@@ -42,6 +42,7 @@ from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
 from owner_node.release import release_random_trees
 from tests.federation_helpers import (
+    deal,
     make_federation,
     signed_model,
     signed_refusal,
@@ -55,9 +56,7 @@ OWNERS = ["site-a", "site-b", "site-c"]  # site-c is revoked by one test; the ot
 def fed(tmp_path_factory, car):
     federation = make_federation(tmp_path_factory.mktemp("security"), OWNERS)
     federation.start()
-    _, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    federation.data = {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+    federation.data = deal(*car[1:], OWNERS)
     admin = federation.stub("admin")
     week = 7 * 24 * 60
     for spec in (study_spec("open", owners=OWNERS, deadline_minutes=week),
