@@ -34,8 +34,6 @@ from tests.federation_helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow  # separate miner and owner processes
-
 OWNERS = [f"site-{i}" for i in range(10)]
 
 
@@ -90,6 +88,7 @@ def ten_parts(car):
     return deal(*car[1:], OWNERS)
 
 
+@pytest.mark.slow  # a miner process
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_sigkill_at_a_random_point_of_a_ten_owner_study_loses_no_acknowledged_submission(tmp_path, ten_parts, seed):
     rng = np.random.default_rng(seed)
@@ -125,6 +124,7 @@ def test_sigkill_at_a_random_point_of_a_ten_owner_study_loses_no_acknowledged_su
     assert verify_log(state).ok
 
 
+@pytest.mark.slow  # a miner process
 def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path):
     owners = ["site-a", "site-b", "site-c"]
     fed = make_federation(tmp_path, owners, address="localhost:0", owner_data=car_tables(tmp_path, owners),
@@ -213,6 +213,7 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow  # mounts a tmpfs
 @needs_mount
 def test_a_full_disk_refuses_submissions_with_a_clear_status_and_acknowledges_nothing(small_disk_fed, ten_parts):
     fed, disk = small_disk_fed
@@ -230,6 +231,7 @@ def test_a_full_disk_refuses_submissions_with_a_clear_status_and_acknowledges_no
     assert _submissions(fed.miner.config.state_dir, "f4") == {"site-0": 1}
 
 
+@pytest.mark.slow  # mounts a tmpfs
 @needs_mount
 def test_a_miner_whose_store_is_read_only_refuses_to_start_and_says_why(small_disk_fed):
     fed, disk = small_disk_fed

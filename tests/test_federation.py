@@ -1,4 +1,8 @@
-"""Owners, miner and admin as the deployment runs them: daemons, separate processes, SIGKILL, simulate."""
+"""Owners, miner and admin as the deployment runs them: daemons, separate processes, SIGKILL, simulate.
+
+The owner daemons run in this process against an in-process miner; the tests marked ``slow`` start
+``modelshare miner serve`` / ``owner serve`` / ``simulate`` processes.
+"""
 
 from __future__ import annotations
 
@@ -30,8 +34,6 @@ from tests.federation_helpers import (
     study_spec,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow  # separate miner and owner processes
 
 
 def _daemon(fed: Federation, owner: str) -> OwnerDaemon:
@@ -117,6 +119,7 @@ def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path
 
 
 # ------------------------------------------------------------ real processes
+@pytest.mark.slow  # a miner process
 def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_path, car):
     owners = [f"o{i}" for i in range(5)]
     fed = make_federation(tmp_path, owners, address="localhost:0")
@@ -142,6 +145,7 @@ def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_pa
     assert verify_log(fed.kits["miner"] / "state").ok
 
 
+@pytest.mark.slow  # simulate's processes, then a miner and two owner processes
 def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     keep = tmp_path / "sim"
     assert main(["simulate", "--dataset", "car", "--owners", "2", "--seed", "3", "--json", "--keep-dir", str(keep)]) == 0

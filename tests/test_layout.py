@@ -1,5 +1,6 @@
-"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, and
-test modules that share helpers only through helper modules (never by importing one another)."""
+"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, test
+modules that share helpers only through helper modules (never by importing one another), and a quick loop
+(``-m "not slow"``) that starts no miner or owner process."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def test_no_test_module_imports_another():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             offenders += [f"{path.name}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
     assert offenders == [], "shared test helpers belong in tests/federation_helpers.py or conftest.py"
+
+
+def test_a_test_without_the_slow_marker_cannot_start_a_miner_process():
+    """The quick loop stays in process: conftest refuses `... serve` there (the process-level tests are `slow`)."""
+    with pytest.raises(AssertionError, match="mark it @pytest.mark.slow"):
+        subprocess.Popen([sys.executable, "-m", "modelshare.cli", "miner", "serve", "--config", "miner.toml"])
