@@ -24,15 +24,7 @@ from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
 from owner_node.daemon import Backoff, OwnerDaemon, read_status
 from owner_node.release import RELEASE_MECHANISMS
-from tests.federation_helpers import (
-    Federation,
-    car_tables,
-    deal,
-    make_federation,
-    signed_model,
-    study_spec,
-    wait_until,
-)
+from tests.federation_helpers import Federation, car_tables, deal, make_federation, signed_model, study_spec, wait_until
 
 OWNERS = [f"site-{i}" for i in range(10)]
 
