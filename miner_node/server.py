@@ -2,7 +2,9 @@
 
 `start_miner` returns once the server is bound and serving, with the port it got (``:0`` asks the
 OS for a free one), so callers wait on readiness rather than on time. It also writes
-``ready.json`` (address and pid) into the state directory for supervisors in other processes.
+``ready.json`` into the state directory for supervisors in other processes: the port it bound,
+the address it listens on with that port, its pid and the configured ``listen``; `read_ready`
+reads it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import logging
 import os
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Iterable
+from pathlib import Path
+from typing import Any, Iterable
 
 import grpc
 
@@ -26,7 +29,7 @@ from miner_node.service import MinerService, tolerant_deserializer
 from miner_node.store import Store
 from miner_node.verify import ModelVerifier, Rejection
 
-__all__ = ["RunningMiner", "start_miner"]
+__all__ = ["READY_FILE", "RunningMiner", "read_ready", "start_miner"]
 
 log = logging.getLogger("modelshare.miner")
 READY_FILE = "ready.json"
@@ -52,6 +55,16 @@ class RunningMiner:
             os.unlink(self.config.state_dir / READY_FILE)
         except OSError:
             pass
+
+
+def read_ready(state_dir: Path) -> dict[str, Any] | None:
+    """The ready file of the miner whose state is in `state_dir` ({"port", "address", "pid", "listen"}),
+    or None while there is none. A miner killed without a clean stop leaves its file behind: compare
+    ``pid`` with the process you started."""
+    try:
+        return json.loads((state_dir / READY_FILE).read_text())
+    except FileNotFoundError:
+        return None
 
 
 def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
@@ -129,6 +142,7 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     coordinator.start()
     server.start()
     ready = config.state_dir / READY_FILE
-    atomic_write(ready, json.dumps({"port": port, "pid": os.getpid(), "listen": config.listen}) + "\n")
+    bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
+    atomic_write(ready, json.dumps({"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
     return RunningMiner(server, port, service, store, coordinator, config)

@@ -30,7 +30,7 @@ project.toml::
     name = "miner"                      # [A-Za-z0-9][A-Za-z0-9._-]{0,62}; "ca" is reserved
     role = "miner"                      # exactly one miner; any number of owners and admins
     address = "localhost:50051"         # what owners and admins dial; required for the miner
-    listen = "[::]:50051"               # optional; default "[::]:<port of address>"
+    listen = "[::]:50051"               # optional; default "[::]:<port of address>"; port 0: see below
     hosts = ["localhost", "127.0.0.1"]  # optional extra certificate names (DNS names or IPs)
     valid_days = 825                    # optional certificate lifetime, any party
     [[parties]]
@@ -48,6 +48,11 @@ A party's certificate names it twice: subject CN = name (the identity the miner 
 mutual TLS) and subject alternative names DNS:name, the host of the miner's address, and
 ``hosts``. Every certificate may act as TLS server and client. Keys are ECDSA P-256, signed with
 SHA-256. An owner without ``policy`` gets a strict default (see `DEFAULT_POLICY`).
+
+A miner whose ``listen`` says port 0 binds a free port its OS picks and reports it in its
+``state/ready.json``; its ``address`` may then say port 0 too, and `set_miner_port` writes the
+port it reported into the kits (the certificates name hosts, not ports), before which the owners'
+and admins' configs refuse to load.
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import model_validator
 
-from common.federation.config_file import ConfigModel, load_config
+from common.federation.config_file import ConfigModel, load_config, read_toml
 from common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
 from common.federation.signing import (
     SignatureError,
@@ -95,6 +100,7 @@ __all__ = [
     "provision",
     "provisioned_roster",
     "revoke_party",
+    "set_miner_port",
 ]
 
 STATE_FORMAT = "modelshare.provision/1"
@@ -200,11 +206,12 @@ def load_project(path: str | Path) -> ProjectSpec:
     return spec
 
 
-def _split_host_port(text: str, where: str) -> tuple[str, int]:
+def _split_host_port(text: str, where: str, *, port_0: bool = False) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     bracketed = host.startswith("[") and host.endswith("]")
     host = host[1:-1] if bracketed else host
-    if not sep or not host or (":" in host and not bracketed) or not port.isdigit() or not 0 < int(port) < 65536:
+    lowest = 0 if port_0 else 1
+    if not sep or not host or (":" in host and not bracketed) or not port.isdigit() or not lowest <= int(port) < 65536:
         raise ProvisionError(f"{where}: {text!r} is not HOST:PORT (e.g. localhost:50051 or [::1]:50051)")
     return host, int(port)
 
@@ -229,9 +236,8 @@ def _validate_party(party: PartySpec, where: str) -> None:
     if party.role == "miner":
         if party.address is None:
             raise ProvisionError(f"{where}.address: the miner needs the address owners dial (HOST:PORT)")
-        _split_host_port(party.address, f"{where}.address")
-        if party.listen is not None:
-            _split_host_port(party.listen, f"{where}.listen")
+        listen_0 = party.listen is not None and _split_host_port(party.listen, f"{where}.listen", port_0=True)[1] == 0
+        _split_host_port(party.address, f"{where}.address", port_0=listen_0)  # port 0 until `set_miner_port`
     for i, host in enumerate(party.hosts):
         _check_host(host, f"{where}.hosts[{i}]")
 
@@ -295,7 +301,7 @@ def _make_ca(spec: ProjectSpec, now: datetime) -> tuple[ec.EllipticCurvePrivateK
 def _cert_hosts(party: PartySpec) -> list[str]:
     hosts = [party.name]
     if party.address is not None:
-        hosts.append(_split_host_port(party.address, "address")[0])
+        hosts.append(_split_host_port(party.address, "address", port_0=True)[0])
     hosts.extend(party.hosts)
     return list(dict.fromkeys(hosts))
 
@@ -386,7 +392,7 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
     """The kit's <role>.toml; paths are relative to the kit directory."""
     if party.role == "miner":
         assert party.address is not None  # validated: a miner has an address
-        port = _split_host_port(party.address, "address")[1]
+        port = _split_host_port(party.address, "address", port_0=True)[1]
         main = {"name": party.name, "listen": party.listen or f"[::]:{port}", "state_dir": "state",
                 "roster": "roster.json"}
     else:
@@ -626,14 +632,15 @@ def issue_throwaway_federation(
 
     For `modelshare simulate`: the same kits as `provision`, with a fresh CA valid for
     `THROWAWAY_DAYS` days. The miner listens only on the host of `address` (no outside exposure);
-    `owner_data` maps an owner to its (data path, class column); `policy` replaces the default
-    policy of every owner. Returns party name -> kit directory.
+    port 0 lets it bind a free port, to be written into the kits with `set_miner_port` once the
+    miner has reported it. `owner_data` maps an owner to its (data path, class column); `policy`
+    replaces the default policy of every owner. Returns party name -> kit directory.
     """
     unknown = sorted(set(owner_data or {}) - set(owners))
     if unknown:
         raise ProvisionError(f"owner_data names {unknown}, which are not among the owners {owners}")
-    host, port = _split_host_port(address, "address")
-    listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    host, port = _split_host_port(address, "address", port_0=True)
+    listen = _join_host_port(host, port)
     data = owner_data or {}
     parties = (
         PartySpec("miner", "miner", address=address, listen=listen, valid_days=THROWAWAY_DAYS),
@@ -644,3 +651,34 @@ def issue_throwaway_federation(
     )
     spec = ProjectSpec("throwaway", parties, ca_valid_days=THROWAWAY_DAYS, source="throw-away federation")
     return _provision_spec(spec, Path(out_dir))
+
+
+def _join_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+_MINER_ADDRESS_KEYS = {"miner": "listen", "owner": "miner", "admin": "miner"}  # <role>.toml: [role] key
+
+
+def set_miner_port(kits: Iterable[str | Path], port: int) -> None:
+    """Write `port`, the port the miner bound, into the configs of the kit directories `kits`.
+
+    For a miner provisioned to listen on port 0, once it has reported its port (``port`` in its
+    ready file): owners and admins then dial it at the host their config names (the host the
+    miner's certificate names), and the miner listens on it again when restarted. Directories
+    without a kit config (such as ``ca``) are passed over.
+    """
+    if not 0 < port < 65536:
+        raise ProvisionError(f"the miner's port must lie in 1..65535, got {port}")
+    for kit in map(Path, kits):
+        for role, key in _MINER_ADDRESS_KEYS.items():
+            path = kit / f"{role}.toml"
+            if not path.exists():
+                continue
+            data = read_toml(path, f"{role} config", ProvisionError)
+            host, _ = _split_host_port(str(data[role][key]), f"{path}: [{role}] {key}", port_0=True)
+            data[role][key] = _join_host_port(host, port)
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            header = "".join(line for line in lines[:next((i for i, s in enumerate(lines) if not s.startswith("#")),
+                                                           len(lines))])  # the kit's comment header, kept
+            atomic_write(path, (header + tomli_w.dumps(data)).encode("utf-8"), mode=0o644)

@@ -22,7 +22,6 @@ import argparse
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,6 +66,7 @@ from miner_node.global_models import (
     make_global_model,
     make_regression_model,
 )
+from miner_node.server import read_ready
 from modelshare.admin import AdminConfig, admin_stub
 from modelshare.cli_common import (
     add_table_source,
@@ -77,7 +77,7 @@ from modelshare.cli_common import (
     positive_int,
 )
 from modelshare.pipeline import stratified_parts
-from modelshare.provision import issue_throwaway_federation
+from modelshare.provision import issue_throwaway_federation, set_miner_port
 from owner_node.training import UNSATISFIABLE
 
 __all__ = ["add_parser", "cmd_simulate", "SimulationError"]
@@ -109,12 +109,6 @@ class Party:
         return "\n".join(text[-lines:]) or "(empty log)"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _spawn(name: str, args: list[str], log: Path) -> Party:
     handle = open(log, "wb")
     process = subprocess.Popen([sys.executable, "-m", "modelshare.cli", *args], stdout=handle, stderr=subprocess.STDOUT,
@@ -144,14 +138,15 @@ def _check_alive(parties: list[Party]) -> None:
             raise SimulationError(f"{p.name} exited with status {code}; its log ends with:\n{p.tail()}")
 
 
-def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> None:
-    """Wait until the miner has written its ready file (it binds first), or fail naming it."""
+def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> int:
+    """Wait until the miner has written its ready file (it binds first), or fail naming it; the port it bound."""
     deadline = time.monotonic() + timeout
-    while not (state_dir / "ready.json").exists():
+    while (ready := read_ready(state_dir)) is None or ready["pid"] != miner.process.pid:
         _check_alive([miner])
         if time.monotonic() > deadline:
             raise SimulationError(f"timed out after {timeout:.0f} s waiting for the miner to serve; its log ends with:\n{miner.tail()}")
         time.sleep(0.05)
+    return int(ready["port"])
 
 
 def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | None, owners: list[str]) -> str:
@@ -264,7 +259,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
-    kits = issue_throwaway_federation(root / "kits", owners=owners, address=f"localhost:{_free_port()}",
+    kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
@@ -278,7 +273,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
     try:
         miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
         parties.append(miner)
-        _wait_ready(miner, kits["miner"] / "state", timeout)
+        set_miner_port(kits.values(), _wait_ready(miner, kits["miner"] / "state", timeout))  # it bound port 0
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
         study = load_study_file(root / "study.toml")

@@ -1,13 +1,26 @@
-"""A provisioned federation on loopback for integration tests: kits, a miner, signed submissions."""
+"""A provisioned federation on loopback for integration tests: kits, a miner, signed submissions.
+
+Shared by the test modules (which import only from here, never from each other): the miner in
+this process (`Federation.start`) or as the deployment runs it (`Federation.serve`, a separate
+``modelshare miner serve`` process on port 0), owners' tables and configs, signed answers, and
+`wait_until`, the one way a test waits: for a condition, up to a deadline, never for a fixed time.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import grpc
+import numpy as np
 
+from common.data.datasets import load_dataset
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
@@ -19,8 +32,85 @@ from common.mechanisms import registry
 from common.mechanisms.release import release as release_model
 from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
-from miner_node.server import RunningMiner, start_miner
-from modelshare.provision import issue_throwaway_federation
+from miner_node.server import RunningMiner, read_ready, start_miner
+from modelshare.provision import issue_throwaway_federation, set_miner_port
+from owner_node.config import OwnerConfig
+from owner_node.policy import Policy
+
+CLI = [sys.executable, "-m", "modelshare.cli"]
+FINAL = ("done", "failed")  # the states a study ends in
+POLL_SECONDS = 0.05  # between checks of a condition nothing announces (state in another process)
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], *,
+               wake: Callable[[float], object] | None = None) -> T:
+    """Return the first true value of ``predicate()``; fail the test, naming ``what``, after ``timeout`` s.
+
+    ``wake(seconds)`` blocks until something may have changed or ``seconds`` passed (a
+    condition's ``wait``); without one, the condition is checked again every `POLL_SECONDS`
+    (for state in another process, which announces nothing here). The deadline decides, not a
+    sleep. ``what`` may be a callable, for a message that says how far things got.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what() if callable(what) else what}")
+        if wake is not None:
+            wake(min(remaining, 0.5))
+        else:
+            time.sleep(min(remaining, POLL_SECONDS))
+
+
+class MinerProcess:
+    """``modelshare miner serve`` in its own process, as deployed; `start` returns once it serves.
+
+    Readiness is the miner's ready file naming this process (a killed miner leaves its file
+    behind), so `start` waits on the miner, not on time, and learns the port it bound.
+    """
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.config, self.log = config, log
+        self.state_dir = MinerConfig.load(config).state_dir
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 60) -> MinerProcess:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([*CLI, "miner", "serve", "--config", str(self.config)],
+                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = self.process
+
+        def serving() -> dict | None:
+            code = process.poll()
+            if code is not None:
+                raise AssertionError(f"the miner exited with status {code}:\n{self.log.read_text()[-4000:]}")
+            ready = read_ready(self.state_dir)
+            return ready if ready is not None and ready["pid"] == process.pid else None
+
+        self.port = int(wait_until(serving, timeout, f"the miner's ready file (log: {self.log})")["port"])
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean stop, no chance to flush or to remove the ready file."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self, grace: float | None = None) -> None:
+        """SIGTERM (the miner stops cleanly), SIGKILL if it has not exited within 20 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
 
 
 @dataclass
@@ -28,7 +118,7 @@ class Federation:
     """Kits for a miner, an admin and owners; a running miner; stubs dialled with each kit."""
 
     kits: dict[str, Path]
-    miner: RunningMiner | None = None
+    miner: RunningMiner | MinerProcess | None = None
     channels: list[grpc.Channel] = field(default_factory=list)
 
     @property
@@ -39,6 +129,14 @@ class Federation:
     def miner_config(self) -> MinerConfig:
         config = MinerConfig.load(self.kits["miner"] / "miner.toml")
         return dataclasses.replace(config, listen="localhost:0")
+
+    def __enter__(self) -> Federation:
+        """``with`` runs a miner in this process for the block (`start`), then `close`: also when the block fails."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def start(self) -> RunningMiner:
         self.miner = start_miner(self.miner_config(), mechanisms=registry.names())
@@ -51,6 +149,39 @@ class Federation:
         self.close_channels()
         self.miner = start_miner(config, mechanisms=registry.names())
         return self.miner
+
+    def serve(self, log: Path) -> MinerProcess:
+        """Start the miner as a separate process: on port 0 at first (the kits must say so, see
+        `make_federation`), then, once `set_miner_port` has written the port it bound into every
+        kit, on that port again, so owners' configs stay right across a kill and restart."""
+        self.miner = MinerProcess(self.kits["miner"] / "miner.toml", log).start()
+        set_miner_port(self.kits.values(), self.miner.port)
+        return self.miner
+
+    def wait_study(self, study_id: str, states: tuple[str, ...] = FINAL, timeout: float = 60) -> fpb.StudyStatus:
+        """The study's status once it is in one of ``states`` (by default: done or failed).
+
+        An in-process miner wakes the wait on its coordinator's state changes; a miner process is polled.
+        """
+        admin = self.stub("admin")
+        seen: list[fpb.StudyStatus] = []
+
+        def reached() -> fpb.StudyStatus | None:
+            seen.append(admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10))
+            return seen[-1] if seen[-1].state in states else None
+
+        def wake(seconds: float) -> None:
+            assert isinstance(self.miner, RunningMiner)
+            with self.miner.coordinator.changed:
+                self.miner.coordinator.changed.wait(seconds)
+
+        return wait_until(reached, timeout, lambda: f"study {study_id} to be {' or '.join(states)}; it is "
+                          f"{seen[-1].state} ({seen[-1].reason})", wake=wake if isinstance(self.miner, RunningMiner) else None)
+
+    def owner_config(self, owner: str, **changes) -> OwnerConfig:
+        """The owner's kit config, dialling this federation's miner (changed as ``changes`` say)."""
+        config = OwnerConfig.load(self.kits[owner] / "owner.toml")
+        return dataclasses.replace(config, **{"miner": self.address, **changes})
 
     def stub(self, party: str, tls: TlsFiles | None = None) -> fgrpc.MinerStub:
         channel = dial_miner(self.address, tls or TlsFiles.in_kit(self.kits[party]), "miner")
@@ -71,8 +202,41 @@ class Federation:
             self.miner.stop(grace=None)
 
 
-def make_federation(tmp: Path, owners: list[str]) -> Federation:
-    return Federation(issue_throwaway_federation(tmp / "kits", owners=owners, address="localhost:50051"))
+def make_federation(tmp: Path, owners: list[str], *, address: str = "localhost:50051", owner_data=None,
+                    policy: dict | None = None) -> Federation:
+    """A throw-away federation's kits under ``tmp``; `Federation.start` ignores the port of ``address``
+    (it binds port 0), `Federation.serve` needs ``address="localhost:0"``."""
+    return Federation(issue_throwaway_federation(tmp / "kits", owners=owners, address=address, owner_data=owner_data,
+                                                 policy=policy))
+
+
+def deal(X: np.ndarray, y: np.ndarray, owners: list[str], seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The rows dealt at random to ``owners``: owner -> (X, y) of its part."""
+    parts = np.random.default_rng(seed).permutation(len(y)) % len(owners)
+    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(owners)}
+
+
+def car_tables(tmp: Path, owners: list[str]) -> dict[str, tuple[str, str]]:
+    """The car table dealt at random to ``owners``, one CSV each: owner -> (path, class column)."""
+    table = load_dataset("car")
+    parts = np.random.default_rng(1).permutation(len(table.frame)) % len(owners)
+    data = {}
+    for i, owner in enumerate(owners):
+        path = tmp / f"{owner}.csv"
+        table.frame[parts == i].to_csv(path, index=False)
+        data[owner] = (str(path), table.schema.class_name)
+    return data
+
+
+def make_owner_config(kit: Path, data_path: Path, *, class_column: str | None = None, policy: Policy | None = None,
+                 insecure: bool = False) -> OwnerConfig:
+    """A hand-made config of owner "site-a" whose kit files would lie in ``kit`` (not read here)."""
+    return OwnerConfig(
+        path=kit / "owner.toml", name="site-a", miner="localhost:1", miner_name="miner",
+        state_dir=kit / "state", signing_key=kit / "signing.key", roster=kit / "roster.json",
+        tls=TlsFiles.in_kit(kit), data_path=data_path, class_column=class_column, policy=policy or Policy(),
+        insecure=insecure,
+    )
 
 
 def study_spec(study_id: str, *, dataset: str = "car", owners: list[str] | None = None, quorum: int = 0,

@@ -1,4 +1,5 @@
-"""Anonymity requirements: the requirement grammar and the two forms of (c,l)-diversity."""
+"""Anonymity requirements: the requirement grammar of every family, their order, and the two forms of
+(c,l)-diversity."""
 
 from __future__ import annotations
 
@@ -120,12 +121,31 @@ def test_malformed_requirements_raise_with_the_grammar(text):
         ("k-anonymity:q=3", "expected parameters ['k']"),
         ("k-anonymity:k=2.5", "not an integer"),
         ("cl-diversity:c=-1,l=3", "positive"),
+        # dps (k-AnonToRdt)
+        ("dps:k=0,beta=0.01,epsilon=2,trees=10", "k=0 must be at least 1"),
+        ("dps:k=5,beta=1,epsilon=2,trees=10", "beta=1 must lie strictly between 0 and 1"),
+        ("dps:k=5,beta=0.01,epsilon=two,trees=10", "epsilon='two' is not a number"),
+        ("dps:k=5,beta=0.01,epsilon=inf,trees=10", "epsilon=inf must be finite"),
+        ("dps:k=5,beta=0.01,epsilon=-1,trees=10", "epsilon=-1 must be positive"),
+        ("dps:k=5,beta=0.01,epsilon=2,trees=0", "trees=0 must be at least 1"),
+        ("dps:k=5,beta=0.01,epsilon=2", "expected parameters ['beta', 'epsilon', 'k', 'trees']"),
+        ("dps:k=5,beta=0.3,epsilon=1,trees=4", "epsilon per tree (epsilon_total 1 / 4 trees) = 0.25 is below -ln(1 - beta)"),
+        ("dps:k=1,beta=0.5,epsilon=7,trees=10", "composed delta 5 is >= 1 and bounds nothing"),
+        # dp (the noise-based mechanisms)
+        ("dp:epsilon=0,trees=10", "epsilon=0 must be positive"),
+        ("dp:epsilon=-1,trees=10", "epsilon=-1 must be positive"),
+        ("dp:epsilon=inf,trees=10", "epsilon=inf must be finite"),
+        ("dp:epsilon=one,trees=10", "epsilon='one' is not a number"),
+        ("dp:epsilon=1,trees=0", "trees=0 must be at least 1"),
+        ("dp:epsilon=1,trees=2.5", "trees='2.5' is not an integer"),
+        ("dp:epsilon=1", "expected parameters ['epsilon', 'trees']"),
+        ("dp:epsilon=1,trees=2,delta=0", "expected parameters ['epsilon', 'trees']"),
     ],
 )
-def test_error_says_why(text, fragment):
-    with pytest.raises(RequirementError, match=None) as info:
+def test_a_bad_requirement_of_any_family_says_why_and_shows_the_grammar(text, fragment):
+    with pytest.raises(RequirementError) as info:
         parse_requirement(text)
-    assert fragment in info.value.why
+    assert fragment in info.value.why and GRAMMAR in str(info.value)
 
 
 def test_non_string_requirement_is_refused():
@@ -303,6 +323,42 @@ def test_hit_miss_form_matches_a_reference(rows, c, l):
 def test_weaker_than_orders_requirements(claimed, required, weaker):
     reason = weaker_than(parse_requirement(claimed), parse_requirement(required))
     assert (reason is not None) == weaker
+
+
+@pytest.mark.parametrize(
+    "claimed, required, fragment",
+    [
+        # dps: beta, total epsilon and composed delta; no other family implies or is implied by it
+        ("dps:k=5,beta=0.01,epsilon=2,trees=10", "dps:k=5,beta=0.01,epsilon=2,trees=10", None),
+        ("dps:k=10,beta=0.005,epsilon=1.5,trees=5", "dps:k=5,beta=0.01,epsilon=2,trees=10", None),
+        ("dps:k=3,beta=0.01,epsilon=2,trees=10", "dps:k=5,beta=0.01,epsilon=2,trees=10", "needs k >= 5"),
+        ("dps:k=5,beta=0.1,epsilon=2,trees=10", "dps:k=5,beta=0.01,epsilon=2,trees=10", "at most beta=0.01"),
+        ("dps:k=5,beta=0.01,epsilon=3,trees=10", "dps:k=5,beta=0.01,epsilon=2,trees=10", "at most 2"),
+        # more trees on the same budget: a smaller epsilon per tree and a larger composed delta
+        ("dps:k=5,beta=0.01,epsilon=2,trees=20", "dps:k=5,beta=0.01,epsilon=2,trees=10", "composed delta 0.00216"),
+        # d is not monotone in beta: the smaller beta has the larger delta
+        ("dps:k=5,beta=0.1,epsilon=0.5,trees=1", "dps:k=5,beta=0.101,epsilon=0.5,trees=1", "composed delta 0.00275"),
+        ("k-anonymity:k=50", "dps:k=5,beta=0.01,epsilon=2,trees=10", "gives no (beta, epsilon, delta)-DPS guarantee"),
+        ("dps:k=50,beta=0.01,epsilon=2,trees=10", "k-anonymity:k=5", "not of every path"),
+        ("dps:k=50,beta=0.01,epsilon=2,trees=10", "cl-diversity:c=5,l=2", "not of every path"),
+        # dp: the total epsilon alone (trees say how it is spent, not how much)
+        ("dp:epsilon=1,trees=10", "dp:epsilon=1,trees=10", None),
+        ("dp:epsilon=0.5,trees=3", "dp:epsilon=1,trees=10", None),  # trees say how, not how much
+        ("dp:epsilon=2,trees=10", "dp:epsilon=1,trees=10",
+         "spends epsilon=2 in total; dp:epsilon=1,trees=10 allows at most 1"),
+        ("k-anonymity:k=50", "dp:epsilon=1,trees=10", "gives no eps-differential privacy"),
+        ("dps:k=5,beta=0.01,epsilon=0.5,trees=1", "dp:epsilon=1,trees=10", "gives no eps-differential privacy"),
+        ("dp:epsilon=0.1,trees=10", "k-anonymity:k=5", "does not imply k-anonymity:k=5"),
+        ("dp:epsilon=0.1,trees=10", "cl-diversity:c=5,l=2", "does not imply cl-diversity"),
+        ("dp:epsilon=0.1,trees=10", "dps:k=5,beta=0.01,epsilon=2,trees=10", "does not imply dps:"),
+    ],
+)
+def test_weaker_than_orders_dps_and_dp_claims_and_says_why(claimed, required, fragment):
+    reason = weaker_than(parse_requirement(claimed), parse_requirement(required))
+    if fragment is None:
+        assert reason is None
+    else:
+        assert reason is not None and fragment in reason
 
 
 @given(

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
-import time
 
 import pytest
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, check_spec
 from modelshare.cli import main
-from modelshare.provision import issue_throwaway_federation
 from owner_node.budget import LEDGER_FILE, Ledger, LedgerError, study_cost
-from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon
 from owner_node.policy import Policy, PolicyError
-from tests.federation_helpers import Federation, study_spec
-from tests.test_federation import _car_tables
+from tests.federation_helpers import car_tables, make_federation, study_spec
 
 DP = "dp:epsilon=1,trees=4"
 DPS = "dps:k=5,beta=0.1,epsilon=2,trees=10"
@@ -98,23 +93,17 @@ def test_lifetime_caps_are_policy_keys():
 # ------------------------------------------------------------------ end to end
 def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_cap(tmp_path, capsys):
     owners = ["site-a", "site-b"]
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
-                                      owner_data=_car_tables(tmp_path, owners),
-                                      policy={"mechanisms": ["laplace-rdt"], "max_epsilon": 1, "lifetime_epsilon": 1.5,
-                                              "miners": ["miner"]})
-    fed = Federation(kits)
+    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
+                          policy={"mechanisms": ["laplace-rdt"], "max_epsilon": 1, "lifetime_epsilon": 1.5,
+                                  "miners": ["miner"]})
     fed.start()
     stop = threading.Event()
-    daemons = [OwnerDaemon(dataclasses.replace(OwnerConfig.load(kits[o] / "owner.toml"), miner=fed.address))
-               for o in owners]
+    daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
     try:
         admin = fed.stub("admin")
         admin.CreateStudy(fpb.CreateStudyRequest(spec=dp_study("dp-1")), timeout=10)
         assert [o.outcome for d in daemons for o in d.run_once(wait_seconds=5, stop=stop)] == ["submitted"] * 2
-        deadline = time.monotonic() + 60
-        while (status := admin.GetStudy(fpb.StudyRef(study_id="dp-1"), timeout=10)).state not in ("done", "failed"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        status = fed.wait_study("dp-1")
         assert status.state == "done", status.reason
         results = admin.GetResults(fpb.StudyRef(study_id="dp-1"), timeout=10)
         assert all(o.audit_passed for o in results.owners) and len(results.owners) == 2
@@ -127,9 +116,9 @@ def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_
         for d in daemons:
             d.close()
         fed.close()
-    assert main(["owner", "budget", "--config", str(kits["site-a"] / "owner.toml"), "--json"]) == 0
+    assert main(["owner", "budget", "--config", str(fed.kits["site-a"] / "owner.toml"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [c["study_id"] for c in report["charges"]] == ["dp-1"]
     assert report["spent"] == {"epsilon": 1.0, "delta": 0.0} and report["left"]["epsilon"] == 0.5
-    assert main(["owner", "budget", "--config", str(kits["site-a"] / "owner.toml")]) == 0
+    assert main(["owner", "budget", "--config", str(fed.kits["site-a"] / "owner.toml")]) == 0
     assert "lifetime cap" in capsys.readouterr().out

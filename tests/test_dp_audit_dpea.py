@@ -73,35 +73,23 @@ def test_the_papers_selection_passes_with_room_to_spare(epsilon, steps):
     assert result.passed and target.exact_epsilon <= (m.rounds / 2 + 1) * m.epsilon_step < epsilon, result
 
 
-def test_halved_leaf_noise_fails():
-    """Whole tree (one round): true loss up to eps' + 2 eps' = 1.5 eps; on this pair 2.80 against 2."""
-    result, target = _audit(_HalfNoiseDPEA(2.0, 1, 2))
-    assert target.exact_epsilon > 2.7
-    assert not result.passed and result.epsilon_lower > 2.5, result
-
-
-@pytest.mark.parametrize("steps, exact, lower", [(1, 8.5, 6.0), (2, 2.7, 2.5)])
-def test_selections_spending_the_undivided_budget_fail(steps, exact, lower):
-    """Each selection gets eps_t instead of eps': on this pair 8.64 against 4 (d = 1) and 2.74 against 2 (d = D)."""
-    epsilon = 4.0 if steps == 1 else 2.0
-    result, target = _audit(_UndividedSelectionDPEA(epsilon, 1, 2, embedding_depth=steps))
+@pytest.mark.parametrize("variant, epsilon, depth, exact, lower", [
+    # half the leaf noise; whole tree (one round): loss up to eps' + 2 eps' = 1.5 eps; 2.80 against 2 on this pair
+    pytest.param(_HalfNoiseDPEA, 2.0, {}, 2.7, 2.5, id="halved-leaf-noise"),
+    # each selection gets eps_t instead of eps': 8.64 against 4 (d = 1) and 2.74 against 2 (d = D) on this pair
+    pytest.param(_UndividedSelectionDPEA, 4.0, {"embedding_depth": 1}, 8.5, 6.0, id="undivided-selections-d1"),
+    pytest.param(_UndividedSelectionDPEA, 2.0, {"embedding_depth": 2}, 2.7, 2.5, id="undivided-selections-dD"),
+    # twice the monotone beta: 2.74 against 2 (whole tree) and 5.97 against 4 (d = 1) on this pair
+    pytest.param(_DoubleBetaDPEA, 2.0, {"embedding_depth": 2}, 2.7, 2.0, id="sharper-selection-dD"),
+    pytest.param(_DoubleBetaDPEA, 4.0, {"embedding_depth": 1}, 5.9, 4.0, id="sharper-selection-d1"),
+    # selections and leaves each spend eps_t: up to 2 eps_t in one round; 3.74 against 2 on this pair
+    pytest.param(_UndividedDPEA, 2.0, {}, 3.6, 3.4, id="budget-never-divided"),
+])
+def test_a_broken_variant_fails(variant, epsilon, depth, exact, lower):
+    """Each broken variant's exact loss on the audit pair exceeds its claim, and the audit's lower bound does too."""
+    result, target = _audit(variant(epsilon, 1, 2, **depth))
     assert target.exact_epsilon > exact
     assert not result.passed and result.epsilon_lower > lower, result
-
-
-@pytest.mark.parametrize("epsilon, steps, exact", [(2.0, 2, 2.7), (4.0, 1, 5.9)])
-def test_a_selection_sharper_than_claimed_fails(epsilon, steps, exact):
-    """Twice the monotone beta: 2.74 against 2 (whole tree) and 5.97 against 4 (d = 1) on this pair."""
-    result, target = _audit(_DoubleBetaDPEA(epsilon, 1, 2, embedding_depth=steps))
-    assert target.exact_epsilon > exact
-    assert not result.passed and result.epsilon_lower > epsilon, result
-
-
-def test_a_budget_never_divided_fails():
-    """Selections and leaves each spend eps_t: up to 2 eps_t in one round; 3.74 against 2 on this pair."""
-    result, target = _audit(_UndividedDPEA(2.0, 1, 2))
-    assert target.exact_epsilon > 3.6
-    assert not result.passed and result.epsilon_lower > 3.4, result
 
 
 def test_the_targets_law_is_the_real_mechanisms():

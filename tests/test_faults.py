@@ -9,12 +9,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -25,13 +23,8 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
-from modelshare.provision import issue_throwaway_federation
-from owner_node.config import OwnerConfig
 from owner_node.daemon import Backoff, OwnerDaemon, read_status
-from tests.federation_helpers import Federation, signed_model, study_spec
-from tests.test_federation import _car_tables, _free_port, _start_miner
-
-pytestmark = pytest.mark.slow  # separate miner and owner processes
+from tests.federation_helpers import Federation, car_tables, deal, make_federation, signed_model, study_spec, wait_until
 
 OWNERS = [f"site-{i}" for i in range(10)]
 
@@ -45,16 +38,6 @@ def _submissions(state_dir: Path, study_id: str) -> dict[str, int]:
     finally:
         db.close()
     return dict(rows)
-
-
-def _wait_final(fed: Federation, study_id: str, timeout: float = 90) -> fpb.StudyStatus:
-    """Poll the admin API until the study is done or failed (the miner is another process: no condition to wait on)."""
-    admin = fed.stub("admin")
-    deadline = time.monotonic() + timeout
-    while (status := admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10)).state not in ("done", "failed"):
-        assert time.monotonic() < deadline, f"study {study_id} still {status.state}"
-        time.sleep(0.05)
-    return status
 
 
 class _Submitters:
@@ -94,111 +77,88 @@ class _Submitters:
 
 @pytest.fixture(scope="module")
 def ten_parts(car):
-    schema, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+    return deal(*car[1:], OWNERS)
 
 
+@pytest.mark.slow  # a miner process
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_sigkill_at_a_random_point_of_a_ten_owner_study_loses_no_acknowledged_submission(tmp_path, ten_parts, seed):
     rng = np.random.default_rng(seed)
-    port = _free_port()
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=OWNERS, address=f"localhost:{port}")
-    fed = Federation(kits)
-    config, log = kits["miner"] / "miner.toml", tmp_path / "miner.log"
-    proc = _start_miner(config, log)
+    fed = make_federation(tmp_path, OWNERS, address="localhost:0")
+    state, log = fed.kits["miner"] / "state", tmp_path / "miner.log"
+    miner = fed.serve(log)
     try:
-        fed.miner = type("Addr", (), {"port": port})()  # stubs dial the subprocess
         spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f1")), timeout=10).spec
         envelopes = {o: signed_model(fed, o, spec, *ten_parts[o]) for o in OWNERS}
         kill_after = int(rng.integers(0, len(OWNERS) + 1))  # 10: after the last ack, while the study is mined
         submitters = _Submitters(fed, envelopes)
         submitters.start()
         submitters.wait_for(kill_after)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        miner.kill()
         submitters.join()
         fed.close_channels()
         acknowledged = dict(submitters.acks)
         assert len(acknowledged) >= kill_after
-        proc = _start_miner(config, log)
-        stored = _submissions(kits["miner"] / "state", "f1")
+        fed.serve(log)
+        stored = _submissions(state, "f1")
         assert set(acknowledged) <= set(stored), f"acknowledged but lost: {set(acknowledged) - set(stored)}"
         for owner in OWNERS:  # every owner resends its exact bytes, as the daemon's outbox does
             again = fed.stub(owner).Submit(envelopes[owner], timeout=30)
             if owner in acknowledged:
                 assert again.duplicate and again.submission_id == acknowledged[owner].submission_id
-        status = _wait_final(fed, "f1")
+        status = fed.wait_study("f1", timeout=90)
         assert status.state == "done", status.reason
         results = fed.stub("admin").GetResults(fpb.StudyRef(study_id="f1"), timeout=10)
         assert sorted(o.owner_id for o in results.owners) == OWNERS
-        assert _submissions(kits["miner"] / "state", "f1") == {o: 1 for o in OWNERS}
+        assert _submissions(state, "f1") == {o: 1 for o in OWNERS}
     finally:
-        fed.close_channels()
-        proc.terminate()
-        proc.wait()
-    assert verify_log(kits["miner"] / "state").ok
+        fed.close()
+    assert verify_log(state).ok
 
 
+@pytest.mark.slow  # a miner process
 def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path):
     owners = ["site-a", "site-b", "site-c"]
-    port = _free_port()
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address=f"localhost:{port}",
-                                      owner_data=_car_tables(tmp_path, owners),
-                                      policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
-    fed = Federation(kits)
-    config, log = kits["miner"] / "miner.toml", tmp_path / "miner.log"
-    proc = _start_miner(config, log)
-    fed.miner = type("Addr", (), {"port": port})()
+    fed = make_federation(tmp_path, owners, address="localhost:0", owner_data=car_tables(tmp_path, owners),
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    state, log = fed.kits["miner"] / "state", tmp_path / "miner.log"
+    miner = fed.serve(log)  # and the owners' kits now name the port it bound
     stop = threading.Event()
-    daemons = [OwnerDaemon(OwnerConfig.load(kits[o] / "owner.toml"), backoff=Backoff(base=0.05, cap=0.5, attempts=1000))
-               for o in owners]
+    daemons = [OwnerDaemon(fed.owner_config(o), backoff=Backoff(base=0.05, cap=0.5, attempts=1000)) for o in owners]
     threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
     try:
         fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f2")), timeout=10)
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 60
-        while not _submissions(kits["miner"] / "state", "f2"):  # kill once the first answer is stored
-            assert time.monotonic() < deadline, "no owner answered"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        wait_until(lambda: _submissions(state, "f2"), 60, "an owner's answer")  # kill once the first is stored
+        miner.kill()
         fed.close_channels()
-        proc = _start_miner(config, log)
-        status = _wait_final(fed, "f2")
+        fed.serve(log)
+        status = fed.wait_study("f2", timeout=90)
         assert status.state == "done", status.reason
-        assert _submissions(kits["miner"] / "state", "f2") == {o: 1 for o in owners}
+        assert _submissions(state, "f2") == {o: 1 for o in owners}
         for daemon in daemons:  # every daemon settled its answer and says so
-            deadline = time.monotonic() + 30
-            while ((read_status(daemon.config.state_dir) or {}).get("last_outcome") or {}).get("outcome") != "submitted":
-                assert time.monotonic() < deadline, read_status(daemon.config.state_dir)
-                time.sleep(0.05)
+            wait_until(lambda: ((read_status(daemon.config.state_dir) or {}).get("last_outcome") or {}).get("outcome")
+                       == "submitted", 30, lambda: f"{daemon.config.name}'s status {read_status(daemon.config.state_dir)}")
     finally:
         stop.set()
         for t in threads:
             t.join(30)
         for d in daemons:
             d.close()
-        fed.close_channels()
-        proc.terminate()
-        proc.wait()
+        fed.close()
 
 
 def test_at_the_deadline_without_the_quorum_the_study_fails_naming_the_silent_owners(tmp_path, ten_parts):
-    fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=OWNERS[:3], address="localhost:50051"))
-    fed.start()
-    try:
+    with make_federation(tmp_path, OWNERS[:3]) as fed:
         admin = fed.stub("admin")
         spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f3", quorum=3, deadline_minutes=0.03)),
                                  timeout=10).spec
         fed.stub("site-0").Submit(signed_model(fed, "site-0", spec, *ten_parts["site-0"]), timeout=30)
-        status = _wait_final(fed, "f3")
-        assert status.state == "failed"
-        assert "the deadline passed: 1 of the 3 submissions needed" in status.reason
-        assert "site-1" in status.reason and "site-2" in status.reason
-    finally:
-        fed.close()
+        status = fed.wait_study("f3", timeout=90)
+    assert status.state == "failed"
+    assert "the deadline passed: 1 of the 3 submissions needed" in status.reason
+    assert "site-1" in status.reason and "site-2" in status.reason
 
 
 # ------------------------------------------------------------------ disk full / read-only store
@@ -221,7 +181,7 @@ def small_disk_fed(tmp_path):
         _mount_tmpfs(disk, "4m")
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"cannot mount a tmpfs here: {exc.stderr.decode().strip()}")
-    fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=OWNERS[:3], address="localhost:50051"))
+    fed = make_federation(tmp_path, OWNERS[:3])
     config = dataclasses.replace(fed.miner_config(), state_dir=disk / "state")
     fed.miner = start_miner(config, mechanisms=registry.names())
     try:
@@ -245,6 +205,7 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow  # mounts a tmpfs
 @needs_mount
 def test_a_full_disk_refuses_submissions_with_a_clear_status_and_acknowledges_nothing(small_disk_fed, ten_parts):
     fed, disk = small_disk_fed
@@ -262,6 +223,7 @@ def test_a_full_disk_refuses_submissions_with_a_clear_status_and_acknowledges_no
     assert _submissions(fed.miner.config.state_dir, "f4") == {"site-0": 1}
 
 
+@pytest.mark.slow  # mounts a tmpfs
 @needs_mount
 def test_a_miner_whose_store_is_read_only_refuses_to_start_and_says_why(small_disk_fed):
     fed, disk = small_disk_fed

@@ -1,4 +1,8 @@
-"""Owners, miner and admin as the deployment runs them: daemons, separate processes, SIGKILL, simulate."""
+"""Owners, miner and admin as the deployment runs them: daemons, separate processes, SIGKILL, simulate.
+
+The owner daemons run in this process against an in-process miner; the tests marked ``slow`` start
+``modelshare miner serve`` / ``owner serve`` / ``simulate`` processes.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,8 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,53 +20,32 @@ from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from modelshare.cli import main
-from modelshare.provision import issue_throwaway_federation
-from owner_node.config import OwnerConfig
+from modelshare.provision import set_miner_port
 from owner_node.daemon import OwnerDaemon
-from tests.federation_helpers import Federation, signed_model, study_spec
-
-pytestmark = pytest.mark.slow  # separate miner and owner processes
-
-CLI = [sys.executable, "-m", "modelshare.cli"]
-
-
-def _car_tables(tmp: Path, owners: list[str]) -> dict[str, tuple[str, str]]:
-    table = load_dataset("car")
-    parts = np.random.default_rng(1).permutation(len(table.frame)) % len(owners)
-    data = {}
-    for i, owner in enumerate(owners):
-        path = tmp / f"{owner}.csv"
-        table.frame[parts == i].to_csv(path, index=False)
-        data[owner] = (str(path), table.schema.class_name)
-    return data
+from tests.federation_helpers import (
+    CLI,
+    FINAL,
+    Federation,
+    MinerProcess,
+    car_tables,
+    deal,
+    make_federation,
+    signed_model,
+    study_spec,
+    wait_until,
+)
 
 
 def _daemon(fed: Federation, owner: str) -> OwnerDaemon:
-    config = OwnerConfig.load(fed.kits[owner] / "owner.toml")
-    return OwnerDaemon(dataclasses.replace(config, miner=fed.address))
-
-
-def _wait_done(fed: Federation, study_id: str, timeout: float = 60) -> fpb.StudyStatus:
-    admin = fed.stub("admin")
-    deadline = time.monotonic() + timeout
-    while True:
-        status = admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10)
-        if status.state in ("done", "failed") or time.monotonic() > deadline:
-            return status
-        with fed.miner.coordinator.changed:
-            fed.miner.coordinator.changed.wait(0.5)
+    return OwnerDaemon(fed.owner_config(owner))
 
 
 @pytest.fixture()
 def daemons_fed(tmp_path):
     owners = ["site-a", "site-b"]
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
-                                      owner_data=_car_tables(tmp_path, owners),
-                                      policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
-    fed = Federation(kits)
-    fed.start()
-    yield fed
-    fed.close()
+    with make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
+                         policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]}) as fed:
+        yield fed
 
 
 def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
@@ -76,7 +55,7 @@ def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
         with _daemon(fed, owner) as daemon:
             outcomes = daemon.run_once(wait_seconds=0)
         assert [(o.study_id, o.outcome) for o in outcomes] == [("d1", "submitted")], outcomes
-    assert _wait_done(fed, "d1").state == "done"
+    assert fed.wait_study("d1").state == "done"
     # restarted with the same kit: nothing new to answer, nothing submitted twice
     with _daemon(fed, "site-a") as daemon:
         assert daemon.run_once(wait_seconds=0) == []
@@ -95,8 +74,8 @@ def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
 
 def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, capsys):
     fed = daemons_fed
-    config = OwnerConfig.load(fed.kits["site-b"] / "owner.toml")
-    strict = dataclasses.replace(config, miner=fed.address, policy=config.policy.model_copy(update={"min_k": 50}))
+    config = fed.owner_config("site-b")
+    strict = dataclasses.replace(config, policy=config.policy.model_copy(update={"min_k": 50}))
     fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("d2", quorum=1)), timeout=10)
     with OwnerDaemon(strict) as daemon:
         assert [o.outcome for o in daemon.run_once(wait_seconds=0)] == ["refused"]
@@ -108,15 +87,14 @@ def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, 
     assert "the miner answered UNAVAILABLE" in capsys.readouterr().err
     with _daemon(fed, "site-a") as daemon:
         daemon.run_once(wait_seconds=0)
-    assert _wait_done(fed, "d2").state == "done"
+    assert fed.wait_study("d2").state == "done"
 
 
 def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path):
     owners = ["site-a", "site-b"]
     policy = {"mechanisms": ["kanon-rdt"], "min_k": 5, "max_beta": 0.5, "max_epsilon": 8.0, "max_delta": 0.2,
               "miners": ["miner"]}
-    fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
-                                                owner_data=_car_tables(tmp_path, owners), policy=policy))
+    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners), policy=policy)
     fed.start()
     try:
         admin = fed.stub("admin")
@@ -128,7 +106,7 @@ def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path
             with _daemon(fed, owner) as daemon:
                 outcomes = {o.study_id: o.outcome for o in daemon.run_once(wait_seconds=0)}
             assert outcomes == {"k1": "submitted", "k2": "refused"}, outcomes
-        assert _wait_done(fed, "k1").state == "done"
+        assert fed.wait_study("k1").state == "done"
         results = admin.GetResults(fpb.StudyRef(study_id="k1"), timeout=10)
         assert all(o.audit_passed and o.pseudo_rows > 0 for o in results.owners)
         assert results.models[0].train_rows == sum(o.pseudo_rows for o in results.owners)
@@ -141,61 +119,33 @@ def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path
 
 
 # ------------------------------------------------------------ real processes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_miner(config: Path, log: Path) -> subprocess.Popen:
-    """Start `modelshare miner serve` and wait for its 'serving' line (readiness, not time)."""
-    proc = subprocess.Popen([*CLI, "miner", "serve", "--config", str(config)], stdout=subprocess.PIPE,
-                            stderr=open(log, "ab"), text=True)
-    line = proc.stdout.readline()
-    assert "serving on port" in line, f"miner did not start: {line!r}\n{log.read_text()}"
-    return proc
-
-
+@pytest.mark.slow  # a miner process
 def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_path, car):
     owners = [f"o{i}" for i in range(5)]
-    port = _free_port()
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address=f"localhost:{port}")
-    fed = Federation(kits)
-    config = kits["miner"] / "miner.toml"
-    proc = _start_miner(config, tmp_path / "miner.log")
+    fed = make_federation(tmp_path, owners, address="localhost:0")
+    miner = fed.serve(tmp_path / "miner.log")
     try:
-        fed.miner = type("Addr", (), {"port": port})()  # stubs dial the subprocess
         spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("k1")), timeout=10).spec
-        schema, X, y = car
-        parts = np.random.default_rng(0).permutation(len(y)) % 5
-        envelopes = {o: signed_model(fed, o, spec, X[parts == i], y[parts == i]) for i, o in enumerate(owners)}
+        envelopes = {o: signed_model(fed, o, spec, *part) for o, part in deal(*car[1:], owners).items()}
         acks = {o: fed.stub(o).Submit(envelopes[o], timeout=30) for o in owners[:3]}
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        miner.kill()
         fed.close_channels()
-        proc = _start_miner(config, tmp_path / "miner.log")
+        assert fed.serve(tmp_path / "miner.log").port == miner.port  # the kits name the port it bound first
         for o in owners[:3]:  # acknowledged before the kill: still there, same ack
             again = fed.stub(o).Submit(envelopes[o], timeout=30)
             assert again.duplicate and again.submission_id == acks[o].submission_id
         for o in owners[3:]:
             fed.stub(o).Submit(envelopes[o], timeout=30)
-        admin = fed.stub("admin")
-        deadline = time.monotonic() + 60
-        while (status := admin.GetStudy(fpb.StudyRef(study_id="k1"), timeout=10)).state not in ("done", "failed"):
-            assert time.monotonic() < deadline, status.state
-            time.sleep(0.1)
+        status = fed.wait_study("k1")
         assert status.state == "done", status.reason
-        results = admin.GetResults(fpb.StudyRef(study_id="k1"), timeout=10)
+        results = fed.stub("admin").GetResults(fpb.StudyRef(study_id="k1"), timeout=10)
         assert sorted(o.owner_id for o in results.owners) == owners
     finally:
-        fed.close_channels()
-        proc.terminate()
-        proc.wait()
-    assert verify_log(kits["miner"] / "state").ok
+        fed.close()
+    assert verify_log(fed.kits["miner"] / "state").ok
 
 
+@pytest.mark.slow  # simulate's processes, then a miner and two owner processes
 def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     keep = tmp_path / "sim"
     assert main(["simulate", "--dataset", "car", "--owners", "2", "--seed", "3", "--json", "--keep-dir", str(keep)]) == 0
@@ -203,42 +153,42 @@ def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     assert all(o["audit_passed"] for o in simulated["owners"]) and len(simulated["owners"]) == 2
     assert all(m["accuracy"] is not None and 0 <= m["accuracy"] <= 1 for m in simulated["models"])
 
-    # the same study, run by provisioned kits and separately started processes
-    port = _free_port()
+    # the same study, run by provisioned kits and separately started processes; the miner binds port 0
     policy = 'mechanisms = ["apt"]\ndisclosures = ["hit_miss"]\nminers = ["miner"]\n'
-    project = f'name = "demo"\n[[parties]]\nname = "miner"\nrole = "miner"\naddress = "localhost:{port}"\n' \
-              '[[parties]]\nname = "admin"\nrole = "admin"\n'
+    project = 'name = "demo"\n[[parties]]\nname = "miner"\nrole = "miner"\naddress = "localhost:0"\n' \
+              'listen = "localhost:0"\n[[parties]]\nname = "admin"\nrole = "admin"\n'
     for owner in ("owner-1", "owner-2"):
         project += f'[[parties]]\nname = "{owner}"\nrole = "owner"\ndata = "{keep / "data" / (owner + ".csv")}"\n' \
                    f'class_column = "class"\n[parties.policy]\n{policy}'
     (tmp_path / "project.toml").write_text(project)
     kits = tmp_path / "kits"
     assert main(["provision", str(tmp_path / "project.toml"), "--out", str(kits)]) == 0
-    miner = _start_miner(kits / "miner" / "miner.toml", tmp_path / "miner.log")
+    miner = MinerProcess(kits / "miner" / "miner.toml", tmp_path / "miner.log").start()
+    set_miner_port(kits.iterdir(), miner.port)
     owners = [subprocess.Popen([*CLI, "owner", "serve", "--config", str(kits / o / "owner.toml")],
                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{o}.log", "ab"))
               for o in ("owner-1", "owner-2")]
     admin = str(kits / "admin" / "admin.toml")
+
+    def study_state() -> str | None:
+        capsys.readouterr()
+        assert main(["study", "status", "simulate", "--config", admin, "--json"]) == 0
+        state = json.loads(capsys.readouterr().out)["state"]
+        return state if state in FINAL else None
+
     try:
         assert main(["study", "create", str(keep / "study.toml"), "--config", admin]) == 0
-        deadline = time.monotonic() + 90
-        while True:
-            capsys.readouterr()
-            assert main(["study", "status", "simulate", "--config", admin, "--json"]) == 0
-            state = json.loads(capsys.readouterr().out)["state"]
-            if state in ("done", "failed") or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert state == "done"
+        assert wait_until(study_state, 90, "the deployed study to finish") == "done"
         assert main(["study", "results", "simulate", "--config", admin, "--out", str(tmp_path / "res"), "--json"]) == 0
         deployed = json.loads(capsys.readouterr().out)
         assert main(["study", "list", "--config", admin, "--json"]) == 0
         assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["done"]
     finally:
-        for p in (*owners, miner):
+        for p in owners:
             p.send_signal(signal.SIGTERM)
-        for p in (*owners, miner):
+        for p in owners:
             p.wait(timeout=20)
+        miner.stop()
     assert {m["model"]: m["accuracy"] for m in deployed["models"]} == {m["model"]: m["accuracy"] for m in simulated["models"]}
     assert [o["leaves"] for o in deployed["owners"]] == [o["leaves"] for o in simulated["owners"]]
     assert (tmp_path / "res" / "global-decision-tree.json").exists() and (tmp_path / "res" / "predictions.csv").exists()

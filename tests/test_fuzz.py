@@ -39,12 +39,10 @@ def fuzz(examples: int) -> settings:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     fc.bases()
-    fed = make_federation(tmp_path_factory.mktemp("fuzz"), fc.OWNERS)
-    fed.start()
-    harness = fc.MinerTarget(fed)
-    yield harness
-    harness.close()
-    fed.close()
+    with make_federation(tmp_path_factory.mktemp("fuzz"), fc.OWNERS) as fed:
+        harness = fc.MinerTarget(fed)
+        yield harness
+        harness.close()
 
 
 @pytest.fixture(scope="module")

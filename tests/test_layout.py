@@ -1,7 +1,10 @@
-"""The code's layering and lint hold: the import-linter contracts in pyproject.toml and ruff's checks."""
+"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, test
+modules that share helpers only through helper modules (never by importing one another), and a quick loop
+(``-m "not slow"``) that starts no miner or owner process."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -28,3 +31,19 @@ def test_the_layer_contracts_hold():
 def test_ruff_finds_nothing():
     run = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_no_test_module_imports_another():
+    offenders = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
+    assert offenders == [], "shared test helpers belong in tests/federation_helpers.py or conftest.py"
+
+
+def test_a_test_without_the_slow_marker_cannot_start_a_miner_process():
+    """The quick loop stays in process: conftest refuses `... serve` there (the process-level tests are `slow`)."""
+    with pytest.raises(AssertionError, match="mark it @pytest.mark.slow"):
+        subprocess.Popen([sys.executable, "-m", "modelshare.cli", "miner", "serve", "--config", "miner.toml"])

@@ -16,20 +16,17 @@ import numpy as np
 
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
-from modelshare.provision import issue_throwaway_federation
-from tests.federation_helpers import Federation, signed_model, study_spec
+from tests.federation_helpers import deal, make_federation, signed_model, study_spec
 
 OWNERS = [f"owner-{i:02d}" for i in range(60)]
 
 
 def test_sixty_concurrent_owners_are_all_accounted_for(tmp_path, car):
-    fed = Federation(issue_throwaway_federation(tmp_path / "kits", owners=OWNERS, address="localhost:50051"))
+    fed = make_federation(tmp_path, OWNERS)
     fed.start()
     try:
         spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("load")), timeout=10).spec
-        schema, X, y = car
-        parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-        envelopes = {o: signed_model(fed, o, spec, X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+        envelopes = {o: signed_model(fed, o, spec, *part) for o, part in deal(*car[1:], OWNERS).items()}
         stubs = {o: fed.stub(o) for o in OWNERS}
         for stub in stubs.values():  # connect (TLS handshakes) before the clock starts
             stub.Health(fpb.HealthRequest(), timeout=30)

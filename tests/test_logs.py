@@ -34,16 +34,12 @@ def test_json_lines_keep_the_structured_fields(monkeypatch):
 
 def test_the_miner_logs_accepted_and_rejected_submissions_with_their_fields(tmp_path, car, caplog):
     schema, X, y = car
-    fed = make_federation(tmp_path, ["site-a", "site-b"])
-    fed.start()
-    try:
+    with make_federation(tmp_path, ["site-a", "site-b"]) as fed:
         spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("logged")), timeout=30).spec
         with caplog.at_level(logging.INFO, logger="modelshare.miner"):
             fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, X[:400], y[:400]), timeout=60)
             with pytest.raises(grpc.RpcError):  # signed by site-b, sent over site-a's identity
                 fed.stub("site-a").Submit(signed_model(fed, "site-b", spec, X[400:800], y[400:800]), timeout=60)
-    finally:
-        fed.close()
     outcomes = {(getattr(r, "study", None), getattr(r, "outcome", None)) for r in caplog.records}
     assert ("logged", "accepted") in outcomes
     assert any(o and o.startswith("rejected:PERMISSION_DENIED") for _, o in outcomes)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sqlite3
 
 import grpc
-import numpy as np
 import pytest
 
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.store import verify_log
 from tests.federation_helpers import (
+    deal,
     make_federation,
     signed_model,
     signed_refusal,
@@ -22,33 +22,13 @@ OWNERS = ["site-a", "site-b", "site-c"]
 
 @pytest.fixture()
 def fed(tmp_path):
-    federation = make_federation(tmp_path, OWNERS)
-    federation.start()
-    yield federation
-    federation.close()
+    with make_federation(tmp_path, OWNERS) as federation:
+        yield federation
 
 
 @pytest.fixture(scope="module")
 def car_parts(car):
-    schema, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    return {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
-
-
-def wait_state(fed, study_id: str, states: set[str], timeout: float = 60.0) -> fpb.StudyStatus:
-    """Block on the coordinator's change notifications until the study reaches one of ``states``."""
-    import time
-
-    admin = fed.stub("admin")
-    deadline = time.monotonic() + timeout
-    while True:
-        status = admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10)
-        if status.state in states:
-            return status
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"study {study_id} still {status.state}"
-        with fed.miner.coordinator.changed:
-            fed.miner.coordinator.changed.wait(min(remaining, 1.0))
+    return deal(*car[1:], OWNERS)
 
 
 def stored_rows(fed) -> tuple[int, int]:
@@ -70,7 +50,7 @@ def test_a_study_runs_from_creation_to_results(fed, car_parts):
         ack = fed.stub(owner).Submit(signed_model(fed, owner, status.spec, *car_parts[owner]), timeout=30)
         assert ack.owner_id == owner and not ack.duplicate
         assert not fed.stub(owner).Poll(fpb.PollRequest(wait_seconds=0), timeout=10).studies
-    done = wait_state(fed, "s1", {"done", "failed"})
+    done = fed.wait_study("s1")
     assert done.state == "done", done.reason
     results = admin.GetResults(fpb.StudyRef(study_id="s1"), timeout=10)
     assert [o.owner_id for o in results.owners] == OWNERS and all(o.audit_passed for o in results.owners)
@@ -160,7 +140,8 @@ def test_refusal_is_reported_and_fails_an_unreachable_quorum(fed, car_parts):
     admin = fed.stub("admin")
     admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s5", owners=["site-a", "site-b"])), timeout=10)
     fed.stub("site-b").Refuse(signed_refusal(fed, "site-b", "s5", "this site requires at least k=10"), timeout=10)
-    status = wait_state(fed, "s5", {"failed"})
+    status = fed.wait_study("s5")
+    assert status.state == "failed"
     assert "site-b refused: this site requires at least k=10" in status.reason
     assert {o.owner_id: o.state for o in status.owners} == {"site-a": "waiting", "site-b": "refused"}
     with pytest.raises(grpc.RpcError) as info:
@@ -181,7 +162,7 @@ def test_submissions_survive_a_restart_and_the_study_finishes(fed, car_parts):
     assert info.value.code() == grpc.StatusCode.ALREADY_EXISTS
     assert fed.stub("site-a").Submit(envelopes["site-a"], timeout=30).duplicate
     fed.stub("site-c").Submit(envelopes["site-c"], timeout=30)
-    assert wait_state(fed, "s6", {"done", "failed"}).state == "done"
+    assert fed.wait_study("s6").state == "done"
     assert len(admin_results := fed.stub("admin").GetResults(fpb.StudyRef(study_id="s6"), timeout=10).owners) == 3
     assert all(o.audit_passed for o in admin_results)
 
@@ -209,7 +190,7 @@ def test_at_the_deadline_a_study_with_its_quorum_is_mined_without_the_silent_own
     spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s8", quorum=1, deadline_minutes=0.03)), timeout=10).spec
     fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *car_parts["site-a"]), timeout=30)
     assert admin.GetStudy(fpb.StudyRef(study_id="s8"), timeout=10).state == "open"  # others may still answer
-    status = wait_state(fed, "s8", {"done", "failed"})
+    status = fed.wait_study("s8")
     assert status.state == "done", status.reason
     results = admin.GetResults(fpb.StudyRef(study_id="s8"), timeout=10)
     assert [o.owner_id for o in results.owners] == ["site-a"]

@@ -3,22 +3,17 @@ hears only a redacted refusal (file name, row, column, why; never the value, nev
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
-from modelshare.provision import issue_throwaway_federation
-from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon
 from owner_node.training import LocalDataError, load_local_table
-from tests.federation_helpers import Federation, study_spec
-from tests.test_owner_training import make_config
+from tests.federation_helpers import make_federation, make_owner_config, study_spec
 
 
 @pytest.fixture(scope="module")
@@ -35,29 +30,24 @@ def adult_rows(adult_head):
 
 def _load(tmp_path: Path, schema, path: Path) -> LocalDataError:
     with pytest.raises(LocalDataError) as info:
-        load_local_table(make_config(tmp_path, path), schema)
+        load_local_table(make_owner_config(tmp_path, path), schema)
     return info.value
 
 
-def test_text_in_a_numeric_column_names_file_row_column_and_value(tmp_path, adult_rows):
+@pytest.mark.parametrize("index, column, value, why", [
+    (41, "age", "forty-two", "not a finite number"),  # text in a numeric column
+    (7, "workclass", "Astronaut", "unknown category"),  # a category the schema does not know
+])
+def test_a_bad_value_is_named_by_file_row_and_column_and_kept_local(tmp_path, adult_rows, index, column, value, why):
     schema, frame = adult_rows
-    frame.loc[41, "age"] = "forty-two"
+    frame.loc[index, column] = value
     path = tmp_path / "sites.csv"
     frame.to_csv(path, index=False)
     error = _load(tmp_path, schema, path)
-    assert all(part in str(error) for part in (str(path), "row 42", "column 'age'", "'forty-two'"))
-    assert all(part in error.public for part in ("sites.csv", "row 42", "column 'age'"))
-    assert "forty-two" not in error.public and str(tmp_path) not in error.public
-
-
-def test_an_unseen_category_is_named_with_its_row(tmp_path, adult_rows):
-    schema, frame = adult_rows
-    frame.loc[7, "workclass"] = "Astronaut"
-    path = tmp_path / "t.csv"
-    frame.to_csv(path, index=False)
-    error = _load(tmp_path, schema, path)
-    assert "row 8" in str(error) and "column 'workclass'" in str(error) and "'Astronaut'" in str(error)
-    assert "unknown category" in error.public and "Astronaut" not in error.public
+    row = f"row {index + 1}"
+    assert all(part in str(error) for part in (str(path), row, f"column '{column}'", f"'{value}'", why))
+    assert all(part in error.public for part in ("sites.csv", row, f"column '{column}'", why))
+    assert value not in error.public and str(tmp_path) not in error.public
 
 
 @pytest.mark.parametrize("content, why", [
@@ -84,7 +74,7 @@ def test_other_delimiters_are_sniffed_and_read(tmp_path, adult_rows, sep):
     schema, frame = adult_rows
     path = tmp_path / "semi.csv"
     frame.to_csv(path, index=False, sep=sep)
-    X, y = load_local_table(make_config(tmp_path, path), schema)
+    X, y = load_local_table(make_owner_config(tmp_path, path), schema)
     assert X.shape == (200, schema.n_attributes) and len(y) == 200
 
 
@@ -120,22 +110,18 @@ def test_the_daemon_reports_a_bad_table_to_the_miner_as_a_redacted_refusal(tmp_p
     owners = ["site-a"]
     path = tmp_path / "site-a.csv"
     frame.to_csv(path, index=False)
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051",
-                                      owner_data={"site-a": (str(path), schema.class_name)},
-                                      policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
-    fed = Federation(kits)
+    fed = make_federation(tmp_path, owners, owner_data={"site-a": (str(path), schema.class_name)},
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
     fed.start()
     stop = threading.Event()
-    daemon = OwnerDaemon(dataclasses.replace(OwnerConfig.load(kits["site-a"] / "owner.toml"), miner=fed.address))
+    daemon = OwnerDaemon(fed.owner_config("site-a"))
     try:
         admin = fed.stub("admin")
         admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("bad", dataset="adult")), timeout=10)
         outcomes = daemon.run_once(wait_seconds=5, stop=stop)
         assert [o.outcome for o in outcomes] == ["refused"]
-        deadline = time.monotonic() + 30
-        while (status := admin.GetStudy(fpb.StudyRef(study_id="bad"), timeout=10)).state != "failed":
-            assert time.monotonic() < deadline, status.state
-            time.sleep(0.05)
+        status = fed.wait_study("bad", timeout=30)
+        assert status.state == "failed", status.reason
         assert "site-a refused: local table site-a.csv" in status.reason
         assert "row 12" in status.reason and "column 'age'" in status.reason
         assert "secret-age" not in status.reason and str(tmp_path) not in status.reason

@@ -34,66 +34,75 @@ def test_a_study_within_every_bound_is_accepted():
     assert SITE.check(study(requirement="cl-diversity:c=20,l=3"), "miner") == []
 
 
-def test_each_requirement_family_meets_its_own_bounds():
-    # min_k bounds k-anonymity studies, min_l/max_c bound diversity studies: the provisioned default
-    # (min_k=5, min_l=2, max_c=20) accepts both kinds on a 4-class table such as car.
-    policy = Policy(min_k=5, min_l=2, max_c=20)
-    assert policy.check(study(requirement="cl-diversity:c=5,l=2"), "any") == []
-    assert policy.check(study(requirement="k-anonymity:k=10"), "any") == []
-    assert policy.check(study(requirement="k-anonymity:k=4"), "any") == [
-        "study requires k-anonymity:k=4; this site requires at least k=5"
-    ]
-    assert policy.check(study(requirement="cl-diversity:c=25,l=2"), "any") == [
-        "study requires cl-diversity:c=25,l=2; this site requires (c,l)-diversity with c <= 20"
-    ]
+def dps_study(requirement: str = "dps:k=5,beta=0.01,epsilon=2,trees=10") -> fpb.StudySpec:
+    release = {"mechanism": "kanon-rdt", "requirement": requirement, "disclosure": "counts"}
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": release, "training": {"max_depth": 3}}
+    return spec_from_mapping(data).spec
 
 
-def test_k_below_the_site_minimum_is_refused_with_both_numbers():
-    policy = Policy(min_k=5)
-    assert policy.check(study("prune-parent", "k-anonymity:k=3"), "any") == [
-        "study requires k-anonymity:k=3; this site requires at least k=5"
-    ]
-    assert policy.check(study("prune-parent", "k-anonymity:k=5"), "any") == []
+DEFAULT = Policy(min_k=5, min_l=2, max_c=20)  # the provisioned default: accepts both kinds on a 4-class table
+NONE = "study releases the tree as trained (mechanism 'none'), which guarantees nothing"
+DPS_BOUNDED = Policy(mechanisms=("kanon-rdt",), max_epsilon=2.0)
+DPS_STRICT = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
 
 
-def test_diversity_with_l_at_least_min_k_meets_the_k_bound():
-    assert Policy(min_k=3).check(study(requirement="cl-diversity:c=5,l=3"), "any") == []
-    assert Policy(min_k=4).check(study(requirement="cl-diversity:c=5,l=3"), "any") == [
-        "study requires cl-diversity:c=5,l=3; this site requires at least k=4"
-    ]
-
-
-def test_diversity_bounds_need_a_diversity_requirement():
-    policy = Policy(min_l=3, max_c=10)
-    assert policy.check(study("apt", "k-anonymity:k=50"), "any") == [
-        "study requires k-anonymity:k=50; this site accepts only (c,l)-diversity with l >= 3 and (c,l)-diversity with c <= 10",
-    ]
-    assert policy.check(study(requirement="cl-diversity:c=5,l=2"), "any") == [
-        "study requires cl-diversity:c=5,l=2; this site requires (c,l)-diversity with l >= 3"
-    ]
-    assert policy.check(study(requirement="cl-diversity:c=12,l=3"), "any") == [
-        "study requires cl-diversity:c=12,l=3; this site requires (c,l)-diversity with c <= 10"
-    ]
-
-
-def test_mechanism_none_fails_every_bound_and_the_mechanism_list():
-    reasons = Policy(min_k=5, min_l=2).check(study("none", None), "any")
-    none = "study releases the tree as trained (mechanism 'none'), which guarantees nothing"
-    assert reasons == [
-        "mechanism 'none' is not allowed by this site's policy (allowed: apt, prune-leaf, prune-parent)",
-        f"{none}; this site requires at least k=5",
-        f"{none}; this site requires (c,l)-diversity with l >= 2",
-    ]
-
-
-def test_a_missing_requirement_fails_a_bound():
-    assert Policy(mechanisms=("none", "apt"), min_k=2).check(study("apt", None), "any") == [
-        "study states no privacy requirement; this site requires at least k=2"
-    ]
-
-
-def test_no_bounds_accepts_any_allowed_mechanism():
-    assert Policy(mechanisms=("none",)).check(study("none", None, "counts"), "any") == []
+@pytest.mark.parametrize("policy, spec, reasons", [
+    # each requirement family meets its own bounds: min_k bounds k-anonymity, min_l/max_c bound diversity
+    pytest.param(DEFAULT, lambda: study(requirement="cl-diversity:c=5,l=2"), [], id="default-diversity"),
+    pytest.param(DEFAULT, lambda: study(requirement="k-anonymity:k=10"), [], id="default-k"),
+    pytest.param(DEFAULT, lambda: study(requirement="k-anonymity:k=4"),
+                 ["study requires k-anonymity:k=4; this site requires at least k=5"], id="default-k-too-small"),
+    pytest.param(DEFAULT, lambda: study(requirement="cl-diversity:c=25,l=2"),
+                 ["study requires cl-diversity:c=25,l=2; this site requires (c,l)-diversity with c <= 20"],
+                 id="default-c-too-large"),
+    # k below the site minimum is refused with both numbers
+    pytest.param(Policy(min_k=5), lambda: study("prune-parent", "k-anonymity:k=3"),
+                 ["study requires k-anonymity:k=3; this site requires at least k=5"], id="k-below-min_k"),
+    pytest.param(Policy(min_k=5), lambda: study("prune-parent", "k-anonymity:k=5"), [], id="k-at-min_k"),
+    # diversity with l at least min_k meets the k bound
+    pytest.param(Policy(min_k=3), lambda: study(requirement="cl-diversity:c=5,l=3"), [], id="l-at-min_k"),
+    pytest.param(Policy(min_k=4), lambda: study(requirement="cl-diversity:c=5,l=3"),
+                 ["study requires cl-diversity:c=5,l=3; this site requires at least k=4"], id="l-below-min_k"),
+    # diversity bounds need a diversity requirement
+    pytest.param(Policy(min_l=3, max_c=10), lambda: study("apt", "k-anonymity:k=50"),
+                 ["study requires k-anonymity:k=50; this site accepts only (c,l)-diversity with l >= 3 and "
+                  "(c,l)-diversity with c <= 10"], id="diversity-bounds-refuse-k"),
+    pytest.param(Policy(min_l=3, max_c=10), lambda: study(requirement="cl-diversity:c=5,l=2"),
+                 ["study requires cl-diversity:c=5,l=2; this site requires (c,l)-diversity with l >= 3"],
+                 id="l-below-min_l"),
+    pytest.param(Policy(min_l=3, max_c=10), lambda: study(requirement="cl-diversity:c=12,l=3"),
+                 ["study requires cl-diversity:c=12,l=3; this site requires (c,l)-diversity with c <= 10"],
+                 id="c-above-max_c"),
+    # mechanism none fails every bound and the mechanism list
+    pytest.param(Policy(min_k=5, min_l=2), lambda: study("none", None),
+                 ["mechanism 'none' is not allowed by this site's policy (allowed: apt, prune-leaf, prune-parent)",
+                  f"{NONE}; this site requires at least k=5", f"{NONE}; this site requires (c,l)-diversity with l >= 2"],
+                 id="mechanism-none"),
+    # a missing requirement fails a bound; no bounds accept any allowed mechanism
+    pytest.param(Policy(mechanisms=("none", "apt"), min_k=2), lambda: study("apt", None),
+                 ["study states no privacy requirement; this site requires at least k=2"], id="no-requirement"),
+    pytest.param(Policy(mechanisms=("none",)), lambda: study("none", None, "counts"), [], id="no-bounds"),
+    # dps studies are bounded by beta, total epsilon and composed delta
+    pytest.param(DPS_BOUNDED, dps_study, [], id="dps-within-epsilon"),
+    pytest.param(DPS_BOUNDED, lambda: dps_study("dps:k=5,beta=0.01,epsilon=3,trees=10"),
+                 ["study requires dps:k=5,beta=0.01,epsilon=3,trees=10; this site allows at most epsilon=2 in total"],
+                 id="dps-epsilon-too-large"),
+    pytest.param(DPS_STRICT, dps_study, [], id="dps-within-beta-and-delta"),  # composed delta 5.52e-05
+    pytest.param(DPS_STRICT, lambda: dps_study("dps:k=5,beta=0.1,epsilon=2,trees=10"),
+                 ["study requires dps:k=5,beta=0.1,epsilon=2,trees=10; this site allows at most beta=0.05",
+                  "study requires dps:k=5,beta=0.1,epsilon=2,trees=10 (composed delta 0.352); this site allows at most "
+                  "delta=0.0001"], id="dps-beta-and-delta-too-large"),
+    # min_k bounds the k of a dps study, and diversity bounds refuse it
+    pytest.param(Policy(mechanisms=("kanon-rdt",), min_k=5), dps_study, [], id="dps-k-at-min_k"),
+    pytest.param(Policy(mechanisms=("kanon-rdt",), min_k=10), dps_study,
+                 ["study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site requires at least k=10"],
+                 id="dps-k-below-min_k"),
+    pytest.param(Policy(mechanisms=("kanon-rdt",), min_l=2), dps_study,
+                 ["study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site accepts only (c,l)-diversity with "
+                  "l >= 2"], id="dps-refused-by-min_l"),
+])
+def test_the_policy_accepts_or_refuses_with_exact_reasons(policy, spec, reasons):
+    assert policy.check(spec(), "any") == reasons
 
 
 def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
@@ -102,26 +111,6 @@ def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
     assert reasons[1].startswith("mechanism 'none' is not allowed")
     assert reasons[2] == "disclosure 'counts' is not allowed by this site's policy (allowed: hit_miss)"
     assert len(reasons) == 3 + 3  # one per bound: min_k, min_l, max_c
-
-
-def dps_study(requirement: str = "dps:k=5,beta=0.01,epsilon=2,trees=10") -> fpb.StudySpec:
-    release = {"mechanism": "kanon-rdt", "requirement": requirement, "disclosure": "counts"}
-    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": release, "training": {"max_depth": 3}}
-    return spec_from_mapping(data).spec
-
-
-def test_dps_studies_are_bounded_by_beta_total_epsilon_and_composed_delta():
-    policy = Policy(mechanisms=("kanon-rdt",), max_epsilon=2.0)
-    assert policy.check(dps_study(), "any") == []
-    assert policy.check(dps_study("dps:k=5,beta=0.01,epsilon=3,trees=10"), "any") == [
-        "study requires dps:k=5,beta=0.01,epsilon=3,trees=10; this site allows at most epsilon=2 in total"
-    ]
-    strict = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
-    assert strict.check(dps_study(), "any") == []  # composed delta 5.52e-05
-    assert strict.check(dps_study("dps:k=5,beta=0.1,epsilon=2,trees=10"), "any") == [
-        "study requires dps:k=5,beta=0.1,epsilon=2,trees=10; this site allows at most beta=0.05",
-        "study requires dps:k=5,beta=0.1,epsilon=2,trees=10 (composed delta 0.352); this site allows at most delta=0.0001",
-    ]
 
 
 def test_dps_bounds_leave_other_studies_alone_and_a_malformed_dps_study_fails_them():
@@ -134,16 +123,6 @@ def test_dps_bounds_leave_other_studies_alone_and_a_malformed_dps_study_fails_th
                                      for r in reasons)
     assert reasons[0].endswith("; this site requires beta <= 0.1")
     assert reasons[1].endswith("; this site requires total epsilon <= 2")
-
-
-def test_min_k_bounds_the_k_of_a_dps_study_and_diversity_bounds_refuse_it():
-    assert Policy(mechanisms=("kanon-rdt",), min_k=5).check(dps_study(), "any") == []
-    assert Policy(mechanisms=("kanon-rdt",), min_k=10).check(dps_study(), "any") == [
-        "study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site requires at least k=10"
-    ]
-    assert Policy(mechanisms=("kanon-rdt",), min_l=2).check(dps_study(), "any") == [
-        "study requires dps:k=5,beta=0.01,epsilon=2,trees=10; this site accepts only (c,l)-diversity with l >= 2"
-    ]
 
 
 @pytest.mark.parametrize(

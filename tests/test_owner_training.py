@@ -19,7 +19,7 @@ import pytest
 
 from common.audit.release import audit
 from common.data.datasets import load_dataset
-from common.federation.kit import Party, Roster, TlsFiles
+from common.federation.kit import Party, Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.signing import (
     generate_signing_key,
@@ -40,6 +40,7 @@ from owner_node.training import (
     load_local_table,
     unsatisfiable_reason,
 )
+from tests.federation_helpers import make_owner_config
 
 NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)
 
@@ -59,16 +60,6 @@ def key():
     return generate_signing_key()
 
 
-def make_config(tmp_path: Path, data_path: Path, *, class_column: str | None = None,
-                policy: Policy | None = None, insecure: bool = False) -> OwnerConfig:
-    return OwnerConfig(
-        path=tmp_path / "owner.toml", name="site-a", miner="localhost:1", miner_name="miner",
-        state_dir=tmp_path / "state", signing_key=tmp_path / "signing.key", roster=tmp_path / "roster.json",
-        tls=TlsFiles.in_kit(tmp_path), data_path=data_path, class_column=class_column, policy=policy or Policy(),
-        insecure=insecure,
-    )
-
-
 @pytest.fixture
 def car_table(tmp_path: Path) -> Path:
     path = tmp_path / "table.csv"
@@ -79,7 +70,7 @@ def car_table(tmp_path: Path) -> Path:
 # ------------------------------------------------------------- local table
 def test_load_local_table_encodes_with_the_study_schema(tmp_path, car_table, car):
     schema, X_ref, y_ref = car
-    X, y = load_local_table(make_config(tmp_path, car_table), schema)
+    X, y = load_local_table(make_owner_config(tmp_path, car_table), schema)
     np.testing.assert_array_equal(X, X_ref)
     np.testing.assert_array_equal(y, y_ref)
 
@@ -88,7 +79,7 @@ def test_the_class_column_may_have_a_local_name(tmp_path, car):
     schema, _, y_ref = car
     path = tmp_path / "renamed.tsv"
     load_dataset("car").frame.rename(columns={"class": "verdict"}).to_csv(path, sep="\t", index=False)
-    _, y = load_local_table(make_config(tmp_path, path, class_column="verdict"), schema)
+    _, y = load_local_table(make_owner_config(tmp_path, path, class_column="verdict"), schema)
     np.testing.assert_array_equal(y, y_ref)
 
 
@@ -99,7 +90,7 @@ def test_a_bad_value_is_named_locally_and_withheld_from_the_miner(tmp_path, car)
     path = tmp_path / "table.csv"
     frame.to_csv(path, index=False)
     with pytest.raises(LocalDataError) as info:
-        load_local_table(make_config(tmp_path, path), schema)
+        load_local_table(make_owner_config(tmp_path, path), schema)
     full, public = str(info.value), info.value.public
     assert str(path) in full and "row 7" in full and "column 'buying'" in full and "'secret-value'" in full
     assert "table.csv" in public and "row 7" in public and "column 'buying'" in public and "unknown category" in public
@@ -111,12 +102,12 @@ def test_missing_columns_and_missing_files_are_local_data_errors(tmp_path, car):
     path = tmp_path / "table.csv"
     load_dataset("car").frame.drop(columns=["doors"]).to_csv(path, index=False)
     with pytest.raises(LocalDataError, match=r"column 'doors': the table lacks columns \['doors'\]"):
-        load_local_table(make_config(tmp_path, path), schema)
+        load_local_table(make_owner_config(tmp_path, path), schema)
     load_dataset("car").frame.to_csv(path, index=False)
     with pytest.raises(LocalDataError, match=r"column 'label': the table lacks columns \['label'\]"):
-        load_local_table(make_config(tmp_path, path, class_column="label"), schema)
+        load_local_table(make_owner_config(tmp_path, path, class_column="label"), schema)
     with pytest.raises(LocalDataError, match="gone.csv: file not found"):
-        load_local_table(make_config(tmp_path, tmp_path / "gone.csv"), schema)
+        load_local_table(make_owner_config(tmp_path, tmp_path / "gone.csv"), schema)
 
 
 # ------------------------------------------------------------ envelopes
@@ -281,7 +272,7 @@ def daemon_config(tmp_path, car_table, key) -> OwnerConfig:
     parties = [Party("site-a", "owner", key.public_key(), key_id(key.public_key()), "0" * 64),
                Party("miner", "miner", (miner := generate_signing_key().public_key()), key_id(miner), "1" * 64)]
     Roster("demo", parties).save(tmp_path / "roster.json")
-    return make_config(tmp_path, car_table, policy=Policy(min_k=5))
+    return make_owner_config(tmp_path, car_table, policy=Policy(min_k=5))
 
 
 def test_the_daemon_answers_once_and_sends_only_the_public_data_error(daemon_config, monkeypatch):
@@ -316,7 +307,7 @@ def test_the_daemon_resends_the_outbox_before_anything_else(daemon_config, key, 
 
 
 def test_insecure_in_the_config_alone_does_not_turn_tls_off(daemon_config):
-    config = make_config(daemon_config.path.parent, daemon_config.data_path, insecure=True)
+    config = make_owner_config(daemon_config.path.parent, daemon_config.data_path, insecure=True)
     with pytest.raises(OwnerConfigError, match="insecure = true takes effect only with --insecure"):
         OwnerDaemon(config)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import os
 import re
 import stat
 import sys
@@ -16,6 +17,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from common.federation.dial import dial_miner
 from common.federation.kit import (
     Roster,
     RosterWatcher,
@@ -24,8 +26,14 @@ from common.federation.kit import (
     peer_cert_sha256,
     peer_identity,
 )
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.signing import key_id, load_signing_key
+from common.mechanisms import registry
+from miner_node.config import MinerConfig
+from miner_node.server import read_ready, start_miner
 from modelshare import cli_provision
+from modelshare.admin import AdminConfig
 from modelshare.provision import (
     ProvisionError,
     add_party,
@@ -34,7 +42,9 @@ from modelshare.provision import (
     provision,
     provisioned_roster,
     revoke_party,
+    set_miner_port,
 )
+from owner_node.config import OwnerConfig, OwnerConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -211,6 +221,11 @@ def test_existing_kit_directory_is_not_overwritten(tmp_path):
         (lambda t: t.replace('address = "localhost:50051"\n', ""), r"parties\[0\].address: the miner needs"),
         (lambda t: t.replace("localhost:50051", "localhost"), r"parties\[0\].address: 'localhost' is not HOST:PORT"),
         (lambda t: t.replace("localhost:50051", "::1:50051"), r"parties\[0\].address: '::1:50051' is not HOST:PORT"),
+        (lambda t: t.replace("localhost:50051", "localhost:0"), r"parties\[0\].address: 'localhost:0' is not HOST:PORT"),
+        (lambda t: t.replace('address = "localhost:50051"', 'address = "localhost:0"\nlisten = "[::]:1"'),
+         r"parties\[0\].address: 'localhost:0' is not HOST:PORT"),
+        (lambda t: t.replace('address = "localhost:50051"', 'address = "localhost:1"\nlisten = "[::]:65536"'),
+         r"parties\[0\].listen: '\[::\]:65536' is not HOST:PORT"),
         (lambda t: t.replace('hosts = ["127.0.0.1"]', 'hosts = ["bad host"]'), r"parties\[0\].hosts\[0\]: 'bad host'"),
         (lambda t: t.replace('hosts = ["127.0.0.1"]', "hosts = [1]"),
          r"\[parties\[0\]\]: hosts\[0\] must be a string, got 1"),
@@ -355,6 +370,35 @@ def test_throwaway_federation_makes_the_same_kits(tmp_path):
         issue_throwaway_federation(tmp_path / "x", owners=["o1"], address="h:1", owner_data={"o3": ("a", "b")})
     with pytest.raises(ProvisionError, match=r"parties\[2\].name: 'miner' is also parties\[0\]"):
         issue_throwaway_federation(tmp_path / "y", owners=["miner"], address="h:1")
+
+
+def test_a_miner_on_port_0_reports_its_port_and_set_miner_port_writes_it_into_the_kits(tmp_path):
+    (tmp_path / "o1.csv").write_text("a,class\n1,x\n")
+    kits = issue_throwaway_federation(tmp_path / "kits", owners=["o1"], address="localhost:0",
+                                      owner_data={"o1": (str(tmp_path / "o1.csv"), "class")}, policy={"min_k": 3})
+    before = _config(kits["o1"], "owner")
+    assert _config(kits["miner"], "miner")["miner"]["listen"] == "localhost:0"
+    with pytest.raises(OwnerConfigError, match="miner = 'localhost:0' must be HOST:PORT"):
+        OwnerConfig.load(kits["o1"] / "owner.toml")  # not dialable before the miner has said its port
+    miner = start_miner(MinerConfig.load(kits["miner"] / "miner.toml"), mechanisms=registry.names())
+    try:
+        ready = read_ready(miner.config.state_dir)
+        assert miner.port > 0 and ready is not None
+        assert ready["port"] == miner.port and ready["address"] == f"localhost:{miner.port}"
+        assert ready["listen"] == "localhost:0" and ready["pid"] == os.getpid()
+        set_miner_port([*kits.values(), tmp_path / "kits" / "ca"], miner.port)
+        address = f"localhost:{miner.port}"
+        assert _config(kits["miner"], "miner")["miner"]["listen"] == address
+        assert AdminConfig.load(kits["admin"] / "admin.toml").miner == address
+        assert _config(kits["o1"], "owner") == before | {"owner": before["owner"] | {"miner": address}}
+        owner = OwnerConfig.load(kits["o1"] / "owner.toml")
+        with dial_miner(owner.miner, owner.tls, owner.miner_name) as channel:  # the certificate names the host
+            assert fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=10).status == "serving"
+    finally:
+        miner.stop(grace=None)
+    assert read_ready(miner.config.state_dir) is None  # a clean stop removes it
+    with pytest.raises(ProvisionError, match="must lie in 1..65535, got 0"):
+        set_miner_port(kits.values(), 0)
 
 
 def _cli(argv: list[str]) -> int:

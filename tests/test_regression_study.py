@@ -6,7 +6,6 @@ import dataclasses
 import json
 import math
 import re
-import time
 from pathlib import Path
 
 import grpc
@@ -35,13 +34,11 @@ from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results
 from modelshare.cli import build_parser, main
-from modelshare.provision import issue_throwaway_federation
 from modelshare.simulate import prepare
 from owner_node.budget import Ledger
-from owner_node.config import OwnerConfig
 from owner_node.daemon import OwnerDaemon
 from owner_node.training import build_submission
-from tests.federation_helpers import Federation
+from tests.federation_helpers import Federation, make_federation
 
 DP = "dp:epsilon=1000,trees=2"  # large epsilon: the noise is negligible, the structure is what is tested
 DEPTH = 4
@@ -72,16 +69,6 @@ def _spec(tmp: Path, study_id: str, *, mechanism: str = "diffpets", owners: list
             "release": {"mechanism": mechanism, "requirement": DP},
             "training": {"max_depth": DEPTH}, "mining": {"global_models": list(models), "pgen_scale": 10}}
     return spec_from_mapping(data, base=tmp).spec
-
-
-def _wait_done(fed: Federation, study_id: str, timeout: float = 60) -> fpb.StudyStatus:
-    """Poll the study, waking on the coordinator's change notifications rather than sleeping."""
-    admin, deadline = fed.stub("admin"), time.monotonic() + timeout
-    while (status := admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10)).state not in ("done", "failed"):
-        assert time.monotonic() < deadline, status.state
-        with fed.miner.coordinator.changed:
-            fed.miner.coordinator.changed.wait(0.5)
-    return status
 
 
 # --------------------------------------------------------------- declaration
@@ -176,11 +163,8 @@ def test_the_reaudit_recomputes_the_budget_split_and_the_target_bounds():
 # ------------------------------------------------------------- the miner
 @pytest.fixture()
 def fed(tmp_path):
-    federation = Federation(issue_throwaway_federation(tmp_path / "kits", owners=["o1", "o2"],
-                                                       address="localhost:50051"))
-    federation.start()
-    yield federation
-    federation.close()
+    with make_federation(tmp_path, ["o1", "o2"]) as federation:
+        yield federation
 
 
 def _signed(fed: Federation, owner: str, release: Release, study_id: str, mutate=None) -> fpb.SignedEnvelope:
@@ -223,17 +207,15 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
         SCHEMA.decode(X[rows], y[rows]).to_csv(tmp_path / f"{owner}.csv", index=False)
         data[owner] = (str(tmp_path / f"{owner}.csv"), "y")
     SCHEMA.decode(X[test], y[test]).to_csv(tmp_path / "test.csv", index=False)
-    kits = issue_throwaway_federation(tmp_path / "kits", owners=owners, address="localhost:50051", owner_data=data,
-                                      policy={"mechanisms": ["diffpets"], "max_epsilon": 1000, "miners": ["miner"]})
-    fed = Federation(kits)
+    fed = make_federation(tmp_path, owners, owner_data=data,
+                          policy={"mechanisms": ["diffpets"], "max_epsilon": 1000, "miners": ["miner"]})
     fed.start()
-    daemons = [OwnerDaemon(dataclasses.replace(OwnerConfig.load(kits[o] / "owner.toml"), miner=fed.address))
-               for o in owners]
+    daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
     try:
         request = fpb.CreateStudyRequest(spec=_spec(tmp_path, "reg"), evaluation_csv=(tmp_path / "test.csv").read_bytes())
         fed.stub("admin").CreateStudy(request, timeout=10)
         assert [o.outcome for d in daemons for o in d.run_once(wait_seconds=5)] == ["submitted"] * 2
-        status = _wait_done(fed, "reg")
+        status = fed.wait_study("reg")
         assert status.state == "done", status.reason
         results = fed.stub("admin").GetResults(fpb.StudyRef(study_id="reg"), timeout=10)
     finally:
@@ -253,7 +235,7 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
     assert tmp_path / "out" / "predictions.csv" in written and predictions[0] == "regression-tree,random-forest"
     assert len(predictions) == 1 + int(test.sum()) and float(predictions[1].split(",")[0]) == results.models[0].values[0]
     for owner in owners:  # charged exactly like a classification dp study
-        charge = Ledger(kits[owner] / "state").charged("reg")
+        charge = Ledger(fed.kits[owner] / "state").charged("reg")
         assert charge is not None and (charge.mechanism, charge.epsilon, charge.delta) == ("diffpets", 1000.0, 0.0)
 
 

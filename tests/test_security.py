@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sqlite3
-import time
 
 import grpc
 import numpy as np
@@ -43,6 +42,7 @@ from common.trees.tree import Node, Tree
 from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
 from tests.federation_helpers import (
+    deal,
     make_federation,
     signed_model,
     signed_refusal,
@@ -56,9 +56,7 @@ OWNERS = ["site-a", "site-b", "site-c"]  # site-c is revoked by one test; the ot
 def fed(tmp_path_factory, car):
     federation = make_federation(tmp_path_factory.mktemp("security"), OWNERS)
     federation.start()
-    _, X, y = car
-    parts = np.random.default_rng(0).permutation(len(y)) % len(OWNERS)
-    federation.data = {o: (X[parts == i], y[parts == i]) for i, o in enumerate(OWNERS)}
+    federation.data = deal(*car[1:], OWNERS)
     admin = federation.stub("admin")
     week = 7 * 24 * 60
     for spec in (study_spec("open", owners=OWNERS, deadline_minutes=week),
@@ -336,22 +334,14 @@ def test_closed_studies_take_no_answers(fed):
     spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("closes", owners=["site-a"], global_models=("naive-bayes",))),
                              timeout=10).spec
     fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *fed.data["site-a"]), timeout=30)
-    deadline = time.monotonic() + 60
-    while (state := admin.GetStudy(fpb.StudyRef(study_id="closes"), timeout=10).state) != "done":
-        assert state in ("open", "mining") and time.monotonic() < deadline, state
-        with fed.miner.coordinator.changed:  # woken by the coordinator's state changes, not a fixed sleep
-            fed.miner.coordinator.changed.wait(0.5)
+    assert fed.wait_study("closes").state == "done"
     admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("fails", owners=["site-a", "site-b"])), timeout=10)
     fed.stub("site-b").Refuse(signed_refusal(fed, "site-b", "fails", "not this one"), timeout=10)
     assert admin.GetStudy(fpb.StudyRef(study_id="fails"), timeout=10).state in ("open", "failed")
     before = rows(fed)
     site_a = fed.stub("site-a")
     for study_id, state in (("closes", "done"), ("fails", "failed")):
-        deadline = time.monotonic() + 30
-        while admin.GetStudy(fpb.StudyRef(study_id=study_id), timeout=10).state != state:
-            assert time.monotonic() < deadline
-            with fed.miner.coordinator.changed:
-                fed.miner.coordinator.changed.wait(0.5)
+        assert fed.wait_study(study_id, timeout=30).state == state
         for call, request in ((site_a.Submit, model(fed, "site-a", study_id)),
                               (site_a.Refuse, signed_refusal(fed, "site-a", study_id, "late"))):
             code, why = refused(call, request)
