@@ -35,7 +35,7 @@ from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble
 
-__all__ = ["AcceptedModel", "mine", "load_evaluation"]
+__all__ = ["AcceptedModel", "mine", "load_evaluation", "pseudo_table"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,11 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
     return float(report.parameters["beta"])
 
 
-def _pseudo_table(model: DecodedModel, scale: float, rng: np.random.Generator,
-                  class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+def pseudo_table(model: DecodedModel, scale: float, rng: np.random.Generator,
+                 class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one accepted model: its single tree, or every tree of its ensemble (module docstring).
+
+    ``modelshare pgen`` calls this too, so a model file regenerates as the miner regenerates it.
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
     """
@@ -95,7 +97,7 @@ def mine(
     for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
         trees, report = item.model.trees, item.model.report
         rng = np.random.default_rng([int(spec.seed), i])
-        X, y = _pseudo_table(item.model, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
+        X, y = pseudo_table(item.model, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
         parts_X.append(X)
         parts_y.append(y)
         results.owners.add(

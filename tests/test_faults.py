@@ -26,8 +26,9 @@ from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
 from modelshare.provision import issue_throwaway_federation
 from owner_node.config import OwnerConfig
-from owner_node.daemon import Backoff, OwnerDaemon, read_status
+from owner_node.daemon import Backoff, OwnerDaemon
 from owner_node.release import RELEASE_MECHANISMS
+from owner_node.status import read_status
 from tests.federation_helpers import Federation, signed_model, study_spec
 from tests.test_federation import _car_tables, _free_port, _start_miner
 

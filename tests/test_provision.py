@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import re
@@ -25,7 +24,7 @@ from common.federation.kit import (
     peer_identity,
 )
 from common.federation.signing import key_id, load_signing_key
-from modelshare import cli_provision
+from modelshare.cli import main
 from modelshare.provision import (
     ProvisionError,
     add_party,
@@ -357,26 +356,19 @@ def test_throwaway_federation_makes_the_same_kits(tmp_path):
         issue_throwaway_federation(tmp_path / "y", owners=["miner"], address="h:1")
 
 
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="modelshare")
-    cli_provision.add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
 def test_cli_provisions_adds_revokes_and_reports_errors(tmp_path, capsys):
     project, out = _write_project(tmp_path), tmp_path / "kits"
-    assert _cli(["provision", str(project), "--out", str(out), "--json"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in report["parties"]] == NAMES and report["action"] == "provision"
     assert report["parties"][2]["key_id"] == provisioned_roster(out).get("site-a").key_id
-    assert _cli(["provision", str(project), "--out", str(out)]) == 2
+    assert main(["provision", str(project), "--out", str(out)]) == 2
     assert "error:" in capsys.readouterr().err
     project.write_text(PROJECT + SITE_C, encoding="utf-8")
-    assert _cli(["provision", str(project), "--out", str(out), "--add", "site-c"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--add", "site-c"]) == 0
     assert "site-c" in capsys.readouterr().out
-    assert _cli(["provision", str(project), "--out", str(out), "--revoke", "site-a", "--json"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--revoke", "site-a", "--json"]) == 0
     revoked = json.loads(capsys.readouterr().out)["parties"]
     assert revoked[0]["name"] == "site-a" and revoked[0]["revoked"]
     with pytest.raises(SystemExit):
-        _cli(["provision", str(project), "--out", str(out), "--add", "x", "--revoke", "y"])
+        main(["provision", str(project), "--out", str(out), "--add", "x", "--revoke", "y"])
