@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -93,6 +96,30 @@ def test_every_reporting_command_documents_json_and_no_command_shows_an_old_spel
     if "--seed" in options:
         [seed] = [a for a in parser._actions if "--seed" in a.option_strings]
         assert seed.type is int, path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PLACEHOLDERS = {"N": "1", "S": "1", "OWNERS": "1", "ID": "study-1"}  # EXPERIMENTS.md's and README's
+
+
+def _documented_commands() -> list[tuple[str, list[str]]]:
+    """Every `modelshare ...` command line of a code block in README.md, EXPERIMENTS.md and docs/."""
+    found = []
+    for path in [ROOT / "README.md", ROOT / "EXPERIMENTS.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+        for line in re.findall(r"^\s*(modelshare [^#\n]*)", text, re.MULTILINE):
+            command = line.split("&&")[0]
+            found.append((path.name, [PLACEHOLDERS.get(w, w) for w in shlex.split(command)[1:]]))
+    return found
+
+
+@pytest.mark.parametrize("where, argv", _documented_commands(), ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_every_documented_command_line_parses(capsys, where, argv):
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as exit:
+        assert exit.code == 0 and argv in (["--help"], ["--version"]), f"{where}: {argv}"
+    assert "deprecated" not in capsys.readouterr().err, f"{where} spells an old option: {argv}"
 
 
 def test_global_models_and_other_lists_are_space_separated():
