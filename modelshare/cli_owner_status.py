@@ -2,8 +2,9 @@
 
 It reads the status file the daemon keeps in its state directory (`owner_node.status.StatusFile`)
 and contacts nobody. Exit status: 0 healthy, 1 not running or unhealthy, 2 the config or the
-status file is unusable. A health probe runs every few seconds, so this module imports only the
-owner's config and the status file reader: not the daemon, nor any training code.
+status file is unusable. A health probe runs every few seconds, so this module imports neither
+the daemon nor any training code; the owner's config (`owner_node.config`, which imports pandas
+through the policy's schema) is imported only when the probe runs, not to build its parser.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from modelshare.cli_common import add_json, out
-from owner_node.config import OwnerConfig
 from owner_node.status import STATUS_FILE, read_status
 
 __all__ = ["DEFAULT_MAX_AGE", "cmd_status", "configure", "owner_health"]
@@ -89,6 +89,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     An unusable config or status file raises (a ValueError or OSError): `modelshare.cli.main` exits 2.
     """
+    from owner_node.config import OwnerConfig  # the module docstring says why here
+
     config = OwnerConfig.load(args.config)
     status = read_status(config.state_dir)
     healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=args.max_age)

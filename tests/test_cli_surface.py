@@ -69,7 +69,7 @@ def test_importing_the_cli_imports_no_command():
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
     assert "modelshare.cli_owner_status" in loaded
-    assert not {"owner_node.daemon", "owner_node.training", "sklearn", "modelshare.experiments"} & loaded
+    assert not {"owner_node.daemon", "owner_node.training", "sklearn", "pandas", "modelshare.experiments"} & loaded
 
 
 def test_the_default_max_age_is_three_poll_rounds_of_the_daemon():
