@@ -244,9 +244,13 @@ def add_owners(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, def
 
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],
                       default: Sequence[str] | None, help: str, allow_none: bool = False,
-                      dest: str = "global_models") -> argparse.Action:
-    """``--global-models MODEL [MODEL ...]``: the models the miner learns (``none`` alone, where allowed: none)."""
+                      dest: str = "global_models", default_text: str | None = None) -> argparse.Action:
+    """``--global-models MODEL [MODEL ...]``: the models the miner learns (``none`` alone, where allowed: none).
+
+    The help states the default (``default_text`` where the command fills it in later) and the choices.
+    """
     names = sorted(choices)
+    stated = default_text if default_text is not None else " ".join(default or ())
 
     def parse(text: str) -> str:
         if text not in names and not (allow_none and text == "none"):
@@ -255,4 +259,5 @@ def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
 
     return add_list(parser, "--global-models", parse, default=default, dest=dest, metavar="MODEL",
                     what="global model names", empty="none" if allow_none else None,
-                    help=f"{help} (from {', '.join(names)}" + ("; 'none' for no global model)" if allow_none else ")"))
+                    help=f"{help} (default {stated}; from {', '.join(names)}"
+                         + (", or 'none' for no global model)" if allow_none else ")"))

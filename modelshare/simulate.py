@@ -473,8 +473,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
     add_global_models(p, choices={*GLOBAL_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
-                      help=f"global models (default {' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task "
-                           f"regression {' '.join(DEFAULT_MODELS[REGRESSION_TASK])})")
+                      help="global models the miner learns",
+                      default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
+                                   f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")

@@ -320,8 +320,7 @@ def configure(p: argparse.ArgumentParser) -> None:
              help="depth of the released trees: D for every mechanism, MECH=D for one, e.g. --max-depth "
                   "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
-                      help="global models learned from each release's PGEN data (default decision-tree: the "
-                           "experiment compares trees)")
+                      help="global models learned from each release's PGEN data (the experiment compares trees)")
     if DPEA_NAME in DP_MECHANISMS:
         int_list(p, "--dpea-steps", minimum=1, default=(), metavar="d",
                  help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1 2 3; "

@@ -245,7 +245,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
-                      help="global models learned from BASIS, PPGEN and LD data (default decision-tree naive-bayes)")
+                      help="global models learned from BASIS, PPGEN and LD data")
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)

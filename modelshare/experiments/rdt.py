@@ -311,7 +311,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--total-epsilon", type=float, default=None,
                    help="Nt*eps for the delta column (Table 7 uses 2.0); default: no delta column")
     add_global_models(p, choices=GLOBAL_MODELS, default=RdtSettings.global_models, allow_none=True,
-                      help="global models learned from the ensemble's PGEN data (default decision-tree naive-bayes)")
+                      help="global models learned from the ensemble's PGEN data")
     p.add_argument("--pgen-scale", type=float, default=1.0, help="PGEN rows per estimated real row (default 1)")
     p.add_argument("--tree-min-samples-leaf", type=int, default=None,
                    help="min_samples_leaf of the decision-tree global model (default: the miner's, fully grown)")

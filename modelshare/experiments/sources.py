@@ -218,7 +218,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
                    help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
     models = add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree", "naive-bayes"),
-                               help="global models (default decision-tree naive-bayes)")
+                               help="global models learned from BASIS, PGEN and BASEGEN data")
     deprecated_alias(p, "--models", models)
     add_common_options(p, name="sources", default_folds=10, default_repeats=1)
     p.set_defaults(func=cmd_sources)
