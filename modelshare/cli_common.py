@@ -114,9 +114,9 @@ def note_deprecated(old: str, new: str) -> None:
 class _Alias(argparse.Action):
     """A hidden old spelling of an option: notes the deprecation, then acts as the new option."""
 
-    def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action, **_: Any) -> None:
+    def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action) -> None:
         super().__init__(option_strings, target.dest, nargs=target.nargs, type=target.type, choices=target.choices,
-                         metavar=target.metavar, help=argparse.SUPPRESS)
+                         default=argparse.SUPPRESS, metavar=target.metavar, help=argparse.SUPPRESS)
         self.target = target
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
