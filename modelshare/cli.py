@@ -1,134 +1,250 @@
-"""The `modelshare` command line: one entry point, one sub-command per task."""
+"""The `modelshare` command line: one entry point, noun-verb sub-commands, each imported only when it runs.
+
+`COMMANDS` is the whole command tree as data: a group holds commands, a command names the
+function (``"module:function"``) that adds its options and its handler to its parser. `main`
+reads which command the arguments name and builds only that command's parser, so ``modelshare
+owner status`` (a service manager's health probe) never imports the experiments, the learners or
+pandas' users beyond its own needs; ``modelshare --help`` imports no command at all.
+
+Errors: bad input (ValueError, KeyError, OSError, and argparse's usage errors) exits 2, a command
+that fails after starting its work (`modelshare.cli_common.CommandFailed`) exits 1; both print
+one line on stderr and, under ``--json``, one ``{"error": {"type": ..., "message": ...}}`` object
+on stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
-import numpy as np
 from rich.markup import escape
-from rich.table import Table
 
-from common.data.datasets import describe_dataset, export_dataset, list_datasets
-from common.data.schema import SchemaError
-from common.data.table_io import write_table_chunks
-from common.federation.model_io import read_tree
-from common.privacy.requirements import RequirementError
-from common.trees.tree import TreeError
-from modelshare import (
-    cli_dp_audit,
-    cli_dps,
-    cli_federation,
-    cli_owner,
-    cli_privacy,
-    cli_provision,
-    simulate,
-)
-from modelshare.cli_common import err, out, positive_int
-from modelshare.experiments import dp as dp_experiment
-from modelshare.experiments import dp_regression as dp_regression_experiment
-from modelshare.experiments import privacy as privacy_experiment
-from modelshare.experiments import pruning as pruning_experiment
-from modelshare.experiments import rdt as rdt_experiment
-from modelshare.experiments import sources as sources_experiment
+from modelshare.cli_common import CommandFailed, err, note_deprecated
 
-__all__ = ["main", "build_parser"]
+__all__ = ["COMMANDS", "Command", "Group", "UsageError", "build_parser", "main", "package_version", "selected"]
 
 
-# ------------------------------------------------------------------ datasets
-def cmd_datasets(args: argparse.Namespace) -> int:
-    if args.action == "list":
-        infos = list_datasets()
-        if args.json:
-            print(json.dumps([i.__dict__ for i in infos], indent=2, default=list))
-            return 0
-        table = Table(title="bundled datasets")
-        for col in ("name", "title", "rows", "attributes", "classes"):
-            table.add_column(col)
-        for i in infos:
-            table.add_row(i.name, i.title, str(i.rows), str(i.n_attributes), ", ".join(map(str, i.classes)))
-        out.print(table)
-        return 0
-    if not args.name:
-        raise SchemaError(f"'datasets {args.action}' needs a dataset name")
-    if args.action == "show":
-        info = describe_dataset(args.name)
-        if args.json:
-            print(json.dumps(info, indent=2, default=str))
-        else:
-            out.print_json(json.dumps(info, default=str))
-        return 0
-    if args.out is None:
-        raise SchemaError("'datasets export' needs --out FILE (.csv or .parquet)")
-    export_dataset(args.name, args.out)
-    err.print(f"wrote {args.out}")
-    return 0
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: its one-line help and the ``"module:function"`` that configures its parser.
+
+    ``replaced_by`` marks an old spelling kept for scripts: hidden from ``--help``, it notes the
+    new spelling on stderr whenever it runs.
+    """
+
+    help: str
+    configure: str
+    replaced_by: str | None = None
 
 
-# ---------------------------------------------------------------------- pgen
-def cmd_pgen(args: argparse.Namespace) -> int:
-    from miner_node.pgen import pgen_chunks
+@dataclass(frozen=True)
+class Group:
+    """A noun: its one-line help and its verbs (commands or further groups)."""
 
-    tree = read_tree(args.model)
-    rng = np.random.default_rng(args.seed)
-    chunks = pgen_chunks(tree, rows=args.rows, rng=rng, class_assignment=args.class_assignment,
-                         chunk_rows=args.chunk_rows, shuffle=not args.grouped)
-    n = write_table_chunks(tree.schema, chunks, args.out)
-    err.print(f"wrote {n} pseudo rows to {args.out}")
-    return 0
+    help: str
+    commands: Mapping[str, Command | Group] = field(default_factory=dict)
+
+
+def _experiment(name: str, help: str) -> Command:
+    return Command(help, f"modelshare.experiments.{name.replace('-', '_')}:configure")
+
+
+COMMANDS = Group("modelshare", {
+    "simulate": Command("run a miner and 1-10 owner processes over mutual TLS on one machine; one study",
+                        "modelshare.simulate:configure"),
+    "datasets": Command("list, show or export the bundled datasets", "modelshare.cli_datasets:configure"),
+    "release": Command("train a local tree (or k-AnonToRdt or eps-DP random trees), apply a release mechanism, "
+                       "write the model file", "modelshare.cli_release:configure_release"),
+    "audit": Command("re-derive a model file's privacy claims from its released counts",
+                     "modelshare.cli_release:configure_audit"),
+    "pgen": Command("generate pseudo-data from a released model file (PGEN): one tree, an ensemble or a "
+                    "regression forest", "modelshare.cli_pgen:configure"),
+    "privacy": Group("privacy accounting and audits", {
+        "dps": Command("(beta, eps, delta)-DPS of k-AnonToRdt: Bernoulli(beta) sampling, then counts < k zeroed",
+                       "modelshare.cli_dps:configure"),
+        "audit-dp": Command("empirically audit a mechanism's DP claim: run it on D and D' = D + one row, bound eps",
+                            "modelshare.cli_dp_audit:configure"),
+    }),
+    "audit-dp": Command("old spelling of 'privacy audit-dp'", "modelshare.cli_dp_audit:configure",
+                        replaced_by="modelshare privacy audit-dp"),
+    "experiment": Group("reproduce a paper's experiment on any table", {
+        "sources": _experiment("sources", "in-process cross-validation of 1-10 sources: BASIS vs PGEN vs BASEGEN "
+                                          "(Sharkey et al. Figs. 5-6)"),
+        "privacy": _experiment("privacy", "PPGEN (APT + PGEN) vs LD ((c,l)-diversified data) over a (c,l) grid "
+                                          "(Sharkey et al. Fig. 7)"),
+        "dp": _experiment("dp", "accuracy against epsilon of every eps-DP release mechanism, ensemble and PGEN "
+                                "global models"),
+        "dp-regression": _experiment("dp-regression", "RMSE and MAE against epsilon of eps-DP DiffPETs regression "
+                                                      "forests: the forest itself and a regression tree learned "
+                                                      "from its PGEN rows"),
+        "pruning": _experiment("pruning", "uniqueness/homogeneity attacks by depth; Method 1 vs Method 2 pruning "
+                                          "(Wakabayashi et al. Tables 5-7)"),
+        "rdt": _experiment("rdt", "k-AnonToRdt accuracy by depth, k, trees and beta (Waseda et al. Tables 6-7)"),
+    }),
+    "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
+                         "revoke a party later", "modelshare.cli_provision:configure"),
+    "miner": Group("run or inspect the miner", {
+        "serve": Command("serve gRPC over mutual TLS, store submissions, run studies",
+                         "modelshare.cli_federation:configure_miner_serve"),
+        "verify-log": Command("check the audit log's hash chain and head",
+                              "modelshare.cli_federation:configure_miner_verify_log"),
+        "status": Command("ask a running miner for its health (exit 0 when serving)",
+                          "modelshare.cli_federation:configure_miner_status"),
+    }),
+    "study": Group("create and follow studies (admin)", {
+        "create": Command("create a study from study.toml", "modelshare.cli_federation:configure_study_create"),
+        "status": Command("a study's state and every owner's answer",
+                          "modelshare.cli_federation:configure_study_status"),
+        "results": Command("fetch a finished study's results", "modelshare.cli_federation:configure_study_results"),
+        "list": Command("every study on the miner", "modelshare.cli_federation:configure_study_list"),
+    }),
+    "owner": Group("the data owner: run the daemon, preview the policy on a study, report health and budget", {
+        "serve": Command("dial out to the miner and answer studies until SIGTERM/SIGINT",
+                         "modelshare.cli_owner:configure_serve"),
+        "check": Command("would this site answer STUDY.toml? (no training, no miner)",
+                         "modelshare.cli_owner:configure_check"),
+        "status": Command("is this site's daemon healthy? (exit 0 when it is; for service managers; reads the "
+                          "daemon's status file, contacts nobody)", "modelshare.cli_owner_status:configure"),
+        "budget": Command("what this site's releases have spent of its privacy budget (epsilon, delta) and what "
+                          "its lifetime cap leaves", "modelshare.cli_owner:configure_budget"),
+    }),
+})
 
 
 # -------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="modelshare", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+class UsageError(SystemExit):
+    """argparse refused the command line (exit status 2); ``message`` is what it said."""
 
-    ex = sub.add_parser("experiment", help="reproduce a paper's experiment on any table")
-    ex_sub = ex.add_subparsers(dest="experiment", required=True)
-    sources_experiment.add_parser(ex_sub)
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
 
-    ds = sub.add_parser("datasets", help="list, show or export the bundled datasets")
-    ds.add_argument("action", choices=["list", "show", "export"])
-    ds.add_argument("name", nargs="?")
-    ds.add_argument("--out", type=Path, help="output file for export (.csv or .parquet)")
-    ds.add_argument("--json", action="store_true")
-    ds.set_defaults(func=cmd_datasets)
 
-    pg = sub.add_parser("pgen", help="generate pseudo-data from a released model file (PGEN)")
-    pg.add_argument("model", type=Path, help="model file (JSON)")
-    pg.add_argument("--rows", type=int, default=None, help="total rows (default: hit+miss of every path)")
-    pg.add_argument("--out", type=Path, required=True, help="output .csv, .csv.gz or .parquet")
-    pg.add_argument("--seed", type=int, default=0)
-    pg.add_argument("--class-assignment", choices=["exact", "sample"], default="exact")
-    pg.add_argument("--chunk-rows", type=positive_int, default=1_000_000, help="rows generated per chunk")
-    pg.add_argument("--grouped", action="store_true", help="keep rows grouped by path (default: shuffled per chunk)")
-    pg.set_defaults(func=cmd_pgen)
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors raise `UsageError`, so `main` can also report them as JSON."""
 
-    cli_privacy.add_parsers(sub)
-    cli_dps.add_parsers(sub)
-    cli_dp_audit.add_parsers(sub)
-    cli_provision.add_parsers(sub)
-    cli_federation.add_parsers(sub)
-    cli_owner.add_parsers(sub)
-    privacy_experiment.add_parser(ex_sub)
-    dp_experiment.add_parser(ex_sub)
-    dp_regression_experiment.add_parser(ex_sub)
-    pruning_experiment.add_parser(ex_sub)
-    rdt_experiment.add_parser(ex_sub)
-    simulate.add_parser(sub)
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise UsageError(message)
+
+
+def package_version() -> str:
+    """The installed package's version, else (a source checkout) the version pyproject.toml states."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("modelshare")
+    except metadata.PackageNotFoundError:
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - exercised only on Python 3.10
+            import tomli as tomllib
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+
+
+class _Version(argparse.Action):
+    """``--version``: print ``modelshare X.Y.Z`` and exit (the version is looked up only then)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        print(f"modelshare {package_version()}")
+        parser.exit()
+
+
+def selected(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command path ``argv`` names, e.g. ("owner", "status"); it stops at the first unknown word.
+
+    Groups take no options of their own but -h, so the first word that is not an option names the
+    next command down.
+    """
+    path: list[str] = []
+    node: Command | Group = COMMANDS
+    for word in argv:
+        if word.startswith("-"):
+            continue
+        if not isinstance(node, Group) or word not in node.commands:
+            break
+        path.append(word)
+        node = node.commands[word]
+        if isinstance(node, Command):
+            break
+    return tuple(path)
+
+
+def _configure(parser: argparse.ArgumentParser, command: Command) -> None:
+    module, _, function = command.configure.partition(":")
+    configure: Callable[[argparse.ArgumentParser], None] = getattr(importlib.import_module(module), function)
+    configure(parser)
+    if command.replaced_by is not None:
+        parser.set_defaults(replaced_by=command.replaced_by)
+
+
+def _add_commands(parser: argparse.ArgumentParser, group: Group, path: tuple[str, ...] | None, dest: str) -> None:
+    """Add ``group``'s commands to ``parser``; configure those on ``path`` (None: every one)."""
+    sub = parser.add_subparsers(dest=dest, required=True, metavar="COMMAND")
+    for name, node in group.commands.items():
+        hidden = isinstance(node, Command) and node.replaced_by is not None
+        child = sub.add_parser(name, description=node.help, **({} if hidden else {"help": node.help}))
+        if path is not None and path[:1] != (name,):
+            continue
+        rest = None if path is None else path[1:]
+        if isinstance(node, Group):
+            _add_commands(child, node, rest, f"{dest}_{name}".replace("-", "_"))
+        else:
+            _configure(child, node)
+
+
+def build_parser(path: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `modelshare` parser; only the commands on ``path`` are configured (None: all, importing every module)."""
+    parser = _Parser(prog="modelshare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
+    _add_commands(parser, COMMANDS, None if path is None else tuple(path), "command")
     return parser
 
 
+# ---------------------------------------------------------------------- main
+def _json_error(exc: BaseException, message: str) -> None:
+    """The one JSON object a failing command prints on stdout under --json."""
+    print(json.dumps({"error": {"type": type(exc).__name__, "message": message}}))
+
+
+def _report(exc: BaseException, message: str, as_json: bool) -> None:
+    """One line on stderr; under --json also the error object on stdout."""
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
+    if as_json:
+        _json_error(exc, message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser(selected(argv)).parse_args(argv)
+    except UsageError as exc:
+        if "--json" in argv:
+            _json_error(exc, exc.message)
+        raise
+    as_json = bool(getattr(args, "json", False))
+    if getattr(args, "replaced_by", None):
+        note_deprecated(f"modelshare {' '.join(selected(argv))}", args.replaced_by)
     try:
         return int(args.func(args) or 0)
-    except (SchemaError, TreeError, RequirementError, ValueError, KeyError, OSError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        err.print(f"[red]error:[/] {escape(str(message))}", highlight=False)  # "[release]" is not markup
+    except CommandFailed as exc:
+        _report(exc, str(exc), as_json)
+        for hint in exc.hints:
+            err.print(f"hint: {escape(hint)}", highlight=False)
+        return exc.exit_code
+    except (ValueError, KeyError, OSError) as exc:
+        message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        _report(exc, message, as_json)
         return 2
 
 

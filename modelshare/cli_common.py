@@ -1,33 +1,69 @@
-"""Pieces shared by the `modelshare` sub-commands: consoles, table input options, learner options."""
+"""What every `modelshare` sub-command shares: consoles, failures, and one builder per option concept.
+
+A concept (the global models, a depth, a seed, the test share, the owners, ``--json``) has one
+spelling and one default on every command that takes it, because every command adds it with the
+builder here. Lists are space-separated (``--global-models decision-tree naive-bayes``). An old
+spelling that deployed files or the documentation still use stays as a hidden alias
+(`deprecated_alias`) that prints one line on stderr naming the new spelling; the old
+comma-separated lists (``--owners 1,2,5``) are read the same way.
+
+This module imports only argparse and rich: every command's parser is built from it, including
+the health probe ``modelshare owner status``, which must start fast.
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any, Callable, Collection
+import sys
+from typing import Any, Callable, Collection, Sequence, TypeVar
 
 from rich.console import Console
 
-from common.data.datasets import LoadedTable, load_dataset, load_table
-from common.data.schema import SchemaError
-from common.mechanisms import registry
 from common.params import ParameterError, check_positive_int
 
 __all__ = [
+    "CommandFailed",
+    "add_global_models",
+    "add_json",
+    "add_list",
+    "add_max_depth",
+    "add_max_depths",
+    "add_owners",
+    "add_seed",
+    "add_test_fraction",
+    "deprecated_alias",
     "err",
+    "float_list",
+    "fraction",
+    "int_list",
+    "leaf_size",
+    "note_deprecated",
     "out",
     "positive_int",
-    "add_table_source",
-    "load_source",
     "tree_params",
-    "leaf_size",
-    "add_release_options",
 ]
+
+T = TypeVar("T")
 
 err = Console(stderr=True, emoji=False, soft_wrap=True)
 out = Console(emoji=False)
 
 
+class CommandFailed(Exception):
+    """A command failed after starting its work (not bad input): `modelshare.cli.main` reports it.
+
+    main prints the message (and, under ``--json``, one JSON error object on stdout), then each
+    hint on stderr, and exits with ``exit_code``; bad input (ValueError, KeyError, OSError) exits 2.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hints: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.hints = tuple(hints)
+
+
+# ------------------------------------------------------------------ value types
 def positive_int(text: str) -> int:
     """An argparse type for an integer >= 1 (argparse itself reports text that is no integer)."""
     try:
@@ -36,59 +72,15 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def int_list(minimum: int) -> Callable[[str], tuple[int, ...]]:
-    """An argparse type for comma-separated integers, each at least ``minimum`` (e.g. ``--depths 3,4,5``)."""
-
-    def parse(text: str) -> tuple[int, ...]:
-        try:
-            values = tuple(int(v) for v in text.split(","))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-        if any(v < minimum for v in values):
-            raise argparse.ArgumentTypeError(f"values must be >= {minimum}, got {text!r}")
-        return values
-
-    return parse
-
-
-def float_list(text: str) -> tuple[float, ...]:
-    """An argparse type for comma-separated numbers (e.g. ``--betas 0.01,0.1``)."""
+def fraction(text: str) -> float:
+    """An argparse type for a number strictly between 0 and 1 (a share of the rows)."""
     try:
-        return tuple(float(v) for v in text.split(","))
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
-    src = p.add_argument_group("input table (a bundled dataset, or your own file)")
-    src.add_argument("--dataset", default=None, help=f"bundled dataset name (default: {default_dataset})")
-    src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
-    src.add_argument("--class-column", help="class column of --data")
-    src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")
-    src.set_defaults(default_dataset=default_dataset)
-
-
-def load_source(args: argparse.Namespace) -> LoadedTable:
-    if args.data is not None:
-        if args.dataset is not None:
-            raise SchemaError("give either --dataset or --data, not both")
-        if not args.class_column:
-            raise SchemaError("--data needs --class-column", source=str(args.data))
-        return load_table(args.data, args.class_column, schema=args.schema)
-    name = args.dataset or args.default_dataset
-    if name is None:
-        raise SchemaError("no input table: give --dataset NAME or --data FILE --class-column COLUMN")
-    return load_dataset(name)
-
-
-def tree_params(max_depth: int | None, min_samples_leaf: int | float | None) -> dict[str, Any]:
-    """Tree learner keyword arguments for the limits a user gave (none given: the learner's defaults)."""
-    params: dict[str, Any] = {}
-    if max_depth is not None:
-        params["max_depth"] = max_depth
-    if min_samples_leaf is not None:
-        params["min_samples_leaf"] = min_samples_leaf
-    return params
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
 
 
 def leaf_size(text: str) -> int | float:
@@ -102,13 +94,169 @@ def leaf_size(text: str) -> int | float:
     raise argparse.ArgumentTypeError(f"must be an integer >= 1 or a fraction in (0, 1), got {text}")
 
 
-def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str] | None = None) -> None:
-    """--mechanism (one of ``mechanisms``, default the registry's tree mechanisms), --requirement and --disclosure."""
-    mechanisms = registry.names(kind="tree") if mechanisms is None else mechanisms
-    p.add_argument("--mechanism", default="none", choices=sorted(mechanisms), help="release mechanism (default none)")
-    p.add_argument("--requirement", default=None,
-                   help="privacy requirement of the mechanism: 'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'"
-                        + "".join(f" ({m.name}: {m.requirement_form})" for m in registry.mechanisms()
-                                  if m.whole_release and m.name in mechanisms))
-    p.add_argument("--disclosure", default="counts", choices=["counts", "hit_miss"],
-                   help="what released trees disclose per node (default counts; hit_miss is the model-sharing paper's)")
+def tree_params(max_depth: int | None, min_samples_leaf: int | float | None) -> dict[str, Any]:
+    """Tree learner keyword arguments for the limits a user gave (none given: the learner's defaults)."""
+    params: dict[str, Any] = {}
+    if max_depth is not None:
+        params["max_depth"] = max_depth
+    if min_samples_leaf is not None:
+        params["min_samples_leaf"] = min_samples_leaf
+    return params
+
+
+# ------------------------------------------------------------------ deprecation
+def note_deprecated(old: str, new: str) -> None:
+    """Say on stderr, in one line, that ``old`` is an old spelling of ``new``."""
+    print(f"modelshare: note: '{old}' is deprecated; use '{new}'", file=sys.stderr)
+
+
+class _Alias(argparse.Action):
+    """A hidden old spelling of an option: notes the deprecation, then acts as the new option."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action) -> None:
+        super().__init__(option_strings, target.dest, nargs=target.nargs, type=target.type, choices=target.choices,
+                         default=argparse.SUPPRESS, metavar=target.metavar, help=argparse.SUPPRESS)
+        self.target = target
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        new = self.target.option_strings[-1]
+        note_deprecated(str(option_string), new)
+        self.target(parser, namespace, values, new)
+
+
+def deprecated_alias(parser: argparse.ArgumentParser, old: str, target: argparse.Action) -> None:
+    """Accept ``old`` as a hidden spelling of the option ``target`` (what ``add_argument`` returned)."""
+    parser.add_argument(old, action=_Alias, target=target)
+
+
+# ------------------------------------------------------------------ lists
+def _items(parse: Callable[[str], T], what: str) -> Callable[[str], tuple[T, ...]]:
+    """An argparse type for one token of a list option: one value, or the old comma-separated values."""
+
+    def convert(text: str) -> tuple[T, ...]:
+        try:
+            return tuple(parse(item) for item in text.split(","))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r} ({exc})") from None
+
+    return convert
+
+
+class _List(argparse.Action):
+    """Store ``--flag A B C`` as the tuple (A, B, C); ``--flag A,B,C`` (the old spelling) too, with a note.
+
+    ``empty`` is the word that, alone, means no values at all (``--global-models none``).
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, *, empty: str | None = None, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.empty = empty
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        flat = tuple(value for token in values for value in token)
+        typed = " ".join(str(value) for value in flat)
+        if any(len(token) > 1 for token in values):
+            note_deprecated(f"{option_string} A,B", f"{option_string} {typed}")
+        if self.empty is not None and self.empty in flat:
+            if len(flat) > 1:
+                parser.error(f"argument {option_string}: '{self.empty}' stands alone, got {typed}")
+            flat = ()
+        setattr(namespace, self.dest, flat)
+
+
+def add_list(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, parse: Callable[[str], Any], *,
+             default: Sequence[Any] | None, help: str, metavar: str, what: str, dest: str | None = None,
+             empty: str | None = None) -> argparse.Action:
+    """Add a list option ``flag`` of values that ``parse`` reads (``what`` names one, for errors)."""
+    extra = {"dest": dest} if dest is not None else {}
+    return parser.add_argument(flag, nargs="+", type=_items(parse, what), action=_List, empty=empty,
+                               default=None if default is None else tuple(default), metavar=metavar, help=help,
+                               **extra)
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}")
+        return value
+
+    return parse
+
+
+def int_list(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, *, minimum: int,
+             default: Sequence[int], help: str, metavar: str = "N") -> argparse.Action:
+    """A list option of integers, each at least ``minimum`` (``--ks 0 5 10``)."""
+    return add_list(parser, flag, _int_at_least(minimum), default=default, help=help, metavar=metavar,
+                    what=f"integers >= {minimum}")
+
+
+def float_list(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, *, default: Sequence[float],
+               help: str, metavar: str = "X") -> argparse.Action:
+    """A list option of numbers (``--epsilons 0.1 1 10``)."""
+    return add_list(parser, flag, float, default=default, help=help, metavar=metavar, what="numbers")
+
+
+# ------------------------------------------------------------------ one builder per concept
+def add_json(parser: argparse.ArgumentParser | argparse._ArgumentGroup, report: str = "the report") -> None:
+    """``--json``: print ``report`` as one JSON document on stdout; a failure prints one JSON error object."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"print {report} as one JSON document on stdout instead of text; a failure prints "
+                             '{"error": {"type": ..., "message": ...}} on stdout and exits with the same status')
+
+
+def add_seed(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: int | None,
+             help: str) -> argparse.Action:
+    """``--seed``: the one spelling of every random seed (None: fresh OS entropy, where privacy needs it)."""
+    return parser.add_argument("--seed", type=int, default=default, help=help)
+
+
+def add_max_depth(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, help: str, default: int | None = None,
+                  dest: str = "max_depth") -> argparse.Action:
+    """``--max-depth D``: one depth limit (of a tree, or of every random tree of a release)."""
+    return parser.add_argument("--max-depth", dest=dest, type=positive_int, default=default, metavar="D", help=help)
+
+
+def add_max_depths(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: Sequence[int],
+                   help: str) -> argparse.Action:
+    """``--max-depths D [D ...]``: the depths an experiment sweeps."""
+    return int_list(parser, "--max-depths", minimum=1, default=default, help=help, metavar="D")
+
+
+def add_test_fraction(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, help: str,
+                      default: float = 0.2) -> argparse.Action:
+    """``--test-fraction F``: the share of the rows held out for testing (default 0.2 everywhere)."""
+    return parser.add_argument("--test-fraction", type=fraction, default=default, metavar="F",
+                               help=f"{help} (default {default:g})")
+
+
+def add_owners(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: int | Sequence[int], help: str,
+               several: bool = False) -> argparse.Action:
+    """``--owners N``: how many data owners; ``several`` lets a sweeping experiment take ``N [N ...]``."""
+    if several:
+        assert not isinstance(default, int)
+        return int_list(parser, "--owners", minimum=1, default=default, help=help)
+    return parser.add_argument("--owners", type=positive_int, default=default, metavar="N", help=help)
+
+
+def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],
+                      default: Sequence[str] | None, help: str, allow_none: bool = False,
+                      dest: str = "global_models", default_text: str | None = None) -> argparse.Action:
+    """``--global-models MODEL [MODEL ...]``: the models the miner learns (``none`` alone, where allowed: none).
+
+    The help states the default (``default_text`` where the command fills it in later) and the choices.
+    """
+    names = sorted(choices)
+    stated = default_text if default_text is not None else " ".join(default or ())
+
+    def parse(text: str) -> str:
+        if text not in names and not (allow_none and text == "none"):
+            raise ValueError(f"unknown global model; choose from {', '.join(names)}" + (" or none" if allow_none else ""))
+        return text
+
+    return add_list(parser, "--global-models", parse, default=default, dest=dest, metavar="MODEL",
+                    what="global model names", empty="none" if allow_none else None,
+                    help=f"{help} (default {stated}; from {', '.join(names)}"
+                         + (", or 'none' for no global model)" if allow_none else ")"))

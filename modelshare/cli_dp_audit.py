@@ -1,10 +1,11 @@
-"""`modelshare audit-dp MECHANISM`: the empirical DP audit (`common.audit.dp.estimate`) of a mechanism on a table.
+"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`common.audit.dp.estimate`) of a mechanism on a table.
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism ``--trials``
 times on each, and bounds eps from below with confidence 1 - ``--alpha``. Exit code 0 when the
 claimed ``--epsilon`` is at least the bound, 1 when the bound exceeds it (the claim is refuted),
 2 on bad input. Without ``--seed`` the audit draws fresh OS entropy and prints the seed it used,
-so a failing audit can be replayed.
+so a failing audit can be replayed. ``modelshare audit-dp`` is the old spelling of the command,
+and ``--depth`` of ``--max-depth``; both still work and say so on stderr.
 """
 
 from __future__ import annotations
@@ -20,9 +21,18 @@ from common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, aud
 from common.data.schema import Schema
 from common.mechanisms import registry
 from common.privacy.requirements import parse_requirement
-from modelshare.cli_common import add_table_source, err, load_source, out, positive_int
+from modelshare.cli_common import (
+    add_json,
+    add_max_depth,
+    add_seed,
+    deprecated_alias,
+    err,
+    out,
+    positive_int,
+)
+from modelshare.cli_inputs import add_table_source, load_source
 
-__all__ = ["audited_mechanisms", "add_parsers", "cmd_audit_dp"]
+__all__ = ["audited_mechanisms", "cmd_audit_dp", "configure"]
 
 
 def audited_mechanisms() -> tuple[str, ...]:
@@ -105,25 +115,24 @@ def _probability(text: str) -> float:
     return value
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `audit-dp`."""
-    p = sub.add_parser(
-        "audit-dp", help="empirically audit a mechanism's DP claim: run it on D and D' = D + one row, bound eps",
-        description="Runs MECHANISM many times on the table (D) and on the table plus one adversarially chosen "
-                    "row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
-                    "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
-                    "Exit 1 when the bound exceeds --epsilon.")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`privacy audit-dp MECHANISM` (and its old spelling `audit-dp`)."""
+    p.description = ("Runs MECHANISM many times on the table (D) and on the table plus one adversarially chosen "
+                     "row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
+                     "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
+                     "Exit 1 when the bound exceeds --epsilon.")
     p.add_argument("mechanism", choices=audited_mechanisms(), help="the mechanism to audit")
     add_table_source(p, None)
     p.add_argument("--epsilon", type=float, required=True, help="claimed total epsilon (over all trees)")
     p.add_argument("--trees", type=positive_int, default=10, help="number of trees (default 10)")
-    p.add_argument("--depth", type=positive_int, default=3, help="depth of every random tree (default 3)")
+    depth = add_max_depth(p, dest="depth", default=3, help="depth of every random tree (default 3)")
+    deprecated_alias(p, "--depth", depth)
     p.add_argument("--embedding-depth", type=positive_int, default=None,
                    help="dpea: levels of splits per exponential-mechanism draw (default: the whole tree)")
     p.add_argument("--k", type=positive_int, default=None, help="kanon-rdt: counts below k are released as 0")
     p.add_argument("--beta", type=_probability, default=None, help="kanon-rdt: per-tree sampling probability")
     p.add_argument("--trials", type=int, default=100_000, help="releases per table (default 100000; vectorised)")
     p.add_argument("--alpha", type=_probability, default=0.05, help="1 - confidence of the bound (default 0.05)")
-    p.add_argument("--seed", type=int, default=None, help="audit seed (default: fresh OS entropy, printed)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_seed(p, default=None, help="audit seed (default: fresh OS entropy, printed)")
+    add_json(p, "the audit (seed, probabilities, bounds, verdict)")
     p.set_defaults(func=cmd_audit_dp)

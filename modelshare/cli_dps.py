@@ -13,9 +13,9 @@ import json
 from rich.table import Table
 
 from common.privacy.dps import DPSError, DPSGuarantee, Table5, compose, table5
-from modelshare.cli_common import out
+from modelshare.cli_common import add_json, out
 
-__all__ = ["add_parsers", "cmd_dps"]
+__all__ = ["cmd_dps", "configure"]
 
 
 def _fmt(value: float) -> str:
@@ -93,19 +93,15 @@ def cmd_dps(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `privacy dps`."""
-    privacy = sub.add_parser("privacy", help="privacy accounting")
-    privacy_sub = privacy.add_subparsers(dest="privacy_command", required=True)
-    dps = privacy_sub.add_parser(
-        "dps", help="(beta, eps, delta)-DPS of k-AnonToRdt: Bernoulli(beta) sampling, then counts < k zeroed",
-        description="Theorem 1 / Corollary 1 of the k-AnonToRdt paper: a forest of Nt trees, each on its own "
-                    "Bernoulli(beta) sample with counts below k zeroed, is (beta, Nt*eps, Nt*d(k, beta, eps))-DPS "
-                    "for eps = epsilon_total / Nt >= -ln(1 - beta).")
+def configure(dps: argparse.ArgumentParser) -> None:
+    """`privacy dps`: one setting, or --table."""
+    dps.description = ("Theorem 1 / Corollary 1 of the k-AnonToRdt paper: a forest of Nt trees, each on its own "
+                       "Bernoulli(beta) sample with counts below k zeroed, is (beta, Nt*eps, Nt*d(k, beta, eps))-DPS "
+                       "for eps = epsilon_total / Nt >= -ln(1 - beta).")
     dps.add_argument("--k", type=int, default=None, help="anonymity threshold: counts below k are set to 0")
     dps.add_argument("--beta", type=float, default=None, help="per-row sampling probability, 0 < beta < 1")
     dps.add_argument("--epsilon", type=float, default=None, help="total epsilon of the forest (Nt*eps)")
     dps.add_argument("--trees", type=int, default=None, help="number of trees Nt (default 1)")
     dps.add_argument("--table", action="store_true", help="print the paper's Table 5 grid computed by the formula")
-    dps.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_json(dps, "the guarantee (or the grid)")
     dps.set_defaults(func=cmd_dps)

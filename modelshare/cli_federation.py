@@ -25,10 +25,25 @@ from modelshare.admin import (
     status_dict,
     write_results,
 )
-from modelshare.cli_common import err, out
+from modelshare.cli_common import add_json, err, out
 from modelshare.logs import configure_logging
 
-__all__ = ["add_parsers"]
+__all__ = [
+    "cmd_miner_serve",
+    "cmd_miner_status",
+    "cmd_miner_verify_log",
+    "cmd_study_create",
+    "cmd_study_list",
+    "cmd_study_results",
+    "cmd_study_status",
+    "configure_miner_serve",
+    "configure_miner_status",
+    "configure_miner_verify_log",
+    "configure_study_create",
+    "configure_study_list",
+    "configure_study_results",
+    "configure_study_status",
+]
 
 CALL_TIMEOUT = 30.0
 
@@ -158,41 +173,60 @@ def cmd_study_results(args: argparse.Namespace) -> int:
     return 0
 
 
-# -------------------------------------------------------------------- parser
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    miner = sub.add_parser("miner", help="run or inspect the miner")
-    msub = miner.add_subparsers(dest="miner_command", required=True)
-    serve = msub.add_parser("serve", help="serve gRPC over mutual TLS, store submissions, run studies")
+# -------------------------------------------------------------------- parsers
+def configure_miner_serve(serve: argparse.ArgumentParser) -> None:
+    """`miner serve --config miner.toml`."""
     serve.add_argument("--config", type=Path, required=True, help="miner.toml from the miner's kit")
     serve.add_argument("--insecure", action="store_true", help="plaintext, no client authentication (debugging only)")
     serve.add_argument("--log-json", action="store_true", help="log JSON lines instead of text")
     serve.set_defaults(func=cmd_miner_serve)
-    verify = msub.add_parser("verify-log", help="check the audit log's hash chain and head")
+
+
+def configure_miner_verify_log(verify: argparse.ArgumentParser) -> None:
+    """`miner verify-log (--config miner.toml | --state-dir DIR)`."""
     where = verify.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", type=Path, help="miner.toml (its state_dir is checked)")
     where.add_argument("--state-dir", type=Path, help="the miner's state directory")
-    verify.add_argument("--json", action="store_true")
+    add_json(verify, "the verdict, the entries and every problem")
     verify.set_defaults(func=cmd_miner_verify_log)
-    status = msub.add_parser("status", help="ask a running miner for its health (exit 0 when serving)")
+
+
+def configure_miner_status(status: argparse.ArgumentParser) -> None:
+    """`miner status --config admin.toml`."""
     status.add_argument("--config", type=Path, required=True, help="admin.toml (or any kit config with [admin])")
-    status.add_argument("--timeout", type=float, default=5.0)
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the miner (default 5)")
+    add_json(status, "the miner's health")
     status.set_defaults(func=cmd_miner_status)
 
-    study = sub.add_parser("study", help="create and follow studies (admin)")
-    ssub = study.add_subparsers(dest="study_command", required=True)
-    create = ssub.add_parser("create", help="create a study from study.toml")
-    create.add_argument("study", type=Path)
+
+def _admin_options(p: argparse.ArgumentParser, report: str) -> None:
+    p.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
+    add_json(p, report)
+
+
+def configure_study_create(create: argparse.ArgumentParser) -> None:
+    """`study create STUDY.toml --config admin.toml`."""
+    create.add_argument("study", type=Path, help="study file (study.toml)")
+    _admin_options(create, "the created study's state")
     create.set_defaults(func=cmd_study_create)
-    for name, func, helptext in (("status", cmd_study_status, "a study's state and every owner's answer"),
-                                 ("results", cmd_study_results, "fetch a finished study's results")):
-        p = ssub.add_parser(name, help=helptext)
-        p.add_argument("id")
-        p.set_defaults(func=func)
-        if name == "results":
-            p.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions")
-    lst = ssub.add_parser("list", help="every study on the miner")
+
+
+def configure_study_status(status: argparse.ArgumentParser) -> None:
+    """`study status ID --config admin.toml`."""
+    status.add_argument("id", help="the study's id")
+    _admin_options(status, "the study's state and every owner's answer")
+    status.set_defaults(func=cmd_study_status)
+
+
+def configure_study_results(results: argparse.ArgumentParser) -> None:
+    """`study results ID --out DIR --config admin.toml`."""
+    results.add_argument("id", help="the study's id")
+    results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions")
+    _admin_options(results, "the results (every global model's scores)")
+    results.set_defaults(func=cmd_study_results)
+
+
+def configure_study_list(lst: argparse.ArgumentParser) -> None:
+    """`study list --config admin.toml`."""
+    _admin_options(lst, "every study's state")
     lst.set_defaults(func=cmd_study_list)
-    for p in (create, lst, *(ssub.choices[n] for n in ("status", "results"))):
-        p.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
-        p.add_argument("--json", action="store_true")

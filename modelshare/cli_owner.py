@@ -1,13 +1,12 @@
-"""`modelshare owner serve` (the owner daemon), `owner check` (a policy preview), `owner status` (health).
+"""`modelshare owner serve` (the owner daemon), `owner check` (a policy preview), `owner budget` (the ledger).
+
+``owner status``, the health probe, is `modelshare.cli_owner_status`: it must start fast, so it
+does not import this module's daemon and training code.
 
 ``owner check`` answers, before a study is ever announced, whether this site would take part:
 it runs the site's policy on the study file and reads the local table with the study's schema
 (header and values), without training anything or contacting the miner. Exit status: 0 the
 site would answer with a model, 1 it would refuse, 2 the config or study file is unusable.
-
-``owner status`` reports the daemon's health for a service manager or a monitoring check, from
-the status file the daemon keeps in its state directory (`owner_node.daemon.StatusFile`); it
-contacts nobody. Exit status: 0 healthy, 1 not running or unhealthy, 2 the config is unusable.
 
 ``owner budget`` shows the site's privacy-budget ledger (`owner_node.budget`): the epsilon and
 delta each release spent, their sums, and what the policy's lifetime caps leave.
@@ -18,10 +17,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import signal
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +26,18 @@ import grpc
 from rich.table import Table
 
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, describe_spec, load_study_file, spec_schema
-from modelshare.cli_common import err, out
+from common.federation.study import describe_spec, load_study_file, spec_schema
+from modelshare.cli_common import add_json, err, out
 from modelshare.logs import configure_logging
-from owner_node.budget import Ledger, LedgerError
-from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.daemon import (
-    POLL_GRACE_SECONDS,
-    POLL_WAIT_SECONDS,
-    OwnerDaemon,
-    read_status,
-)
+from owner_node.budget import Ledger
+from owner_node.config import OwnerConfig
+from owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
 from owner_node.training import LocalDataError, load_local_table
 
-__all__ = ["add_parsers", "budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "cmd_status", "owner_health"]
+__all__ = ["budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "configure_budget", "configure_check",
+           "configure_serve"]
 
 _UNSETTLED = ("deferred", "gave-up")
-DEFAULT_MAX_AGE = 3 * (POLL_WAIT_SECONDS + POLL_GRACE_SECONDS)  # a connected daemon polls at least this often
 
 
 def _serve_once(daemon: OwnerDaemon, stop: threading.Event) -> int:
@@ -107,13 +99,13 @@ def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Preview whether the site's policy and data would let it answer a study with a model."""
-    try:
-        config = OwnerConfig.load(args.config)
-        result = check_study(config, args.study)
-    except (OwnerConfigError, StudyError, LedgerError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        return 2
+    """Preview whether the site's policy and data would let it answer a study with a model.
+
+    An unusable config or study file raises (OwnerConfigError, StudyError, LedgerError: all
+    ValueErrors), which `modelshare.cli.main` reports with exit status 2.
+    """
+    config = OwnerConfig.load(args.config)
+    result = check_study(config, args.study)
     if args.json:
         print(json.dumps(result, indent=2))
     elif result["accept"]:
@@ -124,90 +116,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         for reason in result["reasons"]:
             out.print(f"  - {reason}", highlight=False)
     return 0 if result["accept"] else 1
-
-
-def _age(when: object, now: datetime) -> float | None:
-    """Seconds from the ISO timestamp ``when`` to ``now``; None when absent or unreadable."""
-    if not isinstance(when, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(when.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (now - moment).total_seconds()
-
-
-def _alive(pid: object) -> bool:
-    """Whether process ``pid`` exists (in this PID namespace)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, run by another user
-        return True
-    return True
-
-
-def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float,
-                 alive: Any = _alive) -> tuple[bool, str]:
-    """Judge a status record (`owner_node.daemon.StatusFile`): (healthy, one-line reason).
-
-    Healthy: the daemon's process runs, it has not stopped, its last call to the miner did not
-    fail, and the miner answered it within ``max_age`` seconds (or, just started, it is within
-    ``max_age`` of its start), or it is busy answering a study (training may take long).
-    """
-    if status is None:
-        return False, "not running: no status file (the daemon has not started with this state directory)"
-    pid, state = status.get("pid"), status.get("state")
-    if state == "stopped":
-        return False, f"stopped at {status.get('updated_at')}"
-    if not alive(pid):
-        return False, f"not running: process {pid} is gone (last update {status.get('updated_at')}, state {state})"
-    failures = status.get("consecutive_failures") or 0
-    if failures:
-        since = status.get("last_contact_at") or "its start"
-        return False, (f"cannot reach the miner {status.get('miner')}: {failures} failed call(s) since {since}; "
-                       f"last error at {status.get('last_error_at')}: {status.get('last_error')}")
-    if state == "answering":
-        return True, f"answering study {status.get('study')} (since {status.get('updated_at')})"
-    contact = _age(status.get("last_contact_at"), now)
-    if contact is None:
-        started = _age(status.get("started_at"), now)
-        if started is not None and started <= max_age:
-            return True, f"starting: waiting for the first answer of the miner {status.get('miner')}"
-        return False, f"no answer from the miner {status.get('miner')} since the start at {status.get('started_at')}"
-    if contact > max_age:
-        return False, f"stale: the miner last answered {contact:.0f} s ago (more than {max_age:.0f} s)"
-    return True, f"polling the miner {status.get('miner')} (last answer {contact:.0f} s ago)"
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    """Report the daemon's health from its status file; exit 0 when healthy (for service managers)."""
-    try:
-        config = OwnerConfig.load(args.config)
-        status = read_status(config.state_dir)
-    except (OwnerConfigError, ValueError, OSError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        return 2
-    healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=args.max_age)
-    record = status or {}
-    report = {"name": config.name, "healthy": healthy, "reason": reason, "state": record.get("state"),
-              "pid": record.get("pid"), "miner": config.miner, "started_at": record.get("started_at"),
-              "updated_at": record.get("updated_at"), "last_contact_at": record.get("last_contact_at"),
-              "consecutive_failures": record.get("consecutive_failures"), "last_error": record.get("last_error"),
-              "last_outcome": record.get("last_outcome"), "pending": record.get("pending"),
-              "status_file": str(config.state_dir / "status.json")}
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        out.print(f"{config.name}: {'healthy' if healthy else 'UNHEALTHY'}: {reason}", highlight=False)
-        last = record.get("last_outcome")
-        if isinstance(last, dict):
-            out.print(f"  last answer: study {last.get('study_id')} {last.get('outcome')} at {last.get('at')}"
-                      + (f" ({last.get('reason')})" if last.get("reason") else ""), highlight=False)
-    return 0 if healthy else 1
 
 
 def budget_report(config: OwnerConfig) -> dict[str, Any]:
@@ -222,12 +130,8 @@ def budget_report(config: OwnerConfig) -> dict[str, Any]:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    """Show the site's privacy-budget ledger: what each release spent, the totals and the caps."""
-    try:
-        report = budget_report(OwnerConfig.load(args.config))
-    except (OwnerConfigError, LedgerError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        return 2
+    """Show the site's privacy-budget ledger: what each release spent, the totals and the caps (exit 2: unusable)."""
+    report = budget_report(OwnerConfig.load(args.config))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -248,13 +152,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `owner serve`, `owner check` and `owner status`."""
-    owner = sub.add_parser("owner", help="the data owner: run the daemon, or preview the policy on a study")
-    owner_sub = owner.add_subparsers(dest="owner_command", required=True)
+def _config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
 
-    serve = owner_sub.add_parser("serve", help="dial out to the miner and answer studies until SIGTERM/SIGINT")
-    serve.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
+
+def configure_serve(serve: argparse.ArgumentParser) -> None:
+    """`owner serve --config owner.toml`."""
+    _config(serve)
     serve.add_argument("--insecure", action="store_true",
                        help="plaintext channel without TLS, for debugging only")
     serve.add_argument("--once", action="store_true",
@@ -262,22 +166,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--log-json", action="store_true", help="log JSON lines instead of text")
     serve.set_defaults(func=cmd_serve)
 
-    check = owner_sub.add_parser("check", help="would this site answer STUDY.toml? (no training, no miner)")
+
+def configure_check(check: argparse.ArgumentParser) -> None:
+    """`owner check STUDY.toml --config owner.toml`."""
     check.add_argument("study", type=Path, help="study file (study.toml)")
-    check.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
-    check.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    _config(check)
+    add_json(check, "the decision, every reason and what the local table yields")
     check.set_defaults(func=cmd_check)
 
-    status = owner_sub.add_parser("status", help="is this site's daemon healthy? (exit 0 when it is; for service "
-                                                 "managers; reads the daemon's status file, contacts nobody)")
-    status.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
-    status.add_argument("--max-age", type=float, default=DEFAULT_MAX_AGE, metavar="SECONDS",
-                        help="unhealthy when the miner has not answered for this long (default %(default)s)")
-    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    status.set_defaults(func=cmd_status)
 
-    budget = owner_sub.add_parser("budget", help="what this site's releases have spent of its privacy budget "
-                                                 "(epsilon, delta) and what its lifetime cap leaves")
-    budget.add_argument("--config", type=Path, required=True, help="owner.toml of this owner's kit")
-    budget.add_argument("--json", action="store_true", help="print machine-readable JSON")
+def configure_budget(budget: argparse.ArgumentParser) -> None:
+    """`owner budget --config owner.toml`."""
+    _config(budget)
+    add_json(budget, "every charge, the totals, the caps and what is left")
     budget.set_defaults(func=cmd_budget)

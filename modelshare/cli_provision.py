@@ -10,7 +10,7 @@ from rich.table import Table
 
 from common.federation.kit import Party
 from common.federation.signing import KEY_ID_PREFIX
-from modelshare.cli_common import err, out
+from modelshare.cli_common import add_json, err, out
 from modelshare.provision import (
     ProvisionError,
     add_party,
@@ -20,7 +20,7 @@ from modelshare.provision import (
     revoke_party,
 )
 
-__all__ = ["add_parsers", "cmd_provision"]
+__all__ = ["cmd_provision", "configure"]
 
 
 def _run(args: argparse.Namespace) -> tuple[str, list[str]]:
@@ -44,12 +44,9 @@ def _row(party: Party, kit: Path) -> dict[str, object]:
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
-    try:
-        action, names = _run(args)
-        roster = provisioned_roster(args.out)
-    except (ValueError, OSError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        return 2
+    """Provision, add or revoke; a bad project file or kit directory raises (`modelshare.cli.main` exits 2)."""
+    action, names = _run(args)
+    roster = provisioned_roster(args.out)
     rows = [_row(roster.parties[name], args.out / name) for name in names]
     if args.json:
         print(json.dumps({"project": roster.project, "action": action, "out": str(args.out), "parties": rows},
@@ -68,10 +65,8 @@ def cmd_provision(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `provision`."""
-    prov = sub.add_parser("provision", help="create the project CA and a kit (certificates, keys, roster, config) "
-                                            "per party; or add / revoke a party later")
+def configure(prov: argparse.ArgumentParser) -> None:
+    """`provision PROJECT --out DIR [--add NAME | --revoke NAME]`."""
     prov.add_argument("project", type=Path, help="project description (project.toml)")
     prov.add_argument("--out", type=Path, required=True, help="directory of the kits; ca/ in it holds the CA")
     change = prov.add_mutually_exclusive_group()
@@ -79,5 +74,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="issue a kit for a party of project.toml added after provisioning")
     change.add_argument("--revoke", metavar="NAME",
                         help="revoke a provisioned party (the miner refuses it from then on)")
-    prov.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_json(prov, "the project, the action and the parties it concerned")
     prov.set_defaults(func=cmd_provision)

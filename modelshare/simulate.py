@@ -58,7 +58,6 @@ from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
-from common.trees.learners import LEARNERS
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.global_models import (
     GLOBAL_MODELS,
@@ -69,28 +68,40 @@ from miner_node.global_models import (
 from miner_node.server import read_ready
 from modelshare.admin import AdminConfig, admin_stub
 from modelshare.cli_common import (
-    add_table_source,
+    CommandFailed,
+    add_global_models,
+    add_json,
+    add_max_depth,
+    add_owners,
+    add_seed,
+    add_test_fraction,
     err,
-    float_list,
-    load_source,
     out,
     positive_int,
+)
+from modelshare.cli_inputs import (
+    DEFAULT_MECHANISM,
+    add_learner,
+    add_release_options,
+    add_table_source,
+    load_source,
+    resolve_disclosure,
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from owner_node.training import UNSATISFIABLE
 
-__all__ = ["add_parser", "cmd_simulate", "SimulationError"]
+__all__ = ["configure", "cmd_simulate", "SimulationError"]
 
 STUDY_ID = "simulate"
-DEFAULT_MECHANISM = {CLASSIFICATION_TASK: "apt", REGRESSION_TASK: DIFFPETS}
+TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}
 DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
 MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}
 
 
-class SimulationError(RuntimeError):
-    """A simulated party failed or stalled; the message names it and shows its log's tail."""
+class SimulationError(CommandFailed):
+    """A simulated party failed or stalled; the message names it and shows its log's tail (exit status 1)."""
 
 
 @dataclass
@@ -167,7 +178,10 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
 
 def target_range(text: str) -> tuple[float, float]:
     """An argparse type for ``--target-range LOW,HIGH``: two numbers, LOW < HIGH."""
-    values = float_list(text)
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
     if len(values) != 2 or not values[0] < values[1]:
         raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), got {text!r}")
     return values[0], values[1]
@@ -210,8 +224,9 @@ def _load_regression(args: argparse.Namespace,
 
 
 def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | RegressionSchema) -> None:
-    """Fill ``--mechanism`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
-    args.mechanism = args.mechanism or DEFAULT_MECHANISM[task]
+    """Fill ``--mechanism``, ``--disclosure`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
+    args.mechanism = args.mechanism or TASK_MECHANISM[task]
+    args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.models = args.models or list(DEFAULT_MODELS[task])
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")
@@ -352,8 +367,6 @@ def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: 
 def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.owners <= 10:
         raise ValueError(f"--owners must be between 1 and 10, got {args.owners}")
-    if not 0 < args.test_fraction < 1:
-        raise ValueError(f"--test-fraction must lie in (0, 1), got {args.test_fraction}")
     started = time.perf_counter()
     root = Path(args.keep_dir) if args.keep_dir else Path(tempfile.mkdtemp(prefix="modelshare-simulate-"))
     if args.keep_dir:
@@ -369,14 +382,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         else:
             models = compare(schema, data, results, args.models, args.seed)
     except SimulationError as exc:
-        err.print(f"[red]simulate failed:[/] {exc}", highlight=False)
+        hints = []
         if UNSATISFIABLE in str(exc):
-            err.print("hint: the release requirement is too strict for this table (pruning reached the root of "
-                      "every refusing owner's tree); choose a weaker one, e.g. --requirement k-anonymity:k=5, "
-                      "or fewer, larger owners (--owners)", highlight=False)
+            hints.append("the release requirement is too strict for this table (pruning reached the root of every "
+                         "refusing owner's tree); choose a weaker one, e.g. --requirement k-anonymity:k=5, or "
+                         "fewer, larger owners (--owners)")
         if not args.keep_dir:
-            err.print("rerun with --keep-dir DIR to keep every log")
-        return 1
+            hints.append("rerun with --keep-dir DIR to keep every log")
+        raise SimulationError(f"simulate failed: {exc}", hints=hints) from None
     finally:
         if not args.keep_dir:
             shutil.rmtree(root, ignore_errors=True)
@@ -430,10 +443,10 @@ def _print_regression(report: dict[str, Any], fmt: Any) -> None:
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="run a miner and 1-10 owner processes over mutual TLS on one machine; one study")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`simulate`: the table, the federation's size, the release, the study, the output."""
     add_table_source(p, "nursery")
-    p.add_argument("--owners", type=positive_int, default=5, help="number of owner processes, 1-10 (default 5)")
+    add_owners(p, default=5, help="number of owner processes, 1-10 (default 5)")
     p.add_argument("--task", default=None, choices=TASKS,
                    help="classification (default) or regression (implied by --target or a regression --schema "
                         "file): a DiffPETs study of a numeric target, scored by RMSE and MAE")
@@ -443,28 +456,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the regression target's public bounds (the DP sensitivities rest on them; never read off "
                         "the data), e.g. 0,10 for wine quality")
     records = registry.mechanisms()
-    p.add_argument("--mechanism", default=None, choices=registry.names(),
-                   help=f"release mechanism (default apt: PPGEN; {DIFFPETS} for --task regression, the only one that "
-                        "can release a regression model; the whole-release mechanisms release trees of their "
-                        "default depth with counts disclosure unless --max-depth says otherwise: "
-                        + ", ".join(f"{m.name} {m.default_max_depth}" for m in records if m.whole_release) + ")")
-    p.add_argument("--requirement", default=None,
-                   help="the mechanism's requirement (default: "
-                        + "; ".join(f"{m.name} {m.default_requirement}" for m in records if m.default_requirement) + ")")
-    p.add_argument("--disclosure", default="hit_miss", choices=["counts", "hit_miss"],
-                   help="what released trees disclose per node (default hit_miss, the model-sharing paper's)")
-    p.add_argument("--learner", default="multiway", choices=sorted(LEARNERS), help="owners' local learner (default multiway)")
-    p.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' trees")
+    add_release_options(
+        p, registry.names(), mechanism_default=None,
+        mechanism_help=f"release mechanism (default {DEFAULT_MECHANISM}: PPGEN; {DIFFPETS} for --task regression, the "
+                       "only one that can release a regression model; the whole-release mechanisms release trees of "
+                       "their default depth with counts disclosure unless --max-depth says otherwise: "
+                       + ", ".join(f"{m.name} {m.default_max_depth}" for m in records if m.whole_release) + ")",
+        requirement_help="the mechanism's requirement (default: "
+                         + "; ".join(f"{m.name} {m.default_requirement}" for m in records if m.default_requirement)
+                         + ")")
+    add_learner(p, help="owners' local learner")
+    add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
-    p.add_argument("--global-models", dest="models", nargs="+", default=None,
-                   choices=sorted({*GLOBAL_MODELS, *REGRESSION_MODELS}), metavar="MODEL",
-                   help=f"global models (default {' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}, from "
-                        f"{sorted(GLOBAL_MODELS)}; with --task regression: {' '.join(DEFAULT_MODELS[REGRESSION_TASK])}, "
-                        f"from {sorted(REGRESSION_MODELS)})")
+    add_global_models(p, choices={*GLOBAL_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
+                      help="global models the miner learns",
+                      default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
+                                   f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share of the table (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split, the owners' learners, PGEN and the models")
+    add_test_fraction(p, help="held-out share of the table")
+    add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")
     p.add_argument("--keep-dir", type=Path, default=None, help="keep kits, tables, study.toml and logs in this new directory")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_json(p, "the owners' releases and the global models' scores")
     p.set_defaults(func=cmd_simulate)

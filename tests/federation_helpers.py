@@ -21,6 +21,8 @@ import grpc
 import numpy as np
 
 from common.data.datasets import load_dataset
+from common.data.regression import RegressionSchema
+from common.data.schema import CategoricalAttribute, NumericAttribute
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
@@ -279,3 +281,18 @@ def signed_refusal(fed: Federation, owner: str, study_id: str, reason: str) -> f
     refusal = fpb.OwnerRefusal(study_id=study_id, owner_id=owner, reason=reason, nonce=new_nonce())
     refusal.timestamp.CopyFrom(now_timestamp())
     return sign_payload(refusal.SerializeToString(), fed.key(owner))
+
+
+# ---------------------------------------------------------------- a regression table
+REGRESSION_SCHEMA = RegressionSchema(
+    (NumericAttribute("x1", 0.0, 1.0), NumericAttribute("x2", 0.0, 1.0),
+     CategoricalAttribute("colour", ("red", "green", "blue"))),
+    NumericAttribute("y", 0.0, 10.0),
+)
+
+
+def regression_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `REGRESSION_SCHEMA`: y = 2 + 6 x1 + [colour is red] + noise, within the public bounds 0..10; x2 is noise."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.uniform(0, 1, n), rng.uniform(0, 1, n), rng.integers(0, 3, n)]).astype(np.float64)
+    return X, np.clip(2 + 6 * X[:, 0] + (X[:, 2] == 0) + rng.normal(0, 0.3, n), 0.0, 10.0)

@@ -61,7 +61,7 @@ def test_release_errors_are_specific(tmp_path, capsys):
     assert "nothing is released" in capsys.readouterr().err
     assert _release(tmp_path, "--mechanism", "apt")[0] == 2
     assert "needs a requirement" in capsys.readouterr().err
-    assert main(["release", "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["release", "--mechanism", "apt", "--out", str(tmp_path / "x.json")]) == 2
     assert "--dataset NAME or --data FILE" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
@@ -134,7 +134,7 @@ def test_pruning_experiment_reproduces_the_attacks_paper_on_nursery():
 
 
 def test_experiment_pruning_cli_prints_both_tables(capsys, tmp_path):
-    argv = ["experiment", "pruning", "--dataset", "car", "--depths", "3,4", "--depth", "4", "--thresholds", "5",
+    argv = ["experiment", "pruning", "--dataset", "car", "--max-depths", "3", "4", "--max-depth", "4", "--thresholds", "5",
             "--repeats", "2", "--json", "--out", str(tmp_path)]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)

@@ -30,12 +30,13 @@ from common.data.datasets import export_dataset
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.config import MinerConfig
 from miner_node.server import READY_FILE
-from modelshare import cli_federation, cli_owner
+from modelshare import cli_federation, cli_owner, cli_owner_status
 from modelshare.cli import build_parser, main
-from modelshare.cli_owner import owner_health
+from modelshare.cli_owner_status import owner_health
 from modelshare.provision import issue_throwaway_federation, load_project, provision
 from owner_node.config import OwnerConfig
-from owner_node.daemon import STATUS_FILE, Backoff, OwnerDaemon, StatusFile, read_status
+from owner_node.daemon import Backoff, OwnerDaemon
+from owner_node.status import STATUS_FILE, StatusFile, read_status
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -220,7 +221,7 @@ def test_compose_health_checks_and_the_miner_address():
         test = _service(owner.name)["healthcheck"]["test"]
         assert test[:2] == ["CMD", "modelshare"]
         args = _parse(test[2:])
-        assert args.func is cli_owner.cmd_status and args.config == Path(KIT_ROOT / owner.name / "owner.toml")
+        assert args.func is cli_owner_status.cmd_status and args.config == Path(KIT_ROOT / owner.name / "owner.toml")
 
 
 def test_the_dockerfile_copies_every_package_and_no_kit():

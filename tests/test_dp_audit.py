@@ -178,7 +178,7 @@ def test_the_kanon_cell_law_is_the_real_mechanisms(small):
 
 # ---------------------------------------------------------------------------- CLI
 def _cli(*argv: str) -> int:
-    return main(["audit-dp", *argv, "--trials", str(TRIALS), "--seed", "1", "--depth", "3", "--trees", "2"])
+    return main(["privacy", "audit-dp", *argv, "--trials", str(TRIALS), "--seed", "1", "--max-depth", "3", "--trees", "2"])
 
 
 def test_cli_exit_codes(small, tmp_path, capsys, monkeypatch):
@@ -202,5 +202,5 @@ def test_cli_exit_codes(small, tmp_path, capsys, monkeypatch):
     assert "laplace-rdt takes no --beta" in capsys.readouterr().err
     assert _cli("kanon-rdt", "--dataset", "vote", "--epsilon", "0.1", "--k", "3", "--beta", "0.5") == 2
     assert "below -ln(1 - beta)" in capsys.readouterr().err
-    assert main(["audit-dp", "laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--trials", "10"]) == 2
+    assert main(["privacy", "audit-dp", "laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--trials", "10"]) == 2
     assert "at least 100 trials" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from common.mechanisms import registry
 from modelshare.cli import main
 from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
 
-TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1,10", "--trees", "2", "--repeats", "2"]
+TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1", "10", "--trees", "2", "--repeats", "2"]
 SCORERS = ["ensemble", "pgen->decision-tree"]
 
 
@@ -68,8 +68,8 @@ def test_jobs_do_not_change_the_numbers(tiny_run, tmp_path):
 
 def test_depth_override_and_bad_input(tmp_path):
     assert main(["experiment", "dp", "--dataset", "car", "--epsilons", "1", "--trees", "1", "--repeats", "1",
-                 "--depth", "laplace-rdt=2", "--global-models", "none", "--out", str(tmp_path)]) == 0
+                 "--max-depth", "laplace-rdt=2", "--global-models", "none", "--out", str(tmp_path)]) == 0
     raw = pd.read_csv(tmp_path / "results.csv")
     assert set(raw.loc[raw["mechanism"] == "laplace-rdt", "depth"]) == {2} and set(raw["scored_as"]) == {"ensemble"}
     with pytest.raises(SystemExit):
-        main(["experiment", "dp", "--depth", "kanon-rdt=3", "--out", str(tmp_path)])
+        main(["experiment", "dp", "--max-depth", "kanon-rdt=3", "--out", str(tmp_path)])

@@ -34,7 +34,7 @@ def table(tmp_path_factory):
 
 def tiny(table, out_dir, *extra: str) -> list[str]:
     return ["experiment", "dp-regression", "--data", str(table), "--target", "y", "--target-range", "0,30",
-            "--epsilons", ",".join(map(str, EPSILONS)), "--trees", "2", "--repeats", "2", "--out", str(out_dir),
+            "--epsilons", *map(str, EPSILONS), "--trees", "2", "--repeats", "2", "--out", str(out_dir),
             *extra]
 
 

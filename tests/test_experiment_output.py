@@ -25,19 +25,19 @@ from modelshare.pipeline import PipelineConfig, run_study
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # Tiny configurations: (experiment arguments, raw columns, raw rows, {plot: (series, paper markers)}).
-SOURCES = (["sources", "--dataset", "car", "--owners", "1,2", "--folds", "2", "--models", "decision-tree"],
+SOURCES = (["sources", "--dataset", "car", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree"],
            {"repeat", "fold", "n_sources", "method", "model", "train_rows", "owners_released", "releases_audited_ok",
             "accuracy", "class_match", "path_match"},
            2 * 2 * 3,  # owners x folds x methods
            {"accuracy_decision-tree.png": (3, 0), "class_match_decision-tree.png": (2, 0),
             "path_match_decision-tree.png": (2, 0)})
-PRUNING = (["pruning", "--dataset", "nursery", "--depths", "3,7", "--depth", "7", "--thresholds", "5,10", "--repeats", "2"],
+PRUNING = (["pruning", "--dataset", "nursery", "--max-depths", "3", "7", "--max-depth", "7", "--thresholds", "5", "10", "--repeats", "2"],
            {"repeat", "fold", "table", "depth", "method", "s", "leaves", "uniqueness", "homogeneity_leaves",
             "homogeneity_users", "acc", "acc_abstain"},
            2 * (2 + 2 * 3),  # splits x (depths + methods x (unpruned + thresholds))
            {"accuracy_vs_s.png": (3, 6), "homogeneity_users_vs_s.png": (2, 6), "homogeneity_leaves_vs_s.png": (2, 6),
             "homogeneity_users_by_depth.png": (1, 2), "attacked_leaves_by_depth.png": (2, 4)})
-RDT = (["rdt", "--dataset", "nursery", "--depths", "3", "--ks", "0,5", "--trees", "8,9", "--folds", "2", "--repeats", "1",
+RDT = (["rdt", "--dataset", "nursery", "--max-depths", "3", "--ks", "0", "5", "--trees", "8", "9", "--folds", "2", "--repeats", "1",
         "--global-models", "naive-bayes"],
        {"repeat", "fold", "depth", "k", "trees", "beta", "total_delta", "acc_ensemble", "sampled_rows",
         "acc_pgen_naive-bayes", "pgen_rows"},
@@ -89,7 +89,7 @@ def test_experiment_writes_results_and_plots(tmp_path, capsys, plots, argv, colu
 
 @pytest.mark.parametrize("argv", [
     SOURCES[0],
-    ["rdt", "--dataset", "car", "--depths", "3", "--ks", "5", "--trees", "3", "--folds", "2", "--repeats", "2"],
+    ["rdt", "--dataset", "car", "--max-depths", "3", "--ks", "5", "--trees", "3", "--folds", "2", "--repeats", "2"],
 ], ids=["sources", "rdt"])
 def test_jobs_do_not_change_results(tmp_path, argv):
     for jobs in ("1", "2"):
@@ -106,7 +106,7 @@ def test_one_owner_count_reproduces_run_study(car):
 
 def test_pruning_keeps_the_paper_protocol_and_its_table_shape(tmp_path, capsys):
     """One 80/20 split per repeat (random_state seed + i) as before; --json keeps its attacks/pruning tables."""
-    argv = ["experiment", "pruning", "--dataset", "car", "--depths", "3", "--depth", "3", "--thresholds", "5",
+    argv = ["experiment", "pruning", "--dataset", "car", "--max-depths", "3", "--max-depth", "3", "--thresholds", "5",
             "--repeats", "2", "--out", str(tmp_path), "--json"]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -134,9 +134,9 @@ def user_csv(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("argv, n_rows", [
-    (["sources", "--owners", "1,2", "--folds", "2", "--models", "decision-tree", "naive-bayes"], 2 * 2 * 3 * 2),
-    (["pruning", "--depths", "2,3", "--depth", "3", "--thresholds", "5", "--repeats", "1"], 2 + 2 * 2),
-    (["rdt", "--depths", "2", "--ks", "0,5", "--trees", "3", "--repeats", "1"], 2),
+    (["sources", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree", "naive-bayes"], 2 * 2 * 3 * 2),
+    (["pruning", "--max-depths", "2", "3", "--max-depth", "3", "--thresholds", "5", "--repeats", "1"], 2 + 2 * 2),
+    (["rdt", "--max-depths", "2", "--ks", "0", "5", "--trees", "3", "--repeats", "1"], 2),
 ], ids=["sources", "pruning", "rdt"])
 def test_a_user_csv_works(tmp_path, user_csv, capsys, plots, argv, n_rows):
     out_dir = tmp_path / "out"
@@ -153,8 +153,8 @@ def test_rdt_table7_plots_accuracy_against_beta_with_the_papers_values(tmp_path,
     frame = load_dataset("nursery").frame
     path = tmp_path / "nursery3.csv"
     frame[~frame["class"].isin(["recommend", "very_recom"])].to_csv(path, index=False)
-    argv = ["experiment", "rdt", "--data", str(path), "--class-column", "class", "--depths", "2", "--ks", "0,5",
-            "--trees", "10", "--betas", "0.1,0.4", "--total-epsilon", "2", "--repeats", "1", "--global-models", "none",
+    argv = ["experiment", "rdt", "--data", str(path), "--class-column", "class", "--max-depths", "2", "--ks", "0", "5",
+            "--trees", "10", "--betas", "0.1", "0.4", "--total-epsilon", "2", "--repeats", "1", "--global-models", "none",
             "--reference", "nursery3", "--out", str(tmp_path / "out")]
     assert main(argv) == 0
     result = plots["accuracy_ensemble.png"]
@@ -163,7 +163,7 @@ def test_rdt_table7_plots_accuracy_against_beta_with_the_papers_values(tmp_path,
 
 
 def test_rdt_refuses_a_reference_of_the_other_table(tmp_path, capsys):
-    argv = ["experiment", "rdt", "--reference", "nursery3", "--depths", "2", "--out", str(tmp_path)]
+    argv = ["experiment", "rdt", "--reference", "nursery3", "--max-depths", "2", "--out", str(tmp_path)]
     assert main(argv) == 2
     assert "nursery3" in capsys.readouterr().err and not (tmp_path / "results.csv").exists()
 

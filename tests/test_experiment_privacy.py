@@ -16,7 +16,7 @@ from modelshare.experiments.privacy import (
     summarize_privacy,
 )
 
-GRID = ["--dataset", "car", "--folds", "2", "--ls", "2,4", "--cs", "5"]
+GRID = ["--dataset", "car", "--folds", "2", "--ls", "2", "4", "--cs", "5"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -14,7 +14,7 @@ from modelshare.experiments.rdt import RdtSettings, run_rdt
 
 
 def test_nursery_grid_has_one_row_per_setting_with_sane_scores(tmp_path, capsys):
-    code = main(["experiment", "rdt", "--depths", "3", "--ks", "0,5", "--trees", "3", "--betas", "0.4",
+    code = main(["experiment", "rdt", "--max-depths", "3", "--ks", "0", "5", "--trees", "3", "--betas", "0.4",
                  "--total-epsilon", "2", "--repeats", "1", "--out", str(tmp_path), "--json"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)["summary"]

@@ -23,7 +23,8 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
-from owner_node.daemon import Backoff, OwnerDaemon, read_status
+from owner_node.daemon import Backoff, OwnerDaemon
+from owner_node.status import read_status
 from tests.federation_helpers import Federation, car_tables, deal, make_federation, signed_model, study_spec, wait_until
 
 OWNERS = [f"site-{i}" for i in range(10)]

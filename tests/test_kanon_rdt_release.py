@@ -347,7 +347,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     load_dataset("nursery").frame.to_csv(data, index=False)
     model = tmp_path / "m.json"
     assert main(["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
-                 "--depth", "4", "--data", str(data), "--class-column", "class", "--out", str(model), "--json"]) == 0
+                 "--max-depth", "4", "--data", str(data), "--class-column", "class", "--out", str(model), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["trees"] == 10 and summary["report"]["guarantee"] == "(0.01, 2, 5.52e-05)-DPS"
     assert main(["audit", str(model)]) == 0
@@ -360,7 +360,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     assert checks["delta recomputed from (k, beta, epsilon, trees)"] is False
     assert main(["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
                  "--data", str(data), "--class-column", "class", "--out", str(model)]) == 2
-    assert "needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --depth D" in capsys.readouterr().err
+    assert "needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
 
 
 def test_cli_audit_fails_a_file_with_a_count_below_k(forest, tmp_path, capsys):

@@ -245,7 +245,7 @@ def test_the_audit_catches_fractional_counts(forest):
 # ---------------------------------------------------------------------- CLI
 def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     model = tmp_path / "m.json"
-    assert main(["release", "--mechanism", "laplace-rdt", "--requirement", "dp:epsilon=1,trees=10", "--depth", "4",
+    assert main(["release", "--mechanism", "laplace-rdt", "--requirement", "dp:epsilon=1,trees=10", "--max-depth", "4",
                  "--dataset", "car", "--out", str(model), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["trees"] == 10 and summary["report"]["guarantee"] == "1-DP (add/remove one row)"
@@ -260,7 +260,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     assert checks["noise scale recomputed from (epsilon, trees)"] is False
     assert main(["release", "--mechanism", "laplace-rdt", "--requirement", "dp:epsilon=1,trees=10",
                  "--dataset", "car", "--out", str(model)]) == 2
-    assert "needs --requirement 'dp:epsilon=E,trees=T' and --depth D" in capsys.readouterr().err
+    assert "needs --requirement 'dp:epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
     assert main(["release", "--mechanism", "apt", "--requirement", "dp:epsilon=1,trees=10", "--dataset", "car",
                  "--out", str(model)]) == 2
     assert "a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'" in capsys.readouterr().err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import pytest
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_from_mapping
-from modelshare.cli_owner import cmd_check
+from modelshare.cli import main
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.policy import Policy, PolicyError
 
@@ -266,8 +265,7 @@ def write_study(kit: Path, release: str) -> Path:
 
 
 def check(kit: Path, study_path: Path, capsys, *, as_json: bool = True) -> tuple[int, Any]:
-    args = argparse.Namespace(study=study_path, config=kit / "owner.toml", json=as_json)
-    code = cmd_check(args)
+    code = main(["owner", "check", str(study_path), "--config", str(kit / "owner.toml"), *(["--json"] if as_json else [])])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if as_json and code != 2 else captured
 

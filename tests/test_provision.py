@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import os
@@ -32,8 +31,8 @@ from common.federation.signing import key_id, load_signing_key
 from common.mechanisms import registry
 from miner_node.config import MinerConfig
 from miner_node.server import read_ready, start_miner
-from modelshare import cli_provision
 from modelshare.admin import AdminConfig
+from modelshare.cli import main
 from modelshare.provision import (
     ProvisionError,
     add_party,
@@ -401,26 +400,19 @@ def test_a_miner_on_port_0_reports_its_port_and_set_miner_port_writes_it_into_th
         set_miner_port(kits.values(), 0)
 
 
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="modelshare")
-    cli_provision.add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
 def test_cli_provisions_adds_revokes_and_reports_errors(tmp_path, capsys):
     project, out = _write_project(tmp_path), tmp_path / "kits"
-    assert _cli(["provision", str(project), "--out", str(out), "--json"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in report["parties"]] == NAMES and report["action"] == "provision"
     assert report["parties"][2]["key_id"] == provisioned_roster(out).get("site-a").key_id
-    assert _cli(["provision", str(project), "--out", str(out)]) == 2
+    assert main(["provision", str(project), "--out", str(out)]) == 2
     assert "error:" in capsys.readouterr().err
     project.write_text(PROJECT + SITE_C, encoding="utf-8")
-    assert _cli(["provision", str(project), "--out", str(out), "--add", "site-c"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--add", "site-c"]) == 0
     assert "site-c" in capsys.readouterr().out
-    assert _cli(["provision", str(project), "--out", str(out), "--revoke", "site-a", "--json"]) == 0
+    assert main(["provision", str(project), "--out", str(out), "--revoke", "site-a", "--json"]) == 0
     revoked = json.loads(capsys.readouterr().out)["parties"]
     assert revoked[0]["name"] == "site-a" and revoked[0]["revoked"]
     with pytest.raises(SystemExit):
-        _cli(["provision", str(project), "--out", str(out), "--add", "x", "--revoke", "y"])
+        main(["provision", str(project), "--out", str(out), "--add", "x", "--revoke", "y"])

@@ -38,26 +38,13 @@ from modelshare.simulate import prepare
 from owner_node.budget import Ledger
 from owner_node.daemon import OwnerDaemon
 from owner_node.training import build_submission
-from tests.federation_helpers import Federation, make_federation
+from tests.federation_helpers import REGRESSION_SCHEMA as SCHEMA
+from tests.federation_helpers import Federation, make_federation, regression_rows
 
 DP = "dp:epsilon=1000,trees=2"  # large epsilon: the noise is negligible, the structure is what is tested
 DEPTH = 4
-SCHEMA = RegressionSchema(
-    (NumericAttribute("x1", 0.0, 1.0), NumericAttribute("x2", 0.0, 1.0),
-     CategoricalAttribute("colour", ("red", "green", "blue"))),
-    NumericAttribute("y", 0.0, 10.0),
-)
-
-
-def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """y = 2 + 6 x1 + [colour is red] + noise, within the public bounds 0..10; x2 is noise."""
-    rng = np.random.default_rng(seed)
-    X = np.column_stack([rng.uniform(0, 1, n), rng.uniform(0, 1, n), rng.integers(0, 3, n)]).astype(np.float64)
-    return X, np.clip(2 + 6 * X[:, 0] + (X[:, 2] == 0) + rng.normal(0, 0.3, n), 0.0, 10.0)
-
-
 def _release(seed: int = 0, requirement: str = DP) -> Release:
-    X, y = _rows(150, seed)
+    X, y = regression_rows(150, seed)
     return release("diffpets", schema=SCHEMA, X=X, y=y, requirement=requirement, max_depth=DEPTH, random_state=seed)
 
 
@@ -100,7 +87,7 @@ def test_a_regression_study_states_its_task_and_refuses_every_other_mechanism(tm
                                              "\\(numeric target 'y'\\); only 'diffpets' can"):
             _spec(tmp_path, "r2", mechanism=mechanism)
     spec.mechanism = "dpea"  # a study made elsewhere: the owner refuses it before touching its rows
-    X, y = _rows(50, 0)
+    X, y = regression_rows(50, 0)
     with pytest.raises(ValueError, match="mechanism 'dpea' cannot release a model for task 'regression'"):
         build_submission(spec, X, y, owner_id="o", key=None)
     with pytest.raises(ValueError, match="mechanism 'laplace-rdt' cannot release a model for task 'regression'"):
@@ -117,7 +104,7 @@ def test_the_wire_round_trip_of_a_regression_forest_is_exact():
     assert len(decoded.forest.trees) == len(release.forest.trees) == 2
     for sent, received in zip(release.forest.trees, decoded.forest.trees):
         assert received.nodes == sent.nodes  # counts, sums, split attributes and edges, bit for bit
-    X, _ = _rows(200, 9)
+    X, _ = regression_rows(200, 9)
     assert np.array_equal(decoded.forest.predict(X), release.forest.predict(X))
 
 
@@ -199,7 +186,7 @@ def test_the_miner_refuses_a_tampered_or_misstated_regression_release_and_keeps_
 
 def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_path):
     owners = ["site-a", "site-b"]
-    X, y = _rows(300, 1)
+    X, y = regression_rows(300, 1)
     test = np.arange(len(y)) % 5 == 0
     data = {}
     for i, owner in enumerate(owners):
@@ -242,7 +229,7 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
 # ---------------------------------------------------------------- simulate
 @pytest.mark.slow
 def test_simulate_runs_a_regression_study_and_reports_rmse_and_mae(tmp_path, capsys):
-    X, y = _rows(300, 2)
+    X, y = regression_rows(300, 2)
     SCHEMA.decode(X, y).to_csv(tmp_path / "table.csv", index=False)
     table = load_regression_table(tmp_path / "table.csv", "y", target_range=(0, 10))
     assert table.X.shape == (300, 3) and np.allclose(table.y, y)
@@ -273,7 +260,7 @@ def test_simulate_runs_a_regression_study_and_reports_rmse_and_mae(tmp_path, cap
     (["--target", "y", "--target-range", "10,0"], "argument --target-range: expected LOW,HIGH with LOW < HIGH"),
 ])
 def test_simulate_names_the_flag_or_column_at_fault(tmp_path, capsys, extra, message):
-    X, y = _rows(20, 3)
+    X, y = regression_rows(20, 3)
     SCHEMA.decode(X, y).to_csv(tmp_path / "table.csv", index=False)
     try:
         code = main(["simulate", "--data", str(tmp_path / "table.csv"), *extra])
@@ -283,7 +270,7 @@ def test_simulate_names_the_flag_or_column_at_fault(tmp_path, capsys, extra, mes
 
 
 def test_a_regression_schema_file_makes_simulate_prepare_a_regression_study(tmp_path):
-    X, y = _rows(40, 4)
+    X, y = regression_rows(40, 4)
     SCHEMA.decode(X, y).to_csv(tmp_path / "table.csv", index=False)
     SCHEMA.save(tmp_path / "schema.json")
     args = build_parser().parse_args(["simulate", "--data", str(tmp_path / "table.csv"), "--target", "y",

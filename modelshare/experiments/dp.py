@@ -18,7 +18,7 @@ on the test rows twice over:
 The non-private references, per split: the training rows' majority class, and a scikit-learn
 CART of depth 5 (the miner's decision tree with ``max_depth=5``) trained on the real rows.
 
-Depth per mechanism (``--depth MECH=D``, else `default_depth`): laplace-rdt 4, dpea 3,
+Depth per mechanism (``--max-depth MECH=D``, or ``--max-depth D`` for all, else `default_depth`): laplace-rdt 4, dpea 3,
 diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism 4. ``--dpea-steps`` (only
 while ``dpea`` is registered) sweeps DPEA's embedding depth d, which its registry trainer fixes at
 d = D; those releases are trained by `common.mechanisms.dpea.DPEA` itself, the same trainer with d set.
@@ -53,12 +53,14 @@ from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import (
-    add_table_source,
+    add_global_models,
+    add_list,
     float_list,
     int_list,
     out,
     positive_int,
 )
+from modelshare.cli_inputs import add_table_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -76,7 +78,7 @@ from modelshare.experiments.output import (
     task_seed,
 )
 
-__all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "add_parser"]
+__all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "configure"]
 
 DEFAULT_EPSILONS = (0.01, 0.1, 0.5, 1.0, 10.0)
 DEFAULT_DEPTHS: dict[str, int] = {"laplace-rdt": 4, DPEA_NAME: 3}
@@ -94,7 +96,7 @@ REFERENCE_NAMES = {"majority": "majority class (non-private)",
 
 
 def default_depth(mechanism: str, schema: Schema) -> int:
-    """The depth a mechanism runs at without ``--depth``: floor(|A| / 2) for diffpets, as its paper does."""
+    """The depth a mechanism runs at without ``--max-depth``: floor(|A| / 2) for diffpets, as its paper does."""
     if mechanism == "diffpets":
         return max(1, schema.n_attributes // 2)
     return DEFAULT_DEPTHS.get(mechanism, FALLBACK_DEPTH)
@@ -259,25 +261,21 @@ def _print(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, titl
     out.print(table)
 
 
-def _depths(text: str) -> dict[str, int]:
-    """``--depth MECH=D,...``: a depth per registered DP mechanism."""
-    depths: dict[str, int] = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in _dp_mechanisms():
-            raise argparse.ArgumentTypeError(f"expected MECH=D with MECH one of {', '.join(_dp_mechanisms())}; "
-                                             f"got {item!r}")
-        depths[name] = int_list(1)(value)[0]
-    return depths
+def _depth_item(text: str) -> tuple[str | None, int]:
+    """One ``--max-depth`` value: ``D`` (every mechanism) or ``MECH=D`` (one registered DP mechanism)."""
+    name, sep, value = text.rpartition("=")
+    if sep and name not in _dp_mechanisms():
+        raise ValueError(f"MECH must be one of {', '.join(_dp_mechanisms())}")
+    depth = int(value)
+    if depth < 1:
+        raise ValueError("D must be >= 1")
+    return (name if sep else None), depth
 
 
-def _names(text: str) -> tuple[str, ...]:
-    names = () if text == "none" else tuple(n.strip() for n in text.split(","))
-    unknown = [n for n in names if n not in GLOBAL_MODELS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
-    return names
+def _depths(given: Sequence[tuple[str | None, int]], schema: Schema) -> dict[str, int]:
+    """The depth of every registered mechanism: its ``MECH=D``, else a plain ``D``, else `default_depth`."""
+    named = dict(given)
+    return {m: named.get(m, named.get(None, default_depth(m, schema))) for m in _dp_mechanisms()}
 
 
 def cmd_dp(args: argparse.Namespace) -> int:
@@ -292,12 +290,12 @@ def cmd_dp(args: argparse.Namespace) -> int:
     if args.test_data is not None:
         test_table = load_file(args.test_data, schema.class_name, schema=schema)
         test = schema.encode(test_table.frame, source=test_table.source)
-    depths = {m: args.depth.get(m, default_depth(m, schema)) for m in _dp_mechanisms()}
+    depths = _depths(args.max_depth, schema)
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
     settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
                           dpea_steps=args.dpea_steps, global_models=args.global_models, folds=args.folds,
-                          repeats=args.repeats, test_size=args.test_size, seed=args.seed,
+                          repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
     summary = summarize_dp(raw)
@@ -313,26 +311,25 @@ def cmd_dp(args: argparse.Namespace) -> int:
                                  f"{name}: eps-DP release accuracy (mean ± sd of {splits_run} splits)"))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment dp`."""
-    p = sub.add_parser("dp", help="accuracy against epsilon of every eps-DP release mechanism "
-                                  f"({', '.join(_dp_mechanisms())}), ensemble and PGEN global models")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment dp`: the table, the epsilons, the trees, the depths, the global models, DPEA's steps."""
+    p.description = (f"Accuracy against epsilon of every eps-DP release mechanism ({', '.join(_dp_mechanisms())}): the "
+                     "released ensemble itself and global models learned from its PGEN data.")
     add_table_source(p, "nursery")
     p.add_argument("--test-data", type=Path, default=None,
                    help="a separate test table over the same schema (e.g. Adult's adult.test); every repeat then "
                         "trains on all rows of the input table (needs --folds 1)")
-    p.add_argument("--epsilons", type=float_list, default=DEFAULT_EPSILONS,
-                   help="total epsilons of a release (default 0.01,0.1,0.5,1,10)")
+    float_list(p, "--epsilons", default=DEFAULT_EPSILONS, metavar="EPS",
+               help="total epsilons of a release (default 0.01 0.1 0.5 1 10)")
     p.add_argument("--trees", type=positive_int, default=10, help="trees per release (default 10)")
-    p.add_argument("--depth", type=_depths, default={},
-                   help="depth per mechanism, e.g. laplace-rdt=5,diffpets=4 (default laplace-rdt 4, dpea 3, "
-                        "diffpets floor(|attributes| / 2), others 4)")
-    p.add_argument("--global-models", type=_names, default=("decision-tree",),
-                   help=f"global models learned from each release's PGEN data, comma-separated, or 'none' "
-                        f"(default decision-tree; available: {','.join(GLOBAL_MODELS)})")
+    add_list(p, "--max-depth", _depth_item, default=(), metavar="[MECH=]D", what="D or MECH=D",
+             help="depth of the released trees: D for every mechanism, MECH=D for one, e.g. --max-depth "
+                  "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
+    add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
+                      help="global models learned from each release's PGEN data (the experiment compares trees)")
     if DPEA_NAME in _dp_mechanisms():
-        p.add_argument("--dpea-steps", type=int_list(1), default=(),
-                       help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1,2,3; "
-                            "default: the registry's d = D")
+        int_list(p, "--dpea-steps", minimum=1, default=(), metavar="d",
+                 help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1 2 3; "
+                      "default: the registry's d = D")
     p.set_defaults(func=cmd_dp, dpea_steps=())
     add_common_options(p, name="dp", default_folds=1, default_repeats=3, holdout=True)

@@ -77,7 +77,7 @@ from common.trees.regression import RegressionForest
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from miner_node.pgen import pgen_regression
-from modelshare.cli_common import err, float_list, out, positive_int
+from modelshare.cli_common import add_max_depth, err, float_list, out, positive_int
 from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
 from modelshare.experiments.output import (
     PlotResult,
@@ -103,7 +103,7 @@ __all__ = [
     "run_dp_regression",
     "summarize_dp_regression",
     "references",
-    "add_parser",
+    "configure",
 ]
 
 DEFAULT_TREES = 10
@@ -410,9 +410,9 @@ def cmd_dp_regression(args: argparse.Namespace) -> int:
         test_frame, _ = read_rows(args.test_data, data.schema)
         test = encode_rows(test_frame, data.schema, str(args.test_data))
     settings = RegressionSettings(target=args.target, target_range=args.target_range,
-                                  depth=args.depth or default_depth(data.schema), attribute_ranges=data.attribute_ranges,
+                                  depth=args.max_depth or default_depth(data.schema), attribute_ranges=data.attribute_ranges,
                                   epsilons=args.epsilons, trees=args.trees, folds=args.folds, repeats=args.repeats,
-                                  test_size=args.test_size, seed=args.seed,
+                                  test_size=args.test_fraction, seed=args.seed,
                                   test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp_regression(data.schema, data.X, data.y, settings, jobs=args.jobs, test=test)
     summary = summarize_dp_regression(raw)
@@ -429,10 +429,8 @@ def cmd_dp_regression(args: argparse.Namespace) -> int:
                                  f"(mean ± sd of {splits_run} splits)"))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment dp-regression`."""
-    p = sub.add_parser("dp-regression", help="RMSE and MAE against epsilon of eps-DP DiffPETs regression forests: "
-                                             "the forest itself and a regression tree learned from its PGEN rows")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment dp-regression`: the table and its target, the epsilons, the trees, the depth."""
     src = p.add_argument_group("input table (a bundled dataset, or your own file) and its numeric target")
     src.add_argument("--dataset", default=None, help="bundled dataset name (its schema gives the public domains)")
     src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
@@ -449,12 +447,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test-data", type=Path, default=None,
                    help="a separate test table with the same columns; every repeat then trains on all rows of the "
                         "input table (needs --folds 1)")
-    p.add_argument("--epsilons", type=float_list, default=DEFAULT_EPSILONS,
-                   help="total epsilons of a release (default 0.01,0.1,0.5,1,10)")
+    float_list(p, "--epsilons", default=DEFAULT_EPSILONS, metavar="EPS",
+               help="total epsilons of a release (default 0.01 0.1 0.5 1 10)")
     p.add_argument("--trees", type=positive_int, default=DEFAULT_TREES,
                    help=f"trees per release (default {DEFAULT_TREES}, the DiffPETs paper's t)")
-    p.add_argument("--depth", type=positive_int, default=None,
-                   help="maximum leaf depth h (default floor((attributes + 1) / 2), the paper's h = k/2 with the "
-                        "target counted in k)")
+    add_max_depth(p, help="maximum leaf depth h (default floor((attributes + 1) / 2), the paper's h = k/2 with the "
+                          "target counted in k)")
     p.set_defaults(func=cmd_dp_regression)
     add_common_options(p, name="dp-regression", default_folds=1, default_repeats=3, holdout=True)

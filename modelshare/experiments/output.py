@@ -38,7 +38,8 @@ from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from common.data.datasets import LoadedTable
 from common.files import atomic_write, atomic_write_via
-from modelshare.cli_common import err, load_source, positive_int
+from modelshare.cli_common import add_json, add_seed, add_test_fraction, err, positive_int
+from modelshare.cli_inputs import load_source
 
 __all__ = [
     "add_common_options",
@@ -84,17 +85,6 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _share(text: str) -> float:
-    """An argparse type for a fraction strictly between 0 and 1 (a test share)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
-    return value
-
-
 def _out_dir(text: str) -> Path:
     """An argparse type for an output directory: refuse an existing file before any work is done."""
     path = Path(text)
@@ -112,35 +102,32 @@ def add_common_options(
     holdout: bool = False,
     references: Mapping[str, str] | None = None,
 ) -> None:
-    """Add --folds --repeats --seed --jobs --out --json (and --test-size, --reference) to ``parser``.
+    """Add --folds --repeats --seed --jobs --out --json (and --test-fraction, --reference) to ``parser``.
 
     ``holdout`` experiments accept ``--folds 1``: one random train/test split per repeat with
-    ``--test-size`` of the rows held out (the attacks and k-AnonToRdt papers' protocol); others
+    ``--test-fraction`` of the rows held out (the attacks and k-AnonToRdt papers' protocol); others
     need at least two folds. ``references`` maps each table of paper values the experiment can
     draw to where it comes from; ``--reference`` picks one (default: the bundled dataset's own).
     """
     group = parser.add_argument_group("evaluation and output (common to every experiment)")
     if holdout:
         group.add_argument("--folds", type=_count(1), default=default_folds,
-                           help="1 = one random train/test split per repeat (see --test-size); K >= 2 = K-fold "
+                           help="1 = one random train/test split per repeat (see --test-fraction); K >= 2 = K-fold "
                                 f"cross-validation per repeat (default {default_folds})")
-        group.add_argument("--test-size", type=_share, default=0.2,
-                           help="share of the rows held out for testing when --folds is 1 (default 0.2)")
+        add_test_fraction(group, help="share of the rows held out for testing when --folds is 1")
     else:
         group.add_argument("--folds", type=_count(2), default=default_folds,
                            help=f"cross-validation folds (default {default_folds})")
     group.add_argument("--repeats", type=positive_int, default=default_repeats,
                        help=f"repetitions of the whole split / cross-validation (default {default_repeats})")
-    group.add_argument("--seed", type=int, default=0,
-                       help="master random seed; each task's randomness derives from (seed, repeat, fold, setting) "
-                            "alone, so --jobs never changes the results (default 0)")
+    add_seed(group, default=0, help="master random seed; each task's randomness derives from (seed, repeat, fold, "
+                                    "setting) alone, so --jobs never changes the results (default 0)")
     group.add_argument("--jobs", type=positive_int, default=1,
                        help="worker processes running folds/repeats/settings in parallel (default 1)")
     group.add_argument("--out", type=_out_dir, default=Path("results") / name,
                        help=f"directory for results.csv, summary.csv, results.json and the PNG plots "
                             f"(default results/{name}/ under the current directory)")
-    group.add_argument("--json", action="store_true",
-                       help="print results.json's document on stdout instead of the table")
+    add_json(group, "results.json's document")
     if references:
         tables = "; ".join(f"{name}: {where}" for name, where in sorted(references.items()))
         group.add_argument("--reference", choices=[*sorted(references), "none"], default=None,

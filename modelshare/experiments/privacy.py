@@ -39,16 +39,11 @@ from matplotlib.colors import to_hex
 from rich.table import Table
 
 from common.data.schema import Schema
-from common.trees.learners import LEARNERS
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
-from modelshare.cli_common import (
-    add_table_source,
-    float_list,
-    int_list,
-    out,
-    positive_int,
-)
+from miner_node.global_models import GLOBAL_MODELS
+from modelshare.cli_common import add_global_models, add_owners, float_list, int_list, out
+from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, resolve_disclosure
 from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
@@ -63,10 +58,9 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
-from modelshare.experiments.rdt import _names
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 
-__all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "add_parser"]
+__all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]
 
 METHODS = ("basis", "ppgen", "ld")
 """Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
@@ -224,7 +218,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     table = load_table(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learner=args.learner,
-                               disclosure=args.disclosure, global_models=args.global_models,
+                               disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
                                seed=args.seed)
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
@@ -236,26 +230,21 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, title))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment privacy`."""
-    p = sub.add_parser("privacy", help="PPGEN (APT + PGEN) vs LD ((c,l)-diversified data) over a (c,l) grid "
-                                       "(Sharkey et al. Fig. 7)")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment privacy`: the table, the (c,l) grid, the owners' APT release, the global models, LD."""
     add_table_source(p, "nursery")
-    p.add_argument("--ls", type=int_list(2), default=PrivacySettings.ls,
-                   help="l values of the (c,l)-diversity requirement, comma-separated (default 2,3,4,5)")
-    p.add_argument("--cs", type=float_list, default=PrivacySettings.cs,
-                   help="c values of the (c,l)-diversity requirement, comma-separated (default 5,10,15,20)")
-    p.add_argument("--owners", type=positive_int, default=PrivacySettings.owners,
-                   help="data owners the training part is dealt among for PPGEN (default 1)")
-    p.add_argument("--learner", default=PrivacySettings.learner, choices=sorted(LEARNERS),
-                   help="owners' local learner (default multiway, the paper's: APT merges siblings of a "
-                        "multiway split; a binary CART tree collapses to its root under any l >= 2)")
-    p.add_argument("--disclosure", default=PrivacySettings.disclosure, choices=["counts", "hit_miss"],
-                   help="what the released trees disclose, and so the form APT checks: hit_miss (default, the "
-                        "paper's: misses spread evenly over the other classes) or exact class counts")
-    p.add_argument("--global-models", type=_names, default=PrivacySettings.global_models,
-                   help="global models learned from BASIS, PPGEN and LD data, comma-separated "
-                        "(default decision-tree,naive-bayes)")
+    int_list(p, "--ls", minimum=2, default=PrivacySettings.ls, metavar="L",
+             help="l values of the (c,l)-diversity requirement (default 2 3 4 5)")
+    float_list(p, "--cs", default=PrivacySettings.cs, metavar="C",
+               help="c values of the (c,l)-diversity requirement (default 5 10 15 20)")
+    add_owners(p, default=PrivacySettings.owners, help="data owners the training part is dealt among for PPGEN "
+                                                       "(default 1)")
+    add_learner(p, help="owners' local learner (the paper's multiway: APT merges siblings of a multiway split; a "
+                        "binary CART tree collapses to its root under any l >= 2)")
+    add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
+                           "evenly over the other classes)")
+    add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
+                      help="global models learned from BASIS, PPGEN and LD data")
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)

@@ -29,7 +29,8 @@ from common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, pr
 from common.privacy.attacks import attack_report
 from common.trees.learners import make_learner
 from common.trees.tree import Tree
-from modelshare.cli_common import add_table_source, int_list, out
+from modelshare.cli_common import add_max_depth, add_max_depths, int_list, out
+from modelshare.cli_inputs import add_table_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -49,7 +50,7 @@ from modelshare.experiments.output import (
     spread,
 )
 
-__all__ = ["PruningSettings", "run_pruning", "summarize_pruning", "add_parser"]
+__all__ = ["PruningSettings", "configure", "run_pruning", "summarize_pruning"]
 
 METHODS: dict[str, Callable[[Tree, int], Tree]] = {"method1": prune_leaves, "method2": prune_parents}
 LABELS = {"method1": "Method 1 (prune small leaves)", "method2": "Method 2 (collapse the parent)"}
@@ -237,8 +238,8 @@ def cmd_pruning(args: argparse.Namespace) -> int:
     if args.category_order != "schema":
         table = replace(table, schema=_reinfer(table.schema, table.frame, args.category_order))
     X, y = table.schema.encode(table.frame, source=table.source)
-    settings = PruningSettings(depths=args.depths, depth=args.depth, thresholds=args.thresholds, folds=args.folds,
-                               repeats=args.repeats, test_size=args.test_size, seed=args.seed)
+    settings = PruningSettings(depths=args.max_depths, depth=args.max_depth, thresholds=args.thresholds,
+                               folds=args.folds, repeats=args.repeats, test_size=args.test_fraction, seed=args.seed)
     raw = run_pruning(table.schema, X, y, settings, jobs=args.jobs)
     attacks, pruning = summarize_pruning(raw)
     summary = pd.concat([attacks.assign(table="attacks"), pruning.assign(table="pruning")], ignore_index=True)
@@ -277,18 +278,16 @@ def _print(frame: pd.DataFrame, title: str, keys: Sequence[str]) -> None:
     out.print(table)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment pruning`."""
-    p = sub.add_parser("pruning", help="uniqueness/homogeneity attacks by depth; Method 1 vs Method 2 pruning "
-                                       "(Wakabayashi et al. Tables 5-7)")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment pruning`: the table, the category order, the depths, the pruned depth and the thresholds."""
     add_table_source(p, "nursery")
     p.add_argument("--category-order", choices=["schema", "appearance", "sorted"], default="schema",
                    help="ordinal codes of categories for CART: the schema's order, first appearance in the table "
                         "(pandas.factorize, as the paper's sklearn run), or sorted")
-    p.add_argument("--depths", type=int_list(1), default=PruningSettings.depths, help="depths of the attack table (default 3,4,5,6,7)")
-    p.add_argument("--depth", type=int, default=PruningSettings.depth, help="depth of the pruned trees (default 7)")
-    p.add_argument("--thresholds", type=int_list(1), default=PruningSettings.thresholds,
-                   help="pruning thresholds s = k - 1 (default 5,10,20,30,40,50)")
+    add_max_depths(p, default=PruningSettings.depths, help="depths of the attack table (default 3 4 5 6 7)")
+    add_max_depth(p, default=PruningSettings.depth, help="depth of the pruned trees (default 7)")
+    int_list(p, "--thresholds", minimum=1, default=PruningSettings.thresholds, metavar="S",
+             help="pruning thresholds s = k - 1 (default 5 10 20 30 40 50)")
     add_common_options(p, name="pruning", default_folds=PruningSettings.folds, default_repeats=PruningSettings.repeats,
                        holdout=True, references={"nursery": "Tables 5-7", "adult": "Tables 5-7",
                                                  "loan": "Tables 5-7, the paper's 5,000-row Loan table"})

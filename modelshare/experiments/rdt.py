@@ -36,7 +36,8 @@ from common.privacy.dps import DPSError, compose
 from common.trees.learners.random_tree import ensemble_predict_proba
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
-from modelshare.cli_common import add_table_source, float_list, int_list, out
+from modelshare.cli_common import add_global_models, add_max_depths, float_list, int_list, out
+from modelshare.cli_inputs import add_table_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -53,7 +54,7 @@ from modelshare.experiments.output import (
     spread,
 )
 
-__all__ = ["RdtSettings", "run_rdt", "summarize_rdt", "add_parser"]
+__all__ = ["RdtSettings", "configure", "run_rdt", "summarize_rdt"]
 
 # Waseda et al. 2024, Table 6: accuracy of the released ensemble with beta = 0.4 (k = 0: the
 # plain random trees, our beta = 1) for 8, 9, 10 and 11 trees; per dataset and (depth, k).
@@ -190,14 +191,6 @@ def summarize_rdt(results: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def _names(text: str) -> tuple[str, ...]:
-    names = () if text == "none" else tuple(n.strip() for n in text.split(","))
-    unknown = [n for n in names if n not in GLOBAL_MODELS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown global models {unknown}; available: {', '.join(GLOBAL_MODELS)}")
-    return names
-
-
 def paper_accuracy(name: str | None, table7: bool, depth: int, k: int, trees: int, beta: float) -> float | None:
     """The paper's ensemble accuracy for one setting, or None where it prints no number.
 
@@ -263,9 +256,9 @@ def cmd_rdt(args: argparse.Namespace) -> int:
     X, y = table.schema.encode(table.frame, source=table.source)
     if any(not 0 < b <= 1 for b in args.betas):
         raise ValueError(f"--betas must lie in (0, 1], got {args.betas}")
-    settings = RdtSettings(depths=args.depths, ks=args.ks, trees=args.trees, betas=args.betas,
+    settings = RdtSettings(depths=args.max_depths, ks=args.ks, trees=args.trees, betas=args.betas,
                            total_epsilon=args.total_epsilon, folds=args.folds, repeats=args.repeats,
-                           test_size=args.test_size, seed=args.seed, global_models=args.global_models,
+                           test_size=args.test_fraction, seed=args.seed, global_models=args.global_models,
                            pgen_scale=args.pgen_scale,
                            tree_params={} if args.tree_min_samples_leaf is None else
                            {"min_samples_leaf": args.tree_min_samples_leaf})
@@ -307,19 +300,18 @@ def _print(summary: pd.DataFrame, title: str, *, with_delta: bool) -> None:
     out.print(table)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment rdt`."""
-    p = sub.add_parser("rdt", help="k-AnonToRdt accuracy by depth, k, trees and beta (Waseda et al. Tables 6-7)")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment rdt`: the table, the grid (depths x k x trees x beta), PGEN and its global models."""
     add_table_source(p, "nursery")
-    p.add_argument("--depths", type=int_list(1), default=RdtSettings.depths, help="tree depths (default 3,4,5)")
-    p.add_argument("--ks", type=int_list(0), default=RdtSettings.ks, help="k values; 0 = no sampling or suppression (default 0,5,10)")
-    p.add_argument("--trees", type=int_list(1), default=RdtSettings.trees, help="numbers of trees (default 8,9,10,11)")
-    p.add_argument("--betas", type=float_list, default=RdtSettings.betas, help="sampling rates (default 0.4)")
+    add_max_depths(p, default=RdtSettings.depths, help="depths of the random trees (default 3 4 5)")
+    int_list(p, "--ks", minimum=0, default=RdtSettings.ks, metavar="K",
+             help="k values; 0 = no sampling or suppression (default 0 5 10)")
+    int_list(p, "--trees", minimum=1, default=RdtSettings.trees, help="numbers of trees (default 8 9 10 11)")
+    float_list(p, "--betas", default=RdtSettings.betas, metavar="BETA", help="sampling rates (default 0.4)")
     p.add_argument("--total-epsilon", type=float, default=None,
                    help="Nt*eps for the delta column (Table 7 uses 2.0); default: no delta column")
-    p.add_argument("--global-models", type=_names, default=RdtSettings.global_models,
-                   help=f"global models learned from the ensemble's PGEN data, comma-separated, or 'none' "
-                        f"(default decision-tree,naive-bayes; available: {','.join(GLOBAL_MODELS)})")
+    add_global_models(p, choices=GLOBAL_MODELS, default=RdtSettings.global_models, allow_none=True,
+                      help="global models learned from the ensemble's PGEN data")
     p.add_argument("--pgen-scale", type=float, default=1.0, help="PGEN rows per estimated real row (default 1)")
     p.add_argument("--tree-min-samples-leaf", type=int, default=None,
                    help="min_samples_leaf of the decision-tree global model (default: the miner's, fully grown)")

@@ -25,16 +25,24 @@ import pandas as pd
 from rich.table import Table
 
 from common.data.schema import Schema
-from common.trees.learners import LEARNERS
+from common.mechanisms import registry
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
-    add_release_options,
-    add_table_source,
-    int_list,
+    add_global_models,
+    add_max_depth,
+    add_owners,
+    deprecated_alias,
     leaf_size,
     out,
     positive_int,
     tree_params,
+)
+from modelshare.cli_inputs import (
+    DEFAULT_MECHANISM,
+    add_learner,
+    add_release_options,
+    add_table_source,
+    resolve_disclosure,
 )
 from modelshare.experiments.output import (
     ACCURACY,
@@ -50,7 +58,7 @@ from modelshare.experiments.output import (
 )
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, summarize
 
-__all__ = ["FoldTask", "run_sources", "add_parser"]
+__all__ = ["FoldTask", "configure", "run_sources"]
 
 DEFAULT_OWNERS = (1, 2, 5, 10)
 METHOD_COLORS = {"BASIS": "tab:blue", "PGEN": "tab:orange", "BASEGEN": "tab:green"}
@@ -131,6 +139,11 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
+    """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
+    record = registry.get(args.mechanism)
+    if args.requirement is None and record.needs_requirement:
+        args.requirement = record.default_requirement
+    args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     table = load_table(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     config = PipelineConfig(
@@ -142,11 +155,11 @@ def cmd_sources(args: argparse.Namespace) -> int:
         mechanism=args.mechanism,
         requirement=args.requirement,
         disclosure=args.disclosure,
-        global_models=tuple(args.models),
+        global_models=tuple(args.global_models),
         global_params={
             name: tree_params(args.global_max_depth, args.global_min_samples_leaf)
             for name in ("decision-tree", "rules")
-            if name in args.models
+            if name in args.global_models
         },
         pgen_scale=args.pgen_scale,
         random_state=args.seed,
@@ -165,17 +178,22 @@ def cmd_sources(args: argparse.Namespace) -> int:
                   lambda: _show(summary, title, with_owners=len(args.owners) > 1))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `experiment sources`."""
-    p = sub.add_parser("sources", help="in-process cross-validation of 1-10 sources: BASIS vs PGEN vs BASEGEN "
-                                       "(Sharkey et al. Figs. 5-6)")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`experiment sources`: the table, the owner counts, the owners' release, PGEN, the global models."""
     add_table_source(p, "nursery")
-    p.add_argument("--owners", type=int_list(1), default=DEFAULT_OWNERS,
-                   help="numbers of data owners, comma-separated: the plots' x axis (default "
-                        f"{_owners(DEFAULT_OWNERS)}; one value, e.g. 5, runs that count only)")
-    add_release_options(p)
-    p.add_argument("--learner", default="cart", choices=sorted(LEARNERS), help="owners' local learner (default cart)")
-    p.add_argument("--max-depth", type=positive_int, default=None, help="depth limit of the owners' local trees")
+    add_owners(p, default=DEFAULT_OWNERS, several=True,
+               help=f"numbers of data owners: the plots' x axis (default {' '.join(map(str, DEFAULT_OWNERS))}; one "
+                    "value, e.g. 5, runs that count only)")
+    add_release_options(p, registry.names(), mechanism_default=DEFAULT_MECHANISM,
+                        mechanism_help=f"the owners' release mechanism (default {DEFAULT_MECHANISM}: PPGEN, as "
+                                       "simulate; none is the paper's plain PGEN)",
+                        requirement_help="privacy requirement of the mechanism: 'k-anonymity:k=K' or "
+                                         "'cl-diversity:c=C,l=L', or a whole-release mechanism's (default: the "
+                                         "mechanism's own, " + "; ".join(f"{m.name} {m.default_requirement}"
+                                                                         for m in registry.mechanisms()
+                                                                         if m.default_requirement) + ")")
+    add_learner(p, help="owners' local learner")
+    add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")
     p.add_argument("--global-max-depth", type=positive_int, default=None,
@@ -185,7 +203,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
     p.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
                    help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
-    p.add_argument("--models", nargs="+", default=["decision-tree", "naive-bayes"], choices=sorted(GLOBAL_MODELS),
-                   metavar="MODEL", help=f"global models (from {sorted(GLOBAL_MODELS)})")
+    models = add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree", "naive-bayes"),
+                               help="global models learned from BASIS, PGEN and BASEGEN data")
+    deprecated_alias(p, "--models", models)
     add_common_options(p, name="sources", default_folds=10, default_repeats=1)
     p.set_defaults(func=cmd_sources)

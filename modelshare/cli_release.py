@@ -2,10 +2,12 @@
 
 ``release`` post-processes one trained tree with a tree mechanism (apt, prune-leaf, prune-parent,
 none), or with ``--mechanism kanon-rdt`` trains and releases k-AnonToRdt random trees from a
-``dps:`` requirement and ``--depth`` (an alias of ``--max-depth``: the depth of every random
-tree), or with an eps-DP mechanism (``laplace-rdt``) trains noisy trees from a
-``dp:epsilon=E,trees=T`` requirement and ``--depth``. ``audit`` re-checks a model file of one tree
-or of an ensemble.
+``dps:`` requirement and ``--max-depth`` (the depth of every random tree), or with an eps-DP
+mechanism (``laplace-rdt``, ``diffpets``, ``dpea``) trains noisy trees from a
+``dp:epsilon=E,trees=T`` requirement and ``--max-depth``. The model file leaves the site, so
+``release`` has no default mechanism or requirement: without ``--mechanism`` it refuses, naming
+the choices, and ``--mechanism none`` (an unprotected tree) says so on stderr. ``audit``
+re-checks a model file of one tree or of an ensemble.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from rich.table import Table
@@ -25,19 +27,29 @@ from common.mechanisms import registry
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
 from common.privacy.report import Release
-from common.trees.learners import LEARNERS, make_learner
+from common.trees.learners import make_learner
 from common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.cli_common import (
-    add_release_options,
-    add_table_source,
+    add_json,
+    add_max_depth,
+    add_seed,
+    deprecated_alias,
     err,
-    load_source,
     out,
     positive_int,
     tree_params,
 )
+from modelshare.cli_inputs import (
+    add_learner,
+    add_release_options,
+    add_table_source,
+    load_source,
+    resolve_disclosure,
+)
 
-__all__ = ["add_parsers", "cmd_release", "cmd_audit"]
+__all__ = ["UNPROTECTED", "cmd_audit", "cmd_release", "configure_audit", "configure_release"]
+
+UNPROTECTED = "none"  # the mechanism that releases the trained tree as it is
 
 
 def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -64,7 +76,7 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
 
 
 def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
-    """Train and release k-AnonToRdt or eps-DP trees (--depth, a dps or dp --requirement); the release and its summary.
+    """Train and release k-AnonToRdt or eps-DP trees (--max-depth, a dps or dp --requirement); the release and its summary.
 
     Without --seed the structure, the samples and the noise come from fresh OS entropy, as their
     privacy needs; the owner's view of the attacks is left out, since it would count every
@@ -72,7 +84,7 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
     """
     shape = registry.requirement_form(args.mechanism)
     if args.requirement is None or args.max_depth is None:
-        raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --depth D")
+        raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --max-depth D")
     release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
                             max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure)
     trees = release.trees
@@ -109,7 +121,20 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     err.print(f"wrote {args.out}")
 
 
+def _mechanism(args: argparse.Namespace, choices: Sequence[str]) -> None:
+    """Refuse a release without an explicit --mechanism; warn on stderr when it is unprotected."""
+    if args.mechanism is None:
+        raise ValueError(f"release needs --mechanism: one of {', '.join(choices)}. The model file leaves the site, "
+                         f"so its protection is never a default ('{UNPROTECTED}' releases the trained tree "
+                         "unprotected)")
+    if args.mechanism == UNPROTECTED:
+        err.print(f"[yellow]warning:[/] --mechanism {UNPROTECTED}: the released tree is unprotected; its counts "
+                  "are the training rows' own and no privacy requirement is checked", highlight=False)
+
+
 def cmd_release(args: argparse.Namespace) -> int:
+    _mechanism(args, list(registry.names()))
+    args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     make = _release_forest if registry.get(args.mechanism).whole_release else _release_tree
@@ -154,29 +179,34 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `release` and `audit`."""
-    rel = sub.add_parser("release", help="train a local tree (or k-AnonToRdt or eps-DP random trees), apply a "
-                                          "release mechanism, write the model file",
-                         epilog=f"{', '.join(registry.names(family='dp'))}: --requirement 'dp:epsilon=E,trees=T' (total "
-                                f"epsilon over T trees) and --depth D")
+def configure_release(rel: argparse.ArgumentParser) -> None:
+    """`release`: the table, the learner, the mechanism (required), the depth, the seed, the model file."""
+    rel.epilog = "; ".join(f"{m.name}: --requirement {m.requirement_form} and --max-depth D"
+                           for m in registry.mechanisms() if m.whole_release)
     add_table_source(rel, None)
-    rel.add_argument("--learner", default="cart", choices=sorted(LEARNERS),
-                     help="local learner (default cart; kanon-rdt and the dp mechanisms train random trees instead)")
-    rel.add_argument("--max-depth", "--depth", dest="max_depth", type=positive_int, default=None,
-                     help="depth limit of the tree; for kanon-rdt and the dp mechanisms (required) the depth of "
-                          "every random tree")
+    add_learner(rel, help="local learner (kanon-rdt and the dp mechanisms train random trees instead)")
+    depth = add_max_depth(rel, help="depth limit of the tree; for kanon-rdt and the dp mechanisms (required) the "
+                                    "depth of every random tree")
+    deprecated_alias(rel, "--depth", depth)
     rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
                      help="minimum leaf size (default 1; not used by kanon-rdt and the dp mechanisms)")
-    add_release_options(rel, registry.names())
-    rel.add_argument("--seed", type=int, default=None,
-                     help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, "
-                          "samples and noise (default: fresh OS entropy; a known seed voids their privacy)")
+    add_release_options(rel, registry.names(), mechanism_default=None,
+                        mechanism_help=f"release mechanism (required: the model file leaves the site; "
+                                       f"'{UNPROTECTED}' releases the tree unprotected)",
+                        requirement_help="privacy requirement of the mechanism: 'k-anonymity:k=K' or "
+                                         "'cl-diversity:c=C,l=L' (" + "; ".join(
+                                             f"{m.name}: {m.requirement_form}" for m in registry.mechanisms()
+                                             if m.whole_release) + ")")
+    add_seed(rel, default=None,
+             help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, samples "
+                  "and noise (default: fresh OS entropy; a known seed voids their privacy)")
     rel.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
-    rel.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_json(rel, "what was released (summary, privacy report, attacks)")
     rel.set_defaults(func=cmd_release)
 
-    aud = sub.add_parser("audit", help="re-derive a model file's privacy claims from its released counts")
+
+def configure_audit(aud: argparse.ArgumentParser) -> None:
+    """`audit MODEL`."""
     aud.add_argument("model", type=Path, help="model file written by 'modelshare release' (one tree or an ensemble)")
-    aud.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_json(aud, "every check, path and attack")
     aud.set_defaults(func=cmd_audit)

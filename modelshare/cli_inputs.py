@@ -1,0 +1,98 @@
+"""Options of the commands that learn from a table: the input table, the local learner and the release.
+
+``release``, ``simulate`` and ``experiment sources`` (and the learner and disclosure of
+``experiment privacy``) take these with one set of defaults, the model-sharing paper's protective
+ones: a multiway local tree (APT merges the siblings of a multiway split), released by ``apt`` to
+``cl-diversity:c=5,l=2`` with hit/miss disclosure (counts for the mechanisms that release counts
+only). ``release`` writes a model file that leaves the site, so it takes no default mechanism or
+requirement at all: the owner states both (`modelshare.cli_release`).
+
+Unlike `modelshare.cli_common`, this module imports the data and learner code, so only the
+commands that use it import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Collection
+
+from common.data.datasets import LoadedTable, load_dataset, load_table
+from common.data.schema import SchemaError
+from common.mechanisms import registry
+from common.trees.learners import LEARNERS
+
+__all__ = [
+    "DEFAULT_DISCLOSURE",
+    "DEFAULT_LEARNER",
+    "DEFAULT_MECHANISM",
+    "DEFAULT_REQUIREMENT",
+    "add_disclosure",
+    "add_learner",
+    "add_release_options",
+    "add_table_source",
+    "load_source",
+    "resolve_disclosure",
+]
+
+DEFAULT_LEARNER = "multiway"
+DEFAULT_MECHANISM = "apt"
+DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
+DEFAULT_DISCLOSURE = "hit_miss"
+DISCLOSURES = ("counts", "hit_miss")
+
+
+def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
+    """--dataset, or --data with --class-column and --schema: the table a command reads (`load_source`)."""
+    src = p.add_argument_group("input table (a bundled dataset, or your own file)")
+    src.add_argument("--dataset", default=None, help=f"bundled dataset name (default: {default_dataset})")
+    src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
+    src.add_argument("--class-column", help="class column of --data")
+    src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")
+    src.set_defaults(default_dataset=default_dataset)
+
+
+def load_source(args: argparse.Namespace) -> LoadedTable:
+    """The table of ``--dataset`` or ``--data``; `SchemaError` when neither or both are given."""
+    if args.data is not None:
+        if args.dataset is not None:
+            raise SchemaError("give either --dataset or --data, not both")
+        if not args.class_column:
+            raise SchemaError("--data needs --class-column", source=str(args.data))
+        return load_table(args.data, args.class_column, schema=args.schema)
+    name = args.dataset or args.default_dataset
+    if name is None:
+        raise SchemaError("no input table: give --dataset NAME or --data FILE --class-column COLUMN")
+    return load_dataset(name)
+
+
+def add_learner(p: argparse.ArgumentParser, *, help: str) -> None:
+    """--learner: the owners' local tree learner (default multiway)."""
+    p.add_argument("--learner", default=DEFAULT_LEARNER, choices=sorted(LEARNERS),
+                   help=f"{help} (default {DEFAULT_LEARNER})")
+
+
+def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str], *, mechanism_default: str | None,
+                        mechanism_help: str, requirement_help: str) -> None:
+    """--mechanism (one of ``mechanisms``), --requirement and --disclosure, as every command that releases trees.
+
+    ``mechanism_default`` None leaves the mechanism to the command (``release`` requires it).
+    --disclosure defaults to None, which `resolve_disclosure` reads as the mechanism's form.
+    """
+    p.add_argument("--mechanism", default=mechanism_default, choices=sorted(mechanisms), help=mechanism_help)
+    p.add_argument("--requirement", default=None, help=requirement_help)
+    add_disclosure(p, help="what released trees disclose per node")
+
+
+def add_disclosure(p: argparse.ArgumentParser, *, help: str) -> None:
+    """--disclosure: None unless given, which `resolve_disclosure` reads as the mechanism's form."""
+    p.add_argument("--disclosure", default=None, choices=DISCLOSURES,
+                   help=f"{help} (default {DEFAULT_DISCLOSURE}, the model-sharing paper's; counts for the mechanisms "
+                        "that release counts only, the whole-release ones)")
+
+
+def resolve_disclosure(mechanism: str, given: str | None) -> str:
+    """The disclosure a release uses: the one given, else counts for count-only mechanisms, else hit/miss."""
+    if given is not None:
+        return given
+    return "counts" if mechanism in registry.names(kind="whole-release") else DEFAULT_DISCLOSURE
