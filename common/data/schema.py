@@ -13,6 +13,10 @@ global models all work on this form, which keeps the hot paths in numpy.
 A schema file may state ``task = "classification"`` (the default, and the only task `Schema`
 reads); a regression schema (``task = "regression"``, a numeric target with public bounds) is a
 `common.data.regression.RegressionSchema`, and `common.data.task.load_schema` reads either kind.
+
+pandas is imported by the methods that take or make tables, not with the module: the owner's
+health probe (``modelshare owner status``) reads its config, and with it this module, and must
+start fast.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -354,6 +360,7 @@ class Schema:
 
     @classmethod
     def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str], sort: bool) -> "Schema":
+        import pandas as pd
         order = _natural_sort if sort else list
         attributes: list[Attribute] = []
         for col in frame.columns:
@@ -404,6 +411,7 @@ class Schema:
     def _codes(
         self, series: pd.Series, categories: tuple[str, ...], column: str, source: str | None, what: str
     ) -> np.ndarray:
+        import pandas as pd
         as_text = series.astype(str).where(series.notna(), None)
         codes = pd.Index(list(categories)).get_indexer(as_text).astype(np.int64)
         bad = np.flatnonzero(codes < 0)
@@ -421,6 +429,7 @@ class Schema:
         return codes
 
     def _numbers(self, series: pd.Series, attr: NumericAttribute, source: str | None) -> np.ndarray:
+        import pandas as pd
         values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
@@ -451,6 +460,7 @@ class Schema:
 
     def decode(self, X: np.ndarray, y: np.ndarray | None = None) -> pd.DataFrame:
         """Turn encoded rows back into a table with category names and class labels."""
+        import pandas as pd
         columns: dict[str, Any] = {}
         for j, attr in enumerate(self.attributes):
             if isinstance(attr, CategoricalAttribute):
