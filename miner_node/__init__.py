@@ -1,1 +1,1 @@
-"""The miner side: pseudo-data generation (PGEN/BASEGEN) and global models."""
+"""The miner: gRPC service, verification and re-audit, durable store, study lifecycle, PGEN, mining tasks, global models."""

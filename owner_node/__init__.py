@@ -1,1 +1,1 @@
-"""The owner daemon side: local training and the release of safe models."""
+"""The owner daemon: site policy, privacy budget, answering studies (train, release, sign), durable outbox."""

@@ -1,0 +1,1 @@
+"""What crosses the network and the files parties exchange: wire, signing, kits, dialing, studies, configs."""

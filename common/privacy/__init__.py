@@ -1,0 +1,1 @@
+"""What a guarantee is: requirements, DPS accounting, attacks, privacy reports, audit checks."""
