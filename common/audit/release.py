@@ -209,18 +209,25 @@ def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) 
     return None
 
 
-def _dps_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> Check:
-    """The stated k, beta, epsilon_total and trees restate the requirement; the trees match them."""
+def _parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DP | DPS) -> Check:
+    """The stated setting restates the requirement (dps: k, beta, epsilon_total, trees; dp: epsilon, trees and
+    the guarantee text) and the trees match the stated count and depth."""
     name = f"parameters restate {requirement}"
-    wrong = misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
-                                           "epsilon_total": requirement.epsilon, "trees": requirement.trees})
+    if isinstance(requirement, DPS):
+        wrong = misstated(report.parameters, {"k": requirement.k, "beta": requirement.beta,
+                                               "epsilon_total": requirement.epsilon, "trees": requirement.trees})
+        said = f"k={requirement.k}, beta={requirement.beta:g}, epsilon={requirement.epsilon:g}"
+    else:
+        wrong = misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
+        if report.guarantee != requirement.describe():
+            wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
+        said = requirement.describe()
     if wrong:
         return Check(name, False, "the report states " + ", ".join(wrong))
     why = _forest_failure(trees, report, requirement.trees)
     if why is not None:
         return Check(name, False, why)
-    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, k={requirement.k}, "
-                             f"beta={requirement.beta:g}, epsilon={requirement.epsilon:g}")
+    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, {said}")
 
 
 def _dps_checks(
@@ -231,7 +238,7 @@ def _dps_checks(
     claims = Check("claims", not report.claims,
                    "a dps guarantee covers the whole release; no per-path claims" if not report.claims
                    else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
-    checks = [mechanism, _dps_parameter_check(trees, report, requirement)]
+    checks = [mechanism, _parameter_check(trees, report, requirement)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(claims)
@@ -241,21 +248,6 @@ def _dps_checks(
         for s in stats
     )
     return checks, meets
-
-
-def _dp_parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> Check:
-    """The stated epsilon, trees and guarantee restate the requirement; the trees match the count and depth."""
-    name = f"parameters restate {requirement}"
-    wrong = misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
-    if report.guarantee != requirement.describe():
-        wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
-    if wrong:
-        return Check(name, False, "the report states " + ", ".join(wrong))
-    why = _forest_failure(trees, report, requirement.trees)
-    if why is not None:
-        return Check(name, False, why)
-    return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, "
-                             f"{requirement.describe()}")
 
 
 def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, registry.Mechanism | None]:
@@ -274,7 +266,7 @@ def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, regist
 def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
     """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
     mechanism, record = _family_mechanism(report, "dp")
-    checks = [mechanism, _dp_parameter_check(trees, report, requirement)]
+    checks = [mechanism, _parameter_check(trees, report, requirement)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,
@@ -384,7 +376,7 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
         "is a regression mechanism with an eps-DP proof" if known
         else f"makes no dp regression releases; known: {list(able)}"))
-    checks = [mechanism, _dp_parameter_check([tree.tree for tree in forest.trees], report, requirement)]
+    checks = [mechanism, _parameter_check([tree.tree for tree in forest.trees], report, requirement)]
     if known and record is not None and record.regression_audit_checks is not None:
         checks += record.regression_audit_checks(forest, report, requirement)
     checks.append(Check("claims", not report.claims,

@@ -14,14 +14,13 @@ returns what is released, plus `counts_below_k`, a checker that reads only the r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from common.data.schema import Schema
-from common.privacy.checks import Check, numeric_parameter
+from common.privacy.checks import Check, recomputed
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import DPS
 from common.trees.tree import Tree
@@ -164,12 +163,8 @@ def _delta_check(report: PrivacyReport, requirement: DPS) -> Check:
     """Per-tree epsilon and delta, composed delta and the guarantee text, recomputed from the requirement."""
     name = "delta recomputed from (k, beta, epsilon, trees)"
     g = requirement.guarantee()
-    recomputed = {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total}
-    wrong = []
-    for key, value in recomputed.items():
-        stated = numeric_parameter(report.parameters, key)
-        if stated is None or not math.isclose(stated, value, rel_tol=1e-9, abs_tol=0.0):
-            wrong.append(f"{key}={report.parameters.get(key)!r}, recomputed {value:.6g}")
+    wrong = recomputed(report.parameters, {"epsilon_per_tree": g.epsilon_per_tree, "delta_per_tree": g.delta_per_tree,
+                                           "delta_total": g.delta_total})
     if report.guarantee != g.describe():
         wrong.append(f"guarantee {report.guarantee!r}, recomputed {g.describe()!r}")
     if wrong:
