@@ -84,6 +84,7 @@ from common.data.schema import (
 )
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from common.privacy.noise import exponential_draw
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
@@ -196,9 +197,7 @@ def exponential_choice(utility: np.ndarray, coefficient: float, rng: np.random.G
     ``coefficient`` is eps / (2 Delta q) for the exponential mechanism; the largest logit is
     subtracted first, so large utilities do not overflow.
     """
-    logits = coefficient * np.asarray(utility, dtype=np.float64)
-    weights = np.exp(logits - logits.max())
-    return int(rng.choice(weights.size, p=weights / weights.sum()))
+    return exponential_draw(coefficient * np.asarray(utility, dtype=np.float64), rng)
 
 
 # ------------------------------------------------------------ regions, splits

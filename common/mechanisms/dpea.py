@@ -77,6 +77,7 @@ import numpy as np
 from common.data.schema import CategoricalAttribute, Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check
+from common.privacy.noise import exponential_draw, log_sum_exp, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
@@ -233,17 +234,6 @@ def score_sensitivity(score: str, max_rows: int | None = None) -> float:
     raise ValueError(f"score must be one of {list(SCORES)}; got {score!r}")
 
 
-def _logsumexp(values: np.ndarray) -> float:
-    top = float(values.max())
-    return top + math.log(float(np.exp(values - top).sum()))
-
-
-def _draw(log_weights: np.ndarray, log_total: float, rng: np.random.Generator) -> int:
-    """An index drawn with probability exp(log_weights - log_total), by inverse CDF."""
-    cdf = np.cumsum(np.exp(log_weights - log_total))
-    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.size - 1)
-
-
 def _without(avail: tuple[int, ...], a: int) -> tuple[int, ...]:
     """``avail`` (sorted attributes, containing ``a``) without ``a``."""
     i = avail.index(a)
@@ -342,7 +332,7 @@ class _EmptyLaw:
         found = self._memo.get((k, avail))
         if found is None:
             weights = np.array([self.arity[a] * self.log_count(k - 1, _without(avail, a)) for a in avail])
-            found = self._memo[(k, avail)] = _Entry(weights, _logsumexp(weights))
+            found = self._memo[(k, avail)] = _Entry(weights, log_sum_exp(weights))
         return found
 
     def draw(self, k: int, avail: tuple[int, ...], rng: np.random.Generator) -> Structure:
@@ -350,7 +340,7 @@ class _EmptyLaw:
         if k == 0:
             return None
         entry = self.entry(k, avail)
-        a = avail[_draw(entry.log_weights, entry.log_total, rng)]
+        a = avail[exponential_draw(entry.log_weights, rng, entry.log_total)]
         rest = _without(avail, a)
         return a, tuple(self.draw(k - 1, rest, rng) for _ in range(int(self.arity[a])))
 
@@ -382,7 +372,7 @@ class _ExactSelection:
             weights = self.beta * self.data.one_step(rows, avail)
         else:
             weights = np.array([self._children(key, rows, k, avail, a) for a in avail])
-        entry = self._entries[key] = _Entry(weights, _logsumexp(weights))
+        entry = self._entries[key] = _Entry(weights, log_sum_exp(weights))
         return entry.log_total
 
     def _children(self, key: Key, rows: np.ndarray, k: int, avail: tuple[int, ...], a: int) -> float:
@@ -406,7 +396,7 @@ class _ExactSelection:
         if key not in self._entries:
             return self.empty.draw(k, avail, rng)
         entry = self._entries[key]
-        a = avail[_draw(entry.log_weights, entry.log_total, rng)]
+        a = avail[exponential_draw(entry.log_weights, rng, entry.log_total)]
         rest = _without(avail, a)
         return a, tuple(self._sample(key | {(a, v)}, k - 1, rest, rng) for v in range(int(self.data.arity[a])))
 
@@ -714,8 +704,7 @@ class DPEA:
 
     def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``true`` plus independent Laplace(`noise_scale`) noise per entry, clamped at 0 and rounded (any shape)."""
-        true = np.asarray(true, dtype=np.float64)
-        return np.maximum(np.rint(true + rng.laplace(0.0, self.noise_scale, true.shape)), 0.0)
+        return noisy_counts(true, self.noise_scale, rng)
 
     def _tree(self, domain: Domain, data: _Rows, structure: Structure, rng: np.random.Generator) -> Tree:
         """The released tree: noisy counts at every leaf of ``structure``, zero leaves dropped, inner sums."""
@@ -824,7 +813,7 @@ class _Grower:
             mechanism._check_enumerable(self.empty, k, avail)
             found = _enumerate(self.data, rows, k, avail)
             logits = beta * np.array([q for _, q in found])
-            return found[_draw(logits, _logsumexp(logits), self.rng)][0]
+            return found[exponential_draw(logits, self.rng, log_sum_exp(logits))][0]
         if mechanism.sampler == "mcmc" and k > MCMC_EXACT_STEPS and rows.size:  # no rows: the chain's target is uniform
             chain = _Chain(self.data, rows, k, avail, beta, self.rng)
             return chain.run(mechanism.buffer_size, mechanism.var_threshold, mechanism.step_limit)

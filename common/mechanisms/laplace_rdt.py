@@ -39,6 +39,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from common.privacy.noise import noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import Tree
@@ -142,8 +143,7 @@ class LaplaceRdt:
 
     def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``true`` plus independent Laplace(`scale`) noise per entry, clamped at 0 and rounded (any shape)."""
-        true = np.asarray(true, dtype=np.float64)
-        return np.maximum(np.rint(true + rng.laplace(0.0, self.scale, true.shape)), 0.0)
+        return noisy_counts(true, self.scale, rng)
 
     def fit(
         self, schema: Schema, X: np.ndarray, y: np.ndarray, rng: int | np.random.Generator | None = None
