@@ -362,16 +362,24 @@ def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray
     return X
 
 
-def basegen(tree: Tree, *, rows: int | None = None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """BASEGEN: uniform tuples from the data space labelled by the tree (Sharkey et al. §4).
+def basegen(tree: Tree | Sequence[Tree], *, rows: int | None = None,
+            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """BASEGEN: uniform tuples from the data space labelled by the released model (Sharkey et al. §4).
 
-    ``rows`` defaults to the number of training tuples the tree discloses at its root.
+    ``tree`` is one tree, or an ensemble whose label is its Alg. 2 vote (summed leaf counts,
+    `common.trees.learners.random_tree.ensemble_predict_proba`). ``rows`` defaults to the number of
+    training tuples the (first) tree discloses at its root.
     """
-    n = int(round(tree.root.total)) if rows is None else rows
+    trees = (tree,) if isinstance(tree, Tree) else tuple(tree)
+    n = int(round(trees[0].root.total)) if rows is None else rows
     if n < 0:
         raise ValueError(f"rows must be non-negative, got {n}")
-    X = uniform_rows(tree.schema, n, rng)
-    return X, tree.predict(X)
+    X = uniform_rows(trees[0].schema, n, rng)
+    if len(trees) == 1:
+        return X, trees[0].predict(X)
+    from common.trees.learners.random_tree import ensemble_predict_proba  # scikit-learn only when needed
+
+    return X, ensemble_predict_proba(trees, X).argmax(axis=1)
 
 
 # ---------------------------------------------------------------- regression

@@ -99,9 +99,6 @@ class PipelineConfig:
         if unknown:
             raise ValueError(f"unknown global models {unknown}; available: {sorted(GLOBAL_MODELS)}")
         record = registry.get(self.mechanism)  # ValueError naming the registered mechanisms
-        if record.whole_release and "BASEGEN" in self.methods:
-            raise ValueError(f"mechanism {self.mechanism!r} releases an ensemble; BASEGEN labels rows with one tree "
-                             "(leave BASEGEN out of methods)")
         if (self.requirement is None) == record.needs_requirement:
             raise ValueError(
                 f"mechanism {self.mechanism!r} "
@@ -200,7 +197,7 @@ def run_fold(
                  for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
     if "BASEGEN" in config.methods:
-        parts = [basegen(r.tree, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
+        parts = [basegen(r.trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)
 
     records: list[dict[str, Any]] = []

@@ -94,7 +94,7 @@ from owner_node.training import UNSATISFIABLE
 __all__ = ["configure", "cmd_simulate", "SimulationError"]
 
 STUDY_ID = "simulate"
-TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}
+TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
 DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
 MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}

@@ -202,8 +202,8 @@ class Policy(ConfigModel):
 
 def _claimed_requirement(spec: fpb.StudySpec) -> tuple[Requirement | None, str]:
     """The requirement the study's release will meet, or None and why none can be relied on."""
-    if spec.mechanism == "none":
-        return None, "study releases the tree as trained (mechanism 'none'), which guarantees nothing"
+    if spec.mechanism in registry.names(family="none"):
+        return None, f"study releases the tree as trained (mechanism {spec.mechanism!r}), which guarantees nothing"
     if not spec.HasField("requirement"):
         return None, "study states no privacy requirement"
     schema: Schema | None

@@ -85,3 +85,15 @@ def test_seed_makes_studies_reproducible(car):
 def test_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PipelineConfig(**kwargs)
+
+
+def test_the_pipeline_accepts_every_registered_mechanism_dp_ones_included(car):
+    """A dp whole-release mechanism runs through the in-process study (it once raised 'unknown mechanism')."""
+    schema, X, y = car
+    config = PipelineConfig(n_sources=2, folds=2, mechanism="dpea", requirement="dp:epsilon=5,trees=2",
+                            learner_params={"max_depth": 3}, random_state=0)
+    summary = summarize(run_study(schema, X, y, config))
+    for method in ("PGEN", "BASEGEN"):  # BASEGEN labels uniform rows with the ensemble's vote
+        row = summary[summary.method == method]
+        assert len(row) == 1 and row.owners_released_mean.iloc[0] == 2 and row.releases_audited_ok_mean.iloc[0] == 2
+        assert row.accuracy_mean.iloc[0] > 0.7
