@@ -26,7 +26,6 @@ __all__ = [
     "DEFAULT_DISCLOSURE",
     "DEFAULT_LEARNER",
     "DEFAULT_MECHANISM",
-    "DEFAULT_REQUIREMENT",
     "add_disclosure",
     "add_learner",
     "add_release_options",
@@ -37,7 +36,6 @@ __all__ = [
 
 DEFAULT_LEARNER = "multiway"
 DEFAULT_MECHANISM = "apt"
-DEFAULT_REQUIREMENT = "cl-diversity:c=5,l=2"
 DEFAULT_DISCLOSURE = "hit_miss"
 DISCLOSURES = ("counts", "hit_miss")
 
