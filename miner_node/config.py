@@ -53,15 +53,25 @@ _Count = Annotated[int, Field(ge=1)]
 
 class _MinerTable(ConfigModel):
     name: Text
+    """The miner's party name (its TLS identity)."""
     listen: Text = "[::]:50051"
+    """The address to serve on; port 0 binds a free port and reports it in `state/ready.json`."""
     state_dir: Text = "state"
+    """The SQLite store, audit log and ready file."""
     roster: Text = "roster.json"
+    """Every party's public signing key; re-read while running (revocations take effect)."""
     studies: Annotated[list[Text], Field(description="a list of study file paths")] = []
+    """Study files created at start (if new)."""
     max_message_bytes: _Count = Limits.max_message_bytes
+    """Larger gRPC messages are refused before parsing."""
     max_nodes: _Count = Limits.max_nodes
+    """Nodes per released model, summed over its trees."""
     timestamp_window_seconds: _Count = int(Limits.timestamp_window_seconds)
+    """Accepted clock skew and message age."""
     workers: _Count = 32
+    """Concurrent calls served."""
     verify_processes: Annotated[int | None, Field(ge=0)] = None  # None: `default_verify_processes`
+    """Model verification worker processes (default: the cores, at most 4; 0: in the serving thread)."""
 
 
 class _MinerFile(ConfigModel):

@@ -44,10 +44,15 @@ class AdminError(ValueError):
 
 class _AdminTable(ConfigModel):
     name: Text
+    """The admin's party name (its TLS identity)."""
     miner: Text
+    """The miner's address to dial, HOST:PORT."""
     miner_name: Text
+    """The miner's TLS identity."""
     signing_key: Text = "signing.key"  # provisioned into every admin kit; not used by AdminConfig
+    """The admin's Ed25519 signing key (provisioned into every admin kit)."""
     roster: Text = "roster.json"
+    """Every party's public signing key, as provisioned."""
 
 
 class _AdminFile(ConfigModel):

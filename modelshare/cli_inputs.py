@@ -43,7 +43,10 @@ DISCLOSURES = ("counts", "hit_miss")
 def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
     """--dataset, or --data with --class-column and --schema: the table a command reads (`load_source`)."""
     src = p.add_argument_group("input table (a bundled dataset, or your own file)")
-    src.add_argument("--dataset", default=None, help=f"bundled dataset name (default: {default_dataset})")
+    src.add_argument("--dataset", default=None,
+                     help="bundled dataset name (`modelshare datasets list`)"
+                          + (f"; default {default_dataset} unless --data is given" if default_dataset else
+                             "; this or --data is required"))
     src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
     src.add_argument("--class-column", help="class column of --data")
     src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")

@@ -163,14 +163,23 @@ class _PartyTable(ConfigModel):
     """One ``[[parties]]`` entry; a site's ``policy`` is checked here as its owner.toml will be."""
 
     name: str
+    """The party's name ([A-Za-z0-9][A-Za-z0-9._-]{0,62}; `ca` is reserved): its certificate CN and roster entry."""
     role: Literal[ROLES]  # type: ignore[valid-type]
+    """`miner` (exactly one), `owner` or `admin`."""
     address: str | None = None
+    """Miner only, required: what owners and admins dial, HOST:PORT."""
     listen: str | None = None
+    """Miner only: the address to serve on; default `[::]:<port of address>`."""
     hosts: list[str] = []
+    """Extra certificate names (DNS names or IPs)."""
     data: str | None = None
+    """Owner only: written into owner.toml's [data] path."""
     class_column: str | None = None
+    """Owner only: written into owner.toml's [data] class_column."""
     policy: Policy | None = None
+    """Owner only: checked as owner.toml's [policy] is and written into it; default: a strict policy."""
     valid_days: int = DEFAULT_PARTY_DAYS
+    """The party certificate's lifetime."""
 
     @model_validator(mode="after")
     def _fits_role(self) -> _PartyTable:
@@ -187,12 +196,14 @@ class _PartyTable(ConfigModel):
 
 class _CaTable(ConfigModel):
     valid_days: int = DEFAULT_CA_DAYS
+    """The project CA's lifetime."""
 
 
 class _ProjectFile(ConfigModel):
     """``project.toml`` as written (module docstring)."""
 
     name: str
+    """The project's name."""
     ca: _CaTable = _CaTable()
     parties: list[_PartyTable]
 

@@ -54,17 +54,26 @@ def _address(value: str) -> str:
 
 class _OwnerTable(ConfigModel):
     name: PartyName
+    """This owner's party name: its TLS identity and roster entry."""
     miner: Annotated[str, AfterValidator(_address)]  # address to dial
+    """The miner's address to dial, HOST:PORT."""
     miner_name: PartyName  # the miner's TLS identity
+    """The miner's TLS identity (certificate CN / SAN); a miner presenting another is refused."""
     state_dir: Text = "state"
+    """Where the daemon keeps its outbox, budget ledger and status file."""
     signing_key: Text = "signing.key"
+    """This owner's Ed25519 signing key (PEM, mode 0600)."""
     roster: Text = "roster.json"
+    """Every party's public signing key, as provisioned."""
     insecure: bool = False
+    """Plaintext gRPC; honoured only together with `--insecure` on the command line (debugging)."""
 
 
 class _DataTable(ConfigModel):
     path: Text
+    """The private table (CSV, TSV or Parquet); its rows never leave the owner's process."""
     class_column: Text | None = None
+    """The class column's name; default: the study schema's class name."""
 
 
 class _OwnerFile(ConfigModel):

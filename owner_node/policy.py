@@ -81,16 +81,27 @@ class Policy(ConfigModel):
     """The weakest release a site allows; see the module docstring for each field."""
 
     mechanisms: Annotated[_Names, _among(registry.names)] = ("apt", "prune-leaf", "prune-parent")
+    """Release mechanisms this site allows; each must be listed to be allowed (`none` too)."""
     min_k: Annotated[int | None, Field(ge=1)] = None
+    """A k-anonymity study needs k >= min_k (and so does the k of a dps study)."""
     min_l: Annotated[int | None, Field(ge=2)] = None
+    """A (c,l)-diversity study needs l >= min_l."""
     max_c: _Positive = None
+    """A (c,l)-diversity study needs c <= max_c (a smaller c is stricter)."""
     max_beta: _Probability = None
+    """A dps study needs its sampling rate beta <= max_beta."""
     max_epsilon: _Positive = None
+    """A dps or dp study needs its total epsilon <= max_epsilon."""
     max_delta: _Probability = None
+    """A dps study needs its composed delta (Nt * delta) <= max_delta."""
     lifetime_epsilon: _Positive = None
+    """All releases together (the budget ledger) spend at most this epsilon; a study that would cross it is refused."""
     lifetime_delta: _Probability = None
+    """All releases together spend at most this delta."""
     disclosures: Annotated[_Names, _among(DISCLOSURES)] = DISCLOSURES
+    """Disclosures this site allows: `counts` (class counts) and/or `hit_miss` (majority class, hit, miss)."""
     miners: _Names = ()
+    """Miner TLS identities this site answers; empty: any miner of the federation."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str) -> Policy:

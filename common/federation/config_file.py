@@ -36,7 +36,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ConfigModel", "Text", "load_config", "read_toml", "validate_config", "at_key"]
+__all__ = ["ConfigModel", "Text", "load_config", "read_toml", "validate_config", "at_key", "describe_expected",
+           "field_model", "model_keys"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,7 +116,7 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def field_model(annotation: Any) -> type[BaseModel] | None:
     """The model a field holds, directly, optionally or as list items."""
     annotation = _unwrap(annotation)
     if typing.get_origin(annotation) in (list, tuple, Sequence):
@@ -123,7 +124,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+def model_keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
     """A model's fields by the key a file writes (the alias, where a name would shadow pydantic's)."""
     return {field.alias or name: field for name, field in model.model_fields.items()}
 
@@ -135,11 +136,11 @@ def _field_at(model: type[BaseModel], loc: Sequence[str | int]) -> FieldInfo | N
     for part in loc:
         if isinstance(part, int):
             continue
-        keys = {} if holder is None else _keys(holder)
+        keys = {} if holder is None else model_keys(holder)
         if part not in keys:
             return None
         field = keys[part]
-        holder = _model_of(field.annotation)
+        holder = field_model(field.annotation)
     return field
 
 
@@ -148,7 +149,7 @@ def _table_model(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseM
     if not loc:
         return model
     field = _field_at(model, loc)
-    return None if field is None else _model_of(field.annotation)
+    return None if field is None else field_model(field.annotation)
 
 
 def _noun(annotation: Any) -> str:
@@ -167,7 +168,7 @@ def _noun(annotation: Any) -> str:
             datetime: "a TOML datetime"}.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-def _expected(field: FieldInfo) -> str:
+def describe_expected(field: FieldInfo) -> str:
     """What a field accepts, from its description or its type and constraints."""
     if field.description:
         return field.description
@@ -194,7 +195,7 @@ def _describe(model: type[BaseModel], error: Mapping[str, Any], where: str) -> s
     loc, kind = tuple(error["loc"]), error["type"]
     if kind == "extra_forbidden":
         holder = _table_model(model, loc[:-1])
-        allowed = ", ".join(_keys(holder)) if holder is not None else "none"
+        allowed = ", ".join(model_keys(holder)) if holder is not None else "none"
         table = _path(loc[:-1])
         scope = f" in [{table}]" if table else ""
         return f"{where}: unknown key '{_path(loc)}'; allowed keys{scope}: {allowed}"
@@ -209,5 +210,5 @@ def _describe(model: type[BaseModel], error: Mapping[str, Any], where: str) -> s
     elif isinstance(loc[-1], int):  # an item of a list
         expected = _noun(typing.get_args(_unwrap(field.annotation))[0])
     else:
-        expected = _expected(field)
+        expected = describe_expected(field)
     return f"{at_key(where, loc)} must be {expected}, got {error['input']!r}"

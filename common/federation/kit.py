@@ -341,8 +341,11 @@ class TlsTable(ConfigModel):
     """A config file's ``[tls]`` table: the three PEM files, relative to the file's directory."""
 
     ca: Text
+    """The project CA's certificate (PEM): the only CA this party trusts."""
     cert: Text
+    """This party's TLS certificate (PEM), issued by the project CA."""
     key: Text
+    """This party's TLS private key (PEM, mode 0600)."""
 
     def files(self, base: Path) -> TlsFiles:
         """The files resolved against ``base``, the config file's directory."""

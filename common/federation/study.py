@@ -112,13 +112,20 @@ def new_study_id() -> str:
 
 class _StudyTable(ConfigModel):
     id: str = ""
+    """The study id (letters, digits, '.', '_' and '-'); default: a fresh one."""
     title: str = ""
+    """A title for people."""
     owners: list[str] = []
+    """Invited owners; default: every owner on the miner's roster."""
     quorum: Annotated[int, Field(ge=0)] = 0
+    """Answers needed to mine; 0: every invited owner."""
     deadline: Annotated[AwareDatetime | None, Field(
         description="a TOML datetime with a time zone, e.g. 2026-11-23T12:00:00Z")] = None
+    """When the study stops waiting (or give `deadline_minutes`)."""
     deadline_minutes: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    """Minutes from creation until the deadline (default 30)."""
     seed: Annotated[int, Field(ge=0)] = 0
+    """The study's public seed: learners' tie-breaking, PGEN and the global models (never a mechanism's secret noise)."""
 
     @model_validator(mode="after")
     def _one_deadline(self) -> _StudyTable:
@@ -133,7 +140,9 @@ class _StudyTable(ConfigModel):
 
 class _SchemaTable(ConfigModel):
     dataset: str | None = None
+    """A bundled dataset's schema (give this or `file`)."""
     file: str | None = None
+    """A schema file (JSON or TOML), relative to study.toml; `task = "regression"` in it makes a regression study."""
 
     @model_validator(mode="after")
     def _one_source(self) -> _SchemaTable:
@@ -154,21 +163,31 @@ class _SchemaTable(ConfigModel):
 
 class _ReleaseTable(ConfigModel):
     mechanism: str = "none"  # which mechanisms exist is `check_spec`'s (and the registry's) to say
+    """The release mechanism (the registry's names: `modelshare release --help`)."""
     requirement: str | None = None
+    """The requirement it must meet, e.g. `cl-diversity:c=5,l=3`, `dps:k=5,beta=0.1,epsilon=2,trees=10`, `dp:epsilon=1,trees=10`."""
     disclosure: Literal["counts", "hit_miss"] = "counts"
+    """What released trees disclose per node; whole-release mechanisms release `counts` only."""
 
 
 class _TrainingTable(ConfigModel):
     learner: str = "multiway"
+    """The owners' local learner (`multiway` or `cart`); whole-release mechanisms train their own trees."""
     max_depth: Annotated[int | None, Field(ge=1)] = None
+    """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
+    """Minimum leaf size of the owners' trees."""
 
 
 class _MiningTable(ConfigModel):
     global_models: list[str] | None = None  # None: the task's default
+    """Global models the miner learns from the pooled pseudo-data; default: the task's."""
     pgen_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    """PGEN rows per disclosed tuple (1: the paper's hit + miss per path)."""
     class_assignment: str = "exact"
+    """PGEN's class assignment: `exact` (each path's counts reproduced) or `sample`."""
     evaluation: str | None = None
+    """A held-out table sent to the miner (never to owners) to score the global models."""
 
 
 class _StudyFile(ConfigModel):
