@@ -29,6 +29,7 @@ An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator, Literal, Sequence
 
@@ -80,6 +81,11 @@ class PathTable:
     category indices first, so the k-th allowed category of path p is at ``p * categories + k``;
     ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
     ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss.
+
+    An integer attribute (`NumericAttribute.integer`) is in ``integer``: its bounds are the least
+    and greatest whole numbers of each path's interval and ``span`` counts the whole numbers, so a
+    draw is a whole number. A path interval between two whole numbers (possible only with cut
+    points that are not whole) draws its lower bound, a value the path allows.
     """
 
     schema: Schema
@@ -91,6 +97,7 @@ class PathTable:
     span: dict[int, np.ndarray]
     class_probs: np.ndarray
     totals: np.ndarray
+    integer: frozenset[int] = frozenset()
 
     @classmethod
     def from_paths(cls, schema: Schema, paths: Sequence[Path]) -> "PathTable":
@@ -126,9 +133,16 @@ class PathTable:
                 low[j][rows], high[j][rows] = _drawable_bounds(np.array(num_bounds[j]), schema.attributes[j])  # type: ignore[arg-type]
         ordered_flat = {j: np.argsort(~m, axis=1, kind="stable").astype(np.float64).ravel() for j, m in allowed.items()}
         n_allowed = {j: m.sum(axis=1).astype(np.float64) for j, m in allowed.items()}
-        return cls(
-            schema, allowed, ordered_flat, n_allowed, low, high, {j: high[j] - low[j] for j in low}, _class_probs(schema, paths), np.array([p.total for p in paths])
-        )
+        span = {j: high[j] - low[j] for j in low}
+        integer = frozenset(j for j in low if getattr(schema.attributes[j], "integer", False))
+        for j in integer:
+            whole_low, whole_high = np.ceil(low[j]), np.floor(high[j])
+            holds = whole_low <= whole_high
+            low[j] = np.where(holds, whole_low, low[j])
+            high[j] = np.where(holds, whole_high, high[j])
+            span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
+        return cls(schema, allowed, ordered_flat, n_allowed, low, high, span, _class_probs(schema, paths),
+                   np.array([p.total for p in paths]), integer)
 
     @property
     def n_paths(self) -> int:
@@ -339,14 +353,18 @@ def _categorical_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray
 
 
 def _numeric_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
-    """Uniform value on each row's drawable interval, written into ``out``."""
-    low, high = table.low[j], table.high[j]
+    """Uniform value on each row's drawable interval (a uniform whole number for an integer attribute) into ``out``."""
+    low, high, span = table.low[j], table.high[j], table.span[j]
     if np.all(low == low[0]) and np.all(high == high[0]):  # the same interval on every path
-        np.multiply(u, high[0] - low[0], out=out)
+        np.multiply(u, span[0], out=out)
+        if j in table.integer:
+            np.floor(out, out=out)
         out += low[0]
         np.minimum(out, high[0], out=out)
         return
-    np.multiply(u, np.take(table.span[j], pid, mode="clip"), out=out)
+    np.multiply(u, np.take(span, pid, mode="clip"), out=out)
+    if j in table.integer:
+        np.floor(out, out=out)
     out += np.take(low, pid, mode="clip")
     np.minimum(out, np.take(high, pid, mode="clip"), out=out)
 
@@ -357,6 +375,8 @@ def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray
     for j, attr in enumerate(schema.attributes):
         if isinstance(attr, CategoricalAttribute):
             X[:, j] = rng.integers(0, attr.size, size=n)
+        elif attr.integer:
+            X[:, j] = rng.integers(math.ceil(attr.low), math.floor(attr.high) + 1, size=n)
         else:
             X[:, j] = rng.uniform(attr.low, attr.high, size=n) if attr.high > attr.low else attr.low
     return X

@@ -62,6 +62,11 @@ COMMANDS = Group("modelshare", {
                        "write the model file", "modelshare.cli_release:configure_release"),
     "audit": Command("re-derive a model file's privacy claims from its released counts",
                      "modelshare.cli_release:configure_audit"),
+    "schema": Group("draft a schema from a table for review, or check a table against a schema", {
+        "infer": Command("draft a commented schema (TOML) from a table: ranges rounded outward, what came from the "
+                         "data said in its header", "modelshare.cli_schema:configure_infer"),
+        "check": Command("report every row of a table that does not fit a schema", "modelshare.cli_schema:configure_check"),
+    }),
     "pgen": Command("generate pseudo-data from a released model file (PGEN): one tree, an ensemble or a "
                     "regression forest", "modelshare.cli_pgen:configure"),
     "privacy": Group("privacy accounting and audits", {

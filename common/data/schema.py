@@ -121,11 +121,17 @@ class CategoricalAttribute:
 
 @dataclass(frozen=True)
 class NumericAttribute:
-    """A real-valued attribute on the closed, public range ``[low, high]``."""
+    """A real-valued attribute on the closed, public range ``[low, high]``.
+
+    ``integer`` declares that every value is a whole number (a count, an age in years): a table's
+    non-whole value is then refused, and PGEN draws whole numbers for it. A schema without the
+    flag keeps its dictionary form, and so its fingerprint.
+    """
 
     name: str
     low: float
     high: float
+    integer: bool = False
 
     kind = "numeric"
 
@@ -134,9 +140,13 @@ class NumericAttribute:
             raise SchemaError(f"range [{self.low}, {self.high}] must be finite", column=self.name)
         if self.low > self.high:
             raise SchemaError(f"range low {self.low} exceeds high {self.high}", column=self.name)
+        if self.integer and math.floor(self.high) < math.ceil(self.low):
+            raise SchemaError(f"integer attribute: range [{self.low:g}, {self.high:g}] holds no whole number",
+                              column=self.name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": "numeric", "low": float(self.low), "high": float(self.high)}
+        found = {"name": self.name, "type": "numeric", "low": float(self.low), "high": float(self.high)}
+        return {**found, "integer": True} if self.integer else found
 
 
 Attribute = Union[CategoricalAttribute, NumericAttribute]
@@ -294,9 +304,11 @@ class Schema:
                         raise SchemaError(f"{where}.categories must be a list", source=source, column=name)
                     attributes.append(CategoricalAttribute(name, tuple(str(c) for c in cats)))
                 elif kind == "numeric":
-                    attributes.append(
-                        NumericAttribute(name, float(need(raw, "low", where)), float(need(raw, "high", where)))
-                    )
+                    integer = raw.get("integer", False)
+                    if not isinstance(integer, bool):
+                        raise SchemaError(f"{where}.integer must be true or false", source=source, column=name)
+                    attributes.append(NumericAttribute(name, float(need(raw, "low", where)),
+                                                       float(need(raw, "high", where)), integer))
                 else:
                     raise SchemaError(
                         f"{where}.type is {kind!r}; expected 'categorical' or 'numeric'", source=source, column=name
@@ -441,6 +453,18 @@ class Schema:
                 column=attr.name,
                 value=series.iloc[pos],
             )
+        if attr.integer:
+            fractional = np.flatnonzero(values != np.round(values))
+            if fractional.size:
+                pos = fractional[0]
+                raise SchemaError(
+                    f"not a whole number, and the schema declares the attribute integer; {fractional.size} row(s) "
+                    "affected",
+                    source=source,
+                    row=self._row_number(series, pos),
+                    column=attr.name,
+                    value=series.iloc[pos],
+                )
         out = np.flatnonzero((values < attr.low) | (values > attr.high))
         if out.size:
             pos = out[0]

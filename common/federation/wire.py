@@ -87,7 +87,7 @@ def schema_to_pb(schema: Schema | RegressionSchema) -> mpb.Schema:
         if isinstance(attr, CategoricalAttribute):
             entry.categorical.categories.extend(attr.categories)
         else:
-            entry.numeric.low, entry.numeric.high = attr.low, attr.high
+            entry.numeric.low, entry.numeric.high, entry.numeric.integer = attr.low, attr.high, attr.integer
     return msg
 
 
@@ -100,7 +100,7 @@ def schema_from_pb(msg: mpb.Schema, *, where: str = "schema") -> Schema | Regres
             if kind == "categorical":
                 attributes.append(CategoricalAttribute(raw.name, tuple(raw.categorical.categories)))
             elif kind == "numeric":
-                attributes.append(NumericAttribute(raw.name, raw.numeric.low, raw.numeric.high))
+                attributes.append(NumericAttribute(raw.name, raw.numeric.low, raw.numeric.high, raw.numeric.integer))
             else:
                 raise WireError(f"{where}: attribute {i} ({raw.name!r}) has no domain")
         if msg.HasField("target"):

@@ -46,12 +46,14 @@ class CategoricalDomain(_message.Message):
     def __init__(self, categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NumericDomain(_message.Message):
-    __slots__ = ("low", "high")
+    __slots__ = ("low", "high", "integer")
     LOW_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_FIELD_NUMBER: _ClassVar[int]
     low: float
     high: float
-    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+    integer: bool
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., integer: _Optional[bool] = ...) -> None: ...
 
 class Constraint(_message.Message):
     __slots__ = ("categories", "interval")

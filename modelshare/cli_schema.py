@@ -1,0 +1,180 @@
+"""`modelshare schema infer` and `schema check`: write a schema for one's own table, and test a table against one.
+
+A schema is the federation's public description of a table: every numeric range and category list
+in it bounds what a released tree may say and what PGEN may draw, so in a deployment none of it
+may be read off one owner's private rows. `schema infer` therefore only drafts one for review: it
+reads the table, rounds every numeric range outward to round bounds, marks the columns whose
+values are all whole numbers, and writes a commented TOML file whose header says which parts came
+from the data and must be checked (and replaced by bounds a data owner could state without looking)
+before any release. `schema check` reports every row of a table that does not fit a schema
+(missing, unknown category or class, non-number, out of range), one line per problem, instead of
+stopping at the first; it exits 1 when any row does not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import tomli_w
+from rich.table import Table
+
+from common.data.datasets import load_table
+from common.data.datasets.loading import read_frame
+from common.data.schema import MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
+from common.files import atomic_write
+from modelshare.cli_common import add_json, err, out
+
+__all__ = ["configure_infer", "configure_check", "round_outward", "problems"]
+
+MAX_SHOWN = 50  # problems printed as a table; --json lists them all
+
+
+def round_outward(low: float, high: float) -> tuple[float, float]:
+    """``[low, high]`` widened to multiples of the power of ten below its width (0..987654 -> 0..1000000, 17..90 -> 10..100).
+
+    A drafted bound is then a round number a person would state and never a row's exact value
+    (a bound that is already round moves one step further; 0 stays), though it still says roughly
+    where the data lie: the header of the drafted file asks for public bounds.
+    """
+    width = high - low
+    step = 10.0 ** math.floor(math.log10(width)) if width > 0 else 10.0 ** math.floor(math.log10(abs(high) or 1.0))
+    rounded_low, rounded_high = math.floor(low / step) * step, math.ceil(high / step) * step
+    # strictly outward, so that a bound is not a row's exact value (0, a natural bound, stays)
+    if rounded_low == low and low != 0:
+        rounded_low -= step
+    if rounded_high == high and high != 0:
+        rounded_high += step
+    return rounded_low, rounded_high
+
+
+def _number(value: float) -> str:
+    """A bound as a person writes it: 1,000,000 rather than 1e+06."""
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def _drafted(schema: Schema, frame: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:
+    """The schema file's tables (ranges rounded outward, whole-number columns noted) and what came from the data."""
+    attributes, notes = [], []
+    for attr in schema.attributes:
+        if isinstance(attr, CategoricalAttribute):
+            attributes.append(attr.to_dict())
+            notes.append(f"{attr.name}: the {attr.size} categories seen in the data")
+            continue
+        low, high = round_outward(attr.low, attr.high)
+        values = pd.to_numeric(frame[attr.name]).to_numpy(dtype=np.float64)
+        whole = bool(np.all(values == np.round(values)))
+        attributes.append({"name": attr.name, "type": "numeric", "low": low, "high": high,
+                           **({"integer": True} if whole else {})})
+        notes.append(f"{attr.name}: data range [{_number(attr.low)}, {_number(attr.high)}] rounded outward to "
+                     f"[{_number(low)}, {_number(high)}]" + ("; integer: every value is a whole number" if whole else ""))
+    notes.append(f"{schema.class_name} (the class): the {schema.n_classes} classes seen in the data")
+    return {"class": schema.class_name, "classes": list(schema.classes), "attributes": attributes}, notes
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    table = load_table(args.data, args.class_column, categorical=args.categorical)
+    body, notes = _drafted(table.schema, table.frame)
+    Schema.from_dict(body, source=str(args.data))  # the draft must itself be a valid schema
+    header = [
+        f"Schema drafted by `modelshare schema infer` from {args.data} ({len(table.frame)} rows) on "
+        f"{datetime.date.today().isoformat()}.",
+        "REVIEW BEFORE ANY RELEASE: everything below was read from the data (data-derived). A release whose",
+        "public domain comes from private rows discloses them (one person's maximum, a rare category).",
+        "Replace each numeric range by bounds a data owner could state without looking (age 0-120, hours",
+        "0-168, money rounded outward to a power of ten), and each category list by the public code list.",
+        "",
+        *notes,
+    ]
+    text = "".join(f"# {line}\n" if line else "#\n" for line in header) + "\n" + tomli_w.dumps(body)
+    if args.out is not None:
+        atomic_write(args.out, text.encode("utf-8"), mode=0o644)
+    if args.json:
+        print(json.dumps({"data": str(args.data), "rows": len(table.frame), "out": None if args.out is None
+                          else str(args.out), "data_derived": notes, "schema": body}, indent=2))
+    elif args.out is None:
+        print(text, end="")
+    else:
+        err.print(f"wrote {args.out}: {len(body['attributes'])} attributes and the class {body['class']!r}; "
+                  "review it before any release (its header says what came from the data)", highlight=False)
+    return 0
+
+
+def problems(schema: Schema, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every cell of ``frame`` that does not fit ``schema``: row (1-based data row), column, value, why.
+
+    Vectorised per column; missing columns are one problem each (row None).
+    """
+    found: list[dict[str, Any]] = []
+    columns = [*schema.attributes, CategoricalAttribute(schema.class_name, schema.classes)]
+    for attr in columns:
+        if attr.name not in frame.columns:
+            found.append({"row": None, "column": attr.name, "value": None, "why": "column is missing"})
+            continue
+        raw = frame[attr.name]
+        text = raw.astype(str).str.strip()
+        missing = raw.isna().to_numpy() | text.isin(MISSING_TOKENS).to_numpy()
+        bad = [(missing, "missing value")]
+        if isinstance(attr, NumericAttribute):
+            numbers = pd.to_numeric(raw.where(~missing), errors="coerce").to_numpy(dtype=np.float64)
+            not_number = ~missing & ~np.isfinite(numbers)
+            bad.append((not_number, "not a finite number"))
+            with np.errstate(invalid="ignore"):
+                outside = ~missing & ~not_number & ((numbers < attr.low) | (numbers > attr.high))
+            bad.append((outside, f"outside the range [{attr.low:g}, {attr.high:g}]"))
+        else:
+            unknown = ~missing & ~text.isin(attr.categories).to_numpy()
+            what = "class" if attr.name == schema.class_name else "category"
+            bad.append((unknown, f"not a {what} of the schema"))
+        for mask, why in bad:
+            for i in np.flatnonzero(mask):
+                found.append({"row": int(i) + 1, "column": attr.name, "value": None if missing[i] else str(raw.iloc[i]),
+                              "why": why})
+    return sorted(found, key=lambda p: (p["row"] or 0, p["column"]))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    schema = Schema.load(args.schema)
+    frame = read_frame(args.data)
+    found = problems(schema, frame)
+    if args.json:
+        print(json.dumps({"data": str(args.data), "schema": str(args.schema), "rows": len(frame),
+                          "fits": not found, "problems": found}, indent=2))
+    elif not found:
+        err.print(f"{args.data}: all {len(frame)} rows fit {args.schema}", highlight=False)
+    else:
+        table = Table(title=f"{args.data}: {len(found)} problems against {args.schema}")
+        for col in ("row", "column", "value", "why"):
+            table.add_column(col)
+        for p in found[:MAX_SHOWN]:
+            table.add_row("-" if p["row"] is None else str(p["row"]), p["column"],
+                          "" if p["value"] is None else p["value"], p["why"])
+        out.print(table)
+        if len(found) > MAX_SHOWN:
+            err.print(f"... and {len(found) - MAX_SHOWN} more (--json lists every one)", highlight=False)
+    return 1 if found else 0
+
+
+def configure_infer(p: argparse.ArgumentParser) -> None:
+    """`schema infer DATA --class-column C [--out schema.toml]`."""
+    p.add_argument("data", type=Path, help="the table (CSV, TSV or Parquet)")
+    p.add_argument("--class-column", required=True, help="the class column")
+    p.add_argument("--categorical", nargs="+", default=(), metavar="COLUMN",
+                   help="columns to treat as categorical although every value is a number")
+    p.add_argument("--out", type=Path, default=None, help="the schema file to write (TOML); default: stdout")
+    add_json(p, "the drafted schema and what in it came from the data")
+    p.set_defaults(func=cmd_infer)
+
+
+def configure_check(p: argparse.ArgumentParser) -> None:
+    """`schema check DATA --schema S`."""
+    p.add_argument("data", type=Path, help="the table (CSV, TSV or Parquet)")
+    p.add_argument("--schema", type=Path, required=True, help="the schema file (JSON or TOML)")
+    add_json(p, "every problem (row, column, value, why)")
+    p.set_defaults(func=cmd_check)

@@ -1,0 +1,110 @@
+"""`modelshare schema infer` / `schema check`, and integer attributes (a whole number in, whole numbers out of PGEN)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import tomllib
+
+from common.data.datasets import load_dataset, load_table
+from common.data.schema import NumericAttribute, Schema, SchemaError
+from common.federation.wire import schema_from_pb, schema_to_pb
+from miner_node.pgen import pgen, uniform_rows
+from modelshare.cli import main
+from modelshare.cli_schema import round_outward
+
+
+@pytest.fixture
+def table(tmp_path):
+    """Adult's first 600 rows as a CSV of one's own: whole-number and categorical columns, a class."""
+    frame = load_dataset("adult").frame.head(600).copy()
+    frame["ratio"] = np.linspace(0.25, 7.75, len(frame))  # a column that is not whole
+    path = tmp_path / "people.csv"
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0, 987654, (0, 1_000_000)), (17, 90, (10, 100)), (1, 16, (0, 20)), (0.25, 7.75, (0, 8)), (-3.2, 4.1, (-4, 5)),
+])
+def test_ranges_round_outward_never_onto_a_rows_value(low, high, expected):
+    assert round_outward(low, high) == expected
+
+
+def test_infer_drafts_a_commented_schema_that_says_what_came_from_the_data(table, tmp_path, capsys):
+    path, frame = table
+    out = tmp_path / "people.schema.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "income", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "REVIEW BEFORE ANY RELEASE" in text and "data-derived" in text
+    assert f"age: data range [{frame.age.min()}, {frame.age.max()}]" in text
+    schema = Schema.load(out)
+    age, ratio = (schema.attributes[schema.names.index(n)] for n in ("age", "ratio"))
+    assert age.integer and not ratio.integer and (ratio.low, ratio.high) == (0, 8)
+    assert age.low < frame.age.min() and age.high > frame.age.max()
+    assert tomllib.loads(text)["class"] == "income" and set(schema.classes) == set(frame.income)
+    assert load_table(path, "income", schema=schema).frame.shape[0] == len(frame)  # the draft fits its table
+
+
+def test_check_names_every_row_that_does_not_fit(table, tmp_path, capsys):
+    path, frame = table
+    schema_file = tmp_path / "s.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "income", "--out", str(schema_file)]) == 0
+    bad = frame.copy().astype({"age": object, "ratio": object})
+    bad.loc[3, "age"] = 250          # out of range
+    bad.loc[7, "age"] = "old"        # not a number
+    bad.loc[9, "workclass"] = "Astronaut"
+    bad.loc[11, "income"] = "rich"   # not a class
+    bad.loc[13, "ratio"] = "?"       # missing
+    bad_path = tmp_path / "bad.csv"
+    bad.to_csv(bad_path, index=False)
+    capsys.readouterr()
+    assert main(["schema", "check", str(bad_path), "--schema", str(schema_file), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = {(p["row"], p["column"], p["why"].split(" ")[0]) for p in report["problems"]}
+    assert found == {(4, "age", "outside"), (8, "age", "not"), (10, "workclass", "not"), (12, "income", "not"),
+                     (14, "ratio", "missing")}
+    assert not report["fits"] and report["rows"] == len(frame)
+    assert main(["schema", "check", str(path), "--schema", str(schema_file)]) == 0
+    assert "all 600 rows fit" in capsys.readouterr().err
+
+
+def test_an_integer_attribute_refuses_fractions_travels_and_pgen_draws_whole_numbers(nursery):
+    schema = Schema((NumericAttribute("age", 0, 120, integer=True), NumericAttribute("ratio", 0, 1)), "c", ("a", "b"))
+    assert schema_from_pb(schema_to_pb(schema)) == schema
+    plain = Schema((NumericAttribute("age", 0, 120), NumericAttribute("ratio", 0, 1)), "c", ("a", "b"))
+    assert "integer" not in plain.to_dict()["attributes"][0]  # old schemas keep their fingerprint
+    with pytest.raises(SchemaError, match="not a whole number"):
+        schema.encode(pd.DataFrame({"age": [30, 30.5], "ratio": [0.1, 0.2], "c": ["a", "b"]}))
+    from common.mechanisms.release import release
+    from common.trees.learners import make_learner
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 121, 2000), rng.random(2000)]).astype(float)
+    y = ((X[:, 0] > 40) ^ (X[:, 1] > 0.5)).astype(np.int64)
+    tree = make_learner("cart", schema, random_state=0, max_depth=4).fit(X, y).tree_
+    released = release("apt", tree=tree, requirement="k-anonymity:k=5")
+    Xp, _ = pgen(released.tree, rows=5000, rng=np.random.default_rng(1))
+    assert np.all(Xp[:, 0] == np.round(Xp[:, 0])) and not np.all(Xp[:, 1] == np.round(Xp[:, 1]))
+    assert np.all(released.tree.apply(Xp) >= 0)
+    U = uniform_rows(schema, 1000, np.random.default_rng(2))
+    assert np.all(U[:, 0] == np.round(U[:, 0])) and U[:, 0].min() >= 0 and U[:, 0].max() <= 120
+
+
+@pytest.mark.slow
+def test_simulate_runs_on_a_table_with_its_inferred_and_edited_schema(table, tmp_path, capsys):
+    path, _ = table
+    schema_file = tmp_path / "people.schema.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "income", "--out", str(schema_file)]) == 0
+    edited = schema_file.read_text().replace("low = 10.0\nhigh = 100.0", "low = 0.0\nhigh = 120.0", 1)
+    assert edited != schema_file.read_text()  # the reviewer states age's public bounds
+    schema_file.write_text(edited)
+    capsys.readouterr()
+    assert main(["simulate", "--data", str(path), "--class-column", "income", "--schema", str(schema_file),
+                 "--owners", "2", "--mechanism", "apt", "--requirement", "k-anonymity:k=5", "--seed", "0",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert all(o["audit_passed"] for o in report["owners"]) and report["models"]
