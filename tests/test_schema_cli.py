@@ -108,3 +108,18 @@ def test_simulate_runs_on_a_table_with_its_inferred_and_edited_schema(table, tmp
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert all(o["audit_passed"] for o in report["owners"]) and report["models"]
+
+
+def test_pgen_writes_integer_columns_as_integers(tmp_path, capsys):
+    """`modelshare pgen` on a release over an integer attribute writes whole numbers, not 30.0."""
+    frame = pd.DataFrame({"age": np.arange(400) % 90 + 10, "colour": np.where(np.arange(400) % 3, "red", "blue"),
+                          "c": np.where(np.arange(400) % 90 > 40, "old", "young")})
+    data, schema_file = tmp_path / "t.csv", tmp_path / "t.schema.toml"
+    frame.to_csv(data, index=False)
+    assert main(["schema", "infer", str(data), "--class-column", "c", "--out", str(schema_file)]) == 0
+    model, pseudo = tmp_path / "m.json", tmp_path / "p.csv"
+    assert main(["release", "--data", str(data), "--class-column", "c", "--schema", str(schema_file),
+                 "--mechanism", "apt", "--requirement", "k-anonymity:k=5", "--out", str(model)]) == 0
+    assert main(["pgen", str(model), "--out", str(pseudo), "--seed", "0"]) == 0
+    written = pd.read_csv(pseudo)
+    assert written["age"].dtype.kind == "i" and len(written) > 0

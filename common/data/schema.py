@@ -373,6 +373,7 @@ class Schema:
     @classmethod
     def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str], sort: bool) -> "Schema":
         import pandas as pd
+
         order = _natural_sort if sort else list
         attributes: list[Attribute] = []
         for col in frame.columns:
@@ -424,6 +425,7 @@ class Schema:
         self, series: pd.Series, categories: tuple[str, ...], column: str, source: str | None, what: str
     ) -> np.ndarray:
         import pandas as pd
+
         as_text = series.astype(str).where(series.notna(), None)
         codes = pd.Index(list(categories)).get_indexer(as_text).astype(np.int64)
         bad = np.flatnonzero(codes < 0)
@@ -442,6 +444,7 @@ class Schema:
 
     def _numbers(self, series: pd.Series, attr: NumericAttribute, source: str | None) -> np.ndarray:
         import pandas as pd
+
         values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
@@ -483,14 +486,15 @@ class Schema:
         return int(label) + 1 if isinstance(label, (int, np.integer)) else pos + 1
 
     def decode(self, X: np.ndarray, y: np.ndarray | None = None) -> pd.DataFrame:
-        """Turn encoded rows back into a table with category names and class labels."""
+        """Turn encoded rows back into a table with category names and class labels (integer attributes as integers)."""
         import pandas as pd
+
         columns: dict[str, Any] = {}
         for j, attr in enumerate(self.attributes):
             if isinstance(attr, CategoricalAttribute):
                 columns[attr.name] = pd.Categorical.from_codes(X[:, j].astype(np.int64), categories=list(attr.categories))
             else:
-                columns[attr.name] = X[:, j]
+                columns[attr.name] = np.rint(X[:, j]).astype(np.int64) if attr.integer else X[:, j]
         if y is not None:
             columns[self.class_name] = pd.Categorical.from_codes(np.asarray(y, dtype=np.int64), categories=list(self.classes))
         return pd.DataFrame(columns)
