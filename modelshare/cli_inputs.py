@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Collection
 
 from common.data.datasets import LoadedTable, load_dataset, load_table
-from common.data.schema import SchemaError
+from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.trees.learners import LEARNERS
+from modelshare.cli_common import err
 
 __all__ = [
     "DEFAULT_DISCLOSURE",
@@ -32,6 +33,7 @@ __all__ = [
     "add_table_source",
     "load_source",
     "resolve_disclosure",
+    "warn_data_derived",
 ]
 
 DEFAULT_LEARNER = "multiway"
@@ -97,3 +99,15 @@ def resolve_disclosure(mechanism: str, given: str | None) -> str:
     if given is not None:
         return given
     return "counts" if mechanism in registry.names(kind="whole-release") else DEFAULT_DISCLOSURE
+
+
+def warn_data_derived(schema: Schema, source: str) -> None:
+    """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``."""
+    numeric = [a.name for a in schema.attributes if a.kind == "numeric"]
+    categorical = [a.name for a in schema.attributes if a.kind == "categorical"]
+    said = "; ".join(filter(None, [f"ranges of {', '.join(numeric)}" if numeric else "",
+                                   f"categories of {', '.join(categorical)}" if categorical else "",
+                                   f"the classes of {schema.class_name}"]))
+    err.print(f"[yellow]warning:[/] {source} has no --schema, so the public domain was read from its rows ({said}): "
+              "the release discloses them. Draft a schema with `modelshare schema infer` and review it.",
+              highlight=False)

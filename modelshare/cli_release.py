@@ -45,6 +45,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    warn_data_derived,
 )
 
 __all__ = ["UNPROTECTED", "cmd_audit", "cmd_release", "configure_audit", "configure_release"]
@@ -86,7 +87,8 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
     if args.requirement is None or args.max_depth is None:
         raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --max-depth D")
     release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
-                            max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure)
+                            max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure,
+                            allow_data_derived_domain=args.data_derived_domain)
     trees = release.trees
     summary = {
         "trees": len(trees),
@@ -137,7 +139,15 @@ def cmd_release(args: argparse.Namespace) -> int:
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    make = _release_forest if registry.get(args.mechanism).whole_release else _release_tree
+    record = registry.get(args.mechanism)
+    if table.schema.data_derived and record.whole_release and not args.data_derived_domain:
+        raise ValueError(f"--mechanism {args.mechanism} makes a {record.family} release, whose guarantee needs a "
+                         f"public domain, and {table.source} has no --schema: its ranges and categories would be read "
+                         "from the rows. Draft a schema with `modelshare schema infer`, review it, and pass --schema "
+                         "(or --data-derived-domain, which gives the guarantee up)")
+    if table.schema.data_derived:
+        warn_data_derived(table.schema, table.source)
+    make = _release_forest if record.whole_release else _release_tree
     release, details = make(args, table.schema, X, y)
     write_release(release, args.out)
     summary: dict[str, Any] = {"source": table.source, "rows": int(len(y)), **details,
@@ -200,6 +210,9 @@ def configure_release(rel: argparse.ArgumentParser) -> None:
     add_seed(rel, default=None,
              help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, samples "
                   "and noise (default: fresh OS entropy; a known seed voids their privacy)")
+    rel.add_argument("--data-derived-domain", action="store_true",
+                     help="give up the dp/dps guarantee: release over ranges and categories read from the rows "
+                          "(no --schema); the report says 'domain: data-derived' and the audit fails the claim")
     rel.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
     add_json(rel, "what was released (summary, privacy report, attacks)")
     rel.set_defaults(func=cmd_release)

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from common.data.datasets import load_table
 from common.data.datasets.loading import read_frame
-from common.data.schema import MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
+from common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
 from common.files import atomic_write
 from modelshare.cli_common import add_json, err, out
 
@@ -75,7 +75,8 @@ def _drafted(schema: Schema, frame: pd.DataFrame) -> tuple[dict[str, Any], list[
         notes.append(f"{attr.name}: data range [{_number(attr.low)}, {_number(attr.high)}] rounded outward to "
                      f"[{_number(low)}, {_number(high)}]" + ("; integer: every value is a whole number" if whole else ""))
     notes.append(f"{schema.class_name} (the class): the {schema.n_classes} classes seen in the data")
-    return {"class": schema.class_name, "classes": list(schema.classes), "attributes": attributes}, notes
+    return {"class": schema.class_name, "classes": list(schema.classes), "domain": DATA_DERIVED,
+            "attributes": attributes}, notes
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
@@ -88,7 +89,8 @@ def cmd_infer(args: argparse.Namespace) -> int:
         "REVIEW BEFORE ANY RELEASE: everything below was read from the data (data-derived). A release whose",
         "public domain comes from private rows discloses them (one person's maximum, a rare category).",
         "Replace each numeric range by bounds a data owner could state without looking (age 0-120, hours",
-        "0-168, money rounded outward to a power of ten), and each category list by the public code list.",
+        "0-168, money rounded outward to a power of ten), and each category list by the public code list;",
+        "then delete the line domain = \"data-derived\": until then dp and dps releases and studies refuse it.",
         "",
         *notes,
     ]

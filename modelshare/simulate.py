@@ -86,6 +86,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    warn_data_derived,
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
@@ -233,6 +234,12 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     wrong = [m for m in args.models if m not in MODELS[task]]
     if wrong:
         raise ValueError(f"--global-models: {wrong} are not {task} models; choose from {', '.join(MODELS[task])}")
+    record = registry.get(args.mechanism)
+    if getattr(schema, "data_derived", False) and record.whole_release:
+        raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "
+                         f"domain, and --data has no --schema: the ranges and categories would be read from the "
+                         "rows, and the miner refuses such a study. Draft a schema with `modelshare schema infer "
+                         f"{args.data} --class-column {args.class_column}`, review it, and pass --schema")
 
 
 def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSchema, dict[str, Any]]:
@@ -250,6 +257,8 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         schema, source = table.schema, table.source
         X, y = schema.encode(table.frame, source=source)
     _task_defaults(args, task, schema)
+    if getattr(schema, "data_derived", False):
+        warn_data_derived(schema, source)
     rng = np.random.default_rng(args.seed)
     test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
     owners = [f"owner-{i + 1}" for i in range(args.owners)]

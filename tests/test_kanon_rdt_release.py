@@ -79,7 +79,8 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [
         "inner nodes derive from leaves", "mechanism", f"parameters restate {REQUIREMENT}",
-        "delta recomputed from (k, beta, epsilon, trees)", "no released nonzero count below k=5", "claims",
+        "public domain", "delta recomputed from (k, beta, epsilon, trees)", "no released nonzero count below k=5",
+        "claims",
         "reported attack counts",
     ]
     assert {p.tree for p in result.paths} == {0, 1, 2, 3} and all(p.passed for p in result.paths)
@@ -346,8 +347,18 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     data = tmp_path / "nursery.csv"
     load_dataset("nursery").frame.to_csv(data, index=False)
     model = tmp_path / "m.json"
-    assert main(["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
-                 "--max-depth", "4", "--data", str(data), "--class-column", "class", "--out", str(model), "--json"]) == 0
+    flags = ["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
+             "--max-depth", "4", "--data", str(data), "--class-column", "class", "--out", str(model)]
+    assert main(flags) == 2  # no --schema: the domain would be read from the rows
+    assert "needs a public domain" in capsys.readouterr().err
+    assert main([*flags, "--data-derived-domain"]) == 0  # given up explicitly: marked, and the audit fails it
+    assert json.loads(model.read_text())["report"]["parameters"]["domain"] == "data-derived"
+    capsys.readouterr()
+    assert main(["audit", str(model), "--json"]) == 1
+    assert {c["name"]: c["passed"] for c in json.loads(capsys.readouterr().out)["checks"]}["public domain"] is False
+    schema_file = tmp_path / "nursery.schema.json"
+    load_dataset("nursery").schema.save(schema_file)
+    assert main([*flags, "--schema", str(schema_file), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["trees"] == 10 and summary["report"]["guarantee"] == "(0.01, 2, 5.52e-05)-DPS"
     assert main(["audit", str(model)]) == 0
@@ -359,7 +370,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     checks = {c["name"]: c["passed"] for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["delta recomputed from (k, beta, epsilon, trees)"] is False
     assert main(["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
-                 "--data", str(data), "--class-column", "class", "--out", str(model)]) == 2
+                 "--data", str(data), "--class-column", "class", "--schema", str(schema_file), "--out", str(model)]) == 2
     assert "needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
 
 

@@ -85,11 +85,13 @@ def test_load_schema_files(tmp_path, suffix):
         s.save(path)
     else:
         path.write_text(
-            'class = "cls"\nclasses = ["x", "y"]\n'
+            'class = "cls"\nclasses = ["x", "y"]\ndomain = "data-derived"\n'
             '[[attributes]]\nname = "age"\ntype = "numeric"\nlow = 30\nhigh = 50\n'
             '[[attributes]]\nname = "job"\ntype = "categorical"\ncategories = ["a", "b"]\n'
         )
-    assert Schema.load(path).fingerprint == s.fingerprint
+    assert Schema.load(path).fingerprint == s.fingerprint and Schema.load(path).data_derived
+    public = Schema(s.attributes, s.class_name, s.classes)  # the same bounds, stated publicly
+    assert public.fingerprint != s.fingerprint and "domain" not in public.to_dict()
 
 
 def test_bad_schema_file_names_file_and_field(tmp_path):

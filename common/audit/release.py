@@ -34,6 +34,7 @@ from typing import Sequence, overload
 
 import numpy as np
 
+from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
 from common.privacy.attacks import AttackReport, ensemble_attack_report
 from common.privacy.checks import Check, misstated, numeric_parameter
@@ -238,7 +239,7 @@ def _dps_checks(
     claims = Check("claims", not report.claims,
                    "a dps guarantee covers the whole release; no per-path claims" if not report.claims
                    else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
-    checks = [mechanism, _parameter_check(trees, report, requirement)]
+    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(claims)
@@ -248,6 +249,15 @@ def _dps_checks(
         for s in stats
     )
     return checks, meets
+
+
+def _domain_check(trees: Sequence[Tree], report: PrivacyReport) -> Check:
+    """A dp or dps guarantee holds only over a public domain: not one read off the rows (`Schema.data_derived`)."""
+    derived = report.parameters.get("domain") == DATA_DERIVED or any(t.schema.data_derived for t in trees)
+    return Check("public domain", not derived,
+                 "the schema's ranges and categories were read from the private rows (domain: data-derived); they "
+                 "disclose those rows, so the guarantee does not hold" if derived else
+                 "the schema is stated publicly, not read from the rows")
 
 
 def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, registry.Mechanism | None]:
@@ -266,7 +276,7 @@ def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, regist
 def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
     """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
     mechanism, record = _family_mechanism(report, "dp")
-    checks = [mechanism, _parameter_check(trees, report, requirement)]
+    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,

@@ -152,6 +152,8 @@ class NumericAttribute:
 Attribute = Union[CategoricalAttribute, NumericAttribute]
 
 CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
+PUBLIC = "public"  # a schema file's ``domain`` when it says nothing: its bounds were stated, not read off rows
+DATA_DERIVED = "data-derived"  # ``domain`` of a schema whose ranges and categories were read from a table
 
 
 def fingerprint_of(data: Mapping[str, Any]) -> str:
@@ -207,11 +209,18 @@ class Schema:
         Name of the class (label) column.
     classes:
         The class labels, in a fixed order; class index ``i`` means ``classes[i]``.
+    data_derived:
+        True when the ranges and categories were read off a table (`infer`, or a file that says
+        ``domain = "data-derived"``, as `modelshare schema infer` drafts do until reviewed) rather
+        than stated publicly. It travels with the schema (file, wire, fingerprint): a dp or dps
+        release refuses such a domain unless asked, its audit then fails the claim, and a study
+        refuses it (the ranges would disclose the rows they were read from).
     """
 
     attributes: tuple[Attribute, ...]
     class_name: str
     classes: tuple[str, ...]
+    data_derived: bool = False
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.attributes]
@@ -255,11 +264,12 @@ class Schema:
 
     # -------------------------------------------------------- serialization
     def to_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "class": self.class_name,
             "classes": list(self.classes),
             "attributes": [a.to_dict() for a in self.attributes],
         }
+        return {**found, "domain": DATA_DERIVED} if self.data_derived else found
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -319,8 +329,11 @@ class Schema:
                 raise
             except (TypeError, ValueError) as exc:
                 raise SchemaError(f"{where}: {exc}", source=source, column=name) from None
+        domain = data.get("domain", PUBLIC)
+        if domain not in (PUBLIC, DATA_DERIVED):
+            raise SchemaError(f"field 'domain' is {domain!r}; expected {PUBLIC!r} or {DATA_DERIVED!r}", source=source)
         try:
-            return cls(tuple(attributes), str(class_name), tuple(str(c) for c in classes))
+            return cls(tuple(attributes), str(class_name), tuple(str(c) for c in classes), domain == DATA_DERIVED)
         except SchemaError as exc:
             raise SchemaError(exc.why, source=source, column=exc.column) from None
 
@@ -390,7 +403,7 @@ class Schema:
                 cats = order(series.dropna().astype(str).unique())
                 attributes.append(CategoricalAttribute(name, tuple(cats)))
         classes = order(frame[class_column].dropna().astype(str).unique())
-        return cls(tuple(attributes), str(class_column), tuple(classes))
+        return cls(tuple(attributes), str(class_column), tuple(classes), data_derived=True)
 
     # -------------------------------------------------------------- encoding
     def encode(self, frame: pd.DataFrame, *, source: str | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -81,7 +81,7 @@ def schema_to_pb(schema: Schema | RegressionSchema) -> mpb.Schema:
         msg.target.name, msg.target.numeric.low, msg.target.numeric.high = (
             schema.target.name, schema.target.low, schema.target.high)
     else:
-        msg = mpb.Schema(class_name=schema.class_name, classes=list(schema.classes))
+        msg = mpb.Schema(class_name=schema.class_name, classes=list(schema.classes), data_derived=schema.data_derived)
     for attr in schema.attributes:
         entry = msg.attributes.add(name=attr.name)
         if isinstance(attr, CategoricalAttribute):
@@ -105,7 +105,7 @@ def schema_from_pb(msg: mpb.Schema, *, where: str = "schema") -> Schema | Regres
                 raise WireError(f"{where}: attribute {i} ({raw.name!r}) has no domain")
         if msg.HasField("target"):
             return _regression_schema(msg, tuple(attributes), where)
-        return Schema(tuple(attributes), msg.class_name, tuple(msg.classes))
+        return Schema(tuple(attributes), msg.class_name, tuple(msg.classes), msg.data_derived)
     except SchemaError as exc:
         raise WireError(f"{where}: {exc}") from None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from common.data.regression import RegressionSchema
-from common.data.schema import Schema
+from common.data.schema import DATA_DERIVED, Schema
 from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.report import PathClaim, PrivacyReport, Release
@@ -43,6 +43,7 @@ def release(
     max_depth: int | None = None,
     disclosure: Disclosure = "counts",
     random_state: int | np.random.Generator | None = None,
+    allow_data_derived_domain: bool = False,
 ) -> Release:
     """Release a model with the named mechanism and its privacy report.
 
@@ -68,6 +69,11 @@ def release(
         Seed or Generator of a whole-release mechanism's structure, samples and noise; None (the
         default, and what owners use) draws fresh OS entropy. Anyone who knows the seed can
         subtract the noise or tell which rows were sampled, so a fixed seed is for experiments only.
+    allow_data_derived_domain:
+        Release a dp or dps model over a schema read off the rows (`Schema.data_derived`) anyway.
+        Its ranges and categories then disclose the rows they came from, so the report states
+        ``domain: data-derived`` and the audit fails the claim; without this a dp or dps release
+        over such a schema is refused. Tree mechanisms state the domain the same way and proceed.
 
     Returns
     -------
@@ -96,9 +102,19 @@ def release(
     if schema is None or X is None or y is None or max_depth is None:
         raise ValueError(f"mechanism {mechanism!r} trains its own trees from the rows; pass schema=, X=, y= and "
                          "max_depth=" + (" (it does not take a trained tree)" if tree is not None else ""))
+    if getattr(schema, "data_derived", False) and not allow_data_derived_domain:
+        raise ValueError(f"mechanism {mechanism!r} makes a {record.family} release, whose guarantee needs a public "
+                         "domain; this schema's ranges and categories were read from the rows (data-derived). Give a "
+                         "schema of public bounds (draft one with `modelshare schema infer`, then review it), or "
+                         "allow a data-derived domain and lose the guarantee")
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+
+
+def _domain(schema: object) -> dict[str, str]:
+    """``{"domain": "data-derived"}`` for a schema read off the rows (what the audit checks), else nothing."""
+    return {"domain": DATA_DERIVED} if getattr(schema, "data_derived", False) else {}
 
 
 def _hint(requirement: object) -> str:
@@ -126,7 +142,7 @@ def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclo
         claims = tuple(PathClaim(i, released.nodes[i].total, str(parsed)) for i in released.leaves)
     report = PrivacyReport(
         mechanism=record.name,
-        parameters={"disclosure": disclosure, **extra},
+        parameters={"disclosure": disclosure, **extra, **_domain(tree.schema)},
         guarantee="none" if parsed is None else f"every released path meets {parsed}",
         requirement=None if parsed is None else str(parsed),
         claims=claims,
@@ -157,7 +173,7 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
     trees, parameters = record.train(schema, X, y, parsed, depth, np.random.default_rng(random_state))
     report = PrivacyReport(
         mechanism=record.name,
-        parameters={"disclosure": "counts", **parameters},
+        parameters={"disclosure": "counts", **parameters, **_domain(schema)},
         guarantee=parsed.guarantee().describe() if isinstance(parsed, DPS) else parsed.describe(),
         requirement=str(parsed),
         attacks=ensemble_attack_report(trees),

@@ -25,45 +25,45 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19modelshare/v1/model.proto\x12\rmodelshare.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x85\x01\n\x06Schema\x12\x12\n\nclass_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63lasses\x18\x02 \x03(\t\x12,\n\nattributes\x18\x03 \x03(\x0b\x32\x18.modelshare.v1.Attribute\x12(\n\x06target\x18\x04 \x01(\x0b\x32\x18.modelshare.v1.Attribute\"\x8d\x01\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x0b\x63\x61tegorical\x18\x02 \x01(\x0b\x32 .modelshare.v1.CategoricalDomainH\x00\x12/\n\x07numeric\x18\x03 \x01(\x0b\x32\x1c.modelshare.v1.NumericDomainH\x00\x42\x08\n\x06\x64omain\"\'\n\x11\x43\x61tegoricalDomain\x12\x12\n\ncategories\x18\x01 \x03(\t\";\n\rNumericDomain\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x0f\n\x07integer\x18\x03 \x01(\x08\"s\n\nConstraint\x12\x30\n\ncategories\x18\x01 \x01(\x0b\x32\x1a.modelshare.v1.CategorySetH\x00\x12+\n\x08interval\x18\x02 \x01(\x0b\x32\x17.modelshare.v1.IntervalH\x00\x42\x06\n\x04kind\"\x1c\n\x0b\x43\x61tegorySet\x12\r\n\x05\x63odes\x18\x01 \x03(\r\"N\n\x08Interval\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x12\n\nlow_closed\x18\x03 \x01(\x08\x12\x13\n\x0bhigh_closed\x18\x04 \x01(\x08\"D\n\x04\x45\x64ge\x12-\n\nconstraint\x18\x01 \x01(\x0b\x32\x19.modelshare.v1.Constraint\x12\r\n\x05\x63hild\x18\x02 \x01(\r\"\x8a\x01\n\x04Node\x12\r\n\x05label\x18\x01 \x01(\r\x12\x0b\n\x03hit\x18\x02 \x01(\x01\x12\x0c\n\x04miss\x18\x03 \x01(\x01\x12\x0e\n\x06\x63ounts\x18\x04 \x03(\x01\x12\x16\n\tattribute\x18\x05 \x01(\rH\x00\x88\x01\x01\x12\"\n\x05\x65\x64ges\x18\x06 \x03(\x0b\x32\x13.modelshare.v1.EdgeB\x0c\n\n_attribute\"Y\n\x04Tree\x12-\n\ndisclosure\x18\x01 \x01(\x0e\x32\x19.modelshare.v1.Disclosure\x12\"\n\x05nodes\x18\x02 \x03(\x0b\x32\x13.modelshare.v1.Node\"x\n\x0eRegressionNode\x12\r\n\x05\x63ount\x18\x01 \x01(\x01\x12\r\n\x05total\x18\x02 \x01(\x01\x12\x16\n\tattribute\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\"\n\x05\x65\x64ges\x18\x04 \x03(\x0b\x32\x13.modelshare.v1.EdgeB\x0c\n\n_attribute\">\n\x0eRegressionTree\x12,\n\x05nodes\x18\x01 \x03(\x0b\x32\x1d.modelshare.v1.RegressionNode\"L\n\tPathClaim\x12\x0c\n\x04leaf\x18\x01 \x01(\r\x12\x0e\n\x06tuples\x18\x02 \x01(\x01\x12\x13\n\x0brequirement\x18\x03 \x01(\t\x12\x0c\n\x04tree\x18\x04 \x01(\r\"-\n\x0c\x41ttackCounts\x12\x0e\n\x06leaves\x18\x01 \x01(\r\x12\r\n\x05users\x18\x02 \x01(\x01\"\xa2\x01\n\x0c\x41ttackReport\x12/\n\nuniqueness\x18\x01 \x01(\x0b\x32\x1b.modelshare.v1.AttackCounts\x12\x30\n\x0bhomogeneity\x18\x02 \x01(\x0b\x32\x1b.modelshare.v1.AttackCounts\x12/\n\nbackground\x18\x03 \x03(\x0b\x32\x1b.modelshare.v1.AttackCounts\"\xe4\x01\n\rPrivacyReport\x12\x11\n\tmechanism\x18\x01 \x01(\t\x12+\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tguarantee\x18\x03 \x01(\t\x12\x18\n\x0brequirement\x18\x04 \x01(\tH\x00\x88\x01\x01\x12(\n\x06\x63laims\x18\x05 \x03(\x0b\x32\x18.modelshare.v1.PathClaim\x12,\n\x07\x61ttacks\x18\x06 \x01(\x0b\x32\x1b.modelshare.v1.AttackReportB\x0e\n\x0c_requirement*X\n\nDisclosure\x12\x1a\n\x16\x44ISCLOSURE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44ISCLOSURE_COUNTS\x10\x01\x12\x17\n\x13\x44ISCLOSURE_HIT_MISS\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19modelshare/v1/model.proto\x12\rmodelshare.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x9b\x01\n\x06Schema\x12\x12\n\nclass_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63lasses\x18\x02 \x03(\t\x12,\n\nattributes\x18\x03 \x03(\x0b\x32\x18.modelshare.v1.Attribute\x12(\n\x06target\x18\x04 \x01(\x0b\x32\x18.modelshare.v1.Attribute\x12\x14\n\x0c\x64\x61ta_derived\x18\x05 \x01(\x08\"\x8d\x01\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x0b\x63\x61tegorical\x18\x02 \x01(\x0b\x32 .modelshare.v1.CategoricalDomainH\x00\x12/\n\x07numeric\x18\x03 \x01(\x0b\x32\x1c.modelshare.v1.NumericDomainH\x00\x42\x08\n\x06\x64omain\"\'\n\x11\x43\x61tegoricalDomain\x12\x12\n\ncategories\x18\x01 \x03(\t\";\n\rNumericDomain\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x0f\n\x07integer\x18\x03 \x01(\x08\"s\n\nConstraint\x12\x30\n\ncategories\x18\x01 \x01(\x0b\x32\x1a.modelshare.v1.CategorySetH\x00\x12+\n\x08interval\x18\x02 \x01(\x0b\x32\x17.modelshare.v1.IntervalH\x00\x42\x06\n\x04kind\"\x1c\n\x0b\x43\x61tegorySet\x12\r\n\x05\x63odes\x18\x01 \x03(\r\"N\n\x08Interval\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x12\n\nlow_closed\x18\x03 \x01(\x08\x12\x13\n\x0bhigh_closed\x18\x04 \x01(\x08\"D\n\x04\x45\x64ge\x12-\n\nconstraint\x18\x01 \x01(\x0b\x32\x19.modelshare.v1.Constraint\x12\r\n\x05\x63hild\x18\x02 \x01(\r\"\x8a\x01\n\x04Node\x12\r\n\x05label\x18\x01 \x01(\r\x12\x0b\n\x03hit\x18\x02 \x01(\x01\x12\x0c\n\x04miss\x18\x03 \x01(\x01\x12\x0e\n\x06\x63ounts\x18\x04 \x03(\x01\x12\x16\n\tattribute\x18\x05 \x01(\rH\x00\x88\x01\x01\x12\"\n\x05\x65\x64ges\x18\x06 \x03(\x0b\x32\x13.modelshare.v1.EdgeB\x0c\n\n_attribute\"Y\n\x04Tree\x12-\n\ndisclosure\x18\x01 \x01(\x0e\x32\x19.modelshare.v1.Disclosure\x12\"\n\x05nodes\x18\x02 \x03(\x0b\x32\x13.modelshare.v1.Node\"x\n\x0eRegressionNode\x12\r\n\x05\x63ount\x18\x01 \x01(\x01\x12\r\n\x05total\x18\x02 \x01(\x01\x12\x16\n\tattribute\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\"\n\x05\x65\x64ges\x18\x04 \x03(\x0b\x32\x13.modelshare.v1.EdgeB\x0c\n\n_attribute\">\n\x0eRegressionTree\x12,\n\x05nodes\x18\x01 \x03(\x0b\x32\x1d.modelshare.v1.RegressionNode\"L\n\tPathClaim\x12\x0c\n\x04leaf\x18\x01 \x01(\r\x12\x0e\n\x06tuples\x18\x02 \x01(\x01\x12\x13\n\x0brequirement\x18\x03 \x01(\t\x12\x0c\n\x04tree\x18\x04 \x01(\r\"-\n\x0c\x41ttackCounts\x12\x0e\n\x06leaves\x18\x01 \x01(\r\x12\r\n\x05users\x18\x02 \x01(\x01\"\xa2\x01\n\x0c\x41ttackReport\x12/\n\nuniqueness\x18\x01 \x01(\x0b\x32\x1b.modelshare.v1.AttackCounts\x12\x30\n\x0bhomogeneity\x18\x02 \x01(\x0b\x32\x1b.modelshare.v1.AttackCounts\x12/\n\nbackground\x18\x03 \x03(\x0b\x32\x1b.modelshare.v1.AttackCounts\"\xe4\x01\n\rPrivacyReport\x12\x11\n\tmechanism\x18\x01 \x01(\t\x12+\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tguarantee\x18\x03 \x01(\t\x12\x18\n\x0brequirement\x18\x04 \x01(\tH\x00\x88\x01\x01\x12(\n\x06\x63laims\x18\x05 \x03(\x0b\x32\x18.modelshare.v1.PathClaim\x12,\n\x07\x61ttacks\x18\x06 \x01(\x0b\x32\x1b.modelshare.v1.AttackReportB\x0e\n\x0c_requirement*X\n\nDisclosure\x12\x1a\n\x16\x44ISCLOSURE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44ISCLOSURE_COUNTS\x10\x01\x12\x17\n\x13\x44ISCLOSURE_HIT_MISS\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'modelshare.v1.model_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DISCLOSURE']._serialized_start=1692
-  _globals['_DISCLOSURE']._serialized_end=1780
+  _globals['_DISCLOSURE']._serialized_start=1714
+  _globals['_DISCLOSURE']._serialized_end=1802
   _globals['_SCHEMA']._serialized_start=75
-  _globals['_SCHEMA']._serialized_end=208
-  _globals['_ATTRIBUTE']._serialized_start=211
-  _globals['_ATTRIBUTE']._serialized_end=352
-  _globals['_CATEGORICALDOMAIN']._serialized_start=354
-  _globals['_CATEGORICALDOMAIN']._serialized_end=393
-  _globals['_NUMERICDOMAIN']._serialized_start=395
-  _globals['_NUMERICDOMAIN']._serialized_end=454
-  _globals['_CONSTRAINT']._serialized_start=456
-  _globals['_CONSTRAINT']._serialized_end=571
-  _globals['_CATEGORYSET']._serialized_start=573
-  _globals['_CATEGORYSET']._serialized_end=601
-  _globals['_INTERVAL']._serialized_start=603
-  _globals['_INTERVAL']._serialized_end=681
-  _globals['_EDGE']._serialized_start=683
-  _globals['_EDGE']._serialized_end=751
-  _globals['_NODE']._serialized_start=754
-  _globals['_NODE']._serialized_end=892
-  _globals['_TREE']._serialized_start=894
-  _globals['_TREE']._serialized_end=983
-  _globals['_REGRESSIONNODE']._serialized_start=985
-  _globals['_REGRESSIONNODE']._serialized_end=1105
-  _globals['_REGRESSIONTREE']._serialized_start=1107
-  _globals['_REGRESSIONTREE']._serialized_end=1169
-  _globals['_PATHCLAIM']._serialized_start=1171
-  _globals['_PATHCLAIM']._serialized_end=1247
-  _globals['_ATTACKCOUNTS']._serialized_start=1249
-  _globals['_ATTACKCOUNTS']._serialized_end=1294
-  _globals['_ATTACKREPORT']._serialized_start=1297
-  _globals['_ATTACKREPORT']._serialized_end=1459
-  _globals['_PRIVACYREPORT']._serialized_start=1462
-  _globals['_PRIVACYREPORT']._serialized_end=1690
+  _globals['_SCHEMA']._serialized_end=230
+  _globals['_ATTRIBUTE']._serialized_start=233
+  _globals['_ATTRIBUTE']._serialized_end=374
+  _globals['_CATEGORICALDOMAIN']._serialized_start=376
+  _globals['_CATEGORICALDOMAIN']._serialized_end=415
+  _globals['_NUMERICDOMAIN']._serialized_start=417
+  _globals['_NUMERICDOMAIN']._serialized_end=476
+  _globals['_CONSTRAINT']._serialized_start=478
+  _globals['_CONSTRAINT']._serialized_end=593
+  _globals['_CATEGORYSET']._serialized_start=595
+  _globals['_CATEGORYSET']._serialized_end=623
+  _globals['_INTERVAL']._serialized_start=625
+  _globals['_INTERVAL']._serialized_end=703
+  _globals['_EDGE']._serialized_start=705
+  _globals['_EDGE']._serialized_end=773
+  _globals['_NODE']._serialized_start=776
+  _globals['_NODE']._serialized_end=914
+  _globals['_TREE']._serialized_start=916
+  _globals['_TREE']._serialized_end=1005
+  _globals['_REGRESSIONNODE']._serialized_start=1007
+  _globals['_REGRESSIONNODE']._serialized_end=1127
+  _globals['_REGRESSIONTREE']._serialized_start=1129
+  _globals['_REGRESSIONTREE']._serialized_end=1191
+  _globals['_PATHCLAIM']._serialized_start=1193
+  _globals['_PATHCLAIM']._serialized_end=1269
+  _globals['_ATTACKCOUNTS']._serialized_start=1271
+  _globals['_ATTACKCOUNTS']._serialized_end=1316
+  _globals['_ATTACKREPORT']._serialized_start=1319
+  _globals['_ATTACKREPORT']._serialized_end=1481
+  _globals['_PRIVACYREPORT']._serialized_start=1484
+  _globals['_PRIVACYREPORT']._serialized_end=1712
 # @@protoc_insertion_point(module_scope)

@@ -18,16 +18,18 @@ DISCLOSURE_COUNTS: Disclosure
 DISCLOSURE_HIT_MISS: Disclosure
 
 class Schema(_message.Message):
-    __slots__ = ("class_name", "classes", "attributes", "target")
+    __slots__ = ("class_name", "classes", "attributes", "target", "data_derived")
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    DATA_DERIVED_FIELD_NUMBER: _ClassVar[int]
     class_name: str
     classes: _containers.RepeatedScalarFieldContainer[str]
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
     target: Attribute
-    def __init__(self, class_name: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., target: _Optional[_Union[Attribute, _Mapping]] = ...) -> None: ...
+    data_derived: bool
+    def __init__(self, class_name: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., target: _Optional[_Union[Attribute, _Mapping]] = ..., data_derived: _Optional[bool] = ...) -> None: ...
 
 class Attribute(_message.Message):
     __slots__ = ("name", "categorical", "numeric")
