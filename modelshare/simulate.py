@@ -89,7 +89,6 @@ from modelshare.cli_inputs import (
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
-from owner_node.training import UNSATISFIABLE
 
 __all__ = ["configure", "cmd_simulate", "SimulationError"]
 
@@ -383,7 +382,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             models = compare(schema, data, results, args.models, args.seed)
     except SimulationError as exc:
         hints = []
-        if UNSATISFIABLE in str(exc):
+        if "refused: unsatisfiable:" in str(exc):
             hints.append("the release requirement is too strict for this table (pruning reached the root of every "
                          "refusing owner's tree); choose a weaker one, e.g. --requirement k-anonymity:k=5, or "
                          "fewer, larger owners (--owners)")

@@ -6,8 +6,9 @@ holding a stolen certificate; whatever it announces is a request, not an authori
 site holds the raw rows, so only the site can guarantee that no study, however it is phrased,
 makes it release more than its data protection officer signed off: a mechanism it has not
 vetted, a requirement weaker than its bounds, a disclosure it does not allow, or a miner it
-does not answer. `Policy.check` lists every reason a study fails, so a refusal (which the miner
-records) tells the study's author exactly what to change.
+does not answer. `Policy.check` lists every reason a study fails, for the site's log and
+``modelshare owner check``; the refusal the miner records names only the refusing keys
+(`Policy.findings`, `common.federation.refusal`).
 
 ``[policy]`` in ``owner.toml``::
 
@@ -33,6 +34,7 @@ ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Mapping
 
 from pydantic import AfterValidator, Field
@@ -45,13 +47,21 @@ from common.federation.wire import WireError, disclosure_from_pb
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
 
-__all__ = ["DISCLOSURES", "Policy", "PolicyError"]
+__all__ = ["DISCLOSURES", "Finding", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
 
 
 class PolicyError(ValueError):
     """A ``[policy]`` table that cannot be enforced as written; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a study fails the policy: the ``[policy]`` keys that refuse it, and the reason in words."""
+
+    keys: tuple[str, ...]
+    text: str
 
 
 def _among(known: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> AfterValidator:
@@ -97,41 +107,47 @@ class Policy(ConfigModel):
         """Validate a ``[policy]`` table; ``where`` (file and table) prefixes every error."""
         return validate_config(data, cls, PolicyError, where=where)
 
-    def bounds(self) -> tuple[list[tuple[Requirement, str]], list[tuple[Requirement, str]]]:
-        """The k-anonymity bounds and the diversity bounds, as requirements with how to say them."""
-        k_bounds: list[tuple[Requirement, str]] = []
-        div_bounds: list[tuple[Requirement, str]] = []
+    def bounds(self) -> tuple[list[tuple[Requirement, str, str]], list[tuple[Requirement, str, str]]]:
+        """The k-anonymity bounds and the diversity bounds: requirement, how to say it, its ``[policy]`` key."""
+        k_bounds: list[tuple[Requirement, str, str]] = []
+        div_bounds: list[tuple[Requirement, str, str]] = []
         if self.min_k is not None:
-            k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}"))
+            k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}", "min_k"))
         if self.min_l is not None:
-            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}"))
+            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}", "min_l"))
         if self.max_c is not None:
-            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}"))
+            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}", "max_c"))
         return k_bounds, div_bounds
 
     def check(self, spec: fpb.StudySpec, miner_name: str) -> list[str]:
-        """Every reason this site refuses ``spec`` from ``miner_name``; an empty list accepts it."""
-        reasons: list[str] = []
-        if self.miners and miner_name not in self.miners:
-            reasons.append(f"miner {miner_name!r} is not one this site answers (allowed: {', '.join(self.miners)})")
-        if spec.mechanism not in self.mechanisms:
-            reasons.append(f"mechanism {spec.mechanism!r} is not allowed by this site's policy "
-                           f"(allowed: {', '.join(self.mechanisms)})")
-        reasons += self._disclosure_reasons(spec)
-        reasons += self._bound_reasons(spec)
-        reasons += self._dps_reasons(spec)
-        return reasons
+        """Every reason this site refuses ``spec`` from ``miner_name``, in words; an empty list accepts it."""
+        return [finding.text for finding in self.findings(spec, miner_name)]
 
-    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[str]:
+    def findings(self, spec: fpb.StudySpec, miner_name: str) -> list[Finding]:
+        """Every reason this site refuses ``spec`` from ``miner_name``, each with its keys; empty accepts it."""
+        findings: list[Finding] = []
+        if self.miners and miner_name not in self.miners:
+            findings.append(Finding(("miners",), f"miner {miner_name!r} is not one this site answers "
+                                                 f"(allowed: {', '.join(self.miners)})"))
+        if spec.mechanism not in self.mechanisms:
+            findings.append(Finding(("mechanisms",), f"mechanism {spec.mechanism!r} is not allowed by this site's "
+                                                     f"policy (allowed: {', '.join(self.mechanisms)})"))
+        findings += self._disclosure_reasons(spec)
+        findings += self._bound_reasons(spec)
+        findings += self._dps_reasons(spec)
+        return findings
+
+    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         try:
             disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
         except WireError as exc:
-            return [str(exc)]
+            return [Finding(("disclosures",), str(exc))]
         if disclosure in self.disclosures:
             return []
-        return [f"disclosure {disclosure!r} is not allowed by this site's policy (allowed: {', '.join(self.disclosures)})"]
+        return [Finding(("disclosures",), f"disclosure {disclosure!r} is not allowed by this site's policy "
+                                          f"(allowed: {', '.join(self.disclosures)})")]
 
-    def _bound_reasons(self, spec: fpb.StudySpec) -> list[str]:
+    def _bound_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         """Each bound of the study's requirement family that its requirement fails to imply.
 
         ``min_k`` bounds k-anonymity studies and ``min_l``/``max_c`` bound (c,l)-diversity
@@ -148,26 +164,26 @@ class Policy(ConfigModel):
             return []
         claimed, problem = _claimed_requirement(spec)
         if claimed is None:
-            return [f"{problem}; this site requires {say}" for _, say in (*k_bounds, *div_bounds)]
+            return [Finding((key,), f"{problem}; this site requires {say}") for _, say, key in (*k_bounds, *div_bounds)]
         if isinstance(claimed, DP):  # a whole-release eps-DP promise: bounded by max_epsilon (`_epsilon_reasons`)
             return []
         if isinstance(claimed, (KAnonymity, DPS)) and not k_bounds:
-            return [f"study requires {claimed}; this site accepts only "
-                    + " and ".join(say for _, say in div_bounds)]
+            return [Finding(tuple(key for *_, key in div_bounds), f"study requires {claimed}; this site accepts only "
+                            + " and ".join(say for _, say, _ in div_bounds))]
         if isinstance(claimed, DPS):
-            return [f"study requires {claimed}; this site requires {say}"
-                    for required, say in k_bounds if isinstance(required, KAnonymity) and claimed.k < required.k]
+            return [Finding((key,), f"study requires {claimed}; this site requires {say}")
+                    for required, say, key in k_bounds if isinstance(required, KAnonymity) and claimed.k < required.k]
         family = k_bounds if isinstance(claimed, KAnonymity) else (div_bounds or k_bounds)
-        return [f"study requires {claimed}; this site requires {say}"
-                for required, say in family if weaker_than(claimed, required) is not None]
+        return [Finding((key,), f"study requires {claimed}; this site requires {say}")
+                for required, say, key in family if weaker_than(claimed, required) is not None]
 
-    def _dps_bounds(self) -> list[str]:
-        """How to say each dps bound the site sets."""
-        said = [(self.max_beta, "beta <= {:g}"), (self.max_epsilon, "total epsilon <= {:g}"),
-                (self.max_delta, "composed delta <= {:g}")]
-        return [say.format(limit) for limit, say in said if limit is not None]
+    def _dps_bounds(self) -> list[tuple[str, str]]:
+        """Each dps bound the site sets: its ``[policy]`` key and how to say it."""
+        said = [("max_beta", self.max_beta, "beta <= {:g}"), ("max_epsilon", self.max_epsilon, "total epsilon <= {:g}"),
+                ("max_delta", self.max_delta, "composed delta <= {:g}")]
+        return [(key, say.format(limit)) for key, limit, say in said if limit is not None]
 
-    def _dps_reasons(self, spec: fpb.StudySpec) -> list[str]:
+    def _dps_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps or dp study's requirement exceeds.
 
         Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
@@ -183,20 +199,23 @@ class Policy(ConfigModel):
         claimed, problem = _claimed_requirement(spec)
         if isinstance(claimed, DP):
             if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
-                return [f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total"]
+                return [Finding(("max_epsilon",), f"study requires {claimed}; this site allows at most "
+                                                  f"epsilon={self.max_epsilon:g} in total")]
             return []
         if not isinstance(claimed, DPS):
             problem = problem or f"study requires {claimed}, which bounds no epsilon or delta"
-            return [f"{problem}; this site requires {say}" for say in bounds]
+            return [Finding((key,), f"{problem}; this site requires {say}") for key, say in bounds]
         reasons = []
         if self.max_beta is not None and claimed.beta > self.max_beta:
-            reasons.append(f"study requires {claimed}; this site allows at most beta={self.max_beta:g}")
+            reasons.append(Finding(("max_beta",), f"study requires {claimed}; this site allows at most "
+                                                  f"beta={self.max_beta:g}"))
         if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
-            reasons.append(f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total")
+            reasons.append(Finding(("max_epsilon",), f"study requires {claimed}; this site allows at most "
+                                                     f"epsilon={self.max_epsilon:g} in total"))
         delta = claimed.guarantee().delta_total
         if self.max_delta is not None and delta > self.max_delta:
-            reasons.append(f"study requires {claimed} (composed delta {delta:.3g}); "
-                           f"this site allows at most delta={self.max_delta:g}")
+            reasons.append(Finding(("max_delta",), f"study requires {claimed} (composed delta {delta:.3g}); "
+                                                   f"this site allows at most delta={self.max_delta:g}"))
         return reasons
 
 

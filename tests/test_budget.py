@@ -91,7 +91,7 @@ def test_lifetime_caps_are_policy_keys():
 
 
 # ------------------------------------------------------------------ end to end
-def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_cap(tmp_path, capsys):
+def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_cap(tmp_path, capsys, caplog):
     owners = ["site-a", "site-b"]
     fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
                           policy={"mechanisms": ["laplace-rdt"], "max_epsilon": 1, "lifetime_epsilon": 1.5,
@@ -111,7 +111,9 @@ def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_
         admin.CreateStudy(fpb.CreateStudyRequest(spec=dp_study("dp-2")), timeout=10)
         assert [o.outcome for o in daemons[0].run_once(wait_seconds=5, stop=stop)] == ["refused"]
         status = admin.GetStudy(fpb.StudyRef(study_id="dp-2"), timeout=10)
-        assert "site-a refused: study spends epsilon=1; this site has spent 1 over 1 earlier release" in status.reason
+        assert ("site-a refused: budget: answering would exceed this site's lifetime privacy budget; the details stay "
+                "in the site's own log") in status.reason
+        assert "study spends epsilon=1; this site has spent 1 over 1 earlier release" in caplog.text  # the site's log
     finally:
         for d in daemons:
             d.close()
