@@ -52,7 +52,7 @@ from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.status import StatusFile, utc_now
-from owner_node.training import LocalDataError, build_refusal, build_submission, load_local_table
+from owner_node.training import EmptyRelease, LocalDataError, build_refusal, build_submission, load_local_table
 
 __all__ = [
     "POLL_GRACE_SECONDS",
@@ -420,6 +420,8 @@ class OwnerDaemon:
         except RequirementUnsatisfiable as exc:
             return self._refusal(spec, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
                                                                  f"{spec.requirement}: {exc}")
+        except EmptyRelease as exc:
+            return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded

@@ -30,13 +30,17 @@ from common.privacy.report import Release
 from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 
-__all__ = ["LocalDataError", "build_refusal", "build_submission", "load_local_table"]
+__all__ = ["EmptyRelease", "LocalDataError", "build_refusal", "build_submission", "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
 
 class LocalDataError(ValueError):
     """The local table does not fit the study's schema; the message (file, row, column, value) stays at the site."""
+
+
+class EmptyRelease(ValueError):
+    """The release carries no rows (every tree's released total is 0): nothing to submit; the caller refuses."""
 
 
 def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column: str, path: Path) -> pd.DataFrame:
@@ -113,10 +117,16 @@ def build_submission(
     ------
     RequirementUnsatisfiable
         No pruning of the local tree meets the requirement; the caller refuses the study.
+    EmptyRelease
+        The release carries no rows (e.g. k-AnonToRdt suppressed every count of a small table):
+        it would pass the audit yet give the miner nothing to mine; the caller refuses the study.
     RequirementError, ValueError
         The mechanism does not take the study's requirement (or similar spec faults).
     """
     release = _release(spec, X, y)
+    if release.released_total <= 0:
+        raise EmptyRelease(f"the {spec.mechanism} release of {len(y)} local rows carries no rows "
+                           f"({len(release.trees)} tree(s), every released total 0)")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
     return sign_payload(message.SerializeToString(), key)
 
