@@ -404,7 +404,7 @@ class OwnerDaemon:
         except StudyError as exc:
             return self._refusal(spec, Refusal("bad-study"), str(exc))
         policy = self.config.policy
-        findings = policy.findings(spec, self.config.miner_name)
+        findings = policy.findings(spec, self.config.miner_name, self.ledger)
         if findings:
             keys = tuple(key for finding in findings for key in finding.keys)
             return self._refusal(spec, Refusal("policy", keys), "; ".join(finding.text for finding in findings))

@@ -22,13 +22,17 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
     max_delta = 1e-3           # ... and its composed delta (Nt*delta) <= max_delta
     lifetime_epsilon = 10.0    # all releases together (the budget ledger) spend at most this epsilon ...
     lifetime_delta = 1e-2      # ... and this delta; a study that would cross either is refused
+    mix_dp_with_non_dp = true  # false: refuse a dp/dps study once a non-DP release of the table left, and vice versa
     disclosures = ["counts", "hit_miss"]
     miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
 
 ``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``), and
 ``max_epsilon`` bounds ``dp`` studies (the noise-based mechanisms); which mechanisms a site answers
 at all is ``mechanisms``. What a site may spend over all its studies together is the budget
-ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`).
+ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`). The ledger also records
+the non-DP releases (none, APT, the pruning methods), which the cap cannot bound: with
+``mix_dp_with_non_dp = false`` a site keeps its table's releases of one kind, so that a DP study is
+refused once a non-DP release of the table has left, and a non-DP study once a DP one has.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from common.federation.study import StudyError, spec_requirement, spec_schema
 from common.federation.wire import WireError, disclosure_from_pb
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from owner_node.budget import Ledger
 
 __all__ = ["DISCLOSURES", "Finding", "Policy", "PolicyError"]
 
@@ -99,6 +104,7 @@ class Policy(ConfigModel):
     max_delta: _Probability = None
     lifetime_epsilon: _Positive = None
     lifetime_delta: _Probability = None
+    mix_dp_with_non_dp: bool = True
     disclosures: Annotated[_Names, _among(DISCLOSURES)] = DISCLOSURES
     miners: _Names = ()
 
@@ -119,13 +125,19 @@ class Policy(ConfigModel):
             div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}", "max_c"))
         return k_bounds, div_bounds
 
-    def check(self, spec: fpb.StudySpec, miner_name: str) -> list[str]:
-        """Every reason this site refuses ``spec`` from ``miner_name``, in words; an empty list accepts it."""
-        return [finding.text for finding in self.findings(spec, miner_name)]
+    def check(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[str]:
+        """Every reason this site refuses ``spec`` from ``miner_name``, in words; an empty list accepts it.
 
-    def findings(self, spec: fpb.StudySpec, miner_name: str) -> list[Finding]:
+        With the site's ``ledger`` the releases its table has made are checked too (``mix_dp_with_non_dp``).
+        """
+        return [finding.text for finding in self.findings(spec, miner_name, ledger)]
+
+    def findings(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[Finding]:
         """Every reason this site refuses ``spec`` from ``miner_name``, each with its keys; empty accepts it."""
         findings: list[Finding] = []
+        if ledger is not None and not self.mix_dp_with_non_dp and (mixing := ledger.mixing(spec)) is not None:
+            findings.append(Finding(("mix_dp_with_non_dp",), f"{mixing}; this site's policy does not mix DP and "
+                                                             "non-DP releases of its table"))
         if self.miners and miner_name not in self.miners:
             findings.append(Finding(("miners",), f"miner {miner_name!r} is not one this site answers "
                                                  f"(allowed: {', '.join(self.miners)})"))
