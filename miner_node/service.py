@@ -35,6 +35,7 @@ from common.data.schema import SchemaError
 from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.refusal import describe
 from common.federation.signing import SignatureError, verify_envelope
 from common.federation.study import StudyError, check_spec, spec_schema
 from common.federation.wire import NONCE_BYTES
@@ -342,7 +343,7 @@ class MinerService(fgrpc.MinerServicer):
         self._open_study(refusal.study_id, signer.name)
         self._fresh(refusal.timestamp)
         self._unspent(refusal.nonce)
-        reason = refusal.reason[:2000] or "no reason given"
+        reason = describe(refusal)[:2000]
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"{signer.name!r} already answered {refusal.study_id!r}")
         log.info("study %s: %s refused: %s", refusal.study_id, signer.name, reason,

@@ -8,8 +8,9 @@ it runs the site's policy on the study file and reads the local table with the s
 (header and values), without training anything or contacting the miner. Exit status: 0 the
 site would answer with a model, 1 it would refuse, 2 the config or study file is unusable.
 
-``owner budget`` shows the site's privacy-budget ledger (`owner_node.budget`): the epsilon and
-delta each release spent, their sums, and what the policy's lifetime caps leave.
+``owner budget`` shows the site's privacy-budget ledger (`owner_node.budget`): every release of the
+table with its kind, the epsilon and delta each spent, their sums, what the policy's lifetime caps
+leave, and, plainly, whether non-DP releases of the table exist (which the caps cannot bound).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import describe_spec, load_study_file, spec_schema
 from modelshare.cli_common import add_json, err, out
 from modelshare.logs import configure_logging
-from owner_node.budget import Ledger
+from owner_node.budget import Ledger, non_dp_note
 from owner_node.config import OwnerConfig
 from owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
 from owner_node.training import LocalDataError, load_local_table
@@ -82,8 +83,9 @@ def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[int | None,
 def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
     """The preview `owner check` prints: decision, every reason, and what the local table yields."""
     spec = load_study_file(study).spec
-    reasons = config.policy.check(spec, config.miner_name)
-    over = Ledger(config.state_dir).over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
+    ledger = Ledger(config.state_dir)
+    reasons = config.policy.check(spec, config.miner_name, ledger)
+    over = ledger.over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
     if over is not None:
         reasons.append(over)
     rows, problem = _data_problem(config, spec)
@@ -119,14 +121,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def budget_report(config: OwnerConfig) -> dict[str, Any]:
-    """What `owner budget` prints: every charge, the totals, the lifetime caps and what is left."""
+    """What `owner budget` prints: every release (with its kind), the totals, the lifetime caps and what is
+    left, the non-DP releases' study ids and the note that says they exist, and the mixing policy."""
     ledger = Ledger(config.state_dir)
     (eps, delta), policy = ledger.spent, config.policy
     left = {"epsilon": None if policy.lifetime_epsilon is None else max(policy.lifetime_epsilon - eps, 0.0),
             "delta": None if policy.lifetime_delta is None else max(policy.lifetime_delta - delta, 0.0)}
     return {"name": config.name, "ledger": str(ledger.path), "charges": [dataclasses.asdict(c) for c in ledger.charges],
             "spent": {"epsilon": eps, "delta": delta},
-            "cap": {"epsilon": policy.lifetime_epsilon, "delta": policy.lifetime_delta}, "left": left}
+            "cap": {"epsilon": policy.lifetime_epsilon, "delta": policy.lifetime_delta}, "left": left,
+            "non_dp_releases": [c.study_id for c in ledger.non_dp], "note": non_dp_note(ledger),
+            "mix_dp_with_non_dp": policy.mix_dp_with_non_dp}
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -136,19 +141,25 @@ def cmd_budget(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     table = Table(title=f"privacy budget of {report['name']} ({report['ledger']})")
-    for column in ("study", "mechanism", "requirement", "epsilon", "delta", "at"):
-        table.add_column(column, justify="right" if column in ("epsilon", "delta") else "left")
+    for column in ("study", "mechanism", "kind", "requirement", "epsilon", "delta", "at"):
+        table.add_column(column, justify="right" if column in ("epsilon", "delta") else "left",
+                         no_wrap=column == "study")  # it also names the rows "lifetime cap" and "left"
     for c in report["charges"]:
-        table.add_row(c["study_id"], c["mechanism"], c["requirement"], f"{c['epsilon']:g}", f"{c['delta']:.3g}", c["at"])
+        table.add_row(c["study_id"], c["mechanism"], c["kind"], c["requirement"], f"{c['epsilon']:g}",
+                      f"{c['delta']:.3g}", c["at"])
     spent, cap, left = report["spent"], report["cap"], report["left"]
-    table.add_row("spent", "", "", f"{spent['epsilon']:g}", f"{spent['delta']:.3g}", "", style="bold")
+    table.add_row("spent", "", "", "", f"{spent['epsilon']:g}", f"{spent['delta']:.3g}", "", style="bold")
 
     def limit(value: float | None, fmt: str) -> str:
         return "no cap" if value is None else format(value, fmt)
 
-    table.add_row("lifetime cap", "", "", limit(cap["epsilon"], "g"), limit(cap["delta"], "g"), "")
-    table.add_row("left", "", "", limit(left["epsilon"], "g"), limit(left["delta"], ".3g"), "")
+    table.add_row("lifetime cap", "", "", "", limit(cap["epsilon"], "g"), limit(cap["delta"], "g"), "")
+    table.add_row("left", "", "", "", limit(left["epsilon"], "g"), limit(left["delta"], ".3g"), "")
     out.print(table)
+    if report["note"] is not None:
+        mixing = "allows" if report["mix_dp_with_non_dp"] else "refuses"
+        out.print(f"note: {report['note']}; this site's policy {mixing} mixing DP and non-DP releases "
+                  f"(mix_dp_with_non_dp = {str(report['mix_dp_with_non_dp']).lower()})", highlight=False)
     return 0
 
 
@@ -178,5 +189,5 @@ def configure_check(check: argparse.ArgumentParser) -> None:
 def configure_budget(budget: argparse.ArgumentParser) -> None:
     """`owner budget --config owner.toml`."""
     _config(budget)
-    add_json(budget, "every charge, the totals, the caps and what is left")
+    add_json(budget, "every release with its kind, the totals, the caps, what is left and the non-DP releases")
     budget.set_defaults(func=cmd_budget)

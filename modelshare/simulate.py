@@ -9,6 +9,11 @@ simulation can see). Every wait has a deadline; a process that dies or stalls is
 tail of its log. Processes are always stopped, also on Ctrl-C, and the directory is removed unless
 ``--keep-dir`` is given (it then holds the kits, the owners' tables, study.toml and every log).
 
+The study's quorum is one owner: it is mined from every owner that released a model once all have
+answered, and each refusal is reported with its reason code (an owner whose release would carry no
+rows refuses with ``empty-release``). When no owner released anything, the study fails and so does
+``simulate`` (exit status 1), naming every refusing owner with a hint per reason.
+
 ``--task regression`` runs a regression study on ``--data FILE --target COLUMN``: the target's
 public bounds come from ``--target-range LOW,HIGH`` (or from a ``--schema`` file that says
 ``task = "regression"``, which implies the task), the owners release DiffPETs regression
@@ -90,9 +95,8 @@ from modelshare.cli_inputs import (
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
-from owner_node.training import UNSATISFIABLE
 
-__all__ = ["configure", "cmd_simulate", "SimulationError"]
+__all__ = ["configure", "cmd_simulate", "refusal_hints", "SimulationError"]
 
 STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
@@ -168,7 +172,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
     training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf}
     training |= {"max_depth": args.max_depth} if args.max_depth else {}
     return tomli_w.dumps({
-        "study": {"id": STUDY_ID, "title": "modelshare simulate", "owners": owners,
+        "study": {"id": STUDY_ID, "title": "modelshare simulate", "owners": owners, "quorum": 1,
                   "deadline_minutes": round(args.timeout / 60, 3), "seed": args.seed},
         "schema": {"file": schema_file.name},
         "release": release,
@@ -307,11 +311,31 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
             stub.CreateStudy(request, timeout=30)
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
-                raise SimulationError(f"the study {status.state}: {status.reason}")
+                raise SimulationError(f"the study {status.state}: {status.reason}", hints=refusal_hints(status))
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
         _stop(parties)
+
+
+_REFUSAL_HINTS = {
+    "unsatisfiable": "the release requirement is too strict for this table (pruning reached the root of their "
+                     "trees); choose a weaker one, e.g. --requirement k-anonymity:k=5, or fewer, larger owners "
+                     "(--owners)",
+    "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
+                     "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
+                     "or a weaker requirement (e.g. a smaller k)",
+}
+
+
+def refusal_hints(status: fpb.StudyStatus) -> list[str]:
+    """One hint per refusal code the simulator can advise on, naming the owners that refused with it."""
+    hints = []
+    for code, hint in _REFUSAL_HINTS.items():
+        owners = [o.owner_id for o in status.owners if o.state == "refused" and o.reason.startswith(f"{code}:")]
+        if owners:
+            hints.append(f"{', '.join(owners)} refused with {code}: {hint}")
+    return hints
 
 
 def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
@@ -385,17 +409,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         schema, data = prepare(args, root)
         owners = sorted(data["rows"])
-        _, results = run_federation(root, data["kits"], owners, args.timeout)
+        status, results = run_federation(root, data["kits"], owners, args.timeout)
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models, args.seed)
         else:
             models = compare(schema, data, results, args.models, args.seed)
     except SimulationError as exc:
-        hints = []
-        if UNSATISFIABLE in str(exc):
-            hints.append("the release requirement is too strict for this table (pruning reached the root of every "
-                         "refusing owner's tree); choose a weaker one, e.g. --requirement k-anonymity:k=5, or "
-                         "fewer, larger owners (--owners)")
+        hints = list(exc.hints)
         if not args.keep_dir:
             hints.append("rerun with --keep-dir DIR to keep every log")
         raise SimulationError(f"simulate failed: {exc}", hints=hints) from None
@@ -405,7 +425,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - started
     owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
                    "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
-    report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism,
+    refusals = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "reason": o.reason}
+                for o in status.owners if o.state == "refused"]
+    report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism, "refusals": refusals,
+              "hints": refusal_hints(status),
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall,
@@ -417,14 +440,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(report: dict[str, Any]) -> None:
+def _owners_table(report: dict[str, Any]) -> Table:
+    """One row per owner: its release (leaves, claim, the miner's audit) or its refusal's reason."""
     claim = f" {report['requirement']}" if report["requirement"] else ""
-    owners = Table(title=f"{Path(report['source']).name}: {len(report['owners'])} owners, {report['mechanism']}{claim} ({report['disclosure']})")
-    for col in ("owner", "rows", "leaves", "claim", "audit"):
+    count = len(report["owners"]) + len(report["refusals"])
+    owners = Table(title=f"{Path(report['source']).name}: {count} owners, {report['mechanism']}{claim} ({report['disclosure']})")
+    for col in ("owner", "rows", "leaves", "claim or refusal", "audit"):
         owners.add_column(col)
-    for o in report["owners"]:
-        owners.add_row(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
-    out.print(owners)
+    rows = [(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
+            for o in report["owners"]]
+    rows += [(r["owner"], str(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
+    for row in sorted(rows):
+        owners.add_row(*row)
+    return owners
+
+
+def _print(report: dict[str, Any]) -> None:
+    out.print(_owners_table(report))
+    for hint in report["hints"]:
+        err.print(f"[yellow]note:[/] {hint}", highlight=False)
     fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     if report["task"] == REGRESSION_TASK:
         _print_regression(report, fmt)

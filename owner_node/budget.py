@@ -1,11 +1,19 @@
-"""The owner's privacy-budget ledger: what its releases have spent, across studies, for its lifetime.
+"""The owner's privacy-budget ledger: every release of its table, and what the DP ones spent, for its lifetime.
 
-Every ``dp`` release spends its total epsilon and every ``dps`` release (k-AnonToRdt) its total
-Nt*eps and composed Nt*delta (Corollary 1 of Waseda et al.). Releases about the same rows
-compose sequentially, so a site that answers many studies spends the sum, whatever each study's
-own bound is. The ledger keeps that sum in ``state_dir/privacy-budget.json`` and the site policy
-caps it (``lifetime_epsilon``, ``lifetime_delta`` in ``[policy]``). The anonymity mechanisms
-(APT, the pruning methods) promise no epsilon and are not charged.
+Every release is recorded with its kind, the registry family of its mechanism (``none``, ``path``,
+``dps`` or ``dp``). Every ``dp`` release spends its total epsilon and every ``dps`` release
+(k-AnonToRdt) its total Nt*eps and composed Nt*delta (Corollary 1 of Waseda et al.). Releases about
+the same rows compose sequentially, so a site that answers many studies spends the sum, whatever
+each study's own bound is; the site policy caps it (``lifetime_epsilon``, ``lifetime_delta`` in
+``[policy]``). The non-DP releases (``none``, APT and the pruning methods) promise no epsilon and
+spend 0, but they are recorded too: once one has left, the lifetime cap no longer bounds what the
+table has disclosed, which ``modelshare owner budget`` says plainly (`non_dp_note`), and a site
+can refuse to mix the two kinds (``mix_dp_with_non_dp = false``, `Ledger.mixing`). One owner's state
+directory serves one table (its ``data_path``), so every record is a release of that table.
+
+The file is ``state_dir/privacy-budget.json``, version 2; a version-1 file (which recorded only the
+dp and dps releases, without a kind) is read with each kind taken from its requirement, and is
+written as version 2 with the next release.
 
 The charge is written before the answer enters the outbox, so a release never leaves unrecorded;
 a crash between the two over-counts (the safe side). Charging is idempotent per study (the
@@ -24,12 +32,17 @@ from pathlib import Path
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, spec_requirement
 from common.files import atomic_write
+from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS
 
-__all__ = ["LEDGER_FILE", "Charge", "Ledger", "LedgerError", "study_cost"]
+__all__ = ["DP_KINDS", "KINDS", "LEDGER_FILE", "Charge", "Ledger", "LedgerError", "non_dp_note", "release_kind",
+           "study_cost"]
 
 LEDGER_FILE = "privacy-budget.json"
-_VERSION = 1
+_VERSION = 2
+_READABLE = (1, 2)  # version 1 recorded only dp and dps releases, without their kind
+KINDS = ("none", "path", "dps", "dp")  # the registry's requirement families
+DP_KINDS = ("dps", "dp")  # the kinds that spend (and are bounded by) a privacy budget
 
 
 class LedgerError(ValueError):
@@ -38,7 +51,7 @@ class LedgerError(ValueError):
 
 @dataclass(frozen=True)
 class Charge:
-    """What one study's release spent."""
+    """One study's release: its mechanism, requirement and kind (registry family), and what it spent."""
 
     study_id: str
     mechanism: str
@@ -46,6 +59,22 @@ class Charge:
     epsilon: float
     delta: float
     at: str
+    kind: str
+
+    @property
+    def is_dp(self) -> bool:
+        """Whether the release promises a budget (dp or dps), as opposed to none or path."""
+        return self.kind in DP_KINDS
+
+
+def release_kind(spec: fpb.StudySpec) -> str:
+    """The kind of a release for ``spec``: its mechanism's registry family (none, path, dps or dp)."""
+    return registry.get(spec.mechanism).family
+
+
+def _version_1_kind(entry: dict) -> str:
+    """The kind of a version-1 charge, which only dp and dps releases had: read off its requirement."""
+    return "dps" if str(entry.get("requirement", "")).startswith("dps:") else "dp"
 
 
 def study_cost(spec: fpb.StudySpec) -> tuple[float, float] | None:
@@ -62,7 +91,7 @@ def study_cost(spec: fpb.StudySpec) -> tuple[float, float] | None:
 
 
 class Ledger:
-    """``state_dir/privacy-budget.json``: one `Charge` per study answered with a release that spends budget."""
+    """``state_dir/privacy-budget.json``: one `Charge` per study answered with a release, of any kind."""
 
     def __init__(self, state_dir: str | Path) -> None:
         self.path = Path(state_dir) / LEDGER_FILE
@@ -75,24 +104,33 @@ class Ledger:
             return []
         except (OSError, ValueError) as exc:
             raise LedgerError(f"{self.path}: cannot read the privacy-budget ledger: {exc}") from None
-        if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("charges"), list):
-            raise LedgerError(f"{self.path}: not a version-{_VERSION} privacy-budget ledger")
+        version = data.get("version") if isinstance(data, dict) else None
+        if version not in _READABLE or not isinstance(data.get("charges"), list):
+            raise LedgerError(f"{self.path}: not a privacy-budget ledger of a version this owner reads "
+                              f"({' or '.join(str(v) for v in _READABLE)})")
         charges = []
         for i, entry in enumerate(data["charges"]):
             try:
-                charge = Charge(**entry)
+                charge = Charge(**entry, kind=_version_1_kind(entry)) if version == 1 else Charge(**entry)
                 valid = all(math.isfinite(v) and v >= 0 for v in (charge.epsilon, charge.delta))
-            except TypeError as exc:
+            except (TypeError, AttributeError) as exc:
                 raise LedgerError(f"{self.path}: charge {i}: {exc}") from None
             if not valid:
                 raise LedgerError(f"{self.path}: charge {i}: epsilon and delta must be finite and >= 0")
+            if charge.kind not in KINDS:
+                raise LedgerError(f"{self.path}: charge {i}: kind {charge.kind!r} is not one of {list(KINDS)}")
             charges.append(charge)
         return charges
 
     @property
     def spent(self) -> tuple[float, float]:
-        """Total (epsilon, delta) over every charge (sequential composition)."""
+        """Total (epsilon, delta) over every charge (sequential composition; a non-DP release spends 0)."""
         return (math.fsum(c.epsilon for c in self.charges), math.fsum(c.delta for c in self.charges))
+
+    @property
+    def non_dp(self) -> list[Charge]:
+        """The releases of kind none or path: they promise no epsilon, and the lifetime cap does not bound them."""
+        return [c for c in self.charges if not c.is_dp]
 
     def charged(self, study_id: str) -> Charge | None:
         """The charge of ``study_id``, if it was charged."""
@@ -104,7 +142,8 @@ class Ledger:
         if cost is None or self.charged(spec.study_id) is not None:
             return None
         (eps, delta), (spent_eps, spent_delta) = cost, self.spent
-        studies = f"{len(self.charges)} earlier release{'s' if len(self.charges) != 1 else ''}"
+        count = sum(c.is_dp for c in self.charges)
+        studies = f"{count} earlier release{'s' if count != 1 else ''}"
         if lifetime_epsilon is not None and spent_eps + eps > lifetime_epsilon:
             return (f"study spends epsilon={eps:g}; this site has spent {spent_eps:g} over {studies} and its lifetime "
                     f"cap is epsilon={lifetime_epsilon:g} ({max(lifetime_epsilon - spent_eps, 0.0):g} left)")
@@ -113,15 +152,28 @@ class Ledger:
                     f"lifetime cap is delta={lifetime_delta:g} ({max(lifetime_delta - spent_delta, 0.0):.3g} left)")
         return None
 
-    def charge(self, spec: fpb.StudySpec) -> Charge | None:
-        """Record what a release for ``spec`` spends (once per study), durably; None when it spends nothing."""
-        cost = study_cost(spec)
-        if cost is None:
+    def mixing(self, spec: fpb.StudySpec) -> str | None:
+        """Why a release for ``spec`` would mix DP and non-DP releases of this table, or None when it would not.
+
+        A dp or dps release mixes with any earlier none or path release, and the other way round
+        (``spec``'s own study, when recorded, is of its own kind and so never counts).
+        """
+        wants_dp = release_kind(spec) in DP_KINDS
+        other = [c for c in self.charges if c.is_dp != wants_dp]
+        if not other:
             return None
+        earlier = ", ".join(f"{c.mechanism} in study {c.study_id}" for c in other)
+        return (f"study asks for a {'DP' if wants_dp else 'non-DP'} release ({spec.mechanism}); this table already "
+                f"has {len(other)} {'non-DP' if wants_dp else 'DP'} release{'s' if len(other) != 1 else ''} ({earlier})")
+
+    def charge(self, spec: fpb.StudySpec) -> Charge:
+        """Record a release for ``spec`` with its kind and what it spends (0 when it promises no epsilon),
+        once per study, durably."""
         if (earlier := self.charged(spec.study_id)) is not None:
             return earlier
-        charge = Charge(spec.study_id, spec.mechanism, spec.requirement, cost[0], cost[1],
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        epsilon, delta = study_cost(spec) or (0.0, 0.0)
+        charge = Charge(spec.study_id, spec.mechanism, spec.requirement, epsilon, delta,
+                        datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(spec))
         self._write([*self.charges, charge])
         self.charges.append(charge)
         return charge
@@ -130,3 +182,14 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": _VERSION, "charges": [asdict(c) for c in charges]}
         atomic_write(self.path, json.dumps(data, indent=1) + "\n", mode=0o600)
+
+
+def non_dp_note(ledger: Ledger) -> str | None:
+    """A plain statement that non-DP releases of this table exist, for ``owner budget``; None when none does."""
+    if not ledger.non_dp:
+        return None
+    mechanisms = sorted({c.mechanism for c in ledger.non_dp})
+    count = len(ledger.non_dp)
+    return (f"this table also has {count} non-DP release{'s' if count != 1 else ''} ({', '.join(mechanisms)}): "
+            "they promise no epsilon and spend none of the budget, so the lifetime cap does not bound what "
+            "they disclose about the same rows")

@@ -3,7 +3,9 @@
 Sites sit behind firewalls, so the owner runs no server: it polls the miner over mutual TLS
 (`Poll` holds the call until a study is waiting), checks each announced study against the
 site's policy, and answers with exactly one signed envelope per study: a released model
-(`Submit`) or a refusal with every reason (`Refuse`).
+(`Submit`) or a refusal (`Refuse`). A refusal carries a reason code and its data-independent
+sentence (`common.federation.refusal`); what made the owner refuse (a bad cell, the budget spent,
+the policy's reasons in words) is logged here and never sent.
 
 Durability: an answer is written to ``state_dir/outbox/<study_id>.bin`` (atomically, fsynced)
 before it is first sent, and every retry, and every restart, sends exactly those bytes. A retry
@@ -42,6 +44,7 @@ from common.federation.dial import dial_miner
 from common.federation.kit import Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
+from common.federation.refusal import Refusal
 from common.federation.signing import key_id, load_signing_key
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
 from common.files import atomic_write, fsync_dir
@@ -49,13 +52,7 @@ from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.status import StatusFile, utc_now
-from owner_node.training import (
-    LocalDataError,
-    build_refusal,
-    build_submission,
-    load_local_table,
-    unsatisfiable_reason,
-)
+from owner_node.training import EmptyRelease, LocalDataError, build_refusal, build_submission, load_local_table
 
 __all__ = [
     "POLL_GRACE_SECONDS",
@@ -378,7 +375,7 @@ class OwnerDaemon:
             self.status.update(state="answering", study=study_id)
             envelope, kind, reason = self._decide(spec)
             self.outbox.put(study_id, envelope.SerializeToString())
-            log.info("study %s: %s: %s", study_id, kind, reason)
+            (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
         return self._deliver(study_id, stop)
 
     def _deliver(self, study_id: str, stop: threading.Event) -> Outcome:
@@ -397,32 +394,41 @@ class OwnerDaemon:
         return outcome
 
     def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
-        """The signed answer to ``spec``: a release if policy, data and pruning allow it, else a refusal."""
+        """The signed answer to ``spec``: a release if policy, budget, data and the mechanism allow it, else a refusal.
+
+        The third element is the local account of the answer (for the log and the status file);
+        for a refusal it holds the details the refusal itself does not send.
+        """
         try:
             check_spec(spec, where="study")
         except StudyError as exc:
-            return self._refusal(spec, str(exc))
+            return self._refusal(spec, Refusal("bad-study"), str(exc))
         policy = self.config.policy
-        reasons = policy.check(spec, self.config.miner_name)
-        if reasons:
-            return self._refusal(spec, "; ".join(reasons))
+        findings = policy.findings(spec, self.config.miner_name, self.ledger)
+        if findings:
+            keys = tuple(key for finding in findings for key in finding.keys)
+            return self._refusal(spec, Refusal("policy", keys), "; ".join(finding.text for finding in findings))
         over = self.ledger.over_cap(spec, policy.lifetime_epsilon, policy.lifetime_delta)
         if over is not None:
-            return self._refusal(spec, over)
+            return self._refusal(spec, Refusal("budget"), over)
         try:
             X, y = load_local_table(self.config, spec_schema(spec))
         except LocalDataError as exc:
-            log.warning("study %s: local table: %s", spec.study_id, exc)  # the full message stays here
-            return self._refusal(spec, exc.public)
+            return self._refusal(spec, Refusal("bad-local-data"), f"local table: {exc}")
         try:
             envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
-        except RequirementUnsatisfiable:
-            return self._refusal(spec, unsatisfiable_reason(spec))
+        except RequirementUnsatisfiable as exc:
+            return self._refusal(spec, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
+                                                                 f"{spec.requirement}: {exc}")
+        except EmptyRelease as exc:
+            return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
-            return self._refusal(spec, f"cannot release the local tree: {exc}")
+            return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
         return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
 
-    def _refusal(self, spec: fpb.StudySpec, reason: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
-        return build_refusal(spec, reason, owner_id=self.config.name, key=self.key), "refuse", reason
+    def _refusal(self, spec: fpb.StudySpec, refusal: Refusal, detail: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
+        """The signed ``refusal`` (code and sentence only) and its local account ``code: detail``."""
+        envelope = build_refusal(spec, refusal, owner_id=self.config.name, key=self.key)
+        return envelope, "refuse", f"{refusal.code}: {detail}"

@@ -6,8 +6,9 @@ holding a stolen certificate; whatever it announces is a request, not an authori
 site holds the raw rows, so only the site can guarantee that no study, however it is phrased,
 makes it release more than its data protection officer signed off: a mechanism it has not
 vetted, a requirement weaker than its bounds, a disclosure it does not allow, or a miner it
-does not answer. `Policy.check` lists every reason a study fails, so a refusal (which the miner
-records) tells the study's author exactly what to change.
+does not answer. `Policy.check` lists every reason a study fails, for the site's log and
+``modelshare owner check``; the refusal the miner records names only the refusing keys
+(`Policy.findings`, `common.federation.refusal`).
 
 ``[policy]`` in ``owner.toml``::
 
@@ -21,18 +22,23 @@ records) tells the study's author exactly what to change.
     max_delta = 1e-3           # ... and its composed delta (Nt*delta) <= max_delta
     lifetime_epsilon = 10.0    # all releases together (the budget ledger) spend at most this epsilon ...
     lifetime_delta = 1e-2      # ... and this delta; a study that would cross either is refused
+    mix_dp_with_non_dp = true  # false: refuse a dp/dps study once a non-DP release of the table left, and vice versa
     disclosures = ["counts", "hit_miss"]
     miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
 
 ``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``), and
 ``max_epsilon`` bounds ``dp`` studies (the noise-based mechanisms); which mechanisms a site answers
 at all is ``mechanisms``. What a site may spend over all its studies together is the budget
-ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`).
+ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`). The ledger also records
+the non-DP releases (none, APT, the pruning methods), which the cap cannot bound: with
+``mix_dp_with_non_dp = false`` a site keeps its table's releases of one kind, so that a DP study is
+refused once a non-DP release of the table has left, and a non-DP study once a DP one has.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Mapping
 
 from pydantic import AfterValidator, Field
@@ -44,14 +50,23 @@ from common.federation.study import StudyError, spec_requirement, spec_schema
 from common.federation.wire import WireError, disclosure_from_pb
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from owner_node.budget import Ledger
 
-__all__ = ["DISCLOSURES", "Policy", "PolicyError"]
+__all__ = ["DISCLOSURES", "Finding", "Policy", "PolicyError"]
 
 DISCLOSURES = ("counts", "hit_miss")
 
 
 class PolicyError(ValueError):
     """A ``[policy]`` table that cannot be enforced as written; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a study fails the policy: the ``[policy]`` keys that refuse it, and the reason in words."""
+
+    keys: tuple[str, ...]
+    text: str
 
 
 def _among(known: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> AfterValidator:
@@ -98,6 +113,8 @@ class Policy(ConfigModel):
     """All releases together (the budget ledger) spend at most this epsilon; a study that would cross it is refused."""
     lifetime_delta: _Probability = None
     """All releases together spend at most this delta."""
+    mix_dp_with_non_dp: bool = True
+    """False: a dp or dps study is refused once a non-DP release of the table exists, and the other way round."""
     disclosures: Annotated[_Names, _among(DISCLOSURES)] = DISCLOSURES
     """Disclosures this site allows: `counts` (class counts) and/or `hit_miss` (majority class, hit, miss)."""
     miners: _Names = ()
@@ -108,41 +125,53 @@ class Policy(ConfigModel):
         """Validate a ``[policy]`` table; ``where`` (file and table) prefixes every error."""
         return validate_config(data, cls, PolicyError, where=where)
 
-    def bounds(self) -> tuple[list[tuple[Requirement, str]], list[tuple[Requirement, str]]]:
-        """The k-anonymity bounds and the diversity bounds, as requirements with how to say them."""
-        k_bounds: list[tuple[Requirement, str]] = []
-        div_bounds: list[tuple[Requirement, str]] = []
+    def bounds(self) -> tuple[list[tuple[Requirement, str, str]], list[tuple[Requirement, str, str]]]:
+        """The k-anonymity bounds and the diversity bounds: requirement, how to say it, its ``[policy]`` key."""
+        k_bounds: list[tuple[Requirement, str, str]] = []
+        div_bounds: list[tuple[Requirement, str, str]] = []
         if self.min_k is not None:
-            k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}"))
+            k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}", "min_k"))
         if self.min_l is not None:
-            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}"))
+            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}", "min_l"))
         if self.max_c is not None:
-            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}"))
+            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}", "max_c"))
         return k_bounds, div_bounds
 
-    def check(self, spec: fpb.StudySpec, miner_name: str) -> list[str]:
-        """Every reason this site refuses ``spec`` from ``miner_name``; an empty list accepts it."""
-        reasons: list[str] = []
-        if self.miners and miner_name not in self.miners:
-            reasons.append(f"miner {miner_name!r} is not one this site answers (allowed: {', '.join(self.miners)})")
-        if spec.mechanism not in self.mechanisms:
-            reasons.append(f"mechanism {spec.mechanism!r} is not allowed by this site's policy "
-                           f"(allowed: {', '.join(self.mechanisms)})")
-        reasons += self._disclosure_reasons(spec)
-        reasons += self._bound_reasons(spec)
-        reasons += self._dps_reasons(spec)
-        return reasons
+    def check(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[str]:
+        """Every reason this site refuses ``spec`` from ``miner_name``, in words; an empty list accepts it.
 
-    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[str]:
+        With the site's ``ledger`` the releases its table has made are checked too (``mix_dp_with_non_dp``).
+        """
+        return [finding.text for finding in self.findings(spec, miner_name, ledger)]
+
+    def findings(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[Finding]:
+        """Every reason this site refuses ``spec`` from ``miner_name``, each with its keys; empty accepts it."""
+        findings: list[Finding] = []
+        if ledger is not None and not self.mix_dp_with_non_dp and (mixing := ledger.mixing(spec)) is not None:
+            findings.append(Finding(("mix_dp_with_non_dp",), f"{mixing}; this site's policy does not mix DP and "
+                                                             "non-DP releases of its table"))
+        if self.miners and miner_name not in self.miners:
+            findings.append(Finding(("miners",), f"miner {miner_name!r} is not one this site answers "
+                                                 f"(allowed: {', '.join(self.miners)})"))
+        if spec.mechanism not in self.mechanisms:
+            findings.append(Finding(("mechanisms",), f"mechanism {spec.mechanism!r} is not allowed by this site's "
+                                                     f"policy (allowed: {', '.join(self.mechanisms)})"))
+        findings += self._disclosure_reasons(spec)
+        findings += self._bound_reasons(spec)
+        findings += self._dps_reasons(spec)
+        return findings
+
+    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         try:
             disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
         except WireError as exc:
-            return [str(exc)]
+            return [Finding(("disclosures",), str(exc))]
         if disclosure in self.disclosures:
             return []
-        return [f"disclosure {disclosure!r} is not allowed by this site's policy (allowed: {', '.join(self.disclosures)})"]
+        return [Finding(("disclosures",), f"disclosure {disclosure!r} is not allowed by this site's policy "
+                                          f"(allowed: {', '.join(self.disclosures)})")]
 
-    def _bound_reasons(self, spec: fpb.StudySpec) -> list[str]:
+    def _bound_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         """Each bound of the study's requirement family that its requirement fails to imply.
 
         ``min_k`` bounds k-anonymity studies and ``min_l``/``max_c`` bound (c,l)-diversity
@@ -159,26 +188,26 @@ class Policy(ConfigModel):
             return []
         claimed, problem = _claimed_requirement(spec)
         if claimed is None:
-            return [f"{problem}; this site requires {say}" for _, say in (*k_bounds, *div_bounds)]
+            return [Finding((key,), f"{problem}; this site requires {say}") for _, say, key in (*k_bounds, *div_bounds)]
         if isinstance(claimed, DP):  # a whole-release eps-DP promise: bounded by max_epsilon (`_epsilon_reasons`)
             return []
         if isinstance(claimed, (KAnonymity, DPS)) and not k_bounds:
-            return [f"study requires {claimed}; this site accepts only "
-                    + " and ".join(say for _, say in div_bounds)]
+            return [Finding(tuple(key for *_, key in div_bounds), f"study requires {claimed}; this site accepts only "
+                            + " and ".join(say for _, say, _ in div_bounds))]
         if isinstance(claimed, DPS):
-            return [f"study requires {claimed}; this site requires {say}"
-                    for required, say in k_bounds if isinstance(required, KAnonymity) and claimed.k < required.k]
+            return [Finding((key,), f"study requires {claimed}; this site requires {say}")
+                    for required, say, key in k_bounds if isinstance(required, KAnonymity) and claimed.k < required.k]
         family = k_bounds if isinstance(claimed, KAnonymity) else (div_bounds or k_bounds)
-        return [f"study requires {claimed}; this site requires {say}"
-                for required, say in family if weaker_than(claimed, required) is not None]
+        return [Finding((key,), f"study requires {claimed}; this site requires {say}")
+                for required, say, key in family if weaker_than(claimed, required) is not None]
 
-    def _dps_bounds(self) -> list[str]:
-        """How to say each dps bound the site sets."""
-        said = [(self.max_beta, "beta <= {:g}"), (self.max_epsilon, "total epsilon <= {:g}"),
-                (self.max_delta, "composed delta <= {:g}")]
-        return [say.format(limit) for limit, say in said if limit is not None]
+    def _dps_bounds(self) -> list[tuple[str, str]]:
+        """Each dps bound the site sets: its ``[policy]`` key and how to say it."""
+        said = [("max_beta", self.max_beta, "beta <= {:g}"), ("max_epsilon", self.max_epsilon, "total epsilon <= {:g}"),
+                ("max_delta", self.max_delta, "composed delta <= {:g}")]
+        return [(key, say.format(limit)) for key, limit, say in said if limit is not None]
 
-    def _dps_reasons(self, spec: fpb.StudySpec) -> list[str]:
+    def _dps_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps or dp study's requirement exceeds.
 
         Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
@@ -194,20 +223,23 @@ class Policy(ConfigModel):
         claimed, problem = _claimed_requirement(spec)
         if isinstance(claimed, DP):
             if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
-                return [f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total"]
+                return [Finding(("max_epsilon",), f"study requires {claimed}; this site allows at most "
+                                                  f"epsilon={self.max_epsilon:g} in total")]
             return []
         if not isinstance(claimed, DPS):
             problem = problem or f"study requires {claimed}, which bounds no epsilon or delta"
-            return [f"{problem}; this site requires {say}" for say in bounds]
+            return [Finding((key,), f"{problem}; this site requires {say}") for key, say in bounds]
         reasons = []
         if self.max_beta is not None and claimed.beta > self.max_beta:
-            reasons.append(f"study requires {claimed}; this site allows at most beta={self.max_beta:g}")
+            reasons.append(Finding(("max_beta",), f"study requires {claimed}; this site allows at most "
+                                                  f"beta={self.max_beta:g}"))
         if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
-            reasons.append(f"study requires {claimed}; this site allows at most epsilon={self.max_epsilon:g} in total")
+            reasons.append(Finding(("max_epsilon",), f"study requires {claimed}; this site allows at most "
+                                                     f"epsilon={self.max_epsilon:g} in total"))
         delta = claimed.guarantee().delta_total
         if self.max_delta is not None and delta > self.max_delta:
-            reasons.append(f"study requires {claimed} (composed delta {delta:.3g}); "
-                           f"this site allows at most delta={self.max_delta:g}")
+            reasons.append(Finding(("max_delta",), f"study requires {claimed} (composed delta {delta:.3g}); "
+                                                   f"this site allows at most delta={self.max_delta:g}"))
         return reasons
 
 

@@ -3,9 +3,9 @@
 Everything here runs inside the owner's process and returns a `SignedEnvelope` whose payload is
 the only thing that leaves the site: a released model (`ModelMessage`) or a refusal
 (`OwnerRefusal`). Raw rows never appear in either. Errors about the local table come as
-`LocalDataError`, which carries two messages: the full one (file, row, column and the offending
-value) for the site's own log, and a public one without the value, fit to send to the miner,
-since a bad cell of a private table is itself private.
+`LocalDataError`, whose message (file, row, column and the offending value) is for the site's own
+log and ``modelshare owner check`` only: a refusal carries a reason code and its fixed sentence
+(`common.federation.refusal`), never a fact read off the table.
 """
 
 from __future__ import annotations
@@ -20,35 +20,27 @@ from common.data.datasets.loading import read_frame
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
 from common.federation.study import spec_schema
-from common.federation.wire import disclosure_from_pb, model_message, new_nonce, now_timestamp
+from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import release
 from common.privacy.report import Release
 from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 
-__all__ = ["UNSATISFIABLE", "LocalDataError", "build_refusal", "build_submission", "load_local_table", "unsatisfiable_reason"]
+__all__ = ["EmptyRelease", "LocalDataError", "build_refusal", "build_submission", "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
 
 class LocalDataError(ValueError):
-    """The local table does not fit the study's schema.
-
-    ``str(error)`` is the full message for the local log; ``public`` names the file (by its name
-    only), the row and the column and says why, but never the offending value.
-    """
-
-    def __init__(self, message: str, *, public: str) -> None:
-        super().__init__(message)
-        self.public = public
+    """The local table does not fit the study's schema; the message (file, row, column, value) stays at the site."""
 
 
-def _from_schema_error(exc: SchemaError, path: Path) -> LocalDataError:
-    redacted = SchemaError(exc.why, source=path.name, row=exc.row, column=exc.column)
-    return LocalDataError(str(exc), public=f"local table {redacted}")
+class EmptyRelease(ValueError):
+    """The release carries no rows (every tree's released total is 0): nothing to submit; the caller refuses."""
 
 
 def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column: str, path: Path) -> pd.DataFrame:
@@ -80,7 +72,7 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> 
             raise SchemaError("no row without missing values in the study schema's columns", source=str(path))
         return schema.encode(frame, source=str(path))
     except SchemaError as exc:
-        raise _from_schema_error(exc, path) from None
+        raise LocalDataError(str(exc)) from None
 
 
 def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
@@ -125,24 +117,21 @@ def build_submission(
     ------
     RequirementUnsatisfiable
         No pruning of the local tree meets the requirement; the caller refuses the study.
+    EmptyRelease
+        The release carries no rows (e.g. k-AnonToRdt suppressed every count of a small table):
+        it would pass the audit yet give the miner nothing to mine; the caller refuses the study.
     RequirementError, ValueError
         The mechanism does not take the study's requirement (or similar spec faults).
     """
     release = _release(spec, X, y)
+    if release.released_total <= 0:
+        raise EmptyRelease(f"the {spec.mechanism} release of {len(y)} local rows carries no rows "
+                           f"({len(release.trees)} tree(s), every released total 0)")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
     return sign_payload(message.SerializeToString(), key)
 
 
-def build_refusal(spec: fpb.StudySpec, reason: str, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
-    """A signed `OwnerRefusal` of ``spec`` stating ``reason``, with a fresh nonce and the current time."""
-    refusal = fpb.OwnerRefusal(study_id=spec.study_id, owner_id=owner_id, reason=reason, nonce=new_nonce())
-    refusal.timestamp.CopyFrom(now_timestamp())
-    return sign_payload(refusal.SerializeToString(), key)
-
-
-UNSATISFIABLE = "no pruning of the local tree meets"
-
-
-def unsatisfiable_reason(spec: fpb.StudySpec) -> str:
-    """The refusal reason when `RequirementUnsatisfiable` leaves nothing to release."""
-    return f"{UNSATISFIABLE} {spec.requirement}; nothing is released"
+def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
+    """A signed `OwnerRefusal` of ``spec``: ``refusal``'s code and data-independent sentence, a fresh nonce, the time."""
+    message = refusal_message(refusal, study_id=spec.study_id, owner_id=owner_id)
+    return sign_payload(message.SerializeToString(), key)

@@ -6,14 +6,19 @@ import math
 import subprocess
 import sys
 
+import grpc
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from common.audit.release import audit
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.signing import sign_payload
+from common.federation.wire import model_message
 from common.mechanisms.dpea import (
     DPEA,
     MECHANISM,
@@ -22,14 +27,19 @@ from common.mechanisms.dpea import (
     Domain,
     _Chain,
     accounting_errors,
+    finest_bins,
     leaf_scores,
     score_sensitivity,
     train_dpea,
 )
+from common.mechanisms.release import release
+from common.privacy.attacks import ensemble_attack_report
+from common.privacy.report import PrivacyReport, Release
 from common.privacy.requirements import DP
 from common.trees.learners._data import check_xy
 from common.trees.tree import CategorySet, Interval
 from miner_node.pgen import pgen, pgen_ensemble
+from tests.federation_helpers import make_federation, study_spec
 
 
 @pytest.fixture(scope="module")
@@ -316,3 +326,41 @@ def test_a_seed_replays_a_release(small):
     b = DPEA(1.0, 2, 3, embedding_depth=1).fit(*small, 7)
     assert a.structures == b.structures
     assert all(np.array_equal(s.counts, t.counts) for x, y in zip(a.trees, b.trees) for s, t in zip(x.nodes, y.nodes))
+
+
+# ------------------------------------------------------------------ the audit of the sampler
+def _mcmc_release(schema, X, y, requirement: DP, depth: int) -> Release:
+    """A DPEA release drawn by the MCMC sampler, its report as `release` would state it (guarantee_exact: False)."""
+    mechanism = DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth), sampler="mcmc")
+    trees = mechanism.fit(schema, X, y, np.random.default_rng(0)).trees
+    report = PrivacyReport(mechanism=MECHANISM, parameters={"disclosure": "counts", **mechanism.parameters()},
+                           guarantee=requirement.describe(), requirement=str(requirement),
+                           attacks=ensemble_attack_report(trees))
+    return Release(tuple(trees), report)
+
+
+def test_an_mcmc_release_fails_the_audit_of_a_dp_claim_and_an_exact_one_passes(vote):
+    schema, X, y = vote
+    requirement = DP(2.0, 2)
+    exact = release(MECHANISM, requirement=str(requirement), schema=schema, X=X, y=y, max_depth=3, random_state=0)
+    assert audit(exact.trees, exact.report).passed
+    mcmc = _mcmc_release(schema, X, y, requirement, 3)
+    assert mcmc.report.parameters["guarantee_exact"] is False and accounting_errors(mcmc.report.parameters) == []
+    result = audit(mcmc.trees, mcmc.report)
+    failed = [c for c in result.checks if not c.passed]
+    assert not result.passed and [c.name for c in failed] == ["exact sampler"]
+    assert "guarantee_exact=False (sampler 'mcmc')" in failed[0].detail
+    assert "proves no dp claim" in failed[0].detail
+
+
+def test_the_miner_refuses_an_mcmc_release_under_a_dp_study(tmp_path, vote):
+    schema, X, y = vote
+    spec = study_spec("dpea-mcmc", dataset="vote", mechanism=MECHANISM, requirement="dp:epsilon=2,trees=2",
+                      disclosure="counts", max_depth=3)
+    with make_federation(tmp_path, ["site-a"]) as fed:
+        spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10).spec
+        message = model_message(_mcmc_release(schema, X, y, DP(2.0, 2), 3), study_id=spec.study_id, owner_id="site-a")
+        with pytest.raises(grpc.RpcError) as info:
+            fed.stub("site-a").Submit(sign_payload(message.SerializeToString(), fed.key("site-a")), timeout=60)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "re-audit of the claims failed: exact sampler: the release states guarantee_exact=False" in info.value.details()

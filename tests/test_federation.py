@@ -81,7 +81,7 @@ def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, 
         assert [o.outcome for o in daemon.run_once(wait_seconds=0)] == ["refused"]
     status = fed.stub("admin").GetStudy(fpb.StudyRef(study_id="d2"), timeout=10)
     answers = {o.owner_id: (o.state, o.reason) for o in status.owners}
-    assert answers["site-b"][0] == "refused" and "k=50" in answers["site-b"][1]
+    assert answers["site-b"] == ("refused", "policy: this site's policy does not allow this study (policy keys: min_k)")
     # the kit's admin.toml names the provisioned address, where no miner listens: a clear error
     assert main(["study", "status", "d2", "--config", str(fed.kits["admin"] / "admin.toml"), "--json"]) == 2
     assert "the miner answered UNAVAILABLE" in capsys.readouterr().err
@@ -112,7 +112,8 @@ def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path
         assert results.models[0].train_rows == sum(o.pseudo_rows for o in results.owners)
         status = admin.GetStudy(fpb.StudyRef(study_id="k2"), timeout=10)
         assert status.state == "failed" and all(
-            o.state == "refused" and "(composed delta 0.438); this site allows at most delta=0.2" in o.reason
+            o.state == "refused" and o.reason == "policy: this site's policy does not allow this study "
+                                                 "(policy keys: max_delta)"
             for o in status.owners)
     finally:
         fed.close()

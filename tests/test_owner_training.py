@@ -21,6 +21,7 @@ from common.audit.release import audit
 from common.data.datasets import load_dataset
 from common.federation.kit import Party, Roster
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.refusal import SENTENCES, Refusal
 from common.federation.signing import (
     generate_signing_key,
     key_id,
@@ -33,13 +34,7 @@ from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
 from owner_node.policy import Policy
-from owner_node.training import (
-    LocalDataError,
-    build_refusal,
-    build_submission,
-    load_local_table,
-    unsatisfiable_reason,
-)
+from owner_node.training import LocalDataError, build_refusal, build_submission, load_local_table
 from tests.federation_helpers import make_owner_config
 
 NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)
@@ -83,7 +78,7 @@ def test_the_class_column_may_have_a_local_name(tmp_path, car):
     np.testing.assert_array_equal(y, y_ref)
 
 
-def test_a_bad_value_is_named_locally_and_withheld_from_the_miner(tmp_path, car):
+def test_a_bad_value_is_named_locally_and_its_refusal_says_only_the_code(tmp_path, car, key):
     schema = car[0]
     frame = load_dataset("car").frame.astype(object)
     frame.loc[6, "buying"] = "secret-value"
@@ -91,10 +86,14 @@ def test_a_bad_value_is_named_locally_and_withheld_from_the_miner(tmp_path, car)
     frame.to_csv(path, index=False)
     with pytest.raises(LocalDataError) as info:
         load_local_table(make_owner_config(tmp_path, path), schema)
-    full, public = str(info.value), info.value.public
+    full = str(info.value)
     assert str(path) in full and "row 7" in full and "column 'buying'" in full and "'secret-value'" in full
-    assert "table.csv" in public and "row 7" in public and "column 'buying'" in public and "unknown category" in public
-    assert "secret-value" not in public and str(tmp_path) not in public
+    assert "unknown category" in full
+    envelope = build_refusal(study(), Refusal("bad-local-data"), owner_id="site-a", key=key)
+    refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
+    assert refusal.code == fpb.REFUSAL_CODE_BAD_LOCAL_DATA
+    assert refusal.reason == f"{SENTENCES['bad-local-data']}; the details stay in the site's own log"
+    assert not any(part in envelope.payload for part in (b"secret-value", b"row 7", b"buying", b"table.csv"))
 
 
 def test_missing_columns_and_missing_files_are_local_data_errors(tmp_path, car):
@@ -139,13 +138,17 @@ def test_an_unsatisfiable_requirement_raises_for_the_caller_to_refuse(key, car):
     spec = study(requirement="k-anonymity:k=5000")
     with pytest.raises(RequirementUnsatisfiable):
         build_submission(spec, X, y, owner_id="site-a", key=key)
-    assert unsatisfiable_reason(spec) == "no pruning of the local tree meets k-anonymity:k=5000; nothing is released"
+    assert str(Refusal("unsatisfiable")) == ("unsatisfiable: no release of this site's table meets the study's "
+                                             "requirement; nothing is released; the details stay in the site's own log")
 
 
 def test_a_refusal_is_signed_with_a_nonce_and_time(key):
-    envelope = build_refusal(study(), "mechanism 'none' is not allowed", owner_id="site-a", key=key)
+    envelope = build_refusal(study(), Refusal("policy", ("mechanisms", "min_k", "mechanisms")), owner_id="site-a",
+                             key=key)
     refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
-    assert (refusal.study_id, refusal.owner_id, refusal.reason) == ("car-1", "site-a", "mechanism 'none' is not allowed")
+    assert (refusal.study_id, refusal.owner_id, refusal.code, refusal.reason) == (
+        "car-1", "site-a", fpb.REFUSAL_CODE_POLICY, "this site's policy does not allow this study "
+                                                    "(policy keys: mechanisms, min_k)")
     assert len(refusal.nonce) == 16 and refusal.timestamp.seconds > 0
     assert envelope_kind(envelope.SerializeToString()) == "refuse"
 
@@ -275,7 +278,7 @@ def daemon_config(tmp_path, car_table, key) -> OwnerConfig:
     return make_owner_config(tmp_path, car_table, policy=Policy(min_k=5))
 
 
-def test_the_daemon_answers_once_and_sends_only_the_public_data_error(daemon_config, monkeypatch):
+def test_the_daemon_answers_once_and_sends_only_reason_codes(daemon_config, monkeypatch, caplog):
     frame = load_dataset("car").frame.astype(object)
     frame.loc[0, "safety"] = "patient-42"
     frame.to_csv(daemon_config.data_path, index=False)
@@ -287,9 +290,14 @@ def test_the_daemon_answers_once_and_sends_only_the_public_data_error(daemon_con
         weak = daemon.answer(study("weak", requirement="k-anonymity:k=2"), stop)
         again = daemon.answer(study("weak", requirement="k-anonymity:k=2"), stop)
     assert (data_error.outcome, weak.outcome, again.outcome) == ("refused", "refused", "skipped")
-    reasons = [fpb.OwnerRefusal.FromString(fpb.SignedEnvelope.FromString(s[1]).payload).reason for s in stub.sent]
-    assert "row 1" in reasons[0] and "column 'safety'" in reasons[0] and "patient-42" not in reasons[0]
-    assert reasons[1] == "study requires k-anonymity:k=2; this site requires at least k=5"
+    refusals = [fpb.OwnerRefusal.FromString(fpb.SignedEnvelope.FromString(s[1]).payload) for s in stub.sent]
+    assert [(r.code, r.reason) for r in refusals] == [
+        (fpb.REFUSAL_CODE_BAD_LOCAL_DATA, Refusal("bad-local-data").sentence),
+        (fpb.REFUSAL_CODE_POLICY, "this site's policy does not allow this study (policy keys: min_k)")]
+    assert not any(part in s[1] for s in stub.sent for part in (b"patient-42", b"row 1", b"safety"))
+    # the details stay in the site's own log
+    assert "row 1, column 'safety'" in caplog.text and "'patient-42'" in caplog.text
+    assert "study requires k-anonymity:k=2; this site requires at least k=5" in caplog.text
     assert all(s[0] == "Refuse" and s[3] for s in stub.sent)
 
 

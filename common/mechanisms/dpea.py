@@ -48,7 +48,8 @@ them:
   with the Hastings ratio of §2.6, stopped when the variance of the last ``buffer_size`` scores
   drops to ``var_threshold`` or after ``step_limit`` steps. A finite chain is only approximately
   distributed as the exponential mechanism and its stopping rule reads the data, so an mcmc
-  release states ``guarantee_exact: False``.
+  release states ``guarantee_exact: False``, and the audit fails such a release under a ``dp:`` claim
+  (`exact_sampler_check`): the miner refuses it.
 * *Leaves and post-processing.* Every leaf of the full structure, empty or not, gets
   count + Laplace(1/eps') per class; each count is clamped at 0 and rounded, the label is the
   released argmax, inner counts are sums of their children, and leaves whose released counts are
@@ -97,6 +98,7 @@ __all__ = [
     "DPEA",
     "DpeaRelease",
     "accounting_errors",
+    "exact_sampler_check",
     "finest_bins",
     "leaf_scores",
     "score_sensitivity",
@@ -891,12 +893,30 @@ def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", 
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
 
 
+def exact_sampler_check(parameters: Mapping[str, Any]) -> Check:
+    """Whether the release states ``guarantee_exact: true``: only an exact sampler's release is eps-DP.
+
+    The ``mcmc`` sampler's finite chain is only approximately the exponential mechanism and its
+    stopping rule reads the data, so its release (which states ``guarantee_exact: false``, and is
+    consistent in its accounting) carries no proof of the ``dp:`` claim it would make.
+    """
+    stated = parameters.get("guarantee_exact")
+    if stated is True:
+        return Check("exact sampler", True, f"sampler {parameters.get('sampler')!r} draws the exponential "
+                                            "mechanism exactly (guarantee_exact: true)")
+    return Check("exact sampler", False,
+                 f"the release states guarantee_exact={stated!r} (sampler {parameters.get('sampler')!r}): an MCMC "
+                 "chain only approximates the exponential mechanism and its stopping rule reads the data, so it "
+                 "proves no dp claim; release with sampler 'exact' or 'exhaustive'")
+
+
 def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP") -> list[Check]:
-    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed."""
+    """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed,
+    and an exact sampler (`exact_sampler_check`): a ``dp`` claim needs both."""
     wrong = accounting_errors(report.parameters)
     budget = Check("budget recomputed from (epsilon, trees, depth, embedding_depth)", not wrong,
                    "; ".join(wrong) if wrong else
                    f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
                    "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
                    "release (modelshare audit-dp tests it)")
-    return [budget, integer_counts_check(trees, report, POST_PROCESSING)]
+    return [budget, exact_sampler_check(report.parameters), integer_counts_check(trees, report, POST_PROCESSING)]

@@ -75,9 +75,9 @@ _FAMILY_FORMS = {
 }
 # the [policy] bounds of an owner site that apply to a study of each family (`owner_node.policy`)
 _FAMILY_POLICY_BOUNDS: dict[str, tuple[str, ...]] = {
-    "none": (), "path": ("min_k", "min_l", "max_c"),
-    "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta"),
-    "dp": ("max_epsilon", "lifetime_epsilon"),
+    "none": ("mix_dp_with_non_dp",), "path": ("min_k", "min_l", "max_c", "mix_dp_with_non_dp"),
+    "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta", "mix_dp_with_non_dp"),
+    "dp": ("max_epsilon", "lifetime_epsilon", "mix_dp_with_non_dp"),
 }
 
 

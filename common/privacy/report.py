@@ -8,6 +8,7 @@ from the released trees alone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -130,6 +131,12 @@ class Release:
     def task(self) -> str:
         """``classification`` or ``regression``: what the released trees predict."""
         return "regression" if isinstance(self.trees[0], RegressionTree) else "classification"
+
+    @property
+    def released_total(self) -> float:
+        """The tuples the release discloses over all its trees: each root's total (a regression tree's
+        clamped noisy counts). 0 means it carries nothing PGEN could regenerate rows from."""
+        return math.fsum((t.tree if isinstance(t, RegressionTree) else t).root.total for t in self.trees)
 
     @property
     def tree(self) -> Tree:

@@ -3,12 +3,32 @@ import datetime
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from common.federation.pb import model_pb2 as _model_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class RefusalCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REFUSAL_CODE_UNSPECIFIED: _ClassVar[RefusalCode]
+    REFUSAL_CODE_POLICY: _ClassVar[RefusalCode]
+    REFUSAL_CODE_BAD_STUDY: _ClassVar[RefusalCode]
+    REFUSAL_CODE_BUDGET: _ClassVar[RefusalCode]
+    REFUSAL_CODE_BAD_LOCAL_DATA: _ClassVar[RefusalCode]
+    REFUSAL_CODE_UNSATISFIABLE: _ClassVar[RefusalCode]
+    REFUSAL_CODE_EMPTY_RELEASE: _ClassVar[RefusalCode]
+    REFUSAL_CODE_INTERNAL: _ClassVar[RefusalCode]
+REFUSAL_CODE_UNSPECIFIED: RefusalCode
+REFUSAL_CODE_POLICY: RefusalCode
+REFUSAL_CODE_BAD_STUDY: RefusalCode
+REFUSAL_CODE_BUDGET: RefusalCode
+REFUSAL_CODE_BAD_LOCAL_DATA: RefusalCode
+REFUSAL_CODE_UNSATISFIABLE: RefusalCode
+REFUSAL_CODE_EMPTY_RELEASE: RefusalCode
+REFUSAL_CODE_INTERNAL: RefusalCode
 
 class ModelMessage(_message.Message):
     __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report", "regression_trees")
@@ -33,18 +53,20 @@ class ModelMessage(_message.Message):
     def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., schema_fingerprint: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., report: _Optional[_Union[_model_pb2.PrivacyReport, _Mapping]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
 
 class OwnerRefusal(_message.Message):
-    __slots__ = ("study_id", "owner_id", "reason", "nonce", "timestamp")
+    __slots__ = ("study_id", "owner_id", "reason", "nonce", "timestamp", "code")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owner_id: str
     reason: str
     nonce: bytes
     timestamp: _timestamp_pb2.Timestamp
-    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., reason: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    code: RefusalCode
+    def __init__(self, study_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., reason: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., code: _Optional[_Union[RefusalCode, str]] = ...) -> None: ...
 
 class SignedEnvelope(_message.Message):
     __slots__ = ("payload", "signer_key_id", "signature")

@@ -1,0 +1,167 @@
+"""Refusals leave the owner as a reason code and a fixed sentence: nothing read off the table reaches the miner."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from common.data.datasets import load_dataset
+from common.federation.pb import federation_pb2 as fpb
+from common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
+from common.federation.signing import generate_signing_key
+from modelshare.cli import main
+from modelshare.simulate import _REFUSAL_HINTS, _owners_table, refusal_hints
+from owner_node.budget import Ledger
+from owner_node.daemon import OwnerDaemon
+from owner_node.training import EmptyRelease, build_submission
+from tests.federation_helpers import car_tables, make_federation, study_spec
+
+SECRET = "secret-cell-7731"
+_EMPTY_HINT = _REFUSAL_HINTS["empty-release"]
+
+
+def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys():
+    assert set(SENTENCES) == set(CODES)
+    assert not any(re.search(r"\d", Refusal(code).sentence) for code in CODES)
+    assert str(Refusal("policy", ("min_k", "mechanisms"))) == (
+        "policy: this site's policy does not allow this study (policy keys: mechanisms, min_k)")
+    with pytest.raises(ValueError, match="only a policy refusal names policy keys"):
+        Refusal("budget", ("lifetime_epsilon",))
+    with pytest.raises(ValueError, match="refusal code 'nope' is not one of"):
+        Refusal("nope")  # type: ignore[arg-type]
+
+
+def test_the_miner_shows_code_and_sentence_and_an_old_owners_free_text_as_it_came():
+    message = refusal_message(Refusal("empty-release"), study_id="s", owner_id="o")
+    assert describe(message) == f"empty-release: {Refusal('empty-release').sentence}"
+    assert describe(fpb.OwnerRefusal(reason="not today")) == "not today"
+    assert describe(fpb.OwnerRefusal()) == "no reason given"
+    assert describe(fpb.OwnerRefusal(code=42, reason="r")) == "code 42: r"  # type: ignore[arg-type]
+
+
+def _table_values(paths: list[str]) -> set[str]:
+    """Every cell of the owners' tables, as text, and each table's row count."""
+    frames = [pd.read_csv(path, dtype=str) for path in paths]
+    return {value for frame in frames for value in frame.to_numpy().ravel()} | {str(len(f)) for f in frames}
+
+
+def test_refusals_through_a_federation_carry_no_value_of_the_table(tmp_path, caplog):
+    """site-a's table has a bad cell (bad-local-data), site-b's cannot meet k=5000 (unsatisfiable)."""
+    owners = ["site-a", "site-b"]
+    data = car_tables(tmp_path, owners)
+    bad = pd.read_csv(data["site-a"][0], dtype=str)
+    bad.loc[11, "safety"] = SECRET
+    bad.to_csv(data["site-a"][0], index=False)
+    fed = make_federation(tmp_path, owners, owner_data=data,
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    fed.start()
+    daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
+    try:
+        spec = study_spec("strict", requirement="k-anonymity:k=5000", quorum=1)  # open until both have answered
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        for daemon in daemons:
+            assert [o.outcome for o in daemon.run_once(wait_seconds=5, stop=threading.Event())] == ["refused"]
+        status = fed.wait_study("strict")
+    finally:
+        for daemon in daemons:
+            daemon.close()
+        fed.close()
+    payloads = {d.config.name: fpb.SignedEnvelope.FromString((d.outbox.sent_dir / "strict.bin").read_bytes()).payload
+                for d in daemons}
+    expected = {"site-a": ("bad-local-data", fpb.REFUSAL_CODE_BAD_LOCAL_DATA),
+                "site-b": ("unsatisfiable", fpb.REFUSAL_CODE_UNSATISFIABLE)}
+    values = _table_values([data[o][0] for o in owners])
+    for owner, payload in payloads.items():
+        refusal = fpb.OwnerRefusal.FromString(payload)
+        code, number = expected[owner]
+        assert (refusal.study_id, refusal.owner_id, refusal.code) == ("strict", owner, number)
+        assert refusal.reason == Refusal(code).sentence  # the code's fixed sentence: nothing computed from rows
+        text = " ".join((refusal.study_id, refusal.owner_id, refusal.reason))
+        assert not set(re.findall(r"[\w.-]+", text)) & values, text
+        assert SECRET.encode() not in payload and b"row 12" not in payload and b"safety" not in payload
+    reasons = {o.owner_id: o.reason for o in status.owners}
+    assert reasons == {o: f"{expected[o][0]}: {Refusal(expected[o][0]).sentence}" for o in owners}
+    assert status.state == "failed" and SECRET not in status.reason
+    # the details stay in the owners' own logs
+    assert f"row 12, column 'safety', value '{SECRET}'" in caplog.text
+    assert "no pruning of the local tree meets k-anonymity:k=5000" in caplog.text
+
+
+# ------------------------------------------------------------------ a release that carries nothing
+def test_small_owners_under_a_strict_dps_requirement_refuse_an_empty_release(tmp_path, caplog):
+    """~150 rows each: k-AnonToRdt samples beta = 10% of them per tree and suppresses every count below k=5."""
+    owners = ["site-a", "site-b"]
+    frame = load_dataset("car").frame.sample(300, random_state=0)
+    data = {}
+    for i, owner in enumerate(owners):
+        path = tmp_path / f"{owner}.csv"
+        frame.iloc[i::2].to_csv(path, index=False)
+        data[owner] = (str(path), "class")
+    fed = make_federation(tmp_path, owners, owner_data=data, policy={"mechanisms": ["kanon-rdt"], "miners": ["miner"]})
+    fed.start()
+    daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
+    try:
+        spec = study_spec("tiny", mechanism="kanon-rdt", requirement="dps:k=5,beta=0.1,epsilon=2,trees=10",
+                          disclosure="counts", max_depth=4, quorum=1)
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        for daemon in daemons:
+            assert [o.outcome for o in daemon.run_once(wait_seconds=5, stop=threading.Event())] == ["refused"]
+        status = fed.wait_study("tiny")
+    finally:
+        for daemon in daemons:
+            daemon.close()
+        fed.close()
+    assert status.state == "failed" and "the quorum cannot be reached: 0 of the 1 submissions needed" in status.reason
+    assert {o.owner_id: o.reason for o in status.owners} == {
+        o: "empty-release: the release would carry no rows (every tree's released total is zero); nothing is "
+           "released; the details stay in the site's own log" for o in owners}
+    assert "the kanon-rdt release of 150 local rows carries no rows" in caplog.text  # the site's log
+    assert all(Ledger(d.config.state_dir).charges == [] for d in daemons)  # nothing left: nothing recorded
+    assert refusal_hints(status) == [f"site-a, site-b refused with empty-release: {_EMPTY_HINT}"]
+
+
+def test_an_empty_release_is_refused_before_it_is_signed(key_and_car):
+    key, (schema, X, y) = key_and_car
+    def spec(k: int) -> fpb.StudySpec:
+        return study_spec("tiny", mechanism="kanon-rdt", requirement=f"dps:k={k},beta=0.1,epsilon=2,trees=2",
+                          disclosure="counts", max_depth=2)
+
+    with pytest.raises(EmptyRelease, match=r"the kanon-rdt release of 100 local rows carries no rows \(2 tree\(s\)"):
+        build_submission(spec(20), X[:100], y[:100], owner_id="site-a", key=key)  # 10 sampled rows: no count reaches 20
+    message = fpb.ModelMessage.FromString(build_submission(spec(5), X, y, owner_id="site-a", key=key).payload)
+    assert sum(tree.nodes[0].hit + tree.nodes[0].miss for tree in message.trees) > 0  # 1728 rows: a count reaches 5
+
+
+@pytest.fixture(scope="module")
+def key_and_car(car):
+    return generate_signing_key(), car
+
+
+@pytest.mark.slow  # simulate's miner and owner processes
+def test_simulate_names_the_owners_whose_releases_were_empty_and_fails(tmp_path, capsys):
+    path = tmp_path / "cars.csv"
+    load_dataset("car").frame.sample(600, random_state=0).to_csv(path, index=False)  # 3 owners of 160 rows
+    code = main(["simulate", "--data", str(path), "--class-column", "class", "--owners", "3",
+                 "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.1,epsilon=2,trees=10", "--timeout", "120"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "the quorum cannot be reached: 0 of the 1 submissions needed" in err
+    for owner in ("owner-1", "owner-2", "owner-3"):
+        assert f"{owner} refused: empty-release: the release would carry no rows" in err
+    assert "owner-1, owner-2, owner-3 refused with empty-release:" in err
+
+
+def test_simulate_lists_a_refusing_owner_with_its_reason_beside_the_releases():
+    report = {"source": "cars.csv", "mechanism": "kanon-rdt", "requirement": "dps:k=5,beta=0.1,epsilon=2,trees=10",
+              "disclosure": "counts", "refusals": [{"owner": "owner-1", "rows": 150, "reason": str(Refusal("empty-release"))}],
+              "owners": [{"owner": "owner-2", "rows": 900, "leaves": 40, "claim": "dps", "audit_passed": True}]}
+    console = Console(record=True, width=400)
+    console.print(_owners_table(report))
+    lines = console.export_text().splitlines()
+    assert "cars.csv: 2 owners" in lines[0]
+    [refused] = [line for line in lines if "owner-1" in line]
+    assert "150" in refused and "empty-release: the release would carry no rows" in refused and "refused" in refused
