@@ -144,9 +144,12 @@ def key_and_car(car):
 @pytest.mark.slow  # simulate's miner and owner processes
 def test_simulate_names_the_owners_whose_releases_were_empty_and_fails(tmp_path, capsys):
     path = tmp_path / "cars.csv"
-    load_dataset("car").frame.sample(600, random_state=0).to_csv(path, index=False)  # 3 owners of 160 rows
-    code = main(["simulate", "--data", str(path), "--class-column", "class", "--owners", "3",
-                 "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.1,epsilon=2,trees=10", "--timeout", "120"])
+    car = load_dataset("car")
+    car.frame.sample(600, random_state=0).to_csv(path, index=False)  # 3 owners of 160 rows
+    car.schema.save(tmp_path / "car.schema.json")  # a dps study needs a public domain, not one read off the rows
+    code = main(["simulate", "--data", str(path), "--class-column", "class", "--schema", str(tmp_path / "car.schema.json"),
+                 "--owners", "3", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.1,epsilon=2,trees=10",
+                 "--timeout", "120"])
     err = capsys.readouterr().err
     assert code == 1, err
     assert "the quorum cannot be reached: 0 of the 1 submissions needed" in err
