@@ -456,41 +456,24 @@ class Schema:
         return codes
 
     def _numbers(self, series: pd.Series, attr: NumericAttribute, source: str | None) -> np.ndarray:
+        """The column as float64; SchemaError at the first row that is not a finite number, not whole (for
+        an integer attribute) or outside the range, saying how many rows share the fault."""
         import pandas as pd
 
         values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(values))
-        if bad.size:
-            pos = bad[0]
-            raise SchemaError(
-                f"not a finite number; {bad.size} row(s) affected",
-                source=source,
-                row=self._row_number(series, pos),
-                column=attr.name,
-                value=series.iloc[pos],
-            )
+        finite = np.isfinite(values)
+        faults = [(~finite, "not a finite number")]
         if attr.integer:
-            fractional = np.flatnonzero(values != np.round(values))
-            if fractional.size:
-                pos = fractional[0]
-                raise SchemaError(
-                    f"not a whole number, and the schema declares the attribute integer; {fractional.size} row(s) "
-                    "affected",
-                    source=source,
-                    row=self._row_number(series, pos),
-                    column=attr.name,
-                    value=series.iloc[pos],
-                )
-        out = np.flatnonzero((values < attr.low) | (values > attr.high))
-        if out.size:
-            pos = out[0]
-            raise SchemaError(
-                f"outside the schema range [{attr.low:g}, {attr.high:g}]; {out.size} row(s) affected",
-                source=source,
-                row=self._row_number(series, pos),
-                column=attr.name,
-                value=series.iloc[pos],
-            )
+            faults.append((finite & (values != np.round(values)),
+                           "not a whole number, and the schema declares the attribute integer"))
+        with np.errstate(invalid="ignore"):
+            faults.append((finite & ((values < attr.low) | (values > attr.high)),
+                           f"outside the schema range [{attr.low:g}, {attr.high:g}]"))
+        for mask, why in faults:
+            bad = np.flatnonzero(mask)
+            if bad.size:
+                raise SchemaError(f"{why}; {bad.size} row(s) affected", source=source,
+                                  row=self._row_number(series, bad[0]), column=attr.name, value=series.iloc[bad[0]])
         return values
 
     @staticmethod
