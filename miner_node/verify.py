@@ -42,7 +42,8 @@ class Rejection(Exception):
 def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
-    A model carries one tree or, for k-AnonToRdt, an ensemble of up to `common.federation.wire.MAX_TREES`
+    A model carries one tree or, for a whole-release mechanism (kanon-rdt, laplace-rdt, diffpets, dpea),
+    an ensemble of up to `common.federation.wire.MAX_TREES`
     (a regression study: a DiffPETs regression forest, as ``regression_trees``); ``max_nodes``
     bounds the nodes of all its trees together. Counts are taken on the raw message, before the
     decode that costs time per node. Every tree is audited (`common.audit.release.audit`, or

@@ -13,7 +13,8 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-                               # (also "kanon-rdt", "laplace-rdt" and "none": each must be listed to be allowed)
+                               # (also "kanon-rdt", "laplace-rdt", "diffpets", "dpea" and "none": each must be
+                               # listed to be allowed; `modelshare release --help` lists the registry's names)
     min_k = 5                  # a k-anonymity study needs k >= min_k (and so does the k of a dps study)
     min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
     max_c = 20                 # ... and c <= max_c (a smaller c is stricter)

@@ -400,7 +400,7 @@ def _audit_regression(forest: RegressionForest, report: PrivacyReport | None) ->
 
     Every tree's inner (count, sum) already equals the sum of its children's (`RegressionTree`
     refuses anything else when it is built or decoded). The claim must be ``dp``: the stated epsilon
-    and trees, as many trees as stated and none deeper than the stated depth (`_dp_parameter_check`
+    and trees, as many trees as stated and none deeper than the stated depth (`_parameter_check`
     on the trees' structure), the mechanism's budget split and sensitivities recomputed, its
     post-processing, and the target bounds equal to the schema's. A regression report carries no
     attack counts (they count class statistics); one that does fails.

@@ -84,7 +84,7 @@ from common.data.schema import (
 )
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import exponential_draw
+from common.privacy.noise import exponential_draw, laplace
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
@@ -450,13 +450,13 @@ class _DiffPetsBase:
             i, rows, depth, region = stack.pop()
             node, Xn, yn = nodes[i], X[rows], target[rows]
             first = task.half_one(yn)
-            first = first + rng.laplace(0.0, self.noise_scale, first.shape)  # half 1
+            first = first + laplace(first.shape, self.noise_scale, rng)  # half 1
             split = None
             if depth < self.max_depth and first.sum() >= theta:
                 split = self._choose_split(task, region, Xn, yn, k, rng)  # half 2 at an inner node
             if split is None:
                 second = task.half_two(yn)
-                node.halves = (first, second + rng.laplace(0.0, self.noise_scale, second.shape))  # half 2 at a leaf
+                node.halves = (first, second + laplace(second.shape, self.noise_scale, rng))  # half 2 at a leaf
                 continue
             left = split.goes_left(Xn[:, split.attribute])
             node.attribute = split.attribute
@@ -681,7 +681,7 @@ def _budget_check(parameters: Mapping[str, Any], requirement: DP, utility: str, 
     return Check("budget split recomputed from (epsilon, trees, depth)", not wrong, "; ".join(wrong) if wrong else (
         f"eps {requirement.epsilon:g} / {requirement.trees} trees / (2 x {depth + 1:g} levels) = {per_node:.4g} per "
         f"node half: Laplace scale {1 / per_node:.4g} on counts, exponential mechanism with {label} sensitivity "
-        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare audit-dp tests it)"))
+        f"{sensitivity}; that noise was drawn cannot be seen in the release (modelshare privacy audit-dp tests it)"))
 
 
 def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:

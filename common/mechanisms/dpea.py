@@ -918,5 +918,5 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP"
                    "; ".join(wrong) if wrong else
                    f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
                    "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
-                   "release (modelshare audit-dp tests it)")
+                   "release (modelshare privacy audit-dp tests it)")
     return [budget, exact_sampler_check(report.parameters), integer_counts_check(trees, report, POST_PROCESSING)]

@@ -199,5 +199,5 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) 
     noise = Check("noise scale recomputed from (epsilon, trees)", not wrong, "; ".join(wrong) if wrong else (
         f"Laplace scale {scale:g} per count = sensitivity {SENSITIVITY} / (epsilon {requirement.epsilon:g} / "
         f"{requirement.trees} trees); that noise was drawn cannot be seen in the release "
-        f"(the empirical audit, modelshare audit-dp, tests it)"))
+        f"(the empirical audit, modelshare privacy audit-dp, tests it)"))
     return [noise, integer_counts_check(trees, report, POST_PROCESSING)]

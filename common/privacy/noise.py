@@ -1,6 +1,8 @@
 """The samplers the mechanisms draw their secret randomness through, written once.
 
-* `noisy_counts`: counts plus independent Laplace noise, clamped at 0 and rounded to integers
+* `laplace`: independent Laplace noise of a given shape (DiffPETs' noisy histograms and sums,
+  which it post-processes itself).
+* `noisy_counts`: counts plus `laplace` noise, clamped at 0 and rounded to integers
   (laplace-rdt's and DPEA's leaf counts; the clamping and rounding are post-processing).
 * `exponential_draw`: the exponential mechanism's draw, an index with probability proportional to
   ``exp(logits)``, by inverse CDF from one uniform draw (DiffPETs' split choice, DPEA's subtree
@@ -15,13 +17,18 @@ import math
 
 import numpy as np
 
-__all__ = ["noisy_counts", "log_sum_exp", "exponential_draw"]
+__all__ = ["laplace", "noisy_counts", "log_sum_exp", "exponential_draw"]
+
+
+def laplace(shape: tuple[int, ...], scale: float, rng: np.random.Generator) -> np.ndarray:
+    """Independent Laplace(0, ``scale``) draws of the given shape."""
+    return rng.laplace(0.0, scale, shape)
 
 
 def noisy_counts(true: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
     """``true`` plus independent Laplace(``scale``) noise per entry, clamped at 0 and rounded (any shape)."""
     true = np.asarray(true, dtype=np.float64)
-    return np.maximum(np.rint(true + rng.laplace(0.0, scale, true.shape)), 0.0)
+    return np.maximum(np.rint(true + laplace(true.shape, scale, rng)), 0.0)
 
 
 def log_sum_exp(values: np.ndarray) -> float:
