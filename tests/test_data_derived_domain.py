@@ -89,3 +89,23 @@ def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsy
     with pytest.raises(ValueError, match="needs a public domain, and --data has no --schema"):
         prepare(args, tmp_path / "run")
     assert not (tmp_path / "run" / "kits").exists()  # refused before provisioning anything
+
+
+def test_a_regression_table_read_with_only_its_target_range_is_data_derived_and_refused(tmp_path):
+    from common.data.regression import RegressionSchema
+    from common.data.task import load_regression_table
+
+    rng = np.random.default_rng(1)
+    pd.DataFrame({"x": np.append(rng.uniform(0, 10, 200), 987654.0), "y": rng.uniform(0, 5, 201)}).to_csv(
+        tmp_path / "r.csv", index=False)
+    table = load_regression_table(tmp_path / "r.csv", "y", target_range=(0, 5))
+    assert table.schema.data_derived and table.schema.attributes[0].high == 987654.0
+    assert RegressionSchema.from_dict(table.schema.to_dict()) == table.schema
+    assert schema_from_pb(schema_to_pb(table.schema)) == table.schema
+    with pytest.raises(ValueError, match="needs a public domain"):
+        release("diffpets", requirement="dp:epsilon=1,trees=2", schema=table.schema, X=table.X, y=table.y,
+                max_depth=2, random_state=0)
+    forced = release("diffpets", requirement="dp:epsilon=1,trees=2", schema=table.schema, X=table.X, y=table.y,
+                     max_depth=2, random_state=0, allow_data_derived_domain=True)
+    result = audit(forced.forest, forced.report)
+    assert not result.passed and {c.name for c in result.checks if not c.passed} == {"public domain"}

@@ -235,7 +235,11 @@ def test_simulate_runs_a_regression_study_and_reports_rmse_and_mae(tmp_path, cap
     assert table.X.shape == (300, 3) and np.allclose(table.y, y)
     flags = ["simulate", "--data", str(tmp_path / "table.csv"), "--target", "y", "--owners", "2",
              "--requirement", DP, "--json"]
-    assert main([*flags, "--task", "regression", "--target-range", "0,10"]) == 0
+    # without a schema the attributes' ranges would be read off the rows: a dp study refuses that
+    assert main([*flags, "--task", "regression", "--target-range", "0,10"]) == 2
+    assert "needs a public domain" in json.loads(capsys.readouterr().out)["error"]["message"]
+    SCHEMA.save(tmp_path / "schema.json")
+    assert main([*flags, "--task", "regression", "--schema", str(tmp_path / "schema.json")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["task"] == "regression" and report["mechanism"] == "diffpets" and report["disclosure"] == "counts"
     assert all(o["audit_passed"] and o["claim"] == DP for o in report["owners"])

@@ -386,7 +386,12 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     mechanism = Check("mechanism", known, f"{report.mechanism!r} " + (
         "is a regression mechanism with an eps-DP proof" if known
         else f"makes no dp regression releases; known: {list(able)}"))
-    checks = [mechanism, _parameter_check([tree.tree for tree in forest.trees], report, requirement)]
+    trees = [tree.tree for tree in forest.trees]
+    derived = report.parameters.get("domain") == DATA_DERIVED or forest.schema.data_derived
+    domain = Check("public domain", not derived, "the attributes' ranges and categories were read from the private rows "
+                   "(domain: data-derived); the guarantee does not hold" if derived else
+                   "the schema is stated publicly, not read from the rows")
+    checks = [mechanism, _parameter_check(trees, report, requirement), domain]
     if known and record is not None and record.regression_audit_checks is not None:
         checks += record.regression_audit_checks(forest, report, requirement)
     checks.append(Check("claims", not report.claims,

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from common.data.schema import Attribute, NumericAttribute, Schema, SchemaError, fingerprint_of
+from common.data.schema import (
+    DATA_DERIVED,
+    PUBLIC,
+    Attribute,
+    NumericAttribute,
+    Schema,
+    SchemaError,
+    fingerprint_of,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,10 +37,13 @@ class RegressionSchema:
     it travels as a ``Schema`` message whose ``target`` field is set (`common.federation.wire`), and it offers
     what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
     `encode`, `decode`, `save`, `fingerprint`), so owners read their tables the same way for either task.
+    ``data_derived`` marks attributes read off a table (as `Schema.data_derived` does; the target's
+    bounds are always given): a dp release refuses such a schema unless asked.
     """
 
     attributes: tuple[Attribute, ...]
     target: NumericAttribute
+    data_derived: bool = False
 
     def __post_init__(self) -> None:
         if not self.target.high > self.target.low:
@@ -104,8 +115,9 @@ class RegressionSchema:
 
     def to_dict(self) -> dict[str, Any]:
         """The schema-file form: ``task = "regression"``, the ``target`` and the ``attributes``."""
-        return {"task": REGRESSION_TASK, "target": self.target.to_dict(),
-                "attributes": [a.to_dict() for a in self.attributes]}
+        found = {"task": REGRESSION_TASK, "target": self.target.to_dict(),
+                 "attributes": [a.to_dict() for a in self.attributes]}
+        return {**found, "domain": DATA_DERIVED} if self.data_derived else found
 
     def save(self, path: str | Path) -> None:
         """Write the schema as JSON (`to_dict`), readable by `common.data.task.load_schema`."""
@@ -127,9 +139,9 @@ class RegressionSchema:
             numeric = NumericAttribute(str(target["name"]), float(target["low"]), float(target["high"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise SchemaError(f"field 'target' needs name, low and high: {exc}", source=source) from None
-        view = Schema.from_dict({"class": numeric.name, "classes": ["leaf", "none"], "attributes": attributes},
-                                source=source)
+        view = Schema.from_dict({"class": numeric.name, "classes": ["leaf", "none"], "attributes": attributes,
+                                 "domain": data.get("domain", PUBLIC)}, source=source)
         try:
-            return cls(view.attributes, numeric)
+            return cls(view.attributes, numeric, view.data_derived)
         except SchemaError as exc:
             raise SchemaError(exc.why, source=source, column=exc.column) from None

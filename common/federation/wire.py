@@ -77,7 +77,7 @@ def disclosure_from_pb(value: int, *, where: str) -> Disclosure:
 def schema_to_pb(schema: Schema | RegressionSchema) -> mpb.Schema:
     """A classification schema as class_name and classes, a regression schema as its ``target`` (no classes)."""
     if isinstance(schema, RegressionSchema):
-        msg = mpb.Schema()
+        msg = mpb.Schema(data_derived=schema.data_derived)
         msg.target.name, msg.target.numeric.low, msg.target.numeric.high = (
             schema.target.name, schema.target.low, schema.target.high)
     else:
@@ -118,7 +118,8 @@ def _regression_schema(msg: mpb.Schema, attributes: tuple[CategoricalAttribute |
         raise WireError(f"{where}: a regression schema (target {target.name!r}) carries no class_name or classes")
     if target.WhichOneof("domain") != "numeric":
         raise WireError(f"{where}: target {target.name!r} needs a numeric domain (its public bounds low, high)")
-    return RegressionSchema(attributes, NumericAttribute(target.name, target.numeric.low, target.numeric.high))
+    return RegressionSchema(attributes, NumericAttribute(target.name, target.numeric.low, target.numeric.high),
+                            msg.data_derived)
 
 
 # -------------------------------------------------------------------- tree

@@ -190,6 +190,6 @@ def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarr
         raise ValueError(why)
     parsed = _whole_requirement(record, requirement, None, " regression")
     forest, parameters = record.train_regression(schema, X, y, parsed, depth, np.random.default_rng(random_state))
-    report = PrivacyReport(mechanism=record.name, parameters=parameters, guarantee=parsed.describe(),
-                           requirement=str(parsed))
+    report = PrivacyReport(mechanism=record.name, parameters={**parameters, **_domain(schema)},
+                           guarantee=parsed.describe(), requirement=str(parsed))
     return Release(forest.trees, report)
