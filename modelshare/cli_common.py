@@ -23,6 +23,7 @@ from common.params import ParameterError, check_positive_int
 
 __all__ = [
     "CommandFailed",
+    "target_range",
     "add_global_models",
     "add_json",
     "add_list",
@@ -64,6 +65,17 @@ class CommandFailed(Exception):
 
 
 # ------------------------------------------------------------------ value types
+def target_range(text: str) -> tuple[float, float]:
+    """An argparse type for ``--target-range LOW,HIGH``: two numbers, LOW < HIGH."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 2 or not values[0] < values[1]:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), got {text!r}")
+    return values[0], values[1]
+
+
 def positive_int(text: str) -> int:
     """An argparse type for an integer >= 1 (argparse itself reports text that is no integer)."""
     try:

@@ -27,9 +27,11 @@ from rich.table import Table
 
 from common.data.datasets import load_table
 from common.data.datasets.loading import read_frame
+from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
+from common.data.task import load_regression_table
 from common.files import atomic_write
-from modelshare.cli_common import add_json, err, out
+from modelshare.cli_common import add_json, err, out, target_range
 
 __all__ = ["configure_infer", "configure_check", "round_outward", "problems"]
 
@@ -59,8 +61,8 @@ def _number(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
-def _drafted(schema: Schema, frame: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:
-    """The schema file's tables (ranges rounded outward, whole-number columns noted) and what came from the data."""
+def _drafted_attributes(schema: Schema | RegressionSchema, frame: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
+    """The attribute tables (ranges rounded outward, whole-number columns marked integer) and what came from the data."""
     attributes, notes = [], []
     for attr in schema.attributes:
         if isinstance(attr, CategoricalAttribute):
@@ -74,17 +76,43 @@ def _drafted(schema: Schema, frame: pd.DataFrame) -> tuple[dict[str, Any], list[
                            **({"integer": True} if whole else {})})
         notes.append(f"{attr.name}: data range [{_number(attr.low)}, {_number(attr.high)}] rounded outward to "
                      f"[{_number(low)}, {_number(high)}]" + ("; integer: every value is a whole number" if whole else ""))
-    notes.append(f"{schema.class_name} (the class): the {schema.n_classes} classes seen in the data")
-    return {"class": schema.class_name, "classes": list(schema.classes), "domain": DATA_DERIVED,
-            "attributes": attributes}, notes
+    return attributes, notes
+
+
+def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
+    """The drafted schema file's tables, what came from the data, and the rows read.
+
+    A classification draft names the class and the classes seen; a regression draft (``--target``)
+    states the target's public bounds as given (``--target-range``), never read from the rows.
+    """
+    if args.target is None:
+        if args.class_column is None:
+            raise ValueError("schema infer needs --class-column (a classification table) or --target with "
+                             "--target-range (a regression table)")
+        table = load_table(args.data, args.class_column, categorical=args.categorical)
+        attributes, notes = _drafted_attributes(table.schema, table.frame)
+        notes.append(f"{table.schema.class_name} (the class): the {table.schema.n_classes} classes seen in the data")
+        body = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
+                "attributes": attributes}
+        Schema.from_dict(body, source=str(args.data))  # the draft must itself be a valid schema
+        return body, notes, len(table.frame)
+    if args.class_column is not None or args.target_range is None:
+        raise ValueError("a regression draft (--target) needs --target-range LOW,HIGH, the target's public bounds, "
+                         "and takes no --class-column")
+    table = load_regression_table(args.data, args.target, target_range=args.target_range)
+    attributes, notes = _drafted_attributes(table.schema, table.schema.decode(table.X))
+    notes.append(f"{args.target} (the target): the public bounds given, [{_number(args.target_range[0])}, "
+                 f"{_number(args.target_range[1])}]")
+    body = {"task": "regression", "target": table.schema.target.to_dict(), "domain": DATA_DERIVED,
+            "attributes": attributes}
+    RegressionSchema.from_dict(body, source=str(args.data))
+    return body, notes, len(table.y)
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
-    table = load_table(args.data, args.class_column, categorical=args.categorical)
-    body, notes = _drafted(table.schema, table.frame)
-    Schema.from_dict(body, source=str(args.data))  # the draft must itself be a valid schema
+    body, notes, rows = _draft(args)
     header = [
-        f"Schema drafted by `modelshare schema infer` from {args.data} ({len(table.frame)} rows) on "
+        f"Schema drafted by `modelshare schema infer` from {args.data} ({rows} rows) on "
         f"{datetime.date.today().isoformat()}.",
         "REVIEW BEFORE ANY RELEASE: everything below was read from the data (data-derived). A release whose",
         "public domain comes from private rows discloses them (one person's maximum, a rare category).",
@@ -98,12 +126,13 @@ def cmd_infer(args: argparse.Namespace) -> int:
     if args.out is not None:
         atomic_write(args.out, text.encode("utf-8"), mode=0o644)
     if args.json:
-        print(json.dumps({"data": str(args.data), "rows": len(table.frame), "out": None if args.out is None
+        print(json.dumps({"data": str(args.data), "rows": rows, "out": None if args.out is None
                           else str(args.out), "data_derived": notes, "schema": body}, indent=2))
     elif args.out is None:
         print(text, end="")
     else:
-        err.print(f"wrote {args.out}: {len(body['attributes'])} attributes and the class {body['class']!r}; "
+        err.print(f"wrote {args.out}: {len(body['attributes'])} attributes and the "
+                  + (f"class {body['class']!r}; " if "class" in body else f"target {args.target!r}; ") +
                   "review it before any release (its header says what came from the data)", highlight=False)
     return 0
 
@@ -166,7 +195,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def configure_infer(p: argparse.ArgumentParser) -> None:
     """`schema infer DATA --class-column C [--out schema.toml]`."""
     p.add_argument("data", type=Path, help="the table (CSV, TSV or Parquet)")
-    p.add_argument("--class-column", required=True, help="the class column")
+    p.add_argument("--class-column", default=None, help="the class column (a classification table)")
+    p.add_argument("--target", default=None, metavar="COLUMN", help="the numeric target (a regression table)")
+    p.add_argument("--target-range", type=target_range, default=None, metavar="LOW,HIGH",
+                   help="the regression target's public bounds (stated, never read off the rows), e.g. 0,10")
     p.add_argument("--categorical", nargs="+", default=(), metavar="COLUMN",
                    help="columns to treat as categorical although every value is a number")
     p.add_argument("--out", type=Path, default=None, help="the schema file to write (TOML); default: stdout")

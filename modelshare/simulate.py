@@ -83,6 +83,7 @@ from modelshare.cli_common import (
     err,
     out,
     positive_int,
+    target_range,
 )
 from modelshare.cli_inputs import (
     DEFAULT_MECHANISM,
@@ -179,17 +180,6 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
         "training": training,
         "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "evaluation": "test.csv"},
     })
-
-
-def target_range(text: str) -> tuple[float, float]:
-    """An argparse type for ``--target-range LOW,HIGH``: two numbers, LOW < HIGH."""
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 2 or not values[0] < values[1]:
-        raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), got {text!r}")
-    return values[0], values[1]
 
 
 def _source_task(args: argparse.Namespace) -> tuple[str, Schema | RegressionSchema | None]:

@@ -124,3 +124,23 @@ def test_pgen_writes_integer_columns_as_integers(tmp_path, capsys):
     assert main(["pgen", str(model), "--out", str(pseudo), "--seed", "0"]) == 0
     written = pd.read_csv(pseudo)
     assert written["age"].dtype.kind == "i" and len(written) > 0
+
+
+def test_infer_drafts_a_regression_schema_with_the_given_target_bounds(tmp_path, capsys):
+    from common.data.task import load_schema
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.uniform(0.2, 6.9, 80), "k": rng.integers(1, 8, 80), "q": rng.uniform(0, 10, 80)}).to_csv(
+        tmp_path / "r.csv", index=False)
+    out = tmp_path / "r.toml"
+    assert main(["schema", "infer", str(tmp_path / "r.csv"), "--target", "q", "--target-range", "0,10",
+                 "--out", str(out)]) == 0
+    schema = load_schema(out)
+    assert schema.target.to_dict() == {"name": "q", "type": "numeric", "low": 0.0, "high": 10.0}
+    assert schema.data_derived and schema.attributes[1].integer and (schema.attributes[0].low, schema.attributes[0].high) == (0, 7)
+    reviewed = out.read_text().replace('domain = "data-derived"\n', "")
+    out.write_text(reviewed)
+    assert not load_schema(out).data_derived  # the reviewer's deletion makes it a public schema
+    capsys.readouterr()
+    assert main(["schema", "infer", str(tmp_path / "r.csv"), "--target", "q"]) == 2
+    assert "needs --target-range" in capsys.readouterr().err
