@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -108,8 +109,11 @@ def test_adult_concatenates_train_and_test_with_clean_labels(loaded):
     schema = loaded["adult"].schema
     numeric = [a.name for a in schema.attributes if isinstance(a, NumericAttribute)]
     assert numeric == ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
-    age = schema.attributes[schema.index("age")]
-    assert (age.low, age.high) == (17.0, 90.0)
+    bounds = {a.name: (a.low, a.high, a.integer) for a in schema.attributes if isinstance(a, NumericAttribute)}
+    assert bounds == {  # public bounds, not the table's extremes (age 17-90, fnlwgt 12,285-1,490,400, ...)
+        "age": (0.0, 120.0, True), "fnlwgt": (0.0, 1e7, True), "education-num": (1.0, 16.0, True),
+        "capital-gain": (0.0, 1e5, True), "capital-loss": (0.0, 1e4, True), "hours-per-week": (0.0, 168.0, True),
+    }
     workclass = schema.attributes[schema.index("workclass")]
     assert list(workclass.categories) == sorted(workclass.categories) and "?" not in workclass.categories
 
@@ -130,6 +134,33 @@ def test_winequality_has_color_and_quality_classes(loaded):
     assert table.schema.classes == ("3", "4", "5", "6", "7", "8", "9")
     assert table.frame["quality"].value_counts()["9"] == 5
     assert table.frame["alcohol"].dtype == np.float64
+    bounds = {a.name: (a.low, a.high, a.integer) for a in table.schema.attributes if isinstance(a, NumericAttribute)}
+    assert bounds == {  # public bounds from the units, rounded outward; no whole-number column
+        "fixed acidity": (0.0, 20.0, False), "volatile acidity": (0.0, 2.0, False), "citric acid": (0.0, 2.0, False),
+        "residual sugar": (0.0, 100.0, False), "chlorides": (0.0, 1.0, False),
+        "free sulfur dioxide": (0.0, 500.0, False), "total sulfur dioxide": (0.0, 500.0, False),
+        "density": (0.9, 1.1, False), "pH": (2.0, 5.0, False), "sulphates": (0.0, 3.0, False),
+        "alcohol": (0.0, 20.0, False),
+    }
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_bundled_numeric_bounds_are_public_and_sourced(name, loaded):
+    """Every numeric attribute states where its bounds come from, and no bound is the table's own extreme."""
+    data = json.loads((resources.files("common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+    assert Schema.from_dict(data) == loaded[name].schema
+    frame = _raw_bundled(name)
+    for attr in loaded[name].schema.attributes:
+        raw = next(a for a in data["attributes"] if a["name"] == attr.name)
+        if isinstance(attr, CategoricalAttribute):
+            assert "source" not in raw
+            continue
+        assert isinstance(raw.get("source"), str) and raw["source"]
+        values = pd.to_numeric(frame[attr.name])
+        assert attr.low <= values.min() and values.max() <= attr.high
+        if attr.name != "education-num":  # its bounds are the 16 education codes, which the table spans
+            assert (attr.low, attr.high) != (values.min(), values.max())
+        assert attr.integer == bool((values == values.round()).all())
 
 
 def test_unknown_dataset_lists_bundled_names():
@@ -330,3 +361,20 @@ def test_nonexistent_and_unparsable_files(tmp_path):
 def test_unknown_missing_policy_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="missing must be"):
         load_table(_write(tmp_path / "t.csv", "a,cls\n1,p\n"), "cls", missing="impute")  # type: ignore[arg-type]
+
+
+def test_vendoring_writes_the_bundled_public_bounds():
+    """A re-vendor (`common.data.datasets.vendor`) states the same bounds and sources as the bundled files."""
+    from common.data.datasets.vendor import ADULT_BOUNDS, WINE_BOUNDS
+
+    for name, bounds in (("adult", ADULT_BOUNDS), ("winequality", WINE_BOUNDS)):
+        data = json.loads((resources.files("common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+        stated = {a["name"]: (a["low"], a["high"], a.get("integer", False), a["source"])
+                  for a in data["attributes"] if a["type"] == "numeric"}
+        assert stated == {n: (float(lo), float(hi), whole, text) for n, (lo, hi, whole, text) in bounds.items()}
+
+
+def test_vote_categories_are_the_documented_votes(loaded):
+    schema = loaded["vote"].schema
+    assert schema.classes == ("democrat", "republican")
+    assert all(a.categories == ("n", "y") for a in schema.attributes)  # '?' (no position) is a missing token

@@ -251,6 +251,13 @@ def test_regression_schema_scales_by_public_bounds():
     with pytest.raises(SchemaError, match="class column is also listed"):
         RegressionSchema((NumericAttribute("t", 0, 1),), NumericAttribute("t", 0.0, 1.0))
     assert RegressionSchema.from_dict(json.loads(json.dumps(schema.to_dict()))) == schema
+    sourced = schema.to_dict()
+    sourced["target"]["source"] = "a 0-10 sensory score"
+    sourced["attributes"][0]["source"] = "a stated bound"
+    assert RegressionSchema.from_dict(sourced) == schema and RegressionSchema.from_dict(sourced).fingerprint == schema.fingerprint
+    sourced["target"]["source"] = 10
+    with pytest.raises(SchemaError, match=r"'target'\.source must be text"):
+        RegressionSchema.from_dict(sourced)
 
 
 def test_regression_defaults_and_parameters(wine):

@@ -94,6 +94,21 @@ def test_load_schema_files(tmp_path, suffix):
     assert public.fingerprint != s.fingerprint and "domain" not in public.to_dict()
 
 
+def test_attribute_source_is_documentation_outside_the_fingerprint(tmp_path):
+    s = Schema((NumericAttribute("hours", 0, 168, True), CategoricalAttribute("job", ("a", "b"))), "cls", ("x", "y"))
+    data = s.to_dict()
+    data["attributes"][0]["source"] = "hours in a week"
+    data["attributes"][1]["source"] = "the job code list"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    loaded = Schema.load(path)
+    assert loaded == s and loaded.fingerprint == s.fingerprint and "source" not in json.dumps(loaded.to_dict())
+    data["attributes"][0]["source"] = 168
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaError, match=r"column 'hours'.*attributes\[0\]\.source must be text"):
+        Schema.load(path)
+
+
 def test_bad_schema_file_names_file_and_field(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"class": "c", "classes": ["a", "b"], "attributes": [{"name": "x", "type": "weird"}]}))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from common.data.schema import (
+    ATTRIBUTE_SOURCE,
     DATA_DERIVED,
     PUBLIC,
     Attribute,
@@ -127,7 +128,8 @@ class RegressionSchema:
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> RegressionSchema:
         """Inverse of `to_dict` (``task`` may be left out); SchemaError naming the field and ``source`` on bad input.
 
-        The target is a table ``{name, low, high}`` (``type``, if given, must be ``"numeric"``).
+        The target is a table ``{name, low, high}`` (``type``, if given, must be ``"numeric"``; ``source``, if
+        given, is text saying where the bounds come from, checked and left out as for every attribute).
         """
         if data.get("task", REGRESSION_TASK) != REGRESSION_TASK:
             raise SchemaError(f"field 'task' is {data.get('task')!r}; a regression schema states {REGRESSION_TASK!r}",
@@ -135,6 +137,8 @@ class RegressionSchema:
         target, attributes = data.get("target"), data.get("attributes")
         if not isinstance(target, Mapping) or target.get("type", "numeric") != "numeric":
             raise SchemaError("field 'target' must be a numeric attribute table {name, low, high}", source=source)
+        if not isinstance(target.get(ATTRIBUTE_SOURCE, ""), str):
+            raise SchemaError(f"field 'target'.{ATTRIBUTE_SOURCE} must be text (where the bounds come from)", source=source)
         try:
             numeric = NumericAttribute(str(target["name"]), float(target["low"]), float(target["high"]))
         except (KeyError, TypeError, ValueError) as exc:

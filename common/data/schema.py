@@ -10,6 +10,12 @@ categorical column holds the category's index in the schema's ordered category l
 numeric column holds its value, plus an int64 vector ``y`` of class indices. Trees, PGEN and the
 global models all work on this form, which keeps the hot paths in numpy.
 
+Every attribute table in a schema file may carry an optional ``source`` text saying where its public
+bounds or categories come from (``"source": "hours in a week"``). It documents the file for the
+people who review it; `Schema.from_dict` checks that it is text and then leaves it out of the
+schema, so it never changes a fingerprint or what travels on the wire. Other unknown keys are
+ignored as before.
+
 A schema file may state ``task = "classification"`` (the default, and the only task `Schema`
 reads); a regression schema (``task = "regression"``, a numeric target with public bounds) is a
 `common.data.regression.RegressionSchema`, and `common.data.task.load_schema` reads either kind.
@@ -46,6 +52,7 @@ __all__ = [
     "Attribute",
     "Schema",
     "CLASSIFICATION_TASK",
+    "ATTRIBUTE_SOURCE",
     "fingerprint_of",
     "read_schema_file",
 ]
@@ -153,6 +160,7 @@ Attribute = Union[CategoricalAttribute, NumericAttribute]
 
 CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
 PUBLIC = "public"  # a schema file's ``domain`` when it says nothing: its bounds were stated, not read off rows
+ATTRIBUTE_SOURCE = "source"  # optional per-attribute text: where the public bounds come from; not in the fingerprint
 DATA_DERIVED = "data-derived"  # ``domain`` of a schema whose ranges and categories were read from a table
 
 
@@ -281,7 +289,11 @@ class Schema:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "Schema":
-        """Build a schema from its dictionary form, naming the field at fault on bad input."""
+        """Build a schema from its dictionary form, naming the field at fault on bad input.
+
+        An attribute's optional ``source`` (text: where its public bounds or categories come from)
+        is checked and dropped: it is documentation, not part of the schema or its fingerprint.
+        """
 
         def need(mapping: Mapping[str, Any], key: str, where: str) -> Any:
             if key not in mapping:
@@ -307,6 +319,9 @@ class Schema:
                 raise SchemaError(f"{where} must be a table", source=source)
             name = str(need(raw, "name", where))
             kind = need(raw, "type", where)
+            if not isinstance(raw.get(ATTRIBUTE_SOURCE, ""), str):
+                raise SchemaError(f"{where}.{ATTRIBUTE_SOURCE} must be text (where the bounds come from)",
+                                  source=source, column=name)
             try:
                 if kind == "categorical":
                     cats = need(raw, "categories", where)

@@ -13,8 +13,8 @@ them:
   treated as categorical (an attribute with one category, or a numeric one with an empty range,
   cannot split and is never chosen). The notes suggest b = 5; the default is ``DEFAULT_BINS`` = 24
   because equal-width bins of a skewed public range put almost every row in one bin (Adult's
-  capital-gain spans 0-99,999, and its informative cut lies near 5,000): 5-fold cross-validation on
-  adult.data (eps 0.1, 1, 10) put b = 5 1-3 points below every b in 16-32, among which 24 was
+  capital-gain's public range is 0-100,000, and its informative cut lies near 5,000): 5-fold cross-validation on
+  adult.data (eps 0.1, 1, 10, then on the data-derived range 0-99,999) put b = 5 1-3 points below every b in 16-32, among which 24 was
   best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). The owner's trainer (`train_dpea`) lowers b, from the schema
   alone, until the worst-case structure fits ``max_nodes`` (`finest_bins`). A node is a leaf iff it is at depth D or no attribute is
   left on its path: stopping never reads the rows.

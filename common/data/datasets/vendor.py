@@ -10,19 +10,26 @@ copied as found, except that whitespace around fields is removed, the trailing `
 Adult test labels is dropped and the Wine ``color`` column is added; ``?`` tokens stay in place
 because missing-value handling belongs to the loader. Category orders come from the UCI
 ``.names`` descriptions; the script fails if the data holds a value the declared order lacks.
+
+Numeric bounds are public, never read off the rows: `ADULT_BOUNDS` and `WINE_BOUNDS` state each
+range as a data owner could without looking (an age in years, the hours in a week, the 16
+education codes, money rounded outward to a power of ten, wine chemistry from its units), each
+with the ``source`` text written next to it in the schema file. The script fails if a row falls
+outside them, so a re-vendor cannot bring data-derived bounds back.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from common.data.schema import Attribute, CategoricalAttribute, NumericAttribute, Schema
+from common.data.schema import ATTRIBUTE_SOURCE, Attribute, CategoricalAttribute, NumericAttribute, Schema
 
-__all__ = ["main", "build_all"]
+__all__ = ["main", "build_all", "save_schema", "ADULT_BOUNDS", "WINE_BOUNDS"]
 
 NURSERY_ORDER = {
     "parents": ("usual", "pretentious", "great_pret"),
@@ -51,7 +58,35 @@ ADULT_COLUMNS = (
     "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
     "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
 )  # fmt: skip
-ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+# Public bounds (low, high, whole numbers?, where the bounds come from). Every Adult number is a whole one.
+Bound = tuple[float, float, bool, str]
+ADULT_BOUNDS: dict[str, Bound] = {
+    "age": (0, 120, True, "age in whole years; no person is older than 120"),
+    "fnlwgt": (0, 10**7, True, "CPS final weight: number of people one record stands for, a count; "
+               "rounded outward to a power of ten (10^7)"),
+    "education-num": (1, 16, True, "the 16 education codes of adult.names (1 Preschool ... 16 Doctorate)"),
+    "capital-gain": (0, 10**5, True, "US dollars, whole; the census top-codes capital gains at 99999; "
+                     "rounded outward to a power of ten (10^5)"),
+    "capital-loss": (0, 10**4, True, "US dollars, whole; rounded outward to a power of ten (10^4)"),
+    "hours-per-week": (0, 168, True, "hours in a week (7 x 24)"),
+}
+ADULT_NUMERIC = tuple(ADULT_BOUNDS)
+
+# Wine Quality chemistry (units from winequality.names / Cortez et al. 2009): concentrations start
+# at 0 and end at a round figure above what any table wine holds; none is a whole-number column.
+WINE_BOUNDS: dict[str, Bound] = {
+    "fixed acidity": (0, 20, False, "g(tartaric acid)/dm3, a concentration: 0 to 20"),
+    "volatile acidity": (0, 2, False, "g(acetic acid)/dm3, a concentration: 0 to 2"),
+    "citric acid": (0, 2, False, "g/dm3, a concentration: 0 to 2"),
+    "residual sugar": (0, 100, False, "g/dm3, a concentration: 0 to 100 (sweet wines start near 45)"),
+    "chlorides": (0, 1, False, "g(sodium chloride)/dm3, a concentration: 0 to 1"),
+    "free sulfur dioxide": (0, 500, False, "mg/dm3, part of total sulfur dioxide: the same 0 to 500"),
+    "total sulfur dioxide": (0, 500, False, "mg/dm3, a concentration: 0 to 500 (EU limits for wine are at most 400)"),
+    "density": (0.9, 1.1, False, "g/cm3: water 1, ethanol (0.79) lowers it, sugar raises it; 0.9 to 1.1"),
+    "pH": (2, 5, False, "pH of wine, an acid solution near 3-4: 2 to 5 in whole units"),
+    "sulphates": (0, 3, False, "g(potassium sulphate)/dm3, a concentration: 0 to 3"),
+    "alcohol": (0, 20, False, "% by volume: yeast fermentation stops near 16 and vinho verde is not fortified; 0 to 20"),
+}
 
 VOTE_COLUMNS = (
     "handicapped-infants", "water-project-cost-sharing", "adoption-of-the-budget-resolution",
@@ -77,9 +112,23 @@ def _read(path: Path, names: Sequence[str] | None, *, sep: str = ",", skiprows: 
     return frame.apply(lambda col: col.str.strip())
 
 
-def _numeric(frame: pd.DataFrame, name: str) -> NumericAttribute:
-    values = pd.to_numeric(frame[name])
-    return NumericAttribute(name, float(values.min()), float(values.max()))
+def _public(name: str, bounds: dict[str, Bound]) -> NumericAttribute:
+    """The attribute on its stated public range; `build_all` then checks every row lies inside it."""
+    low, high, integer, _ = bounds[name]
+    return NumericAttribute(name, float(low), float(high), integer)
+
+
+SOURCES: dict[str, str] = {name: bound[3] for bound in (ADULT_BOUNDS, WINE_BOUNDS) for name, bound in bound.items()}
+
+
+def save_schema(schema: Schema, path: Path, sources: dict[str, str] | None = None) -> None:
+    """Write the schema as JSON with each attribute's ``source`` text (documentation, not in the fingerprint)."""
+    sources = SOURCES if sources is None else sources
+    data = schema.to_dict()
+    for attr in data["attributes"]:
+        if attr["name"] in sources:
+            attr[ATTRIBUTE_SOURCE] = sources[attr["name"]]
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def _observed(frame: pd.DataFrame, name: str) -> CategoricalAttribute:
@@ -109,7 +158,7 @@ def adult(src: Path) -> tuple[pd.DataFrame, Schema]:
     test["income"] = test["income"].str.removesuffix(".")
     frame = pd.concat([train, test], ignore_index=True)
     attributes = tuple(
-        _numeric(frame, name) if name in ADULT_NUMERIC else _observed(frame, name) for name in ADULT_COLUMNS
+        _public(name, ADULT_BOUNDS) if name in ADULT_BOUNDS else _observed(frame, name) for name in ADULT_COLUMNS
     )
     return frame, Schema(attributes, "income", ("<=50K", ">50K"))
 
@@ -128,7 +177,7 @@ def winequality(src: Path) -> tuple[pd.DataFrame, Schema]:
     frame = pd.concat(parts, ignore_index=True)
     chemistry = [c for c in frame.columns if c not in ("color", "quality")]
     frame = frame[["color", *chemistry, "quality"]]
-    attributes = (CategoricalAttribute("color", ("red", "white")), *(_numeric(frame, c) for c in chemistry))
+    attributes = (CategoricalAttribute("color", ("red", "white")), *(_public(c, WINE_BOUNDS) for c in chemistry))
     return frame, Schema(attributes, "quality", tuple(str(q) for q in range(3, 10)))
 
 
@@ -149,7 +198,7 @@ def build_all(src: Path, out: Path) -> None:
             lineterminator="\n",
             compression={"method": "gzip", "compresslevel": 9, "mtime": 0},
         )
-        schema.save(out / f"{name}.schema.json")
+        save_schema(schema, out / f"{name}.schema.json")
         print(f"{name}: {len(frame)} rows, {len(frame) - len(complete)} with '?'")
 
 
