@@ -14,6 +14,7 @@ import numpy as np
 
 from common.data.schema import Schema
 from common.mechanisms.diffpets import DiffPets
+from common.mechanisms.dpea import DPEA, finest_bins
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt
 from common.mechanisms.registry import Mechanism
@@ -36,6 +37,13 @@ class _HalfNoise(LaplaceRdt):
     @property
     def scale(self) -> float:
         return super().scale / 2
+
+
+class _DpeaNoEmptyNoise(DPEA):
+    """DPEA that releases an empty leaf cell as an exact 0: its privacy loss is unbounded."""
+
+    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, rng))
 
 
 class _DataRangeThresholds(DiffPets):
@@ -74,6 +82,15 @@ def _diffpets(cls: type[DiffPets]) -> Callable[..., Trained]:
     return train
 
 
+def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
+    """DPEA's registry trainer with ``cls`` in place of `DPEA`."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+              rng: np.random.Generator) -> Trained:
+        mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
+        return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+    return train
+
+
 def _kanon(**flaw: Any) -> Callable[..., Trained]:
     """kanon-rdt's trainer (`kanon_rdt`) run with ``flaw`` (beta or k) overriding the claimed requirement."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
@@ -91,10 +108,12 @@ def _record(name: str, family: str, train: Callable[..., Trained], target: str) 
 
 LAPLACE = {"laplace-rdt-no-empty-noise": _NoEmptyNoise, "laplace-rdt-half-noise": _HalfNoise}
 DIFFPETS = {"diffpets-data-thresholds": _DataRangeThresholds, "diffpets-raw-purity": _RawPurityStop}
+DPEA_ = {"dpea-no-empty-noise": _DpeaNoEmptyNoise}
 KANON = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
 
 RECORDS = (
     *(_record(name, "dp", _laplace(cls), "rdt:laplace_rdt_target") for name, cls in LAPLACE.items()),
     *(_record(name, "dp", _diffpets(cls), "diffpets:diffpets_target") for name, cls in DIFFPETS.items()),
+    *(_record(name, "dp", _dpea(cls), "dpea:dpea_target") for name, cls in DPEA_.items()),
     *(_record(name, "dps", _kanon(**flaw), "rdt:kanon_rdt_target") for name, flaw in KANON.items()),
 )

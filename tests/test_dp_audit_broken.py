@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from common.audit.dp.dpea import tiny_table
 from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.data.schema import NumericAttribute, Schema
 from common.mechanisms import registry
@@ -29,6 +30,7 @@ SETTINGS: dict[str, tuple[str, str, int, int, dict[str, Any]]] = {
     "kanon-threshold": ("nursery", KANON, 2, 400, {}),
     "kanon-sparse": ("nursery", KANON, 2, 400, {"aim": "sparse"}),
     "diffpets": ("corner", "dp:epsilon=2,trees=1", 1, 1000, {}),
+    "dpea": ("tiny", "dp:epsilon=2,trees=1", 2, 300, {}),
 }
 BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or more)
     ("laplace-rdt-no-empty-noise", "laplace-light", 3.0),
@@ -37,19 +39,22 @@ BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or mo
     ("kanon-rdt-no-suppression", "kanon-sparse", 2.0),
     ("diffpets-data-thresholds", "diffpets", 3.5),
     ("diffpets-raw-purity", "diffpets", 3.5),
+    ("dpea-no-empty-noise", "dpea", 2.5),
 ]
-REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets"}
+REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea"}
 
 
 @pytest.fixture(scope="module")
 def tables(nursery):
-    """The audits' D: 300 rows of Nursery, and 20 rows in one corner of [0, 1]^2 (DiffPETs' isolated-row pair)."""
+    """The audits' D: 300 rows of Nursery, 20 rows in one corner of [0, 1]^2 (DiffPETs' isolated-row pair), and
+    DPEA's six-row table whose structures the target lists."""
     schema, X, y = nursery
     rows = np.random.default_rng(0).choice(len(y), 300, replace=False)
     corner = Schema((NumericAttribute("x1", 0.0, 1.0), NumericAttribute("x2", 0.0, 1.0)), "label", ("a", "b"))
     rng = np.random.default_rng(0)
     X2 = np.column_stack([rng.uniform(0.0, 0.25, 20), rng.uniform(0.0, 1.0, 20)])
-    return {"nursery": (schema, X[rows], y[rows]), "corner": (corner, X2, np.zeros(20, dtype=np.int64))}
+    return {"nursery": (schema, X[rows], y[rows]), "corner": (corner, X2, np.zeros(20, dtype=np.int64)),
+            "tiny": tiny_table()}
 
 
 @pytest.fixture(scope="module", autouse=True)
