@@ -93,8 +93,9 @@ class ReleasePath:
 
     def scores(self, trials: int, rng: np.random.Generator, score: Score) -> tuple[np.ndarray, np.ndarray]:
         """``score`` of ``trials`` releases on D, then of as many on D'."""
-        return tuple(np.array([score(self.release(added, rng)) for _ in range(trials)], dtype=np.float64)
-                     for added in (False, True))  # type: ignore[return-value]
+        on_d = np.array([score(self.release(False, rng)) for _ in range(trials)], dtype=np.float64)
+        on_d1 = np.array([score(self.release(True, rng)) for _ in range(trials)], dtype=np.float64)
+        return on_d, on_d1
 
     def decoded_row(self) -> dict[str, Any]:
         """r with its class, decoded to the table's values (JSON-ready)."""

@@ -327,12 +327,16 @@ class DpeaReleaseTarget(_Pair):
         return result
 
     def score(self, trees: list[Tree]) -> float:
-        """sum over the released trees of ln P'(tree) - ln P(tree) under the claimed law."""
+        """sum over the released trees of ln P'(tree) - ln P(tree) under the claimed law, each within +-`_IMPOSSIBLE`.
+
+        A tree only one table's claimed law allows scores +-`_IMPOSSIBLE`; one neither allows, 0.
+        """
         total = 0.0
         for tree in trees:
             log_d, log_d1 = self._log_likelihoods(tree)
-            total += float(np.clip(log_d1 - log_d, -_IMPOSSIBLE, _IMPOSSIBLE)) if np.isfinite(log_d + log_d1) else (
-                _IMPOSSIBLE if np.isfinite(log_d1) else -_IMPOSSIBLE if np.isfinite(log_d) else 0.0)
+            with np.errstate(invalid="ignore"):
+                ratio = log_d1 - log_d  # nan when neither allows it
+            total += float(np.nan_to_num(np.clip(ratio, -_IMPOSSIBLE, _IMPOSSIBLE), nan=0.0))
         return total
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

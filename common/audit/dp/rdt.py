@@ -26,7 +26,8 @@ cells, samples too much or suppresses too little is audited as it runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Callable, Literal
 
 import numpy as np
 from scipy.stats import binom
@@ -88,7 +89,7 @@ class _RdtTarget(ABC):
     delta: float
 
     def __init__(self, mechanism: str, requirement: DP | DPS, depth: int, schema: Schema, X: np.ndarray,
-                 y: np.ndarray, rng: np.random.Generator, preference: Any) -> None:
+                 y: np.ndarray, rng: np.random.Generator, preference: Callable[[np.ndarray], np.ndarray]) -> None:
         X, y = check_xy(schema, X, y)
         candidates, cells = _candidate_cells(schema, X, y, depth, rng)
         i, c = np.unravel_index(int(np.argmax(preference(cells))), cells.shape[1:])
@@ -151,7 +152,7 @@ class KAnonRdtTarget(_RdtTarget):
             raise ValueError(f"aim must be 'threshold' or 'sparse'; got {aim!r}")
         self.requirement, self.aim = requirement, aim
         self.epsilon, self.delta = requirement.epsilon, requirement.guarantee().delta_total
-        preference = _fewest if aim == "sparse" else (lambda cells: _threshold(cells, requirement.k))
+        preference = _fewest if aim == "sparse" else partial(_threshold, k=requirement.k)
         super().__init__(mechanism, requirement, depth, schema, X, y, rng, preference)
 
     def _score(self, trees: list[Tree]) -> float:
