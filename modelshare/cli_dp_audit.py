@@ -2,8 +2,10 @@
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism's registered
 release path (its registry trainer, what owners run) ``--trials`` times on each, and bounds eps from
-below with confidence 1 - ``--alpha``. Exit code 0 when the
-claimed ``--epsilon`` is at least the bound, 1 when the bound exceeds it (the claim is refuted),
+below with confidence 1 - ``--alpha``. Any registered mechanism with a target can be named, a plugin's
+or a test's variant included. kanon-rdt's ``--aim`` picks the added row: cells of k - 1 rows (tests the
+sampling) or the emptiest (tests the suppression). Exit code 0 when the claimed ``--epsilon`` is at
+least the bound, 1 when the bound exceeds it (the claim is refuted),
 2 on bad input. Without ``--seed`` the audit draws fresh OS entropy and prints the seed it used,
 so a failing audit can be replayed. ``modelshare audit-dp`` is the old spelling of the command,
 and ``--depth`` of ``--max-depth``; both still work and say so on stderr.
@@ -36,6 +38,10 @@ from modelshare.cli_inputs import add_table_source, load_source
 __all__ = ["TRIALS", "audited_mechanisms", "cmd_audit_dp", "configure"]
 
 TRIALS = 2000  # default releases per table: every trial runs the registered trainer end to end
+_TARGET_OPTIONS = {  # options only some targets take: the factory's keyword, and whose it is
+    "embedding_depth": "dpea's levels of splits per selection",
+    "aim": "kanon-rdt's choice of the added row",
+}
 
 
 def audited_mechanisms() -> tuple[str, ...]:
@@ -63,9 +69,10 @@ def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarr
     if factory is None:
         raise ValueError(f"mechanism {args.mechanism!r} has no empirical DP audit target")
     requirement = parse_requirement(_claim(args, record.family), n_classes=schema.n_classes)  # or RequirementError
-    options = {} if args.embedding_depth is None else {"embedding_depth": args.embedding_depth}
-    if options and "embedding_depth" not in inspect.signature(factory).parameters:
-        raise ValueError(f"{args.mechanism} takes no --embedding-depth (dpea's levels of splits per selection)")
+    options = {name: getattr(args, name) for name in _TARGET_OPTIONS if getattr(args, name) is not None}
+    for name in options:
+        if name not in inspect.signature(factory).parameters:
+            raise ValueError(f"{args.mechanism} takes no --{name.replace('_', '-')} ({_TARGET_OPTIONS[name]})")
     return factory(requirement, args.depth, schema, X, y, rng, mechanism=record.name, **options)
 
 
@@ -135,6 +142,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "path (default: the whole tree, through the registered trainer)")
     p.add_argument("--k", type=positive_int, default=None, help="kanon-rdt: counts below k are released as 0")
     p.add_argument("--beta", type=_probability, default=None, help="kanon-rdt: per-tree sampling probability")
+    p.add_argument("--aim", choices=("threshold", "sparse"), default=None,
+                   help="kanon-rdt: add a row whose cells hold k - 1 rows of the table (threshold, the default: tests "
+                        "the sampling) or the fewest (sparse: tests the suppression below k)")
     p.add_argument("--trials", type=int, default=TRIALS,
                    help=f"releases per table (default {TRIALS}; each trains the registered mechanism once)")
     p.add_argument("--alpha", type=_probability, default=0.05, help="1 - confidence of the bound (default 0.05)")

@@ -145,14 +145,21 @@ def test_cli_exit_codes(small, tmp_path, capsys):
     assert result["passed"] and result["rows"] == 300 and result["seed"] == 1 and result["epsilon_lower"] < 1
     assert _cli("kanon-rdt", *source, "--epsilon", "2", "--k", "3", "--beta", "0.5") == 0
     assert "PASS" in capsys.readouterr().out
-    broken = broken_mechanisms.RECORDS[0]  # laplace-rdt releasing empty cells as exact zeros, registered at run time
-    registry.register(broken)
-    try:
-        assert _cli(broken.name, *source, "--epsilon", "1") == 1
-    finally:
-        registry.unregister(broken.name)
-    captured = capsys.readouterr()
-    assert "FAIL" in captured.out and "seed 1 (--seed replays this audit)" in captured.err
+    assert _cli("kanon-rdt", *source, "--epsilon", "2", "--k", "3", "--beta", "0.5", "--aim", "sparse", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["neighbours"]["aim"] == "sparse"
+    assert _cli("laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--aim", "sparse") == 2
+    assert "laplace-rdt takes no --aim (kanon-rdt's choice of the added row)" in capsys.readouterr().err
+    broken = {r.name: r for r in broken_mechanisms.RECORDS}  # registered at run time, audited by name
+    claims = {"laplace-rdt-no-empty-noise": ["--epsilon", "1"],
+              "kanon-rdt-no-suppression": ["--epsilon", "2", "--k", "3", "--beta", "0.5", "--aim", "sparse"]}
+    for name, claim in claims.items():
+        registry.register(broken[name])
+        try:
+            assert _cli(name, *source, *claim) == 1, name
+        finally:
+            registry.unregister(name)
+        captured = capsys.readouterr()
+        assert "FAIL" in captured.out and "seed 1 (--seed replays this audit)" in captured.err
     assert _cli("kanon-rdt", "--dataset", "vote", "--epsilon", "2", "--k", "3") == 2
     assert "kanon-rdt needs --k and --beta" in capsys.readouterr().err
     assert _cli("laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--beta", "0.5") == 2
