@@ -1,8 +1,11 @@
 """`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`common.audit.dp.estimate`) of a mechanism on a table.
 
-The table is D; the audit adds one adversarially chosen row for D', runs the mechanism ``--trials``
-times on each, and bounds eps from below with confidence 1 - ``--alpha``. Exit code 0 when the
-claimed ``--epsilon`` is at least the bound, 1 when the bound exceeds it (the claim is refuted),
+The table is D; the audit adds one adversarially chosen row for D', runs the mechanism's registered
+release path (its registry trainer, what owners run) ``--trials`` times on each, and bounds eps from
+below with confidence 1 - ``--alpha``. Any registered mechanism with a target can be named, a plugin's
+or a test's variant included. kanon-rdt's ``--aim`` picks the added row: cells of k - 1 rows (tests the
+sampling) or the emptiest (tests the suppression). Exit code 0 when the claimed ``--epsilon`` is at
+least the bound, 1 when the bound exceeds it (the claim is refuted),
 2 on bad input. Without ``--seed`` the audit draws fresh OS entropy and prints the seed it used,
 so a failing audit can be replayed. ``modelshare audit-dp`` is the old spelling of the command,
 and ``--depth`` of ``--max-depth``; both still work and say so on stderr.
@@ -32,7 +35,13 @@ from modelshare.cli_common import (
 )
 from modelshare.cli_inputs import add_table_source, load_source
 
-__all__ = ["audited_mechanisms", "cmd_audit_dp", "configure"]
+__all__ = ["TRIALS", "audited_mechanisms", "cmd_audit_dp", "configure"]
+
+TRIALS = 2000  # default releases per table: every trial runs the registered trainer end to end
+_TARGET_OPTIONS = {  # options only some targets take: the factory's keyword, and whose it is
+    "embedding_depth": "dpea's levels of splits per selection",
+    "aim": "kanon-rdt's choice of the added row",
+}
 
 
 def audited_mechanisms() -> tuple[str, ...]:
@@ -60,10 +69,11 @@ def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarr
     if factory is None:
         raise ValueError(f"mechanism {args.mechanism!r} has no empirical DP audit target")
     requirement = parse_requirement(_claim(args, record.family), n_classes=schema.n_classes)  # or RequirementError
-    options = {} if args.embedding_depth is None else {"embedding_depth": args.embedding_depth}
-    if options and "embedding_depth" not in inspect.signature(factory).parameters:
-        raise ValueError(f"{args.mechanism} takes no --embedding-depth (dpea's levels of splits per selection)")
-    return factory(requirement, args.depth, schema, X, y, rng, **options)
+    options = {name: getattr(args, name) for name in _TARGET_OPTIONS if getattr(args, name) is not None}
+    for name in options:
+        if name not in inspect.signature(factory).parameters:
+            raise ValueError(f"{args.mechanism} takes no --{name.replace('_', '-')} ({_TARGET_OPTIONS[name]})")
+    return factory(requirement, args.depth, schema, X, y, rng, mechanism=record.name, **options)
 
 
 def _print(result: DPAuditResult, seed: int, claim: str) -> None:
@@ -117,8 +127,8 @@ def _probability(text: str) -> float:
 
 def configure(p: argparse.ArgumentParser) -> None:
     """`privacy audit-dp MECHANISM` (and its old spelling `audit-dp`)."""
-    p.description = ("Runs MECHANISM many times on the table (D) and on the table plus one adversarially chosen "
-                     "row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
+    p.description = ("Runs MECHANISM's registered trainer (what owners run) many times on the table (D) and on the "
+                     "table plus one adversarially chosen row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
                      "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
                      "Exit 1 when the bound exceeds --epsilon.")
     p.add_argument("mechanism", choices=audited_mechanisms(), help="the mechanism to audit")
@@ -128,10 +138,15 @@ def configure(p: argparse.ArgumentParser) -> None:
     depth = add_max_depth(p, dest="depth", default=3, help="depth of every random tree (default 3)")
     deprecated_alias(p, "--depth", depth)
     p.add_argument("--embedding-depth", type=positive_int, default=None,
-                   help="dpea: levels of splits per exponential-mechanism draw (default: the whole tree)")
+                   help="dpea: levels of splits per exponential-mechanism draw, audited on DPEA's exact-law fast "
+                        "path (default: the whole tree, through the registered trainer)")
     p.add_argument("--k", type=positive_int, default=None, help="kanon-rdt: counts below k are released as 0")
     p.add_argument("--beta", type=_probability, default=None, help="kanon-rdt: per-tree sampling probability")
-    p.add_argument("--trials", type=int, default=100_000, help="releases per table (default 100000; vectorised)")
+    p.add_argument("--aim", choices=("threshold", "sparse"), default=None,
+                   help="kanon-rdt: add a row whose cells hold k - 1 rows of the table (threshold, the default: tests "
+                        "the sampling) or the fewest (sparse: tests the suppression below k)")
+    p.add_argument("--trials", type=int, default=TRIALS,
+                   help=f"releases per table (default {TRIALS}; each trains the registered mechanism once)")
     p.add_argument("--alpha", type=_probability, default=0.05, help="1 - confidence of the bound (default 0.05)")
     add_seed(p, default=None, help="audit seed (default: fresh OS entropy, printed)")
     add_json(p, "the audit (seed, probabilities, bounds, verdict)")

@@ -1,7 +1,8 @@
-"""The empirical DP audit: its statistics, laplace-rdt and kanon-rdt at their claims, broken variants, CLI."""
+"""The empirical DP audit: its statistics, laplace-rdt and kanon-rdt at their claims through the registered trainers, CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -10,16 +11,14 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from common.audit.dp import rdt as dp_rdt
-from common.audit.dp.estimate import DPAuditResult, audit_dp, clopper_pearson
+from common.audit.dp.estimate import audit_dp, clopper_pearson
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
-from common.mechanisms.kanon_rdt import kanon_rdt
-from common.mechanisms.laplace_rdt import LaplaceRdt, leaf_class_counts
-from common.privacy.requirements import DPS, parse_requirement
-from common.trees.learners.random_tree import random_structure
+from common.mechanisms import registry
+from common.privacy.requirements import DP, DPS, parse_requirement
 from modelshare.cli import main
+from tests import broken_mechanisms
 
-TRIALS = 4000  # per table; at 2000 the halved-noise variant still slips through for a few audit seeds
+TRIALS = 400  # per table; every trial runs the registered trainer (broken variants: tests/test_dp_audit_broken.py)
 KANON = "dps:k=3,beta=0.5,epsilon=2,trees=2"
 
 
@@ -29,22 +28,6 @@ def small(nursery):
     schema, X, y = nursery
     rows = np.random.default_rng(0).choice(len(y), 300, replace=False)
     return schema, X[rows], y[rows]
-
-
-class _BrokenLaplaceRdt(LaplaceRdt):
-    """laplace-rdt drawing half the noise it claims: really 2*epsilon-DP."""
-
-    @property
-    def scale(self) -> float:
-        return super().scale / 2
-
-
-class _UnsampledKAnonRdt(KAnonRdtTarget):
-    """k-AnonToRdt that claims Bernoulli(beta) sampling but counts every row (no DPS guarantee at all)."""
-
-    @property
-    def sampling_rate(self) -> float:
-        return 1.0
 
 
 # ------------------------------------------------------------------ statistics
@@ -102,78 +85,48 @@ def test_the_audit_refuses_too_few_trials_and_a_bad_alpha():
 
 
 # ------------------------------------------------------------------ laplace-rdt
-def _laplace(mechanism: LaplaceRdt, small) -> DPAuditResult:
-    rng = np.random.default_rng(1)
-    return audit_dp(LaplaceRdtTarget(mechanism, *small, rng), TRIALS, rng)
+def _laplace(small, requirement: str = "dp:epsilon=1,trees=2") -> LaplaceRdtTarget:
+    dp = parse_requirement(requirement)
+    assert isinstance(dp, DP)
+    return LaplaceRdtTarget(dp, 3, *small, np.random.default_rng(1))
 
 
 def test_laplace_rdt_passes_at_its_claimed_epsilon(small):
-    result = _laplace(LaplaceRdt(1.0, 2, 3), small)
-    assert result.passed and 0.3 < result.epsilon_lower < 1.0, result
-    assert result.neighbours["cell_counts_in_D"] == [0, 0]  # the added row is alone in its leaf in both trees
+    target = _laplace(small)
+    result = audit_dp(target, TRIALS, np.random.default_rng(2))
+    assert result.passed and 0.2 < result.epsilon_lower < 1.0, result
+    assert result.neighbours["cell_counts_in_D"] == [0, 0, 0]  # alone in its leaf in every sampled structure
+    assert result.neighbours["release_path"] == "registry trainer of 'laplace-rdt'"
     assert result.to_dict()["passed"] is True and len(result.to_dict()["bounds"]) == 4
 
 
-def test_laplace_rdt_with_half_the_noise_fails(small):
-    result = _laplace(_BrokenLaplaceRdt(1.0, 2, 3), small)
-    assert not result.passed and result.epsilon_lower > 1.2, result
-
-
-def test_the_laplace_target_adds_a_row_alone_in_its_leaves(small):
+def test_the_laplace_target_runs_the_registered_trainer_and_reads_r_alone(small, monkeypatch):
+    """Every trial calls the registry's trainer (the owners' release path); r's cell in each release holds no row of D."""
     schema, X, y = small
-    target = LaplaceRdtTarget(LaplaceRdt(1.0, 2, 3), schema, X, y, np.random.default_rng(1))
-    for t, count in enumerate(target.counts):
-        structure = random_structure(schema, 3, target.structure_seed, t)
-        leaf = structure.apply(target.row[None, :])[0]
-        assert leaf_class_counts(structure, X, y)[leaf, target.label] == count == 0
+    target = _laplace(small)
+    calls = []
+    real = registry.get("laplace-rdt")
+    counting = dataclasses.replace(real, train=lambda *a: calls.append(a) or real.train(*a))  # type: ignore[misc]
+    monkeypatch.setitem(registry._REGISTRY, "laplace-rdt", counting)
+    path = _laplace(small).path
+    trees = path.release(True, np.random.default_rng(3))
+    assert len(calls) == 1 and calls[0][1].shape == (301, schema.n_attributes) and calls[0][4] == 3
+    cells = path.cells(trees)
+    assert cells.same_class.tolist() == [0, 0] and (cells.released >= 0).all()
+    assert target.describe()["score"].startswith("log-likelihood ratio")
 
 
 # --------------------------------------------------------------------- kanon-rdt
-def _kanon(cls: type[KAnonRdtTarget], small, requirement: str = KANON) -> DPAuditResult:
-    rng = np.random.default_rng(1)
-    dps = parse_requirement(requirement)
-    assert isinstance(dps, DPS)
-    return audit_dp(cls(dps, 2, *small, rng), TRIALS, rng)
-
-
 def test_kanon_rdt_passes_with_its_delta(small):
-    result = _kanon(KAnonRdtTarget, small)
-    assert result.neighbours["cell_counts_in_D"] == [2, 2]  # k - 1: the added row decides the release
+    dps = parse_requirement(KANON)
+    assert isinstance(dps, DPS)
+    rng = np.random.default_rng(1)
+    result = audit_dp(KAnonRdtTarget(dps, 2, *small, rng), 400, rng)
     assert result.delta == pytest.approx(0.25, abs=0.005) and result.p_d == 0.0
-    assert 0.15 < result.p_d1 < 0.3  # 1 - (1 - beta^k)^2 = 0.234: about delta, as Theorem 1 allows
-    assert result.passed, result
-
-
-def test_kanon_rdt_without_sampling_fails(small):
-    result = _kanon(_UnsampledKAnonRdt, small)
-    assert not result.passed and result.p_d1 == 1.0 and result.epsilon_lower > 4, result
-
-
-def test_the_kanon_cell_law_is_the_real_mechanisms(small):
-    """The target's per-cell law (Bernoulli sampling, counts below k zeroed) against `kanon_rdt` itself.
-
-    Each real release, on D' (D plus the target's row), draws its own structure; its released count
-    at the row's (leaf, class) cell is compared with the law's mean given that structure's count m
-    of D's rows there: E[S 1{S >= k}] for S ~ Bin(m, beta) + Bernoulli(beta).
-    """
-    schema, X, y = small
-    k, beta = 3, 0.5
-    target = KAnonRdtTarget(parse_requirement(KANON), 2, schema, X, y, np.random.default_rng(1))
-    X1, y1 = np.vstack([X, target.row]), np.append(y, target.label)
-    observed, expected, variance = 0.0, 0.0, 0.0
-    for seed in range(150):
-        release = kanon_rdt(schema, X1, y1, k=k, beta=beta, depth=2, n_trees=2, rng=seed)
-        for t, tree in enumerate(release.trees):
-            node = tree.nodes[tree.apply(target.row[None, :])[0]]
-            observed += node.counts[target.label] if node.is_leaf else 0.0
-            structure = random_structure(schema, 2, release.structure_seed, t)
-            m = int(leaf_class_counts(structure, X, y)[structure.apply(target.row[None, :])[0], target.label])
-            j = np.arange(m + 2)
-            law = binom.pmf(j, m, beta) * (1 - beta) + binom.pmf(j - 1, m, beta) * beta
-            released = np.where(j >= k, j, 0)
-            expected += float((law * released).sum())
-            variance += float((law * released**2).sum() - (law * released).sum() ** 2)
-    assert expected > 20 and abs(observed - expected) < 4 * math.sqrt(variance)
+    assert 0.0 < result.p_d1 < 0.25  # r's cell reaches k only under D' (at most delta, as Theorem 1 allows)
+    assert result.passed and result.neighbours["aim"] == "threshold", result
+    with pytest.raises(ValueError, match="aim must be 'threshold' or 'sparse'"):
+        KAnonRdtTarget(dps, 2, *small, rng, aim="dense")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -181,7 +134,7 @@ def _cli(*argv: str) -> int:
     return main(["privacy", "audit-dp", *argv, "--trials", str(TRIALS), "--seed", "1", "--max-depth", "3", "--trees", "2"])
 
 
-def test_cli_exit_codes(small, tmp_path, capsys, monkeypatch):
+def test_cli_exit_codes(small, tmp_path, capsys):
     schema, X, y = small
     data, schema_file = tmp_path / "small.csv", tmp_path / "small.schema.json"
     schema.decode(X, y).to_csv(data, index=False)
@@ -192,10 +145,21 @@ def test_cli_exit_codes(small, tmp_path, capsys, monkeypatch):
     assert result["passed"] and result["rows"] == 300 and result["seed"] == 1 and result["epsilon_lower"] < 1
     assert _cli("kanon-rdt", *source, "--epsilon", "2", "--k", "3", "--beta", "0.5") == 0
     assert "PASS" in capsys.readouterr().out
-    monkeypatch.setattr(dp_rdt, "LaplaceRdt", _BrokenLaplaceRdt)  # what the registry's laplace-rdt target builds
-    assert _cli("laplace-rdt", *source, "--epsilon", "1") == 1
-    captured = capsys.readouterr()
-    assert "FAIL" in captured.out and "seed 1 (--seed replays this audit)" in captured.err
+    assert _cli("kanon-rdt", *source, "--epsilon", "2", "--k", "3", "--beta", "0.5", "--aim", "sparse", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["neighbours"]["aim"] == "sparse"
+    assert _cli("laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--aim", "sparse") == 2
+    assert "laplace-rdt takes no --aim (kanon-rdt's choice of the added row)" in capsys.readouterr().err
+    broken = {r.name: r for r in broken_mechanisms.RECORDS}  # registered at run time, audited by name
+    claims = {"laplace-rdt-no-empty-noise": ["--epsilon", "1"],
+              "kanon-rdt-no-suppression": ["--epsilon", "2", "--k", "3", "--beta", "0.5", "--aim", "sparse"]}
+    for name, claim in claims.items():
+        registry.register(broken[name])
+        try:
+            assert _cli(name, *source, *claim) == 1, name
+        finally:
+            registry.unregister(name)
+        captured = capsys.readouterr()
+        assert "FAIL" in captured.out and "seed 1 (--seed replays this audit)" in captured.err
     assert _cli("kanon-rdt", "--dataset", "vote", "--epsilon", "2", "--k", "3") == 2
     assert "kanon-rdt needs --k and --beta" in capsys.readouterr().err
     assert _cli("laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--beta", "0.5") == 2

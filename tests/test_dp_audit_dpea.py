@@ -1,22 +1,29 @@
-"""The empirical DP audit of DPEA: the exact mechanism at its claim, broken variants, the target's own law."""
+"""The empirical DP audit of DPEA: the registered release path at its claim, and on the exact-law fast path the
+mechanism at its claim, broken variants and that path's law against the real releases."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from common.audit.dp.dpea import DpeaTarget, tiny_table
+from common.audit.dp.dpea import DpeaReleaseTarget, DpeaTarget, dpea_target, tiny_table
 from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.data.datasets import load_dataset
-from common.mechanisms.dpea import DPEA
+from common.mechanisms.dpea import DPEA, finest_bins
+from common.mechanisms.laplace_rdt import count_log_pmf
+from common.privacy.requirements import parse_requirement
+from modelshare.cli import main
 
 # Per table. Vectorised, 10^6 trials take about half a second. A broken variant exceeds its claim
 # on joint events (a selection the added row favours *and* a count in the noise's tail). With the
 # monotone selection a correct release's exact loss is close to its claim (1.80 of 2 and 3.34 of 4
 # on the audit pair), so at 10^6 trials the lower bound sits just below it (1.76, 3.22) and every
 # broken variant below lands above its claim (audit seed 1; exact losses in each docstring).
-TRIALS = 1_000_000
+TRIALS = 1_000_000  # on the exact-law fast path (`DpeaTarget`), whose law the tests check against `DPEA.fit`
+BLACK_BOX_TRIALS = 2000  # the registered release path: about 9 s for both tables
 
 
 class _HalfNoiseDPEA(DPEA):
@@ -104,6 +111,44 @@ def test_the_targets_law_is_the_real_mechanisms():
     assert chisquare(observed, target.law[1] * len(drawn)).pvalue > 1e-3
 
 
+def test_the_fast_paths_release_law_is_the_registered_trainers():
+    """(structure, r's released count) of 3000 trees of DPEA at the registered setting against the fast path's law.
+
+    The fast path `DpeaTarget` samples structures from the exact law and r's count from the audited
+    noise; the trees here are what `dpea`'s registry trainer releases (same `DPEA.fit`, the
+    registered bins), with r's count read from the released tree (0 where its leaf was dropped).
+    """
+    schema, X, y = tiny_table()
+    target = DpeaTarget(DPEA(2.0, 1, 2), schema, X, y, np.random.default_rng(1))
+    X1, y1 = np.vstack([X, target.row]), np.append(y, target.label)
+    n = 3000
+    release = DPEA(2.0 * n, n, 2, bins=finest_bins(schema, 2)).fit(schema, X1, y1, np.random.default_rng(2))
+    index = {s: i for i, s in enumerate(target.structures)}
+    observed = np.zeros((len(index), 4))
+    for structure, tree in zip(release.structures, release.trees):
+        node = tree.nodes[tree.apply(target.row[None, :])[0]]
+        count = node.counts[target.label] if node.is_leaf else 0.0  # type: ignore[index]
+        observed[index[structure], min(int(count), 3)] += 1
+    pmf = np.exp(count_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1, target.audited.noise_scale))
+    expected = target.law[1][:, None] * n * np.column_stack([pmf, 1 - pmf.sum(axis=1)])
+    assert (expected >= 5).all()  # no cell too rare for the chi-square test
+    assert chisquare(observed.ravel(), expected.ravel()).pvalue > 1e-3
+
+
+def test_the_registered_release_path_passes_and_scores_an_exact_likelihood_ratio():
+    """The default (black-box) target passes at the claim, and its per-tree score is an exact LLR: E_D[P'/P] = 1."""
+    schema, X, y = tiny_table()
+    rng = np.random.default_rng(1)
+    target = dpea_target(parse_requirement("dp:epsilon=2,trees=1"), 2, schema, X, y, rng)
+    assert isinstance(target, DpeaReleaseTarget) and target.describe()["release_path"] == "registry trainer of 'dpea'"
+    result = audit_dp(target, BLACK_BOX_TRIALS, rng)
+    assert result.passed and 0.8 < result.epsilon_lower < 2.0, result  # the pair's exact loss is 1.80
+    ratios = np.array([np.exp(target.score(target.path.release(False, rng))) for _ in range(2000)])
+    assert abs(ratios.mean() - 1) < 4 * ratios.std() / np.sqrt(ratios.size)
+    assert isinstance(dpea_target(parse_requirement("dp:epsilon=2,trees=1"), 2, schema, X, y, rng, embedding_depth=1),
+                      DpeaTarget)
+
+
 def test_the_target_describes_the_pair_and_refuses_what_it_cannot_list():
     _, target = _audit(DPEA(2.0, 1, 2))
     described = target.describe()
@@ -116,3 +161,18 @@ def test_the_target_describes_the_pair_and_refuses_what_it_cannot_list():
     X, y = vote.schema.encode(vote.frame)
     with pytest.raises(ValueError, match="more than 20000; use a smaller depth"):
         DpeaTarget(DPEA(2.0, 1, 3), vote.schema, X, y, np.random.default_rng(1))
+
+
+def test_the_cli_audits_dpea_through_its_registered_trainer(tmp_path, capsys):
+    schema, X, y = tiny_table()
+    data, schema_file = tmp_path / "tiny.csv", tmp_path / "tiny.schema.json"
+    schema.decode(X, y).to_csv(data, index=False)
+    schema.save(schema_file)
+    argv = ["privacy", "audit-dp", "dpea", "--data", str(data), "--class-column", schema.class_name, "--schema",
+            str(schema_file), "--epsilon", "2", "--trees", "1", "--max-depth", "2", "--trials", "200", "--seed", "1",
+            "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["passed"] and result["neighbours"]["release_path"] == "registry trainer of 'dpea'"
+    assert main([*argv, "--embedding-depth", "1"]) == 0  # another embedding depth: the exact-law fast path
+    assert "exact_epsilon" in json.loads(capsys.readouterr().out)["neighbours"]

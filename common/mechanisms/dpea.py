@@ -36,8 +36,8 @@ them:
   exp(eps'). ``"monotone"`` (the default) uses it: twice the paper's selection sharpness at the same
   claim, which on Adult at eps = 1 is worth several points of accuracy (EXPERIMENTS.md).
   ``"paper"`` keeps the paper's beta; its claim is then loose by the factor 2. The empirical audit
-  (`common.audit.dp.dpea`) computes the exact loss of both and fails a selection sharper than
-  either claims.
+  (`common.audit.dp.dpea`: the registered trainer end to end, and an exact-law fast path for
+  large trial counts) computes the exact loss of both and fails a selection sharper than either claims.
 * *Samplers (§2.5, §2.6).* ``exact`` (default) samples the exponential mechanism exactly by a
   sum-product recursion over the DAG of nodes (a node is a set of (attribute, value) constraints,
   so paths that differ only in order share it), in the log domain; a node without rows has

@@ -21,8 +21,9 @@ Privacy (neighbouring tables differ by one added or removed row):
   released counts are all 0 are not materialised (a row reaching them is predicted from the other
   trees, exactly as a zero count would be).
 
-`LaplaceRdt.noisy_counts` is the one place noise is drawn, used by the release and by the empirical
-audit (`common.audit.dp.rdt`), and `count_log_pmf` is the exact law of a released count.
+`LaplaceRdt.noisy_counts` is the one place noise is drawn, and `count_log_pmf` is the exact law of a
+released count, which the empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to
+end) scores releases by.
 
 Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
 only, so the random-tree code (and with it scikit-learn) is imported on first use in `LaplaceRdt.fit`.

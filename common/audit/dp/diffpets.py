@@ -1,9 +1,9 @@
 """Audit target (`common.audit.dp.estimate.AuditTarget`) for DiffPETs, run as a black box.
 
-Unlike the random-tree mechanisms (`common.audit.dp.rdt`), DiffPETs chooses its splits from the rows
-(the exponential mechanism) and stops on noisy counts, so there is no fixed structure to condition
-on and no closed-form law of a release. The target therefore runs the whole mechanism, ``fit``
-included, on D and on D' = D + r, and reduces each release to one real score.
+Like every target, it runs the mechanism's registered release path (`common.audit.dp.blackbox`: the
+registry trainer, the code owners run) on D and on D' = D + r per trial, and reduces each release to
+one real score read from the released trees. DiffPETs chooses its splits from the rows (the
+exponential mechanism) and stops on noisy counts, so a release has no closed-form law to score by.
 
 The added row r is chosen to be alone in its region: every numeric attribute at the end of its
 public range farthest from D's values, every categorical one at its rarest category in D, and the
@@ -29,12 +29,14 @@ excess" below it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.diffpets import MECHANISM, DiffPets
+from common.mechanisms.diffpets import MECHANISM
+from common.privacy.requirements import DP
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
@@ -61,60 +63,51 @@ def adversarial_row(schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[np.nd
 
 
 class DiffPetsTarget:
-    """DiffPETs on (D, D' = D + r), run end to end per trial; the score is described in the module docstring.
+    """DiffPETs' registered release on (D, D' = D + r), run end to end per trial; the score is in the module docstring.
 
     Parameters
     ----------
-    mechanism:
-        The DiffPETs setting under audit; its ``fit`` makes every release (a broken subclass is
-        audited as such), and its ``epsilon`` is the claim.
+    requirement, depth:
+        The claimed ``dp:epsilon,trees`` and the depth, passed to the registry trainer as a release would.
     schema, X, y:
-        D, checked against the schema. Keep it small: each trial fits the mechanism on it twice.
+        D, checked against the schema. Keep it small: each trial trains on it (or on D') once.
+    mechanism:
+        The registry name whose trainer makes every release (a variant is audited by naming it).
     row, label:
         The added row (encoded) and its class; both None for `adversarial_row`.
     """
 
     mechanism = MECHANISM
 
-    def __init__(self, mechanism: DiffPets, schema: Schema, X: np.ndarray, y: np.ndarray, *,
-                 row: np.ndarray | None = None, label: int | None = None) -> None:
+    def __init__(self, requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray, *,
+                 mechanism: str = MECHANISM, row: np.ndarray | None = None, label: int | None = None) -> None:
         X, y = check_xy(schema, X, y)
         if (row is None) != (label is None):
             raise ValueError("give both row and label, or neither (the adversarial row is then chosen)")
         if row is None or label is None:
             row, label = adversarial_row(schema, X, y)
-        X1, y1 = check_xy(schema, np.vstack([X, np.asarray(row, dtype=np.float64)]), np.append(y, label))
-        self.audited = mechanism
-        self.epsilon, self.delta = float(mechanism.epsilon), 0.0
-        self.schema, self.X, self.y = schema, X, y
-        self.X1, self.y1 = X1, y1
-        self.row, self.label = X1[-1], int(label)
+        self.mechanism = mechanism
+        self.epsilon, self.delta = float(requirement.epsilon), 0.0
+        self.path = ReleasePath(mechanism, requirement, depth, schema, X, y, row, label)
 
-    def score(self, trees: list[Tree]) -> float:
+    def score(self, trees: Sequence[Tree]) -> float:
         """The score of one release (module docstring)."""
-        total = 0.0
-        for tree in trees:
-            node = int(tree.apply(self.row[None, :])[0])
-            here = tree.apply(self.X) == node
-            released = tree.nodes[node].counts[self.label] if tree.nodes[node].is_leaf else 0.0  # type: ignore[index]
-            total += ISOLATED * (not here.any()) + released - np.count_nonzero(here & (self.y == self.label))
-        return total
+        cells = self.path.cells(trees)
+        return float((ISOLATED * (cells.any_class == 0) + cells.released - cells.same_class).sum())
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Scores of ``trials`` releases on D, then of as many on D'."""
-        on_d = [self.score(self.audited.fit(self.schema, self.X, self.y, rng).trees) for _ in range(trials)]
-        on_d1 = [self.score(self.audited.fit(self.schema, self.X1, self.y1, rng).trees) for _ in range(trials)]
-        return np.array(on_d), np.array(on_d1)
+        """Scores of ``trials`` registered releases on D, then of as many on D'."""
+        return self.path.scores(trials, rng, self.score)
 
     def describe(self) -> dict[str, Any]:
-        row = self.schema.decode(self.row[None, :], np.array([self.label])).iloc[0]
-        return {"added_row": {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()},
-                "rows_in_D": int(self.y.size), "rows_of_r_class_in_D": int(np.count_nonzero(self.y == self.label)),
+        path = self.path
+        return {"added_row": path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+                "rows_in_D": int(path.y.size), "rows_of_r_class_in_D": int(np.count_nonzero(path.y == path.label)),
                 "score": f"per tree: {ISOLATED:g} if r's leaf holds no row of D, plus the released count of r's "
                          f"class there minus D's rows of that class there"}
 
 
-def diffpets_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
-                    rng: np.random.Generator) -> DiffPetsTarget:
-    """The registry's audit target of DiffPETs at the claimed ``dp:epsilon,trees`` and ``depth`` (the row is chosen)."""
-    return DiffPetsTarget(DiffPets(requirement.epsilon, requirement.trees, depth), schema, X, y)
+def diffpets_target(requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                    rng: np.random.Generator, *, mechanism: str = MECHANISM) -> DiffPetsTarget:
+    """The registry's audit target of DiffPETs (or of ``mechanism``) at ``dp:epsilon,trees`` and ``depth`` (row chosen)."""
+    return DiffPetsTarget(requirement, depth, schema, X, y, mechanism=mechanism)

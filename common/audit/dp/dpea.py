@@ -1,26 +1,36 @@
 """Audit target (`common.audit.dp.estimate.AuditTarget`) for DPEA, and the tiny adversarial table it is meant for.
 
-DPEA's structure is chosen from the data, so unlike the random-tree targets (`common.audit.dp.rdt`)
-the structure cannot be fixed: a release is (per tree) a whole structure plus the leaves' noisy
-counts. On a small schema and depth every full structure can be listed, and the exact sampler gives
-each one's probability on D and on D' = D + r (`DPEA.structure_log_probs`), so the audit works
-with the exact law instead of re-running the mechanism:
+DPEA's structure is chosen from the data: a release is (per tree) a whole structure, with its
+all-zero leaves dropped, plus the other leaves' noisy counts. On a small schema and depth every full
+structure can be listed, and the exact sampler gives each one's probability on D and on D' = D + r
+(`DPEA.structure_log_probs`). Two targets use that:
 
-* *Sufficient statistic.* Given the structure, every leaf count except r's (leaf, class) cell has
+* `DpeaReleaseTarget`, the registry's (default) target, runs DPEA's registered release path end to
+  end per trial (`common.audit.dp.blackbox`: the registry trainer, whole-tree embedding, the
+  registered bins) and scores the released trees by their *exact* log-likelihood ratio under the
+  claimed law: ln P(tree) is the log of the sum, over the listed structures the released tree is
+  consistent with, of P(structure) times the count log-pmf of each of its (leaf, class) cells (0 at
+  a dropped leaf). About 4 ms a trial, so a few thousand trials per table.
+* `DpeaTarget`, the exact-law *fast path*, for the trial counts (10^6) that DPEA's sharper-budget
+  variants need and for embedding depths the registered trainer never uses. It samples the release
+  law directly instead of re-running the mechanism; the tests check that law, structure and r's
+  released count, against DPEA's real releases. Its design:
+
+  *Sufficient statistic.* Given the structure, every leaf count except r's (leaf, class) cell has
   the same law under D and D' (Laplace noise per cell), and dropping all-zero subtrees is a function
   of the structure and the counts. So (structure, r's released cell count) per tree carries the whole
   likelihood ratio; the audit observes that pair, the release before the dropping post-processing
   (a violation there is a violation of the accounting; the dropping can only hide information).
-* *Sampling.* Structures are drawn from the audited mechanism's exact law (its own
+  *Sampling.* Structures are drawn from the audited mechanism's exact law (its own
   ``structure_log_probs``, so a subclass with a broken selection budget is audited as such; the
   tests check that law against `DPEA.fit`'s draws), r's cell count from its own ``noisy_counts``.
   Vectorised over trials: a trial costs microseconds, so 10^5 trials per table take a second.
-* *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
+  *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
   correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
   log-pmf ratio at the claimed noise scale (`common.mechanisms.laplace_rdt.count_log_pmf`, the same clamped,
   rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
   release comes closest to its bound.
-* *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
+  *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
   mechanism on (D, D') is computable exactly (`exact_epsilon`): the largest |ln P'/P| over
   structures and released counts (counts beyond m + 2 or below m - 1 add nothing new), times the
   number of trees. The empirical audit is a statistical lower bound on it.
@@ -42,16 +52,20 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
+from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure
+from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, finest_bins
 from common.mechanisms.laplace_rdt import count_log_pmf
 from common.trees.learners._data import check_xy
+from common.trees.tree import Tree
 
-__all__ = ["DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES", "dpea_target"]
+__all__ = ["DpeaReleaseTarget", "DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES", "dpea_target"]
 
 ADDED_ROW_CANDIDATES = 64  # domain points tried as r (each with every class) when the domain is larger
 MAX_STRUCTURES = 20_000  # full structures the target lists; more is refused (lower the depth)
+_IMPOSSIBLE = 50.0  # score of a tree the claimed law allows under one table only
 _COUNT_MARGIN = 3  # released counts max(0, m - 3) .. m + 2 take every value of the count log-ratio (constant beyond)
 
 
@@ -96,45 +110,27 @@ def _leaf_path(structure: Structure, codes: np.ndarray) -> list[int]:
     return path
 
 
-class DpeaTarget:
-    """DPEA on (D, D' = D + r): the release is (structure, r's released cell count) per tree; the score is the LLR.
+class _Pair:
+    """D, DPEA's listed structures at a claimed setting, and the added row r chosen on the claimed law.
 
-    Parameters
-    ----------
-    mechanism:
-        The audited setting (a `DPEA`, or a broken subclass); its claim is a correct `DPEA` with the
-        same fields. The ``mcmc`` sampler is refused: its law is not the exact one the target samples.
-    schema, X, y:
-        D.
-    rng:
-        Draws the candidate rows when the domain is too large to try every point.
+    Shared by `DpeaReleaseTarget` (the registered release path) and `DpeaTarget` (the exact law).
     """
 
-    mechanism = MECHANISM
-
-    def __init__(self, mechanism: DPEA, schema: Schema, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        if mechanism.sampler == "mcmc":
-            raise ValueError("the dpea audit samples the exact law of the selections; sampler 'mcmc' claims no exact "
-                             "guarantee (use 'exact' or 'exhaustive')")
+    def __init__(self, claimed: DPEA, schema: Schema, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         X, y = check_xy(schema, X, y)
-        self.audited, self.claimed = mechanism, _claimed(mechanism)
-        self.epsilon, self.delta = float(mechanism.epsilon), 0.0
+        self.claimed = claimed
+        self.epsilon, self.delta = float(claimed.epsilon), 0.0
         self.schema, self.X, self.y = schema, X, y
-        self.domain = Domain.of(schema, mechanism.bins)
-        count = self.domain.log_structure_count(mechanism.depth)
+        self.domain = Domain.of(schema, claimed.bins)
+        count = self.domain.log_structure_count(claimed.depth)
         if count > math.log(MAX_STRUCTURES):
-            raise ValueError(f"the dpea audit lists every structure of depth {mechanism.depth}: about {math.exp(count):.3g} "
+            raise ValueError(f"the dpea audit lists every structure of depth {claimed.depth}: about {math.exp(count):.3g} "
                              f"here, more than {MAX_STRUCTURES}; use a smaller depth or schema")
-        self.structures = self.domain.structures(mechanism.depth)
+        self.structures = self.domain.structures(claimed.depth)
         self.codes = self.domain.codes(X)
-        log_d = self.claimed.structure_log_probs(schema, X, y, self.structures)
+        log_d = claimed.structure_log_probs(schema, X, y, self.structures)
         self.row, self.label, log_d1 = self._choose(log_d, rng)
-        self.structure_llr = log_d1 - log_d  # under the claimed law
-        r = self.domain.codes(self.row[None, :])[0]
-        self.counts = np.array([self._cell(s, r) for s in self.structures])  # r's cell count in D, per structure
-        X1, y1 = np.vstack([X, self.row]), np.append(y, self.label)
-        self.law = tuple(self._law(mechanism.structure_log_probs(schema, data, labels, self.structures))
-                         for data, labels in ((X, y), (X1, y1)))
+        self.claimed_log_laws = (log_d, log_d1)
 
     # ------------------------------------------------------------------ the pair
     def _candidates(self, rng: np.random.Generator) -> np.ndarray:
@@ -167,6 +163,42 @@ class DpeaTarget:
         path = _leaf_path(structure, r)
         same = (self.codes[:, path] == r[path]).all(axis=1) & (self.y == self.label)
         return int(same.sum())
+
+
+
+class DpeaTarget(_Pair):
+    """The exact-law fast path: DPEA's release law sampled directly, (structure, r's released cell count) per tree.
+
+    Used for settings the registered trainer does not run (another ``embedding_depth``, a subclass
+    with a broken budget) and for trial counts a black box cannot reach (10^6 per second); the tests
+    check its law against `DPEA.fit`'s releases. The score is the LLR under the claimed law.
+
+    Parameters
+    ----------
+    mechanism:
+        The audited setting (a `DPEA`, or a broken subclass); its claim is a correct `DPEA` with the
+        same fields. The ``mcmc`` sampler is refused: its law is not the exact one the target samples.
+    schema, X, y:
+        D.
+    rng:
+        Draws the candidate rows when the domain is too large to try every point.
+    """
+
+    mechanism = MECHANISM
+
+    def __init__(self, mechanism: DPEA, schema: Schema, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        if mechanism.sampler == "mcmc":
+            raise ValueError("the dpea audit samples the exact law of the selections; sampler 'mcmc' claims no exact "
+                             "guarantee (use 'exact' or 'exhaustive')")
+        super().__init__(_claimed(mechanism), schema, X, y, rng)
+        self.audited = mechanism
+        log_d, log_d1 = self.claimed_log_laws
+        self.structure_llr = log_d1 - log_d  # under the claimed law
+        r = self.domain.codes(self.row[None, :])[0]
+        self.counts = np.array([self._cell(s, r) for s in self.structures])  # r's cell count in D, per structure
+        X1, y1 = np.vstack([self.X, self.row]), np.append(self.y, self.label)
+        self.law = tuple(self._law(mechanism.structure_log_probs(schema, data, labels, self.structures))
+                         for data, labels in ((self.X, self.y), (X1, y1)))
 
     @staticmethod
     def _law(log_probs: np.ndarray) -> np.ndarray:
@@ -208,8 +240,127 @@ class DpeaTarget:
                          f"{self.claimed.noise_scale:g}"}
 
 
+def _leaves(structure: Structure) -> list[list[tuple[int, int]]]:
+    """The (attribute, code) path of every leaf of ``structure``, in code order."""
+    if structure is None:
+        return [[]]
+    a, children = structure
+    return [[(a, code), *rest] for code, child in enumerate(children) for rest in _leaves(child)]
+
+
+def _node_paths(tree: Tree, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node of a released tree: its depth, and the attributes split on from the root to it and at it (-1 padded)."""
+    n = len(tree.nodes)
+    depths = np.zeros(n, dtype=np.int64)
+    attrs = np.full((n, depth + 1), -1, dtype=np.int64)
+    stack = [0]
+    while stack:
+        i = stack.pop()
+        node = tree.nodes[i]
+        if not node.is_leaf:
+            attrs[i, depths[i]] = node.attribute
+            for edge in node.edges:
+                depths[edge.child] = depths[i] + 1
+                attrs[edge.child] = attrs[i]
+                stack.append(edge.child)
+    return depths, attrs, np.array([node.is_leaf for node in tree.nodes])
+
+
+class DpeaReleaseTarget(_Pair):
+    """DPEA's registered release on (D, D' = D + r), per trial end to end; the score is the exact LLR of the release.
+
+    A released tree is a full structure with its all-zero leaves dropped and its other leaves' noisy
+    counts, so its likelihood under the claimed law (`DPEA` at the registered trainer's setting) is
+    the sum, over the listed structures s it is consistent with, of P(s) times the count log-pmf of
+    every (leaf, class) cell of s (0 for a dropped leaf; `count_log_pmf`). The score is
+    sum_t ln P'(tree_t) - ln P(tree_t): the Neyman-Pearson statistic of a correct release, read from
+    the released trees alone.
+    """
+
+    mechanism = MECHANISM
+
+    def __init__(self, requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                 rng: np.random.Generator, *, mechanism: str = MECHANISM) -> None:
+        super().__init__(DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth)),
+                         schema, X, y, rng)
+        self.mechanism = mechanism
+        self.path = ReleasePath(mechanism, requirement, depth, schema, self.X, self.y, self.row, self.label)
+        leaves = [(s, leaf) for s, structure in enumerate(self.structures) for leaf in _leaves(structure)]
+        self._structure_of = np.array([s for s, _ in leaves])
+        self._length = np.array([len(leaf) for _, leaf in leaves])
+        self._attrs = np.full((len(leaves), depth + 1), -1, dtype=np.int64)
+        codes = np.zeros((len(leaves), schema.n_attributes), dtype=np.int64)
+        for i, (_, leaf) in enumerate(leaves):
+            for j, (a, code) in enumerate(leaf):
+                self._attrs[i, j], codes[i, a] = a, code
+        self._points = np.array([_row(self.domain, c) for c in codes])  # a point of each leaf, to route through a tree
+        r = self.domain.codes(self.row[None, :])[0]
+        self._true = np.zeros((2, len(leaves), schema.n_classes))  # per table, the leaves' class counts
+        for i, (_, leaf) in enumerate(leaves):
+            here = np.ones(len(self.y), dtype=bool)
+            for a, code in leaf:
+                here &= self.codes[:, a] == code
+            self._true[:, i] = np.bincount(self.y[here], minlength=schema.n_classes)
+            if all(r[a] == code for a, code in leaf):
+                self._true[1, i, self.label] += 1
+
+    def _log_likelihoods(self, tree: Tree) -> np.ndarray:
+        """ln P(tree) under the claimed law on D and on D' (two values; -inf when no structure fits the tree)."""
+        node = tree.apply(self._points)
+        depths, attrs, is_leaf = _node_paths(tree, self.claimed.depth)
+        d = depths[node]
+        above = np.arange(attrs.shape[1])[None, :] < d[:, None]
+        path_matches = ((attrs[node] == self._attrs) | ~above).all(axis=1)
+        split_here = np.take_along_axis(self._attrs, np.minimum(d, attrs.shape[1] - 1)[:, None], axis=1)[:, 0]
+        fits = path_matches & np.where(is_leaf[node], d == self._length, (d < self._length) & (attrs[node, d] == split_here))
+        counts = np.array([n.counts if n.counts is not None else np.zeros(self.schema.n_classes) for n in tree.nodes])
+        released = np.where(is_leaf[node][:, None], counts[node], 0.0)
+        if len(tree.nodes) == 1:  # every count was 0: the zero root fits every structure
+            fits, released = np.ones_like(fits), np.zeros_like(released)
+        n = len(self.structures)
+        misfit = np.bincount(self._structure_of, weights=~fits, minlength=n) > 0
+        result = np.empty(2)
+        for table in range(2):
+            cells = count_log_pmf(released, self._true[table], self.claimed.noise_scale).sum(axis=1)
+            log = self.claimed_log_laws[table] + np.bincount(self._structure_of, weights=cells, minlength=n)
+            result[table] = logsumexp(np.where(misfit, -np.inf, log))
+        return result
+
+    def score(self, trees: list[Tree]) -> float:
+        """sum over the released trees of ln P'(tree) - ln P(tree) under the claimed law, each within +-`_IMPOSSIBLE`.
+
+        A tree only one table's claimed law allows scores +-`_IMPOSSIBLE`; one neither allows, 0.
+        """
+        total = 0.0
+        for tree in trees:
+            log_d, log_d1 = self._log_likelihoods(tree)
+            with np.errstate(invalid="ignore"):
+                ratio = log_d1 - log_d  # nan when neither allows it
+            total += float(np.nan_to_num(np.clip(ratio, -_IMPOSSIBLE, _IMPOSSIBLE), nan=0.0))
+        return total
+
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Scores of ``trials`` registered releases on D, then on D'."""
+        return self.path.scores(trials, rng, self.score)
+
+    def describe(self) -> dict[str, Any]:
+        return {"added_row": self.path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+                "rows": int(self.y.size), "structures": len(self.structures),
+                "score": f"exact log-likelihood ratio D'/D of the released trees under the claimed law: selections "
+                         f"at beta {self.claimed.selection_beta:g}, noise scale {self.claimed.noise_scale:g}"}
+
+
 def dpea_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
-                rng: np.random.Generator, *, embedding_depth: int | None = None) -> DpeaTarget:
-    """The registry's audit target of DPEA at the claimed ``dp:epsilon,trees``, ``depth`` and ``embedding_depth``."""
+                rng: np.random.Generator, *, embedding_depth: int | None = None,
+                mechanism: str = MECHANISM) -> DpeaReleaseTarget | DpeaTarget:
+    """The registry's audit target of DPEA (or of ``mechanism``) at the claimed ``dp:epsilon,trees`` and ``depth``.
+
+    The registered trainer embeds the whole tree; an ``embedding_depth`` (a setting owners' releases
+    never use) is audited on the exact-law fast path `DpeaTarget` instead.
+    """
+    if embedding_depth is None:
+        return DpeaReleaseTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism)
+    if mechanism != MECHANISM:
+        raise ValueError(f"an embedding depth is audited on DPEA's own law; {mechanism!r} is not {MECHANISM!r}")
     return DpeaTarget(DPEA(requirement.epsilon, requirement.trees, depth, embedding_depth=embedding_depth),
                       schema, X, y, rng)

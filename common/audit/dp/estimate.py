@@ -3,8 +3,9 @@
 A mechanism M is (eps, delta)-DP when for all neighbouring tables D, D' and every event E,
 P[M(D') in E] <= e^eps P[M(D) in E] + delta, and the same with D and D' swapped. The audit runs the
 mechanism many times on one adversarially chosen pair (D, D' = D plus one row; an `AuditTarget`
-builds the pair and reduces each release to a real *score*) and turns the observed frequencies of
-an event into a lower bound on eps that holds with confidence 1 - alpha:
+builds the pair, runs the mechanism's registered release path per trial (`common.audit.dp.blackbox`)
+and reduces each release to a real *score* read from the released trees) and turns the observed
+frequencies of an event into a lower bound on eps that holds with confidence 1 - alpha:
 
 1. *Event choice on held-out trials.* The trials of each table are split in halves. On the first
    half every threshold t of the pooled scores is tried for the events {score >= t} and its

@@ -1,0 +1,103 @@
+"""The black box every empirical-audit target runs: a registered mechanism's release path on D and D' = D + r.
+
+An audit that re-implements a mechanism's noise or sampling tests the re-implementation, not what
+owners run. So each target (`common.audit.dp.rdt`, `common.audit.dp.dpea`, `common.audit.dp.diffpets`)
+holds a `ReleasePath`: per trial it calls the mechanism's registry trainer,
+``registry.get(name).train(schema, X, y, requirement, depth, rng)`` (the code
+`common.mechanisms.release.release` runs for owners), on D or on D', and the target reduces the
+released `Tree`s to one real score. A variant registered under another name (a plugin, or a test's
+deliberately broken trainer) is audited by naming it; nothing of its internals is read.
+
+`released_cell` reads, per released tree, what a score needs about the added row r: the count the
+tree releases for r's class at the node r stops at (0 when r stops at an inner node, because its
+leaf was dropped as all-zero), and how many rows of D stop at that node, of r's class and of any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from common.data.schema import Schema
+from common.mechanisms import registry
+from common.trees.learners._data import check_xy
+from common.trees.tree import Tree
+
+__all__ = ["ReleasePath", "Cells", "released_cell"]
+
+Score = Callable[[Sequence[Tree]], float]
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Per released tree: r's released class count, and D's rows (of r's class; of any class) at r's node."""
+
+    released: np.ndarray
+    same_class: np.ndarray
+    any_class: np.ndarray
+
+
+def released_cell(trees: Sequence[Tree], row: np.ndarray, label: int, X: np.ndarray, y: np.ndarray) -> Cells:
+    """What each released tree says about r's cell, and D's rows there (module docstring)."""
+    released, same, anyone = (np.empty(len(trees)) for _ in range(3))
+    for t, tree in enumerate(trees):
+        node = int(tree.apply(row[None, :])[0])
+        here = tree.apply(X) == node
+        counts = tree.nodes[node].counts
+        released[t] = counts[label] if tree.nodes[node].is_leaf and counts is not None else 0.0
+        same[t] = np.count_nonzero(here & (y == label))
+        anyone[t] = np.count_nonzero(here)
+    return Cells(released, same, anyone)
+
+
+class ReleasePath:
+    """One registered mechanism's trainer at a claimed setting, run on D and on D' = D + (row, label).
+
+    Parameters
+    ----------
+    mechanism:
+        The registry name whose ``train`` makes every release.
+    requirement, depth:
+        The claimed requirement and the tree depth, passed to the trainer as a release would.
+    schema, X, y:
+        D (checked against the schema).
+    row, label:
+        The added row r (encoded) and its class.
+    """
+
+    def __init__(self, mechanism: str, requirement: Any, depth: int, schema: Schema, X: np.ndarray,
+                 y: np.ndarray, row: np.ndarray, label: int) -> None:
+        record = registry.get(mechanism)
+        if record.train is None:
+            raise ValueError(f"mechanism {mechanism!r} trains no trees of its own; the empirical DP audit runs "
+                             "whole-release mechanisms")
+        self.mechanism, self.requirement, self.depth = mechanism, requirement, int(depth)
+        self._train = record.train
+        self.schema = schema
+        self.X, self.y = check_xy(schema, X, y)
+        self.X1, self.y1 = check_xy(schema, np.vstack([self.X, np.asarray(row, dtype=np.float64)]),
+                                    np.append(self.y, int(label)))
+        self.row, self.label = self.X1[-1], int(label)
+
+    def release(self, added: bool, rng: np.random.Generator) -> list[Tree]:
+        """One release of the registered trainer on D (``added`` False) or D'."""
+        X, y = (self.X1, self.y1) if added else (self.X, self.y)
+        trees, _ = self._train(self.schema, X, y, self.requirement, self.depth, rng)
+        return list(trees)
+
+    def cells(self, trees: Sequence[Tree]) -> Cells:
+        """`released_cell` of one release for this pair's r."""
+        return released_cell(trees, self.row, self.label, self.X, self.y)
+
+    def scores(self, trials: int, rng: np.random.Generator, score: Score) -> tuple[np.ndarray, np.ndarray]:
+        """``score`` of ``trials`` releases on D, then of as many on D'."""
+        on_d = np.array([score(self.release(False, rng)) for _ in range(trials)], dtype=np.float64)
+        on_d1 = np.array([score(self.release(True, rng)) for _ in range(trials)], dtype=np.float64)
+        return on_d, on_d1
+
+    def decoded_row(self) -> dict[str, Any]:
+        """r with its class, decoded to the table's values (JSON-ready)."""
+        row = self.schema.decode(self.row[None, :], np.array([self.label])).iloc[0]
+        return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}

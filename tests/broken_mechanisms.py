@@ -1,0 +1,119 @@
+"""Deliberately broken release mechanisms, each the real trainer with one flaw, for the empirical DP audit's tests.
+
+Every record here is registered at run time by a test (and unregistered after it), under its own
+name, with the real mechanism's audit target: the audit then runs the broken trainer through the
+same registered release path as the real one, and must refute its claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from common.data.schema import Schema
+from common.mechanisms.diffpets import DiffPets
+from common.mechanisms.dpea import DPEA, finest_bins
+from common.mechanisms.kanon_rdt import kanon_rdt
+from common.mechanisms.laplace_rdt import LaplaceRdt
+from common.mechanisms.registry import Mechanism
+from common.privacy.requirements import DP, DPS
+from common.trees.tree import Tree
+
+Trained = tuple[list[Tree], dict[str, Any]]
+
+
+class _NoEmptyNoise(LaplaceRdt):
+    """laplace-rdt that releases an empty cell as an exact 0: its privacy loss is unbounded."""
+
+    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, rng))
+
+
+class _HalfNoise(LaplaceRdt):
+    """laplace-rdt drawing half the noise it claims: really 2 * epsilon-DP."""
+
+    @property
+    def scale(self) -> float:
+        return super().scale / 2
+
+
+class _DpeaNoEmptyNoise(DPEA):
+    """DPEA that releases an empty leaf cell as an exact 0: its privacy loss is unbounded."""
+
+    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, rng))
+
+
+class _DataRangeThresholds(DiffPets):
+    """DiffPETs with Geurts' ExtraTrees thresholds: uniform between the node's data minimum and maximum (A3)."""
+
+    def _choose_split(self, task, region, Xn, yn, k, rng):  # type: ignore[no-untyped-def]
+        if len(Xn):
+            numeric = ~np.isnan(region.low)
+            region = dataclasses.replace(region, low=np.where(numeric, Xn.min(axis=0), region.low),
+                                         high=np.where(numeric, Xn.max(axis=0), region.high))
+        return super()._choose_split(task, region, Xn, yn, k, rng)
+
+
+class _RawPurityStop(DiffPets):
+    """DiffPETs with the paper's stopping rule read literally: a node whose rows all share one label is a leaf (A4)."""
+
+    def _choose_split(self, task, region, Xn, yn, k, rng):  # type: ignore[no-untyped-def]
+        return None if np.unique(yn).size <= 1 else super()._choose_split(task, region, Xn, yn, k, rng)
+
+
+def _laplace(cls: type[LaplaceRdt]) -> Callable[..., Trained]:
+    """laplace-rdt's registry trainer with ``cls`` in place of `LaplaceRdt`."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+              rng: np.random.Generator) -> Trained:
+        mechanism = cls(requirement.epsilon, requirement.trees, depth)
+        return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+    return train
+
+
+def _diffpets(cls: type[DiffPets]) -> Callable[..., Trained]:
+    """DiffPETs' registry trainer with ``cls`` in place of `DiffPets`."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+              rng: np.random.Generator) -> Trained:
+        mechanism = cls(requirement.epsilon, requirement.trees, depth)
+        return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters(schema)
+    return train
+
+
+def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
+    """DPEA's registry trainer with ``cls`` in place of `DPEA`."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+              rng: np.random.Generator) -> Trained:
+        mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
+        return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+    return train
+
+
+def _kanon(**flaw: Any) -> Callable[..., Trained]:
+    """kanon-rdt's trainer (`kanon_rdt`) run with ``flaw`` (beta or k) overriding the claimed requirement."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
+              rng: np.random.Generator) -> Trained:
+        setting = {"k": requirement.k, "beta": requirement.beta, **flaw}
+        forest = kanon_rdt(schema, X, y, depth=depth, n_trees=requirement.trees, rng=rng, **setting)
+        return forest.trees, {}
+    return train
+
+
+def _record(name: str, family: str, train: Callable[..., Trained], target: str) -> Mechanism:
+    return Mechanism(name, family, "a deliberately broken variant (a test's)", train=train,  # type: ignore[arg-type]
+                     dp_audit_target=f"common.audit.dp.{target}")
+
+
+LAPLACE = {"laplace-rdt-no-empty-noise": _NoEmptyNoise, "laplace-rdt-half-noise": _HalfNoise}
+DIFFPETS = {"diffpets-data-thresholds": _DataRangeThresholds, "diffpets-raw-purity": _RawPurityStop}
+DPEA_ = {"dpea-no-empty-noise": _DpeaNoEmptyNoise}
+KANON = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
+
+RECORDS = (
+    *(_record(name, "dp", _laplace(cls), "rdt:laplace_rdt_target") for name, cls in LAPLACE.items()),
+    *(_record(name, "dp", _diffpets(cls), "diffpets:diffpets_target") for name, cls in DIFFPETS.items()),
+    *(_record(name, "dp", _dpea(cls), "dpea:dpea_target") for name, cls in DPEA_.items()),
+    *(_record(name, "dps", _kanon(**flaw), "rdt:kanon_rdt_target") for name, flaw in KANON.items()),
+)
