@@ -218,6 +218,13 @@ def _load_regression(args: argparse.Namespace,
     return table.schema, table.X, table.y, table.source
 
 
+def _infer_flags(args: argparse.Namespace, schema: Schema | RegressionSchema) -> str:
+    """The `schema infer` flags that draft this table's schema: its class, or its target and public range."""
+    if isinstance(schema, RegressionSchema):
+        return f"--target {schema.target.name} --target-range {schema.target.low:g},{schema.target.high:g}"
+    return f"--class-column {schema.class_name}"
+
+
 def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | RegressionSchema) -> None:
     """Fill ``--mechanism``, ``--disclosure`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
@@ -233,7 +240,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
         raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "
                          f"domain, and --data has no --schema: the ranges and categories would be read from the "
                          "rows, and the miner refuses such a study. Draft a schema with `modelshare schema infer "
-                         f"{args.data} --class-column {args.class_column}`, review it, and pass --schema")
+                         f"{args.data} {_infer_flags(args, schema)}`, review it, and pass --schema")
 
 
 def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSchema, dict[str, Any]]:
