@@ -48,12 +48,21 @@ __all__ = [
 CALL_TIMEOUT = 30.0
 
 
-def _rpc(call: Callable[[], Any]) -> Any:
-    """Run an admin call; a refusal by the miner becomes a ValueError with its status and message."""
+def _rpc(call: Callable[[], Any], miner: str) -> Any:
+    """Run an admin call; a refusal by the miner becomes a ValueError with its status and message.
+
+    A miner that cannot be reached (UNAVAILABLE) is said as such, with the address dialled and the
+    likely causes, rather than as a status the miner never sent.
+    """
     try:
         return call()
     except grpc.RpcError as exc:
-        raise ValueError(f"the miner answered {exc.code().name}: {exc.details()}") from None
+        details = exc.details() or ""
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            why = "connection refused" if "refused" in details.lower() else details
+            raise ValueError(f"cannot reach the miner at {miner} ({why}): is `modelshare miner serve` running there, "
+                             "and was this kit provisioned by the same project CA?") from None
+        raise ValueError(f"the miner answered {exc.code().name}: {details}") from None
 
 
 # --------------------------------------------------------------------- miner
@@ -92,7 +101,7 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
     with channel:
-        reply = _rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout))
+        reply = _rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
     health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")
@@ -117,25 +126,27 @@ def cmd_study_create(args: argparse.Namespace) -> int:
         request.evaluation_csv = study.evaluation.read_bytes()
     channel, stub = admin_stub(config)
     with channel:
-        status = _rpc(lambda: stub.CreateStudy(request, timeout=CALL_TIMEOUT))
+        status = _rpc(lambda: stub.CreateStudy(request, timeout=CALL_TIMEOUT), config.miner)
     data = status_dict(status)
     print(json.dumps(data, indent=2)) if args.json else _print_status(data)
     return 0
 
 
 def cmd_study_status(args: argparse.Namespace) -> int:
-    channel, stub = admin_stub(AdminConfig.load(args.config))
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
     with channel:
-        status = _rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT))
+        status = _rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT), config.miner)
     data = status_dict(status)
     print(json.dumps(data, indent=2)) if args.json else _print_status(data)
     return 0
 
 
 def cmd_study_list(args: argparse.Namespace) -> int:
-    channel, stub = admin_stub(AdminConfig.load(args.config))
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
     with channel:
-        reply = _rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT))
+        reply = _rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT), config.miner)
     rows = [status_dict(s) for s in reply.studies]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -149,11 +160,12 @@ def cmd_study_list(args: argparse.Namespace) -> int:
 
 
 def cmd_study_results(args: argparse.Namespace) -> int:
-    channel, stub = admin_stub(AdminConfig.load(args.config))
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
     ref = fpb.StudyRef(study_id=args.id)
     with channel:
-        status = _rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT))
-        results = _rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT))
+        status = _rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT), config.miner)
+        results = _rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
     written = write_results(results, status, args.out)
     if args.json:
         print(json.dumps(results_dict(results), indent=2))

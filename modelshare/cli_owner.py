@@ -57,6 +57,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with OwnerDaemon(config, insecure=args.insecure) as daemon:
+            print(f"modelshare owner {config.name}: dialling the miner {config.miner_name} at {config.miner}; "
+                  f"state in {config.state_dir}" + (" (one round)" if args.once else ""), flush=True)
             if args.once:
                 return _serve_once(daemon, stop)
             daemon.run(stop)

@@ -280,3 +280,13 @@ def test_pgen_shuffles_by_default_and_keeps_the_class_counts(tmp_path):
     assert len(a) == len(b) and not a.equals(b)
     classes = load_dataset("car").schema.class_name
     assert a[classes].value_counts().sort_index().equals(b[classes].value_counts().sort_index())
+
+
+def test_an_unreachable_miner_is_named_with_its_address_and_the_likely_cause(tmp_path, capsys):
+    from modelshare.provision import issue_throwaway_federation
+
+    kits = issue_throwaway_federation(tmp_path / "kits", owners=["o1"], address="localhost:1")  # nothing listens
+    assert main(["study", "list", "--config", str(kits["admin"] / "admin.toml")]) == 2
+    said = capsys.readouterr().err
+    assert "cannot reach the miner at localhost:1" in said and "modelshare miner serve" in said
+    assert "the miner answered" not in said  # the miner never answered

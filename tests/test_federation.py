@@ -84,7 +84,7 @@ def test_a_stricter_owner_refuses_and_status_reports_why(daemons_fed, tmp_path, 
     assert answers["site-b"] == ("refused", "policy: this site's policy does not allow this study (policy keys: min_k)")
     # the kit's admin.toml names the provisioned address, where no miner listens: a clear error
     assert main(["study", "status", "d2", "--config", str(fed.kits["admin"] / "admin.toml"), "--json"]) == 2
-    assert "the miner answered UNAVAILABLE" in capsys.readouterr().err
+    assert "cannot reach the miner at" in capsys.readouterr().err
     with _daemon(fed, "site-a") as daemon:
         daemon.run_once(wait_seconds=0)
     assert fed.wait_study("d2").state == "done"
