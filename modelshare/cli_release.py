@@ -24,6 +24,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
+from common.mechanisms.release import DataDerivedDomain
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
 from common.privacy.report import Release
@@ -86,9 +87,12 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
     shape = registry.requirement_form(args.mechanism)
     if args.requirement is None or args.max_depth is None:
         raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --max-depth D")
-    release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
-                            max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure,
-                            allow_data_derived_domain=args.data_derived_domain)
+    try:
+        release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
+                                max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure,
+                                allow_data_derived_domain=args.data_derived_domain)
+    except DataDerivedDomain as exc:
+        raise ValueError(f"{exc}. Here: pass --schema, or --data-derived-domain to give the guarantee up") from None
     trees = release.trees
     summary = {
         "trees": len(trees),
@@ -140,11 +144,6 @@ def cmd_release(args: argparse.Namespace) -> int:
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     record = registry.get(args.mechanism)
-    if table.schema.data_derived and record.whole_release and not args.data_derived_domain:
-        raise ValueError(f"--mechanism {args.mechanism} makes a {record.family} release, whose guarantee needs a "
-                         f"public domain, and {table.source} has no --schema: its ranges and categories would be read "
-                         "from the rows. Draft a schema with `modelshare schema infer`, review it, and pass --schema "
-                         "(or --data-derived-domain, which gives the guarantee up)")
     if table.schema.data_derived:
         warn_data_derived(table.schema, table.source)
     make = _release_forest if record.whole_release else _release_tree

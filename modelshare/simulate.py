@@ -236,7 +236,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     if wrong:
         raise ValueError(f"--global-models: {wrong} are not {task} models; choose from {', '.join(MODELS[task])}")
     record = registry.get(args.mechanism)
-    if getattr(schema, "data_derived", False) and record.whole_release:
+    if schema.data_derived and record.whole_release:
         raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "
                          f"domain, and --data has no --schema: the ranges and categories would be read from the "
                          "rows, and the miner refuses such a study. Draft a schema with `modelshare schema infer "
@@ -258,7 +258,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         schema, source = table.schema, table.source
         X, y = schema.encode(table.frame, source=source)
     _task_defaults(args, task, schema)
-    if getattr(schema, "data_derived", False):
+    if schema.data_derived:
         warn_data_derived(schema, source)
     rng = np.random.default_rng(args.seed)
     test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0

@@ -292,7 +292,7 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
 def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, where: str) -> None:
     """A ``dps`` or ``dp`` requirement and its mechanisms go together (their `common.mechanisms.registry` family),
     with counts disclosure, a tree depth and few enough trees."""
-    if isinstance(requirement, (DPS, DP)) and getattr(spec_schema(spec), "data_derived", False):
+    if isinstance(requirement, (DPS, DP)) and spec_schema(spec).data_derived:
         raise StudyError(f"{where}: requirement {requirement} needs a public domain; the study's schema was read from a "
                          "table (domain: data-derived). Review it (`modelshare schema infer` drafts say what came "
                          "from the data) and remove its `domain` line once its bounds are public")

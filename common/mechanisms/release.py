@@ -29,7 +29,11 @@ from common.privacy.requirements import (
 )
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
-__all__ = ["release"]
+__all__ = ["release", "DataDerivedDomain"]
+
+
+class DataDerivedDomain(ValueError):
+    """A dp or dps release asked over a schema read off the rows, without allowing it; nothing is released."""
 
 
 def release(
@@ -86,7 +90,8 @@ def release(
     ------
     ValueError
         An unknown mechanism or disclosure, missing inputs, a missing requirement, a bad depth, or
-        rows that do not fit the schema.
+        rows that do not fit the schema; `DataDerivedDomain` for a dp or dps release over a
+        data-derived schema that ``allow_data_derived_domain`` does not allow.
     RequirementError
         A malformed requirement, or one the mechanism does not meet.
     RequirementUnsatisfiable
@@ -102,8 +107,8 @@ def release(
     if schema is None or X is None or y is None or max_depth is None:
         raise ValueError(f"mechanism {mechanism!r} trains its own trees from the rows; pass schema=, X=, y= and "
                          "max_depth=" + (" (it does not take a trained tree)" if tree is not None else ""))
-    if getattr(schema, "data_derived", False) and not allow_data_derived_domain:
-        raise ValueError(f"mechanism {mechanism!r} makes a {record.family} release, whose guarantee needs a public "
+    if schema.data_derived and not allow_data_derived_domain:
+        raise DataDerivedDomain(f"mechanism {mechanism!r} makes a {record.family} release, whose guarantee needs a public "
                          "domain; this schema's ranges and categories were read from the rows (data-derived). Give a "
                          "schema of public bounds (draft one with `modelshare schema infer`, then review it), or "
                          "allow a data-derived domain and lose the guarantee")
@@ -112,9 +117,9 @@ def release(
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
 
 
-def _domain(schema: object) -> dict[str, str]:
+def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:
     """``{"domain": "data-derived"}`` for a schema read off the rows (what the audit checks), else nothing."""
-    return {"domain": DATA_DERIVED} if getattr(schema, "data_derived", False) else {}
+    return {"domain": DATA_DERIVED} if schema.data_derived else {}
 
 
 def _hint(requirement: object) -> str:
