@@ -123,7 +123,7 @@ def audit(released: Release, report: Any = None) -> AuditResult | RegressionAudi
         ``passed``, and every check with why it holds or fails.
     """
     if isinstance(released, Release):
-        return _audit(released.forest if released.task == "regression" else released.trees, released.report)
+        return _audit(released.trees, released.report)
     return _audit(released, report)
 
 

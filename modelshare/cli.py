@@ -231,15 +231,16 @@ def _report(exc: BaseException, message: str, as_json: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    path = selected(argv)
     try:
-        args = build_parser(selected(argv)).parse_args(argv)
+        args = build_parser(path).parse_args(argv)
     except UsageError as exc:
         if "--json" in argv:
             _json_error(exc, exc.message)
         raise
     as_json = bool(getattr(args, "json", False))
     if getattr(args, "replaced_by", None):
-        note_deprecated(f"modelshare {' '.join(selected(argv))}", args.replaced_by)
+        note_deprecated(f"modelshare {' '.join(path)}", args.replaced_by)
     try:
         return int(args.func(args) or 0)
     except CommandFailed as exc:

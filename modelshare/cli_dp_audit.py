@@ -107,8 +107,7 @@ def cmd_audit_dp(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(seed)
     target = _target(args, table.schema, X, y, rng)
     result = audit_dp(target, args.trials, rng, alpha=args.alpha)
-    claim = (f"{args.epsilon:g}-DP over {args.trees} trees" if registry.get(args.mechanism).family != "dps"
-             else f"dps:k={args.k},beta={args.beta:g},epsilon={args.epsilon:g},trees={args.trees}")
+    claim = str(parse_requirement(_claim(args, registry.get(args.mechanism).family)))  # as the target was built
     if args.json:
         print(json.dumps({"source": table.source, "rows": int(len(y)), "seed": seed, "depth": args.depth,
                           "trees": args.trees, **result.to_dict()}, indent=2))

@@ -21,6 +21,7 @@ from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.trees.learners import LEARNERS
+from common.trees.tree import DISCLOSURES
 from modelshare.cli_common import err
 
 __all__ = [
@@ -33,13 +34,13 @@ __all__ = [
     "add_table_source",
     "load_source",
     "resolve_disclosure",
+    "resolve_requirement",
     "warn_data_derived",
 ]
 
 DEFAULT_LEARNER = "multiway"
 DEFAULT_MECHANISM = "apt"
 DEFAULT_DISCLOSURE = "hit_miss"
-DISCLOSURES = ("counts", "hit_miss")
 
 
 def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
@@ -95,10 +96,21 @@ def add_disclosure(p: argparse.ArgumentParser, *, help: str) -> None:
 
 
 def resolve_disclosure(mechanism: str, given: str | None) -> str:
-    """The disclosure a release uses: the one given, else counts for count-only mechanisms, else hit/miss."""
-    if given is not None:
-        return given
-    return "counts" if mechanism in registry.names(kind="whole-release") else DEFAULT_DISCLOSURE
+    """The disclosure a release uses: the one given, else hit/miss where the mechanism allows it, else counts.
+
+    A given disclosure the mechanism does not release (hit/miss of a count-only mechanism) is
+    refused, never replaced behind the user's back.
+    """
+    allowed = registry.get(mechanism).disclosures or ()
+    if given is not None and given not in allowed:
+        raise ValueError(f"--disclosure {given}: mechanism {mechanism!r} releases {' or '.join(allowed)} only")
+    return given or (DEFAULT_DISCLOSURE if DEFAULT_DISCLOSURE in allowed else allowed[0])
+
+
+def resolve_requirement(mechanism: str, given: str | None) -> str | None:
+    """The requirement a release meets: the one given, else the mechanism's registry default (None: it takes none)."""
+    record = registry.get(mechanism)
+    return (given or record.default_requirement) if record.needs_requirement else given
 
 
 def warn_data_derived(schema: Schema, source: str) -> None:

@@ -187,7 +187,6 @@ def run_fold(
                                 disclosure=config.disclosure)
         except RequirementUnsatisfiable:
             continue
-        assert isinstance(found, Release)
         released[s] = found
         audited_ok += audit(found.trees, found.report).passed
 

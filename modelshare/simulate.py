@@ -92,6 +92,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    resolve_requirement,
     warn_data_derived,
 )
 from modelshare.pipeline import stratified_parts
@@ -275,12 +276,9 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         rows[owner] = int((parts == i).sum())
     schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
     schema.save(root / "schema.json")
-    requirement = args.requirement
+    requirement = resolve_requirement(args.mechanism, args.requirement)
     record = registry.get(args.mechanism)
-    if record.needs_requirement:
-        requirement = requirement or record.default_requirement
     if record.whole_release:
-        args.disclosure = "counts"  # these trees release (sampled, suppressed or noisy) counts only
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,7 +42,7 @@ __all__ = ["DP_KINDS", "KINDS", "LEDGER_FILE", "Charge", "Ledger", "LedgerError"
 LEDGER_FILE = "privacy-budget.json"
 _VERSION = 2
 _READABLE = (1, 2)  # version 1 recorded only dp and dps releases, without their kind
-KINDS = ("none", "path", "dps", "dp")  # the registry's requirement families
+KINDS: tuple[str, ...] = typing.get_args(registry.Family)  # the registry's requirement families
 DP_KINDS = ("dps", "dp")  # the kinds that spend (and are bounded by) a privacy budget
 
 

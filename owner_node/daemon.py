@@ -421,6 +421,9 @@ class OwnerDaemon:
             return self._refusal(spec, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
                                                                  f"{spec.requirement}: {exc}")
         except EmptyRelease as exc:
+            # the dp/dps mechanism ran, and whether its output was empty is what the code tells the miner:
+            # that answer is charged like a release, or repeated studies would learn it for free
+            self.ledger.charge(spec)
             return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")

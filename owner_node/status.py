@@ -15,7 +15,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.federation.signing import atomic_write
+from common.files import atomic_write
 
 __all__ = ["STATUS_FILE", "STATUS_FORMAT", "StatusFile", "read_status", "utc_now"]
 
@@ -83,9 +83,11 @@ class StatusFile:
 
     def failure(self, error: str, **changes: object) -> None:
         """A call to the miner failed with ``error``."""
-        with self._lock:
+        with self._lock:  # read and increment under one hold, so concurrent failures are all counted
             failures = int(self._data["consecutive_failures"]) + 1  # type: ignore[call-overload]
-        self.update(consecutive_failures=failures, last_error=error, last_error_at=utc_now(), **changes)
+            self._data.update(changes, consecutive_failures=failures, last_error=error, last_error_at=utc_now(),
+                              updated_at=utc_now())
+            self._write()
 
     def _write(self) -> None:
         try:

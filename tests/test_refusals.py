@@ -120,7 +120,9 @@ def test_small_owners_under_a_strict_dps_requirement_refuse_an_empty_release(tmp
         o: "empty-release: the release would carry no rows (every tree's released total is zero); nothing is "
            "released; the details stay in the site's own log" for o in owners}
     assert "the kanon-rdt release of 150 local rows carries no rows" in caplog.text  # the site's log
-    assert all(Ledger(d.config.state_dir).charges == [] for d in daemons)  # nothing left: nothing recorded
+    # the mechanism ran and its (empty) output decided the refusal code: the study is charged all the same
+    assert all([c.study_id for c in Ledger(d.config.state_dir).charges] == ["tiny"] for d in daemons)
+    assert all(Ledger(d.config.state_dir).spent[0] == 2.0 for d in daemons)
     assert refusal_hints(status) == [f"site-a, site-b refused with empty-release: {_EMPTY_HINT}"]
 
 

@@ -7,6 +7,11 @@ that detail stays in the owner's own log and in ``modelshare owner check``. The 
 one of `CODES` and the code's sentence from `SENTENCES`; a ``policy`` refusal also names the
 ``[policy]`` keys that refused, which are the site's own public policy and never a value computed
 from rows. `Refusal` is the owner's side, `describe` the miner's and admin's.
+
+The sentence is data-independent; *which* code is sent is not. ``bad-local-data``,
+``unsatisfiable`` and ``empty-release`` are decided by the table (an ``empty-release`` refusal is
+therefore charged to the budget ledger like a release), ``budget`` by the site's history, and a
+``policy`` refusal naming ``mix_dp_with_non_dp`` says that a release of the other kind exists.
 """
 
 from __future__ import annotations

@@ -82,17 +82,17 @@ __all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references"
 
 DEFAULT_EPSILONS = (0.01, 0.1, 0.5, 1.0, 10.0)
 DEFAULT_DEPTHS: dict[str, int] = {"laplace-rdt": 4, DPEA_NAME: 3}
-
-
-def _dp_mechanisms() -> tuple[str, ...]:
-    """The registered ``dp`` mechanisms, in registration order (the order of the results)."""
-    return tuple(m.name for m in registry.mechanisms() if m.family == "dp")
 """Depth per mechanism where it is a constant; diffpets' depends on the schema (`default_depth`)."""
 FALLBACK_DEPTH = 4
 REFERENCE_DEPTH = 5
 ENSEMBLE = "ensemble"
 REFERENCE_NAMES = {"majority": "majority class (non-private)",
                    "tree": f"CART depth {REFERENCE_DEPTH} on the real rows (non-private)"}
+
+
+def _dp_mechanisms() -> tuple[str, ...]:
+    """The registered ``dp`` mechanisms, in registration order (the order of the results)."""
+    return tuple(m.name for m in registry.mechanisms() if m.family == "dp")
 
 
 def default_depth(mechanism: str, schema: Schema) -> int:

@@ -43,6 +43,7 @@ from modelshare.cli_inputs import (
     add_release_options,
     add_table_source,
     resolve_disclosure,
+    resolve_requirement,
 )
 from modelshare.experiments.output import (
     ACCURACY,
@@ -140,9 +141,7 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
 
 def cmd_sources(args: argparse.Namespace) -> int:
     """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
-    record = registry.get(args.mechanism)
-    if args.requirement is None and record.needs_requirement:
-        args.requirement = record.default_requirement
+    args.requirement = resolve_requirement(args.mechanism, args.requirement)
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     table = load_table(args)
     X, y = table.schema.encode(table.frame, source=table.source)

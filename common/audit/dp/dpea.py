@@ -10,7 +10,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
   registered bins) and scores the released trees by their *exact* log-likelihood ratio under the
   claimed law: ln P(tree) is the log of the sum, over the listed structures the released tree is
   consistent with, of P(structure) times the count log-pmf of each of its (leaf, class) cells (0 at
-  a dropped leaf). About 4 ms a trial, so a few thousand trials per table.
+  a dropped leaf). Each trial trains DPEA once, so the CLI default is a few thousand trials per table.
 * `DpeaTarget`, the exact-law *fast path*, for the trial counts (10^6) that DPEA's sharper-budget
   variants need and for embedding depths the registered trainer never uses. It samples the release
   law directly instead of re-running the mechanism; the tests check that law, structure and r's
@@ -24,7 +24,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
   *Sampling.* Structures are drawn from the audited mechanism's exact law (its own
   ``structure_log_probs``, so a subclass with a broken selection budget is audited as such; the
   tests check that law against `DPEA.fit`'s draws), r's cell count from its own ``noisy_counts``.
-  Vectorised over trials: a trial costs microseconds, so 10^5 trials per table take a second.
+  Vectorised over trials (no training per trial), so it reaches the 10^6 trials per table the tests need.
   *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
   correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
   log-pmf ratio at the claimed noise scale (`common.mechanisms.laplace_rdt.count_log_pmf`, the same clamped,
@@ -170,7 +170,7 @@ class DpeaTarget(_Pair):
     """The exact-law fast path: DPEA's release law sampled directly, (structure, r's released cell count) per tree.
 
     Used for settings the registered trainer does not run (another ``embedding_depth``, a subclass
-    with a broken budget) and for trial counts a black box cannot reach (10^6 per second); the tests
+    with a broken budget) and for trial counts a black box cannot reach (10^6 per table); the tests
     check its law against `DPEA.fit`'s releases. The score is the LLR under the claimed law.
 
     Parameters
