@@ -107,7 +107,7 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     return make_learner(learner, schema, random_state=random_state, **params).fit(X, y).tree_
 
 
-def audit(released: Release, report: Any = None) -> AuditResult | RegressionAuditResult:
+def audit(released: Release, report: Any = None, *, seeded_ok: bool = False) -> AuditResult | RegressionAuditResult:
     """Re-derive a release's privacy claims from its released numbers alone (what `modelshare audit` runs).
 
     Parameters
@@ -116,6 +116,9 @@ def audit(released: Release, report: Any = None) -> AuditResult | RegressionAudi
         A `Release` (its report is used), or trees (or a regression forest) with ``report``.
     report:
         The `PrivacyReport` when ``released`` is not a `Release`; None claims nothing.
+    seeded_ok:
+        Accept a dp or dps release drawn from a seed (a reproducible experiment's, never to be
+        published); by default its claim fails.
 
     Returns
     -------
@@ -123,8 +126,8 @@ def audit(released: Release, report: Any = None) -> AuditResult | RegressionAudi
         ``passed``, and every check with why it holds or fails.
     """
     if isinstance(released, Release):
-        return _audit(released.trees, released.report)
-    return _audit(released, report)
+        return _audit(released.trees, released.report, seeded_ok=seeded_ok)
+    return _audit(released, report, seeded_ok=seeded_ok)
 
 
 def pgen(released: Release, *, scale: float = 10.0, class_assignment: ClassAssignment = "exact",

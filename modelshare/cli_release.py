@@ -208,7 +208,8 @@ def configure_release(rel: argparse.ArgumentParser) -> None:
                                              if m.whole_release) + ")")
     add_seed(rel, default=None,
              help="learner seed (default 0); for kanon-rdt and the dp mechanisms the seed of the structure, samples "
-                  "and noise (default: fresh OS entropy; a known seed voids their privacy)")
+                  "and noise (default: OpenDP's exact samplers on the OS CSPRNG; a seeded release is reproducible, "
+                  "so its audit fails: for experiments only)")
     rel.add_argument("--data-derived-domain", action="store_true",
                      help="give up the dp/dps guarantee: release over ranges and categories read from the rows "
                           "(no --schema); the report says 'domain: data-derived' and the audit fails the claim")

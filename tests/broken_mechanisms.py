@@ -18,6 +18,7 @@ from common.mechanisms.dpea import DPEA, finest_bins
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt
 from common.mechanisms.registry import Mechanism
+from common.privacy.noise import Randomness, SecretNoise
 from common.privacy.requirements import DP, DPS
 from common.trees.tree import Tree
 
@@ -27,8 +28,8 @@ Trained = tuple[list[Tree], dict[str, Any]]
 class _NoEmptyNoise(LaplaceRdt):
     """laplace-rdt that releases an empty cell as an exact 0: its privacy loss is unbounded."""
 
-    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, rng))
+    def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, noise))
 
 
 class _HalfNoise(LaplaceRdt):
@@ -42,8 +43,8 @@ class _HalfNoise(LaplaceRdt):
 class _DpeaNoEmptyNoise(DPEA):
     """DPEA that releases an empty leaf cell as an exact 0: its privacy loss is unbounded."""
 
-    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, rng))
+    def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, noise))
 
 
 class _DataRangeThresholds(DiffPets):
@@ -67,7 +68,7 @@ class _RawPurityStop(DiffPets):
 def _laplace(cls: type[LaplaceRdt]) -> Callable[..., Trained]:
     """laplace-rdt's registry trainer with ``cls`` in place of `LaplaceRdt`."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-              rng: np.random.Generator) -> Trained:
+              rng: Randomness) -> Trained:
         mechanism = cls(requirement.epsilon, requirement.trees, depth)
         return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
     return train
@@ -76,7 +77,7 @@ def _laplace(cls: type[LaplaceRdt]) -> Callable[..., Trained]:
 def _diffpets(cls: type[DiffPets]) -> Callable[..., Trained]:
     """DiffPETs' registry trainer with ``cls`` in place of `DiffPets`."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-              rng: np.random.Generator) -> Trained:
+              rng: Randomness) -> Trained:
         mechanism = cls(requirement.epsilon, requirement.trees, depth)
         return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters(schema)
     return train
@@ -85,7 +86,7 @@ def _diffpets(cls: type[DiffPets]) -> Callable[..., Trained]:
 def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
     """DPEA's registry trainer with ``cls`` in place of `DPEA`."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-              rng: np.random.Generator) -> Trained:
+              rng: Randomness) -> Trained:
         mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
         return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
     return train
@@ -94,7 +95,7 @@ def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
 def _kanon(**flaw: Any) -> Callable[..., Trained]:
     """kanon-rdt's trainer (`kanon_rdt`) run with ``flaw`` (beta or k) overriding the claimed requirement."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
-              rng: np.random.Generator) -> Trained:
+              rng: Randomness) -> Trained:
         setting = {"k": requirement.k, "beta": requirement.beta, **flaw}
         forest = kanon_rdt(schema, X, y, depth=depth, n_trees=requirement.trees, rng=rng, **setting)
         return forest.trees, {}

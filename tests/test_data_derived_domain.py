@@ -50,8 +50,8 @@ def test_a_dp_or_dps_release_refuses_a_data_derived_domain_and_fails_its_audit_w
         outlier_table, mechanism, requirement):
     schema, X, y = outlier_table
     with pytest.raises(ValueError, match="needs a public domain"):
-        release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2, random_state=0)
-    forced = release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2, random_state=0,
+        release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2)
+    forced = release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2,
                      allow_data_derived_domain=True)
     assert forced.report.parameters["domain"] == "data-derived"
     result = audit(forced.trees, forced.report)
@@ -63,7 +63,7 @@ def test_a_dp_or_dps_release_refuses_a_data_derived_domain_and_fails_its_audit_w
 
 
 def _release_over(schema, X, y, mechanism, requirement):
-    found = release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2, random_state=0)
+    found = release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=2)
     return found.trees, found.report
 
 
@@ -104,8 +104,8 @@ def test_a_regression_table_read_with_only_its_target_range_is_data_derived_and_
     assert schema_from_pb(schema_to_pb(table.schema)) == table.schema
     with pytest.raises(ValueError, match="needs a public domain"):
         release("diffpets", requirement="dp:epsilon=1,trees=2", schema=table.schema, X=table.X, y=table.y,
-                max_depth=2, random_state=0)
+                max_depth=2)
     forced = release("diffpets", requirement="dp:epsilon=1,trees=2", schema=table.schema, X=table.X, y=table.y,
-                     max_depth=2, random_state=0, allow_data_derived_domain=True)
+                     max_depth=2, allow_data_derived_domain=True)
     result = audit(forced.forest, forced.report)
     assert not result.passed and {c.name for c in result.checks if not c.passed} == {"public domain"}

@@ -38,7 +38,7 @@ BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or mo
     ("kanon-rdt-no-sampling", "kanon-threshold", 2.0),
     ("kanon-rdt-no-suppression", "kanon-sparse", 2.0),
     ("diffpets-data-thresholds", "diffpets", 3.5),
-    ("diffpets-raw-purity", "diffpets", 3.5),
+    ("diffpets-raw-purity", "diffpets", 3.0),
     ("dpea-no-empty-noise", "dpea", 2.5),
 ]
 REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea"}

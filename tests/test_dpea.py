@@ -34,6 +34,7 @@ from common.mechanisms.dpea import (
 )
 from common.mechanisms.release import release
 from common.privacy.attacks import ensemble_attack_report
+from common.privacy.noise import SecureNoise
 from common.privacy.report import PrivacyReport, Release
 from common.privacy.requirements import DP
 from common.trees.learners._data import check_xy
@@ -332,8 +333,9 @@ def test_a_seed_replays_a_release(small):
 def _mcmc_release(schema, X, y, requirement: DP, depth: int) -> Release:
     """A DPEA release drawn by the MCMC sampler, its report as `release` would state it (guarantee_exact: False)."""
     mechanism = DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth), sampler="mcmc")
-    trees = mechanism.fit(schema, X, y, np.random.default_rng(0)).trees
-    report = PrivacyReport(mechanism=MECHANISM, parameters={"disclosure": "counts", **mechanism.parameters()},
+    trees = mechanism.fit(schema, X, y).trees
+    report = PrivacyReport(mechanism=MECHANISM, parameters={"disclosure": "counts", **mechanism.parameters(),
+                                                            "noise_source": SecureNoise.source},
                            guarantee=requirement.describe(), requirement=str(requirement),
                            attacks=ensemble_attack_report(trees))
     return Release(tuple(trees), report)
@@ -342,7 +344,7 @@ def _mcmc_release(schema, X, y, requirement: DP, depth: int) -> Release:
 def test_an_mcmc_release_fails_the_audit_of_a_dp_claim_and_an_exact_one_passes(vote):
     schema, X, y = vote
     requirement = DP(2.0, 2)
-    exact = release(MECHANISM, requirement=str(requirement), schema=schema, X=X, y=y, max_depth=3, random_state=0)
+    exact = release(MECHANISM, requirement=str(requirement), schema=schema, X=X, y=y, max_depth=3)
     assert audit(exact.trees, exact.report).passed
     mcmc = _mcmc_release(schema, X, y, requirement, 3)
     assert mcmc.report.parameters["guarantee_exact"] is False and accounting_errors(mcmc.report.parameters) == []

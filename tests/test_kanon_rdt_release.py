@@ -21,6 +21,7 @@ from common.mechanisms.kanon_rdt import counts_below_k
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import ensemble_attack_report
 from common.privacy.dps import compose
+from common.privacy.noise import SecureNoise
 from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DPS,
@@ -43,7 +44,7 @@ DEPTH = 3
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    return release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, random_state=0)
+    return release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
 
 
 def failing(result) -> list:
@@ -69,6 +70,7 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert report.parameters == {
         "disclosure": "counts", "k": 5, "beta": 0.3, "epsilon_total": 4.0, "trees": 4, "depth": DEPTH,
         "epsilon_per_tree": 1.0, "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total,
+        "noise_source": SecureNoise.source,
     }
     assert report.claims == () and report.attacks == ensemble_attack_report(forest.trees)
     assert len(forest.trees) == 4 and all(t.disclosure == "counts" and t.depth <= DEPTH for t in forest.trees)
@@ -79,7 +81,7 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [
         "inner nodes derive from leaves", "mechanism", f"parameters restate {REQUIREMENT}",
-        "public domain", "delta recomputed from (k, beta, epsilon, trees)", "no released nonzero count below k=5",
+        "public domain", "secret draws from a secure sampler", "delta recomputed from (k, beta, epsilon, trees)", "no released nonzero count below k=5",
         "claims",
         "reported attack counts",
     ]

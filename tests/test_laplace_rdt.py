@@ -21,6 +21,7 @@ from common.mechanisms.laplace_rdt import (
     leaf_class_counts,
 )
 from common.mechanisms.release import release
+from common.privacy.noise import SecureNoise, SeededNoise
 from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DP,
@@ -39,7 +40,7 @@ DEPTH = 2
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, random_state=0)
+    return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
 
 
 def failing(result) -> list:
@@ -69,7 +70,7 @@ def test_count_log_pmf_is_the_law_of_a_released_count(true, scale):
     support = np.arange(0, true + 60 * scale + 10)
     pmf = np.exp(count_log_pmf(support, np.full(support.size, true), scale))
     assert pmf.sum() == pytest.approx(1.0, abs=1e-9)
-    draws = LaplaceRdt(1 / scale, 1, 1).noisy_counts(np.full(200_000, float(true)), np.random.default_rng(1))
+    draws = LaplaceRdt(1 / scale, 1, 1).noisy_counts(np.full(200_000, float(true)), SeededNoise(np.random.default_rng(1)))
     observed = np.bincount(draws.astype(np.int64), minlength=support.size)[: support.size] / draws.size
     assert np.abs(observed - pmf).max() < 5 * np.sqrt(pmf.max() / draws.size)
 
@@ -158,7 +159,7 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert report.guarantee == "1-DP (add/remove one row)"
     assert report.parameters == {
         "disclosure": "counts", "epsilon": 1.0, "trees": 4, "depth": DEPTH, "epsilon_per_tree": 0.25,
-        "sensitivity": 1, "noise_scale": 4.0, "post_processing": POST_PROCESSING,
+        "sensitivity": 1, "noise_scale": 4.0, "post_processing": POST_PROCESSING, "noise_source": SecureNoise.source,
     }
     assert report.claims == ()
     assert len(forest.trees) == 4 and all(t.depth <= DEPTH and t.disclosure == "counts" for t in forest.trees)
@@ -167,7 +168,7 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [
         "inner nodes derive from leaves", "mechanism", f"parameters restate {REQUIREMENT}",
-        "public domain", "noise scale recomputed from (epsilon, trees)", "counts post-processed as stated", "claims",
+        "public domain", "secret draws from a secure sampler", "noise scale recomputed from (epsilon, trees)", "counts post-processed as stated", "claims",
         "reported attack counts",
     ]
     noise = next(c for c in result.checks if c.name.startswith("noise scale"))

@@ -62,7 +62,7 @@ def test_a_toy_mechanism_is_released_and_audited_through_the_one_entry_point(toy
     table = load_dataset("vote")
     X, y = table.schema.encode(table.frame)
     found = release(toy_mechanism.NAME, requirement="dp:epsilon=1,trees=2", schema=table.schema, X=X, y=y,
-                    max_depth=1, random_state=0)
+                    max_depth=1)
     assert isinstance(found, Release) and len(found.trees) == 2
     assert found.report.guarantee == "1-DP (add/remove one row)"
     result = audit(found.trees, found.report)
@@ -78,7 +78,7 @@ def test_a_toy_mechanism_is_released_and_audited_through_the_one_entry_point(toy
 def test_a_toy_mechanism_through_the_cli_release_and_audit(toy, tmp_path, capsys):
     out = tmp_path / "toy.json"
     assert main(["release", "--dataset", "vote", "--mechanism", toy_mechanism.NAME, "--requirement",
-                 "dp:epsilon=2,trees=3", "--max-depth", "1", "--seed", "1", "--out", str(out)]) == 0
+                 "dp:epsilon=2,trees=3", "--max-depth", "1", "--out", str(out)]) == 0
     trees, report = read_model(out)
     assert report is not None and report.mechanism == toy_mechanism.NAME and len(trees) == 3
     capsys.readouterr()

@@ -322,7 +322,7 @@ def test_claims_weaker_than_the_study_requires_are_refused(fed, car):
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "the model claims nothing; the study requires k-anonymity:k=5" in why
     # an honest k-AnonToRdt ensemble whose epsilon (8) is above the study's (4): it re-audits, but is too weak
     release = release_model("kanon-rdt", schema=car[0], X=fed.data["site-a"][0], y=fed.data["site-a"][1],
-                            requirement="dps:k=5,beta=0.5,epsilon=8,trees=4", max_depth=3, random_state=0)
+                            requirement="dps:k=5,beta=0.5,epsilon=8,trees=4", max_depth=3)
     message = model_message(release, study_id="dps", owner_id="site-a")
     code, why = refused(site_a.Submit, sign_payload(message.SerializeToString(), fed.key("site-a")))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "weaker than the study requires" in why and "epsilon" in why

@@ -18,23 +18,23 @@ import numpy as np
 from common.data.schema import Schema
 from common.mechanisms.registry import Mechanism
 from common.privacy.checks import Check, integer_counts_check, recomputed
+from common.privacy.noise import Randomness, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import DP
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import Node, Tree
 
 NAME = "toy-histogram"
-POST_PROCESSING = "noisy class histogram clamped at 0 and rounded"
+POST_PROCESSING = "integer noisy class histogram clamped at 0"
 
 
 def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-          rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
-    """T noisy one-leaf trees: the class histogram plus Laplace(T / eps) per count."""
+          randomness: Randomness) -> tuple[list[Tree], dict[str, Any]]:
+    """T noisy one-leaf trees: the class histogram plus discrete Laplace(T / eps) per count (the secret stream)."""
     scale = requirement.trees / requirement.epsilon
-    true = np.bincount(np.asarray(y, dtype=np.int64), minlength=schema.n_classes).astype(np.float64)
+    true = np.bincount(np.asarray(y, dtype=np.int64), minlength=schema.n_classes)
     root = [Node.from_counts(np.zeros(schema.n_classes))]
-    trees = [release_leaf_counts(schema, root, [0], np.maximum(np.rint(true + rng.laplace(0.0, scale, true.shape)),
-                                                                0.0)[None, :])
+    trees = [release_leaf_counts(schema, root, [0], noisy_counts(true, scale, randomness.secret)[None, :])
              for _ in range(requirement.trees)]
     return trees, {"epsilon": requirement.epsilon, "trees": requirement.trees, "depth": max(int(depth), 1),
                    "noise_scale": scale, "post_processing": POST_PROCESSING}

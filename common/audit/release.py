@@ -38,6 +38,7 @@ from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
 from common.privacy.attacks import AttackReport, ensemble_attack_report
 from common.privacy.checks import Check, misstated, numeric_parameter
+from common.privacy.noise import SecureNoise, SeededNoise
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import (
     DP,
@@ -232,14 +233,15 @@ def _parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: 
 
 
 def _dps_checks(
-    trees: Sequence[Tree], stats: Sequence[LeafStats], report: PrivacyReport, requirement: DPS
+    trees: Sequence[Tree], stats: Sequence[LeafStats], report: PrivacyReport, requirement: DPS, seeded_ok: bool
 ) -> tuple[list[Check], tuple[np.ndarray, ...]]:
     """The checks of a ``dps`` claim; a leaf passes when none of its nonzero class counts is below k."""
     mechanism, record = _family_mechanism(report, "dps")
     claims = Check("claims", not report.claims,
                    "a dps guarantee covers the whole release; no per-path claims" if not report.claims
                    else f"the report makes {len(report.claims)} per-path claims; a dps release makes none")
-    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report)]
+    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report),
+              _noise_check(report, seeded_ok)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(claims)
@@ -260,6 +262,24 @@ def _domain_check(trees: Sequence[Tree], report: PrivacyReport) -> Check:
                  "the schema is stated publicly, not read from the rows")
 
 
+def _noise_check(report: PrivacyReport, seeded_ok: bool) -> Check:
+    """A dp or dps release's secret draws came from the secure samplers (`common.privacy.noise.SecureNoise`).
+
+    A seeded release can be replayed by whoever knows the seed (the noise subtracted, the samples
+    named), so its guarantee holds against nobody who does; the report says which source was used.
+    ``seeded_ok`` accepts a seeded source (an experiment's reproducible, never published release).
+    """
+    source = report.parameters.get("noise_source")
+    secure = source == SecureNoise.source
+    if seeded_ok and source == SeededNoise.source:
+        return Check("secret draws from a secure sampler", True,
+                     f"noise_source={source!r}, accepted for an experiment (seeded_ok): not for publication")
+    return Check("secret draws from a secure sampler", secure,
+                 f"noise and secret choices drawn by {source}" if secure else
+                 f"noise_source={source!r}: the guarantee needs draws from {SecureNoise.source!r} "
+                 "(a seeded release is reproducible by anyone who knows the seed; release without a seed)")
+
+
 def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, registry.Mechanism | None]:
     """The ``mechanism`` check of a whole-release claim: the report names a registered mechanism of ``family``."""
     proven = registry.names(family=family)
@@ -273,10 +293,11 @@ def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, regist
     return Check("mechanism", known, f"{report.mechanism!r} {said}"), (record if known else None)
 
 
-def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
+def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, seeded_ok: bool) -> list[Check]:
     """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
     mechanism, record = _family_mechanism(report, "dp")
-    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report)]
+    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report),
+              _noise_check(report, seeded_ok)]
     if record is not None and record.audit_checks is not None:
         checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,
@@ -286,7 +307,7 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) ->
 
 
 def _requirement_checks(
-    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str
+    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str, seeded_ok: bool
 ) -> tuple[list[Check], tuple[np.ndarray, ...] | None]:
     """The checks of the report's requirement ``text`` and per-tree leaf verdicts (None: no verdict per leaf)."""
     try:
@@ -297,9 +318,9 @@ def _requirement_checks(
             checks.append(_claims_check(trees[0], report, stats[0].total, stats[0].leaves))
         return checks, None
     if isinstance(requirement, DPS):
-        return _dps_checks(trees, stats, report, requirement)
+        return _dps_checks(trees, stats, report, requirement, seeded_ok)
     if isinstance(requirement, DP):
-        return _dp_checks(trees, report, requirement), None
+        return _dp_checks(trees, report, requirement, seeded_ok), None
     if len(trees) != 1:
         return [Check("requirement", False, f"{requirement} is claimed per path of one tree; "
                                             f"this model carries {len(trees)} trees")], None
@@ -308,18 +329,22 @@ def _requirement_checks(
 
 
 @overload
-def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None) -> AuditResult: ...
+def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None, *, seeded_ok: bool = False) -> AuditResult: ...
 @overload
-def audit(trees: RegressionForest | Sequence[RegressionTree], report: PrivacyReport | None) -> RegressionAuditResult: ...
+def audit(trees: RegressionForest | Sequence[RegressionTree], report: PrivacyReport | None, *,
+          seeded_ok: bool = False) -> RegressionAuditResult: ...
 
 
 def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionTree],
-          report: PrivacyReport | None) -> AuditResult | RegressionAuditResult:
+          report: PrivacyReport | None, *, seeded_ok: bool = False) -> AuditResult | RegressionAuditResult:
     """Audit a release against its report (None: claims nothing): one tree, an ensemble, or regression trees.
 
     Classification trees get the structural checks, the requirement's checks and the attack
     counts (`AuditResult`, with a verdict per released path); a regression forest gets the checks
     of its ``dp`` claim (`RegressionAuditResult`; module docstring).
+
+    ``seeded_ok`` accepts a dp or dps release whose secret draws came from a seed (an experiment's
+    reproducible release, never to be published); by default such a release fails its claim.
 
     Returns
     -------
@@ -327,10 +352,10 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
         ``passed`` is False when any claim fails; the checks say which and why.
     """
     if isinstance(trees, RegressionForest):
-        return _audit_regression(trees, report)
+        return _audit_regression(trees, report, seeded_ok)
     trees = (trees,) if isinstance(trees, Tree) else tuple(trees)
     if trees and all(isinstance(t, RegressionTree) for t in trees):
-        return _audit_regression(RegressionForest(trees[0].schema, trees), report)  # type: ignore[arg-type]
+        return _audit_regression(RegressionForest(trees[0].schema, trees), report, seeded_ok)  # type: ignore[arg-type]
     if not trees:
         raise ValueError("audit needs at least one tree")
     stats = tuple(leaf_stats(tree) for tree in trees)
@@ -340,7 +365,7 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
     if report is None or report.requirement is None:
         checks.append(Check("requirement", True, "no privacy requirement is claimed"))
     else:
-        found, meets = _requirement_checks(trees, stats, report, report.requirement)
+        found, meets = _requirement_checks(trees, stats, report, report.requirement, seeded_ok)
         checks += found
     if report is not None and report.attacks is not None:
         same = report.attacks == attacks
@@ -371,7 +396,8 @@ class RegressionAuditResult:
         return {"passed": self.passed, "checks": [vars(c) for c in self.checks]}
 
 
-def _regression_requirement_checks(forest: RegressionForest, report: PrivacyReport, text: str) -> list[Check]:
+def _regression_requirement_checks(forest: RegressionForest, report: PrivacyReport, text: str,
+                                   seeded_ok: bool) -> list[Check]:
     """The checks of a regression release's claim ``text``: a ``dp`` requirement and its mechanism's accounting."""
     try:
         requirement = parse_requirement(text)
@@ -391,7 +417,7 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     domain = Check("public domain", not derived, "the attributes' ranges and categories were read from the private rows "
                    "(domain: data-derived); the guarantee does not hold" if derived else
                    "the schema is stated publicly, not read from the rows")
-    checks = [mechanism, _parameter_check(trees, report, requirement), domain]
+    checks = [mechanism, _parameter_check(trees, report, requirement), domain, _noise_check(report, seeded_ok)]
     if known and record is not None and record.regression_audit_checks is not None:
         checks += record.regression_audit_checks(forest, report, requirement)
     checks.append(Check("claims", not report.claims,
@@ -400,7 +426,7 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
     return checks
 
 
-def _audit_regression(forest: RegressionForest, report: PrivacyReport | None) -> RegressionAuditResult:
+def _audit_regression(forest: RegressionForest, report: PrivacyReport | None, seeded_ok: bool) -> RegressionAuditResult:
     """Audit a released regression forest against its report (None: claims nothing), as `audit` does for classes.
 
     Every tree's inner (count, sum) already equals the sum of its children's (`RegressionTree`
@@ -418,7 +444,7 @@ def _audit_regression(forest: RegressionForest, report: PrivacyReport | None) ->
     if report is None or report.requirement is None:
         checks = [Check("requirement", True, "no privacy requirement is claimed")]
     else:
-        checks = _regression_requirement_checks(forest, report, report.requirement)
+        checks = _regression_requirement_checks(forest, report, report.requirement, seeded_ok)
     if report is not None and report.attacks is not None:
         checks.append(Check("reported attack counts", False,
                             "a regression release reports no attack counts (they count class statistics)"))

@@ -35,6 +35,14 @@ noisy count and sum of the target). This follows the recommended implementation 
   one drawn for the stopping test and one drawn with the leaf's second half), clamped at 0 and
   rounded; its label is the argmax. A regression leaf releases (N', S'), the stopping test's noisy
   count and a noisy sum of the scaled target, and predicts clip(S' / max(N', 1), 0, 1).
+* *Noise on integers* (`common.privacy.noise`). Every noisy statistic is an integer plus discrete
+  Laplace noise from OpenDP's exact sampler, and the exponential mechanism's pick is OpenDP's exact
+  Gumbel noisy-max; both are secret draws, never taken from the stream that draws the public
+  candidates. A regression target scaled to [0, 1] is first rounded to the public grid of
+  1/``TARGET_GRID`` (a per-row, data-independent map), so its sum is an integer number of grid units
+  with sensitivity ``TARGET_GRID`` units (= 1 in target units); S' is that noisy integer divided by
+  ``TARGET_GRID``, a power of two, so the released float is exact and its bits carry nothing beyond
+  the noisy integer (Mironov 2012's attack on continuous Laplace outputs has nothing to read).
 
 Privacy (neighbouring tables differ by one added or removed row r; Laplace and exponential
 mechanisms as in Dwork et al. 2006 and McSherry & Talwar 2007):
@@ -84,7 +92,7 @@ from common.data.schema import (
 )
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import exponential_draw, laplace
+from common.privacy.noise import Randomness, SecretNoise, to_grid
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
@@ -120,12 +128,14 @@ __all__ = [
 
 MECHANISM = "diffpets"  # the release mechanism's registry name in reports, studies and policies
 COUNT_SENSITIVITY = 1  # L1 sensitivity of a node's class histogram, row count or target sum (y in [0, 1])
+TARGET_GRID = 2**10  # a regression target scaled to [0, 1] is noised in units of 1 / TARGET_GRID (module docstring)
 GINI_SENSITIVITY = 2  # Delta q of the count-weighted Gini utility (paper Eq. 5)
 VARIANCE_SENSITIVITY = 2  # Delta q of -SSE on y in [0, 1], as the paper states (1 is a valid, tighter bound)
 POST_PROCESSING = ("leaf counts are the mean of two noisy class histograms, clamped at 0 and rounded to integers; "
                    "inner counts are sums of their children; leaves whose counts are all 0 are dropped")
-REGRESSION_POST_PROCESSING = ("leaves release the noisy count N' and the noisy sum S' of the target scaled to [0, 1]; "
-                              "inner nodes hold the sums of their children; value = clip(S' / max(N', 1), 0, 1)")
+REGRESSION_POST_PROCESSING = ("leaves release the integer noisy count N' and the noisy sum S' of the target scaled to "
+                              "[0, 1], an integer multiple of 1/1024; inner nodes hold the sums of their children; "
+                              "value = clip(S' / max(N', 1), 0, 1)")
 BOOTSTRAP_CAVEAT = ("bootstrap resampling repeats rows within a tree, multiplying every sensitivity by a row's "
                     "multiplicity: the stated epsilon does not hold")
 
@@ -191,13 +201,13 @@ def variance_utility(left: np.ndarray, y: np.ndarray) -> np.ndarray:
     return -(_sse(left_moments) + _sse(moments.sum(axis=0)[None, :] - left_moments))
 
 
-def exponential_choice(utility: np.ndarray, coefficient: float, rng: np.random.Generator) -> int:
+def exponential_choice(utility: np.ndarray, coefficient: float, noise: SecretNoise) -> int:
     """Index k drawn with probability proportional to exp(coefficient * utility[k]).
 
-    ``coefficient`` is eps / (2 Delta q) for the exponential mechanism; the largest logit is
-    subtracted first, so large utilities do not overflow.
+    ``coefficient`` is eps / (2 Delta q) for the exponential mechanism; the draw is ``noise``'s
+    exact Gumbel noisy-max, a secret draw.
     """
-    return exponential_draw(coefficient * np.asarray(utility, dtype=np.float64), rng)
+    return noise.exponential_index(coefficient * np.asarray(utility, dtype=np.float64))
 
 
 # ------------------------------------------------------------ regions, splits
@@ -286,14 +296,20 @@ class _Region:
 
 # ---------------------------------------------------------------- the tasks
 class _Task(Protocol):
-    """What differs between classification and regression: the noisy statistics and the utility."""
+    """What differs between classification and regression: the noisy statistics and the utility.
+
+    Both statistics are integers (noise is added on integers); ``half_two_units`` is how many units
+    of `half_two` one row can change, the factor its noise scale carries.
+    """
+
+    half_two_units: int
 
     def half_one(self, target: np.ndarray) -> np.ndarray:
-        """The statistic noised in every node's first half (its sum is the size the stopping test uses)."""
+        """The integer statistic noised in every node's first half (its sum is the size the stopping test uses)."""
         ...
 
     def half_two(self, target: np.ndarray) -> np.ndarray:
-        """The statistic noised in a leaf's second half."""
+        """The integer statistic noised in a leaf's second half."""
         ...
 
     def utility(self, left: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -306,9 +322,10 @@ class _Classification:
     """Half 1 and half 2 are both the class histogram; the utility is Gini (Eq. 5)."""
 
     n_classes: int
+    half_two_units: ClassVar[int] = COUNT_SENSITIVITY
 
     def half_one(self, target: np.ndarray) -> np.ndarray:
-        return np.bincount(target, minlength=self.n_classes).astype(np.float64)
+        return np.bincount(target, minlength=self.n_classes)
 
     def half_two(self, target: np.ndarray) -> np.ndarray:
         return self.half_one(target)
@@ -318,16 +335,22 @@ class _Classification:
 
 
 class _Regression:
-    """Half 1 is the row count, half 2 the sum of the scaled target; the utility is -SSE."""
+    """Half 1 is the row count, half 2 the sum of the target on the public grid; the utility is -SSE.
+
+    The target arrives as grid units (`to_grid` of the target scaled to [0, 1]), so one row changes
+    the sum by at most `TARGET_GRID` units; the utility reads the units back as values in [0, 1].
+    """
+
+    half_two_units: ClassVar[int] = TARGET_GRID
 
     def half_one(self, target: np.ndarray) -> np.ndarray:
-        return np.array([float(target.size)])
+        return np.array([target.size])
 
     def half_two(self, target: np.ndarray) -> np.ndarray:
-        return np.array([float(target.sum())])
+        return np.array([int(target.sum())])
 
     def utility(self, left: np.ndarray, target: np.ndarray) -> np.ndarray:
-        return variance_utility(left, target)
+        return variance_utility(left, target / TARGET_GRID)
 
 
 @dataclass(eq=False)
@@ -438,25 +461,29 @@ class _DiffPetsBase:
 
     # ---------------------------------------------------------------- growth
     def _samples(self, n: int, rng: np.random.Generator) -> list[np.ndarray | None]:
-        """Per tree, the bootstrap row indices (``bootstrap``) or None for the whole table."""
+        """Per tree, the bootstrap row indices (``bootstrap``, from a secret but unvetted stream) or None."""
         return [rng.integers(0, n, n) if self.bootstrap else None for _ in range(self.n_trees)]
 
     def _grow(self, task: _Task, attributes: Sequence[Attribute], X: np.ndarray, target: np.ndarray,
-              theta: float, k: int, rng: np.random.Generator) -> list[_Grown]:
-        """One tree (module docstring): children are numbered after their parents."""
+              theta: float, k: int, randomness: Randomness) -> list[_Grown]:
+        """One tree (module docstring): children are numbered after their parents.
+
+        Candidates come from ``randomness.public``; the noise and the exponential mechanism's pick
+        from ``randomness.secret``.
+        """
+        noise = randomness.secret
         nodes = [_Grown()]
         stack = [(0, np.arange(target.size), 0, _Region.root(attributes))]
         while stack:
             i, rows, depth, region = stack.pop()
             node, Xn, yn = nodes[i], X[rows], target[rows]
-            first = task.half_one(yn)
-            first = first + laplace(first.shape, self.noise_scale, rng)  # half 1
+            first = noise.discrete_laplace(task.half_one(yn), self.noise_scale)  # half 1
             split = None
             if depth < self.max_depth and first.sum() >= theta:
-                split = self._choose_split(task, region, Xn, yn, k, rng)  # half 2 at an inner node
+                split = self._choose_split(task, region, Xn, yn, k, randomness)  # half 2 at an inner node
             if split is None:
-                second = task.half_two(yn)
-                node.halves = (first, second + laplace(second.shape, self.noise_scale, rng))  # half 2 at a leaf
+                second = noise.discrete_laplace(task.half_two(yn), self.noise_scale * task.half_two_units)
+                node.halves = (first, second)  # half 2 at a leaf
                 continue
             left = split.goes_left(Xn[:, split.attribute])
             node.attribute = split.attribute
@@ -467,15 +494,18 @@ class _DiffPetsBase:
         return nodes
 
     def _choose_split(self, task: _Task, region: _Region, Xn: np.ndarray, yn: np.ndarray, k: int,
-                      rng: np.random.Generator) -> _Split | None:
-        """The exponential mechanism over K random candidates of the region; None if nothing is splittable."""
+                      randomness: Randomness) -> _Split | None:
+        """The exponential mechanism over K random candidates of the region; None if nothing is splittable.
+
+        The candidates are public draws (they depend on the region alone); the pick is secret.
+        """
         features = region.splittable()
         if features.size == 0:
             return None
-        picked = rng.choice(features, size=min(k, features.size), replace=False)
-        candidates = [region.draw_split(int(a), rng) for a in picked]
+        picked = randomness.public.choice(features, size=min(k, features.size), replace=False)
+        candidates = [region.draw_split(int(a), randomness.public) for a in picked]
         left = np.stack([c.goes_left(Xn[:, c.attribute]) for c in candidates])
-        return candidates[exponential_choice(task.utility(left, yn), self.em_coefficient, rng)]
+        return candidates[exponential_choice(task.utility(left, yn), self.em_coefficient, randomness.secret)]
 
 
 @dataclass(frozen=True)
@@ -535,7 +565,7 @@ class DiffPets(_DiffPetsBase):
         return {**self._common_parameters(schema.n_attributes, schema.n_classes), "post_processing": POST_PROCESSING}
 
     def fit(self, schema: Schema, X: np.ndarray, y: np.ndarray,
-            rng: int | np.random.Generator | None = None) -> DiffPetsRelease:
+            rng: int | np.random.Generator | Randomness | None = None) -> DiffPetsRelease:
         """Grow and release ``n_trees`` trees on the rows.
 
         Parameters
@@ -543,8 +573,9 @@ class DiffPets(_DiffPetsBase):
         schema, X, y:
             The schema and the encoded rows (checked against the schema).
         rng:
-            Seed or Generator of the candidates and the noise; None draws fresh OS entropy, which a
-            release needs (anyone who knows the seed can subtract the noise).
+            `Randomness` (or a seed or Generator for `Randomness.seeded`): candidates from its public
+            stream, noise and picks from its secret one. None is `Randomness.fresh`, which a release
+            needs (anyone who knows a seed can subtract the noise).
 
         Returns
         -------
@@ -559,13 +590,13 @@ class DiffPets(_DiffPetsBase):
         from common.trees.learners._data import check_xy  # see the module docstring
 
         X, y = check_xy(schema, X, y)
-        generator = np.random.default_rng(rng)
+        randomness = Randomness.of(rng)
         task = _Classification(schema.n_classes)
         k, theta = self._candidates(schema.n_attributes), self._theta(schema.n_classes)
         trees = []
-        for sample in self._samples(y.size, generator):
+        for sample in self._samples(y.size, randomness.secret.unvetted_generator()):
             Xt, yt = (X, y) if sample is None else (X[sample], y[sample])
-            trees.append(self._release(schema, self._grow(task, schema.attributes, Xt, yt, theta, k, generator)))
+            trees.append(self._release(schema, self._grow(task, schema.attributes, Xt, yt, theta, k, randomness)))
         return DiffPetsRelease(trees)
 
     @staticmethod
@@ -579,7 +610,7 @@ class DiffPets(_DiffPetsBase):
 
 
 def train_diffpets(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-                   rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+                   rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of DiffPETs: ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
     mechanism = DiffPets(requirement.epsilon, requirement.trees, depth)
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters(schema)
@@ -590,8 +621,9 @@ class DiffPetsRegressor(_DiffPetsBase):
     """DiffPETs regression at one setting: the target scaled to [0, 1] by public bounds, -SSE utility.
 
     Defaults: K = |A|, theta = sqrt(2) / eps2, no bootstrap. A leaf releases (N', S') with
-    N' = count + Laplace(1/eps2) (half 1, also the stopping test) and S' = sum of the scaled target +
-    Laplace(1/eps2) (half 2); its value is clip(S' / max(N', 1), 0, 1).
+    N' = count + discrete Laplace(1/eps2) (half 1, also the stopping test) and S' = (sum of the scaled
+    target in grid units + discrete Laplace(TARGET_GRID/eps2)) / TARGET_GRID (half 2); its value is
+    clip(S' / max(N', 1), 0, 1).
     """
 
     utility_name = "variance (-SSE of the target scaled to [0, 1])"
@@ -603,10 +635,10 @@ class DiffPetsRegressor(_DiffPetsBase):
     def parameters(self, schema: RegressionSchema) -> dict[str, Any]:
         """What a release over ``schema`` states, with the public target bounds."""
         return {**self._common_parameters(schema.n_attributes, 1), "post_processing": REGRESSION_POST_PROCESSING,
-                "target": schema.target.to_dict()}
+                "target": schema.target.to_dict(), "target_grid": TARGET_GRID}
 
     def fit(self, schema: RegressionSchema, X: np.ndarray, y: np.ndarray,
-            rng: int | np.random.Generator | None = None) -> RegressionForest:
+            rng: int | np.random.Generator | Randomness | None = None) -> RegressionForest:
         """Grow and release ``n_trees`` regression trees.
 
         Parameters
@@ -616,7 +648,8 @@ class DiffPetsRegressor(_DiffPetsBase):
         X, y:
             Encoded attributes (checked against the schema) and the target (finite; clipped to its bounds).
         rng:
-            Seed or Generator; None draws fresh OS entropy (what a release needs).
+            `Randomness` (or a seed or Generator for `Randomness.seeded`); None is `Randomness.fresh`
+            (what a release needs).
 
         Raises
         ------
@@ -630,13 +663,13 @@ class DiffPetsRegressor(_DiffPetsBase):
         if y.ndim != 1:
             raise ValueError(f"y must be one target value per row; got shape {y.shape}")
         X, _ = check_xy(features, X, np.zeros(y.size, dtype=np.int64))  # checks the attribute columns only
-        target = schema.scale(y)
-        generator = np.random.default_rng(rng)
+        target = to_grid(schema.scale(y), TARGET_GRID)
+        randomness = Randomness.of(rng)
         k, theta = self._candidates(schema.n_attributes), self._theta(1)
         trees = []
-        for sample in self._samples(target.size, generator):
+        for sample in self._samples(target.size, randomness.secret.unvetted_generator()):
             Xt, yt = (X, target) if sample is None else (X[sample], target[sample])
-            grown = self._grow(_Regression(), schema.attributes, Xt, yt, theta, k, generator)
+            grown = self._grow(_Regression(), schema.attributes, Xt, yt, theta, k, randomness)
             trees.append(self._release(schema, grown))
         return RegressionForest(schema, tuple(trees))
 
@@ -649,13 +682,13 @@ class DiffPetsRegressor(_DiffPetsBase):
             if g.halves is None:
                 stats[i] = np.sum([stats[e.child] for e in g.edges], axis=0)
             else:
-                stats[i] = g.halves[0][0], g.halves[1][0]
+                stats[i] = g.halves[0][0], g.halves[1][0] / TARGET_GRID  # exact: a power of two
         return RegressionTree(schema, [RegressionNode(float(c), float(s), g.attribute, tuple(g.edges))
                                        for (c, s), g in zip(stats, grown)])
 
 
 def train_diffpets_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-                              rng: np.random.Generator) -> tuple[RegressionForest, dict[str, Any]]:
+                              rng: Randomness) -> tuple[RegressionForest, dict[str, Any]]:
     """The registry's regression trainer: a DiffPETs regression forest, ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
     regressor = DiffPetsRegressor(requirement.epsilon, requirement.trees, depth)
     return regressor.fit(schema, X, y, rng), regressor.parameters(schema)
@@ -690,6 +723,26 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) 
     return [budget, integer_counts_check(trees, report, POST_PROCESSING)]
 
 
+def _grid_check(forest: RegressionForest, parameters: Mapping[str, Any]) -> Check:
+    """Every released count is an integer and every sum an integer number of 1/TARGET_GRID units.
+
+    That is what noise drawn on integers looks like; a continuous-Laplace output (whose low-order
+    bits can tell neighbouring tables apart) fails it.
+    """
+    name = "noisy statistics on the public integer grid"
+    if parameters.get("target_grid") != TARGET_GRID:
+        return Check(name, False, f"target_grid={parameters.get('target_grid')!r}, expected {TARGET_GRID}")
+    for t, tree in enumerate(forest.trees):
+        stats = np.array([(node.count, node.total * TARGET_GRID) for node in tree.nodes], dtype=np.float64)
+        bad = np.flatnonzero((stats != np.rint(stats)).any(axis=1))
+        if bad.size:
+            node = tree.nodes[int(bad[0])]
+            return Check(name, False, f"tree {t} node {int(bad[0])} releases count {node.count!r} and sum "
+                                      f"{node.total!r}: not an integer and a multiple of 1/{TARGET_GRID}")
+    return Check(name, True, f"every count is an integer and every sum a multiple of 1/{TARGET_GRID} "
+                             f"in the {len(forest.trees)} trees")
+
+
 def regression_audit_checks(forest: RegressionForest, report: PrivacyReport, requirement: DP) -> list[Check]:
     """DiffPETs regression: the budget split with the -SSE utility, the stated post-processing, the target's bounds.
 
@@ -702,9 +755,10 @@ def regression_audit_checks(forest: RegressionForest, report: PrivacyReport, req
     post = Check("statistics post-processed as stated", stated_post == REGRESSION_POST_PROCESSING,
                  f"post_processing={stated_post!r}" + ("" if stated_post == REGRESSION_POST_PROCESSING
                                                       else f", expected {REGRESSION_POST_PROCESSING!r}"))
+    grid = _grid_check(forest, parameters)
     target, stated = forest.schema.target, parameters.get("target")
     same = stated == target.to_dict()
     bounds = Check("target bounds are the schema's public bounds", same,
                    f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
                    else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
-    return [budget, post, bounds]
+    return [budget, post, grid, bounds]

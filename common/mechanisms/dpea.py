@@ -25,7 +25,7 @@ them:
 * *Budget (§2.2).* Each of the ``n_trees`` trees gets eps_t = epsilon / n_trees (sequential
   composition). Within a tree eps' = eps_t / (ceil(D/d) + 1): a root-to-leaf path crosses at most
   ceil(D/d) selections, each an eps'-DP exponential mechanism P(st) ∝ exp(beta score(st)), plus
-  one Laplace(1/eps') release of its leaf's class counts (B6). Selections and leaves of one round
+  one discrete Laplace(1/eps') release of its leaf's class counts (B6). Selections and leaves of one round
   sit on disjoint rows (parallel composition); a path that stops early spends less.
 * *Selection (a deliberate departure, ``selection``).* The paper's exponential mechanism has
   beta = eps' / (2 Δq'). Every score here is monotone: adding a row never lowers ``max`` and never
@@ -51,7 +51,8 @@ them:
   release states ``guarantee_exact: False``, and the audit fails such a release under a ``dp:`` claim
   (`exact_sampler_check`): the miner refuses it.
 * *Leaves and post-processing.* Every leaf of the full structure, empty or not, gets
-  count + Laplace(1/eps') per class; each count is clamped at 0 and rounded, the label is the
+  count + discrete Laplace(1/eps') per class (an integer from OpenDP's exact sampler,
+  `common.privacy.noise`); each count is clamped at 0, the label is the
   released argmax, inner counts are sums of their children, and leaves whose released counts are
   all 0 are dropped with any inner node left without children. All of that is a function of the
   released structure and counts alone, so it costs no privacy; a row reaching a dropped subtree
@@ -78,7 +79,7 @@ import numpy as np
 from common.data.schema import CategoricalAttribute, Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check
-from common.privacy.noise import exponential_draw, log_sum_exp, noisy_counts
+from common.privacy.noise import Randomness, SecretNoise, log_sum_exp, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
@@ -109,7 +110,7 @@ MECHANISM = "dpea"  # the release mechanism's registry name in reports, studies 
 SCORES: tuple[str, ...] = ("max", "gini", "infogain")
 SAMPLERS: tuple[str, ...] = ("exact", "exhaustive", "mcmc")
 SELECTIONS: tuple[str, ...] = ("monotone", "paper")  # beta = eps' / Δq' (monotone scores) or the paper's eps' / (2 Δq')
-POST_PROCESSING = ("noisy leaf counts clamped at 0 and rounded to integers; inner counts are sums of their "
+POST_PROCESSING = ("integer noisy leaf counts clamped at 0; inner counts are sums of their "
                    "children; leaves released as all 0 dropped")
 DEFAULT_BINS = 24  # equal-width bins per numeric attribute (module docstring)
 MCMC_EXACT_STEPS = 2  # rounds of at most this many steps use the exact sampler under sampler="mcmc" (B7)
@@ -337,14 +338,14 @@ class _EmptyLaw:
             found = self._memo[(k, avail)] = _Entry(weights, log_sum_exp(weights))
         return found
 
-    def draw(self, k: int, avail: tuple[int, ...], rng: np.random.Generator) -> Structure:
+    def draw(self, k: int, avail: tuple[int, ...], noise: SecretNoise) -> Structure:
         k = min(k, len(avail))
         if k == 0:
             return None
         entry = self.entry(k, avail)
-        a = avail[exponential_draw(entry.log_weights, rng, entry.log_total)]
+        a = avail[noise.exponential_index(entry.log_weights)]
         rest = _without(avail, a)
-        return a, tuple(self.draw(k - 1, rest, rng) for _ in range(int(self.arity[a])))
+        return a, tuple(self.draw(k - 1, rest, noise) for _ in range(int(self.arity[a])))
 
 
 class _ExactSelection:
@@ -388,19 +389,19 @@ class _ExactSelection:
         found = self._entries.get(key)
         return self.empty.entry(k, avail) if found is None else found  # not solved: the node has no rows
 
-    def sample(self, rng: np.random.Generator) -> Structure:
+    def sample(self, noise: SecretNoise) -> Structure:
         """A subtree drawn from the exponential mechanism."""
-        return self._sample(frozenset(), self.k, self.avail, rng)
+        return self._sample(frozenset(), self.k, self.avail, noise)
 
-    def _sample(self, key: Key, k: int, avail: tuple[int, ...], rng: np.random.Generator) -> Structure:
+    def _sample(self, key: Key, k: int, avail: tuple[int, ...], noise: SecretNoise) -> Structure:
         if k == 0:
             return None
         if key not in self._entries:
-            return self.empty.draw(k, avail, rng)
+            return self.empty.draw(k, avail, noise)
         entry = self._entries[key]
-        a = avail[exponential_draw(entry.log_weights, rng, entry.log_total)]
+        a = avail[noise.exponential_index(entry.log_weights)]
         rest = _without(avail, a)
-        return a, tuple(self._sample(key | {(a, v)}, k - 1, rest, rng) for v in range(int(self.data.arity[a])))
+        return a, tuple(self._sample(key | {(a, v)}, k - 1, rest, noise) for v in range(int(self.data.arity[a])))
 
     def log_prob(self, structure: Structure) -> float:
         """log P(structure) under the mechanism; ValueError when it is not a subtree of this round."""
@@ -621,7 +622,7 @@ class DPEA:
 
     @property
     def noise_scale(self) -> float:
-        """Laplace scale per leaf class count: 1 / eps' (a row changes one count by 1)."""
+        """Discrete Laplace scale per leaf class count: 1 / eps' (a row changes one count by 1)."""
         return 1.0 / self.epsilon_step
 
     def parameters(self) -> dict[str, Any]:
@@ -643,7 +644,7 @@ class DPEA:
 
     # ------------------------------------------------------------------------ fit
     def fit(self, schema: Schema, X: np.ndarray, y: np.ndarray,
-            rng: int | np.random.Generator | None = None) -> DpeaRelease:
+            rng: int | np.random.Generator | Randomness | None = None) -> DpeaRelease:
         """Grow and release ``n_trees`` trees, each with its own eps_t (module docstring).
 
         Parameters
@@ -651,8 +652,9 @@ class DPEA:
         schema, X, y:
             The schema and the encoded rows (checked against the schema).
         rng:
-            Seed or Generator of the selections and the noise; None draws fresh OS entropy, which a
-            release needs (anyone who knows the seed can subtract the noise).
+            `Randomness` (or a seed or Generator for `Randomness.seeded`): selections and noise are
+            secret draws; None is `Randomness.fresh`, which a release needs (anyone who knows a seed
+            can replay the selections and subtract the noise).
 
         Raises
         ------
@@ -662,10 +664,11 @@ class DPEA:
             rows than infogain's ``max_rows``.
         """
         domain, data = self._prepare(schema, X, y)
-        grower = _Grower(self, data, _EmptyLaw(domain.arity), np.random.default_rng(rng))
+        noise = Randomness.of(rng).secret
+        grower = _Grower(self, data, _EmptyLaw(domain.arity), noise)
         rows = np.arange(data.y.size)
         structures = [grower.grow(rows, 0, domain.splittable, frozenset()) for _ in range(self.n_trees)]
-        return DpeaRelease([self._tree(domain, data, s, grower.rng) for s in structures], structures)
+        return DpeaRelease([self._tree(domain, data, s, noise) for s in structures], structures)
 
     def _prepare(self, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Domain, _Rows]:
         """The checked rows as codes, after the data-independent size checks."""
@@ -704,11 +707,11 @@ class DPEA:
             raise ValueError(f"exhaustive search over about {math.exp(count):.3g} subtrees of {k} steps exceeds "
                              f"max_subtrees={self.max_subtrees}; use sampler 'exact'")
 
-    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``true`` plus independent Laplace(`noise_scale`) noise per entry, clamped at 0 and rounded (any shape)."""
-        return noisy_counts(true, self.noise_scale, rng)
+    def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
+        """``true`` plus independent discrete Laplace(`noise_scale`) noise per entry, clamped at 0 (any shape)."""
+        return noisy_counts(true, self.noise_scale, noise)
 
-    def _tree(self, domain: Domain, data: _Rows, structure: Structure, rng: np.random.Generator) -> Tree:
+    def _tree(self, domain: Domain, data: _Rows, structure: Structure, noise: SecretNoise) -> Tree:
         """The released tree: noisy counts at every leaf of ``structure``, zero leaves dropped, inner sums."""
         n_classes = data.n_classes
         nodes: list[Node] = []
@@ -730,7 +733,7 @@ class DPEA:
             parts = zip(children, data.partition(rows, a), domain.constraints(a))
             stack.extend(reversed([(c, part, i, con) for c, part, con in parts]))
         true = np.bincount(leaf_of * n_classes + data.y, minlength=len(leaves) * n_classes)
-        noisy = self.noisy_counts(true.reshape(len(leaves), n_classes), rng)
+        noisy = self.noisy_counts(true.reshape(len(leaves), n_classes), noise)
         return release_leaf_counts(domain.schema, nodes, leaves, noisy)
 
     # --------------------------------------------------------------- the exact law
@@ -782,15 +785,15 @@ class DPEA:
 
 
 class _Grower:
-    """One fit's growing state: the rows, the empty law, the solved selections and the generator.
+    """One fit's growing state: the rows, the empty law, the solved selections and the secret draws.
 
     A selection's law depends only on its node (the (attribute, value) constraints from the root, which
     fix its rows, depth and attributes), so exact selections are solved once per node and shared by
     the fit's trees: each tree still draws independently from the same law.
     """
 
-    def __init__(self, mechanism: DPEA, data: _Rows, empty: _EmptyLaw, rng: np.random.Generator) -> None:
-        self.mechanism, self.data, self.empty, self.rng = mechanism, data, empty, rng
+    def __init__(self, mechanism: DPEA, data: _Rows, empty: _EmptyLaw, noise: SecretNoise) -> None:
+        self.mechanism, self.data, self.empty, self.noise = mechanism, data, empty, noise
         self.selections: dict[Key, _ExactSelection] = {}
 
     def grow(self, rows: np.ndarray, depth: int, avail: tuple[int, ...], key: Key) -> Structure:
@@ -815,13 +818,13 @@ class _Grower:
             mechanism._check_enumerable(self.empty, k, avail)
             found = _enumerate(self.data, rows, k, avail)
             logits = beta * np.array([q for _, q in found])
-            return found[exponential_draw(logits, self.rng, log_sum_exp(logits))][0]
+            return found[self.noise.exponential_index(logits)][0]
         if mechanism.sampler == "mcmc" and k > MCMC_EXACT_STEPS and rows.size:  # no rows: the chain's target is uniform
-            chain = _Chain(self.data, rows, k, avail, beta, self.rng)
+            chain = _Chain(self.data, rows, k, avail, beta, self.noise.unvetted_generator())
             return chain.run(mechanism.buffer_size, mechanism.var_threshold, mechanism.step_limit)
         if key not in self.selections:
             self.selections[key] = _ExactSelection(self.data, rows, k, avail, beta, self.empty)
-        return self.selections[key].sample(self.rng)
+        return self.selections[key].sample(self.noise)
 
 
 def _truncate(structure: Structure, steps: int) -> Structure:
@@ -884,7 +887,7 @@ def finest_bins(schema: Schema, depth: int, max_nodes: int = DPEA.max_nodes, mos
 
 
 def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
-               rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+               rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
 
     Numeric attributes get the finest binning that the depth allows (`finest_bins`).

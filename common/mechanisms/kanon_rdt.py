@@ -21,6 +21,7 @@ import numpy as np
 
 from common.data.schema import Schema
 from common.privacy.checks import Check, recomputed
+from common.privacy.noise import Randomness
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import DPS
 from common.trees.tree import Tree
@@ -53,7 +54,7 @@ def kanon_rdt(
     beta: float,
     depth: int,
     n_trees: int,
-    rng: int | np.random.Generator | None = None,
+    rng: int | np.random.Generator | Randomness | None = None,
     numeric_reuse: bool = True,
 ) -> KAnonRdtRelease:
     """Train ``n_trees`` k-AnonToRdt trees on encoded rows (Alg. 3).
@@ -73,7 +74,8 @@ def kanon_rdt(
     n_trees:
         Number of trees ``N_t``.
     rng:
-        Seed or numpy Generator for the structure seed and the samples.
+        `Randomness` (or a seed or Generator for `Randomness.seeded`): the structure seed from its
+        public stream, the Bernoulli samples from its secret one. None is `Randomness.fresh`.
     numeric_reuse:
         Whether a numeric attribute may be split again below a split on it.
 
@@ -91,8 +93,10 @@ def kanon_rdt(
     # this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
     from common.trees.learners.random_tree import RandomDecisionTrees
 
+    randomness = Randomness.of(rng)
     model = RandomDecisionTrees(
-        schema, depth=depth, n_trees=n_trees, k=k, beta=beta, numeric_reuse=numeric_reuse, random_state=rng
+        schema, depth=depth, n_trees=n_trees, k=k, beta=beta, numeric_reuse=numeric_reuse,
+        random_state=randomness.public, sampler=randomness.secret.bernoulli,
     ).fit(X, y)
     return KAnonRdtRelease(model.trees_, tuple(int(s) for s in model.sample_sizes_), model.structure_seed_)
 
@@ -142,7 +146,7 @@ def counts_below_k(trees: Sequence[Tree], k: int) -> list[LowCount]:
 
 
 def train_kanon_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
-                    rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+                    rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of kanon-rdt: ``requirement.trees`` trees of ``depth`` meeting ``dps:k,beta,epsilon,trees``.
 
     The parameters state {k, beta, epsilon_total, trees, depth, epsilon_per_tree, delta_per_tree,

@@ -2,27 +2,28 @@
 
 Every tree has the data-independent random structure of `common.trees.learners.random_tree`
 (`random_structure`: splits drawn from the schema's attributes and public ranges, never from the
-rows), and releases its leaf class counts with Laplace noise.
+rows), and releases its leaf class counts with discrete Laplace noise (`common.privacy.noise`).
 
 Privacy (neighbouring tables differ by one added or removed row):
 
 * *One tree, sensitivity 1.* The full structure routes every row to exactly one leaf (categorical
   splits have a child per category, numeric ones cover both sides of the threshold), so the leaves
   partition the rows and adding or removing one row changes exactly one (leaf, class) count, by
-  exactly 1: the vector of all leaf class counts has L1 sensitivity 1. Adding independent
-  Laplace(1/eps_t) noise to every count, empty leaves included, makes the tree eps_t-DP (Dwork et
-  al. 2006); this is parallel composition over the disjoint leaves.
+  exactly 1: the vector of all leaf class counts has L1 sensitivity 1. Adding independent discrete
+  Laplace(1/eps_t) noise (P[z] proportional to exp(-eps_t |z|)) to every count, empty leaves
+  included, makes the tree eps_t-DP (the geometric mechanism, Ghosh et al. 2009); this is parallel
+  composition over the disjoint leaves. The noisy counts are integers drawn by an exact sampler, so
+  their bits carry nothing beyond their values (no floating-point leak, Mironov 2012).
 * *T trees, sequential composition.* Each tree gets eps_t = epsilon / T, so the forest is
   epsilon-DP; the noise scale per count is ``T * 1 / epsilon``.
 * *Structure and post-processing are free.* The structure seed is drawn before any row is read,
   and everything done to the noisy counts afterwards depends on nothing else: each count is
-  clamped at 0 and rounded to the nearest integer (so counts read like counts and PGEN can draw
-  rows from them), inner counts are recomputed as sums of their children, and subtrees whose
+  clamped at 0 (so counts read like counts and PGEN can draw rows from them), inner counts are recomputed as sums of their children, and subtrees whose
   released counts are all 0 are not materialised (a row reaching them is predicted from the other
   trees, exactly as a zero count would be).
 
 `LaplaceRdt.noisy_counts` is the one place noise is drawn, and `count_log_pmf` is the exact law of a
-released count, which the empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to
+released count (`common.privacy.noise.discrete_laplace_log_pmf`), which the empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to
 end) scores releases by.
 
 Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
@@ -31,7 +32,6 @@ only, so the random-tree code (and with it scikit-learn) is imported on first us
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -40,7 +40,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import noisy_counts
+from common.privacy.noise import Randomness, SecretNoise, discrete_laplace_log_pmf, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import Tree
@@ -62,7 +62,7 @@ __all__ = [
 
 MECHANISM = "laplace-rdt"  # the release mechanism's registry name in reports, studies and policies
 SENSITIVITY = 1  # L1 sensitivity of one tree's leaf class counts under add/remove-one-row (module docstring)
-POST_PROCESSING = "noisy counts clamped at 0 and rounded to integers; inner counts are sums of their children"
+POST_PROCESSING = "integer noisy counts clamped at 0; inner counts are sums of their children"
 
 _MAX_SEED = 2**64
 
@@ -87,24 +87,8 @@ def leaf_class_counts(structure: Tree, X: np.ndarray, y: np.ndarray) -> np.ndarr
 
 
 def count_log_pmf(released: np.ndarray, true: np.ndarray, scale: float) -> np.ndarray:
-    """log P[max(0, rint(true + Laplace(scale))) = released], elementwise (released: integers >= 0).
-
-    The released value j >= 1 means the noise fell in ``(j - 0.5 - true, j + 0.5 - true]`` and 0
-    means it fell at or below ``0.5 - true``; the Laplace mass of such an interval (a, b] is
-    computed in the branch that keeps it accurate in the far tails: both ends >= 0, both <= 0, or
-    straddling 0.
-    """
-    released = np.asarray(released, dtype=np.float64)
-    true = np.asarray(true, dtype=np.float64)
-    a = np.where(released == 0, -np.inf, released - 0.5 - true) / scale
-    b = (released + 0.5 - true) / scale
-    width = b - a  # 1/scale, or inf at released == 0
-    with np.errstate(over="ignore", invalid="ignore"):
-        log_width = np.log1p(-np.exp(-width))  # log(1 - e^-(b - a)); 0 for the half-line at released == 0
-        right = math.log(0.5) - a + log_width  # 0 <= a < b: sf(a) - sf(b)
-        left = math.log(0.5) + b + log_width  # a < b <= 0: cdf(b) - cdf(a)
-        middle = np.log1p(-0.5 * (np.exp(a) + np.exp(-b)))  # a < 0 < b: 1 - cdf(a) - sf(b)
-    return np.where(a >= 0, right, np.where(b <= 0, left, middle))
+    """log P[max(0, true + Z) = released] for Z discrete Laplace(``scale``), elementwise: the law of a released count."""
+    return discrete_laplace_log_pmf(released, true, scale)
 
 
 @dataclass(frozen=True)
@@ -142,12 +126,12 @@ class LaplaceRdt:
             "noise_scale": SENSITIVITY * self.n_trees / self.epsilon, "post_processing": POST_PROCESSING,
         }
 
-    def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``true`` plus independent Laplace(`scale`) noise per entry, clamped at 0 and rounded (any shape)."""
-        return noisy_counts(true, self.scale, rng)
+    def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
+        """``true`` plus independent discrete Laplace(`scale`) noise per entry, clamped at 0 (any shape)."""
+        return noisy_counts(true, self.scale, noise)
 
     def fit(
-        self, schema: Schema, X: np.ndarray, y: np.ndarray, rng: int | np.random.Generator | None = None
+        self, schema: Schema, X: np.ndarray, y: np.ndarray, rng: int | np.random.Generator | Randomness | None = None
     ) -> LaplaceRdtRelease:
         """Draw the structure seed, then release every tree's noisy leaf counts.
 
@@ -156,8 +140,9 @@ class LaplaceRdt:
         schema, X, y:
             The schema and the encoded rows (checked against the schema).
         rng:
-            Seed or Generator of the structure seed and the noise; None draws fresh OS entropy,
-            which a release needs (anyone who knows the seed can subtract the noise).
+            `Randomness` (or a seed or Generator for `Randomness.seeded`): the structure seed comes
+            from its public stream, the noise from its secret one. None is `Randomness.fresh`, which
+            a release needs (anyone who knows a seed can subtract the noise).
 
         Raises
         ------
@@ -169,22 +154,22 @@ class LaplaceRdt:
         from common.trees.learners.random_tree import random_structure
 
         X, y = check_xy(schema, X, y)
-        generator = np.random.default_rng(rng)
-        seed = int(generator.integers(0, _MAX_SEED, dtype=np.uint64))
+        randomness = Randomness.of(rng)
+        seed = int(randomness.public.integers(0, _MAX_SEED, dtype=np.uint64))
         trees = [self._tree(random_structure(schema, self.depth, seed, t, numeric_reuse=self.numeric_reuse,
-                                             max_nodes=self.max_nodes), X, y, generator)
+                                             max_nodes=self.max_nodes), X, y, randomness.secret)
                  for t in range(self.n_trees)]
         return LaplaceRdtRelease(trees, seed)
 
-    def _tree(self, structure: Tree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Tree:
+    def _tree(self, structure: Tree, X: np.ndarray, y: np.ndarray, noise: SecretNoise) -> Tree:
         """One released tree: noisy counts at every leaf of ``structure``, zero subtrees dropped, inner sums."""
         leaves = np.array(structure.leaves, dtype=np.int64)
-        noisy = self.noisy_counts(leaf_class_counts(structure, X, y)[leaves], rng)
+        noisy = self.noisy_counts(leaf_class_counts(structure, X, y)[leaves], noise)
         return release_leaf_counts(structure.schema, structure.nodes, leaves, noisy)
 
 
 def train_laplace_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
-                      rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
+                      rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of laplace-rdt: ``requirement.trees`` noisy random trees of ``depth``."""
     mechanism = LaplaceRdt(requirement.epsilon, requirement.trees, depth)
     return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()

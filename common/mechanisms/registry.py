@@ -37,6 +37,7 @@ from common.data.regression import REGRESSION_TASK, RegressionSchema
 from common.data.schema import CLASSIFICATION_TASK, Schema
 from common.mechanisms import diffpets, dpea, kanon_rdt, laplace_rdt, pruning
 from common.privacy.checks import Check
+from common.privacy.noise import Randomness
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, PathRequirement, Requirement
 from common.trees.regression import RegressionForest
@@ -58,8 +59,8 @@ __all__ = [
 
 Family = Literal["none", "path", "dps", "dp"]
 Prune = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
-Train = Callable[[Schema, np.ndarray, np.ndarray, Any, int, np.random.Generator], tuple[list[Tree], dict[str, Any]]]
-TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, np.random.Generator],
+Train = Callable[[Schema, np.ndarray, np.ndarray, Any, int, Randomness], tuple[list[Tree], dict[str, Any]]]
+TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, Randomness],
                            tuple[RegressionForest, dict[str, Any]]]
 AuditChecks = Callable[[Sequence[Tree], PrivacyReport, Any], list[Check]]
 RegressionAuditChecks = Callable[[RegressionForest, PrivacyReport, DP], list[Check]]

@@ -17,6 +17,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
 from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
+from common.privacy.noise import Randomness
 from common.privacy.report import PathClaim, PrivacyReport, Release
 from common.privacy.requirements import (
     DP,
@@ -46,7 +47,7 @@ def release(
     y: np.ndarray | None = None,
     max_depth: int | None = None,
     disclosure: Disclosure = "counts",
-    random_state: int | np.random.Generator | None = None,
+    random_state: int | np.random.Generator | Randomness | None = None,
     allow_data_derived_domain: bool = False,
 ) -> Release:
     """Release a model with the named mechanism and its privacy report.
@@ -70,9 +71,11 @@ def release(
         ``counts`` or ``hit_miss``: what the released tree discloses. Whole-release mechanisms
         release counts only.
     random_state:
-        Seed or Generator of a whole-release mechanism's structure, samples and noise; None (the
-        default, and what owners use) draws fresh OS entropy. Anyone who knows the seed can
-        subtract the noise or tell which rows were sampled, so a fixed seed is for experiments only.
+        `Randomness` of a whole-release mechanism (public structure choices and secret draws), or
+        a seed or Generator for `Randomness.seeded`; None (the default, and what owners use) is
+        `Randomness.fresh`: OpenDP's exact samplers on the OS CSPRNG. Anyone who knows a seed can
+        subtract the noise or tell which rows were sampled, so a seeded release states
+        ``noise_source`` as seeded and its audit fails: a fixed seed is for experiments only.
     allow_data_derived_domain:
         Release a dp or dps model over a schema read off the rows (`Schema.data_derived`) anyway.
         Its ranges and categories then disclose the rows they came from, so the report states
@@ -122,6 +125,11 @@ def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:
     return {"domain": DATA_DERIVED} if schema.data_derived else {}
 
 
+def _noise(record: Mechanism, randomness: Randomness) -> dict[str, str]:
+    """Where a dp or dps release's secret draws came from (`common.privacy.noise`): the audit checks it."""
+    return {"noise_source": randomness.secret.source} if record.family in ("dp", "dps") else {}
+
+
 def _hint(requirement: object) -> str:
     """Which mechanisms meet ``requirement``: the hint of a refusal."""
     family = "dp" if isinstance(requirement, DP) else "dps"
@@ -168,17 +176,18 @@ def _whole_requirement(record: Mechanism, requirement: str | None, n_classes: in
 
 
 def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | None,
-                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | None) -> Release:
+                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None) -> Release:
     """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family."""
     assert record.train is not None
     if disclosure not in (record.disclosures or ()):
         raise ValueError(f"{record.name} releases class counts (its audit re-checks them); "
                          f"disclosure {disclosure!r} is refused")
     parsed = _whole_requirement(record, requirement, schema.n_classes)
-    trees, parameters = record.train(schema, X, y, parsed, depth, np.random.default_rng(random_state))
+    randomness = Randomness.of(random_state)
+    trees, parameters = record.train(schema, X, y, parsed, depth, randomness)
     report = PrivacyReport(
         mechanism=record.name,
-        parameters={"disclosure": "counts", **parameters, **_domain(schema)},
+        parameters={"disclosure": "counts", **parameters, **_domain(schema), **_noise(record, randomness)},
         guarantee=parsed.guarantee().describe() if isinstance(parsed, DPS) else parsed.describe(),
         requirement=str(parsed),
         attacks=ensemble_attack_report(trees),
@@ -188,13 +197,15 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
 
 def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarray, y: np.ndarray,
                         requirement: str | None, depth: int,
-                        random_state: int | np.random.Generator | None) -> Release:
+                        random_state: int | np.random.Generator | Randomness | None) -> Release:
     """A regression release: the mechanism's regression trainer, a ``dp`` guarantee, no attack counts."""
     why = regression_refusal(record.name, schema.target.name)
     if why is not None or record.train_regression is None:
         raise ValueError(why)
     parsed = _whole_requirement(record, requirement, None, " regression")
-    forest, parameters = record.train_regression(schema, X, y, parsed, depth, np.random.default_rng(random_state))
-    report = PrivacyReport(mechanism=record.name, parameters={**parameters, **_domain(schema)},
+    randomness = Randomness.of(random_state)
+    forest, parameters = record.train_regression(schema, X, y, parsed, depth, randomness)
+    report = PrivacyReport(mechanism=record.name, parameters={**parameters, **_domain(schema),
+                                                              **_noise(record, randomness)},
                            guarantee=parsed.describe(), requirement=str(parsed))
     return Release(forest.trees, report)

@@ -58,6 +58,7 @@ from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, finest_bins
 from common.mechanisms.laplace_rdt import count_log_pmf
+from common.privacy.noise import SeededNoise
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
@@ -210,7 +211,7 @@ class DpeaTarget(_Pair):
         """Scores of ``trials`` releases on D (``added`` = 0) or D' (1): structure and r's count per tree."""
         chosen = rng.choice(law.size, size=(trials, self.audited.n_trees), p=law)
         m = self.counts[chosen]
-        released = self.audited.noisy_counts(m + added, rng)
+        released = self.audited.noisy_counts(m + added, SeededNoise(rng))
         scale = self.claimed.noise_scale
         llr = self.structure_llr[chosen] + count_log_pmf(released, m + 1, scale) - count_log_pmf(released, m, scale)
         return llr.sum(axis=1)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -382,7 +382,13 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
     numeric_reuse:
         Whether a numeric attribute may be split again below a split on it (on a narrower range).
     random_state:
-        Seed (or numpy Generator) of the structure seed and of the per-tree samples.
+        Seed (or numpy Generator) of the structure seed, and of the per-tree samples unless
+        ``sampler`` is given.
+    sampler:
+        ``sampler(beta, n)`` returns n independent Bernoulli(beta) draws (booleans): the per-tree
+        samples. k-AnonToRdt passes a secret sampler (`common.privacy.noise`) so the samples never
+        come from the stream that draws the public structure seed; None draws them from
+        ``random_state``.
 
     Attributes
     ----------
@@ -409,6 +415,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         beta: float = 1.0,
         numeric_reuse: bool = True,
         random_state: int | np.random.Generator | None = None,
+        sampler: Callable[[float, int], np.ndarray] | None = None,
     ) -> None:
         self.schema = schema
         self.depth = depth
@@ -417,6 +424,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         self.beta = beta
         self.numeric_reuse = numeric_reuse
         self.random_state = random_state
+        self.sampler = sampler
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "RandomDecisionTrees":
         """Draw the structures, then count each tree's own sample of the rows (Alg. 3).
@@ -448,9 +456,10 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         X, y = check_xy(self.schema, X, y)
 
         seed = int(rng.integers(0, _MAX_SEED, dtype=np.uint64))
+        draw = self.sampler if self.sampler is not None else (lambda p, n: rng.random(n) < p)
         trees, sizes = [], []
         for i in range(n_trees):
-            sample = rng.random(X.shape[0]) < beta  # Alg. 3 line 6, drawn afresh for every tree
+            sample = np.asarray(draw(beta, X.shape[0]), dtype=bool)  # Alg. 3 line 6, drawn afresh for every tree
             sizes.append(int(sample.sum()))
             trees.append(_grow_tree(self.schema, space, _root_key(seed, i), depth, X[sample], y[sample], k))
         self.trees_ = trees
