@@ -159,13 +159,13 @@ def cmd_study_wait(args: argparse.Namespace) -> int:
                 log_line(summary(status))
 
         status = follow(stub, args.id, config.miner, timeout=args.timeout, on_change=changed,
-                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False) if live
+                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False, soft_wrap=True) if live
                         else log_line(text))
     _final_outcome(status)
     if args.json:
         print(json.dumps(status_dict(status), indent=2))
     else:
-        out.print(printable(summary(status)), highlight=False, markup=False)
+        out.print(printable(summary(status)), highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -181,7 +181,7 @@ def follow_status(args: argparse.Namespace) -> int:
         if live and first:
             print_status(status_dict(status))
         elif live:
-            out.print(f"{time.strftime('%H:%M:%S')} {printable(summary(status))}", highlight=False, markup=False)
+            out.print(f"{time.strftime('%H:%M:%S')} {printable(summary(status))}", highlight=False, markup=False, soft_wrap=True)
         else:
             log_line(summary(status), stdout=not args.json)
         first = False
@@ -206,10 +206,10 @@ def cmd_study_cancel(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     elif reply.already_cancelled:
         out.print(printable(f"study {args.id} was already cancelled ({reply.status.reason}); nothing changed"),
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     else:
         out.print(printable(f"study {args.id} cancelled ({reply.status.reason}); owners stop waiting for it and "
-                            "the miner takes no more answers"), highlight=False, markup=False)
+                            "the miner takes no more answers"), highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
