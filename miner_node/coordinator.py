@@ -1,5 +1,9 @@
 """Study lifecycle on the miner: open -> mining -> done | failed, driven by answers and deadlines.
 
+The admin may cancel an open or mining study (`Store.cancel`); every move here is a compare-and-set
+on the state it read (`Store.transition`), so a cancellation is never overwritten, and the results
+of a study cancelled while it was mined are dropped.
+
 A study is mined when every invited owner has answered (submitted or refused) with at least the
 quorum submitted, or when its deadline passes with at least the quorum; it fails as soon as the
 quorum can no longer be reached, or at the deadline without it, with a reason that names the
@@ -97,11 +101,11 @@ class Coordinator:
         quorum = spec.quorum
         expired = self.clock() >= spec.deadline.ToSeconds()
         if len(submitted) >= quorum and (not waiting or expired):
-            self.store.set_state(study_id, "mining")
-            self._queue.put(study_id)
+            if self.store.transition(study_id, "open", "mining"):
+                self._queue.put(study_id)
         elif len(submitted) + len(waiting) < quorum or expired:
             why = "the deadline passed" if expired and len(submitted) + len(waiting) >= quorum else "the quorum cannot be reached"
-            self.store.set_state(study_id, "failed", self._failure(why, quorum, submitted, waiting, refused))
+            self.store.transition(study_id, "open", "failed", self._failure(why, quorum, submitted, waiting, refused))
         else:
             return
         self.notify()
@@ -126,7 +130,7 @@ class Coordinator:
                 log.error("study %s: cannot store its results (%s); it stays in 'mining' and resumes on restart", study_id, exc)
             except Exception as exc:  # a bad study must not stop the worker
                 log.exception("study %s: mining failed", study_id)
-                self.store.set_state(study_id, "failed", f"mining failed: {type(exc).__name__}: {exc}")
+                self.store.transition(study_id, "mining", "failed", f"mining failed: {type(exc).__name__}: {exc}")
             self.notify()
 
     def _mine(self, study_id: str) -> None:
@@ -142,7 +146,9 @@ class Coordinator:
         table = self.store.evaluation(study_id)
         evaluation = load_evaluation(table, schema) if table else None
         results = mine(spec, schema, accepted, evaluation)
-        self.store.finish(study_id, results.SerializeToString())
+        if not self.store.finish(study_id, results.SerializeToString()):
+            log.info("study %s: cancelled while it was mined; its results are dropped", study_id)
+            return
         log.info("study %s: done; %d models from %d owners in %.2f s", study_id, len(results.models),
                  len(accepted), results.mining_seconds)
 

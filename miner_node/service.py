@@ -50,6 +50,7 @@ __all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserial
 
 log = logging.getLogger("modelshare.miner")
 MAX_POLL_SECONDS = 30
+MAX_CANCEL_REASON = 500
 MAX_DETAILS_BYTES = 2048
 """Longest status message sent (UTF-8 bytes). Messages quote request fields; gRPC drops a status whose
 trailer exceeds 16 KiB (the client then sees RESOURCE_EXHAUSTED instead of the reason), and percent-encoding
@@ -226,6 +227,9 @@ class MinerService(fgrpc.MinerServicer):
         row = self.store.study(study_id)
         if row is None:
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
+        if row.state == "cancelled":
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"study {study_id!r} is cancelled ({row.reason}); it takes no answers")
         if row.state != "open":
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"study {study_id!r} is {row.state}; it takes no more answers")
@@ -453,6 +457,45 @@ class MinerService(fgrpc.MinerServicer):
             reason = f": {row.reason}" if row.reason else ""
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"study {request.study_id!r} is {row.state}{reason}")
         return fpb.StudyResults.FromString(data)
+
+    @_handler
+    def CancelStudy(self, request: fpb.CancelStudyRequest, context: grpc.ServicerContext) -> fpb.CancelReply:
+        """Cancel an open or mining study (idempotent: a second cancel changes and logs nothing)."""
+        self._require_admin(context)
+        if len(request.reason) > MAX_CANCEL_REASON:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"the reason is {len(request.reason)} characters; at most {MAX_CANCEL_REASON}")
+        by = peer_identity(context) or "insecure"
+        outcome = self.store.cancel(request.study_id, by=by, reason=request.reason)
+        if outcome == "missing":
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
+        if outcome not in ("cancelled", "already"):
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"study {request.study_id!r} is already {outcome}; only an open or mining study can be cancelled")
+        if outcome == "cancelled":
+            log.info("study %s: cancelled by %s", request.study_id, by,
+                     extra={"study": request.study_id, "outcome": "cancelled"})
+            self.coordinator.notify()
+        return fpb.CancelReply(status=self._status(request.study_id), already_cancelled=outcome == "already")
+
+    @_handler
+    def WatchStudy(self, request: fpb.WatchStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
+        """The study's status as soon as its state or its number of answers differs from what the caller saw.
+
+        Held (like `Poll`) on the coordinator's change notifications, at most `MAX_POLL_SECONDS`;
+        at the end of the hold the unchanged status is returned and the caller asks again.
+        """
+        self._require_admin(context)
+        deadline = time.monotonic() + min(request.wait_seconds, MAX_POLL_SECONDS)
+        with self.coordinator.changed:
+            while True:
+                status = self._status(request.study_id)
+                answered = sum(o.state != "waiting" for o in status.owners)
+                remaining = deadline - time.monotonic()
+                if (status.state != request.seen_state or answered != request.seen_answers or remaining <= 0
+                        or not context.is_active()):
+                    return status
+                self.coordinator.changed.wait(min(remaining, 1.0))
 
     @_handler
     def Health(self, request: fpb.HealthRequest, context: grpc.ServicerContext) -> fpb.HealthReply:

@@ -347,13 +347,43 @@ class Store:
 
         return bool(self._write(write))
 
-    def set_state(self, study_id: str, state: str, reason: str = "") -> None:
-        def write(db: sqlite3.Connection) -> None:
-            db.execute("UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ?",
-                       (state, reason, time.time(), study_id))
-            self._append_log(db, {"kind": "study-state", "study": study_id, "state": state, "reason": reason})
+    def transition(self, study_id: str, old: str, new: str, reason: str = "") -> bool:
+        """Move a study from state ``old`` to ``new`` and log it; False (nothing changes) if it is no longer ``old``.
 
-        self._write(write)
+        Compare-and-set, because an admin may cancel a study between the lifecycle's read of its
+        state and this write: the cancellation must stand.
+        """
+
+        def write(db: sqlite3.Connection) -> bool:
+            changed = db.execute("UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ? AND state = ?",
+                                 (new, reason, time.time(), study_id, old)).rowcount
+            if not changed:
+                raise _Abandon(False)
+            self._append_log(db, {"kind": "study-state", "study": study_id, "state": new, "reason": reason})
+            return True
+
+        return bool(self._write(write))
+
+    def cancel(self, study_id: str, *, by: str, reason: str) -> str:
+        """Cancel an open or mining study: its state becomes ``cancelled``, with who did it in the log.
+
+        Returns ``"cancelled"``; or, changing nothing, ``"already"`` (cancelled before),
+        ``"missing"`` (no such study) or the final state it ended in (``"done"``, ``"failed"``).
+        """
+
+        def write(db: sqlite3.Connection) -> str:
+            row = db.execute("SELECT state FROM studies WHERE study_id = ?", (study_id,)).fetchone()
+            state = "missing" if row is None else str(row[0])
+            if state not in ("open", "mining"):
+                raise _Abandon("already" if state == "cancelled" else state)
+            text = f"cancelled by {by}" + (f": {reason}" if reason else "")
+            db.execute("UPDATE studies SET state = 'cancelled', reason = ?, updated_at = ? WHERE study_id = ?",
+                       (text, time.time(), study_id))
+            self._append_log(db, {"kind": "study-cancelled", "study": study_id, "by": by, "reason": reason,
+                                  "previous_state": state})
+            return "cancelled"
+
+        return str(self._write(write))
 
     def study(self, study_id: str) -> StudyRow | None:
         """A study's spec and state (not its evaluation table: see `evaluation`)."""
@@ -444,16 +474,23 @@ class Store:
         return int(self._rows("SELECT COUNT(*) FROM submissions")[0][0])
 
     # -------------------------------------------------------------- results
-    def finish(self, study_id: str, results: bytes) -> None:
-        """Store a study's results and mark it done, in one transaction."""
+    def finish(self, study_id: str, results: bytes) -> bool:
+        """Store a study's results and mark it done, in one transaction; False (nothing stored) unless it is mining.
 
-        def write(db: sqlite3.Connection) -> None:
+        A study cancelled while it was being mined stays cancelled and its results are dropped.
+        """
+
+        def write(db: sqlite3.Connection) -> bool:
             now = time.time()
+            changed = db.execute("UPDATE studies SET state = 'done', reason = '', updated_at = ? "
+                                 "WHERE study_id = ? AND state = 'mining'", (now, study_id)).rowcount
+            if not changed:
+                raise _Abandon(False)
             db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)", (study_id, results, now))
-            db.execute("UPDATE studies SET state = 'done', reason = '', updated_at = ? WHERE study_id = ?", (now, study_id))
             self._append_log(db, {"kind": "study-state", "study": study_id, "state": "done", "reason": ""})
+            return True
 
-        self._write(write)
+        return bool(self._write(write))
 
     def results(self, study_id: str) -> bytes | None:
         rows = self._rows("SELECT results FROM results WHERE study_id = ?", (study_id,))

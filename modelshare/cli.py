@@ -9,7 +9,8 @@ pandas' users beyond its own needs; ``modelshare --help`` imports no command at 
 Errors: bad input (ValueError, KeyError, OSError, and argparse's usage errors) exits 2, a command
 that fails after starting its work (`modelshare.cli_common.CommandFailed`) exits 1; both print
 one line on stderr and, under ``--json``, one ``{"error": {"type": ..., "message": ...}}`` object
-on stdout.
+on stdout (a command that failed after its work, like ``study wait`` on a failed study, adds its
+report's fields beside ``error``). ``study wait`` exits 3 when its ``--timeout`` passes.
 """
 
 from __future__ import annotations
@@ -103,10 +104,14 @@ COMMANDS = Group("modelshare", {
     }),
     "study": Group("create and follow studies (admin)", {
         "create": Command("create a study from study.toml", "modelshare.cli_federation:configure_study_create"),
-        "status": Command("a study's state and every owner's answer",
+        "status": Command("a study's state and every owner's answer (--follow: every change until it ends)",
                           "modelshare.cli_federation:configure_study_status"),
         "results": Command("fetch a finished study's results", "modelshare.cli_federation:configure_study_results"),
         "list": Command("every study on the miner", "modelshare.cli_federation:configure_study_list"),
+        "wait": Command("block until a study ends: exit 0 done, 1 failed or cancelled (with the reason), 3 on --timeout",
+                        "modelshare.cli_study_control:configure_study_wait"),
+        "cancel": Command("cancel an open or mining study: owners stop waiting, later answers are refused, the "
+                          "audit log says who", "modelshare.cli_study_control:configure_study_cancel"),
     }),
     "owner": Group("the data owner: run the daemon, preview the policy on a study, report health and budget", {
         "serve": Command("dial out to the miner and answer studies until SIGTERM/SIGINT",
@@ -218,8 +223,9 @@ def build_parser(path: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 # ---------------------------------------------------------------------- main
 def _json_error(exc: BaseException, message: str) -> None:
-    """The one JSON object a failing command prints on stdout under --json."""
-    print(json.dumps({"error": {"type": type(exc).__name__, "message": message}}))
+    """The one JSON object a failing command prints on stdout under --json (with a `CommandFailed`'s report fields)."""
+    report = exc.report if isinstance(exc, CommandFailed) else {}
+    print(json.dumps({**report, "error": {"type": type(exc).__name__, "message": message}}))
 
 
 def _report(exc: BaseException, message: str, as_json: bool) -> None:

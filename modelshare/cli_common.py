@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Collection, Sequence, TypeVar
+from datetime import datetime, timezone
+from typing import Any, Callable, Collection, Mapping, Sequence, TypeVar
 
 from rich.console import Console
 
@@ -38,9 +39,12 @@ __all__ = [
     "fraction",
     "int_list",
     "leaf_size",
+    "log_line",
     "note_deprecated",
     "out",
     "positive_int",
+    "printable",
+    "progress_step",
     "tree_params",
 ]
 
@@ -53,15 +57,38 @@ out = Console(emoji=False)
 class CommandFailed(Exception):
     """A command failed after starting its work (not bad input): `modelshare.cli.main` reports it.
 
-    main prints the message (and, under ``--json``, one JSON error object on stdout), then each
-    hint on stderr, and exits with ``exit_code``; bad input (ValueError, KeyError, OSError) exits 2.
+    main prints the message (and, under ``--json``, one JSON error object on stdout, holding the
+    ``report`` fields beside its ``error`` key), then each hint on stderr, and exits with
+    ``exit_code``; bad input (ValueError, KeyError, OSError) exits 2.
     """
 
     exit_code = 1
 
-    def __init__(self, message: str, *, hints: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, *, hints: Sequence[str] = (), report: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.hints = tuple(hints)
+        self.report = dict(report or {})
+
+
+# ------------------------------------------------------------------ progress
+def printable(text: str) -> str:
+    """``text`` with every control character (escape sequences, carriage returns, newlines) written as an escape."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def log_line(text: str, *, stdout: bool = False) -> None:
+    """One progress line, ``<UTC time> <text>``, plain: for output that is no terminal (a log, a pipe, CI).
+
+    No styles and no control characters, whatever ``text`` quotes; on stderr unless ``stdout``.
+    """
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"{stamp} {printable(text)}", file=sys.stdout if stdout else sys.stderr, flush=True)
+
+
+def progress_step(text: str) -> None:
+    """A step of a long command as a `log_line` on stderr when stderr is no terminal (a terminal shows live progress)."""
+    if not err.is_terminal:
+        log_line(text)
 
 
 # ------------------------------------------------------------------ value types

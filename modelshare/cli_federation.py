@@ -1,4 +1,7 @@
-"""`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`."""
+"""`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`.
+
+``study wait``, ``study cancel`` and ``study status --follow`` are in `modelshare.cli_study_control`.
+"""
 
 from __future__ import annotations
 
@@ -43,26 +46,34 @@ __all__ = [
     "configure_study_list",
     "configure_study_results",
     "configure_study_status",
+    "miner_error",
+    "print_status",
+    "rpc",
 ]
 
 CALL_TIMEOUT = 30.0
 
 
-def _rpc(call: Callable[[], Any], miner: str) -> Any:
-    """Run an admin call; a refusal by the miner becomes a ValueError with its status and message.
+def miner_error(exc: grpc.RpcError, miner: str) -> ValueError:
+    """A failed admin call as a ValueError with the miner's status and message.
 
     A miner that cannot be reached (UNAVAILABLE) is said as such, with the address dialled and the
     likely causes, rather than as a status the miner never sent.
     """
+    details = exc.details() or ""
+    if exc.code() == grpc.StatusCode.UNAVAILABLE:
+        why = "connection refused" if "refused" in details.lower() else details
+        return ValueError(f"cannot reach the miner at {miner} ({why}): is `modelshare miner serve` running there, "
+                          "and was this kit provisioned by the same project CA?")
+    return ValueError(f"the miner answered {exc.code().name}: {details}")
+
+
+def rpc(call: Callable[[], Any], miner: str) -> Any:
+    """Run an admin call; a refusal by the miner becomes a ValueError (`miner_error`)."""
     try:
         return call()
     except grpc.RpcError as exc:
-        details = exc.details() or ""
-        if exc.code() == grpc.StatusCode.UNAVAILABLE:
-            why = "connection refused" if "refused" in details.lower() else details
-            raise ValueError(f"cannot reach the miner at {miner} ({why}): is `modelshare miner serve` running there, "
-                             "and was this kit provisioned by the same project CA?") from None
-        raise ValueError(f"the miner answered {exc.code().name}: {details}") from None
+        raise miner_error(exc, miner) from None
 
 
 # --------------------------------------------------------------------- miner
@@ -101,7 +112,7 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
     with channel:
-        reply = _rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
+        reply = rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
     health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")
@@ -109,7 +120,7 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- study
-def _print_status(data: dict[str, Any]) -> None:
+def print_status(data: dict[str, Any]) -> None:
     out.print(f"study [bold]{data['id']}[/]: {data['state']}" + (f" ({data['reason']})" if data["reason"] else ""))
     out.print(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")
     table = Table("owner", "answer", "reason", "at")
@@ -126,19 +137,23 @@ def cmd_study_create(args: argparse.Namespace) -> int:
         request.evaluation_csv = study.evaluation.read_bytes()
     channel, stub = admin_stub(config)
     with channel:
-        status = _rpc(lambda: stub.CreateStudy(request, timeout=CALL_TIMEOUT), config.miner)
+        status = rpc(lambda: stub.CreateStudy(request, timeout=CALL_TIMEOUT), config.miner)
     data = status_dict(status)
-    print(json.dumps(data, indent=2)) if args.json else _print_status(data)
+    print(json.dumps(data, indent=2)) if args.json else print_status(data)
     return 0
 
 
 def cmd_study_status(args: argparse.Namespace) -> int:
+    if args.follow:
+        from modelshare.cli_study_control import follow_status  # it builds on this module
+
+        return follow_status(args)
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
     with channel:
-        status = _rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT), config.miner)
+        status = rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT), config.miner)
     data = status_dict(status)
-    print(json.dumps(data, indent=2)) if args.json else _print_status(data)
+    print(json.dumps(data, indent=2)) if args.json else print_status(data)
     return 0
 
 
@@ -146,7 +161,7 @@ def cmd_study_list(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
     with channel:
-        reply = _rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT), config.miner)
+        reply = rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT), config.miner)
     rows = [status_dict(s) for s in reply.studies]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -164,8 +179,8 @@ def cmd_study_results(args: argparse.Namespace) -> int:
     channel, stub = admin_stub(config)
     ref = fpb.StudyRef(study_id=args.id)
     with channel:
-        status = _rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT), config.miner)
-        results = _rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
+        status = rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT), config.miner)
+        results = rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
     written = write_results(results, status, args.out)
     if args.json:
         print(json.dumps(results_dict(results), indent=2))
@@ -224,8 +239,12 @@ def configure_study_create(create: argparse.ArgumentParser) -> None:
 
 
 def configure_study_status(status: argparse.ArgumentParser) -> None:
-    """`study status ID --config admin.toml`."""
+    """`study status ID [--follow] --config admin.toml`."""
     status.add_argument("id", help="the study's id")
+    status.add_argument("--follow", action="store_true",
+                        help="then print one line per change (state, answers per owner) until the study is done, "
+                             "failed or cancelled; plain timestamped lines when stdout is not a terminal (with --json: "
+                             "the lines on stderr, the final state as the one JSON document)")
     _admin_options(status, "the study's state and every owner's answer")
     status.set_defaults(func=cmd_study_status)
 

@@ -83,6 +83,7 @@ from modelshare.cli_common import (
     err,
     out,
     positive_int,
+    progress_step,
     target_range,
 )
 from modelshare.cli_inputs import (
@@ -296,14 +297,18 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
     try:
         miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
         parties.append(miner)
-        set_miner_port(kits.values(), _wait_ready(miner, kits["miner"] / "state", timeout))  # it bound port 0
+        port = _wait_ready(miner, kits["miner"] / "state", timeout)
+        set_miner_port(kits.values(), port)  # it bound port 0
+        progress_step(f"simulate: the miner serves on port {port}")
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
+        progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
         study = load_study_file(root / "study.toml")
         request = fpb.CreateStudyRequest(spec=study.spec, evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
         with channel:
             stub.CreateStudy(request, timeout=30)
+            progress_step(f"simulate: created study {STUDY_ID}")
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
                 raise SimulationError(f"the study {status.state}: {status.reason}", hints=refusal_hints(status))
@@ -334,16 +339,21 @@ def refusal_hints(status: fpb.StudyStatus) -> list[str]:
 
 
 def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
+    """The study's final status; a progress bar on a terminal, else one line per change (`progress_step`)."""
     deadline = time.monotonic() + timeout
+    seen: tuple[str, int] | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("owners answered", total=len(owners))
         while True:
             status = stub.GetStudy(fpb.StudyRef(study_id=STUDY_ID), timeout=10)
             answered = sum(o.state != "waiting" for o in status.owners)
             progress.update(task, completed=answered,
                             description="mining" if status.state == "mining" else "owners answered")
-            if status.state in ("done", "failed"):
+            if seen != (status.state, answered):
+                seen = (status.state, answered)
+                progress_step(f"simulate: study {status.state}, {answered} of {len(owners)} owners answered")
+            if status.state in ("done", "failed", "cancelled"):
                 return status
             _check_alive(parties)
             if time.monotonic() > deadline:
@@ -404,7 +414,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         schema, data = prepare(args, root)
         owners = sorted(data["rows"])
+        progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
+                      f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
         status, results = run_federation(root, data["kits"], owners, args.timeout)
+        progress_step("simulate: fetched the results; training BASIS on the pooled rows to compare")
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models, args.seed)
         else:

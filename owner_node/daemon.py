@@ -19,6 +19,11 @@ Health: the daemon keeps ``state_dir/status.json`` (`owner_node.status.StatusFil
 the miner, consecutive failures, last answer), rewritten atomically after every poll and
 answer, which ``modelshare owner status`` reads for a service manager.
 
+A study can close while the owner trains (the admin cancels it, or its deadline passes): the owner
+asks the miner once more, after training and before charging its budget ledger, whether the study
+still waits for it, and drops the release unsent and uncharged if not. Answers to a cancelled study
+are refused by the miner with FAILED_PRECONDITION and settled like any final answer.
+
 Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL) are retried
 with exponential backoff and full jitter; any other status (INVALID_ARGUMENT,
 PERMISSION_DENIED, UNAUTHENTICATED, ...) gives up on the study until the next restart, keeping
@@ -61,6 +66,7 @@ __all__ = [
     "Outbox",
     "Outcome",
     "OwnerDaemon",
+    "StudyClosed",
     "deliver",
     "envelope_kind",
 ]
@@ -75,6 +81,10 @@ RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXC
 FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
 
 Kind = Literal["submit", "refuse"]
+
+class StudyClosed(Exception):
+    """The miner no longer waits for this owner's answer to a study (cancelled, failed or mined meanwhile)."""
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -373,7 +383,15 @@ class OwnerDaemon:
             return Outcome(study_id, "skipped", "already answered")
         if self.outbox.read(study_id) is None:
             self.status.update(state="answering", study=study_id)
-            envelope, kind, reason = self._decide(spec)
+            try:
+                envelope, kind, reason = self._decide(spec)
+            except StudyClosed:
+                self._settled.add(study_id)
+                self.status.update(state="polling", study=None)
+                log.info("study %s: skipped; the miner no longer waits for it (cancelled or closed while this site "
+                         "trained): nothing released, no budget charged", study_id,
+                         extra={"study": study_id, "outcome": "skipped:closed"})
+                return Outcome(study_id, "skipped", "the study was cancelled or closed; nothing released")
             self.outbox.put(study_id, envelope.SerializeToString())
             (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
         return self._deliver(study_id, stop)
@@ -423,13 +441,27 @@ class OwnerDaemon:
         except EmptyRelease as exc:
             # the dp/dps mechanism ran, and whether its output was empty is what the code tells the miner:
             # that answer is charged like a release, or repeated studies would learn it for free
+            self._check_still_waiting(spec.study_id)
             self.ledger.charge(spec)
             return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
+        self._check_still_waiting(spec.study_id)
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
         return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
+
+    def _check_still_waiting(self, study_id: str) -> None:
+        """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.
+
+        Asked (a Poll that does not hold) after training and before the ledger is charged: a study
+        the admin cancelled, or whose deadline closed it, while this site trained is answered by
+        nobody and costs no budget. A cancellation after this check is refused by the miner
+        (FAILED_PRECONDITION); the charge then stands, the conservative side.
+        """
+        reply = self._stub.Poll(fpb.PollRequest(wait_seconds=0), timeout=SEND_TIMEOUT_SECONDS)
+        if not any(a.spec.study_id == study_id for a in reply.studies):
+            raise StudyClosed(study_id)
 
     def _refusal(self, spec: fpb.StudySpec, refusal: Refusal, detail: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
         """The signed ``refusal`` (code and sentence only) and its local account ``code: detail``."""

@@ -40,7 +40,7 @@ from owner_node.config import OwnerConfig
 from owner_node.policy import Policy
 
 CLI = [sys.executable, "-m", "modelshare.cli"]
-FINAL = ("done", "failed")  # the states a study ends in
+FINAL = ("done", "failed", "cancelled")  # the states a study ends in
 POLL_SECONDS = 0.05  # between checks of a condition nothing announces (state in another process)
 
 T = TypeVar("T")

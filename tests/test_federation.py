@@ -150,7 +150,10 @@ def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_pa
 def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     keep = tmp_path / "sim"
     assert main(["simulate", "--dataset", "car", "--owners", "2", "--seed", "3", "--json", "--keep-dir", str(keep)]) == 0
-    simulated = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    simulated = json.loads(captured.out)
+    # no terminal: progress is one plain line per step on stderr
+    assert "simulate: study done, 2 of 2 owners answered" in captured.err and "\x1b" not in captured.err
     assert all(o["audit_passed"] for o in simulated["owners"]) and len(simulated["owners"]) == 2
     assert all(m["accuracy"] is not None and 0 <= m["accuracy"] <= 1 for m in simulated["models"])
 

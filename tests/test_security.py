@@ -200,7 +200,9 @@ def test_admin_actions_need_the_admin_and_only_owners_submit_or_poll(fed):
     for call, request in ((owner.CreateStudy, fpb.CreateStudyRequest(spec=study_spec("by-owner"))),
                           (owner.GetStudy, fpb.StudyRef(study_id="open")),
                           (owner.ListStudies, fpb.ListStudiesRequest()),
-                          (owner.GetResults, fpb.StudyRef(study_id="open"))):
+                          (owner.GetResults, fpb.StudyRef(study_id="open")),
+                          (owner.CancelStudy, fpb.CancelStudyRequest(study_id="open")),
+                          (owner.WatchStudy, fpb.WatchStudyRequest(study_id="open"))):
         code, why = refused(call, request)
         assert code == grpc.StatusCode.PERMISSION_DENIED and "'site-a' is a owner; only the admin may do this" in why
     admin = fed.stub("admin")

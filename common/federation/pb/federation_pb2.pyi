@@ -250,6 +250,34 @@ class StudyResults(_message.Message):
     mining_seconds: float
     def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ...) -> None: ...
 
+class CancelStudyRequest(_message.Message):
+    __slots__ = ("study_id", "reason")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    reason: str
+    def __init__(self, study_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelReply(_message.Message):
+    __slots__ = ("status", "already_cancelled")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    status: StudyStatus
+    already_cancelled: bool
+    def __init__(self, status: _Optional[_Union[StudyStatus, _Mapping]] = ..., already_cancelled: _Optional[bool] = ...) -> None: ...
+
+class WatchStudyRequest(_message.Message):
+    __slots__ = ("study_id", "seen_state", "seen_answers", "wait_seconds")
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    SEEN_STATE_FIELD_NUMBER: _ClassVar[int]
+    SEEN_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    study_id: str
+    seen_state: str
+    seen_answers: int
+    wait_seconds: int
+    def __init__(self, study_id: _Optional[str] = ..., seen_state: _Optional[str] = ..., seen_answers: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+
 class HealthRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -70,6 +70,16 @@ class MinerStub:
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyResults.FromString,
                 _registered_method=True)
+        self.CancelStudy = channel.unary_unary(
+                '/modelshare.v1.Miner/CancelStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.CancelReply.FromString,
+                _registered_method=True)
+        self.WatchStudy = channel.unary_unary(
+                '/modelshare.v1.Miner/WatchStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
+                _registered_method=True)
         self.Health = channel.unary_unary(
                 '/modelshare.v1.Miner/Health',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.HealthRequest.SerializeToString,
@@ -130,6 +140,20 @@ class MinerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelStudy(self, request, context):
+        """admin
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchStudy(self, request, context):
+        """admin: a status once it changes
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Health(self, request, context):
         """any party
         """
@@ -174,6 +198,16 @@ def add_MinerServicer_to_server(servicer, server):
                     servicer.GetResults,
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.StudyResults.SerializeToString,
+            ),
+            'CancelStudy': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelStudy,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.CancelReply.SerializeToString,
+            ),
+            'WatchStudy': grpc.unary_unary_rpc_method_handler(
+                    servicer.WatchStudy,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.SerializeToString,
             ),
             'Health': grpc.unary_unary_rpc_method_handler(
                     servicer.Health,
@@ -371,6 +405,60 @@ class Miner:
             '/modelshare.v1.Miner/GetResults',
             modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyResults.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelStudy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.Miner/CancelStudy',
+            modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.CancelReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchStudy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.Miner/WatchStudy',
+            modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
             options,
             channel_credentials,
             insecure,
