@@ -230,7 +230,7 @@ def _owners_plot(report: StudyReport) -> str:
     size, leaves = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     names = [o.owner for o in report.owners]
     sizes: list[tuple[str, Sequence[float | None], str]] = [
-        ("tuples the release discloses", [o.tuples for o in report.owners], "#e07b39")]
+        ("tuples released (an ensemble: mean per tree)", [o.tuples for o in report.owners], "#e07b39")]
     if any(o.rows is not None for o in report.owners):
         sizes.insert(0, ("rows held", [o.rows for o in report.owners], "#8c8c8c"))
     counts: list[tuple[str, Sequence[float | None], str]] = [("leaves", [o.leaves for o in report.owners], "#55a868")]
@@ -258,7 +258,7 @@ th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-
 th { background: #f4f4f4; } td:first-child { white-space: nowrap; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.settings th { width: 13em; }
 .pass { color: #17702b; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
-.refused { color: #8a5a00; font-weight: bold; } .muted { color: #777; }
+.refused { color: #8a5a00; font-weight: bold; } .muted { color: #777; } .nowrap { white-space: nowrap; }
 .tree { overflow-x: auto; border: 1px solid #e4e4e4; padding: .4em; margin-bottom: 1em; background: #fcfcfc; }
 .note { background: #fff8e1; border-left: 4px solid #f0b400; padding: .5em .8em; }
 .legend .swatch { display: inline-block; width: .9em; height: .9em; border: 1px solid #777; margin: 0 .25em 0 .8em;
@@ -324,19 +324,26 @@ def _settings(report: StudyReport) -> str:
 
 
 def _owners_table(report: StudyReport) -> str:
-    head = ["owner", "rows", "answer", "leaves", "tuples released", "claim", "miner's re-audit", "pseudo rows",
-            "refusal code", "refusal reason"]
+    """One row per invited owner; the refusal columns only when some owner refused or did not answer."""
+    answered = [o for o in report.owners if o.answer != "submitted"]
+    head = ["owner", "rows", "answer", "leaves", "tuples released", "claim", "miner's re-audit", "pseudo rows"]
+    head += ["refusal code", "refusal reason"] if answered else []
     rows = []
     for o in report.owners:
         held = _num(str(o.rows)) if o.rows is not None else f'<span class="muted">{NOT_KNOWN}</span>'
         if o.answer == "submitted":
             audit = '<span class="pass">PASS</span>' if o.audit_passed else '<span class="fail">FAIL</span>'
-            rows.append([_e(o.owner), held, "released", _num(str(o.leaves)), _num(f"{o.tuples:g}"), _e(o.claim),
-                         audit, _num(str(o.pseudo_rows)), "", ""])
+            claim = f'<span class="nowrap">{_e(o.claim)}</span>'
+            row = [_e(o.owner), held, "released", _num(str(o.leaves)), _num(f"{o.tuples:g}"), claim, audit,
+                   _num(str(o.pseudo_rows))]
+            rows.append(row + (["", ""] if answered else []))
         else:
             answer = '<span class="refused">refused</span>' if o.answer == "refused" else _e(f"no answer ({o.answer})")
             rows.append([_e(o.owner), held, answer, "-", "-", "-", "-", "-", _e(o.code or ""), _e(o.reason)])
-    return _table(head, rows)
+    ensemble = any(len(o.trees) > 1 for o in report.owners)
+    note = ('<p class="sub">An ensemble\'s tuples released are the mean over its trees (each tree releases a '
+            "sample of the rows); its leaves are all its trees' leaves.</p>") if ensemble else ""
+    return _table(head, rows) + note
 
 
 def _models_table(report: StudyReport) -> str:
@@ -395,8 +402,13 @@ def _trees(report: StudyReport) -> str:
     parts = []
     if isinstance(report.schema, Schema):
         parts.append(class_legend(report.schema))
-    parts.append('<p class="sub">Hover a box or an edge label for its whole text. Inner boxes name the split '
-                 "attribute and the tuples reaching them; leaves their class and the released counts.</p>")
+        leaves = "leaves their class and the released counts (hit: tuples of that class, miss: the others)"
+    else:
+        leaves = ("leaves the target value they predict and their noisy row count N' (the noise can make it "
+                  "negative)")
+    parts.append('<p class="sub">Read left to right: each box is a node, each edge\'s condition is written above '
+                 "the node it leads to. Inner boxes name the split attribute and the tuples reaching them; "
+                 f"{leaves}. Hover a box or an edge label for its whole text.</p>")
     for o in report.owners:
         if not o.trees:
             continue
