@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -92,7 +92,6 @@ class StudyReport:
     made_by: str  # "modelshare simulate" or "modelshare study results"
     basis_known: bool
     source: str | None = None
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def regression(self) -> bool:
@@ -151,7 +150,7 @@ def _model_rows(results: fpb.StudyResults, schema: Schema | RegressionSchema,
 
 def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by: str,
                  rows: Mapping[str, int] | None = None, basis: Sequence[Mapping[str, Any]] | None = None,
-                 source: str | None = None, notes: Sequence[str] = ()) -> StudyReport:
+                 source: str | None = None) -> StudyReport:
     """What the page shows of a finished study.
 
     ``rows`` (each owner's table size) and ``basis`` (per global model its ``basis_accuracy``,
@@ -163,8 +162,7 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
     return StudyReport(
         study=describe_spec(status.spec), state=status.state, reason=status.reason, schema=schema,
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
-        evaluation_rows=int(results.evaluation_rows), made_by=made_by, basis_known=basis is not None, source=source,
-        notes=tuple(notes))
+        evaluation_rows=int(results.evaluation_rows), made_by=made_by, basis_known=basis is not None, source=source)
 
 
 # ------------------------------------------------------------------ plots
@@ -231,11 +229,13 @@ def _owners_plot(report: StudyReport) -> str:
     names = [o.owner for o in report.owners]
     sizes: list[tuple[str, Sequence[float | None], str]] = [
         ("tuples released (an ensemble: mean per tree)", [o.tuples for o in report.owners], "#e07b39")]
-    if any(o.rows is not None for o in report.owners):
+    rows_known = any(o.rows is not None for o in report.owners)
+    if rows_known:
         sizes.insert(0, ("rows held", [o.rows for o in report.owners], "#8c8c8c"))
     counts: list[tuple[str, Sequence[float | None], str]] = [("leaves", [o.leaves for o in report.owners], "#55a868")]
     _bars(size, names, sizes, "{:.5g}")
-    size.set_title("rows held and tuples released per owner (n/a: refused or not known)", fontsize="small")
+    size.set_title(("rows held and tuples released" if rows_known else "tuples released (rows held: not known)")
+                   + " per owner; n/a: no release", fontsize="small")
     size.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize="small", frameon=False)
     _bars(leaves, names, counts, "{:.0f}")
     leaves.set_title("leaves released per owner", fontsize="small")
@@ -278,19 +278,14 @@ def _fmt(value: float | None, known: bool = True) -> str:
     return f"{value:.4f}"
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """A table of already-escaped cells (numbers right-aligned by a leading marker: cells are HTML)."""
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], *, cls: str = "", numeric: Sequence[int] = ()) -> str:
+    """A table of already-escaped HTML cells; the ``numeric`` columns are right-aligned."""
     attr = f' class="{cls}"' if cls else ""
     out = [f"<table{attr}><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
-        cells = "".join(f'<td class="num">{c[1:]}</td>' if c.startswith("\x00") else f"<td>{c}</td>" for c in row)
+        cells = "".join(f'<td class="num">{c}</td>' if k in numeric else f"<td>{c}</td>" for k, c in enumerate(row))
         out.append(f"<tr>{cells}</tr>")
     return "".join(out) + "</table>"
-
-
-def _num(text: str) -> str:
-    """Mark a cell as numeric (right-aligned) for `_table`."""
-    return "\x00" + text
 
 
 def _settings(report: StudyReport) -> str:
@@ -320,7 +315,7 @@ def _settings(report: StudyReport) -> str:
     ]
     if report.source:
         rows.insert(0, ("table", report.source))
-    return _table(["setting", "value"], [(_e(k), _e(v)) for k, v in rows], "settings")
+    return _table(["setting", "value"], [(_e(k), _e(v)) for k, v in rows], cls="settings")
 
 
 def _owners_table(report: StudyReport) -> str:
@@ -330,12 +325,11 @@ def _owners_table(report: StudyReport) -> str:
     head += ["refusal code", "refusal reason"] if answered else []
     rows = []
     for o in report.owners:
-        held = _num(str(o.rows)) if o.rows is not None else f'<span class="muted">{NOT_KNOWN}</span>'
+        held = str(o.rows) if o.rows is not None else f'<span class="muted">{NOT_KNOWN}</span>'
         if o.answer == "submitted":
             audit = '<span class="pass">PASS</span>' if o.audit_passed else '<span class="fail">FAIL</span>'
             claim = f'<span class="nowrap">{_e(o.claim)}</span>'
-            row = [_e(o.owner), held, "released", _num(str(o.leaves)), _num(f"{o.tuples:g}"), claim, audit,
-                   _num(str(o.pseudo_rows))]
+            row = [_e(o.owner), held, "released", str(o.leaves), f"{o.tuples:g}", claim, audit, str(o.pseudo_rows)]
             rows.append(row + (["", ""] if answered else []))
         else:
             answer = '<span class="refused">refused</span>' if o.answer == "refused" else _e(f"no answer ({o.answer})")
@@ -343,22 +337,22 @@ def _owners_table(report: StudyReport) -> str:
     ensemble = any(len(o.trees) > 1 for o in report.owners)
     note = ('<p class="sub">An ensemble\'s tuples released are the mean over its trees (each tree releases a '
             "sample of the rows); its leaves are all its trees' leaves.</p>") if ensemble else ""
-    return _table(head, rows) + note
+    return _table(head, rows, numeric=(1, 3, 4, 7)) + note
 
 
 def _models_table(report: StudyReport) -> str:
     label, known = report.released_label, report.basis_known
     if report.regression:
         head = ["global model", "train rows", f"{label} RMSE", "BASIS RMSE", f"{label} MAE", "BASIS MAE"]
-        rows = [[_e(m.model), _num(str(m.train_rows)), _num(_fmt(m.score)), _num(_fmt(m.basis, known)),
-                 _num(_fmt(m.mae)), _num(_fmt(m.basis_mae, known))] for m in report.models]
+        rows = [[_e(m.model), str(m.train_rows), _fmt(m.score), _fmt(m.basis, known),
+                 _fmt(m.mae), _fmt(m.basis_mae, known)] for m in report.models]
     else:
         head = ["global model", "train rows", f"{label} accuracy", "BASIS accuracy", "gap", "class match",
                 "path match"]
-        rows = [[_e(m.model), _num(str(m.train_rows)), _num(_fmt(m.score)), _num(_fmt(m.basis, known)),
-                 _num(_fmt(None if m.basis is None or m.score is None else m.basis - m.score, known)),
-                 _num(_fmt(m.class_match, known)), _num(_fmt(m.path_match, known))] for m in report.models]
-    return _table(head, rows)
+        rows = [[_e(m.model), str(m.train_rows), _fmt(m.score), _fmt(m.basis, known),
+                 _fmt(None if m.basis is None or m.score is None else m.basis - m.score, known),
+                 _fmt(m.class_match, known), _fmt(m.path_match, known)] for m in report.models]
+    return _table(head, rows, numeric=range(1, len(head)))
 
 
 def _models_text(report: StudyReport) -> str:
@@ -435,10 +429,9 @@ def render_report(report: StudyReport) -> str:
                + (f"; refused: {', '.join(refused)}" if refused else "")
                + f". Mechanism {s['mechanism']}" + (f", requirement {s['requirement']}" if s["requirement"] else "")
                + f", {s['disclosure']} disclosure.")
-    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in report.notes)
     body = [
         f"<h1>Study {_e(s['id'])}: {_e(report.state)}</h1>",
-        f'<p class="sub">written by <code>{_e(report.made_by)}</code>. {_e(summary)}</p>', notes,
+        f'<p class="sub">written by <code>{_e(report.made_by)}</code>. {_e(summary)}</p>',
         "<h2>Settings and claims</h2>", _settings(report),
         "<h2>Owners' releases</h2>", _owners_table(report),
         "<h2>Global models</h2>", _models_table(report), _models_text(report),
