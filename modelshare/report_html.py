@@ -255,7 +255,8 @@ h3 { margin-bottom: .3em; }
 .sub { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: .6em 0; }
 th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; } td:first-child { white-space: nowrap; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f4f4f4; } td:first-child { white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.settings th { width: 13em; }
 .pass { color: #17702b; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
 .refused { color: #8a5a00; font-weight: bold; } .muted { color: #777; } .nowrap { white-space: nowrap; }
@@ -309,7 +310,7 @@ def _settings(report: StudyReport) -> str:
                             f"min samples per leaf {s['min_samples_leaf']}"),
         ("global models", ", ".join(s["global_models"])),
         ("PGEN scale", f"{s['pgen_scale']:g} pseudo rows per released tuple"),
-        ("quorum / owners invited", f"{s['quorum']} of {len(report.owners)}"),
+        ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
         ("evaluation table", f"{report.evaluation_rows} rows" if report.evaluation_rows else "none sent"),
     ]
