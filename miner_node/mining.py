@@ -25,9 +25,9 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
-from miner_node.tasks import task_for
+from miner_node.tasks import Evaluation, task_for
 
-__all__ = ["AcceptedModel", "mine", "load_evaluation"]
+__all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class AcceptedModel:
     model: DecodedModel
 
 
-def load_evaluation(csv_bytes: bytes, schema: Schema | RegressionSchema) -> tuple[np.ndarray, np.ndarray]:
+def load_evaluation(csv_bytes: bytes, schema: Schema | RegressionSchema) -> Evaluation:
     """Encode an evaluation table sent with a study (its task's columns); errors name the row and column."""
     return task_for(schema).load_evaluation(csv_bytes)
 
@@ -47,7 +47,7 @@ def mine(
     spec: fpb.StudySpec,
     schema: Schema | RegressionSchema,
     accepted: list[AcceptedModel],
-    evaluation: tuple[np.ndarray, np.ndarray] | None,
+    evaluation: Evaluation | None,
 ) -> fpb.StudyResults:
     """Regenerate, pool and learn; one result per global model, one summary per owner.
 
@@ -60,14 +60,15 @@ def mine(
     accepted:
         The accepted, decoded submissions.
     evaluation:
-        The encoded evaluation table ``(X, y)``, or None when the study has none.
+        The encoded evaluation table (with each row's position in the file), or None when the study has none.
 
     Returns
     -------
     fpb.StudyResults
         Per owner: its trees' mean released root count as ``tuples``, their leaves, its claim, the
-        re-audit verdict and its pseudo rows; per model: the training rows and, with an evaluation
-        table, its scores (accuracy and predictions, or RMSE, MAE and predicted values).
+        re-audit verdict, its pseudo rows and the released trees themselves; per model: the training
+        rows and, with an evaluation table, its scores (accuracy and predictions, or RMSE, MAE and
+        predicted values), with the evaluation rows' file positions and truth once for all models.
     """
     started = time.perf_counter()
     task = task_for(schema)
@@ -79,7 +80,7 @@ def mine(
         parts_X.append(X)
         parts_y.append(y)
         tuples, leaves = task.size(item.model)
-        results.owners.add(
+        entry = results.owners.add(
             owner_id=item.owner_id,
             tuples=tuples,
             leaves=leaves,
@@ -87,10 +88,12 @@ def mine(
             audit_passed=audit(item.model.released, report).passed,
             pseudo_rows=int(y.shape[0]),
         )
+        task.released(entry, item.model)
     X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     if evaluation is not None:
-        results.evaluation_rows = int(evaluation[1].shape[0])
+        results.evaluation_rows = int(evaluation.y.shape[0])
+        task.truth(results, evaluation)
     for name in spec.global_models:
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:

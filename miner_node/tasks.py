@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.data.task import load_regression_table
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import DecodedModel, tree_to_pb
+from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
 from common.mechanisms import registry
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy, mae, rmse
@@ -36,9 +36,21 @@ from miner_node.dp_pgen import dp_pgen_scale, global_model_params
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble, pgen_regression
 
-__all__ = ["MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data"]
+__all__ = ["Evaluation", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data"]
 
 _SEED_MODULUS = 2**31
+
+
+class Evaluation(NamedTuple):
+    """A study's encoded evaluation table: attributes ``X``, truth ``y``, and each row's 0-based data row in the file.
+
+    ``rows`` lets the admin join predictions back to the evaluation file (rows with a missing
+    value are dropped by the table readers, so a position in ``X`` is not a row of the file).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    rows: np.ndarray
 
 
 class MiningTask(Protocol):
@@ -46,7 +58,7 @@ class MiningTask(Protocol):
 
     name: str
 
-    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    def load_evaluation(self, csv_bytes: bytes) -> Evaluation:
         """Encode the study's evaluation table; SchemaError naming the row and column on bad input."""
         ...
 
@@ -59,12 +71,20 @@ class MiningTask(Protocol):
         """The model's mean released root count (its tuples) and its number of leaves."""
         ...
 
+    def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
+        """Copy the model's released trees into the owner's result (what a report draws)."""
+        ...
+
     def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
         """Global model ``name`` of the study, fitted on the pooled pseudo-data."""
         ...
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
         """Fill ``entry`` with what the results carry of ``model``: its scores on the evaluation table."""
+        ...
+
+    def truth(self, results: fpb.StudyResults, evaluation: Evaluation) -> None:
+        """Record the evaluation rows' file positions and true classes or values in ``results``."""
         ...
 
     def empty_labels(self) -> np.ndarray:
@@ -115,10 +135,11 @@ class ClassificationTask:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
 
-    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    def load_evaluation(self, csv_bytes: bytes) -> Evaluation:
         table = _evaluation_file(csv_bytes, lambda path: load_table(path, self.schema.class_name, schema=self.schema,
                                                                      source="evaluation table"))
-        return self.schema.encode(table.frame, source="evaluation table")
+        X, y = self.schema.encode(table.frame, source="evaluation table")
+        return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64))
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -127,19 +148,26 @@ class ClassificationTask:
     def size(self, model: DecodedModel) -> tuple[float, int]:
         return float(np.mean([t.root.total for t in model.trees])), sum(t.n_leaves for t in model.trees)
 
+    def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
+        entry.trees.extend(tree_to_pb(t) for t in model.trees)
+
     def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
         model = make_global_model(name, self.schema, random_state=int(spec.seed) % _SEED_MODULUS,
                                   **global_model_params(name, spec.mechanism, int(y.shape[0])))
         return model.fit(X, y)
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
         tree = getattr(model, "tree_", None)
         if isinstance(tree, Tree):
             entry.tree.CopyFrom(tree_to_pb(tree))
         if evaluation is not None:
-            pred = np.asarray(model.predict(evaluation[0]), dtype=np.int64)
-            entry.accuracy = accuracy(evaluation[1], pred)
+            pred = np.asarray(model.predict(evaluation.X), dtype=np.int64)
+            entry.accuracy = accuracy(evaluation.y, pred)
             entry.predictions.extend(int(p) for p in pred)
+
+    def truth(self, results: fpb.StudyResults, evaluation: Evaluation) -> None:
+        results.evaluation_row.extend(evaluation.rows.tolist())
+        results.evaluation_class.extend(evaluation.y.astype(np.int64).tolist())
 
     def empty_labels(self) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
@@ -153,10 +181,10 @@ class RegressionTask:
     def __init__(self, schema: RegressionSchema) -> None:
         self.schema = schema
 
-    def load_evaluation(self, csv_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    def load_evaluation(self, csv_bytes: bytes) -> Evaluation:
         table = _evaluation_file(csv_bytes, lambda path: load_regression_table(
             path, self.schema.target.name, schema=self.schema, source="evaluation table"))
-        return table.X, table.y
+        return Evaluation(table.X, table.y, table.rows)
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -167,14 +195,21 @@ class RegressionTask:
         return (float(np.mean([tree.nodes[0].count for tree in forest.trees])),
                 sum(len(tree.leaves) for tree in forest.trees))
 
+    def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
+        entry.regression_trees.extend(regression_tree_to_pb(t) for t in self._forest(model).trees)
+
     def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
         return make_regression_model(name, random_state=int(spec.seed) % _SEED_MODULUS).fit(X, y)
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
         if evaluation is not None:
-            predicted = np.asarray(model.predict(evaluation[0]), dtype=np.float64)
-            entry.rmse, entry.mae = rmse(evaluation[1], predicted), mae(evaluation[1], predicted)
+            predicted = np.asarray(model.predict(evaluation.X), dtype=np.float64)
+            entry.rmse, entry.mae = rmse(evaluation.y, predicted), mae(evaluation.y, predicted)
             entry.values.extend(predicted.tolist())
+
+    def truth(self, results: fpb.StudyResults, evaluation: Evaluation) -> None:
+        results.evaluation_row.extend(evaluation.rows.tolist())
+        results.evaluation_value.extend(evaluation.y.astype(np.float64).tolist())
 
     def empty_labels(self) -> np.ndarray:
         return np.empty(0)

@@ -16,14 +16,18 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from common.data.regression import RegressionSchema
+from common.data.schema import Schema
 from common.federation.config_file import ConfigModel, Text, load_config
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles, TlsTable
@@ -121,8 +125,29 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
     }
 
 
+def _prediction_lines(results: fpb.StudyResults, schema: Schema | RegressionSchema,
+                      scored: list[fpb.GlobalModelResult]) -> list[list[str]]:
+    """``predictions.csv``'s rows: the evaluation file's 0-based data row, the truth, each model's prediction.
+
+    A miner from before the results carried rows and truth sends neither; those cells are then empty.
+    """
+    if isinstance(schema, RegressionSchema):
+        truth = [repr(v) for v in results.evaluation_value]
+        predicted = [[repr(v) for v in m.values] for m in scored]
+    else:
+        truth = [schema.classes[c] for c in results.evaluation_class]
+        predicted = [[schema.classes[p] for p in m.predictions] for m in scored]
+    rows = [str(r) for r in results.evaluation_row]
+    return [list(line) for line in zip_longest(rows, truth, *predicted, fillvalue="")]
+
+
 def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path) -> list[Path]:
-    """``results.json``, one model file per learned tree, and ``predictions.csv`` when scored."""
+    """``results.json``, one model file per learned tree, and ``predictions.csv`` when scored.
+
+    ``predictions.csv`` has one line per evaluation row: ``row`` (its 0-based data row in the
+    evaluation file, to join back on: rows with a missing value were dropped), the truth
+    (``true_class``, or ``true_value`` in a regression study), then each scored model's prediction.
+    """
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "results.json"]
     written[0].write_text(json.dumps({"status": status_dict(status), **results_dict(results)}, indent=2) + "\n")
@@ -135,11 +160,11 @@ def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path)
     scored = [m for m in results.models if len(m.predictions) or len(m.values)]
     if scored:
         path = out / "predictions.csv"
-        lines = [",".join(m.name for m in scored)]
-        if isinstance(schema, RegressionSchema):  # predicted target values
-            lines += [",".join(repr(v) for v in row) for row in zip(*(m.values for m in scored))]
-        else:
-            lines += [",".join(schema.classes[p] for p in row) for row in zip(*(m.predictions for m in scored))]
-        path.write_text("\n".join(lines) + "\n")
+        truth = "true_value" if isinstance(schema, RegressionSchema) else "true_class"
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["row", truth, *(m.name for m in scored)])
+        writer.writerows(_prediction_lines(results, schema, scored))
+        path.write_text(text.getvalue())
         written.append(path)
     return written

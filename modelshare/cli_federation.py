@@ -30,6 +30,7 @@ from modelshare.admin import (
 )
 from modelshare.cli_common import add_json, err, out
 from modelshare.logs import configure_logging
+from modelshare.report_html import study_report, write_report
 
 __all__ = [
     "cmd_miner_serve",
@@ -182,6 +183,7 @@ def cmd_study_results(args: argparse.Namespace) -> int:
         status = rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT), config.miner)
         results = rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
     written = write_results(results, status, args.out)
+    written.append(write_report(study_report(status, results, made_by="modelshare study results"), args.out))
     if args.json:
         print(json.dumps(results_dict(results), indent=2))
         return 0
@@ -252,7 +254,7 @@ def configure_study_status(status: argparse.ArgumentParser) -> None:
 def configure_study_results(results: argparse.ArgumentParser) -> None:
     """`study results ID --out DIR --config admin.toml`."""
     results.add_argument("id", help="the study's id")
-    results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions")
+    results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions.csv and report.html")
     _admin_options(results, "the results (every global model's scores)")
     results.set_defaults(func=cmd_study_results)
 

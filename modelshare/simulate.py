@@ -98,6 +98,7 @@ from modelshare.cli_inputs import (
 )
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
+from modelshare.report_html import study_report, write_report
 
 __all__ = ["configure", "cmd_simulate", "refusal_hints", "SimulationError"]
 
@@ -445,6 +446,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         _print(report)
+    if args.report is not None:
+        page = study_report(status, results, made_by="modelshare simulate", rows=data["rows"], basis=models,
+                            source=data["source"])
+        err.print(f"wrote {write_report(page, args.report)}", highlight=False)
     return 0
 
 
@@ -528,5 +533,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")
     p.add_argument("--keep-dir", type=Path, default=None, help="keep kits, tables, study.toml and logs in this new directory")
+    p.add_argument("--report", type=Path, default=None, metavar="DIR",
+                   help="write DIR/report.html: settings, releases, scores against BASIS, plots and the released "
+                        "trees drawn, in one self-contained page")
     add_json(p, "the owners' releases and the global models' scores")
     p.set_defaults(func=cmd_simulate)

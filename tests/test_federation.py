@@ -196,5 +196,6 @@ def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     assert {m["model"]: m["accuracy"] for m in deployed["models"]} == {m["model"]: m["accuracy"] for m in simulated["models"]}
     assert [o["leaves"] for o in deployed["owners"]] == [o["leaves"] for o in simulated["owners"]]
     assert (tmp_path / "res" / "global-decision-tree.json").exists() and (tmp_path / "res" / "predictions.csv").exists()
+    assert "not known" in (tmp_path / "res" / "report.html").read_text()  # `study results` cannot know BASIS
     assert main(["miner", "verify-log", "--state-dir", str(kits / "miner" / "state")]) == 0
     assert os.stat(kits / "owner-1" / "signing.key").st_mode & 0o777 == 0o600

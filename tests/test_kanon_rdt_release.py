@@ -30,7 +30,7 @@ from common.privacy.requirements import (
 )
 from common.trees.rebuild import rebuild
 from common.trees.tree import Node, Tree, TreeError
-from miner_node.mining import AcceptedModel, mine
+from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pgen import ensemble_rows, pgen_ensemble
 from miner_node.verify import Rejection, check_model
 from modelshare.cli import main
@@ -251,12 +251,14 @@ def test_mining_an_ensemble_trains_global_models_on_its_pseudo_rows(forest, nurs
     schema, X, y = nursery
     spec = spec_from_mapping(kanon_study(mining={"pgen_scale": 2, "global_models": ["decision-tree", "naive-bayes"]})).spec
     model = decode_model(model_message(forest))
-    results = mine(spec, schema, [AcceptedModel("site-a", model)], (X, y))
+    results = mine(spec, schema, [AcceptedModel("site-a", model)], Evaluation(X, y, np.arange(len(y))))
     [owner] = results.owners
     expected = int(ensemble_rows(forest.trees, scale=2.0, beta=0.3).sum())
     assert owner.pseudo_rows == expected and owner.audit_passed and owner.claim == REQUIREMENT
     assert owner.leaves == sum(t.n_leaves for t in forest.trees)
     assert owner.tuples == pytest.approx(np.mean([t.root.total for t in forest.trees]))
+    assert len(owner.trees) == len(forest.trees)  # the released ensemble travels with the results, for reports
+    assert list(results.evaluation_row) == list(range(len(y))) and list(results.evaluation_class) == y.tolist()
     assert [m.train_rows for m in results.models] == [expected, expected]
     assert results.models[1].accuracy > 0.8  # naive Bayes on the pooled pseudo rows (the ensemble itself: ~0.72)
 

@@ -34,6 +34,7 @@ from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results
 from modelshare.cli import build_parser, main
+from modelshare.report_html import study_report, write_report
 from modelshare.simulate import prepare
 from owner_node.budget import Ledger
 from owner_node.daemon import OwnerDaemon
@@ -219,8 +220,13 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
     assert results.evaluation_rows == int(test.sum()) and len(results.models[0].values) == int(test.sum())
     written = write_results(results, status, tmp_path / "out")  # what `modelshare study results` writes
     predictions = (tmp_path / "out" / "predictions.csv").read_text().splitlines()
-    assert tmp_path / "out" / "predictions.csv" in written and predictions[0] == "regression-tree,random-forest"
-    assert len(predictions) == 1 + int(test.sum()) and float(predictions[1].split(",")[0]) == results.models[0].values[0]
+    assert tmp_path / "out" / "predictions.csv" in written
+    assert predictions[0] == "row,true_value,regression-tree,random-forest"
+    row, true, predicted = predictions[1].split(",")[:3]
+    assert len(predictions) == 1 + int(test.sum()) and float(predicted) == results.models[0].values[0]
+    assert int(row) == 0 and float(true) == y[test][0]  # the first evaluation row is the file's first data row
+    page = write_report(study_report(status, results, made_by="test"), tmp_path / "out").read_text()
+    assert page.count("<svg") == 2 * len(owners) and "RMSE" in page and "not known" in page  # 2 trees per forest
     for owner in owners:  # charged exactly like a classification dp study
         charge = Ledger(fed.kits[owner] / "state").charged("reg")
         assert charge is not None and (charge.mechanism, charge.epsilon, charge.delta) == ("diffpets", 1000.0, 0.0)

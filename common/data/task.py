@@ -69,13 +69,18 @@ def load_schema(path: str | Path) -> AnySchema:
 
 @dataclass(frozen=True)
 class LoadedRegressionTable:
-    """A regression table encoded with its schema: attributes ``X`` and the float64 target ``y``."""
+    """A regression table encoded with its schema: attributes ``X`` and the float64 target ``y``.
+
+    ``rows`` is each encoded row's 0-based data-row position in the file (rows with a missing
+    value are dropped), so scores per row can be joined back to the file.
+    """
 
     X: np.ndarray
     y: np.ndarray
     schema: RegressionSchema
     source: str
     dropped_rows: int
+    rows: np.ndarray
 
 
 def load_regression_table(
@@ -137,4 +142,4 @@ def load_regression_table(
             raise SchemaError("no row without missing values in the schema's columns", source=label)
         dropped = len(raw) - len(frame)
     X, y = schema.encode(frame, source=label)
-    return LoadedRegressionTable(X, y, schema, label, dropped)
+    return LoadedRegressionTable(X, y, schema, label, dropped, frame.index.to_numpy(dtype=np.int64))

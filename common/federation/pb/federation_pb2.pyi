@@ -201,20 +201,24 @@ class StudyList(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudyStatus, _Mapping]]] = ...) -> None: ...
 
 class OwnerResult(_message.Message):
-    __slots__ = ("owner_id", "tuples", "leaves", "claim", "audit_passed", "pseudo_rows")
+    __slots__ = ("owner_id", "tuples", "leaves", "claim", "audit_passed", "pseudo_rows", "trees", "regression_trees")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     TUPLES_FIELD_NUMBER: _ClassVar[int]
     LEAVES_FIELD_NUMBER: _ClassVar[int]
     CLAIM_FIELD_NUMBER: _ClassVar[int]
     AUDIT_PASSED_FIELD_NUMBER: _ClassVar[int]
     PSEUDO_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TREES_FIELD_NUMBER: _ClassVar[int]
+    REGRESSION_TREES_FIELD_NUMBER: _ClassVar[int]
     owner_id: str
     tuples: float
     leaves: int
     claim: str
     audit_passed: bool
     pseudo_rows: int
-    def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ...) -> None: ...
+    trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.Tree]
+    regression_trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.RegressionTree]
+    def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
 
 class GlobalModelResult(_message.Message):
     __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values")
@@ -237,18 +241,24 @@ class GlobalModelResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class StudyResults(_message.Message):
-    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds")
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_ROWS_FIELD_NUMBER: _ClassVar[int]
     MINING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_ROW_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_CLASS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_VALUE_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
     models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
     evaluation_rows: int
     mining_seconds: float
-    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ...) -> None: ...
+    evaluation_row: _containers.RepeatedScalarFieldContainer[int]
+    evaluation_class: _containers.RepeatedScalarFieldContainer[int]
+    evaluation_value: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class CancelStudyRequest(_message.Message):
     __slots__ = ("study_id", "reason")
