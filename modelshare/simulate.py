@@ -371,7 +371,7 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, mod
                                "path_match": None, "train_rows": mined.train_rows}
         basis_tree = getattr(basis, "tree_", None)
         if mined.HasField("tree") and basis_tree is not None:
-            row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree)
+            row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree, values=data["X_train"])
         rows.append(row)
     return rows
 
