@@ -18,6 +18,7 @@ import sys
 from typing import Any, Callable, Collection, Sequence, TypeVar
 
 from rich.console import Console
+from rich.table import Table
 
 from common.params import ParameterError, check_positive_int
 
@@ -42,12 +43,27 @@ __all__ = [
     "out",
     "positive_int",
     "tree_params",
+    "titled_table",
+    "TABLE_WIDTH",
 ]
 
 T = TypeVar("T")
 
 err = Console(stderr=True, emoji=False, soft_wrap=True)
 out = Console(emoji=False)
+
+#: The width every table of the CLI is made to fit (a test renders them all at it).
+TABLE_WIDTH = 100
+
+
+def titled_table(title: str, *headers: str, **options: Any) -> Table:
+    """A rich table at least as wide as its title, so the title line never wraps: its columns wrap instead.
+
+    Rich wraps a title to the table's width, and a table of a few short columns is narrower than
+    a title naming a source, a mechanism and its requirement. Long cells should be given
+    ``overflow="fold"`` (ids, paths, reasons) so that the table fits `TABLE_WIDTH` columns.
+    """
+    return Table(*headers, title=title, min_width=min(len(title), TABLE_WIDTH), **options)
 
 
 class CommandFailed(Exception):
