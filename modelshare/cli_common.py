@@ -60,10 +60,12 @@ def titled_table(title: str, *headers: str, **options: Any) -> Table:
     """A rich table at least as wide as its title, so the title line never wraps: its columns wrap instead.
 
     Rich wraps a title to the table's width, and a table of a few short columns is narrower than
-    a title naming a source, a mechanism and its requirement. Long cells should be given
+    a title naming a source, a mechanism and its requirement. A title may break itself into lines
+    with ``\n`` (each stays whole up to `TABLE_WIDTH`). Long cells should be given
     ``overflow="fold"`` (ids, paths, reasons) so that the table fits `TABLE_WIDTH` columns.
     """
-    return Table(*headers, title=title, min_width=min(len(title), TABLE_WIDTH), **options)
+    widest = max(len(line) for line in title.splitlines())
+    return Table(*headers, title=title, min_width=min(widest, TABLE_WIDTH), **options)
 
 
 class CommandFailed(Exception):

@@ -80,9 +80,9 @@ def _worst_gap(report: dict[str, Any]) -> tuple[str, str] | None:
     if report["task"] == "regression":
         ratios = [(m["rmse"] / m["basis_rmse"], m["model"]) for m in report["models"]
                   if m["rmse"] is not None and m["basis_rmse"] > 0]
-        ratio, model = max(ratios, default=(0.0, ""))
+        ratio, model = max(ratios, key=lambda r: r[0], default=(0.0, ""))
         return (model, f"{ratio:.1f}x the RMSE of") if ratio >= RMSE_GAP_RATIO else None
     gaps = [(100 * (m["basis_accuracy"] - m["accuracy"]), m["model"]) for m in report["models"]
             if m["accuracy"] is not None]
-    points, model = max(gaps, default=(0.0, ""))
+    points, model = max(gaps, key=lambda g: g[0], default=(0.0, ""))
     return (model, f"{points:.1f} accuracy points below") if points >= ACCURACY_GAP_POINTS else None

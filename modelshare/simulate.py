@@ -448,7 +448,8 @@ def _owners_table(report: dict[str, Any]) -> Table:
     """One row per owner: its release (leaves, claim, the miner's audit) or its refusal's reason."""
     claim = f" {report['requirement']}" if report["requirement"] else ""
     count = len(report["owners"]) + len(report["refusals"])
-    owners = titled_table(f"{Path(report['source']).name}: {count} owners, {report['mechanism']}{claim} ({report['disclosure']})")
+    owners = titled_table(f"{Path(report['source']).name}: {count} owners\n"
+                          f"{report['mechanism']}{claim} ({report['disclosure']})")
     for col in ("owner", "rows", "leaves"):
         owners.add_column(col, no_wrap=True)
     owners.add_column("claim or refusal", overflow="fold")
