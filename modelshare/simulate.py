@@ -471,7 +471,7 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_regression_table(report, fmt))
     else:
         out.print(_models_table(report, fmt))
-    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
+    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback)")
     out.print()
     for line in legend_lines(report):
         out.print(line, highlight=False)
