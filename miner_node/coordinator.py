@@ -26,9 +26,14 @@ from common.federation.wire import decode_model
 from miner_node.mining import AcceptedModel, load_evaluation, mine
 from miner_node.store import Store, StoreError
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "DEADLINE_PASSED", "QUORUM_UNREACHABLE"]
 
 log = logging.getLogger("modelshare.miner")
+
+#: The two causes a failed study's reason starts with (the admin's headline names the cause and
+#: reads who answered from the owners' current states, which a late answer may have changed).
+DEADLINE_PASSED = "the deadline passed"
+QUORUM_UNREACHABLE = "the quorum cannot be reached"
 
 
 class Coordinator:
@@ -104,7 +109,7 @@ class Coordinator:
             if self.store.transition(study_id, "open", "mining"):
                 self._queue.put(study_id)
         elif len(submitted) + len(waiting) < quorum or expired:
-            why = "the deadline passed" if expired and len(submitted) + len(waiting) >= quorum else "the quorum cannot be reached"
+            why = DEADLINE_PASSED if expired and len(submitted) + len(waiting) >= quorum else QUORUM_UNREACHABLE
             self.store.transition(study_id, "open", "failed", self._failure(why, quorum, submitted, waiting, refused))
         else:
             return

@@ -36,8 +36,10 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.study import describe_spec, spec_schema
 from common.federation.wire import model_message, tree_from_pb
+from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 
-__all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "results_dict", "write_results"]
+__all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
+           "write_results"]
 
 CALL_TIMEOUT = 30.0
 
@@ -100,9 +102,45 @@ def status_dict(status: fpb.StudyStatus) -> dict[str, Any]:
         "created_at": _time(status.created_at),
         "updated_at": _time(status.updated_at),
         "answers": [
-            {"owner": o.owner_id, "state": o.state, "reason": o.reason, "at": _time(o.updated_at)} for o in status.owners
+            {"owner": o.owner_id, "state": o.state, "reason": o.reason, "at": _time(o.updated_at),
+             "late": _late(status, o)} for o in status.owners
         ],
     }
+
+
+def _late(status: fpb.StudyStatus, owner: fpb.OwnerState) -> bool:
+    """True for an answer recorded after the study failed (it raced the deadline): it did not count."""
+    answered = owner.state != "waiting"
+    return status.state == "failed" and answered and owner.updated_at.ToNanoseconds() > status.updated_at.ToNanoseconds()
+
+
+def answer_label(answer: dict[str, Any]) -> str:
+    """An owner's answer as the status table shows it: its state, or 'STATE late' when it did not count."""
+    return f"{answer['state']} late" if answer.get("late") else answer["state"]
+
+
+def study_headline(data: dict[str, Any]) -> str:
+    """One line on a study (a `status_dict`): its state, a failure's cause, and who answered how.
+
+    Who submitted, refused or never answered is read off ``data["answers"]``, the rows the status
+    table prints, never off the failure reason the miner stored when the study closed: an answer
+    that arrived while the study was failing would otherwise be "no answer from X" in the headline
+    and "submitted" in the table.
+    """
+    groups: dict[str, list[str]] = {"submitted": [], "refused": [], "no answer": [], "answered after it failed": []}
+    for a in data["answers"]:
+        key = "answered after it failed" if a.get("late") else "no answer" if a["state"] == "waiting" else a["state"]
+        groups[key].append(a["owner"])
+    parts = [f"{key}: {', '.join(sorted(owners))}" for key, owners in groups.items() if owners]
+    state = data["state"]
+    if state == "failed":
+        reason = data["reason"]
+        cause = next((c for c in (DEADLINE_PASSED, QUORUM_UNREACHABLE) if reason.startswith(c)), None)
+        if cause is None:  # mining failed, or a reason this client does not know: the miner's own words
+            state = f"failed: {reason}" if reason else "failed"
+        else:
+            state = f"failed: {cause}: {len(groups['submitted'])} of the {data['quorum']} submissions needed"
+    return f"study {data['id']}: {state}" + "".join(f"; {part}" for part in parts)
 
 
 def results_dict(results: fpb.StudyResults) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Collection, Mapping, Sequence, TypeVar
 
 from rich.console import Console
+from rich.table import Table
 
 from common.params import ParameterError, check_positive_int
 
@@ -46,12 +47,29 @@ __all__ = [
     "printable",
     "progress_step",
     "tree_params",
+    "titled_table",
+    "TABLE_WIDTH",
 ]
 
 T = TypeVar("T")
 
 err = Console(stderr=True, emoji=False, soft_wrap=True)
 out = Console(emoji=False)
+
+#: The width every table of the CLI is made to fit (a test renders them all at it).
+TABLE_WIDTH = 100
+
+
+def titled_table(title: str, *headers: str, **options: Any) -> Table:
+    """A rich table at least as wide as its title, so the title line never wraps: its columns wrap instead.
+
+    Rich wraps a title to the table's width, and a table of a few short columns is narrower than
+    a title naming a source, a mechanism and its requirement. A title may break itself into lines
+    with ``\n`` (each stays whole up to `TABLE_WIDTH`). Long cells should be given
+    ``overflow="fold"`` (ids, paths, reasons) so that the table fits `TABLE_WIDTH` columns.
+    """
+    widest = max(len(line) for line in title.splitlines())
+    return Table(*headers, title=title, min_width=min(widest, TABLE_WIDTH), **options)
 
 
 class CommandFailed(Exception):

@@ -6,11 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.table import Table
-
 from common.data.datasets import describe_dataset, export_dataset, list_datasets
 from common.data.schema import SchemaError
-from modelshare.cli_common import add_json, err, out
+from modelshare.cli_common import add_json, err, out, titled_table
 
 __all__ = ["cmd_datasets", "configure"]
 
@@ -21,9 +19,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([i.__dict__ for i in infos], indent=2, default=list))
             return 0
-        table = Table(title="bundled datasets")
-        for col in ("name", "title", "rows", "attributes", "classes"):
-            table.add_column(col)
+        table = titled_table("bundled datasets")
+        for col in ("name", "title", "rows", "attributes"):
+            table.add_column(col, no_wrap=col != "title")
+        table.add_column("classes", overflow="fold")
         for i in infos:
             table.add_row(i.name, i.title, str(i.rows), str(i.n_attributes), ", ".join(map(str, i.classes)))
         out.print(table)

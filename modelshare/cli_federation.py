@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import grpc
 from rich.table import Table
+from rich.text import Text
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
@@ -24,8 +25,10 @@ from miner_node.store import StoreError, verify_log
 from modelshare.admin import (
     AdminConfig,
     admin_stub,
+    answer_label,
     results_dict,
     status_dict,
+    study_headline,
     write_results,
 )
 from modelshare.cli_common import add_json, err, out
@@ -121,13 +124,47 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- study
-def print_status(data: dict[str, Any]) -> None:
-    out.print(f"study [bold]{data['id']}[/]: {data['state']}" + (f" ({data['reason']})" if data["reason"] else ""))
-    out.print(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")
+def status_renderables(data: dict[str, Any]) -> list[Any]:
+    """What `study status` prints: the headline, the settings line and the answers table, from one `status_dict`."""
+    lines = [Text(study_headline(data)),
+             Text(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")]
     table = Table("owner", "answer", "reason", "at")
+    table.columns[0].no_wrap = table.columns[1].no_wrap = True
+    table.columns[2].overflow = "fold"
     for a in data["answers"]:
-        table.add_row(a["owner"], a["state"], a["reason"], a["at"] or "")
-    out.print(table)
+        table.add_row(a["owner"], answer_label(a), a["reason"], a["at"] or "")
+    return [*lines, table]
+
+
+def print_status(data: dict[str, Any]) -> None:
+    """Print `status_renderables` (`study status`, `study wait`, `--follow`'s final state)."""
+    for renderable in status_renderables(data):
+        out.print(renderable)
+
+
+def list_table(rows: list[dict[str, Any]]) -> Table:
+    """`study list`'s table: one row per study (a `status_dict`), its answers counted."""
+    table = Table("study", "state", "mechanism", "requirement", "answers", "deadline")
+    table.columns[0].overflow = table.columns[3].overflow = "fold"
+    for r in rows:
+        answered = sum(a["state"] != "waiting" for a in r["answers"])
+        table.add_row(r["id"], r["state"], r["mechanism"], r["requirement"] or "", f"{answered}/{len(r['answers'])}", r["deadline"])
+    return table
+
+
+def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list[Any]:
+    """What `study results` prints: the study's headline (as `study status` has it) and the models' scores."""
+    models = results["models"]
+    if any("rmse" in m for m in models):  # a regression study: errors on the target's scale
+        table = Table("global model", "train rows", "RMSE", "MAE")
+        for m in models:
+            table.add_row(m["model"], str(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
+                          f"{m['mae']:.4f}" if "mae" in m else "")
+    else:
+        table = Table("global model", "train rows", "accuracy")
+        for m in models:
+            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
+    return [Text(study_headline(status)), table]
 
 
 def cmd_study_create(args: argparse.Namespace) -> int:
@@ -167,11 +204,7 @@ def cmd_study_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table("study", "state", "mechanism", "requirement", "answers", "deadline")
-    for r in rows:
-        answered = sum(a["state"] != "waiting" for a in r["answers"])
-        table.add_row(r["id"], r["state"], r["mechanism"], r["requirement"] or "", f"{answered}/{len(r['answers'])}", r["deadline"])
-    out.print(table)
+    out.print(list_table(rows))
     return 0
 
 
@@ -187,17 +220,8 @@ def cmd_study_results(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results_dict(results), indent=2))
         return 0
-    models = results_dict(results)["models"]
-    if any("rmse" in m for m in models):  # a regression study: errors on the target's scale
-        table = Table("global model", "train rows", "RMSE", "MAE")
-        for m in models:
-            table.add_row(m["model"], str(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
-                          f"{m['mae']:.4f}" if "mae" in m else "")
-    else:
-        table = Table("global model", "train rows", "accuracy")
-        for m in models:
-            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
-    out.print(table)
+    for renderable in results_renderables(status_dict(status), results_dict(results)):
+        out.print(renderable)
     err.print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from rich.table import Table
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import describe_spec, load_study_file, spec_schema
-from modelshare.cli_common import add_json, err, out
+from modelshare.cli_common import add_json, err, out, titled_table
 from modelshare.logs import configure_logging
 from owner_node.budget import Ledger, non_dp_note
 from owner_node.config import OwnerConfig
@@ -142,10 +141,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = Table(title=f"privacy budget of {report['name']} ({report['ledger']})")
+    table = titled_table(f"privacy budget of {report['name']} ({report['ledger']})")
     for column in ("study", "mechanism", "kind", "requirement", "epsilon", "delta", "at"):
         table.add_column(column, justify="right" if column in ("epsilon", "delta") else "left",
-                         no_wrap=column == "study")  # it also names the rows "lifetime cap" and "left"
+                         no_wrap=column == "study", overflow="fold")  # it also names the rows "lifetime cap" and "left"
     for c in report["charges"]:
         table.add_row(c["study_id"], c["mechanism"], c["kind"], c["requirement"], f"{c['epsilon']:g}",
                       f"{c['delta']:.3g}", c["at"])

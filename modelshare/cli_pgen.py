@@ -68,8 +68,9 @@ def cmd_pgen(args: argparse.Namespace) -> int:
     model = read_model_file(args.model).model
     rows = write_table_chunks(model.schema, _rows(model, args, np.random.default_rng(args.seed)), args.out)
     if args.json:
-        print(json.dumps({"model": str(args.model), "kind": _kind(model), "rows": rows, "out": str(args.out),
-                          "seed": args.seed}, indent=2))
+        mechanism = model.report.mechanism if model.report is not None else None
+        print(json.dumps({"model": str(args.model), "kind": _kind(model), "mechanism": mechanism, "rows": rows,
+                          "out": str(args.out), "seed": args.seed}, indent=2))
     else:
         err.print(f"wrote {rows} pseudo rows of a {_kind(model)} to {args.out}")
     return 0

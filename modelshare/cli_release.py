@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from rich.table import Table
 
 from common.audit.release import audit
 from common.data.schema import Schema
@@ -38,6 +37,7 @@ from modelshare.cli_common import (
     err,
     out,
     positive_int,
+    titled_table,
     tree_params,
 )
 from modelshare.cli_inputs import (
@@ -115,7 +115,7 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                   f"(depth {summary['released_depth']})")
     err.print(f"claim: {summary['report']['guarantee']}")
     owner = summary.get("owner_attacks")
-    attacks = Table(title="attacks on the released tree" if owner else "attacks on the released trees (summed over the trees)")
+    attacks = titled_table("attacks on the released tree" if owner else "attacks on the released trees (summed over the trees)")
     columns = ["attack", "leaves", "users (released counts)"] + (["users (training rows)"] if owner else [])
     for col in columns:
         attacks.add_column(col, justify="left" if col == "attack" else "right")
@@ -164,22 +164,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": str(args.model), **result.to_dict()}, indent=2))
         return 0 if result.passed else 1
-    checks = Table(title=f"audit of {args.model}: {'PASS' if result.passed else 'FAIL'}")
-    for col in ("check", "result", "detail"):
-        checks.add_column(col)
+    checks = titled_table(f"audit of {args.model}: {'PASS' if result.passed else 'FAIL'}")
+    checks.add_column("check", no_wrap=True)
+    checks.add_column("result", no_wrap=True)
+    checks.add_column("detail", overflow="fold")
     for c in result.checks:
         checks.add_row(c.name, "[green]pass[/]" if c.passed else "[red]FAIL[/]", c.detail)
     out.print(checks)
     ensemble = len(trees) > 1
-    paths = Table(title=f"{len(result.paths)} released paths" + (f" in {len(trees)} trees" if ensemble else ""))
+    paths = titled_table(f"{len(result.paths)} released paths" + (f" in {len(trees)} trees" if ensemble else ""))
     columns = (("tree",) if ensemble else ()) + ("leaf", "result", "tuples", "hit", "miss", "path")
     for col in columns:
-        paths.add_column(col, justify="left" if col in ("result", "path") else "right")
+        paths.add_column(col, justify="left" if col in ("result", "path") else "right",
+                         no_wrap=col != "path", overflow="fold")
     for p in sorted(result.paths, key=lambda p: p.passed):
         row = (str(p.leaf), "pass" if p.passed else "[red]FAIL[/]", f"{p.tuples:g}", f"{p.hit:g}", f"{p.miss:g}", p.path)
         paths.add_row(*((str(p.tree),) if ensemble else ()), *row)
     out.print(paths)
-    attacks = Table(title="attacks on the released statistics" + (" (summed over the trees)" if ensemble else ""))
+    attacks = titled_table("attacks on the released statistics" + (" (summed over the trees)" if ensemble else ""))
     for col in ("attack", "leaves", "users"):
         attacks.add_column(col, justify="left" if col == "attack" else "right")
     for row in _attack_rows(result.attacks.to_dict()):

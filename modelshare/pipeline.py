@@ -225,7 +225,7 @@ def run_fold(
             record["accuracy"] = accuracy(y_test, pred)
             record["class_match"] = class_match(pred, basis_pred)
             record["path_match"] = (
-                path_match(tree, basis_tree) if isinstance(tree, Tree) and isinstance(basis_tree, Tree) else np.nan
+                path_match(tree, basis_tree, values=X_train) if isinstance(tree, Tree) and isinstance(basis_tree, Tree) else np.nan
             )
             records.append(record)
     return records

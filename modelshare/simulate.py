@@ -71,7 +71,7 @@ from miner_node.global_models import (
     make_regression_model,
 )
 from miner_node.server import read_ready
-from modelshare.admin import AdminConfig, admin_stub
+from modelshare.admin import AdminConfig, admin_stub, status_dict, study_headline
 from modelshare.cli_common import (
     CommandFailed,
     add_global_models,
@@ -85,6 +85,7 @@ from modelshare.cli_common import (
     positive_int,
     progress_step,
     target_range,
+    titled_table,
 )
 from modelshare.cli_inputs import (
     DEFAULT_MECHANISM,
@@ -96,6 +97,7 @@ from modelshare.cli_inputs import (
     resolve_requirement,
     warn_data_derived,
 )
+from modelshare.legend import legend_lines, pseudo_data_name
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
@@ -312,7 +314,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
             progress_step(f"simulate: created study {STUDY_ID}")
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
-                raise SimulationError(f"the study {status.state}: {status.reason}", hints=refusal_hints(status))
+                raise SimulationError(_failure(status), hints=refusal_hints(status))
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
@@ -327,6 +329,13 @@ _REFUSAL_HINTS = {
                      "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
                      "or a weaker requirement (e.g. a smaller k)",
 }
+
+
+def _failure(status: fpb.StudyStatus) -> str:
+    """A failed study in one line: its headline (as `study status` prints it), then each refusal's reason."""
+    data = status_dict(status)
+    refused = [f"{a['owner']} refused: {a['reason']}" for a in data["answers"] if a["state"] == "refused"]
+    return "; ".join([study_headline(data), *refused])
 
 
 def refusal_hints(status: fpb.StudyStatus) -> list[str]:
@@ -382,7 +391,7 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, mod
                                "path_match": None, "train_rows": mined.train_rows}
         basis_tree = getattr(basis, "tree_", None)
         if mined.HasField("tree") and basis_tree is not None:
-            row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree)
+            row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree, values=data["X_train"])
         rows.append(row)
     return rows
 
@@ -457,9 +466,12 @@ def _owners_table(report: dict[str, Any]) -> Table:
     """One row per owner: its release (leaves, claim, the miner's audit) or its refusal's reason."""
     claim = f" {report['requirement']}" if report["requirement"] else ""
     count = len(report["owners"]) + len(report["refusals"])
-    owners = Table(title=f"{Path(report['source']).name}: {count} owners, {report['mechanism']}{claim} ({report['disclosure']})")
-    for col in ("owner", "rows", "leaves", "claim or refusal", "audit"):
-        owners.add_column(col)
+    owners = titled_table(f"{Path(report['source']).name}: {count} owners\n"
+                          f"{report['mechanism']}{claim} ({report['disclosure']})")
+    for col in ("owner", "rows", "leaves"):
+        owners.add_column(col, no_wrap=True)
+    owners.add_column("claim or refusal", overflow="fold")
+    owners.add_column("audit", no_wrap=True)
     rows = [(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
             for o in report["owners"]]
     rows += [(r["owner"], str(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
@@ -474,29 +486,37 @@ def _print(report: dict[str, Any]) -> None:
         err.print(f"[yellow]note:[/] {hint}", highlight=False)
     fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     if report["task"] == REGRESSION_TASK:
-        _print_regression(report, fmt)
-        return
-    table = Table(title=f"global models on {report['test_rows']} held-out rows")
-    for col in ("global model", "BASIS accuracy", "PPGEN accuracy" if report["mechanism"] != "none" else "PGEN accuracy",
-                "class match", "path match"):
+        out.print(_regression_table(report, fmt))
+    else:
+        out.print(_models_table(report, fmt))
+    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback)")
+    out.print()
+    for line in legend_lines(report):
+        out.print(line, highlight=False)
+
+
+def _models_table(report: dict[str, Any], fmt: Any) -> Table:
+    """The classification models' table: BASIS and (P)PGEN accuracy, class match, path match."""
+    table = titled_table(f"global models on {report['test_rows']} held-out rows")
+    table.add_column("global model", no_wrap=True)
+    for col in ("BASIS accuracy", f"{pseudo_data_name(report['mechanism'])} accuracy", "class match", "path match"):
         table.add_column(col)
     for m in report["models"]:
         table.add_row(m["model"], fmt(m["basis_accuracy"]), fmt(m["accuracy"]), fmt(m["class_match"]), fmt(m["path_match"]))
-    out.print(table)
-    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
+    return table
 
 
-def _print_regression(report: dict[str, Any], fmt: Any) -> None:
+def _regression_table(report: dict[str, Any], fmt: Any) -> Table:
     """The regression models' table: BASIS and PPGEN RMSE and MAE on the held-out rows (target's scale)."""
-    table = Table(title=f"regression global models on {report['test_rows']} held-out rows")
+    name = pseudo_data_name(report["mechanism"])
+    table = titled_table(f"regression global models on {report['test_rows']} held-out rows")
     table.add_column("global model", no_wrap=True)
-    for col in ("BASIS RMSE", "PPGEN RMSE", "BASIS MAE", "PPGEN MAE", "train rows"):
+    for col in ("BASIS RMSE", f"{name} RMSE", "BASIS MAE", f"{name} MAE", "train rows"):
         table.add_column(col)
     for m in report["models"]:
         table.add_row(m["model"], fmt(m["basis_rmse"]), fmt(m["rmse"]), fmt(m["basis_mae"]), fmt(m["mae"]),
                       str(m["train_rows"]))
-    out.print(table)
-    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mutual TLS on loopback)")
+    return table
 
 
 def configure(p: argparse.ArgumentParser) -> None:

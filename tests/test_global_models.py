@@ -344,6 +344,41 @@ def test_path_match_hand_computed_fractions() -> None:
     assert path_match(tree_a(), closed) == 1.0
 
 
+def test_path_match_compares_numeric_intervals_by_the_reference_values_they_admit() -> None:
+    # Reference rows whose sizes are 1, 3, 5, 7, 9: size <= 5 and size <= 5.3 admit the same
+    # sizes {1, 3, 5}, so a threshold moved within the gap (what re-learning from pseudo-data
+    # does) leaves the path the same, while comparing bounds digit for digit shares only red.
+    values = np.array([[0, 1.0], [1, 3.0], [2, 5.0], [0, 7.0], [1, 9.0]])
+    moved = color_then_size(red=(0, 3), threshold=5.3, small=(4, 0), large=(1, 2))
+    assert path_match(tree_a(), moved) == pytest.approx(1 / 5)
+    assert path_match(tree_a(), moved, values=values) == 1.0
+    assert path_match(tree_a(), tree_a(), values=values) == 1.0
+    # Threshold 4: size <= 4 admits {1, 3}, not {1, 3, 5}; by hand, paths a = {red: yes,
+    # gb & {1,3,5}: no, gb & {7,9}: yes}, b = {red: yes, gb & {1,3}: no, gb & {5,7,9}: yes}:
+    # 1 shared of 5 distinct.
+    crossed = color_then_size(red=(0, 3), threshold=4.0, small=(4, 0), large=(1, 2))
+    assert path_match(tree_a(), crossed, values=values) == pytest.approx(1 / 5)
+    # Moved within the gap and the red leaf's class flipped: 2 shared of 4 distinct.
+    flipped = color_then_size(red=(2, 1), threshold=5.3, small=(4, 0), large=(1, 2))
+    assert path_match(tree_a(), flipped, values=values) == pytest.approx(2 / 4)
+    with pytest.raises(ValueError, match="2 columns"):
+        path_match(tree_a(), moved, values=np.zeros((3, 3)))
+
+
+def test_path_match_compares_integer_intervals_by_the_whole_numbers_they_admit() -> None:
+    counted = Schema((SMALL.attributes[0], NumericAttribute("size", 0.0, 10.0, integer=True)), "class", SMALL.classes)
+
+    def tree(threshold: float) -> Tree:
+        return Tree(counted, [split(1, (4, 5), [Edge(Interval(high=threshold), 1), Edge(Interval(threshold), 2)]),
+                              leaf(4, 0), leaf(0, 5)])
+
+    # size <= 5, size <= 5.5 and size <= 5.9 all admit 0..5 (and the rest 6..10): the same two paths.
+    assert path_match(tree(5.0), tree(5.5)) == 1.0
+    assert path_match(tree(5.5), tree(5.9)) == 1.0
+    # size <= 6.5 admits 0..6: no path shared, 0 of 4.
+    assert path_match(tree(5.5), tree(6.5)) == 0.0
+
+
 def test_path_match_rejects_trees_over_different_schemas() -> None:
     renamed = Schema(SMALL.attributes, "label", SMALL.classes)
     single = Tree(renamed, [leaf(1, 0)])
