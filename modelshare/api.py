@@ -82,7 +82,7 @@ def load_table(path: str | Path, class_column: str, *, schema: Schema | str | Pa
 
 
 def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "cart", max_depth: int | None = None,
-               min_samples_leaf: int = 1, random_state: int | None = 0) -> Tree:
+               min_samples_leaf: int = 1, random_state: int | None = 0, public_cuts: bool = True) -> Tree:
     """Train an owner's local decision tree (with its class counts), as the owner daemon does.
 
     Parameters
@@ -95,6 +95,10 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
         The tree's limits (None: unlimited depth).
     random_state:
         Seed of CART's tie-breaking.
+    public_cuts:
+        Split numeric attributes only at the schema's public cut points (declared ``cuts`` or the
+        even grid), as every privacy mechanism requires; False gives midpoints of training values,
+        for a tree released with mechanism ``none`` or never released.
 
     Returns
     -------
@@ -104,7 +108,8 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     params: dict[str, Any] = {"min_samples_leaf": min_samples_leaf}
     if max_depth is not None:
         params["max_depth"] = max_depth
-    return make_learner(learner, schema, random_state=random_state, **params).fit(X, y).tree_
+    return make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts,
+                        **params).fit(X, y).tree_
 
 
 def audit(released: Release, report: Any = None, *, seeded_ok: bool = False) -> AuditResult | RegressionAuditResult:

@@ -64,7 +64,8 @@ def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
 def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
     """Train the local learner and apply a tree mechanism; the release and what to report about it."""
     seed = 0 if args.seed is None else args.seed
-    learner = make_learner(args.learner, schema, random_state=seed, **tree_params(args.max_depth, args.min_samples_leaf))
+    learner = make_learner(args.learner, schema, random_state=seed, public_cuts=registry.needs_public_cuts(args.mechanism),
+                           **tree_params(args.max_depth, args.min_samples_leaf))
     trained = learner.fit(X, y).tree_
     release = release_model(args.mechanism, tree=trained, requirement=args.requirement, disclosure=args.disclosure)
     summary = {

@@ -181,7 +181,8 @@ def run_fold(
                                 y=y_train[rows], max_depth=depth, disclosure=config.disclosure,
                                 random_state=_seed(rng))
             else:
-                local = make_learner(config.learner, schema, random_state=_seed(rng), **config.learner_params)
+                local = make_learner(config.learner, schema, random_state=_seed(rng),
+                                     public_cuts=registry.needs_public_cuts(config.mechanism), **config.learner_params)
                 local.fit(X_train[rows], y_train[rows])
                 found = release(config.mechanism, tree=local.tree_, requirement=config.requirement,
                                 disclosure=config.disclosure)

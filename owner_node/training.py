@@ -103,7 +103,8 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
                              "and [training] max_depth")
         return release(spec.mechanism, requirement=requirement, schema=schema, X=X, y=y,
                        max_depth=int(spec.max_depth), disclosure=disclosure)
-    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
+    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS,
+                           public_cuts=registry.needs_public_cuts(spec.mechanism), **_learner_limits(spec))
     tree = learner.fit(X, y).tree_
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 

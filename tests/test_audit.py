@@ -96,7 +96,7 @@ def test_releases_pass_audit(request, tmp_path, mechanism, requirement, fixture,
         assert release.report.parameters["s"] == parsed.k - 1
     result = audit(released, release.report)
     assert result.passed, failing(result)
-    assert len(result.checks) == 4 and all(c.passed for c in result.checks)
+    assert len(result.checks) == 6 and all(c.passed for c in result.checks)
     assert [p.leaf for p in result.paths] == released.leaves and all(p.passed for p in result.paths)
     assert result.attacks == release.report.attacks
     assert result.to_dict()["passed"] is True

@@ -15,7 +15,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import NumericAttribute, Schema
 from common.federation.model_io import write_release
 from common.mechanisms.release import release
-from common.trees.learners import CartTreeClassifier
+from common.trees.learners import make_learner
 from modelshare.cli import main
 
 #: Adult's schema with its whole-number attributes declared integer (the bundled one leaves them real).
@@ -44,7 +44,7 @@ def _release(kind: str, requirement: str | None, disclosure: str, data) -> objec
     schema, X, y = data
     if kind in dict(WHOLE_KINDS):
         return release(kind, requirement=requirement, schema=schema, X=X, y=y, max_depth=3, random_state=1)
-    tree = CartTreeClassifier(schema, max_depth=5, random_state=0).fit(X, y).tree_
+    tree = make_learner("cart", schema, max_depth=5, random_state=0, public_cuts=True).fit(X, y).tree_
     return release(kind, tree=tree, requirement=requirement, disclosure=disclosure)
 
 

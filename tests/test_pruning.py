@@ -449,13 +449,17 @@ def test_prune_leaves_keeps_a_tree_without_small_leaves_and_refuses_an_empty_one
     assert [n.counts.tolist() for n in out.nodes] == [n.counts.tolist() for n in tree.nodes]
     with pytest.raises(RequirementUnsatisfiable, match="every leaf"):
         prune_leaves(tree, 12)  # the largest leaf holds 12
-    single = prune_leaves(tree, 11)
+    single = prune_leaves(tree, 11, splice=False)  # the paper's Fig. 5: one path left under one-child nodes
     assert [single.nodes[i].counts.tolist() for i in single.leaves] == [[10.0, 2.0]]
+    with pytest.raises(RequirementUnsatisfiable, match="root-only"):
+        prune_leaves(tree, 11)  # spliced, that path is the root alone
 
 
 def test_prune_leaves_root_only_tree():
     root = Tree(SCHEMA2, [Node.from_counts(np.array([3.0, 2.0]))])
-    assert prune_leaves(root, 4).root.counts.tolist() == [3.0, 2.0]
+    assert prune_leaves(root, 4, splice=False).root.counts.tolist() == [3.0, 2.0]
+    with pytest.raises(RequirementUnsatisfiable, match="root-only"):
+        prune_leaves(root, 4)
     with pytest.raises(RequirementUnsatisfiable):
         prune_leaves(root, 5)
 
@@ -553,7 +557,9 @@ def test_pruning_a_very_deep_tree_needs_no_recursion():
     nodes.append(Node.from_counts(np.array([1.0, 1.0])))
     tree = Tree(schema, nodes)
     assert tree.depth == depth
-    pruned = prune_leaves(tree, 1)
+    pruned = prune_leaves(tree, 1, splice=False)
     assert pruned.n_leaves == 1 and pruned.root.total == 2  # only the deepest leaf (1, 1) holds > 1
+    with pytest.raises(RequirementUnsatisfiable, match="root-only"):
+        prune_leaves(tree, 1)  # splicing the 2000 one-child nodes leaves the root alone
     collapsed = prune_parents(tree, 1)
     assert collapsed.root.is_leaf and collapsed.root.total == tree.root.total

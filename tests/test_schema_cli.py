@@ -86,7 +86,7 @@ def test_an_integer_attribute_refuses_fractions_travels_and_pgen_draws_whole_num
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.integers(0, 121, 2000), rng.random(2000)]).astype(float)
     y = ((X[:, 0] > 40) ^ (X[:, 1] > 0.5)).astype(np.int64)
-    tree = make_learner("cart", schema, random_state=0, max_depth=4).fit(X, y).tree_
+    tree = make_learner("cart", schema, random_state=0, max_depth=4, public_cuts=True).fit(X, y).tree_
     released = release("apt", tree=tree, requirement="k-anonymity:k=5")
     Xp, _ = pgen(released.tree, rows=5000, rng=np.random.default_rng(1))
     assert np.all(Xp[:, 0] == np.round(Xp[:, 0])) and not np.all(Xp[:, 1] == np.round(Xp[:, 1]))

@@ -37,7 +37,7 @@ import numpy as np
 from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
 from common.privacy.attacks import AttackReport, ensemble_attack_report
-from common.privacy.checks import Check, misstated, numeric_parameter
+from common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
 from common.privacy.noise import SecureNoise, SeededNoise
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import (
@@ -325,7 +325,8 @@ def _requirement_checks(
         return [Check("requirement", False, f"{requirement} is claimed per path of one tree; "
                                             f"this model carries {len(trees)} trees")], None
     check, ok = _path_check(stats[0], requirement)
-    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves)], (ok,)
+    structure = [single_child_check(trees), public_cuts_check(trees)]  # what the claims do not cover
+    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves), *structure], (ok,)
 
 
 @overload

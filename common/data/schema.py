@@ -46,6 +46,7 @@ else:  # pragma: no cover - exercised only on Python 3.10
     import tomli as tomllib
 
 __all__ = [
+    "DEFAULT_CELLS",
     "SchemaError",
     "CategoricalAttribute",
     "NumericAttribute",
@@ -133,12 +134,18 @@ class NumericAttribute:
     ``integer`` declares that every value is a whole number (a count, an age in years): a table's
     non-whole value is then refused, and PGEN draws whole numbers for it. A schema without the
     flag keeps its dictionary form, and so its fingerprint.
+
+    ``cuts`` are the public cut points a released tree may split this attribute at (``x <= c``),
+    increasing and strictly inside the range; without them `cut_points` is the even grid of
+    `DEFAULT_CELLS` cells over ``[low, high]``. A tree released under a privacy requirement splits
+    only there, never at a midpoint of two private values (`common.trees.learners.public_cuts`).
     """
 
     name: str
     low: float
     high: float
     integer: bool = False
+    cuts: tuple[float, ...] | None = None
 
     kind = "numeric"
 
@@ -150,15 +157,34 @@ class NumericAttribute:
         if self.integer and math.floor(self.high) < math.ceil(self.low):
             raise SchemaError(f"integer attribute: range [{self.low:g}, {self.high:g}] holds no whole number",
                               column=self.name)
+        if self.cuts is not None:
+            cuts = np.asarray(self.cuts, dtype=np.float64)
+            if cuts.ndim != 1 or not np.isfinite(cuts).all() or (np.diff(cuts) <= 0).any() \
+                    or (cuts.size and (cuts[0] <= self.low or cuts[-1] >= self.high)):
+                raise SchemaError(f"cuts {list(self.cuts)} must be finite, strictly increasing and strictly inside "
+                                  f"the range ({self.low:g}, {self.high:g})", column=self.name)
+
+    def cut_points(self) -> np.ndarray:
+        """The public cut points: the declared ``cuts``, or the even grid of `DEFAULT_CELLS` cells over the range."""
+        if self.cuts is not None:
+            return np.asarray(self.cuts, dtype=np.float64)
+        if self.high == self.low:
+            return np.empty(0)
+        return self.low + (self.high - self.low) * np.arange(1, DEFAULT_CELLS) / DEFAULT_CELLS
 
     def to_dict(self) -> dict[str, Any]:
-        found = {"name": self.name, "type": "numeric", "low": float(self.low), "high": float(self.high)}
-        return {**found, "integer": True} if self.integer else found
+        found: dict[str, Any] = {"name": self.name, "type": "numeric", "low": float(self.low), "high": float(self.high)}
+        if self.integer:
+            found["integer"] = True
+        if self.cuts is not None:
+            found["cuts"] = [float(c) for c in self.cuts]
+        return found
 
 
 Attribute = Union[CategoricalAttribute, NumericAttribute]
 
 CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
+DEFAULT_CELLS = 256  # cells of the even grid of public cut points of a numeric attribute without declared cuts (docs/privacy.md)
 PUBLIC = "public"  # a schema file's ``domain`` when it says nothing: its bounds were stated, not read off rows
 ATTRIBUTE_SOURCE = "source"  # optional per-attribute text: where the public bounds come from; not in the fingerprint
 DATA_DERIVED = "data-derived"  # ``domain`` of a schema whose ranges and categories were read from a table
@@ -332,8 +358,15 @@ class Schema:
                     integer = raw.get("integer", False)
                     if not isinstance(integer, bool):
                         raise SchemaError(f"{where}.integer must be true or false", source=source, column=name)
+                    cuts = raw.get("cuts")
+                    if cuts is not None and (not isinstance(cuts, list)
+                                             or not all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                                                        for c in cuts)):
+                        raise SchemaError(f"{where}.cuts must be a list of numbers (public cut points)",
+                                          source=source, column=name)
                     attributes.append(NumericAttribute(name, float(need(raw, "low", where)),
-                                                       float(need(raw, "high", where)), integer))
+                                                       float(need(raw, "high", where)), integer,
+                                                       None if cuts is None else tuple(float(c) for c in cuts)))
                 else:
                     raise SchemaError(
                         f"{where}.type is {kind!r}; expected 'categorical' or 'numeric'", source=source, column=name

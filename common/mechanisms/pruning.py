@@ -12,12 +12,13 @@ from typing import Sequence
 
 import numpy as np
 
+from common.privacy.checks import public_cuts_check
 from common.privacy.requirements import KAnonymity, LeafStats, PathRequirement, RequirementError
-from common.trees.rebuild import merge_stats, rebuild
+from common.trees.rebuild import merge_stats, rebuild, splice_single_children
 from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents", "release_unchanged", "release_apt",
-           "release_prune_leaf", "release_prune_parent"]
+           "release_prune_leaf", "release_prune_parent", "check_public_thresholds"]
 
 
 class RequirementUnsatisfiable(ValueError):
@@ -184,18 +185,25 @@ def _check_threshold(s: int) -> int:
     return int(s)
 
 
-def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -> Tree:
+def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None, splice: bool = True) -> Tree:
     """Method 1 (Wakabayashi et al. Fig. 5): delete every leaf holding at most ``s`` tuples.
 
     Deleted tuples are gone from the released model: inner statistics are recomputed from the
     remaining leaves, and a row reaching a deleted leaf's region stops at its parent and takes the
-    parent's remaining majority (NOTES.md §3.3's fallback). The released structure still shows that
-    the deleted region held between 1 and s tuples, which the method cannot avoid.
+    parent's remaining majority (NOTES.md §3.3's fallback).
+
+    A node left with one child would show where its deleted sibling was (a one-edge ``age <= 76.5``
+    locates a pruned person), so by default (``splice``) it is replaced by its child, which then
+    covers the node's whole region (`splice_single_children`); ``splice=False`` is the paper's Fig. 5
+    as written, kept for the reproduction (`modelshare experiment pruning`). A multiway node that
+    keeps two or more children still shows which of its categories lost their leaves: that the
+    method cannot avoid.
 
     Raises
     ------
     RequirementUnsatisfiable
-        No leaf holds more than ``s`` tuples.
+        No leaf holds more than ``s`` tuples, or (``splice``) only one path is left: a root-only tree
+        is no model.
     """
     s = _check_threshold(s)
     disclosure = _output_disclosure(tree, disclosure)
@@ -203,7 +211,14 @@ def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None) ->
     deleted = {i for i, n in enumerate(nodes) if n.is_leaf and n.total <= s}
     if len(deleted) == tree.n_leaves:
         raise RequirementUnsatisfiable(f"every leaf holds at most s={s} tuples; nothing is left to release")
-    return rebuild(tree.schema, nodes, disclosure, dropped=deleted)
+    pruned = rebuild(tree.schema, nodes, disclosure, dropped=deleted)
+    if not splice:
+        return pruned
+    spliced = splice_single_children(pruned)
+    if spliced.root.is_leaf:
+        raise RequirementUnsatisfiable(f"only one leaf holds more than s={s} tuples; a root-only tree is no model, "
+                                       "so nothing is released")
+    return spliced
 
 
 def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -> Tree:
@@ -265,3 +280,15 @@ def release_prune_parent(tree: Tree, requirement: PathRequirement | None, disclo
     """``prune-parent``: Method 2 with threshold s = k - 1."""
     s = _threshold(requirement, "prune-parent")
     return prune_parents(tree, s, disclosure=disclosure), {"s": s}
+
+
+def check_public_thresholds(tree: Tree, mechanism: str) -> None:
+    """Refuse to prune a tree with a numeric threshold off the schema's public cut points (naming it).
+
+    The released structure is the trained one minus pruning, so its thresholds must already be
+    public: train the local tree with ``public_cuts`` (`common.trees.learners.make_learner`).
+    """
+    found = public_cuts_check([tree])
+    if not found.passed:
+        raise ValueError(f"{mechanism}: {found.detail.replace('tree 0 ', 'the trained tree ')}; train the local tree on "
+                         "the schema's public cut points (make_learner(..., public_cuts=True))")

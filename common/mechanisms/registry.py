@@ -247,6 +247,14 @@ def regression_refusal(mechanism: str, target: str) -> str | None:
             f"only {' or '.join(repr(m) for m in able)} can")
 
 
+def needs_public_cuts(mechanism: str) -> bool:
+    """Whether a local tree released by ``mechanism`` must split numeric attributes at public cut points only.
+
+    Every mechanism that claims privacy does (`common.trees.learners.public_cuts`); ``none`` claims nothing.
+    """
+    return get(mechanism).family != "none"
+
+
 def requirement_form(mechanism: str) -> str:
     """How the requirement of ``mechanism`` is written, for error messages."""
     return get(mechanism).requirement_form

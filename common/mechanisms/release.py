@@ -15,6 +15,7 @@ import numpy as np
 
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
+from common.mechanisms.pruning import check_public_thresholds
 from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
@@ -149,6 +150,8 @@ def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclo
         parsed = found
     elif requirement is not None:
         raise ValueError(f"mechanism {record.name!r} releases the tree as trained and cannot meet {requirement!r}")
+    if record.family != "none":
+        check_public_thresholds(tree, record.name)
     released, extra = record.prune(tree, parsed, disclosure)
     claims: tuple[PathClaim, ...] = ()
     if parsed is not None:

@@ -15,10 +15,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from common.data.schema import NumericAttribute
 from common.privacy.report import PrivacyReport
 from common.trees.tree import Tree
 
-__all__ = ["Check", "numeric_parameter", "misstated", "recomputed", "integer_counts_check"]
+__all__ = ["Check", "numeric_parameter", "misstated", "recomputed", "integer_counts_check", "single_child_check",
+           "public_cuts_check"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,36 @@ def integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_proc
             i = int(bad[0])
             return Check(name, False, f"tree {t} node {i} has counts {counts[i].tolist()}, not whole numbers")
     return Check(name, True, f"every count of the {len(trees)} trees is a non-negative integer")
+
+
+def single_child_check(trees: Sequence[Tree]) -> Check:
+    """No inner node has exactly one child: such a node shows where a pruned sibling's rows were."""
+    name = "no inner node with one child"
+    for t, tree in enumerate(trees):
+        lonely = [i for i, node in enumerate(tree.nodes) if len(node.edges) == 1]
+        if lonely:
+            node = tree.nodes[lonely[0]]
+            attribute = tree.schema.attributes[node.attribute].name if node.attribute is not None else "?"
+            return Check(name, False, f"tree {t} node {lonely[0]} splits {attribute!r} into one child only: its edge "
+                                      "shows where pruned rows were (collapse it into its parent's region)")
+    return Check(name, True, "every inner node has two or more children")
+
+
+def public_cuts_check(trees: Sequence[Tree]) -> Check:
+    """Every numeric threshold is one of the schema's public cut points (`NumericAttribute.cut_points`)."""
+    name = "numeric thresholds on public cut points"
+    for t, tree in enumerate(trees):
+        for i, node in enumerate(tree.nodes):
+            if node.attribute is None or not isinstance(tree.schema.attributes[node.attribute], NumericAttribute):
+                continue
+            attribute = tree.schema.attributes[node.attribute]
+            cuts = attribute.cut_points()
+            for edge in node.edges:
+                ends = [getattr(edge.constraint, end) for end in ("low", "high")]
+                off = [e for e in ends if math.isfinite(e) and not np.isin(e, cuts)]
+                if off:
+                    return Check(name, False, f"tree {t} node {i} splits {attribute.name!r} at {off[0]!r}, which is not "
+                                              "a public cut point of the schema (a threshold between two private "
+                                              "values discloses them)")
+    return Check(name, True, "every numeric threshold is a public cut point of the schema (declared cuts or its even "
+                             "grid), not a value read from the rows")

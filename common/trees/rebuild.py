@@ -10,6 +10,7 @@ is what any reader of the leaves could compute anyway.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import AbstractSet, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.trees.tree import Disclosure, Edge, Node, Tree, TreeError
 
-__all__ = ["eq1_counts", "merge_stats", "rebuild", "release_leaf_counts"]
+__all__ = ["eq1_counts", "merge_stats", "rebuild", "splice_single_children", "release_leaf_counts"]
 
 
 def eq1_counts(labels: np.ndarray, hits: np.ndarray, misses: np.ndarray, n_classes: int) -> np.ndarray:
@@ -99,6 +100,29 @@ def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *, dr
     for node in out:
         node.edges = [Edge(e.constraint, number[e.child]) for e in node.edges]
     return Tree(schema, out, disclosure)
+
+
+def splice_single_children(tree: Tree) -> Tree:
+    """``tree`` with every inner node that has one child replaced by that child, reached by the node's own edge.
+
+    A single-child node shows where a pruned sibling was (``age <= 76.5`` kept on a one-edge node
+    says someone older was deleted); its child's statistics equal its own, so splicing it out
+    changes no released number: the child simply covers the node's whole region.
+    """
+    def through(i: int) -> int:
+        while len(tree.nodes[i].edges) == 1:
+            i = tree.nodes[i].edges[0].child
+        return i
+
+    order, stack = [], [through(0)]
+    while stack:  # preorder of the spliced tree, in original node ids
+        i = stack.pop()
+        order.append(i)
+        stack.extend(through(e.child) for e in reversed(tree.nodes[i].edges))
+    number = {i: k for k, i in enumerate(order)}
+    nodes = [replace(tree.nodes[i], edges=[Edge(e.constraint, number[through(e.child)]) for e in tree.nodes[i].edges])
+             for i in order]
+    return Tree(tree.schema, nodes, tree.disclosure)
 
 
 def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int], counts: np.ndarray) -> Tree:

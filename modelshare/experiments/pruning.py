@@ -16,6 +16,7 @@ attack counts by depth (Tables 5-6), with the paper's values as markers for its 
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -52,7 +53,8 @@ from modelshare.experiments.output import (
 
 __all__ = ["PruningSettings", "configure", "run_pruning", "summarize_pruning"]
 
-METHODS: dict[str, Callable[[Tree, int], Tree]] = {"method1": prune_leaves, "method2": prune_parents}
+METHODS: dict[str, Callable[[Tree, int], Tree]] = {  # the paper's Fig. 5 as written (no splicing of one-child nodes)
+    "method1": functools.partial(prune_leaves, splice=False), "method2": prune_parents}
 LABELS = {"method1": "Method 1 (prune small leaves)", "method2": "Method 2 (collapse the parent)"}
 
 # Wakabayashi et al., Table 7 (tree depth 7; s = k - 1, s = 0 is the paper's "original", the
