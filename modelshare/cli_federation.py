@@ -91,7 +91,8 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"modelshare miner {config.name}: serving on port {miner.port}", flush=True)
+    print(f"modelshare miner {config.name}: serving on port {miner.port} "
+          f"({'INSECURE plaintext' if args.insecure else 'mutual TLS'}), state in {config.state_dir}", flush=True)
     stop.wait()
     err.print("stopping the miner")
     miner.stop()

@@ -35,6 +35,7 @@ from common.federation.wire import regression_tree_from_pb, tree_from_pb
 from common.files import atomic_write
 from common.trees.regression import RegressionTree
 from common.trees.tree import Tree
+from modelshare.legend import pseudo_data_name
 from modelshare.report_trees import class_legend, draw_tree
 
 __all__ = ["ModelRow", "OwnerRow", "StudyReport", "render_report", "study_report", "write_report"]
@@ -100,7 +101,7 @@ class StudyReport:
     @property
     def released_label(self) -> str:
         """The global models' column: PGEN for an unprotected release ('none'), else PPGEN."""
-        return "PGEN" if self.study["mechanism"] == "none" else "PPGEN"
+        return pseudo_data_name(self.study["mechanism"])
 
 
 def _split_reason(reason: str) -> tuple[str | None, str]:
