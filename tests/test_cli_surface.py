@@ -290,3 +290,9 @@ def test_an_unreachable_miner_is_named_with_its_address_and_the_likely_cause(tmp
     said = capsys.readouterr().err
     assert "cannot reach the miner at localhost:1" in said and "modelshare miner serve" in said
     assert "the miner answered" not in said  # the miner never answered
+
+
+def test_a_failing_simulate_under_json_prints_one_parsable_error_object(tmp_path, capsys):
+    assert main(["simulate", "--data", str(tmp_path / "missing.csv"), "--class-column", "c", "--json"]) == 2
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"error"} and "missing.csv" in payload["error"]["message"]
