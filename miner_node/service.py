@@ -32,6 +32,7 @@ from google.protobuf.message import DecodeError
 
 from common.data.regression import RegressionSchema
 from common.data.schema import SchemaError
+from common.federation.freshness import sent_at, staleness
 from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
@@ -238,13 +239,14 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{owner!r} is not invited to study {study_id!r}")
         return spec
 
-    def _fresh(self, timestamp: Any) -> None:
-        age = self.clock() - _seconds(timestamp, "message timestamp")
-        window = self.limits.timestamp_window_seconds
-        if abs(age) > window:
-            when = f"{age:.0f} s old" if age > 0 else f"{-age:.0f} s in the future"
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"message timestamp is {when}; the window is {window:.0f} s (check the owner's clock)")
+    def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
+        """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
+        says whether it is old (the owner re-signs it) or the owner's clock is off (`common.federation.freshness`)."""
+        late = staleness(_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
+                         self.clock(), self.limits.timestamp_window_seconds)
+        if late is not None:
+            context.set_trailing_metadata(late.trailing())
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, late.message)
 
     def _unspent(self, nonce: bytes) -> None:
         if len(nonce) != NONCE_BYTES:
@@ -286,7 +288,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
                             "encode the table with the study's schema")
-        self._fresh(message.timestamp)
+        self._fresh(message.timestamp, context)
         try:
             self._unspent(message.nonce)
         except Rejection:
@@ -345,7 +347,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                             f"the refusal names owner {refusal.owner_id!r} but is signed by {signer.name!r}")
         self._open_study(refusal.study_id, signer.name)
-        self._fresh(refusal.timestamp)
+        self._fresh(refusal.timestamp, context)
         self._unspent(refusal.nonce)
         reason = describe(refusal)[:2000]
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):

@@ -171,7 +171,7 @@ class FakeStub:
     def __init__(self, outbox: Outbox, *script: Any) -> None:
         self.outbox, self.script, self.sent = outbox, list(script), []
 
-    def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
+    def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
         data = envelope.SerializeToString()
         on_disk = [p.read_bytes() for p in self.outbox.pending_dir.glob("*.bin")]
         self.sent.append((method, data, timeout, data in on_disk))
@@ -180,11 +180,11 @@ class FakeStub:
             raise FakeRpcError(step, f"miner says {step.name.lower()}")
         return step
 
-    def Submit(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
-        return self._call("Submit", envelope, timeout)
+    def Submit(self, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
+        return self._call("Submit", envelope, timeout, metadata)
 
-    def Refuse(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
-        return self._call("Refuse", envelope, timeout)
+    def Refuse(self, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
+        return self._call("Refuse", envelope, timeout, metadata)
 
 
 def ack(study_id: str = "car-1", duplicate: bool = False) -> fpb.SubmitAck:
