@@ -405,7 +405,8 @@ class MinerService(fgrpc.MinerServicer):
         return self._status(spec.study_id)
 
     def complete_spec(self, spec: fpb.StudySpec) -> None:
-        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them."""
+        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them, this
+        miner's message size limit (owners refuse to send a larger answer)."""
         try:
             check_spec(spec, where="study")
         except StudyError as exc:
@@ -428,6 +429,11 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{strangers} are not (unrevoked) owners on the roster")
         if not spec.owners:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, "the roster has no owners to invite")
+        if spec.max_message_bytes == 0:
+            spec.max_message_bytes = self.limits.max_message_bytes
+        if spec.max_message_bytes > self.limits.max_message_bytes:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"max_message_bytes {spec.max_message_bytes} exceeds "
+                            f"this miner's limit of {self.limits.max_message_bytes} bytes")
         if spec.quorum == 0:
             spec.quorum = len(spec.owners)
         if spec.quorum > len(spec.owners):

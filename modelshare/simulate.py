@@ -328,6 +328,8 @@ _REFUSAL_HINTS = {
     "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
                      "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
                      "or a weaker requirement (e.g. a smaller k)",
+    "too-large": "their encoded releases exceed the study's message size limit; raise max_message_bytes in the "
+                 "miner's config, or ask for smaller releases (a lower max_depth, fewer trees)",
 }
 
 

@@ -61,6 +61,7 @@ from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.refusal import Refusal
 from common.federation.signing import key_id, load_signing_key, sign_payload
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
+from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 from common.files import atomic_write, fsync_dir
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
@@ -524,6 +525,14 @@ class OwnerDaemon:
             return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
+        limit = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        if (size := envelope.ByteSize()) > limit:
+            # measured here, not learnt from RESOURCE_EXHAUSTED: no retries, and the cause stays at the site.
+            # Which answer is sent depends on the computed release, so it is charged like one (see refusal)
+            self._check_still_waiting(spec.study_id)
+            self.ledger.charge(spec)
+            return self._refusal(spec, Refusal("too-large", limit_bytes=limit),
+                                 f"the encoded {spec.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
         self._check_still_waiting(spec.study_id)
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
