@@ -67,7 +67,14 @@ from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.status import StatusFile, utc_now
-from owner_node.training import EmptyRelease, LocalDataError, build_refusal, build_submission, load_local_table
+from owner_node.training import (
+    DataUnavailable,
+    EmptyRelease,
+    LocalDataError,
+    build_refusal,
+    build_submission,
+    load_local_table,
+)
 
 __all__ = [
     "POLL_GRACE_SECONDS",
@@ -86,6 +93,8 @@ log = logging.getLogger("modelshare.owner")
 POLL_WAIT_SECONDS = 10
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
+DATA_LAST_CALL_SECONDS = 60
+"""A study whose local table is still unreadable this long before its deadline is refused (bad-local-data)."""
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL})
 FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
@@ -104,9 +113,17 @@ class Backoff:
     cap: float = 30.0
     attempts: int = 8  # sends per study per round; a study still unsent stays in the outbox
 
+    def ceiling(self, attempt: int) -> float:
+        """The longest wait before retry ``attempt`` (0-based): ``min(cap, base * 2**attempt)``."""
+        return min(self.cap, self.base * 2.0 ** min(attempt, 32))
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Seconds to wait before retry ``attempt`` (0-based); full jitter spreads retrying owners apart."""
-        return rng.uniform(0.0, min(self.cap, self.base * 2.0 ** min(attempt, 32)))
+        return rng.uniform(0.0, self.ceiling(attempt))
+
+
+DATA_RETRY = Backoff(base=5.0, cap=120.0)
+"""Waits between attempts to read a local table that could not be read (deterministic: `Backoff.ceiling`)."""
 
 
 @dataclass(frozen=True)
@@ -333,10 +350,12 @@ class OwnerDaemon:
         Retry timing of sends and polls.
     clock:
         Seconds since the epoch: stamps the answers it signs again when the miner finds them stale.
+    data_retry:
+        Waits between attempts to read a local table that could not be read (`DataUnavailable`).
     """
 
     def __init__(self, config: OwnerConfig, *, insecure: bool = False, backoff: Backoff = Backoff(),
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, data_retry: Backoff = DATA_RETRY) -> None:
         if config.insecure and not insecure:
             raise OwnerConfigError(f"{config.path}: [owner] insecure = true takes effect only with --insecure "
                                    "on the command line; the config alone cannot turn TLS off")
@@ -344,6 +363,8 @@ class OwnerDaemon:
         self.insecure = insecure
         self.backoff = backoff
         self.clock = clock
+        self.data_retry = data_retry
+        self._data_waits: dict[str, tuple[int, float]] = {}  # study -> (attempts, monotonic time of the next)
         self.key = load_signing_key(config.signing_key)
         _check_roster(config, key_id(self.key.public_key()))
         self.outbox = Outbox(config.state_dir)
@@ -449,9 +470,17 @@ class OwnerDaemon:
             log.warning("study %s: skipped; already answered (%s)", study_id, self.outbox.sent_dir)
             return Outcome(study_id, "skipped", "already answered")
         if self.outbox.read(study_id) is None:
+            waiting = self._data_waits.get(study_id)
+            if waiting is not None and time.monotonic() < waiting[1]:
+                return Outcome(study_id, "skipped", "waiting for the local table to become readable")
             self.status.update(state="answering", study=study_id)
             try:
                 envelope, kind, reason = self._decide(spec)
+            except DataUnavailable as exc:
+                answer = self._data_unavailable(spec, exc)
+                if answer is None:
+                    return Outcome(study_id, "deferred", f"the local table cannot be read: {exc}")
+                envelope, kind, reason = answer
             except StudyClosed:
                 self._settled.add(study_id)
                 self.status.update(state="polling", study=None)
@@ -461,8 +490,36 @@ class OwnerDaemon:
                 return Outcome(study_id, "skipped", "the study was cancelled or closed; nothing released")
             self.outbox.put(study_id, envelope.SerializeToString())
             (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
-            self.status.update(last_decision={"study_id": study_id, "kind": kind, "detail": reason, "at": utc_now()})
+            self._data_waits.pop(study_id, None)
+            problems = {k: v for k, v in dict(self.status.data.get("data_problems") or {}).items() if k != study_id}  # type: ignore[call-overload]
+            self.status.update(last_decision={"study_id": study_id, "kind": kind, "detail": reason, "at": utc_now()},
+                               data_problems=problems)
         return self._deliver(study_id, stop)
+
+    def _data_unavailable(self, spec: fpb.StudySpec, exc: DataUnavailable) -> tuple[fpb.SignedEnvelope, Kind, str] | None:
+        """The local table cannot be read now: wait for it (None; retried with backoff), or, once the
+        study's deadline is `DATA_LAST_CALL_SECONDS` away, refuse it (bad-local-data) so the miner learns why.
+
+        A missing or unreadable file is often a passing state (a file being replaced, a mount that
+        dropped); refusing at once would fail a study that needs every site's answer for good.
+        """
+        study_id = spec.study_id
+        attempts = self._data_waits.get(study_id, (0, 0.0))[0] + 1
+        left = spec.deadline.ToSeconds() - self.clock() - DATA_LAST_CALL_SECONDS
+        if left <= 0:
+            self._data_waits.pop(study_id, None)
+            return self._refusal(spec, Refusal("bad-local-data"), f"the local table stayed unreadable through "
+                                                                  f"{attempts} attempt(s) until the deadline neared: {exc}")
+        delay = min(self.data_retry.ceiling(attempts - 1), left)
+        self._data_waits[study_id] = (attempts, time.monotonic() + delay)
+        retry_at = datetime.fromtimestamp(self.clock() + delay, timezone.utc).isoformat(timespec="seconds")
+        problems = dict(self.status.data.get("data_problems") or {})  # type: ignore[call-overload]
+        problems[study_id] = {"error": str(exc), "attempts": attempts, "next_retry_at": retry_at}
+        self.status.update(state="polling", study=None, data_problems=problems)
+        log.warning("study %s: the local table cannot be read (attempt %d): %s; retrying in %.0f s, until %.0f s "
+                    "before the deadline", study_id, attempts, exc, delay, DATA_LAST_CALL_SECONDS,
+                    extra={"study": study_id, "outcome": "waiting-for-data"})
+        return None
 
     def _deliver(self, study_id: str, stop: threading.Event) -> Outcome:
         self.status.update(state="answering", study=study_id)
@@ -509,9 +566,16 @@ class OwnerDaemon:
         if over is not None:
             return self._refusal(spec, Refusal("budget"), over)
         try:
-            X, y = load_local_table(self.config, spec_schema(spec))
+            table = load_local_table(self.config, spec_schema(spec))
+        except DataUnavailable:
+            raise  # `answer` waits for it (it may pass) rather than refusing
         except LocalDataError as exc:
             return self._refusal(spec, Refusal("bad-local-data"), f"local table: {exc}")
+        X, y = table
+        dropped = f"; {table.dropped} row(s) with a missing value dropped" if table.dropped else ""
+        if table.dropped:
+            log.warning("study %s: dropped %d row(s) of %s with a missing value (the [data] missing policy is %r)",
+                        spec.study_id, table.dropped, self.config.data_path, self.config.missing)
         try:
             envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
         except RequirementUnsatisfiable as exc:
@@ -536,7 +600,7 @@ class OwnerDaemon:
         self._check_still_waiting(spec.study_id)
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
-        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
+        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){dropped}"
 
     def _check_still_waiting(self, study_id: str) -> None:
         """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.
