@@ -56,6 +56,7 @@ MISSING_CATEGORY = "(missing)"
 """The category a missing categorical value becomes under ``missing="category"``."""
 _DELIMITERS = ",;\t|"
 _SNIFF_LINES = 50
+_FEW_NUMBERS = 10  # more distinct numbers than this, and a column with a word among them is refused
 
 
 @dataclass(frozen=True)
@@ -308,9 +309,11 @@ def settle_missing(frame: pd.DataFrame, schema: Schema | RegressionSchema, polic
 def _numeric_columns(frame: pd.DataFrame, skip: Sequence[str], source: str) -> list[str]:
     """Columns outside ``skip`` whose every value is a finite number.
 
-    A column whose values are mostly numbers but not all is refused rather than read as
-    categorical: one stray string would otherwise turn a numeric column into as many categories
-    as it has distinct numbers, silently. The error names the first such value.
+    A column whose values are mostly numbers, more than `_FEW_NUMBERS` distinct ones, but not all
+    numbers is refused rather than read as categorical: one stray string would otherwise turn a
+    numeric column into as many categories as it has distinct numbers, silently. The error names
+    the first such value. A column of a few numbers and some words (``2, 3, 4, 5more``) reads
+    as categorical, which the inferred schema's categories show.
     """
     numeric = []
     for col in frame.columns:
@@ -321,7 +324,7 @@ def _numeric_columns(frame: pd.DataFrame, skip: Sequence[str], source: str) -> l
         finite = np.isfinite(values)
         if finite.all():
             numeric.append(col)
-        elif 2 * int(finite.sum()) > len(finite):
+        elif 2 * int(finite.sum()) > len(finite) and np.unique(values[finite]).size > _FEW_NUMBERS:
             pos = int(np.argmin(finite))
             raise SchemaError(
                 f"{int(finite.sum())} of the column's {len(finite)} values are numbers but this one is not, so the "
