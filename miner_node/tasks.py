@@ -46,13 +46,14 @@ class Evaluation(NamedTuple):
 
     ``rows`` lets the admin join predictions back to the evaluation file (rows with a missing
     value are dropped by the table readers, so a position in ``X`` is not a row of the file);
-    ``dropped`` counts those rows, for the miner's log and the study's results.
+    ``dropped`` counts those rows, for the miner's log and the study's results (0 for a table not read
+    from a file).
     """
 
     X: np.ndarray
     y: np.ndarray
     rows: np.ndarray
-    dropped: int
+    dropped: int = 0
 
 
 class MiningTask(Protocol):

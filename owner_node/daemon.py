@@ -83,9 +83,11 @@ __all__ = [
     "Outbox",
     "Outcome",
     "OwnerDaemon",
+    "Signer",
     "StudyClosed",
     "deliver",
     "envelope_kind",
+    "is_final_failure",
 ]
 
 log = logging.getLogger("modelshare.owner")
