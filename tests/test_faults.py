@@ -250,6 +250,21 @@ def test_an_owner_whose_clock_is_off_beyond_the_window_is_told_by_how_much(tmp_p
             assert read_status(daemon.config.state_dir)["clock_skew_seconds"] is None
 
 
+def test_an_answer_the_miner_rejects_for_good_is_given_up_and_named_in_the_status(tmp_path, ten_parts):
+    owners = OWNERS[:2]
+    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners))
+    with fed:
+        spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f8")), timeout=10).spec
+        with OwnerDaemon(fed.owner_config(owners[0])) as daemon:
+            foreign = signed_model(fed, owners[1], spec, *ten_parts[owners[1]])  # signed by the other site
+            daemon.outbox.put("f8", foreign.SerializeToString())
+            [outcome] = daemon.resend_outbox(threading.Event())
+            status = read_status(daemon.config.state_dir)
+    assert outcome.outcome == "gave-up" and outcome.reason.startswith("PERMISSION_DENIED: TLS identity")
+    assert status is not None and status["gave_up"] == {"f8": outcome.reason}
+    assert daemon.outbox.pending() == ["f8"]  # kept until a restart, never resent in this run
+
+
 # ------------------------------------------------------------------ disk full / read-only store
 def _mount_tmpfs(path: Path, size: str) -> None:
     path.mkdir(parents=True)
