@@ -31,6 +31,7 @@ from pydantic import Field
 
 from common.federation.config_file import ConfigModel, Text, read_toml, validate_config
 from common.federation.kit import TlsFiles, TlsTable
+from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["MinerConfig", "ConfigError", "Limits"]
 
@@ -43,7 +44,7 @@ class ConfigError(ValueError):
 class Limits:
     """What the miner refuses before it does any expensive work."""
 
-    max_message_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_nodes: int = 200_000
     timestamp_window_seconds: float = 300.0
 
@@ -63,7 +64,8 @@ class _MinerTable(ConfigModel):
     studies: Annotated[list[Text], Field(description="a list of study file paths")] = []
     """Study files created at start (if new)."""
     max_message_bytes: _Count = Limits.max_message_bytes
-    """Larger gRPC messages are refused before parsing."""
+    """Larger gRPC messages are refused before parsing; every study created here carries the limit, and owners
+    refuse (reason too-large) to send a larger answer."""
     max_nodes: _Count = Limits.max_nodes
     """Nodes per released model, summed over its trees."""
     timestamp_window_seconds: _Count = int(Limits.timestamp_window_seconds)

@@ -15,6 +15,7 @@ union of every owner's rows. The global decision tree of a dp study gets a leaf-
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ from common.federation.wire import DecodedModel
 from miner_node.tasks import Evaluation, task_for
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
+
+log = logging.getLogger("modelshare.miner")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,10 @@ def mine(
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     if evaluation is not None:
         results.evaluation_rows = int(evaluation.y.shape[0])
+        results.evaluation_rows_dropped = evaluation.dropped
+        if evaluation.dropped:
+            log.warning("study %s: the evaluation table lost %d row(s) with a missing value; %d are scored",
+                        spec.study_id, evaluation.dropped, results.evaluation_rows, extra={"study": spec.study_id})
         task.truth(results, evaluation)
     for name in spec.global_models:
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))

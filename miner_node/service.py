@@ -32,6 +32,7 @@ from google.protobuf.message import DecodeError
 
 from common.data.regression import RegressionSchema
 from common.data.schema import SchemaError
+from common.federation.freshness import sent_at, staleness
 from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
@@ -238,13 +239,14 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{owner!r} is not invited to study {study_id!r}")
         return spec
 
-    def _fresh(self, timestamp: Any) -> None:
-        age = self.clock() - _seconds(timestamp, "message timestamp")
-        window = self.limits.timestamp_window_seconds
-        if abs(age) > window:
-            when = f"{age:.0f} s old" if age > 0 else f"{-age:.0f} s in the future"
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"message timestamp is {when}; the window is {window:.0f} s (check the owner's clock)")
+    def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
+        """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
+        says whether it is old (the owner re-signs it) or the owner's clock is off (`common.federation.freshness`)."""
+        late = staleness(_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
+                         self.clock(), self.limits.timestamp_window_seconds)
+        if late is not None:
+            context.set_trailing_metadata(late.trailing())
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, late.message)
 
     def _unspent(self, nonce: bytes) -> None:
         if len(nonce) != NONCE_BYTES:
@@ -286,7 +288,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
                             "encode the table with the study's schema")
-        self._fresh(message.timestamp)
+        self._fresh(message.timestamp, context)
         try:
             self._unspent(message.nonce)
         except Rejection:
@@ -345,7 +347,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                             f"the refusal names owner {refusal.owner_id!r} but is signed by {signer.name!r}")
         self._open_study(refusal.study_id, signer.name)
-        self._fresh(refusal.timestamp)
+        self._fresh(refusal.timestamp, context)
         self._unspent(refusal.nonce)
         reason = describe(refusal)[:2000]
         if not self.store.refuse(refusal.study_id, signer.name, reason, refusal.nonce):
@@ -403,7 +405,8 @@ class MinerService(fgrpc.MinerServicer):
         return self._status(spec.study_id)
 
     def complete_spec(self, spec: fpb.StudySpec) -> None:
-        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them."""
+        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them, this
+        miner's message size limit (owners refuse to send a larger answer)."""
         try:
             check_spec(spec, where="study")
         except StudyError as exc:
@@ -426,6 +429,11 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{strangers} are not (unrevoked) owners on the roster")
         if not spec.owners:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, "the roster has no owners to invite")
+        if spec.max_message_bytes == 0:
+            spec.max_message_bytes = self.limits.max_message_bytes
+        if spec.max_message_bytes > self.limits.max_message_bytes:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"max_message_bytes {spec.max_message_bytes} exceeds "
+                            f"this miner's limit of {self.limits.max_message_bytes} bytes")
         if spec.quorum == 0:
             spec.quorum = len(spec.owners)
         if spec.quorum > len(spec.owners):

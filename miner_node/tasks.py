@@ -45,12 +45,15 @@ class Evaluation(NamedTuple):
     """A study's encoded evaluation table: attributes ``X``, truth ``y``, and each row's 0-based data row in the file.
 
     ``rows`` lets the admin join predictions back to the evaluation file (rows with a missing
-    value are dropped by the table readers, so a position in ``X`` is not a row of the file).
+    value are dropped by the table readers, so a position in ``X`` is not a row of the file);
+    ``dropped`` counts those rows, for the miner's log and the study's results (0 for a table not read
+    from a file).
     """
 
     X: np.ndarray
     y: np.ndarray
     rows: np.ndarray
+    dropped: int = 0
 
 
 class MiningTask(Protocol):
@@ -139,7 +142,7 @@ class ClassificationTask:
         table = _evaluation_file(csv_bytes, lambda path: load_table(path, self.schema.class_name, schema=self.schema,
                                                                      source="evaluation table"))
         X, y = self.schema.encode(table.frame, source="evaluation table")
-        return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64))
+        return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +187,7 @@ class RegressionTask:
     def load_evaluation(self, csv_bytes: bytes) -> Evaluation:
         table = _evaluation_file(csv_bytes, lambda path: load_regression_table(
             path, self.schema.target.name, schema=self.schema, source="evaluation table"))
-        return Evaluation(table.X, table.y, table.rows)
+        return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

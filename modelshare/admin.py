@@ -148,6 +148,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
     return {
         "study": results.study_id,
         "evaluation_rows": results.evaluation_rows,
+        "evaluation_rows_dropped": results.evaluation_rows_dropped,
         "mining_seconds": results.mining_seconds,
         "owners": [
             {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,

@@ -25,6 +25,7 @@ from common.params import ParameterError, check_positive_int
 
 __all__ = [
     "CommandFailed",
+    "note_dropped",
     "target_range",
     "add_global_models",
     "add_json",
@@ -317,3 +318,10 @@ def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
                     what="global model names", empty="none" if allow_none else None,
                     help=f"{help} (default {stated}; from {', '.join(names)}"
                          + (", or 'none' for no global model)" if allow_none else ")"))
+
+
+def note_dropped(source: str, dropped: int) -> None:
+    """One stderr line saying how many rows of ``source`` were dropped for a missing value (nothing when none)."""
+    if dropped:
+        err.print(f"[yellow]note:[/] {source}: dropped {dropped} row(s) with a missing value "
+                  "(--missing category keeps a missing categorical value as its own category)", highlight=False)

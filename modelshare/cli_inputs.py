@@ -22,7 +22,7 @@ from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.trees.learners import LEARNERS
 from common.trees.tree import DISCLOSURES
-from modelshare.cli_common import err
+from modelshare.cli_common import err, note_dropped
 
 __all__ = [
     "DEFAULT_DISCLOSURE",
@@ -53,21 +53,32 @@ def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) ->
     src.add_argument("--data", type=Path, help="CSV or Parquet file of your own")
     src.add_argument("--class-column", help="class column of --data")
     src.add_argument("--schema", type=Path, help="schema file (.json/.toml) for --data; inferred if omitted")
+    src.add_argument("--missing", choices=("drop", "category"), default="drop",
+                     help="a row with a missing value ('?' or empty): drop it (the count goes to stderr), or keep a "
+                          "missing categorical value as the category '(missing)' (a given schema must list it; a row "
+                          "missing a number or its class is still dropped) (default %(default)s)")
     src.set_defaults(default_dataset=default_dataset)
 
 
 def load_source(args: argparse.Namespace) -> LoadedTable:
-    """The table of ``--dataset`` or ``--data``; `SchemaError` when neither or both are given."""
+    """The table of ``--dataset`` or ``--data``, saying on stderr how many rows were dropped for a missing value.
+
+    Raises `SchemaError` when neither or both are given.
+    """
     if args.data is not None:
         if args.dataset is not None:
             raise SchemaError("give either --dataset or --data, not both")
         if not args.class_column:
             raise SchemaError("--data needs --class-column", source=str(args.data))
-        return load_table(args.data, args.class_column, schema=args.schema)
-    name = args.dataset or args.default_dataset
-    if name is None:
-        raise SchemaError("no input table: give --dataset NAME or --data FILE --class-column COLUMN")
-    return load_dataset(name)
+        table = load_table(args.data, args.class_column, schema=args.schema, missing=args.missing)
+    else:
+        name = args.dataset or args.default_dataset
+        if name is None:
+            raise SchemaError("no input table: give --dataset NAME or --data FILE --class-column COLUMN")
+        table = load_dataset(name, missing=args.missing)
+    note_dropped(table.source, table.dropped_rows)
+    return table
+
 
 
 def add_learner(p: argparse.ArgumentParser, *, help: str) -> None:

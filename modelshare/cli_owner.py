@@ -72,13 +72,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[int | None, str | None]:
-    """Rows the local table yields under the study's schema, or the full (local) reason it cannot."""
+def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[int | None, int | None, str | None]:
+    """Rows the local table yields under the study's schema and rows dropped for a missing value, or the full
+    (local) reason it cannot."""
     try:
-        X, _ = load_local_table(config, spec_schema(spec))
+        table = load_local_table(config, spec_schema(spec))
     except LocalDataError as exc:
-        return None, str(exc)
-    return int(X.shape[0]), None
+        return None, None, str(exc)
+    return int(table.X.shape[0]), table.dropped, None
 
 
 def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
@@ -89,7 +90,7 @@ def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
     over = ledger.over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
     if over is not None:
         reasons.append(over)
-    rows, problem = _data_problem(config, spec)
+    rows, dropped, problem = _data_problem(config, spec)
     if problem is not None:
         reasons.append(problem)
     return {
@@ -97,7 +98,7 @@ def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
         "miner": config.miner_name,
         "accept": not reasons,
         "reasons": reasons,
-        "data": {"path": str(config.data_path), "rows": rows},
+        "data": {"path": str(config.data_path), "rows": rows, "dropped_rows": dropped, "missing": config.missing},
     }
 
 
@@ -113,7 +114,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     elif result["accept"]:
         out.print(f"accept: {config.name} would answer study {result['study']['id']} with an "
-                  f"{result['study']['mechanism']} release of {result['data']['rows']} rows", highlight=False)
+                  f"{result['study']['mechanism']} release of {result['data']['rows']} rows"
+                  + (f" ({result['data']['dropped_rows']} row(s) with a missing value dropped)"
+                     if result["data"]["dropped_rows"] else ""), highlight=False)
     else:
         out.print(f"refuse: {config.name} would refuse study {result['study']['id']}:", highlight=False)
         for reason in result["reasons"]:

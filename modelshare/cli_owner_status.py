@@ -66,6 +66,16 @@ def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float
         return False, f"stopped at {status.get('updated_at')}"
     if not alive(pid):
         return False, f"not running: process {pid} is gone (last update {status.get('updated_at')}, state {state})"
+    skew = status.get("clock_skew_seconds")
+    if isinstance(skew, (int, float)):
+        side = "ahead of" if skew > 0 else "behind"
+        return False, (f"clock skew: this site's clock is {abs(skew):.0f} s {side} the miner's, beyond its window, so "
+                       "the miner refuses every answer; set the clock right (NTP)")
+    problems = status.get("data_problems") or {}
+    if problems:
+        study, problem = next(iter(sorted(problems.items())))
+        return False, (f"the local table cannot be read for study {study} (attempt {problem.get('attempts')}, next "
+                       f"at {problem.get('next_retry_at')}): {problem.get('error')}")
     failures = status.get("consecutive_failures") or 0
     if failures:
         since = status.get("last_contact_at") or "its start"
@@ -99,7 +109,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               "pid": record.get("pid"), "miner": config.miner, "started_at": record.get("started_at"),
               "updated_at": record.get("updated_at"), "last_contact_at": record.get("last_contact_at"),
               "consecutive_failures": record.get("consecutive_failures"), "last_error": record.get("last_error"),
-              "last_outcome": record.get("last_outcome"), "pending": record.get("pending"),
+              "last_outcome": record.get("last_outcome"), "last_decision": record.get("last_decision"),
+              "pending": record.get("pending"), "gave_up": record.get("gave_up") or {},
+              "clock_skew_seconds": record.get("clock_skew_seconds"), "data_problems": record.get("data_problems") or {},
               "status_file": str(config.state_dir / STATUS_FILE)}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -109,6 +121,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         if isinstance(last, dict):
             out.print(f"  last answer: study {last.get('study_id')} {last.get('outcome')} at {last.get('at')}"
                       + (f" ({last.get('reason')})" if last.get("reason") else ""), highlight=False)
+        decision = record.get("last_decision")
+        if isinstance(decision, dict):
+            out.print(f"  last decision: study {decision.get('study_id')} {decision.get('kind')} at {decision.get('at')}: "
+                      f"{decision.get('detail')}", highlight=False)
+        for study, why in sorted((record.get("gave_up") or {}).items()):
+            out.print(f"  gave up on study {study} until a restart: {why}", highlight=False)
     return 0 if healthy else 1
 
 

@@ -31,7 +31,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
 from common.data.task import load_regression_table
 from common.files import atomic_write
-from modelshare.cli_common import add_json, err, out, target_range
+from modelshare.cli_common import add_json, err, note_dropped, out, target_range
 
 __all__ = ["configure_infer", "configure_check", "round_outward", "problems"]
 
@@ -90,6 +90,7 @@ def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
             raise ValueError("schema infer needs --class-column (a classification table) or --target with "
                              "--target-range (a regression table)")
         table = load_table(args.data, args.class_column, categorical=args.categorical)
+        note_dropped(table.source, table.dropped_rows)
         attributes, notes = _drafted_attributes(table.schema, table.frame)
         notes.append(f"{table.schema.class_name} (the class): the {table.schema.n_classes} classes seen in the data")
         body = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
@@ -100,6 +101,7 @@ def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
         raise ValueError("a regression draft (--target) needs --target-range LOW,HIGH, the target's public bounds, "
                          "and takes no --class-column")
     table = load_regression_table(args.data, args.target, target_range=args.target_range)
+    note_dropped(table.source, table.dropped_rows)
     attributes, notes = _drafted_attributes(table.schema, table.schema.decode(table.X))
     notes.append(f"{args.target} (the target): the public bounds given, [{_number(args.target_range[0])}, "
                  f"{_number(args.target_range[1])}]")

@@ -90,6 +90,7 @@ class StudyReport:
     owners: tuple[OwnerRow, ...]
     models: tuple[ModelRow, ...]
     evaluation_rows: int
+    evaluation_rows_dropped: int
     made_by: str  # "modelshare simulate" or "modelshare study results"
     basis_known: bool
     source: str | None = None
@@ -163,7 +164,8 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
     return StudyReport(
         study=describe_spec(status.spec), state=status.state, reason=status.reason, schema=schema,
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
-        evaluation_rows=int(results.evaluation_rows), made_by=made_by, basis_known=basis is not None, source=source)
+        evaluation_rows=int(results.evaluation_rows),
+        evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None, source=source)
 
 
 # ------------------------------------------------------------------ plots
@@ -313,7 +315,9 @@ def _settings(report: StudyReport) -> str:
         ("PGEN scale", f"{s['pgen_scale']:g} pseudo rows per released tuple"),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
-        ("evaluation table", f"{report.evaluation_rows} rows" if report.evaluation_rows else "none sent"),
+        ("evaluation table", (f"{report.evaluation_rows} rows" + (f" ({report.evaluation_rows_dropped} with a missing "
+                                                                  "value dropped)" if report.evaluation_rows_dropped
+                                                                  else "")) if report.evaluation_rows else "none sent"),
     ]
     if report.source:
         rows.insert(0, ("table", report.source))

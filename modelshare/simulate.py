@@ -81,6 +81,7 @@ from modelshare.cli_common import (
     add_seed,
     add_test_fraction,
     err,
+    note_dropped,
     out,
     positive_int,
     progress_step,
@@ -220,6 +221,7 @@ def _load_regression(args: argparse.Namespace,
         raise ValueError("--task regression needs the target's public bounds from exactly one of --target-range "
                          "LOW,HIGH and a --schema file with task = \"regression\"")
     table = load_regression_table(args.data, args.target, schema=schema, target_range=args.target_range)
+    note_dropped(table.source, table.dropped_rows)
     return table.schema, table.X, table.y, table.source
 
 
@@ -328,6 +330,8 @@ _REFUSAL_HINTS = {
     "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
                      "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
                      "or a weaker requirement (e.g. a smaller k)",
+    "too-large": "their encoded releases exceed the study's message size limit; raise max_message_bytes in the "
+                 "miner's config, or ask for smaller releases (a lower max_depth, fewer trees)",
 }
 
 

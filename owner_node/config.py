@@ -19,6 +19,8 @@ policy key (``min-k`` for ``min_k``) must not silently weaken what the site rele
     [data]
     path = "table.csv"             # the private table (CSV, TSV or Parquet)
     class_column = "class"         # optional; default: the study schema's class name
+    missing = "drop"               # a row with a missing value: "drop" it (counted), or keep a missing
+                                   # categorical value as the category "(missing)" ("category")
     [policy]                       # see owner_node.policy
     min_k = 5
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator
 
@@ -74,6 +76,10 @@ class _DataTable(ConfigModel):
     """The private table (CSV, TSV or Parquet); its rows never leave the owner's process."""
     class_column: Text | None = None
     """The class column's name; default: the study schema's class name."""
+    missing: Literal["drop", "category"] = "drop"
+    """Rows with a missing value: `drop` them (the count is logged and in `owner status`), or `category`: keep a
+    missing categorical value as the category `(missing)`, which the study's schema must list (a row missing a
+    numeric value or its class is still dropped)."""
 
 
 class _OwnerFile(ConfigModel):
@@ -114,6 +120,7 @@ class OwnerConfig:
     class_column: str | None
     policy: Policy
     insecure: bool = False
+    missing: Literal["drop", "category"] = "drop"
 
     @classmethod
     def load(cls, path: str | Path) -> OwnerConfig:
@@ -141,4 +148,5 @@ class OwnerConfig:
             class_column=file.data.class_column,
             policy=file.policy,
             insecure=owner.insecure,
+            missing=file.data.missing,
         )

@@ -13,7 +13,12 @@ after a lost acknowledgement is therefore the identical envelope, which the mine
 (same submission id, the SHA-256 of the bytes) instead of seeing a second, different answer.
 Once the miner acknowledges (or answers ALREADY_EXISTS / FAILED_PRECONDITION: the answer is
 final either way) the file moves to ``state_dir/sent/`` and a line is appended to
-``state_dir/answers.jsonl``.
+``state_dir/answers.jsonl``. One FAILED_PRECONDITION is not final: a stored answer the miner finds
+older than its freshness window (the miner was down longer than the window) is signed again over
+the same release with a fresh timestamp and nonce, replaces the stored bytes and is resent
+(`common.federation.freshness`); nothing is retrained and the budget is not charged again. When
+the miner says this site's clock itself is off by more than the window, the answer stays in the
+outbox and the status file shows the skew.
 
 Health: the daemon keeps ``state_dir/status.json`` (`owner_node.status.StatusFile`: pid, state, last contact with
 the miner, consecutive failures, last answer), rewritten atomically after every poll and
@@ -24,10 +29,11 @@ asks the miner once more, after training and before charging its budget ledger, 
 still waits for it, and drops the release unsent and uncharged if not. Answers to a cancelled study
 are refused by the miner with FAILED_PRECONDITION and settled like any final answer.
 
-Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL) are retried
-with exponential backoff and full jitter; any other status (INVALID_ARGUMENT,
-PERMISSION_DENIED, UNAUTHENTICATED, ...) gives up on the study until the next restart, keeping
-its outbox file and logging the miner's message.
+Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, and RESOURCE_EXHAUSTED from a miner at
+its limit of concurrent calls) are retried with exponential backoff and full jitter; any other
+status (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, RESOURCE_EXHAUSTED for a message over
+the miner's size limit, ...) gives up on the study until the next restart, keeping its outbox file,
+logging the miner's message and naming it under ``gave_up`` in the status file.
 """
 
 from __future__ import annotations
@@ -38,26 +44,37 @@ import logging
 import os
 import random
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.federation.dial import dial_miner
+from common.federation.freshness import SENT_AT, restamp, trailing_verdict
 from common.federation.kit import Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.refusal import Refusal
-from common.federation.signing import key_id, load_signing_key
+from common.federation.signing import key_id, load_signing_key, sign_payload
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
+from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 from common.files import atomic_write, fsync_dir
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.status import StatusFile, utc_now
-from owner_node.training import EmptyRelease, LocalDataError, build_refusal, build_submission, load_local_table
+from owner_node.training import (
+    DataUnavailable,
+    EmptyRelease,
+    LocalDataError,
+    build_refusal,
+    build_submission,
+    load_local_table,
+)
 
 __all__ = [
     "POLL_GRACE_SECONDS",
@@ -66,9 +83,11 @@ __all__ = [
     "Outbox",
     "Outcome",
     "OwnerDaemon",
+    "Signer",
     "StudyClosed",
     "deliver",
     "envelope_kind",
+    "is_final_failure",
 ]
 
 log = logging.getLogger("modelshare.owner")
@@ -76,6 +95,8 @@ log = logging.getLogger("modelshare.owner")
 POLL_WAIT_SECONDS = 10
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
+DATA_LAST_CALL_SECONDS = 60
+"""A study whose local table is still unreadable this long before its deadline is refused (bad-local-data)."""
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL})
 FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
@@ -94,9 +115,17 @@ class Backoff:
     cap: float = 30.0
     attempts: int = 8  # sends per study per round; a study still unsent stays in the outbox
 
+    def ceiling(self, attempt: int) -> float:
+        """The longest wait before retry ``attempt`` (0-based): ``min(cap, base * 2**attempt)``."""
+        return min(self.cap, self.base * 2.0 ** min(attempt, 32))
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Seconds to wait before retry ``attempt`` (0-based); full jitter spreads retrying owners apart."""
-        return rng.uniform(0.0, min(self.cap, self.base * 2.0 ** min(attempt, 32)))
+        return rng.uniform(0.0, self.ceiling(attempt))
+
+
+DATA_RETRY = Backoff(base=5.0, cap=120.0)
+"""Waits between attempts to read a local table that could not be read (deterministic: `Backoff.ceiling`)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +218,33 @@ def _status(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
     return code, details or ""
 
 
+def is_final_failure(code: grpc.StatusCode | None, details: str) -> bool:
+    """Whether a failed send can never succeed by sending the same bytes again (so retrying is pointless).
+
+    RESOURCE_EXHAUSTED is both: gRPC answers it for a message over the receiver's size limit
+    ("Received message larger than max"), which no retry cures, and for a server at its limit of
+    concurrent calls, which passes. Every status outside `RETRYABLE` is final.
+    """
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return "larger than max" in details
+    return code not in RETRYABLE
+
+
+@dataclass(frozen=True)
+class Signer:
+    """What re-signing a stale answer needs: the owner's key and its clock (seconds since the epoch)."""
+
+    key: Ed25519PrivateKey
+    clock: Callable[[], float] = time.time
+
+
+def _restamped(data: bytes, signer: Signer) -> bytes:
+    """The stored envelope ``data`` signed again over the same answer with a fresh timestamp and nonce."""
+    envelope = fpb.SignedEnvelope.FromString(data)
+    payload = restamp(envelope.payload, now=signer.clock(), refusal=envelope_kind(data) == "refuse")
+    return sign_payload(payload, signer.key).SerializeToString()
+
+
 def deliver(
     stub: fpb_grpc.MinerStub,
     outbox: Outbox,
@@ -197,31 +253,57 @@ def deliver(
     stop: threading.Event,
     backoff: Backoff = Backoff(),
     rng: random.Random | None = None,
+    signer: Signer | None = None,
+    on_skew: Callable[[float | None, str], None] | None = None,
 ) -> Outcome:
-    """Send the outbox answer to ``study_id`` (exactly its stored bytes) until the miner settles it."""
+    """Send the outbox answer to ``study_id`` (exactly its stored bytes) until the miner settles it.
+
+    Each call carries the owner's clock (`common.federation.freshness.SENT_AT`). When the miner
+    refuses the answer as ``stale`` (stored longer than its freshness window, e.g. through an
+    outage), the same answer is signed again with a fresh timestamp and nonce by ``signer``,
+    replaces the stored bytes, and is sent at once: the release is unchanged, so nothing is
+    retrained or charged again. When it refuses it for ``clock-skew``, ``on_skew(skew, message)``
+    is told and the study is deferred (resigning cannot help until the clock is set right).
+    """
     data = outbox.read(study_id)
     if data is None:
         raise FileNotFoundError(f"no pending answer for study {study_id!r} in {outbox.pending_dir}")
     kind = envelope_kind(data)
     call = stub.Submit if kind == "submit" else stub.Refuse
     outcome = "submitted" if kind == "submit" else "refused"
-    envelope, digest = fpb.SignedEnvelope.FromString(data), hashlib.sha256(data).hexdigest()
+    clock = signer.clock if signer is not None else time.time
     rng = rng or random.Random()
+    restamped = False
     for attempt in range(backoff.attempts):
         if stop.is_set():
             break
+        envelope, digest = fpb.SignedEnvelope.FromString(data), hashlib.sha256(data).hexdigest()
         try:
-            ack = call(envelope, timeout=SEND_TIMEOUT_SECONDS)
+            ack = call(envelope, timeout=SEND_TIMEOUT_SECONDS, metadata=((SENT_AT, f"{clock():.3f}"),))
         except grpc.RpcError as exc:
             code, details = _status(exc)
             if stop.is_set():
                 break
+            verdict, skew = trailing_verdict(exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None)
+            if verdict == "stale" and signer is not None and not restamped:
+                data, restamped = _restamped(data, signer), True
+                outbox.put(study_id, data)
+                log.warning("study %s: the miner refused the stored %s as stale (%s); signed the same answer again "
+                            "with a fresh timestamp and nonce, resending", study_id, kind, details,
+                            extra={"study": study_id, "outcome": "restamped"})
+                continue
+            if verdict is not None:  # a skewed clock, or still stale after resigning: only time or an admin helps
+                if on_skew is not None:
+                    on_skew(skew, details)
+                log.error("study %s: the miner refuses the %s: %s; the answer stays in %s", study_id, kind, details,
+                          outbox.path(study_id), extra={"study": study_id, "outcome": f"deferred:{verdict}"})
+                return Outcome(study_id, "deferred", f"{code.name}: {details}", digest)
             if code in FINAL:
                 outbox.settle(study_id, outcome=outcome, submission_id=digest, status=code.name)
                 log.info("study %s: %s; miner says %s: %s", study_id, outcome, code.name, details,
                          extra={"study": study_id, "outcome": f"{outcome}:{code.name}"})
                 return Outcome(study_id, outcome, f"{code.name}: {details}", digest)
-            if code not in RETRYABLE:
+            if is_final_failure(code, details):
                 log.error("study %s: giving up until restart; miner rejected the %s: %s: %s (kept in %s)",
                           study_id, kind, getattr(code, "name", code), details, outbox.path(study_id),
                           extra={"study": study_id, "outcome": "gave-up"})
@@ -239,7 +321,7 @@ def deliver(
     why = "stop requested" if stop.is_set() else f"not acknowledged after {backoff.attempts} attempts"
     log.warning("study %s: %s; the answer stays in %s", study_id, why, outbox.path(study_id),
                 extra={"study": study_id, "outcome": "deferred"})
-    return Outcome(study_id, "deferred", why, digest)
+    return Outcome(study_id, "deferred", why, hashlib.sha256(data).hexdigest())
 
 
 def _check_roster(config: OwnerConfig, own_key_id: str) -> None:
@@ -268,15 +350,23 @@ class OwnerDaemon:
         Dial in plaintext (``--insecure`` given on the command line); debugging only.
     backoff:
         Retry timing of sends and polls.
+    clock:
+        Seconds since the epoch: stamps the answers it signs again when the miner finds them stale.
+    data_retry:
+        Waits between attempts to read a local table that could not be read (`DataUnavailable`).
     """
 
-    def __init__(self, config: OwnerConfig, *, insecure: bool = False, backoff: Backoff = Backoff()) -> None:
+    def __init__(self, config: OwnerConfig, *, insecure: bool = False, backoff: Backoff = Backoff(),
+                 clock: Callable[[], float] = time.time, data_retry: Backoff = DATA_RETRY) -> None:
         if config.insecure and not insecure:
             raise OwnerConfigError(f"{config.path}: [owner] insecure = true takes effect only with --insecure "
                                    "on the command line; the config alone cannot turn TLS off")
         self.config = config
         self.insecure = insecure
         self.backoff = backoff
+        self.clock = clock
+        self.data_retry = data_retry
+        self._data_waits: dict[str, tuple[int, float]] = {}  # study -> (attempts, monotonic time of the next)
         self.key = load_signing_key(config.signing_key)
         _check_roster(config, key_id(self.key.public_key()))
         self.outbox = Outbox(config.state_dir)
@@ -382,9 +472,17 @@ class OwnerDaemon:
             log.warning("study %s: skipped; already answered (%s)", study_id, self.outbox.sent_dir)
             return Outcome(study_id, "skipped", "already answered")
         if self.outbox.read(study_id) is None:
+            waiting = self._data_waits.get(study_id)
+            if waiting is not None and time.monotonic() < waiting[1]:
+                return Outcome(study_id, "skipped", "waiting for the local table to become readable")
             self.status.update(state="answering", study=study_id)
             try:
                 envelope, kind, reason = self._decide(spec)
+            except DataUnavailable as exc:
+                answer = self._data_unavailable(spec, exc)
+                if answer is None:
+                    return Outcome(study_id, "deferred", f"the local table cannot be read: {exc}")
+                envelope, kind, reason = answer
             except StudyClosed:
                 self._settled.add(study_id)
                 self.status.update(state="polling", study=None)
@@ -394,22 +492,62 @@ class OwnerDaemon:
                 return Outcome(study_id, "skipped", "the study was cancelled or closed; nothing released")
             self.outbox.put(study_id, envelope.SerializeToString())
             (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
+            self._data_waits.pop(study_id, None)
+            problems = {k: v for k, v in dict(self.status.data.get("data_problems") or {}).items() if k != study_id}  # type: ignore[call-overload]
+            self.status.update(last_decision={"study_id": study_id, "kind": kind, "detail": reason, "at": utc_now()},
+                               data_problems=problems)
         return self._deliver(study_id, stop)
+
+    def _data_unavailable(self, spec: fpb.StudySpec, exc: DataUnavailable) -> tuple[fpb.SignedEnvelope, Kind, str] | None:
+        """The local table cannot be read now: wait for it (None; retried with backoff), or, once the
+        study's deadline is `DATA_LAST_CALL_SECONDS` away, refuse it (bad-local-data) so the miner learns why.
+
+        A missing or unreadable file is often a passing state (a file being replaced, a mount that
+        dropped); refusing at once would fail a study that needs every site's answer for good.
+        """
+        study_id = spec.study_id
+        attempts = self._data_waits.get(study_id, (0, 0.0))[0] + 1
+        left = spec.deadline.ToSeconds() - self.clock() - DATA_LAST_CALL_SECONDS
+        if left <= 0:
+            self._data_waits.pop(study_id, None)
+            return self._refusal(spec, Refusal("bad-local-data"), f"the local table stayed unreadable through "
+                                                                  f"{attempts} attempt(s) until the deadline neared: {exc}")
+        delay = min(self.data_retry.ceiling(attempts - 1), left)
+        self._data_waits[study_id] = (attempts, time.monotonic() + delay)
+        retry_at = datetime.fromtimestamp(self.clock() + delay, timezone.utc).isoformat(timespec="seconds")
+        problems = dict(self.status.data.get("data_problems") or {})  # type: ignore[call-overload]
+        problems[study_id] = {"error": str(exc), "attempts": attempts, "next_retry_at": retry_at}
+        self.status.update(state="polling", study=None, data_problems=problems)
+        log.warning("study %s: the local table cannot be read (attempt %d): %s; retrying in %.0f s, until %.0f s "
+                    "before the deadline", study_id, attempts, exc, delay, DATA_LAST_CALL_SECONDS,
+                    extra={"study": study_id, "outcome": "waiting-for-data"})
+        return None
 
     def _deliver(self, study_id: str, stop: threading.Event) -> Outcome:
         self.status.update(state="answering", study=study_id)
-        outcome = deliver(self._stub, self.outbox, study_id, stop=stop, backoff=self.backoff, rng=self._rng)
+        outcome = deliver(self._stub, self.outbox, study_id, stop=stop, backoff=self.backoff, rng=self._rng,
+                          signer=Signer(self.key, self.clock), on_skew=self._clock_skew)
         if outcome.outcome != "deferred":
             self._settled.add(study_id)
         record = {"study_id": study_id, "outcome": outcome.outcome, "reason": outcome.reason, "at": utc_now()}
-        changes = {"state": "polling", "study": None, "last_outcome": record, "pending": len(self.outbox.pending())}
+        changes: dict[str, object] = {"state": "polling", "study": None, "last_outcome": record,
+                                      "pending": len(self.outbox.pending())}
+        if outcome.outcome == "gave-up":
+            changes["gave_up"] = {**self.status.data.get("gave_up", {}), study_id: outcome.reason}  # type: ignore[dict-item]
         if outcome.outcome == "deferred" and not stop.is_set():
             self.status.failure(f"{study_id}: {outcome.reason}", **changes)
         elif outcome.outcome == "deferred":
             self.status.update(**changes)
-        else:  # submitted, refused, or gave-up: the miner answered
+        elif outcome.outcome == "gave-up":  # the miner answered, and no resend will change its mind
             self.status.contact(**changes)
+        else:  # submitted or refused: the miner took it, so the clock is within its window
+            self.status.contact(**changes, clock_skew_seconds=None)
         return outcome
+
+    def _clock_skew(self, skew: float | None, message: str) -> None:
+        """Record in the status file that the miner refuses this owner's timestamps, and by how much the clock is off."""
+        self.status.update(clock_skew_seconds=None if skew is None else round(skew, 1))
+        log.error("the miner refuses this owner's timestamps: %s", message)
 
     def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
         """The signed answer to ``spec``: a release if policy, budget, data and the mechanism allow it, else a refusal.
@@ -430,9 +568,16 @@ class OwnerDaemon:
         if over is not None:
             return self._refusal(spec, Refusal("budget"), over)
         try:
-            X, y = load_local_table(self.config, spec_schema(spec))
+            table = load_local_table(self.config, spec_schema(spec))
+        except DataUnavailable:
+            raise  # `answer` waits for it (it may pass) rather than refusing
         except LocalDataError as exc:
             return self._refusal(spec, Refusal("bad-local-data"), f"local table: {exc}")
+        X, y = table
+        dropped = f"; {table.dropped} row(s) with a missing value dropped" if table.dropped else ""
+        if table.dropped:
+            log.warning("study %s: dropped %d row(s) of %s with a missing value (the [data] missing policy is %r)",
+                        spec.study_id, table.dropped, self.config.data_path, self.config.missing)
         try:
             envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
         except RequirementUnsatisfiable as exc:
@@ -446,10 +591,18 @@ class OwnerDaemon:
             return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
+        limit = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        if (size := envelope.ByteSize()) > limit:
+            # measured here, not learnt from RESOURCE_EXHAUSTED: no retries, and the cause stays at the site.
+            # Which answer is sent depends on the computed release, so it is charged like one (see refusal)
+            self._check_still_waiting(spec.study_id)
+            self.ledger.charge(spec)
+            return self._refusal(spec, Refusal("too-large", limit_bytes=limit),
+                                 f"the encoded {spec.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
         self._check_still_waiting(spec.study_id)
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
-        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim})"
+        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){dropped}"
 
     def _check_still_waiting(self, study_id: str) -> None:
         """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.

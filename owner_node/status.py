@@ -46,7 +46,16 @@ class StatusFile:
         consecutive_failures  failed calls since then (0 when the last call succeeded)
         last_error, last_error_at   the last failed call's status and message
         last_outcome          {study_id, outcome, reason, at} of the last answer delivered or deferred
+        last_decision         {study_id, kind, detail, at} of the last answer built: "submit" or "refuse",
+                              and the local account the answer itself does not carry (a refusal's cause,
+                              the encoded size of a release over the study's limit); it stays at the site
         pending               answers in the outbox not yet acknowledged
+        gave_up               {study_id: the miner's status and message} of answers the miner rejected for
+                              good (no resend can change its mind); kept in the outbox until a restart
+        clock_skew_seconds    this site's clock minus the miner's, when the miner refuses every timestamp
+                              of this site because the difference exceeds its window; null otherwise
+        data_problems         {study_id: {error, attempts, next_retry_at}} of studies waiting for the local
+                              table to become readable again (`owner_node.training.DataUnavailable`)
 
     Failing to write it is logged and otherwise ignored: health reporting never stops the daemon.
     """
@@ -59,7 +68,7 @@ class StatusFile:
             "format": STATUS_FORMAT, "owner": owner, "miner": miner, "pid": os.getpid(), "started_at": now,
             "updated_at": now, "state": "starting", "study": None, "last_contact_at": None,
             "consecutive_failures": 0, "last_error": None, "last_error_at": None, "last_outcome": None,
-            "pending": 0,
+            "last_decision": None, "pending": 0, "gave_up": {}, "clock_skew_seconds": None, "data_problems": {},
         }
         self._write()
 

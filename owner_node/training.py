@@ -10,13 +10,17 @@ log and ``modelshare owner check`` only: a refusal carries a reason code and its
 
 from __future__ import annotations
 
+import gzip
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.data.datasets.loading import read_frame
+from common.data.datasets.loading import read_frame, settle_missing
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
@@ -30,13 +34,23 @@ from common.privacy.report import Release
 from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 
-__all__ = ["EmptyRelease", "LocalDataError", "build_refusal", "build_submission", "load_local_table"]
+__all__ = ["DataUnavailable", "EmptyRelease", "LocalDataError", "LocalTable", "build_refusal", "build_submission",
+           "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
 
 class LocalDataError(ValueError):
     """The local table does not fit the study's schema; the message (file, row, column, value) stays at the site."""
+
+
+class DataUnavailable(LocalDataError):
+    """The local table cannot be read at all right now (absent, unreadable): a condition that may pass.
+
+    The daemon retries such a study with backoff until its deadline nears instead of refusing it
+    at once (a file being replaced, a network mount that dropped); a table that reads but does not
+    fit the schema is a `LocalDataError`, which no waiting cures.
+    """
 
 
 class EmptyRelease(ValueError):
@@ -56,23 +70,63 @@ def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column
     return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
 
 
-def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> tuple[np.ndarray, np.ndarray]:
-    """Read ``config.data_path`` and encode it with the study's schema into ``(X, y)``.
+def _unavailable(path: Path, exc: SchemaError) -> bool:
+    """Whether the table failed to read for a reason that may pass by itself.
+
+    That is: the file is absent, not readable by this process or empty (being replaced, a mount
+    that dropped), or reading it failed with an operating-system error (not a corrupt gzip
+    stream, which stays corrupt).
+    """
+    cause = exc.__context__
+    if isinstance(cause, OSError) and not isinstance(cause, gzip.BadGzipFile):
+        return True
+    try:
+        return not path.is_file() or not os.access(path, os.R_OK) or path.stat().st_size == 0
+    except OSError:
+        return True
+
+
+@dataclass(frozen=True)
+class LocalTable:
+    """The site's table encoded with a study's schema, and how many rows the missing-value policy dropped.
+
+    It unpacks as ``X, y``.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    dropped: int
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter((self.X, self.y))
+
+
+def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> LocalTable:
+    """Read ``config.data_path`` and encode it with the study's schema.
 
     The class column is ``config.class_column`` or, by default, the schema's class name; for a
-    regression schema it is the numeric target (``y`` float64 within its public bounds). Rows
-    with a missing value in a used column are dropped (as `common.data.datasets.load_table` does by
-    default); a table left empty is an error. Any read or schema error becomes `LocalDataError`.
+    regression schema it is the numeric target (``y`` float64 within its public bounds). Missing
+    values are settled by ``config.missing`` (`common.data.datasets.loading.settle_missing`: drop
+    the row, the default, or keep a categorical one as its own category); a table left empty is an
+    error. A file that cannot be read at all (absent, unreadable) raises `DataUnavailable`, which
+    may pass; any other read or schema error becomes `LocalDataError`.
     """
     path = config.data_path
     class_column = config.class_column or schema.class_name
     try:
-        frame = _select(read_frame(path), schema, class_column, path).dropna()
+        frame = read_frame(path)
+    except SchemaError as exc:
+        if _unavailable(path, exc):
+            raise DataUnavailable(str(exc)) from None
+        raise LocalDataError(str(exc)) from None
+    try:
+        frame, dropped = settle_missing(_select(frame, schema, class_column, path), schema, config.missing, str(path))
         if frame.empty:
-            raise SchemaError("no row without missing values in the study schema's columns", source=str(path))
-        return schema.encode(frame, source=str(path))
+            raise SchemaError("no row to learn from: the table has a header and no data rows", source=str(path))
+        X, y = schema.encode(frame, source=str(path))
     except SchemaError as exc:
         raise LocalDataError(str(exc)) from None
+    return LocalTable(X, y, dropped)
 
 
 def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:

@@ -103,3 +103,11 @@ def test_wrong_values_name_the_table_the_key_and_what_it_must_be(kits, tmp_path)
         f"{path} [study]: quorum must be an integer >= 0, got -1",
         f"{path} [mining]: pgen_scale must be a positive finite number, got 0",
     ]
+
+
+def test_a_missing_evaluation_table_is_named_by_its_key(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(tomli_w.dumps({**STUDY, "mining": {"evaluation": "nope.csv"}}))
+    with pytest.raises(StudyError) as info:
+        load_study_file(path)
+    assert str(info.value) == f"{path} [mining]: evaluation = 'nope.csv': no such file ({tmp_path / 'nope.csv'})"

@@ -22,6 +22,7 @@ from common.data.datasets import (
     load_table,
     read_frame,
 )
+from common.data.datasets.loading import MISSING_CATEGORY
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 # name -> (rows kept by missing="drop", rows dropped)
@@ -378,3 +379,55 @@ def test_vote_categories_are_the_documented_votes(loaded):
     schema = loaded["vote"].schema
     assert schema.classes == ("democrat", "republican")
     assert all(a.categories == ("n", "y") for a in schema.attributes)  # '?' (no position) is a missing token
+
+
+# ------------------------------------------------------------------ input never changed silently
+def test_a_short_row_is_refused_naming_row_and_the_first_column_without_a_value(tmp_path):
+    path = _write(tmp_path / "t.csv", "a,b,cls\n1,x,p\n2,y\n3,x,q\n")
+    with pytest.raises(SchemaError) as info:
+        load_table(path, "cls")
+    assert (info.value.row, info.value.column) == (2, "cls")
+    assert str(info.value).startswith(f"{path}, row 2, column 'cls': the row has 2 field(s), the header 3")
+
+
+def test_a_long_row_is_refused_naming_row_and_the_extra_value(tmp_path):
+    path = _write(tmp_path / "t.csv", "a,b,cls\n1,x,p\n\n2,y,q,EXTRA\n")
+    with pytest.raises(SchemaError) as info:
+        load_table(path, "cls", schema=SMALL_SCHEMA)
+    assert (info.value.row, info.value.value) == (2, "EXTRA")
+    assert "the row has 4 fields, the header 3" in str(info.value) and "t.csv" in str(info.value)
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_row_and_column_not_by_offset(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b,cls\n1,x,p\n2,\xff\xfey,q\n")
+    with pytest.raises(SchemaError) as info:
+        load_table(path, "cls")
+    assert (info.value.row, info.value.column) == (2, "b")
+    assert "line 3 holds bytes that are not UTF-8" in str(info.value) and "position" not in str(info.value)
+
+
+def test_one_stray_string_in_a_numeric_column_is_refused_not_read_as_categories(tmp_path):
+    rows = [f"{i},x,{'pq'[i % 2]}" for i in range(35)]
+    rows.insert(20, "abc,y,p")
+    path = _write(tmp_path / "t.csv", "a,b,cls\n" + "\n".join(rows) + "\n")
+    with pytest.raises(SchemaError) as info:
+        load_table(path, "cls")
+    assert (info.value.row, info.value.column, info.value.value) == (21, "a", "abc")
+    assert "declare the column categorical" in str(info.value)
+    few = _write(tmp_path / "doors.csv", "doors,cls\n2,p\n3,q\n4,p\n5more,q\n")  # a few numbers and a word: categories
+    assert load_table(few, "cls").schema.attributes[0] == CategoricalAttribute("doors", ("2", "3", "4", "5more"))
+
+
+def test_missing_category_keeps_categorical_values_and_still_drops_numeric_ones(tmp_path):
+    path = _write(tmp_path / "t.csv", "a,b,cls\n1,x,p\n2,?,q\n?,y,q\n4,,p\n5,y,?\n")
+    table = load_table(path, "cls", missing="category")
+    assert table.dropped_rows == 2  # the missing number (row 3) and the missing class (row 5)
+    assert table.frame["b"].tolist() == ["x", MISSING_CATEGORY, MISSING_CATEGORY]
+    assert MISSING_CATEGORY in table.schema.attributes[1].categories
+    with pytest.raises(SchemaError) as info:  # a given schema must list the category: it is the public domain
+        load_table(path, "cls", schema=SMALL_SCHEMA, missing="category")
+    assert (info.value.row, info.value.column) == (2, "b") and repr(MISSING_CATEGORY) in str(info.value)
+    listed = Schema((SMALL_SCHEMA.attributes[0], CategoricalAttribute("b", ("x", "y", MISSING_CATEGORY))), "cls",
+                    ("p", "q"))
+    assert load_table(path, "cls", schema=listed, missing="category").dropped_rows == 2

@@ -7,12 +7,15 @@ on loopback); the kill points are drawn from seeded generators so a failure can 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import grpc
@@ -21,8 +24,10 @@ import pytest
 
 from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
-from miner_node.server import start_miner
+from miner_node.server import RunningMiner, start_miner
 from miner_node.store import StoreError, verify_log
+from modelshare.cli_owner_status import owner_health
+from owner_node.budget import Ledger
 from owner_node.daemon import Backoff, OwnerDaemon
 from owner_node.status import read_status
 from tests.federation_helpers import Federation, car_tables, deal, make_federation, signed_model, study_spec, wait_until
@@ -160,6 +165,104 @@ def test_at_the_deadline_without_the_quorum_the_study_fails_naming_the_silent_ow
     assert status.state == "failed"
     assert "the deadline passed: 1 of the 3 submissions needed" in status.reason
     assert "site-1" in status.reason and "site-2" in status.reason
+
+
+# ------------------------------------------------------------------ answers older than the freshness window
+def _miner_setting(fed: Federation, line: str) -> None:
+    """Add ``line`` (a key of the [miner] table) to the miner's kit config."""
+    path = fed.kits["miner"] / "miner.toml"
+    path.write_text(path.read_text().replace("[miner]\n", f"[miner]\n{line}\n", 1))
+
+
+def _without_freshness(payload: bytes) -> fpb.ModelMessage:
+    message = fpb.ModelMessage.FromString(payload)
+    message.ClearField("nonce")
+    message.ClearField("timestamp")
+    return message
+
+
+@pytest.mark.slow  # a miner process, killed and restarted
+def test_answers_stored_through_an_outage_longer_than_the_freshness_window_are_resigned_and_count_once(tmp_path):
+    owners = ["site-a", "site-b", "site-c"]
+    fed = make_federation(tmp_path, owners, address="localhost:0", owner_data=car_tables(tmp_path, owners),
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    window = 2
+    _miner_setting(fed, f"timestamp_window_seconds = {window}")
+    state, log = fed.kits["miner"] / "state", tmp_path / "miner.log"
+    miner = fed.serve(log)
+    stop = threading.Event()
+    daemons = [OwnerDaemon(fed.owner_config(o), backoff=Backoff(base=0.05, cap=0.5, attempts=1000)) for o in owners]
+    threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
+    try:
+        spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f6")), timeout=10).spec
+        held = threading.Event()
+        held.set()  # each owner decides, charges and stores its answer; the set event keeps it from being sent
+        for daemon in daemons:
+            assert daemon.answer(spec, held).outcome == "deferred"
+        built = {d.config.name: d.outbox.read("f6") for d in daemons}
+        signed_at = max(fpb.ModelMessage.FromString(fpb.SignedEnvelope.FromString(b).payload).timestamp.ToSeconds()
+                        for b in built.values())
+        miner.kill()
+        fed.close_channels()
+        wait_until(lambda: time.time() > signed_at + window + 1, window + 5, "the clock to pass the freshness window")
+        fed.serve(log)
+        for t in threads:
+            t.start()
+        status = fed.wait_study("f6", timeout=90)
+        assert status.state == "done", status.reason
+        assert _submissions(state, "f6") == {o: 1 for o in owners}
+        for daemon in daemons:
+            sent = (daemon.outbox.sent_dir / "f6.bin").read_bytes()
+            before, after = (fpb.SignedEnvelope.FromString(b).payload for b in (built[daemon.config.name], sent))
+            assert _without_freshness(after) == _without_freshness(before)  # the same release, signed again
+            assert fpb.ModelMessage.FromString(after).nonce != fpb.ModelMessage.FromString(before).nonce
+            [record] = [json.loads(line) for line in daemon.outbox.answers.read_text().splitlines()]
+            assert (record["outcome"], record["status"]) == ("submitted", "OK")
+            assert [c.study_id for c in Ledger(daemon.config.state_dir).charges] == ["f6"]  # charged once
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for d in daemons:
+            d.close()
+        fed.close()
+    assert log.read_text().count("sign the same answer again with a fresh timestamp and nonce") == len(owners)
+    assert verify_log(state).ok
+
+
+def test_an_owner_whose_clock_is_off_beyond_the_window_is_told_by_how_much(tmp_path):
+    fed = make_federation(tmp_path, ["site-a"], owner_data=car_tables(tmp_path, ["site-a"]),
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    with fed:
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f7")), timeout=10)
+        assert isinstance(fed.miner, RunningMiner)
+        fed.miner.service.clock = lambda: time.time() + 600  # the miner's clock is 10 minutes ahead of the owner's
+        with OwnerDaemon(fed.owner_config("site-a"), backoff=Backoff(base=0.0, cap=0.0, attempts=2)) as daemon:
+            [outcome] = daemon.run_once(0)
+            assert outcome.outcome == "deferred" and "your clock is 600 s behind the miner's" in outcome.reason
+            status = read_status(daemon.config.state_dir)
+            assert status is not None and round(status["clock_skew_seconds"]) == -600
+            healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=45)
+            assert not healthy and "this site's clock is 600 s behind the miner's" in reason
+            fed.miner.service.clock = time.time  # the clocks agree again: the stored answer goes through
+            [outcome] = daemon.run_once(0)
+            assert outcome.outcome == "submitted"
+            assert read_status(daemon.config.state_dir)["clock_skew_seconds"] is None
+
+
+def test_an_answer_the_miner_rejects_for_good_is_given_up_and_named_in_the_status(tmp_path, ten_parts):
+    owners = OWNERS[:2]
+    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners))
+    with fed:
+        spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f8")), timeout=10).spec
+        with OwnerDaemon(fed.owner_config(owners[0])) as daemon:
+            foreign = signed_model(fed, owners[1], spec, *ten_parts[owners[1]])  # signed by the other site
+            daemon.outbox.put("f8", foreign.SerializeToString())
+            [outcome] = daemon.resend_outbox(threading.Event())
+            status = read_status(daemon.config.state_dir)
+    assert outcome.outcome == "gave-up" and outcome.reason.startswith("PERMISSION_DENIED: TLS identity")
+    assert status is not None and status["gave_up"] == {"f8": outcome.reason}
+    assert daemon.outbox.pending() == ["f8"]  # kept until a restart, never resent in this run
 
 
 # ------------------------------------------------------------------ disk full / read-only store

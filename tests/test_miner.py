@@ -215,3 +215,15 @@ def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
     bad.write_text('[study]\nid = "bad"\n[schema]\ndataset = "nursery"\n[release]\nmechanism = "nonsense"\n')
     with pytest.raises(ValueError, match="unknown mechanism 'nonsense'"):
         start_miner(dataclasses.replace(config, studies=(bad,)), mechanisms=registry.names(kind="tree"))
+
+
+def test_the_evaluation_table_counts_the_rows_it_drops_for_a_missing_value():
+    from common.data.datasets import load_dataset
+    from miner_node.mining import load_evaluation
+
+    table = load_dataset("car")
+    frame = table.frame.head(20).astype(object)
+    frame.iloc[[2, 5, 7], 0] = "?"
+    evaluation = load_evaluation(frame.to_csv(index=False).encode(), table.schema)
+    assert (evaluation.dropped, len(evaluation.y)) == (3, 17)
+    assert 2 not in evaluation.rows.tolist() and 3 in evaluation.rows.tolist()

@@ -3,8 +3,10 @@ hears only the refusal code ``bad-local-data`` and its fixed sentence (no file, 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,9 @@ import pytest
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal
-from owner_node.daemon import OwnerDaemon
+from modelshare.cli_owner_status import owner_health
+from owner_node.daemon import Backoff, OwnerDaemon
+from owner_node.status import read_status
 from owner_node.training import LocalDataError, load_local_table
 from tests.federation_helpers import make_federation, make_owner_config, study_spec
 
@@ -122,6 +126,64 @@ def test_the_daemon_reports_a_bad_table_to_the_miner_by_its_code_alone(tmp_path,
         assert status.state == "failed", status.reason
         assert f"site-a refused: bad-local-data: {Refusal('bad-local-data').sentence}" in status.reason
         assert not any(part in status.reason for part in ("secret-age", "row 12", "'age'", "site-a.csv", str(tmp_path)))
+    finally:
+        daemon.close()
+        fed.close()
+
+
+def test_rows_dropped_for_a_missing_value_are_counted_and_category_keeps_them(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame.loc[[3, 9], "workclass"] = "?"
+    path = tmp_path / "gaps.csv"
+    frame.to_csv(path, index=False)
+    config = make_owner_config(tmp_path, path)
+    table = load_local_table(config, schema)
+    assert (table.dropped, len(table.y)) == (2, len(frame) - 2)
+    with pytest.raises(LocalDataError, match=r"row 4, column 'workclass'.*'\(missing\)'"):  # the study schema lacks it
+        load_local_table(dataclasses.replace(config, missing="category"), schema)
+
+
+def _unreadable_table_study(tmp_path, adult_rows, deadline_minutes: float):
+    schema, frame = adult_rows
+    path = tmp_path / "site-a.csv"
+    frame.to_csv(path, index=False)
+    fed = make_federation(tmp_path, ["site-a"], owner_data={"site-a": (str(path), schema.class_name)},
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    fed.start()
+    fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec(
+        "gone", dataset="adult", deadline_minutes=deadline_minutes)), timeout=10)
+    return fed, path
+
+
+def test_a_table_that_cannot_be_read_for_a_while_is_waited_for_not_refused(tmp_path, adult_rows):
+    fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=10)
+    daemon = OwnerDaemon(fed.owner_config("site-a"), data_retry=Backoff(base=0.0, cap=0.0))
+    away = path.rename(tmp_path / "being-replaced.csv")  # after the start, which requires the file
+    try:
+        [outcome] = daemon.run_once(wait_seconds=0)
+        assert outcome.outcome == "deferred" and "file not found" in outcome.reason
+        status = read_status(daemon.config.state_dir)
+        assert status is not None and status["data_problems"]["gone"]["attempts"] == 1
+        healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=45)
+        assert not healthy and "the local table cannot be read for study gone" in reason
+        assert fed.stub("admin").GetStudy(fpb.StudyRef(study_id="gone"), timeout=10).owners[0].state == "waiting"
+        away.rename(path)
+        [outcome] = daemon.run_once(wait_seconds=0)
+        assert outcome.outcome == "submitted"
+        assert read_status(daemon.config.state_dir)["data_problems"] == {}
+    finally:
+        daemon.close()
+        fed.close()
+
+
+def test_a_table_still_unreadable_as_the_deadline_nears_is_refused_so_the_miner_learns_why(tmp_path, adult_rows):
+    fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=0.5)  # within DATA_LAST_CALL_SECONDS
+    daemon = OwnerDaemon(fed.owner_config("site-a"))
+    path.unlink()
+    try:
+        [outcome] = daemon.run_once(wait_seconds=0)
+        assert outcome.outcome == "refused"
+        assert "stayed unreadable" in read_status(daemon.config.state_dir)["last_decision"]["detail"]
     finally:
         daemon.close()
         fed.close()

@@ -171,20 +171,22 @@ class FakeStub:
     def __init__(self, outbox: Outbox, *script: Any) -> None:
         self.outbox, self.script, self.sent = outbox, list(script), []
 
-    def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
+    def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
         data = envelope.SerializeToString()
         on_disk = [p.read_bytes() for p in self.outbox.pending_dir.glob("*.bin")]
         self.sent.append((method, data, timeout, data in on_disk))
         step = self.script.pop(0)
         if isinstance(step, grpc.StatusCode):
             raise FakeRpcError(step, f"miner says {step.name.lower()}")
+        if isinstance(step, tuple):
+            raise FakeRpcError(*step)
         return step
 
-    def Submit(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
-        return self._call("Submit", envelope, timeout)
+    def Submit(self, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
+        return self._call("Submit", envelope, timeout, metadata)
 
-    def Refuse(self, envelope: fpb.SignedEnvelope, timeout: float) -> fpb.SubmitAck:
-        return self._call("Refuse", envelope, timeout)
+    def Refuse(self, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
+        return self._call("Refuse", envelope, timeout, metadata)
 
 
 def ack(study_id: str = "car-1", duplicate: bool = False) -> fpb.SubmitAck:
@@ -243,6 +245,18 @@ def test_a_rejection_gives_up_and_keeps_the_outbox_file(stored, code, caplog):
     assert outcome.outcome == "gave-up" and outcome.reason == f"{code.name}: miner says {code.name.lower()}"
     assert len(stub.sent) == 1 and outbox.pending() == ["car-1"] and not outbox.answers.exists()
     assert f"miner says {code.name.lower()}" in caplog.text
+
+
+def test_a_message_over_the_miners_size_limit_is_final_and_a_busy_miner_is_retried(stored):
+    outbox, data = stored
+    too_large = (grpc.StatusCode.RESOURCE_EXHAUSTED, "Received message larger than max (56939713 vs. 16777216)")
+    stub = FakeStub(outbox, too_large)
+    outcome = deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT)
+    assert outcome.outcome == "gave-up" and "larger than max" in outcome.reason and len(stub.sent) == 1
+    busy = (grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    stub = FakeStub(outbox, busy, ack())
+    assert deliver(stub, outbox, "car-1", stop=threading.Event(), backoff=NO_WAIT).outcome == "submitted"
+    assert [s[1] for s in stub.sent] == [data, data]
 
 
 def test_exhausted_retries_and_stop_defer_the_study(stored):

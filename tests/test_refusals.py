@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 
+import grpc
 import pandas as pd
 import pytest
 from rich.console import Console
@@ -17,6 +18,7 @@ from modelshare.cli import main
 from modelshare.simulate import _REFUSAL_HINTS, _owners_table, refusal_hints
 from owner_node.budget import Ledger
 from owner_node.daemon import OwnerDaemon
+from owner_node.status import read_status
 from owner_node.training import EmptyRelease, build_submission
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
@@ -26,7 +28,12 @@ _EMPTY_HINT = _REFUSAL_HINTS["empty-release"]
 
 def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys():
     assert set(SENTENCES) == set(CODES)
-    assert not any(re.search(r"\d", Refusal(code).sentence) for code in CODES)
+    assert not any(re.search(r"\d", Refusal(code).sentence) for code in CODES if code != "too-large")
+    assert Refusal("too-large", limit_bytes=1000).sentence == (
+        "the encoded release exceeds the study's message size limit; nothing is released (the limit is 1000 bytes); "
+        "the details stay in the site's own log")
+    with pytest.raises(ValueError, match="a too-large refusal, and only it, names the study's size limit"):
+        Refusal("too-large")
     assert str(Refusal("policy", ("min_k", "mechanisms"))) == (
         "policy: this site's policy does not allow this study (policy keys: mechanisms, min_k)")
     with pytest.raises(ValueError, match="only a policy refusal names policy keys"):
@@ -170,3 +177,31 @@ def test_simulate_lists_a_refusing_owner_with_its_reason_beside_the_releases():
     assert "cars.csv: 2 owners" in lines[0]
     [refused] = [line for line in lines if "owner-1" in line]
     assert "150" in refused and "empty-release: the release would carry no rows" in refused and "refused" in refused
+
+
+def test_a_release_above_the_studys_size_limit_is_refused_at_once_with_the_sizes_kept_at_the_site(tmp_path):
+    fed = make_federation(tmp_path, ["site-a"], owner_data=car_tables(tmp_path, ["site-a"]),
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    with fed:
+        admin = fed.stub("admin")
+        default = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("sized")), timeout=10).spec
+        assert default.max_message_bytes == fed.miner.config.limits.max_message_bytes  # the miner names its limit
+        spec = study_spec("small")
+        spec.max_message_bytes = fed.miner.config.limits.max_message_bytes + 1
+        with pytest.raises(grpc.RpcError) as info:
+            admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exceeds this miner's limit" in info.value.details()
+        admin.CancelStudy(fpb.CancelStudyRequest(study_id="sized"), timeout=10)
+        spec.max_message_bytes = 1000
+        admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        with OwnerDaemon(fed.owner_config("site-a")) as daemon:
+            [outcome] = daemon.run_once(0)
+            local = read_status(daemon.config.state_dir)
+            charged = [c.study_id for c in Ledger(daemon.config.state_dir).charges]
+        [answer] = admin.GetStudy(fpb.StudyRef(study_id="small"), timeout=10).owners
+    assert outcome.outcome == "refused"
+    assert answer.reason == f"too-large: {Refusal('too-large', limit_bytes=1000).sentence}"  # the limit, not the size
+    assert local is not None and local["last_decision"]["kind"] == "refuse"
+    assert re.fullmatch(r"too-large: the encoded apt release is \d{4,} bytes; the study's limit is 1000 bytes",
+                        local["last_decision"]["detail"])
+    assert charged == ["small"]  # the answer depends on the computed release: charged like one

@@ -144,3 +144,10 @@ def test_infer_drafts_a_regression_schema_with_the_given_target_bounds(tmp_path,
     capsys.readouterr()
     assert main(["schema", "infer", str(tmp_path / "r.csv"), "--target", "q"]) == 2
     assert "needs --target-range" in capsys.readouterr().err
+
+
+def test_rows_dropped_for_a_missing_value_are_counted_on_stderr(tmp_path, capsys):
+    path = tmp_path / "gaps.csv"
+    path.write_text("a,b,cls\n1,x,p\n2,?,q\n3,y,q\n4,,p\n5,y,q\n")
+    assert main(["schema", "infer", str(path), "--class-column", "cls", "--out", str(tmp_path / "s.toml")]) == 0
+    assert f"{path}: dropped 2 row(s) with a missing value" in " ".join(capsys.readouterr().err.split())

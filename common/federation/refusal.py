@@ -9,8 +9,9 @@ one of `CODES` and the code's sentence from `SENTENCES`; a ``policy`` refusal al
 from rows. `Refusal` is the owner's side, `describe` the miner's and admin's.
 
 The sentence is data-independent; *which* code is sent is not. ``bad-local-data``,
-``unsatisfiable`` and ``empty-release`` are decided by the table (an ``empty-release`` refusal is
-therefore charged to the budget ledger like a release), ``budget`` by the site's history, and a
+``unsatisfiable``, ``empty-release`` and ``too-large`` are decided by the table (an ``empty-release``
+or ``too-large`` refusal is therefore charged to the budget ledger like a release: it tells the
+miner something about the release that was computed), ``budget`` by the site's history, and a
 ``policy`` refusal naming ``mix_dp_with_non_dp`` says that a release of the other kind exists.
 """
 
@@ -24,7 +25,8 @@ from common.federation.wire import new_nonce, now_timestamp
 
 __all__ = ["CODES", "SENTENCES", "Code", "Refusal", "describe", "refusal_message"]
 
-Code = Literal["policy", "bad-study", "budget", "bad-local-data", "unsatisfiable", "empty-release", "internal"]
+Code = Literal["policy", "bad-study", "budget", "bad-local-data", "unsatisfiable", "empty-release", "internal",
+               "too-large"]
 CODES: tuple[Code, ...] = get_args(Code)
 
 SENTENCES: dict[Code, str] = {
@@ -35,6 +37,7 @@ SENTENCES: dict[Code, str] = {
     "unsatisfiable": "no release of this site's table meets the study's requirement; nothing is released",
     "empty-release": "the release would carry no rows (every tree's released total is zero); nothing is released",
     "internal": "this owner could not compute a release for the study",
+    "too-large": "the encoded release exceeds the study's message size limit; nothing is released",
 }
 _DETAILS = "the details stay in the site's own log"
 
@@ -42,28 +45,35 @@ _TO_PB: dict[Code, int] = {
     "policy": fpb.REFUSAL_CODE_POLICY, "bad-study": fpb.REFUSAL_CODE_BAD_STUDY, "budget": fpb.REFUSAL_CODE_BUDGET,
     "bad-local-data": fpb.REFUSAL_CODE_BAD_LOCAL_DATA, "unsatisfiable": fpb.REFUSAL_CODE_UNSATISFIABLE,
     "empty-release": fpb.REFUSAL_CODE_EMPTY_RELEASE, "internal": fpb.REFUSAL_CODE_INTERNAL,
+    "too-large": fpb.REFUSAL_CODE_TOO_LARGE,
 }
 _FROM_PB: dict[int, Code] = {value: code for code, value in _TO_PB.items()}
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """An owner's refusal as it leaves the site: ``code``, and for ``policy`` the refusing ``[policy]`` keys."""
+    """An owner's refusal as it leaves the site: ``code``, for ``policy`` the refusing ``[policy]`` keys, and for
+    ``too-large`` the study's public size limit (never the release's own size, which the table decides)."""
 
     code: Code
     policy_keys: tuple[str, ...] = ()
+    limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
             raise ValueError(f"refusal code {self.code!r} is not one of {list(CODES)}")
         if self.policy_keys and self.code != "policy":
             raise ValueError(f"only a policy refusal names policy keys, not a {self.code!r} one")
+        if (self.limit_bytes is not None) != (self.code == "too-large"):
+            raise ValueError("a too-large refusal, and only it, names the study's size limit")
 
     @property
     def sentence(self) -> str:
         """The data-independent sentence sent with the code (a policy refusal adds its keys, sorted)."""
         if self.policy_keys:
             return f"{SENTENCES['policy']} (policy keys: {', '.join(sorted(set(self.policy_keys)))})"
+        if self.limit_bytes is not None:
+            return f"{SENTENCES['too-large']} (the limit is {self.limit_bytes} bytes); {_DETAILS}"
         return f"{SENTENCES[self.code]}; {_DETAILS}"
 
     def __str__(self) -> str:

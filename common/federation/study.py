@@ -59,7 +59,7 @@ from pydantic import AwareDatetime, Field, model_validator
 
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
-from common.federation.config_file import ConfigModel, read_toml, validate_config
+from common.federation.config_file import ConfigModel, at_key, read_toml, validate_config
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import (
     MAX_TREES,
@@ -228,7 +228,16 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
     spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
     spec.deadline.FromDatetime(study.deadline_at(now or datetime.now(timezone.utc)))
     check_spec(spec, where=where)
-    return StudyFile(spec, None if mining.evaluation is None else base / mining.evaluation)
+    return StudyFile(spec, None if mining.evaluation is None else _evaluation_file(base, mining.evaluation, where))
+
+
+def _evaluation_file(base: Path, value: str, where: str) -> Path:
+    """The evaluation table ``[mining] evaluation`` names (relative to the study file); it must be a file."""
+    path = base / value
+    if not path.is_file():
+        why = "is a directory, not a file" if path.is_dir() else "no such file"
+        raise StudyError(f"{at_key(where, ('mining', 'evaluation'))} = {value!r}: {why} ({path})")
+    return path
 
 
 def load_study_file(path: str | Path) -> StudyFile:

@@ -43,11 +43,14 @@ __all__ = [
     "model_message",
     "decode_model",
     "MAX_TREES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "new_nonce",
     "now_timestamp",
 ]
 
 NONCE_BYTES = 16
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The miner's default ``max_message_bytes`` (gRPC's own default); the limit of a study that names none."""
 MAX_TREES = 64
 """Most trees one ModelMessage may carry. A tree mechanism releases one; k-AnonToRdt releases Nt
 (the paper's rule of thumb is 10). The miner decodes with this limit and studies may not ask for

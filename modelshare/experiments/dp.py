@@ -57,10 +57,11 @@ from modelshare.cli_common import (
     add_list,
     float_list,
     int_list,
+    note_dropped,
     out,
     positive_int,
 )
-from modelshare.cli_inputs import add_table_source
+from modelshare.cli_inputs import add_table_source, load_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -70,7 +71,6 @@ from modelshare.experiments.output import (
     add_common_options,
     finish,
     held_out_or_separate,
-    load_table,
     plot_lines,
     run_tasks,
     series_by,
@@ -283,12 +283,13 @@ def cmd_dp(args: argparse.Namespace) -> int:
         raise ValueError(f"--epsilons must be positive, got {args.epsilons}")
     if args.test_data is not None and args.folds != 1:
         raise ValueError("--test-data replaces the held-out rows: use it with --folds 1")
-    table = load_table(args)
+    table = load_source(args)
     schema = table.schema
     X, y = schema.encode(table.frame, source=table.source)
     test = None
     if args.test_data is not None:
         test_table = load_file(args.test_data, schema.class_name, schema=schema)
+        note_dropped(test_table.source, test_table.dropped_rows)
         test = schema.encode(test_table.frame, source=test_table.source)
     depths = _depths(args.max_depth, schema)
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:

@@ -77,7 +77,7 @@ from common.trees.regression import RegressionForest
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.global_models import make_regression_model
 from miner_node.pgen import pgen_regression
-from modelshare.cli_common import add_max_depth, err, float_list, out, positive_int
+from modelshare.cli_common import add_max_depth, err, float_list, note_dropped, out, positive_int
 from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
 from modelshare.experiments.output import (
     PlotResult,
@@ -221,6 +221,7 @@ def _source_attributes(args: argparse.Namespace) -> tuple[pd.DataFrame, tuple[At
         if args.schema is not None:
             raise SchemaError("--schema describes --data; a bundled --dataset has its own schema")
         loaded = load_dataset(args.dataset)
+        note_dropped(loaded.source, loaded.dropped_rows)
         return (loaded.frame, regression_attributes(loaded.schema, args.target, loaded.source), loaded.source,
                 loaded.dropped_rows, f"bundled schema of {args.dataset} (public)")
     source = str(args.data)
@@ -233,6 +234,7 @@ def _source_attributes(args: argparse.Namespace) -> tuple[pd.DataFrame, tuple[At
     if args.target not in columns:  # load_file would call it the class column
         raise SchemaError(f"--target column not found; the columns are {columns}", source=source, column=args.target)
     loaded = load_file(args.data, args.target)  # the target is read as the (text) class column: no attribute
+    note_dropped(loaded.source, loaded.dropped_rows)
     return loaded.frame, loaded.schema.attributes, source, loaded.dropped_rows, INFERRED
 
 

@@ -39,11 +39,9 @@ from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from common.data.datasets import LoadedTable
 from common.files import atomic_write, atomic_write_via
 from modelshare.cli_common import add_json, add_seed, add_test_fraction, err, positive_int
-from modelshare.cli_inputs import load_source
 
 __all__ = [
     "add_common_options",
-    "load_table",
     "reference_name",
     "Split",
     "splits",
@@ -133,14 +131,6 @@ def add_common_options(
         group.add_argument("--reference", choices=[*sorted(references), "none"], default=None,
                            help=f"whose paper values to draw as reference markers ({tables}); default: the "
                                 "bundled dataset's, if the paper reports it; 'none' draws no markers")
-
-
-def load_table(args: argparse.Namespace) -> LoadedTable:
-    """The input table of ``--dataset`` or ``--data``, saying on stderr how many rows were dropped."""
-    table = load_source(args)
-    if table.dropped_rows:
-        err.print(f"[yellow]{table.source}: dropped {table.dropped_rows} row(s) with missing values[/]")
-    return table
 
 
 def reference_name(args: argparse.Namespace, available: Collection[str]) -> str | None:

@@ -43,7 +43,7 @@ from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import add_global_models, add_owners, float_list, int_list, out
-from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, resolve_disclosure
+from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
 from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
@@ -52,7 +52,6 @@ from modelshare.experiments.output import (
     Series,
     add_common_options,
     finish,
-    load_table,
     plot_lines,
     run_tasks,
     series_by,
@@ -215,7 +214,7 @@ def _show(summary: pd.DataFrame, title: str) -> None:
 
 
 def cmd_privacy(args: argparse.Namespace) -> int:
-    table = load_table(args)
+    table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learner=args.learner,
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,

@@ -31,7 +31,7 @@ from common.privacy.attacks import attack_report
 from common.trees.learners import make_learner
 from common.trees.tree import Tree
 from modelshare.cli_common import add_max_depth, add_max_depths, int_list, out
-from modelshare.cli_inputs import add_table_source
+from modelshare.cli_inputs import add_table_source, load_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -40,7 +40,6 @@ from modelshare.experiments.output import (
     Split,
     add_common_options,
     finish,
-    load_table,
     plot_bars,
     plot_lines,
     records,
@@ -236,7 +235,7 @@ def _plots(attacks: pd.DataFrame, pruning: pd.DataFrame, settings: PruningSettin
 
 
 def cmd_pruning(args: argparse.Namespace) -> int:
-    table = load_table(args)
+    table = load_source(args)
     if args.category_order != "schema":
         table = replace(table, schema=_reinfer(table.schema, table.frame, args.category_order))
     X, y = table.schema.encode(table.frame, source=table.source)

@@ -37,7 +37,7 @@ from common.trees.learners.random_tree import ensemble_predict_proba
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import add_global_models, add_max_depths, float_list, int_list, out
-from modelshare.cli_inputs import add_table_source
+from modelshare.cli_inputs import add_table_source, load_source
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -45,7 +45,6 @@ from modelshare.experiments.output import (
     Split,
     add_common_options,
     finish,
-    load_table,
     plot_lines,
     reference_name,
     run_tasks,
@@ -252,7 +251,7 @@ def cmd_rdt(args: argparse.Namespace) -> int:
         raise ValueError(f"--reference {paper}: Waseda et al. give no Table {7 if papers is PAPER_TABLE7 else 6} "
                          f"values for it{' (Table 7 needs --total-epsilon)' if paper in PAPER_TABLE7 else ''}; "
                          f"choose from {', '.join(sorted(papers))}")
-    table = load_table(args)
+    table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     if any(not 0 < b <= 1 for b in args.betas):
         raise ValueError(f"--betas must lie in (0, 1], got {args.betas}")

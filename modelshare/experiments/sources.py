@@ -42,6 +42,7 @@ from modelshare.cli_inputs import (
     add_learner,
     add_release_options,
     add_table_source,
+    load_source,
     resolve_disclosure,
     resolve_requirement,
 )
@@ -51,7 +52,6 @@ from modelshare.experiments.output import (
     Results,
     add_common_options,
     finish,
-    load_table,
     plot_lines,
     run_tasks,
     series_by,
@@ -143,7 +143,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
     args.requirement = resolve_requirement(args.mechanism, args.requirement)
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
-    table = load_table(args)
+    table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     config = PipelineConfig(
         n_sources=args.owners[0],

@@ -15,6 +15,14 @@ loader settles it up front with one of two policies:
     how many went in ``LoadedTable.dropped_rows``.
 ``missing="error"``
     Raise `SchemaError` naming the first such row and column.
+``missing="category"``
+    Keep a missing value of a categorical attribute as the category `MISSING_CATEGORY`
+    (``"(missing)"``), which a given schema must list among that attribute's categories (an
+    inferred one gets it from the rows); a row missing a numeric attribute or its class is still
+    dropped and counted, since a number has no "missing" value a tree could split on.
+
+Every caller reports ``dropped_rows`` (the command line on stderr, the owner in its log and status,
+the miner in its log and the study's results): rows never disappear without a word.
 
 The returned frame keeps the file's 0-based data-row positions (header excluded) as its index,
 also after dropping rows, so that the 1-based row numbers in `SchemaError` messages
@@ -25,20 +33,30 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
+from common.data.regression import RegressionSchema
 from common.data.schema import MISSING_TOKENS, Schema, SchemaError
 
-__all__ = ["LoadedTable", "MissingPolicy", "load_table", "read_frame"]
+__all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "load_table", "read_frame",
+           "settle_missing"]
 
-MissingPolicy = Literal["drop", "error"]
+MissingPolicy = Literal["drop", "error", "category"]
+MISSING_POLICIES: tuple[MissingPolicy, ...] = ("drop", "error", "category")
+MISSING_CATEGORY = "(missing)"
+"""The category a missing categorical value becomes under ``missing="category"``."""
 _DELIMITERS = ",;\t|"
 _SNIFF_LINES = 50
+_FEW_NUMBERS = 10  # more distinct numbers than this, and a column with a word among them is refused
 
 
 @dataclass(frozen=True)
@@ -73,22 +91,105 @@ def _suffix(path: Path, label: str) -> str:
     raise SchemaError("unsupported file type; expected .csv, .csv.gz, .tsv or .parquet", source=label)
 
 
-def _sniff(path: Path, compressed: bool) -> str:
+def _sniff(sample: str) -> str:
     """Pick the delimiter from the first lines; comma when the sample is ambiguous."""
-    opener = gzip.open if compressed else open
-    with opener(path, "rt", encoding="utf-8", newline="") as handle:
-        sample = "".join(line for _, line in zip(range(_SNIFF_LINES), handle))
+    head = "".join(line for _, line in zip(range(_SNIFF_LINES), io.StringIO(sample)))
     try:
-        return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
+        return csv.Sniffer().sniff(head, delimiters=_DELIMITERS).delimiter
     except csv.Error:
         return ","
 
 
-def _read_text(path: Path, suffix: str) -> pd.DataFrame:
-    sep = "\t" if suffix == ".tsv" else _sniff(path, compressed=suffix == ".csv.gz")
-    frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, skipinitialspace=True)
-    frame.columns = [str(c).strip() for c in frame.columns]
-    return frame.apply(lambda col: col.str.strip())
+def _undecodable(data: bytes, exc: UnicodeDecodeError, sep: str, label: str) -> SchemaError:
+    """The error for a byte that is not UTF-8: the data row, the column and the field as written (bytes escaped)."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    begin = data.rfind(b"\n", 0, exc.start) + 1
+    end = data.find(b"\n", exc.start)
+    fields = next(csv.reader([data[begin:None if end < 0 else end].decode("utf-8", "backslashreplace")], delimiter=sep))
+    header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8", "replace")], delimiter=sep))
+    index = next((j for j, field in enumerate(fields) if "\\x" in field), None)
+    column = header[index].strip() if index is not None and index < len(header) and line > 1 else None
+    value = fields[index].strip() if index is not None else None
+    row = line - 1 if line > 1 else None
+    what = "the header" if line == 1 else f"line {line}"
+    return SchemaError(f"{what} holds bytes that are not UTF-8 ({exc.reason}); save the file as UTF-8",
+                       source=label, row=row, column=column, value=value)
+
+
+def _ragged(rows: list[list[str]], header: list[str], label: str) -> None:
+    """Refuse the first data row whose number of fields differs from the header's, naming row, column and value."""
+    width = len(header)
+    bad = next((i for i, row in enumerate(rows) if len(row) != width), None)
+    if bad is None:
+        return
+    row = rows[bad]
+    if len(row) < width:
+        after = width - len(row) - 1
+        raise SchemaError(f"the row has {len(row)} field(s), the header {width}: no value for this column"
+                          + (f" nor the {after} after it" if after else "")
+                          + " (a missing value is written as an empty field or '?')",
+                          source=label, row=bad + 1, column=header[len(row)])
+    raise SchemaError(f"the row has {len(row)} fields, the header {width}: the value after the last column "
+                      f"{header[-1]!r} has no column (an unquoted delimiter inside a value?)",
+                      source=label, row=bad + 1, column=f"#{width + 1} (beyond the header)", value=row[width].strip())
+
+
+def _read_text(path: Path, suffix: str, label: str) -> pd.DataFrame:
+    """Parse a delimited text file strictly: UTF-8, and every data row as wide as the header.
+
+    pyarrow parses (fast); a row of the wrong width is only noticed there, so the rare file that
+    has one is read again with the `csv` module to name the row. Blank lines are skipped; the
+    frame's index counts the data rows that remain, from 0.
+    """
+    data = gzip.open(path).read() if suffix == ".csv.gz" else path.read_bytes()
+    sep = "\t" if suffix == ".tsv" else _sniff(data[:65536].decode("utf-8", "replace"))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _undecodable(data, exc, sep, label) from None
+    first = next(_rows(text, sep), None)
+    if first is None:
+        raise pd.errors.EmptyDataError
+    header = [name.strip() for name in first]
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise SchemaError(f"the header names column(s) {twice} more than once", source=label, column=twice[0])
+    if re.search(re.escape(sep) + r'[ \t]+"', text):  # a quoted field after spaces: pyarrow would keep the quotes
+        rows = list(_rows(text, sep))
+        _ragged(rows[1:], header, label)
+        frame = pd.DataFrame(rows[1:], columns=header, dtype=str) if len(rows) > 1 else pd.DataFrame(columns=header)
+    else:
+        frame = _parse_fast(text, sep, header, label)
+    return frame.apply(lambda col: col.astype(str).str.strip())
+
+
+def _rows(text: str, sep: str) -> Iterator[list[str]]:
+    """The non-blank rows of ``text`` as the `csv` module reads them (spaces before a quoted field skipped)."""
+    return (row for row in csv.reader(io.StringIO(text, newline=""), delimiter=sep, skipinitialspace=True) if row)
+
+
+def _parse_fast(text: str, sep: str, header: list[str], label: str) -> pd.DataFrame:
+    """The data rows parsed by pyarrow as text; a row of the wrong width is named by `_ragged` from a second read."""
+    ragged: list[object] = []
+
+    def note(row: object) -> str:
+        ragged.append(row)
+        return "skip"
+
+    names = [f"f{i}" for i in range(len(header))]  # the header may hold names pyarrow would read differently
+    table = pacsv.read_csv(
+        io.BytesIO(text.encode("utf-8")),
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+        parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True, invalid_row_handler=note),
+        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+                                             quoted_strings_can_be_null=False))
+    if ragged:
+        _ragged(list(_rows(text, sep))[1:], header, label)
+        raise SchemaError(f"a row's number of fields differs from the header's ({len(header)}): "
+                          f"{getattr(ragged[0], 'text', '')!r}", source=label)
+    frame = table.to_pandas()
+    frame.columns = header
+    return frame
 
 
 def _as_text(series: pd.Series) -> pd.Series:
@@ -131,7 +232,9 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
         if suffix == ".parquet":
             frame = _read_parquet(path)
         else:
-            frame = _read_text(path, suffix)
+            frame = _read_text(path, suffix, label)
+    except SchemaError:
+        raise
     except FileNotFoundError:
         raise SchemaError("file not found", source=label) from None
     except IsADirectoryError:
@@ -148,7 +251,7 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
     return frame.mask(frame.isin(MISSING_TOKENS))
 
 
-def _apply_missing(frame: pd.DataFrame, policy: MissingPolicy, source: str) -> tuple[pd.DataFrame, int]:
+def _apply_missing(frame: pd.DataFrame, policy: Literal["drop", "error"], source: str) -> tuple[pd.DataFrame, int]:
     absent = frame.isna()
     rows = absent.any(axis=1).to_numpy()
     if not rows.any():
@@ -168,15 +271,67 @@ def _apply_missing(frame: pd.DataFrame, policy: MissingPolicy, source: str) -> t
     return kept, int(rows.sum())
 
 
-def _numeric_columns(frame: pd.DataFrame, skip: Sequence[str]) -> list[str]:
-    """Columns outside ``skip`` whose every value is a finite number."""
+def _missing_as_category(frame: pd.DataFrame, columns: Sequence[str], source: str,
+                         categories: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """``columns`` with every missing value replaced by `MISSING_CATEGORY`.
+
+    With ``categories`` (a given schema's), a column that has a missing value must list the
+    category: the schema is the public domain, and a value outside it is refused, not added.
+    """
+    filled = {}
+    for column in columns:
+        absent = frame[column].isna().to_numpy()
+        if not absent.any():
+            continue
+        if categories is not None and MISSING_CATEGORY not in categories[column]:
+            raise SchemaError(f"missing='category' keeps a missing value as the category {MISSING_CATEGORY!r}, which "
+                              "the schema does not list for this attribute: add it to its categories",
+                              source=source, row=int(frame.index[int(np.argmax(absent))]) + 1, column=column)
+        filled[column] = frame[column].fillna(MISSING_CATEGORY)
+    return frame.assign(**filled)
+
+
+def settle_missing(frame: pd.DataFrame, schema: Schema | RegressionSchema, policy: MissingPolicy,
+                   source: str) -> tuple[pd.DataFrame, int]:
+    """``frame`` (the schema's columns and the class or target) with missing values settled by ``policy``.
+
+    Returns the frame and the number of rows dropped (see the module docstring).
+    """
+    if policy not in MISSING_POLICIES:
+        raise ValueError(f"missing must be one of {list(MISSING_POLICIES)}, not {policy!r}")
+    if policy == "category":
+        categorical = [a for a in schema.attributes if a.kind == "categorical"]
+        frame = _missing_as_category(frame, [a.name for a in categorical], source,
+                                     {a.name: a.categories for a in categorical})  # type: ignore[union-attr]
+    return _apply_missing(frame, "error" if policy == "error" else "drop", source)
+
+
+def _numeric_columns(frame: pd.DataFrame, skip: Sequence[str], source: str) -> list[str]:
+    """Columns outside ``skip`` whose every value is a finite number.
+
+    A column whose values are mostly numbers, more than `_FEW_NUMBERS` distinct ones, but not all
+    numbers is refused rather than read as categorical: one stray string would otherwise turn a
+    numeric column into as many categories as it has distinct numbers, silently. The error names
+    the first such value. A column of a few numbers and some words (``2, 3, 4, 5more``) reads
+    as categorical, which the inferred schema's categories show.
+    """
     numeric = []
     for col in frame.columns:
         if col in skip:
             continue
-        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64)
-        if np.isfinite(values).all():
+        present = frame[col].dropna()  # under missing="category" the missing values are still here
+        values = pd.to_numeric(present, errors="coerce").to_numpy(dtype=np.float64)
+        finite = np.isfinite(values)
+        if finite.all():
             numeric.append(col)
+        elif 2 * int(finite.sum()) > len(finite) and np.unique(values[finite]).size > _FEW_NUMBERS:
+            pos = int(np.argmin(finite))
+            raise SchemaError(
+                f"{int(finite.sum())} of the column's {len(finite)} values are numbers but this one is not, so the "
+                "inferred schema can call it neither numeric nor categorical: correct the value, write it as missing "
+                "('?' or an empty field), or declare the column categorical (`modelshare schema infer --categorical "
+                f"{col}`, then --schema)", source=source, row=int(present.index[pos]) + 1, column=str(col),
+                value=present.iloc[pos])
     return numeric
 
 
@@ -206,7 +361,7 @@ def load_table(
     categorical:
         Columns to treat as categorical even though all their values are numbers (inference only).
     missing:
-        ``"drop"`` or ``"error"``; see the module docstring.
+        ``"drop"``, ``"error"`` or ``"category"``; see the module docstring.
     source:
         Label used in errors and in the result instead of the path (e.g. a bundled dataset name).
 
@@ -220,8 +375,8 @@ def load_table(
         Unreadable or empty file, missing class column, a missing value under
         ``missing="error"``, or a value that does not fit the schema.
     """
-    if missing not in ("drop", "error"):
-        raise ValueError(f"missing must be 'drop' or 'error', not {missing!r}")
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing must be one of {list(MISSING_POLICIES)}, not {missing!r}")
     label = source or str(path)
     frame = read_frame(path, source=label)
     if class_column not in frame.columns:
@@ -233,9 +388,13 @@ def load_table(
     if isinstance(schema, (str, Path)):
         schema = Schema.load(schema)
     if schema is None:
-        frame, dropped = _apply_missing(frame, missing, label)
+        if missing != "category":
+            frame, dropped = _apply_missing(frame, missing, label)
         text = [class_column, *(c for c in categorical if c in frame.columns)]
-        numeric = _numeric_columns(frame, skip=text)
+        numeric = _numeric_columns(frame, skip=text, source=label)
+        if missing == "category":
+            kept = [c for c in frame.columns if c not in numeric and c != class_column]
+            frame, dropped = _apply_missing(_missing_as_category(frame, kept, label), "drop", label)
         frame = frame.assign(
             **{name: _as_text(frame[name]) for name in text}, **{name: pd.to_numeric(frame[name]) for name in numeric}
         )
@@ -255,7 +414,7 @@ def load_table(
     absent = [n for n in schema.names if n not in frame.columns]
     if absent:
         raise SchemaError(f"columns {absent} of the schema are missing from the table", source=label, column=absent[0])
-    frame, dropped = _apply_missing(frame[[*schema.names, class_column]], missing, label)
+    frame, dropped = settle_missing(frame[[*schema.names, class_column]], schema, missing, label)
     schema.encode(frame, source=label)
     numeric = [a.name for a in schema.attributes if a.kind == "numeric"]
     text = [a.name for a in schema.attributes if a.kind == "categorical"] + [class_column]

@@ -26,15 +26,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from common.federation.pb import model_pb2 as modelshare_dot_v1_dot_model__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emodelshare/v1/federation.proto\x12\rmodelshare.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19modelshare/v1/model.proto\"\xbe\x02\n\x0cModelMessage\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x1a\n\x12schema_fingerprint\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\x0c\x12-\n\ttimestamp\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x06schema\x18\x06 \x01(\x0b\x32\x15.modelshare.v1.Schema\x12\"\n\x05trees\x18\x07 \x03(\x0b\x32\x13.modelshare.v1.Tree\x12,\n\x06report\x18\x08 \x01(\x0b\x32\x1c.modelshare.v1.PrivacyReport\x12\x37\n\x10regression_trees\x18\t \x03(\x0b\x32\x1d.modelshare.v1.RegressionTree\"\xaa\x01\n\x0cOwnerRefusal\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\x0c\x12-\n\ttimestamp\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x04\x63ode\x18\x06 \x01(\x0e\x32\x1a.modelshare.v1.RefusalCode\"K\n\x0eSignedEnvelope\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\x15\n\rsigner_key_id\x18\x02 \x01(\t\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"\xcd\x03\n\tStudySpec\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12%\n\x06schema\x18\x03 \x01(\x0b\x32\x15.modelshare.v1.Schema\x12\x1a\n\x12schema_fingerprint\x18\x04 \x01(\t\x12\x11\n\tmechanism\x18\x05 \x01(\t\x12\x18\n\x0brequirement\x18\x06 \x01(\tH\x00\x88\x01\x01\x12-\n\ndisclosure\x18\x07 \x01(\x0e\x32\x19.modelshare.v1.Disclosure\x12\x0f\n\x07learner\x18\x08 \x01(\t\x12\x16\n\tmax_depth\x18\t \x01(\rH\x01\x88\x01\x01\x12\x18\n\x10min_samples_leaf\x18\n \x01(\r\x12\x15\n\rglobal_models\x18\x0b \x03(\t\x12\x12\n\npgen_scale\x18\x0c \x01(\x01\x12\x18\n\x10\x63lass_assignment\x18\r \x01(\t\x12\x0e\n\x06quorum\x18\x0e \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06owners\x18\x10 \x03(\t\x12\x0c\n\x04seed\x18\x11 \x01(\x04\x42\x0e\n\x0c_requirementB\x0c\n\n_max_depth\"T\n\x12\x43reateStudyRequest\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\x12\x16\n\x0e\x65valuation_csv\x18\x02 \x01(\x0c\"\x1c\n\x08StudyRef\x12\x10\n\x08study_id\x18\x01 \x01(\t\"\x14\n\x12ListStudiesRequest\"#\n\x0bPollRequest\x12\x14\n\x0cwait_seconds\x18\x01 \x01(\r\";\n\x11StudyAnnouncement\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\">\n\tPollReply\x12\x31\n\x07studies\x18\x01 \x03(\x0b\x32 .modelshare.v1.StudyAnnouncement\"\x8a\x01\n\tSubmitAck\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x15\n\rsubmission_id\x18\x03 \x01(\t\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"m\n\nOwnerState\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdf\x01\n\x0bStudyStatus\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12)\n\x06owners\x18\x04 \x03(\x0b\x32\x19.modelshare.v1.OwnerState\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\tStudyList\x12+\n\x07studies\x18\x01 \x03(\x0b\x32\x1a.modelshare.v1.StudyStatus\"\xd6\x01\n\x0bOwnerResult\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06tuples\x18\x02 \x01(\x01\x12\x0e\n\x06leaves\x18\x03 \x01(\r\x12\r\n\x05\x63laim\x18\x04 \x01(\t\x12\x14\n\x0c\x61udit_passed\x18\x05 \x01(\x08\x12\x13\n\x0bpseudo_rows\x18\x06 \x01(\x04\x12\"\n\x05trees\x18\x07 \x03(\x0b\x32\x13.modelshare.v1.Tree\x12\x37\n\x10regression_trees\x18\x08 \x03(\x0b\x32\x1d.modelshare.v1.RegressionTree\"\xd7\x01\n\x11GlobalModelResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntrain_rows\x18\x02 \x01(\x04\x12\x15\n\x08\x61\x63\x63uracy\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bpredictions\x18\x04 \x03(\r\x12!\n\x04tree\x18\x05 \x01(\x0b\x32\x13.modelshare.v1.Tree\x12\x11\n\x04rmse\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x10\n\x03mae\x18\x07 \x01(\x01H\x02\x88\x01\x01\x12\x0e\n\x06values\x18\x08 \x03(\x01\x42\x0b\n\t_accuracyB\x07\n\x05_rmseB\x06\n\x04_mae\"\xfb\x01\n\x0cStudyResults\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12*\n\x06owners\x18\x02 \x03(\x0b\x32\x1a.modelshare.v1.OwnerResult\x12\x30\n\x06models\x18\x03 \x03(\x0b\x32 .modelshare.v1.GlobalModelResult\x12\x17\n\x0f\x65valuation_rows\x18\x04 \x01(\x04\x12\x16\n\x0emining_seconds\x18\x05 \x01(\x01\x12\x16\n\x0e\x65valuation_row\x18\x06 \x03(\x04\x12\x18\n\x10\x65valuation_class\x18\x07 \x03(\r\x12\x18\n\x10\x65valuation_value\x18\x08 \x03(\x01\"6\n\x12\x43\x61ncelStudyRequest\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"T\n\x0b\x43\x61ncelReply\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.modelshare.v1.StudyStatus\x12\x19\n\x11\x61lready_cancelled\x18\x02 \x01(\x08\"e\n\x11WatchStudyRequest\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x12\n\nseen_state\x18\x02 \x01(\t\x12\x14\n\x0cseen_answers\x18\x03 \x01(\r\x12\x14\n\x0cwait_seconds\x18\x04 \x01(\r\"\x0f\n\rHealthRequest\"V\n\x0bHealthReply\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0copen_studies\x18\x03 \x01(\r\x12\x13\n\x0bsubmissions\x18\x04 \x01(\x04*\xf5\x01\n\x0bRefusalCode\x12\x1c\n\x18REFUSAL_CODE_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_CODE_POLICY\x10\x01\x12\x1a\n\x16REFUSAL_CODE_BAD_STUDY\x10\x02\x12\x17\n\x13REFUSAL_CODE_BUDGET\x10\x03\x12\x1f\n\x1bREFUSAL_CODE_BAD_LOCAL_DATA\x10\x04\x12\x1e\n\x1aREFUSAL_CODE_UNSATISFIABLE\x10\x05\x12\x1e\n\x1aREFUSAL_CODE_EMPTY_RELEASE\x10\x06\x12\x19\n\x15REFUSAL_CODE_INTERNAL\x10\x07\x32\xc8\x05\n\x05Miner\x12<\n\x04Poll\x12\x1a.modelshare.v1.PollRequest\x1a\x18.modelshare.v1.PollReply\x12\x41\n\x06Submit\x12\x1d.modelshare.v1.SignedEnvelope\x1a\x18.modelshare.v1.SubmitAck\x12\x41\n\x06Refuse\x12\x1d.modelshare.v1.SignedEnvelope\x1a\x18.modelshare.v1.SubmitAck\x12L\n\x0b\x43reateStudy\x12!.modelshare.v1.CreateStudyRequest\x1a\x1a.modelshare.v1.StudyStatus\x12?\n\x08GetStudy\x12\x17.modelshare.v1.StudyRef\x1a\x1a.modelshare.v1.StudyStatus\x12J\n\x0bListStudies\x12!.modelshare.v1.ListStudiesRequest\x1a\x18.modelshare.v1.StudyList\x12\x42\n\nGetResults\x12\x17.modelshare.v1.StudyRef\x1a\x1b.modelshare.v1.StudyResults\x12L\n\x0b\x43\x61ncelStudy\x12!.modelshare.v1.CancelStudyRequest\x1a\x1a.modelshare.v1.CancelReply\x12J\n\nWatchStudy\x12 .modelshare.v1.WatchStudyRequest\x1a\x1a.modelshare.v1.StudyStatus\x12\x42\n\x06Health\x12\x1c.modelshare.v1.HealthRequest\x1a\x1a.modelshare.v1.HealthReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emodelshare/v1/federation.proto\x12\rmodelshare.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19modelshare/v1/model.proto\"\xbe\x02\n\x0cModelMessage\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x1a\n\x12schema_fingerprint\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\x0c\x12-\n\ttimestamp\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x06schema\x18\x06 \x01(\x0b\x32\x15.modelshare.v1.Schema\x12\"\n\x05trees\x18\x07 \x03(\x0b\x32\x13.modelshare.v1.Tree\x12,\n\x06report\x18\x08 \x01(\x0b\x32\x1c.modelshare.v1.PrivacyReport\x12\x37\n\x10regression_trees\x18\t \x03(\x0b\x32\x1d.modelshare.v1.RegressionTree\"\xaa\x01\n\x0cOwnerRefusal\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\x0c\x12-\n\ttimestamp\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x04\x63ode\x18\x06 \x01(\x0e\x32\x1a.modelshare.v1.RefusalCode\"K\n\x0eSignedEnvelope\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\x15\n\rsigner_key_id\x18\x02 \x01(\t\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"\xe8\x03\n\tStudySpec\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12%\n\x06schema\x18\x03 \x01(\x0b\x32\x15.modelshare.v1.Schema\x12\x1a\n\x12schema_fingerprint\x18\x04 \x01(\t\x12\x11\n\tmechanism\x18\x05 \x01(\t\x12\x18\n\x0brequirement\x18\x06 \x01(\tH\x00\x88\x01\x01\x12-\n\ndisclosure\x18\x07 \x01(\x0e\x32\x19.modelshare.v1.Disclosure\x12\x0f\n\x07learner\x18\x08 \x01(\t\x12\x16\n\tmax_depth\x18\t \x01(\rH\x01\x88\x01\x01\x12\x18\n\x10min_samples_leaf\x18\n \x01(\r\x12\x15\n\rglobal_models\x18\x0b \x03(\t\x12\x12\n\npgen_scale\x18\x0c \x01(\x01\x12\x18\n\x10\x63lass_assignment\x18\r \x01(\t\x12\x0e\n\x06quorum\x18\x0e \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06owners\x18\x10 \x03(\t\x12\x0c\n\x04seed\x18\x11 \x01(\x04\x12\x19\n\x11max_message_bytes\x18\x12 \x01(\x04\x42\x0e\n\x0c_requirementB\x0c\n\n_max_depth\"T\n\x12\x43reateStudyRequest\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\x12\x16\n\x0e\x65valuation_csv\x18\x02 \x01(\x0c\"\x1c\n\x08StudyRef\x12\x10\n\x08study_id\x18\x01 \x01(\t\"\x14\n\x12ListStudiesRequest\"#\n\x0bPollRequest\x12\x14\n\x0cwait_seconds\x18\x01 \x01(\r\";\n\x11StudyAnnouncement\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\">\n\tPollReply\x12\x31\n\x07studies\x18\x01 \x03(\x0b\x32 .modelshare.v1.StudyAnnouncement\"\x8a\x01\n\tSubmitAck\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x15\n\rsubmission_id\x18\x03 \x01(\t\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"m\n\nOwnerState\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdf\x01\n\x0bStudyStatus\x12&\n\x04spec\x18\x01 \x01(\x0b\x32\x18.modelshare.v1.StudySpec\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12)\n\x06owners\x18\x04 \x03(\x0b\x32\x19.modelshare.v1.OwnerState\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\tStudyList\x12+\n\x07studies\x18\x01 \x03(\x0b\x32\x1a.modelshare.v1.StudyStatus\"\xd6\x01\n\x0bOwnerResult\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06tuples\x18\x02 \x01(\x01\x12\x0e\n\x06leaves\x18\x03 \x01(\r\x12\r\n\x05\x63laim\x18\x04 \x01(\t\x12\x14\n\x0c\x61udit_passed\x18\x05 \x01(\x08\x12\x13\n\x0bpseudo_rows\x18\x06 \x01(\x04\x12\"\n\x05trees\x18\x07 \x03(\x0b\x32\x13.modelshare.v1.Tree\x12\x37\n\x10regression_trees\x18\x08 \x03(\x0b\x32\x1d.modelshare.v1.RegressionTree\"\xd7\x01\n\x11GlobalModelResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntrain_rows\x18\x02 \x01(\x04\x12\x15\n\x08\x61\x63\x63uracy\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bpredictions\x18\x04 \x03(\r\x12!\n\x04tree\x18\x05 \x01(\x0b\x32\x13.modelshare.v1.Tree\x12\x11\n\x04rmse\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x10\n\x03mae\x18\x07 \x01(\x01H\x02\x88\x01\x01\x12\x0e\n\x06values\x18\x08 \x03(\x01\x42\x0b\n\t_accuracyB\x07\n\x05_rmseB\x06\n\x04_mae\"\x9c\x02\n\x0cStudyResults\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12*\n\x06owners\x18\x02 \x03(\x0b\x32\x1a.modelshare.v1.OwnerResult\x12\x30\n\x06models\x18\x03 \x03(\x0b\x32 .modelshare.v1.GlobalModelResult\x12\x17\n\x0f\x65valuation_rows\x18\x04 \x01(\x04\x12\x16\n\x0emining_seconds\x18\x05 \x01(\x01\x12\x16\n\x0e\x65valuation_row\x18\x06 \x03(\x04\x12\x18\n\x10\x65valuation_class\x18\x07 \x03(\r\x12\x18\n\x10\x65valuation_value\x18\x08 \x03(\x01\x12\x1f\n\x17\x65valuation_rows_dropped\x18\t \x01(\x04\"6\n\x12\x43\x61ncelStudyRequest\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"T\n\x0b\x43\x61ncelReply\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.modelshare.v1.StudyStatus\x12\x19\n\x11\x61lready_cancelled\x18\x02 \x01(\x08\"e\n\x11WatchStudyRequest\x12\x10\n\x08study_id\x18\x01 \x01(\t\x12\x12\n\nseen_state\x18\x02 \x01(\t\x12\x14\n\x0cseen_answers\x18\x03 \x01(\r\x12\x14\n\x0cwait_seconds\x18\x04 \x01(\r\"\x0f\n\rHealthRequest\"V\n\x0bHealthReply\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0copen_studies\x18\x03 \x01(\r\x12\x13\n\x0bsubmissions\x18\x04 \x01(\x04*\x91\x02\n\x0bRefusalCode\x12\x1c\n\x18REFUSAL_CODE_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_CODE_POLICY\x10\x01\x12\x1a\n\x16REFUSAL_CODE_BAD_STUDY\x10\x02\x12\x17\n\x13REFUSAL_CODE_BUDGET\x10\x03\x12\x1f\n\x1bREFUSAL_CODE_BAD_LOCAL_DATA\x10\x04\x12\x1e\n\x1aREFUSAL_CODE_UNSATISFIABLE\x10\x05\x12\x1e\n\x1aREFUSAL_CODE_EMPTY_RELEASE\x10\x06\x12\x19\n\x15REFUSAL_CODE_INTERNAL\x10\x07\x12\x1a\n\x16REFUSAL_CODE_TOO_LARGE\x10\x08\x32\xc8\x05\n\x05Miner\x12<\n\x04Poll\x12\x1a.modelshare.v1.PollRequest\x1a\x18.modelshare.v1.PollReply\x12\x41\n\x06Submit\x12\x1d.modelshare.v1.SignedEnvelope\x1a\x18.modelshare.v1.SubmitAck\x12\x41\n\x06Refuse\x12\x1d.modelshare.v1.SignedEnvelope\x1a\x18.modelshare.v1.SubmitAck\x12L\n\x0b\x43reateStudy\x12!.modelshare.v1.CreateStudyRequest\x1a\x1a.modelshare.v1.StudyStatus\x12?\n\x08GetStudy\x12\x17.modelshare.v1.StudyRef\x1a\x1a.modelshare.v1.StudyStatus\x12J\n\x0bListStudies\x12!.modelshare.v1.ListStudiesRequest\x1a\x18.modelshare.v1.StudyList\x12\x42\n\nGetResults\x12\x17.modelshare.v1.StudyRef\x1a\x1b.modelshare.v1.StudyResults\x12L\n\x0b\x43\x61ncelStudy\x12!.modelshare.v1.CancelStudyRequest\x1a\x1a.modelshare.v1.CancelReply\x12J\n\nWatchStudy\x12 .modelshare.v1.WatchStudyRequest\x1a\x1a.modelshare.v1.StudyStatus\x12\x42\n\x06Health\x12\x1c.modelshare.v1.HealthRequest\x1a\x1a.modelshare.v1.HealthReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'modelshare.v1.federation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REFUSALCODE']._serialized_start=3020
-  _globals['_REFUSALCODE']._serialized_end=3265
+  _globals['_REFUSALCODE']._serialized_start=3080
+  _globals['_REFUSALCODE']._serialized_end=3353
   _globals['_MODELMESSAGE']._serialized_start=110
   _globals['_MODELMESSAGE']._serialized_end=428
   _globals['_OWNERREFUSAL']._serialized_start=431
@@ -42,43 +42,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SIGNEDENVELOPE']._serialized_start=603
   _globals['_SIGNEDENVELOPE']._serialized_end=678
   _globals['_STUDYSPEC']._serialized_start=681
-  _globals['_STUDYSPEC']._serialized_end=1142
-  _globals['_CREATESTUDYREQUEST']._serialized_start=1144
-  _globals['_CREATESTUDYREQUEST']._serialized_end=1228
-  _globals['_STUDYREF']._serialized_start=1230
-  _globals['_STUDYREF']._serialized_end=1258
-  _globals['_LISTSTUDIESREQUEST']._serialized_start=1260
-  _globals['_LISTSTUDIESREQUEST']._serialized_end=1280
-  _globals['_POLLREQUEST']._serialized_start=1282
-  _globals['_POLLREQUEST']._serialized_end=1317
-  _globals['_STUDYANNOUNCEMENT']._serialized_start=1319
-  _globals['_STUDYANNOUNCEMENT']._serialized_end=1378
-  _globals['_POLLREPLY']._serialized_start=1380
-  _globals['_POLLREPLY']._serialized_end=1442
-  _globals['_SUBMITACK']._serialized_start=1445
-  _globals['_SUBMITACK']._serialized_end=1583
-  _globals['_OWNERSTATE']._serialized_start=1585
-  _globals['_OWNERSTATE']._serialized_end=1694
-  _globals['_STUDYSTATUS']._serialized_start=1697
-  _globals['_STUDYSTATUS']._serialized_end=1920
-  _globals['_STUDYLIST']._serialized_start=1922
-  _globals['_STUDYLIST']._serialized_end=1978
-  _globals['_OWNERRESULT']._serialized_start=1981
-  _globals['_OWNERRESULT']._serialized_end=2195
-  _globals['_GLOBALMODELRESULT']._serialized_start=2198
-  _globals['_GLOBALMODELRESULT']._serialized_end=2413
-  _globals['_STUDYRESULTS']._serialized_start=2416
-  _globals['_STUDYRESULTS']._serialized_end=2667
-  _globals['_CANCELSTUDYREQUEST']._serialized_start=2669
-  _globals['_CANCELSTUDYREQUEST']._serialized_end=2723
-  _globals['_CANCELREPLY']._serialized_start=2725
-  _globals['_CANCELREPLY']._serialized_end=2809
-  _globals['_WATCHSTUDYREQUEST']._serialized_start=2811
-  _globals['_WATCHSTUDYREQUEST']._serialized_end=2912
-  _globals['_HEALTHREQUEST']._serialized_start=2914
-  _globals['_HEALTHREQUEST']._serialized_end=2929
-  _globals['_HEALTHREPLY']._serialized_start=2931
-  _globals['_HEALTHREPLY']._serialized_end=3017
-  _globals['_MINER']._serialized_start=3268
-  _globals['_MINER']._serialized_end=3980
+  _globals['_STUDYSPEC']._serialized_end=1169
+  _globals['_CREATESTUDYREQUEST']._serialized_start=1171
+  _globals['_CREATESTUDYREQUEST']._serialized_end=1255
+  _globals['_STUDYREF']._serialized_start=1257
+  _globals['_STUDYREF']._serialized_end=1285
+  _globals['_LISTSTUDIESREQUEST']._serialized_start=1287
+  _globals['_LISTSTUDIESREQUEST']._serialized_end=1307
+  _globals['_POLLREQUEST']._serialized_start=1309
+  _globals['_POLLREQUEST']._serialized_end=1344
+  _globals['_STUDYANNOUNCEMENT']._serialized_start=1346
+  _globals['_STUDYANNOUNCEMENT']._serialized_end=1405
+  _globals['_POLLREPLY']._serialized_start=1407
+  _globals['_POLLREPLY']._serialized_end=1469
+  _globals['_SUBMITACK']._serialized_start=1472
+  _globals['_SUBMITACK']._serialized_end=1610
+  _globals['_OWNERSTATE']._serialized_start=1612
+  _globals['_OWNERSTATE']._serialized_end=1721
+  _globals['_STUDYSTATUS']._serialized_start=1724
+  _globals['_STUDYSTATUS']._serialized_end=1947
+  _globals['_STUDYLIST']._serialized_start=1949
+  _globals['_STUDYLIST']._serialized_end=2005
+  _globals['_OWNERRESULT']._serialized_start=2008
+  _globals['_OWNERRESULT']._serialized_end=2222
+  _globals['_GLOBALMODELRESULT']._serialized_start=2225
+  _globals['_GLOBALMODELRESULT']._serialized_end=2440
+  _globals['_STUDYRESULTS']._serialized_start=2443
+  _globals['_STUDYRESULTS']._serialized_end=2727
+  _globals['_CANCELSTUDYREQUEST']._serialized_start=2729
+  _globals['_CANCELSTUDYREQUEST']._serialized_end=2783
+  _globals['_CANCELREPLY']._serialized_start=2785
+  _globals['_CANCELREPLY']._serialized_end=2869
+  _globals['_WATCHSTUDYREQUEST']._serialized_start=2871
+  _globals['_WATCHSTUDYREQUEST']._serialized_end=2972
+  _globals['_HEALTHREQUEST']._serialized_start=2974
+  _globals['_HEALTHREQUEST']._serialized_end=2989
+  _globals['_HEALTHREPLY']._serialized_start=2991
+  _globals['_HEALTHREPLY']._serialized_end=3077
+  _globals['_MINER']._serialized_start=3356
+  _globals['_MINER']._serialized_end=4068
 # @@protoc_insertion_point(module_scope)

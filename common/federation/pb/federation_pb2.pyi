@@ -21,6 +21,7 @@ class RefusalCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_CODE_UNSATISFIABLE: _ClassVar[RefusalCode]
     REFUSAL_CODE_EMPTY_RELEASE: _ClassVar[RefusalCode]
     REFUSAL_CODE_INTERNAL: _ClassVar[RefusalCode]
+    REFUSAL_CODE_TOO_LARGE: _ClassVar[RefusalCode]
 REFUSAL_CODE_UNSPECIFIED: RefusalCode
 REFUSAL_CODE_POLICY: RefusalCode
 REFUSAL_CODE_BAD_STUDY: RefusalCode
@@ -29,6 +30,7 @@ REFUSAL_CODE_BAD_LOCAL_DATA: RefusalCode
 REFUSAL_CODE_UNSATISFIABLE: RefusalCode
 REFUSAL_CODE_EMPTY_RELEASE: RefusalCode
 REFUSAL_CODE_INTERNAL: RefusalCode
+REFUSAL_CODE_TOO_LARGE: RefusalCode
 
 class ModelMessage(_message.Message):
     __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report", "regression_trees")
@@ -79,7 +81,7 @@ class SignedEnvelope(_message.Message):
     def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class StudySpec(_message.Message):
-    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed")
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +99,7 @@ class StudySpec(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     title: str
     schema: _model_pb2.Schema
@@ -114,7 +117,8 @@ class StudySpec(_message.Message):
     deadline: _timestamp_pb2.Timestamp
     owners: _containers.RepeatedScalarFieldContainer[str]
     seed: int
-    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ...) -> None: ...
+    max_message_bytes: int
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateStudyRequest(_message.Message):
     __slots__ = ("spec", "evaluation_csv")
@@ -241,7 +245,7 @@ class GlobalModelResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class StudyResults(_message.Message):
-    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value")
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +254,7 @@ class StudyResults(_message.Message):
     EVALUATION_ROW_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_CLASS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_VALUE_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_ROWS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
     models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
@@ -258,7 +263,8 @@ class StudyResults(_message.Message):
     evaluation_row: _containers.RepeatedScalarFieldContainer[int]
     evaluation_class: _containers.RepeatedScalarFieldContainer[int]
     evaluation_value: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ...) -> None: ...
+    evaluation_rows_dropped: int
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ...) -> None: ...
 
 class CancelStudyRequest(_message.Message):
     __slots__ = ("study_id", "reason")
