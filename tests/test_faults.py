@@ -81,6 +81,17 @@ class _Submitters:
             t.join(60)
 
 
+def _stop_daemons(stop: threading.Event, threads: list[threading.Thread], daemons: list[OwnerDaemon],
+                  fed: Federation) -> None:
+    """Stop the owner daemons' threads, close the daemons, then the federation."""
+    stop.set()
+    for t in threads:
+        t.join(30)
+    for d in daemons:
+        d.close()
+    fed.close()
+
+
 @pytest.fixture(scope="module")
 def ten_parts(car):
     return deal(*car[1:], OWNERS)
@@ -147,12 +158,7 @@ def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path
             wait_until(lambda: ((read_status(daemon.config.state_dir) or {}).get("last_outcome") or {}).get("outcome")
                        == "submitted", 30, lambda: f"{daemon.config.name}'s status {read_status(daemon.config.state_dir)}")
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-        for d in daemons:
-            d.close()
-        fed.close()
+        _stop_daemons(stop, threads, daemons, fed)
 
 
 def test_at_the_deadline_without_the_quorum_the_study_fails_naming_the_silent_owners(tmp_path, ten_parts):
@@ -220,12 +226,7 @@ def test_answers_stored_through_an_outage_longer_than_the_freshness_window_are_r
             assert (record["outcome"], record["status"]) == ("submitted", "OK")
             assert [c.study_id for c in Ledger(daemon.config.state_dir).charges] == ["f6"]  # charged once
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-        for d in daemons:
-            d.close()
-        fed.close()
+        _stop_daemons(stop, threads, daemons, fed)
     assert log.read_text().count("sign the same answer again with a fresh timestamp and nonce") == len(owners)
     assert verify_log(state).ok
 
