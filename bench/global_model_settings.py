@@ -26,7 +26,7 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
-from miner_node.tasks import ClassificationTask, pseudo_data, two_class_auc
+from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 from modelshare.simulate import model_setting
 
@@ -76,18 +76,20 @@ def main() -> None:
         _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
         parts = [(r, pseudo_data(r.trees, r.report, args.pgen_scale, rng, "exact")) for r in released.values()]
         Xp, yp = _pooled([part for _, part in parts], schema)
-        tables = [("PGEN", (Xp, yp)), ("BASIS", (X[~test], y[~test]))]
+        groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
+                                 for i, (r, (_, yr)) in enumerate(parts)])
+        tables = [("PGEN", (Xp, yp, groups)), ("BASIS", (X[~test], y[~test], None))]
         if args.distill:
-            tables.append(("distilled", _pooled([(Xr, distilled(r.trees, r.report, Xr, yr)) for r, (Xr, yr) in parts],
-                                                schema)))
+            Xd, yd = _pooled([(Xr, distilled(r.trees, r.report, Xr, yr)) for r, (Xr, yr) in parts], schema)
+            tables.append(("distilled", (Xd, yd, groups)))
         for variant in args.variants:
             model, setting = model_setting(variant)
             mode = setting if isinstance(setting, str) else ",".join(f"{k}={v}" for k, v in setting.items())
             started = time.perf_counter()
-            for method, (Xt, yt) in tables:
+            for method, (Xt, yt, gt) in tables:
                 if method == "BASIS" and mode != "fixed":
                     continue
-                fitted = task.fit(model, spec_for(model, setting, args.mechanism, args.seed), Xt, yt)
+                fitted = task.fit(model, spec_for(model, setting, args.mechanism, args.seed), Xt, yt, gt)
                 label = {"PGEN": f"{model} {mode}", "BASIS": f"{model} BASIS"}.get(method, f"{model} {mode} {method}")
                 scores[label]["accuracy"].append(accuracy(y[test], fitted.model.predict(X[test])))
                 auc = two_class_auc(fitted.model, X[test], y[test], schema.n_classes)
@@ -95,6 +97,8 @@ def main() -> None:
                 scores[label]["seconds"].append(time.perf_counter() - started)
                 if method != "BASIS" and mode == "auto":
                     chosen[label].append(fitted.choice.selection.split(" by ")[0].removeprefix("auto: "))
+                if fold == 0 and mode == "auto":
+                    print(f"  {label}: {fitted.choice.selection}", flush=True)
         print(f"fold {fold}: {len(released)} of {args.owners} owners released, {yp.shape[0]} pseudo rows", flush=True)
     print(f"\n{args.dataset} {args.mechanism} {requirement} {args.owners} owners, {args.folds} folds, "
           f"pgen_scale {args.pgen_scale}")

@@ -7,7 +7,11 @@ regularise depends on the release (its depth, its ensemble, its noise) and canno
 for all, so the miner can choose it (mode ``"auto"``, `common.federation.global_model_settings`):
 it cross-validates each candidate of the model's grid (`GRIDS`) on the pooled pseudo-data it
 learns from — at most ``MAX_CV_ROWS`` of them, drawn with the study's seed — and refits the best
-on all of it. The evaluation table is never an argument here, so it only ever scores; no owner's
+on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
+so folds of shuffled rows reward a model that relearns each tree's own regions. A fold therefore
+holds out whole released trees (an owner's tree, or one tree of an ensemble) wherever there are
+at least `CV_FOLDS` of them, which scores a candidate by how well what it learned from some
+releases predicts the rows of others. The evaluation table is never an argument here, so it only ever scores; no owner's
 raw row reaches the miner at all.
 
 Leaf sizes in the grids are *shares* of the training rows (a float in (0, 1)), so a choice made on
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from sklearn.model_selection import KFold
+from sklearn.model_selection import GroupKFold, KFold
 
 from common.federation.global_model_settings import AUTO, FIXED, GIVEN, ParameterValue, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
@@ -38,7 +42,7 @@ CV_FOLDS = 3
 #: The mode of a model the study gives no setting for.
 DEFAULT_MODES: dict[str, str] = {"decision-tree": AUTO}
 
-_LEAF_SHARES: list[int | float] = [0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 1]  # most regularised first
+_LEAF_SHARES: list[int | float] = [0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 1]  # most regularised first
 
 #: Candidates of ``"auto"`` per classification model, simplest first (ties keep the earlier one).
 GRIDS: dict[str, list[dict[str, Any]]] = {
@@ -82,21 +86,30 @@ def _neg_mse(y: np.ndarray, predicted: np.ndarray) -> float:
     return -float(np.mean((np.asarray(predicted, dtype=np.float64) - y) ** 2))
 
 
+def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """`CV_FOLDS` folds keeping each released tree's rows together where there are enough trees, else shuffled rows."""
+    if groups is not None and np.unique(groups).shape[0] >= CV_FOLDS:
+        return list(GroupKFold(n_splits=CV_FOLDS).split(X, groups=groups)), "released trees"
+    return list(KFold(n_splits=CV_FOLDS, shuffle=True, random_state=seed).split(X)), "rows"
+
+
 def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str, Any]], X: np.ndarray,
-                    y: np.ndarray, seed: int, score: Callable[[np.ndarray, np.ndarray], float]) -> tuple[dict[str, Any], float, int]:
+                    y: np.ndarray, groups: np.ndarray | None, seed: int,
+                    score: Callable[[np.ndarray, np.ndarray], float]) -> tuple[dict[str, Any], float, str]:
     """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of (a sample of) ``X, y``."""
     rng = np.random.default_rng(seed)
     if X.shape[0] > MAX_CV_ROWS:
         keep = np.sort(rng.choice(X.shape[0], MAX_CV_ROWS, replace=False))
         X, y = X[keep], y[keep]
-    folds = list(KFold(n_splits=CV_FOLDS, shuffle=True, random_state=seed).split(X))
+        groups = None if groups is None else groups[keep]
+    folds, by = _folds(X, groups, seed)
     best, best_score = grid[0], -np.inf
     for candidate in grid:
         scores = [score(y[test], build(concrete(candidate, train.shape[0])).fit(X[train], y[train]).predict(X[test]))
                   for train, test in folds]
         if (mean := float(np.mean(scores))) > best_score:
             best, best_score = candidate, mean
-    return best, best_score, int(X.shape[0])
+    return best, best_score, f"{X.shape[0]} pseudo rows, folds by {by}"
 
 
 def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterValue]]:
@@ -108,11 +121,12 @@ def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterVa
 
 
 def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
-           *, regression: bool) -> Choice:
+           *, regression: bool, groups: np.ndarray | None = None) -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
-    ``build(params)`` returns a fresh model with ``params`` over its defaults. Only the pseudo
-    rows are read (module docstring); the result names the mode and, for ``"auto"``, the
+    ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
+    each row's released tree (owner and tree), so that a fold holds out whole trees. Only the
+    pseudo rows are read (module docstring); the result names the mode and, for ``"auto"``, the
     cross-validated score on pseudo rows.
     """
     mode, given = _setting(spec, name)
@@ -122,9 +136,9 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
     grids = REGRESSION_GRIDS if regression else GRIDS
     if mode == AUTO and name in grids and rows >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
-        best, value, sampled = _cross_validate(build, grids[name], X, y, int(spec.seed) % 2**31, score)
+        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
-        return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} pseudo rows ({shown})")
+        return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
     fixed = {} if regression else global_model_params(name, spec.mechanism, rows)
     return Choice(dict(fixed), FIXED)

@@ -40,11 +40,11 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble, pgen_regression
+from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
 __all__ = ["Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
-           "two_class_auc"]
+           "pseudo_sources", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
 
@@ -82,6 +82,10 @@ class MiningTask(Protocol):
         """PGEN on one accepted model: encoded attributes and labels (or target values)."""
         ...
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        """Per pseudo row of the model, the index of the released tree it was drawn from (0 where unknown)."""
+        ...
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         """The model's mean released root count (its tuples) and its number of leaves."""
         ...
@@ -90,8 +94,11 @@ class MiningTask(Protocol):
         """Copy the model's released trees into the owner's result (what a report draws)."""
         ...
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Fitted:
-        """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only."""
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
+
+        ``groups`` names each row's released tree (`miner_node.selection`), None when unknown.
+        """
         ...
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
@@ -155,6 +162,20 @@ def _record_choice(entry: fpb.GlobalModelResult, choice: Choice) -> None:
         entry.parameters[key].CopyFrom(parameter_to_pb(value))
 
 
+def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rows: int) -> np.ndarray:
+    """The released tree each of `pseudo_data`'s ``rows`` rows was drawn from (its index; 0 for a single tree).
+
+    `pseudo_data` stacks an ensemble's rows tree by tree, each tree's share sized by
+    `miner_node.pgen.ensemble_rows`; `miner_node.selection` keeps the rows of one tree in one fold.
+    """
+    beta = _sampling_rate(report)
+    if report is not None:
+        scale = dp_pgen_scale(scale, report.mechanism, trees)
+    if len(trees) == 1 and beta == 1.0:
+        return np.zeros(rows, dtype=np.int64)
+    return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
+
+
 def _evaluation_file(csv_bytes: bytes, read: Any) -> Any:
     """``read(path)`` on the evaluation table's bytes, written to a temporary file for the table readers."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,19 +202,22 @@ class ClassificationTask:
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        return pseudo_sources(model.trees, model.report, spec.pgen_scale, rows)
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         return float(np.mean([t.root.total for t in model.trees])), sum(t.n_leaves for t in model.trees)
 
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.trees.extend(tree_to_pb(t) for t in model.trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Fitted:
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
         seed = int(spec.seed) % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:
             return make_global_model(name, self.schema, random_state=seed, **params)
 
-        choice = choose(name, spec, X, y, build, regression=False)
+        choice = choose(name, spec, X, y, build, regression=False, groups=groups)
         return Fitted(build(choice.parameters).fit(X, y), choice)
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
@@ -235,6 +259,9 @@ class RegressionTask:
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         forest = self._forest(model)
         return (float(np.mean([tree.nodes[0].count for tree in forest.trees])),
@@ -243,13 +270,13 @@ class RegressionTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.regression_trees.extend(regression_tree_to_pb(t) for t in self._forest(model).trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Fitted:
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
         seed = int(spec.seed) % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:
             return make_regression_model(name, random_state=seed, **params)
 
-        choice = choose(name, spec, X, y, build, regression=True)
+        choice = choose(name, spec, X, y, build, regression=True, groups=groups)
         return Fitted(build(choice.parameters).fit(X, y), choice)
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:

@@ -92,10 +92,9 @@ def _spec(models: tuple[str, ...], settings: dict[str, str | dict] | None = None
 
 
 def _accepted(schema, X, y) -> list[AcceptedModel]:
-    """Two owners' trees released without a mechanism (PGEN then draws their unconstrained attributes uniformly)."""
-    half = X.shape[0] // 2
+    """Three owners' trees released without a mechanism (PGEN then draws their unconstrained attributes uniformly)."""
     models = []
-    for owner, rows in (("site-a", slice(0, half)), ("site-b", slice(half, None))):
+    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3)):
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     return models
@@ -110,7 +109,7 @@ def test_auto_chooses_by_cross_validation_on_pseudo_rows_and_reports_it(mixed):
     spec = _spec(("decision-tree", "naive-bayes", "rules"), {"naive-bayes": "fixed", "rules": {"min_samples_leaf": 7}})
     results = mine(spec, schema, _accepted(schema, X, y), _evaluation(X, y))
     tree, bayes, rules = results.models
-    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows \(accuracy 0\.\d{4}\)",
+    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, folds by released trees \(accuracy 0\.\d{4}\)",
                         tree.selection)  # the decision tree's default mode
     assert parameter_from_pb(tree.parameters["min_samples_leaf"]) >= 1  # a share turned into rows
     assert bayes.selection == "fixed" and not bayes.parameters
