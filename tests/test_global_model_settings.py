@@ -16,7 +16,7 @@ from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
 from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS, make_regression_model
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import DEFAULT_MODES, GRIDS, REGRESSION_GRIDS
+from miner_node.selection import DEFAULT_MODES, GRIDS, REGRESSION_GRIDS, choose
 from modelshare.admin import results_dict
 from modelshare.cli_federation import results_renderables
 from modelshare.simulate import model_setting
@@ -165,3 +165,20 @@ def test_auc_for_two_classes_from_probabilities_and_dash_without_them(mixed, car
     schema, X, y = car
     multi = mine(_spec(("decision-tree",)), schema, _accepted(schema, X, y), _evaluation(X, y))
     assert not multi.models[0].HasField("auc")
+
+
+def test_folds_hold_out_whole_released_trees_when_there_are_enough(mixed):
+    schema, X, y = mixed
+    spec = _spec(("decision-tree",))
+
+    def build(params):
+        return CartTreeClassifier(schema, random_state=0, **params)
+
+    trees = np.repeat(np.arange(4), X.shape[0] // 4)
+    assert "folds by released trees" in choose("decision-tree", spec, X, y, build, regression=False, groups=trees).selection
+    two = np.repeat(np.arange(2), X.shape[0] // 2)
+    assert "folds by rows" in choose("decision-tree", spec, X, y, build, regression=False, groups=two).selection
+    assert "folds by rows" in choose("decision-tree", spec, X, y, build, regression=False).selection
+    [owner] = _accepted(schema, X, y)[:1]
+    single = mine(spec, schema, [owner], None)  # one owner, one tree: nothing to group by
+    assert "folds by rows" in single.models[0].selection
