@@ -19,6 +19,9 @@ noise; a scratch run on Adult gave 0.58, below the majority class's 0.754). The 
 ``decision-tree`` of a dp study therefore gets ``min_samples_leaf`` = ``PGEN_LEAF_SHARE`` of its
 training rows, which reads only the pseudo rows, so it costs no privacy. APT and pruning studies
 keep the fully grown tree of the model-sharing paper, whose deep trees leave little uniform noise.
+This is the *fixed* rule (`global_model_params`); a study's decision tree is by default set by
+cross-validation on the pseudo-data instead (`miner_node.selection`, "auto"), which chose leaves of
+5 % on Nursery's DPEA releases and beat the floor by 20 points (EXPERIMENTS.md).
 
 Considered and left out: zeroing leaf counts below a few noise scales before PGEN, to drop the
 rows that the clamped noise of empty leaves adds. It helped on Adult (30,000 rows) but cost 3

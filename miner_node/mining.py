@@ -9,8 +9,10 @@ A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
 `miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
-union of every owner's rows. The global decision tree of a dp study gets a leaf-size floor
-(`miner_node.dp_pgen`).
+union of every owner's rows. Each global model's hyperparameters are the study's setting
+(`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
+fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
+`miner_node.dp_pgen`; or given values).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from miner_node.tasks import Evaluation, task_for
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
 log = logging.getLogger("modelshare.miner")
+_GROUP_STRIDE = 1 << 16  # owner i's released trees are the cross-validation groups i * stride + tree index
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,13 @@ def mine(
     started = time.perf_counter()
     task = task_for(schema)
     results = fpb.StudyResults(study_id=spec.study_id)
-    parts_X, parts_y = [], []
+    parts_X, parts_y, parts_groups = [], [], []
     for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
         report = item.model.report
         X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]))
         parts_X.append(X)
         parts_y.append(y)
+        parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))
         tuples, leaves = task.size(item.model)
         entry = results.owners.add(
             owner_id=item.owner_id,
@@ -94,6 +98,7 @@ def mine(
         task.released(entry, item.model)
     X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
+    groups = np.concatenate(parts_groups) if parts_groups else None
     if evaluation is not None:
         results.evaluation_rows = int(evaluation.y.shape[0])
         results.evaluation_rows_dropped = evaluation.dropped
@@ -105,6 +110,6 @@ def mine(
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
-        task.score(entry, task.fit(name, spec, X, y), evaluation)
+        task.score(entry, task.fit(name, spec, X, y, groups), evaluation)
     results.mining_seconds = time.perf_counter() - started
     return results

@@ -6,12 +6,16 @@ one interface `miner_node.mining.mine` reads; `task_for` picks the implementatio
 schema's type:
 
 * **classification**: PGEN draws class labels from each path's counts (`pseudo_data`);
-  the global models are `miner_node.global_models.GLOBAL_MODELS` (with a dp study's leaf floor,
-  `miner_node.dp_pgen`); a tree model's tree is kept in the results; the score is accuracy and
-  the predicted class indices;
+  the global models are `miner_node.global_models.GLOBAL_MODELS`; a tree model's tree is kept in
+  the results; the scores are accuracy, the predicted class indices and, for two classes, the ROC
+  AUC of the predicted probabilities (left unset for a model without probabilities);
 * **regression**: PGEN labels every row of a leaf with its released mean
   (`miner_node.pgen.pgen_regression`); the global models are `REGRESSION_MODELS`; the scores are
   RMSE and MAE and the predicted values.
+
+Either way each model's hyperparameters are the study's setting for it, chosen by `miner_node.selection`
+(cross-validation on the pseudo-data, the fixed rule with a dp study's leaf floor, or given values),
+and the results say which and how.
 """
 
 from __future__ import annotations
@@ -21,22 +25,26 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, Sequence
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from common.data.datasets.loading import load_table
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.data.task import load_regression_table
+from common.federation.global_model_settings import parameter_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
 from common.mechanisms import registry
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
-from miner_node.dp_pgen import dp_pgen_scale, global_model_params
+from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.pgen import ClassAssignment, pgen, pgen_ensemble, pgen_regression
+from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_ensemble, pgen_regression
+from miner_node.selection import Choice, choose
 
-__all__ = ["Evaluation", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data"]
+__all__ = ["Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
+           "pseudo_sources", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
 
@@ -56,6 +64,13 @@ class Evaluation(NamedTuple):
     dropped: int = 0
 
 
+class Fitted(NamedTuple):
+    """A fitted global model and the choice of its hyperparameters (what the results report)."""
+
+    model: Any
+    choice: Choice
+
+
 class MiningTask(Protocol):
     """The task-dependent steps of mining one study."""
 
@@ -70,6 +85,10 @@ class MiningTask(Protocol):
         """PGEN on one accepted model: encoded attributes and labels (or target values)."""
         ...
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        """Per pseudo row of the model, the index of the released tree it was drawn from (0 where unknown)."""
+        ...
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         """The model's mean released root count (its tuples) and its number of leaves."""
         ...
@@ -78,12 +97,15 @@ class MiningTask(Protocol):
         """Copy the model's released trees into the owner's result (what a report draws)."""
         ...
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
-        """Global model ``name`` of the study, fitted on the pooled pseudo-data."""
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
+
+        ``groups`` names each row's released tree (`miner_node.selection`), None when unknown.
+        """
         ...
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
-        """Fill ``entry`` with what the results carry of ``model``: its scores on the evaluation table."""
+    def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
+        """Fill ``entry`` with what the results carry of the model: its settings and scores on the evaluation table."""
         ...
 
     def truth(self, results: fpb.StudyResults, evaluation: Evaluation) -> None:
@@ -122,6 +144,41 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
 
 
+def two_class_auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float | None:
+    """ROC AUC of class index 1 from ``model``'s predicted probabilities on ``X``.
+
+    None unless the task has two classes, ``y`` holds both and the model predicts probabilities
+    (a rule list does not); a model trained on one class scores every row alike (AUC 0.5).
+    """
+    if n_classes != 2 or not hasattr(model, "predict_proba") or np.unique(y).shape[0] != 2:
+        return None
+    proba = np.asarray(model.predict_proba(X), dtype=np.float64)
+    classes = list(np.asarray(getattr(model, "classes_", np.arange(proba.shape[1]))).astype(np.int64))
+    positive = proba[:, classes.index(1)] if 1 in classes else np.zeros(proba.shape[0])
+    return float(roc_auc_score(y == 1, positive))
+
+
+def _record_choice(entry: fpb.GlobalModelResult, choice: Choice) -> None:
+    """The model's hyperparameters and how they were set, into its result."""
+    entry.selection = choice.selection
+    for key, value in choice.parameters.items():
+        entry.parameters[key].CopyFrom(parameter_to_pb(value))
+
+
+def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rows: int) -> np.ndarray:
+    """The released tree each of `pseudo_data`'s ``rows`` rows was drawn from (its index; 0 for a single tree).
+
+    `pseudo_data` stacks an ensemble's rows tree by tree, each tree's share sized by
+    `miner_node.pgen.ensemble_rows`; `miner_node.selection` keeps the rows of one tree in one fold.
+    """
+    beta = _sampling_rate(report)
+    if report is not None:
+        scale = dp_pgen_scale(scale, report.mechanism, trees)
+    if len(trees) == 1 and beta == 1.0:
+        return np.zeros(rows, dtype=np.int64)
+    return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
+
+
 def _evaluation_file(csv_bytes: bytes, read: Any) -> Any:
     """``read(path)`` on the evaluation table's bytes, written to a temporary file for the table readers."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,18 +205,27 @@ class ClassificationTask:
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        return pseudo_sources(model.trees, model.report, spec.pgen_scale, rows)
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         return float(np.mean([t.root.total for t in model.trees])), sum(t.n_leaves for t in model.trees)
 
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.trees.extend(tree_to_pb(t) for t in model.trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
-        model = make_global_model(name, self.schema, random_state=int(spec.seed) % _SEED_MODULUS,
-                                  **global_model_params(name, spec.mechanism, int(y.shape[0])))
-        return model.fit(X, y)
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        seed = int(spec.seed) % _SEED_MODULUS
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
+        def build(params: dict[str, Any]) -> Any:
+            return make_global_model(name, self.schema, random_state=seed, **params)
+
+        choice = choose(name, spec, X, y, build, regression=False, groups=groups)
+        return Fitted(build(choice.parameters).fit(X, y), choice)
+
+    def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
+        model = fitted.model
+        _record_choice(entry, fitted.choice)
         tree = getattr(model, "tree_", None)
         if isinstance(tree, Tree):
             entry.tree.CopyFrom(tree_to_pb(tree))
@@ -167,6 +233,9 @@ class ClassificationTask:
             pred = np.asarray(model.predict(evaluation.X), dtype=np.int64)
             entry.accuracy = accuracy(evaluation.y, pred)
             entry.predictions.extend(int(p) for p in pred)
+            auc = two_class_auc(model, evaluation.X, evaluation.y, self.schema.n_classes)
+            if auc is not None:
+                entry.auc = auc
 
     def truth(self, results: fpb.StudyResults, evaluation: Evaluation) -> None:
         results.evaluation_row.extend(evaluation.rows.tolist())
@@ -193,6 +262,9 @@ class RegressionTask:
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
 
+    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+        return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group
+
     def size(self, model: DecodedModel) -> tuple[float, int]:
         forest = self._forest(model)
         return (float(np.mean([tree.nodes[0].count for tree in forest.trees])),
@@ -201,10 +273,18 @@ class RegressionTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.regression_trees.extend(regression_tree_to_pb(t) for t in self._forest(model).trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Any:
-        return make_regression_model(name, random_state=int(spec.seed) % _SEED_MODULUS).fit(X, y)
+    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        seed = int(spec.seed) % _SEED_MODULUS
 
-    def score(self, entry: fpb.ModelResult, model: Any, evaluation: Evaluation | None) -> None:
+        def build(params: dict[str, Any]) -> Any:
+            return make_regression_model(name, random_state=seed, **params)
+
+        choice = choose(name, spec, X, y, build, regression=True, groups=groups)
+        return Fitted(build(choice.parameters).fit(X, y), choice)
+
+    def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
+        model = fitted.model
+        _record_choice(entry, fitted.choice)
         if evaluation is not None:
             predicted = np.asarray(model.predict(evaluation.X), dtype=np.float64)
             entry.rmse, entry.mae = rmse(evaluation.y, predicted), mae(evaluation.y, predicted)

@@ -30,6 +30,7 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.federation.config_file import ConfigModel, Text, load_config
 from common.federation.dial import dial_miner
+from common.federation.global_model_settings import parameter_from_pb
 from common.federation.kit import TlsFiles, TlsTable
 from common.federation.model_io import write_message
 from common.federation.pb import federation_pb2 as fpb
@@ -39,7 +40,7 @@ from common.federation.wire import model_message, tree_from_pb
 from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
-           "write_results"]
+           "write_results", "auc_text", "settings_text"]
 
 CALL_TIMEOUT = 30.0
 
@@ -157,11 +158,28 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         ],
         "models": [
             {"model": m.name, "train_rows": m.train_rows, "accuracy": m.accuracy if m.HasField("accuracy") else None,
+             "auc": m.auc if m.HasField("auc") else None,
+             "parameters": {k: parameter_from_pb(v) for k, v in sorted(m.parameters.items())},
+             "selection": m.selection,
              "tree_leaves": sum(1 for n in m.tree.nodes if not n.edges) if m.HasField("tree") else None,
              **({"rmse": m.rmse, "mae": m.mae} if m.HasField("rmse") else {})}  # a scored regression model
             for m in results.models
         ],
     }
+
+
+def auc_text(model: dict[str, Any]) -> str:
+    """A two-class model's AUC as tables show it, "-" for a model without probabilities (a rule list)."""
+    return "-" if model.get("auc") is None else f"{model['auc']:.4f}"
+
+
+def settings_text(model: dict[str, Any]) -> str:
+    """How a model's hyperparameters were set and their values, for a table cell."""
+    values = ", ".join(f"{k}={v}" for k, v in (model.get("parameters") or {}).items())
+    selection = model.get("selection") or ""
+    if selection.startswith("auto"):  # the chosen values are in its text
+        return selection
+    return f"{selection}: {values}" if values and selection else (values or selection)
 
 
 def _prediction_lines(results: fpb.StudyResults, schema: Schema | RegressionSchema,

@@ -26,7 +26,9 @@ from modelshare.admin import (
     AdminConfig,
     admin_stub,
     answer_label,
+    auc_text,
     results_dict,
+    settings_text,
     status_dict,
     study_headline,
     write_results,
@@ -162,9 +164,12 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
             table.add_row(m["model"], str(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
                           f"{m['mae']:.4f}" if "mae" in m else "")
     else:
-        table = Table("global model", "train rows", "accuracy")
+        two_class = any(m.get("auc") is not None for m in models)  # AUC: two-class studies only
+        table = Table("global model", "train rows", "accuracy", *(["AUC"] if two_class else []), "hyperparameters")
         for m in models:
-            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}")
+            auc = [auc_text(m)] if two_class else []
+            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
+                          *auc, settings_text(m))
     return [Text(study_headline(status)), table]
 
 

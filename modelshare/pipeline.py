@@ -32,7 +32,7 @@ from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import ClassAssignment, basegen
 from miner_node.tasks import pseudo_data
 
-__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "run_fold", "run_study", "summarize", "METHODS"]
+__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
 
 METHODS = ("BASIS", "PGEN", "BASEGEN")
 
@@ -158,16 +158,18 @@ def fold_plan(y: np.ndarray, config: PipelineConfig) -> list[tuple[int, int, np.
     return plan
 
 
-def run_fold(
+def release_owners(
     schema: Schema,
     X_train: np.ndarray,
     y_train: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
     config: PipelineConfig,
     rng: np.random.Generator,
-) -> list[dict[str, Any]]:
-    """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
+) -> tuple[np.ndarray, dict[int, Release], int]:
+    """Deal the training rows among the owners and release each owner's model; an owner that cannot meet
+    the requirement releases nothing.
+
+    Returns each row's owner, the releases by owner index, and how many of them pass the re-audit.
+    """
     sources = stratified_parts(y_train, config.n_sources, rng)
     record = registry.get(config.mechanism)
     depth = config.learner_params.get("max_depth") or record.default_max_depth
@@ -190,7 +192,20 @@ def run_fold(
             continue
         released[s] = found
         audited_ok += audit(found.trees, found.report, seeded_ok=True).passed  # seeded: reproducible runs
+    return sources, released, audited_ok
 
+
+def run_fold(
+    schema: Schema,
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_test: np.ndarray,
+    y_test: np.ndarray,
+    config: PipelineConfig,
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
+    sources, released, audited_ok = release_owners(schema, X_train, y_train, config, rng)
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
         parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment)

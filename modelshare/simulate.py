@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import tomli_w
+import tomllib
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -56,6 +57,7 @@ from common.data.task import (
     load_schema,
     task_of,
 )
+from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
@@ -71,7 +73,8 @@ from miner_node.global_models import (
     make_regression_model,
 )
 from miner_node.server import read_ready
-from modelshare.admin import AdminConfig, admin_stub, status_dict, study_headline
+from miner_node.tasks import two_class_auc
+from modelshare.admin import AdminConfig, admin_stub, settings_text, status_dict, study_headline
 from modelshare.cli_common import (
     CommandFailed,
     add_global_models,
@@ -185,7 +188,37 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
         "release": release,
         "training": training,
         "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "evaluation": "test.csv"},
+        **({"global_models": dict(args.model_settings)} if args.model_settings else {}),
     })
+
+
+def model_setting(text: str) -> tuple[str, str | dict[str, Any]]:
+    """``--model-setting``'s value: ``MODEL=auto``, ``MODEL=fixed`` or ``MODEL:KEY=VALUE[,KEY=VALUE...]``.
+
+    Values read as TOML would (``50``, ``0.005``, ``true``, ``entropy``); the names and values are
+    checked with the study (`common.federation.global_model_settings`).
+    """
+    if ":" in text:
+        name, _, pairs = text.partition(":")
+        params: dict[str, Any] = {}
+        for pair in pairs.split(","):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected MODEL:KEY=VALUE[,KEY=VALUE...], got {text!r}")
+            params[key.strip()] = _toml_value(value.strip())
+        return name.strip(), params
+    name, sep, mode = text.partition("=")
+    if not sep:
+        raise ValueError(f"expected MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE[,...], got {text!r}")
+    return name.strip(), mode.strip()
+
+
+def _toml_value(text: str) -> Any:
+    """A parameter value as TOML reads it (a bare word is a string)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
 
 
 def _source_task(args: argparse.Namespace) -> tuple[str, Schema | RegressionSchema | None]:
@@ -389,8 +422,13 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, mod
         basis_pred = np.asarray(basis.predict(data["X_test"]))
         mined = by_name[name]
         pred = np.asarray(mined.predictions, dtype=np.int64)
+        two_class = schema.n_classes == 2
         row: dict[str, Any] = {"model": name, "basis_accuracy": accuracy(data["y_test"], basis_pred),
                                "accuracy": mined.accuracy if len(pred) else None,
+                               **({"basis_auc": two_class_auc(basis, data["X_test"], data["y_test"], 2),
+                                   "auc": mined.auc if mined.HasField("auc") else None} if two_class else {}),
+                               "parameters": {k: parameter_from_pb(v) for k, v in sorted(mined.parameters.items())},
+                               "selection": mined.selection,
                                "class_match": class_match(pred, basis_pred) if len(pred) else None,
                                "path_match": None, "train_rows": mined.train_rows}
         basis_tree = getattr(basis, "tree_", None)
@@ -493,6 +531,8 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_regression_table(report, fmt))
     else:
         out.print(_models_table(report, fmt))
+    for m in report["models"]:
+        out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback)")
     out.print()
     for line in legend_lines(report):
@@ -503,10 +543,15 @@ def _models_table(report: dict[str, Any], fmt: Any) -> Table:
     """The classification models' table: BASIS and (P)PGEN accuracy, class match, path match."""
     table = titled_table(f"global models on {report['test_rows']} held-out rows")
     table.add_column("global model", no_wrap=True)
-    for col in ("BASIS accuracy", f"{pseudo_data_name(report['mechanism'])} accuracy", "class match", "path match"):
+    name = pseudo_data_name(report["mechanism"])
+    two_class = any("auc" in m for m in report["models"])
+    aucs = ("BASIS AUC", f"{name} AUC") if two_class else ()
+    for col in ("BASIS accuracy", f"{name} accuracy", *aucs, "class match", "path match"):
         table.add_column(col)
     for m in report["models"]:
-        table.add_row(m["model"], fmt(m["basis_accuracy"]), fmt(m["accuracy"]), fmt(m["class_match"]), fmt(m["path_match"]))
+        auc = (fmt(m["basis_auc"]), fmt(m["auc"])) if two_class else ()
+        table.add_row(m["model"], fmt(m["basis_accuracy"]), fmt(m["accuracy"]), *auc, fmt(m["class_match"]),
+                      fmt(m["path_match"]))
     return table
 
 
@@ -552,6 +597,12 @@ def configure(p: argparse.ArgumentParser) -> None:
                       help="global models the miner learns",
                       default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
                                    f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
+    p.add_argument("--model-setting", type=model_setting, action="append", default=[], dest="model_settings",
+                   metavar="SETTING",
+                   help="how the miner sets a global model's hyperparameters (study.toml's [global_models]; "
+                        "repeatable): MODEL=auto (cross-validated on the pseudo-data; the decision tree's default), "
+                        "MODEL=fixed (the built-in rule) or MODEL:KEY=VALUE[,KEY=VALUE...], e.g. "
+                        "decision-tree:min_samples_leaf=50")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")

@@ -45,6 +45,11 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     pgen_scale = 10
     class_assignment = "exact"       # or "sample"
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
+
+    [global_models]                  # optional: how the miner sets each global model's hyperparameters
+    decision-tree = "auto"           # cross-validated on the pseudo-data (never on raw or evaluation rows)
+    naive-bayes = "fixed"            # the built-in rule (a dp study's decision tree: its leaf floor)
+    random-forest = { min_samples_leaf = 0.001 }   # given values (`common.federation.global_model_settings`)
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from pydantic import AwareDatetime, Field, model_validator
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
 from common.federation.config_file import ConfigModel, at_key, read_toml, validate_config
+from common.federation.global_model_settings import check_settings, describe_settings, settings_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import (
     MAX_TREES,
@@ -198,6 +204,9 @@ class _StudyFile(ConfigModel):
     release: _ReleaseTable = _ReleaseTable()
     training: _TrainingTable = _TrainingTable()
     mining: _MiningTable = _MiningTable()
+    global_models: Annotated[dict[str, Any], Field(
+        description='a table: MODEL = "auto", "fixed" or { PARAMETER = VALUE, ... }')] = {}  # checked by check_settings
+    """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter, max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth."""
 
 
 def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:
@@ -226,6 +235,12 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         spec.max_depth = training.max_depth
     default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
     spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
+    try:
+        settings = settings_to_pb(file.global_models)
+    except ValueError as exc:
+        raise StudyError(f"{where}: {exc}") from None
+    for name, setting in settings.items():
+        spec.global_model_settings[name].CopyFrom(setting)
     spec.deadline.FromDatetime(study.deadline_at(now or datetime.now(timezone.utc)))
     check_spec(spec, where=where)
     return StudyFile(spec, None if mining.evaluation is None else _evaluation_file(base, mining.evaluation, where))
@@ -292,6 +307,9 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: pgen_scale must be positive, got {spec.pgen_scale}")
     if not spec.global_models or not all(isinstance(m, str) and m for m in spec.global_models):
         raise StudyError(f"{where}: global_models must list at least one model name")
+    faults = check_settings(spec)
+    if faults:
+        raise StudyError("\n".join(f"{where}: {fault}" for fault in faults))
     if len(set(spec.owners)) != len(spec.owners):
         raise StudyError(f"{where}: owners lists a name twice")
     if spec.owners and spec.quorum > len(spec.owners):
@@ -340,6 +358,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "max_depth": spec.max_depth if spec.HasField("max_depth") else None,
         "min_samples_leaf": spec.min_samples_leaf,
         "global_models": list(spec.global_models),
+        "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,
         "owners": list(spec.owners),
         "quorum": spec.quorum,

@@ -81,7 +81,14 @@ class SignedEnvelope(_message.Message):
     def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class StudySpec(_message.Message):
-    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes")
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings")
+    class GlobalModelSettingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: GlobalModelSetting
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[GlobalModelSetting, _Mapping]] = ...) -> None: ...
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +107,7 @@ class StudySpec(_message.Message):
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_MODEL_SETTINGS_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     title: str
     schema: _model_pb2.Schema
@@ -118,7 +126,35 @@ class StudySpec(_message.Message):
     owners: _containers.RepeatedScalarFieldContainer[str]
     seed: int
     max_message_bytes: int
-    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    global_model_settings: _containers.MessageMap[str, GlobalModelSetting]
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ...) -> None: ...
+
+class ModelParameter(_message.Message):
+    __slots__ = ("int_value", "float_value", "string_value", "bool_value")
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    int_value: int
+    float_value: float
+    string_value: str
+    bool_value: bool
+    def __init__(self, int_value: _Optional[int] = ..., float_value: _Optional[float] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ...) -> None: ...
+
+class GlobalModelSetting(_message.Message):
+    __slots__ = ("mode", "parameters")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ModelParameter
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ModelParameter, _Mapping]] = ...) -> None: ...
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    parameters: _containers.MessageMap[str, ModelParameter]
+    def __init__(self, mode: _Optional[str] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ...) -> None: ...
 
 class CreateStudyRequest(_message.Message):
     __slots__ = ("spec", "evaluation_csv")
@@ -225,7 +261,14 @@ class OwnerResult(_message.Message):
     def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
 
 class GlobalModelResult(_message.Message):
-    __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values")
+    __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values", "auc", "parameters", "selection")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ModelParameter
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ModelParameter, _Mapping]] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRAIN_ROWS_FIELD_NUMBER: _ClassVar[int]
     ACCURACY_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +277,9 @@ class GlobalModelResult(_message.Message):
     RMSE_FIELD_NUMBER: _ClassVar[int]
     MAE_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    AUC_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     train_rows: int
     accuracy: float
@@ -242,7 +288,10 @@ class GlobalModelResult(_message.Message):
     rmse: float
     mae: float
     values: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
+    auc: float
+    parameters: _containers.MessageMap[str, ModelParameter]
+    selection: str
+    def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ..., auc: _Optional[float] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., selection: _Optional[str] = ...) -> None: ...
 
 class StudyResults(_message.Message):
     __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped")

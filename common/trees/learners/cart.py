@@ -113,6 +113,14 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "tree_")
         return self.tree_.predict(check_x(self.schema, X))
 
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Per row and class index of the schema, the class shares of the row's leaf (AUC and other scores)."""
+        check_is_fitted(self, "tree_")
+        seen = self.estimator_.predict_proba(self.features(check_x(self.schema, X)))
+        proba = np.zeros((seen.shape[0], self.schema.n_classes))
+        proba[:, self.estimator_.classes_.astype(np.int64)] = seen
+        return proba
+
     # ------------------------------------------------------------ encoding
     def _features(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int | None]]]:
         """The matrix scikit-learn sees, and per column its (attribute, category or None)."""

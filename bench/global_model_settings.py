@@ -1,0 +1,115 @@
+"""The miner's global-model settings side by side on the same releases: fixed rule against "auto", and other models.
+
+Per stratified fold: the training part is dealt among the owners, each releases through the
+mechanism (`modelshare.pipeline.release_owners`), the miner regenerates and pools the pseudo-data
+(`miner_node.tasks.pseudo_data`), and then every variant ``MODEL=MODE`` is fitted by the miner's own
+code (`miner_node.tasks.ClassificationTask.fit`, which chooses hyperparameters on the pseudo-data
+only) on that same pooled table and scored on the held-out fold: accuracy and, for two classes,
+AUC. BASIS (the model's fixed rule on the raw pooled training rows) is printed beside it. So
+old and new settings are compared on identical releases, in one run (EXPERIMENTS.md).
+
+    python bench/global_model_settings.py --dataset nursery --mechanism kanon-rdt --owners 5 --folds 5 \\
+        --variants decision-tree=fixed decision-tree=auto naive-bayes=fixed gradient-boosting=fixed
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from common.data.datasets import load_dataset
+from common.federation.global_model_settings import settings_to_pb
+from common.federation.pb import federation_pb2 as fpb
+from common.mechanisms import registry
+from common.trees.learners.random_tree import ensemble_predict_proba
+from common.trees.metrics import accuracy
+from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
+from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
+from modelshare.simulate import model_setting
+
+
+def spec_for(model: str, setting: str | dict, mechanism: str, seed: int) -> fpb.StudySpec:
+    """A study spec carrying only what the miner's fit reads: seed, mechanism and the model's setting."""
+    spec = fpb.StudySpec(seed=seed, mechanism=mechanism, global_models=[model])
+    spec.global_model_settings[model].CopyFrom(settings_to_pb({model: setting})[model])
+    return spec
+
+
+def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Labels of one release's pseudo rows by its whole ensemble's vote (unchanged for a single tree)."""
+    if len(trees) == 1:
+        return y
+    return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="nursery")
+    p.add_argument("--mechanism", default="kanon-rdt")
+    p.add_argument("--requirement", default=None, help="default: the mechanism's")
+    p.add_argument("--disclosure", default="counts")
+    p.add_argument("--learner", default="cart")
+    p.add_argument("--owners", type=int, default=5)
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--pgen-scale", type=float, default=10.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", nargs="+", default=["decision-tree=fixed", "decision-tree=auto"],
+                   help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
+    p.add_argument("--distill", action="store_true",
+                   help="also score every variant on pseudo rows labelled by their release's whole ensemble")
+    args = p.parse_args()
+    table = load_dataset(args.dataset)
+    schema = table.schema
+    X, y = schema.encode(table.frame)
+    requirement = args.requirement or registry.get(args.mechanism).default_requirement
+    config = PipelineConfig(n_sources=args.owners, folds=args.folds, mechanism=args.mechanism, requirement=requirement,
+                            disclosure=args.disclosure, learner=args.learner, pgen_scale=args.pgen_scale,
+                            random_state=args.seed)
+    task = ClassificationTask(schema)
+    scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    chosen: dict[str, list[str]] = defaultdict(list)
+    for _, fold, test, seed in fold_plan(y, config):
+        rng = np.random.default_rng(seed)
+        _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
+        parts = [(r, pseudo_data(r.trees, r.report, args.pgen_scale, rng, "exact")) for r in released.values()]
+        Xp, yp = _pooled([part for _, part in parts], schema)
+        groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
+                                 for i, (r, (_, yr)) in enumerate(parts)])
+        tables = [("PGEN", (Xp, yp, groups)), ("BASIS", (X[~test], y[~test], None))]
+        if args.distill:
+            Xd, yd = _pooled([(Xr, distilled(r.trees, r.report, Xr, yr)) for r, (Xr, yr) in parts], schema)
+            tables.append(("distilled", (Xd, yd, groups)))
+        for variant in args.variants:
+            model, setting = model_setting(variant)
+            mode = setting if isinstance(setting, str) else ",".join(f"{k}={v}" for k, v in setting.items())
+            started = time.perf_counter()
+            for method, (Xt, yt, gt) in tables:
+                if method == "BASIS" and mode != "fixed":
+                    continue
+                fitted = task.fit(model, spec_for(model, setting, args.mechanism, args.seed), Xt, yt, gt)
+                label = {"PGEN": f"{model} {mode}", "BASIS": f"{model} BASIS"}.get(method, f"{model} {mode} {method}")
+                scores[label]["accuracy"].append(accuracy(y[test], fitted.model.predict(X[test])))
+                auc = two_class_auc(fitted.model, X[test], y[test], schema.n_classes)
+                scores[label]["auc"].append(np.nan if auc is None else auc)
+                scores[label]["seconds"].append(time.perf_counter() - started)
+                if method != "BASIS" and mode == "auto":
+                    chosen[label].append(fitted.choice.selection.split(" by ")[0].removeprefix("auto: "))
+                if fold == 0 and mode == "auto":
+                    print(f"  {label}: {fitted.choice.selection}", flush=True)
+        print(f"fold {fold}: {len(released)} of {args.owners} owners released, {yp.shape[0]} pseudo rows", flush=True)
+    print(f"\n{args.dataset} {args.mechanism} {requirement} {args.owners} owners, {args.folds} folds, "
+          f"pgen_scale {args.pgen_scale}")
+    print(f"{'variant':32} {'accuracy':>16} {'AUC':>16} {'s/fold':>7}")
+    for label, s in scores.items():
+        acc, auc = np.array(s["accuracy"]), np.array(s["auc"])
+        auc_text = "-" if np.isnan(auc).all() else f"{np.nanmean(auc):.4f} ± {np.nanstd(auc):.4f}"
+        print(f"{label:32} {acc.mean():.4f} ± {acc.std():.4f} {auc_text:>16} {np.mean(s['seconds']):7.1f}")
+    for label, picks in chosen.items():
+        print(f"{label} chose: {'; '.join(picks)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""How the miner sets a global model's hyperparameters: the study's values, the fixed rule, or cross-validation.
+
+PGEN draws every attribute a released path does not constrain uniformly, so much of a pseudo row is
+noise, and a model that fits it learns nothing that holds on real rows (a fully grown tree on the
+Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). How much to
+regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
+for all, so the miner can choose it (mode ``"auto"``, `common.federation.global_model_settings`):
+it cross-validates each candidate of the model's grid (`GRIDS`) on the pooled pseudo-data it
+learns from — at most ``MAX_CV_ROWS`` of them, drawn with the study's seed — and refits the best
+on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
+so folds of shuffled rows reward a model that relearns each tree's own regions. A fold therefore
+holds out whole released trees (an owner's tree, or one tree of an ensemble) wherever there are
+at least `CV_FOLDS` of them, which scores a candidate by how well what it learned from some
+releases predicts the rows of others. The evaluation table is never an argument here, so it only ever scores; no owner's
+raw row reaches the miner at all.
+
+Leaf sizes in the grids are *shares* of the training rows (a float in (0, 1)), so a choice made on
+the sampled folds means the same on the whole pseudo table; `concrete` turns them into rows.
+
+The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
+defaults; a dp study's decision tree gets the `miner_node.dp_pgen.PGEN_LEAF_SHARE` leaf floor), and
+``"given"`` is the study's values over those. A model without a setting gets `DEFAULT_MODES`'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from sklearn.model_selection import GroupKFold, KFold
+
+from common.federation.global_model_settings import AUTO, FIXED, GIVEN, ParameterValue, parameter_from_pb
+from common.federation.pb import federation_pb2 as fpb
+from miner_node.dp_pgen import global_model_params
+
+__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose"]
+
+MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
+CV_FOLDS = 3
+
+#: The mode of a model the study gives no setting for.
+DEFAULT_MODES: dict[str, str] = {"decision-tree": AUTO}
+
+_LEAF_SHARES: list[int | float] = [0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 1]  # most regularised first
+
+#: Candidates of ``"auto"`` per classification model, simplest first (ties keep the earlier one).
+GRIDS: dict[str, list[dict[str, Any]]] = {
+    "decision-tree": [{"min_samples_leaf": s} for s in _LEAF_SHARES],
+    "naive-bayes": [{"alpha": a} for a in (10.0, 1.0, 0.1)],
+    "random-forest": [{"min_samples_leaf": s} for s in (0.005, 0.001, 1)],
+    "rules": [{"min_samples_leaf": s} for s in (0.01, 0.002, 5)],
+    "gradient-boosting": [{"max_leaf_nodes": n, "min_samples_leaf": s} for n in (15, 31, 63) for s in (0.005, 20)],
+}
+
+#: Candidates of ``"auto"`` per regression model, simplest first.
+REGRESSION_GRIDS: dict[str, list[dict[str, Any]]] = {
+    "regression-tree": [{"min_samples_leaf": s} for s in _LEAF_SHARES],
+    "random-forest": [{"min_samples_leaf": s} for s in (0.02, 0.005, 0.001)],
+    "gradient-boosting": GRIDS["gradient-boosting"],
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The hyperparameters a model is fitted with (in rows) and how they were set, as the results report them."""
+
+    parameters: dict[str, Any]
+    selection: str
+
+
+def concrete(params: Mapping[str, Any], rows: int) -> dict[str, Any]:
+    """``params`` with a leaf share (a float ``min_samples_leaf`` in (0, 1)) turned into rows of ``rows``."""
+    out = dict(params)
+    leaf = out.get("min_samples_leaf")
+    if isinstance(leaf, float) and 0 < leaf < 1:
+        out["min_samples_leaf"] = max(1, round(leaf * rows))
+    return out
+
+
+def _accuracy(y: np.ndarray, predicted: np.ndarray) -> float:
+    return float(np.mean(np.asarray(predicted) == y))
+
+
+def _neg_mse(y: np.ndarray, predicted: np.ndarray) -> float:
+    return -float(np.mean((np.asarray(predicted, dtype=np.float64) - y) ** 2))
+
+
+def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """`CV_FOLDS` folds keeping each released tree's rows together where there are enough trees, else shuffled rows."""
+    if groups is not None and np.unique(groups).shape[0] >= CV_FOLDS:
+        return list(GroupKFold(n_splits=CV_FOLDS).split(X, groups=groups)), "released trees"
+    return list(KFold(n_splits=CV_FOLDS, shuffle=True, random_state=seed).split(X)), "rows"
+
+
+def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str, Any]], X: np.ndarray,
+                    y: np.ndarray, groups: np.ndarray | None, seed: int,
+                    score: Callable[[np.ndarray, np.ndarray], float]) -> tuple[dict[str, Any], float, str]:
+    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of (a sample of) ``X, y``."""
+    rng = np.random.default_rng(seed)
+    if X.shape[0] > MAX_CV_ROWS:
+        keep = np.sort(rng.choice(X.shape[0], MAX_CV_ROWS, replace=False))
+        X, y = X[keep], y[keep]
+        groups = None if groups is None else groups[keep]
+    folds, by = _folds(X, groups, seed)
+    best, best_score = grid[0], -np.inf
+    for candidate in grid:
+        scores = [score(y[test], build(concrete(candidate, train.shape[0])).fit(X[train], y[train]).predict(X[test]))
+                  for train, test in folds]
+        if (mean := float(np.mean(scores))) > best_score:
+            best, best_score = candidate, mean
+    return best, best_score, f"{X.shape[0]} pseudo rows, folds by {by}"
+
+
+def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterValue]]:
+    """The study's mode for model ``name`` and its given parameters (none unless the mode is ``"given"``)."""
+    if name not in spec.global_model_settings:
+        return DEFAULT_MODES.get(name, FIXED), {}
+    setting = spec.global_model_settings[name]
+    return setting.mode, {k: parameter_from_pb(v) for k, v in setting.parameters.items()}
+
+
+def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
+           *, regression: bool, groups: np.ndarray | None = None) -> Choice:
+    """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
+
+    ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
+    each row's released tree (owner and tree), so that a fold holds out whole trees. Only the
+    pseudo rows are read (module docstring); the result names the mode and, for ``"auto"``, the
+    cross-validated score on pseudo rows.
+    """
+    mode, given = _setting(spec, name)
+    rows = int(y.shape[0])
+    if mode == GIVEN:
+        return Choice(concrete(given, rows), GIVEN)
+    grids = REGRESSION_GRIDS if regression else GRIDS
+    if mode == AUTO and name in grids and rows >= 2 * CV_FOLDS:
+        score = _neg_mse if regression else _accuracy
+        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score)
+        shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
+        picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
+        return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
+    fixed = {} if regression else global_model_params(name, spec.mechanism, rows)
+    return Choice(dict(fixed), FIXED)
