@@ -69,7 +69,8 @@ class Swarm:
         self.address = address
         self.kits = kits
         self.answered = 0
-        self.failed: dict[str, int] = {}
+        self.failed: dict[str, int] = {}  # Poll failures once every owner was connected and had polled once
+        self.failed_connecting: dict[str, int] = {}  # before that: the TLS handshakes of N channels at once
         self.held = 0  # owners whose first Poll came back
         self.seen: dict[str, float] = {}  # owner -> wall time it learned of the fan-out study
         self.stop = asyncio.Event()
@@ -87,7 +88,8 @@ class Swarm:
                 except grpc.aio.AioRpcError as exc:
                     if self.stop.is_set():
                         return
-                    self.failed[exc.code().name] = self.failed.get(exc.code().name, 0) + 1
+                    failed = self.failed if first_held.is_set() else self.failed_connecting
+                    failed[exc.code().name] = failed.get(exc.code().name, 0) + 1
                     counted = counted or self._came_back(first_held)
                     attempt += 1
                     await asyncio.sleep(Backoff().delay(attempt, rng))
@@ -122,7 +124,8 @@ async def _swarm_main(conn: Any, address: str, kits: dict[str, str]) -> None:
     for task in owners:
         task.cancel()
     await asyncio.gather(*owners, return_exceptions=True)
-    conn.send({"answered": swarm.answered, "failed": swarm.failed, "seen": swarm.seen})
+    conn.send({"answered": swarm.answered, "failed": swarm.failed, "failed_connecting": swarm.failed_connecting,
+               "seen": swarm.seen})
 
 
 def _swarm_process(conn: Any, address: str, kits: dict[str, str]) -> None:
@@ -173,6 +176,17 @@ def timed(call: Any) -> tuple[float, str | None]:
     return time.perf_counter() - t0, None
 
 
+def series(call: Any, count: int, budget: float) -> list[tuple[float, str | None]]:
+    """``call(i)`` for i < ``count``, one at a time, stopping early once ``budget`` seconds have passed."""
+    end = time.perf_counter() + budget
+    samples = []
+    for i in range(count):
+        samples.append(timed(lambda: call(i)))
+        if time.perf_counter() > end:
+            break
+    return samples
+
+
 def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], args: argparse.Namespace,
             root: Path) -> dict[str, Any]:
     log = root / f"miner-{mode}-{len(owners)}.log"
@@ -191,14 +205,15 @@ def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], arg
         settle = time.perf_counter() - t_start
         with dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner") as channel:
             admin = fgrpc.MinerStub(channel)
-            health = [timed(lambda: admin.Health(fpb.HealthRequest(), timeout=30)) for _ in range(args.health)]
-            creates = [timed(lambda i=i: admin.CreateStudy(fpb.CreateStudyRequest(spec=study(f"absent-{i}", [ABSENT])),
-                                                           timeout=30)) for i in range(args.creates)]
+            health = series(lambda _: admin.Health(fpb.HealthRequest(), timeout=30), args.health, args.budget)
+            creates = series(lambda i: admin.CreateStudy(fpb.CreateStudyRequest(spec=study(f"absent-{i}", [ABSENT])),
+                                                         timeout=30), args.creates, args.budget)
             created_at = time.time()
             fanout_error = timed(lambda: admin.CreateStudy(fpb.CreateStudyRequest(spec=study("fanout", owners)),
                                                            timeout=30))[1]
         conn.send("stop")
-        outcome = conn.recv() if conn.poll(120) else {"answered": 0, "failed": {"swarm did not report": 1}, "seen": {}}
+        outcome = conn.recv() if conn.poll(120) else {"answered": 0, "failed": {"swarm did not report": 1},
+                                                      "failed_connecting": {}, "seen": {}}
     finally:
         swarm.join(timeout=30)
         if swarm.is_alive():
@@ -222,7 +237,7 @@ def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], arg
 
     result = {"mode": mode, "owners": len(owners), "settle": settle, "health": stats(health), "create": stats(creates),
               "fanout_error": fanout_error, "fanout_s": fanout, "seen": len(seen), "answered": outcome["answered"],
-              "failed": outcome["failed"]}
+              "failed": outcome["failed"], "failed_connecting": outcome["failed_connecting"]}
     print(json.dumps(result), flush=True)
     return result
 
@@ -242,22 +257,26 @@ def write_results(command: str, args: argparse.Namespace, runs: list[dict[str, A
         "holding one mutual-TLS channel per owner, each owner polling as the daemon does (Poll held up to "
         f"{POLL_WAIT_SECONDS} s, deadline {POLL_WAIT_SECONDS + POLL_GRACE_SECONDS} s, the daemon's backoff after a "
         f"failure). After every owner's first Poll came back, the admin makes {args.health} `Health` calls, then "
-        f"{args.creates} `CreateStudy` calls (each wakes every waiting Poll), one call at a time; then one study "
+        f"{args.creates} `CreateStudy` calls (each wakes every waiting Poll), one call at a time, each series cut "
+        f"short after {args.budget:.0f} s; then one study "
         "invites all N owners and *fan-out* is the time until the last owner's Poll returned it. *Polls failed* "
-        "counts every Poll of every owner that ended in an error during the row's run.",
+        "counts the Polls that ended in an error: *while connecting* until every owner's first Poll came back (the "
+        "first Poll's deadline includes its channel's TLS handshake, and N channels connect at once, as after a miner "
+        "restart), *after* from then to the end of the row; *every wait answered* means none failed after, every "
+        "owner learned of the fan-out study and no Health call failed.",
         "",
-        "| server | owners N | Health p50 / p99 | Health errors | CreateStudy p50 / p99 | CreateStudy errors "
-        "| fan-out to all N | Polls answered | Polls failed | every wait answered |",
-        "|---|---:|---:|---|---:|---|---:|---:|---|---|",
+        "| server | owners N | Health calls, p50 / p99 | Health errors | CreateStudy calls, p50 / p99 | CreateStudy errors "
+        "| fan-out to all N | Polls answered | Polls failed while connecting | Polls failed after | every wait answered |",
+        "|---|---:|---:|---|---:|---|---:|---:|---|---|---|",
     ]
     for r in runs:
         h, c = r["health"], r["create"]
         every = "yes" if not r["failed"] and r["seen"] == r["owners"] and not h["errors"] else "no"
         fanout = f"{r['fanout_s']:.2f} s" if r["seen"] == r["owners"] else f"{r['seen']} of {r['owners']} owners in 60 s"
         lines.append(
-            f"| {label[r['mode']]} | {r['owners']:,} | {h['p50']:.1f} / {h['p99']:.1f} ms | {_errors(h['errors'])} | "
-            f"{c['p50']:.1f} / {c['p99']:.1f} ms | {_errors(c['errors'])} | {fanout} | {r['answered']:,} | "
-            f"{_errors(r['failed'])} | {every} |")
+            f"| {label[r['mode']]} | {r['owners']:,} | {h['calls']}, {h['p50']:.1f} / {h['p99']:.1f} ms | {_errors(h['errors'])} | "
+            f"{c['calls']}, {c['p50']:.1f} / {c['p99']:.1f} ms | {_errors(c['errors'])} | {fanout} | {r['answered']:,} | "
+            f"{_errors(r['failed_connecting'])} | {_errors(r['failed'])} | {every} |")
     lines += ["", "Interpretation: " + interpretation(runs)]
     write_section(SECTION, "\n".join(lines) + "\n")
 
@@ -269,7 +288,8 @@ def interpretation(runs: list[dict[str, Any]]) -> str:
     parts = []
     if new is not None:
         parts.append(f"with {top:,} waiting owners the asyncio server answered Health at p99 {new['health']['p99']:.1f} ms "
-                     f"and {'every' if not new['failed'] else 'not every'} Poll ({_errors(new['failed'])} failed); "
+                     f"and {'every' if not new['failed'] else 'not every'} Poll once connected ({_errors(new['failed'])} failed after "
+                     f"connecting, {_errors(new['failed_connecting'])} while {top:,} channels connected at once); "
                      "a waiting Poll is a suspended coroutine, so the 32 worker threads stay free for the calls that work")
     if old is not None:
         parts.append(f"the threaded server, at the same N, admits at most 4 x 32 = 128 calls at once and holds a thread "
@@ -285,6 +305,8 @@ def main() -> None:
     parser.add_argument("--threaded-commit", default=THREADED_COMMIT, help="the commit whose threaded miner is the baseline")
     parser.add_argument("--health", type=int, default=200, help="Health calls per row (default 200)")
     parser.add_argument("--creates", type=int, default=20, help="CreateStudy calls per row (default 20)")
+    parser.add_argument("--budget", type=float, default=60,
+                        help="seconds at most for each series of calls; fewer calls are made past it (default 60)")
     parser.add_argument("--settle", type=float, default=180, help="seconds allowed for every owner's first Poll (default 180)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
     args = parser.parse_args()

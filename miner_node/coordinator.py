@@ -10,6 +10,12 @@ quorum can no longer be reached, or at the deadline without it, with a reason th
 owners missing and the reasons of those that refused. Mining runs on one worker thread, off the
 gRPC threads. Everything the lifecycle needs is in the store, so `resume` after a restart
 (also after SIGKILL mid-mining) picks every study up where it was.
+
+Nothing ends the mining worker: a study whose mining raises fails with ``mining failed: ...``; a
+store that refuses the outcome (a full disk) keeps the mined results in memory and retries their
+write with a growing pause, and `health` reports the problem until a write succeeds. A study
+still mining `mining_timeout` seconds after it entered mining here fails with the reason
+(`MINING_TOO_LONG`), and results that arrive later are dropped.
 """
 
 from __future__ import annotations
@@ -207,7 +213,9 @@ class Coordinator:
         kind, value = outcome
         if kind == "failed":
             self.store.transition(study_id, "mining", "failed", str(value))
-        elif not self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]
+        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]
+            log.info("study %s: done", study_id, extra={"study": study_id, "outcome": "done"})
+        else:
             row = self.store.study(study_id)
             log.info("study %s: %s while it was mined; its results are dropped", study_id,
                      "cancelled" if row is None or row.state == "cancelled" else f"{row.state} ({row.reason})")
@@ -216,7 +224,7 @@ class Coordinator:
         """Requeue a study whose outcome could not be stored, after a pause that doubles up to `RETRY_MAX_SECONDS`."""
         attempt = self._attempts[study_id] = self._attempts.get(study_id, 0) + 1
         pause = min(RETRY_FIRST_SECONDS * 2 ** (attempt - 1), RETRY_MAX_SECONDS)
-        self.problem = f"cannot store the outcome of study {study_id} ({exc}); retrying every {pause:.0f} s"
+        self.problem = f"cannot store the outcome of study {study_id} ({exc}); retry {attempt} in {pause:g} s"
         log.error("study %s: cannot store its mining outcome (%s); retry %d in %.1f s", study_id, exc, attempt, pause)
         self.notify()
         if not self._stop.wait(pause):
