@@ -11,7 +11,9 @@
     max_message_bytes = 16777216        # larger messages are refused by gRPC before parsing
     max_nodes = 200000                  # per released model, summed over its trees (at most 64, common.federation.wire.MAX_TREES)
     timestamp_window_seconds = 300      # accepted clock skew / message age
-    workers = 32                        # concurrent calls served
+    workers = 32                        # threads serving calls (waiting Polls hold none)
+    max_calls = 10000                   # calls in progress at once, waiting Polls included; more: RESOURCE_EXHAUSTED
+    mining_timeout_seconds = 3600       # a study still mining this long after it started fails, with the reason
     verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
 
     [tls]
@@ -33,7 +35,9 @@ from common.federation.config_file import ConfigModel, Text, read_toml, validate
 from common.federation.kit import TlsFiles, TlsTable
 from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["MinerConfig", "ConfigError", "Limits"]
+MINING_TIMEOUT_SECONDS = 3600.0
+
+__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "Limits"]
 
 
 class ConfigError(ValueError):
@@ -71,7 +75,11 @@ class _MinerTable(ConfigModel):
     timestamp_window_seconds: _Count = int(Limits.timestamp_window_seconds)
     """Accepted clock skew and message age."""
     workers: _Count = 32
-    """Concurrent calls served."""
+    """Threads serving calls; a Poll or WatchStudy waiting for a change holds none."""
+    max_calls: _Count = 10_000
+    """Calls in progress at once, waiting Polls included (one per connected site); more are answered RESOURCE_EXHAUSTED."""
+    mining_timeout_seconds: _Count = int(MINING_TIMEOUT_SECONDS)
+    """A study still mining this many seconds after it started fails, with the reason (its late results are dropped)."""
     verify_processes: Annotated[int | None, Field(ge=0)] = None  # None: `default_verify_processes`
     """Model verification worker processes (default: the cores, at most 4; 0: in the serving thread)."""
 
@@ -93,6 +101,8 @@ class MinerConfig:
     studies: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
     workers: int = 32
+    max_calls: int = 10_000
+    mining_timeout_seconds: float = MINING_TIMEOUT_SECONDS
     verify_processes: int = field(default_factory=lambda: default_verify_processes())
 
     @classmethod
@@ -115,6 +125,8 @@ class MinerConfig:
             studies=tuple(base / s for s in miner.studies),
             limits=Limits(miner.max_message_bytes, miner.max_nodes, float(miner.timestamp_window_seconds)),
             workers=miner.workers,
+            max_calls=miner.max_calls,
+            mining_timeout_seconds=float(miner.mining_timeout_seconds),
             verify_processes=default_verify_processes() if miner.verify_processes is None else miner.verify_processes,
         )
 

@@ -10,6 +10,12 @@ quorum can no longer be reached, or at the deadline without it, with a reason th
 owners missing and the reasons of those that refused. Mining runs on one worker thread, off the
 gRPC threads. Everything the lifecycle needs is in the store, so `resume` after a restart
 (also after SIGKILL mid-mining) picks every study up where it was.
+
+Nothing ends the mining worker: a study whose mining raises fails with ``mining failed: ...``; a
+store that refuses the outcome (a full disk) keeps the mined results in memory and retries their
+write with a growing pause, and `health` reports the problem until a write succeeds. A study
+still mining `mining_timeout` seconds after it entered mining here fails with the reason
+(`MINING_TOO_LONG`), and results that arrive later are dropped.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from typing import Callable
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_schema
 from common.federation.wire import decode_model
+from miner_node.config import MINING_TIMEOUT_SECONDS
 from miner_node.mining import AcceptedModel, load_evaluation, mine
-from miner_node.store import Store, StoreError
+from miner_node.store import Store, StoreError, StudyRow
 
-__all__ = ["Coordinator", "DEADLINE_PASSED", "QUORUM_UNREACHABLE"]
+__all__ = ["Coordinator", "DEADLINE_PASSED", "MINING_TOO_LONG", "QUORUM_UNREACHABLE"]
 
 log = logging.getLogger("modelshare.miner")
 
@@ -34,15 +41,27 @@ log = logging.getLogger("modelshare.miner")
 #: reads who answered from the owners' current states, which a late answer may have changed).
 DEADLINE_PASSED = "the deadline passed"
 QUORUM_UNREACHABLE = "the quorum cannot be reached"
+MINING_TOO_LONG = "mining did not finish in time"
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 5.0
 
 
 class Coordinator:
     """Decides when studies are mined or failed and runs the mining; notifies pollers of changes."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
+                 mining_timeout: float = MINING_TIMEOUT_SECONDS) -> None:
         self.store = store
         self.clock = clock
+        self.mining_timeout = mining_timeout
         self.changed = threading.Condition()
+        self.problem: str | None = None
+        """Why mining cannot progress right now (None while it can); `health` reports it."""
+        self._listeners: list[Callable[[], None]] = []
+        self._pending: dict[str, tuple[str, bytes | str]] = {}  # outcomes mined but not yet stored
+        self._attempts: dict[str, int] = {}
+        self._mining_since: dict[str, float] = {}  # monotonic time each study was queued for mining here
+        self._current: tuple[str, float] | None = None  # the study the mining worker is on, since when
         self._queue: "queue.Queue[str | None]" = queue.Queue()
         self._answers: "queue.Queue[str | None]" = queue.Queue()
         self._stop = threading.Event()
@@ -52,7 +71,7 @@ class Coordinator:
     def start(self) -> None:
         """Resume every unfinished study, then start the mining worker and the deadline watcher."""
         for row in self.store.studies("mining"):
-            self._queue.put(row.study_id)
+            self._enqueue(row.study_id)
         for row in self.store.studies("open"):
             self.evaluate(row.study_id)
         for target, name in ((self._mine_loop, "miner-mining"), (self._deadline_loop, "miner-deadlines"),
@@ -70,8 +89,28 @@ class Coordinator:
             thread.join(timeout=30)
 
     def notify(self) -> None:
+        """Wake everyone waiting for a change: threads on `changed`, and every `subscribe`d listener."""
         with self.changed:
             self.changed.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from whichever thread changed something; it must not block) on every change."""
+        with self.changed:
+            self._listeners.append(listener)
+
+    def health(self) -> str | None:
+        """Why mining cannot progress (a store that refuses its outcomes, a study mined for too long), or None."""
+        current = self._current
+        if self.problem is None and current is not None and time.monotonic() - current[1] > self.mining_timeout:
+            return f"the mining worker has been busy with study {current[0]} for {time.monotonic() - current[1]:.0f} s"
+        return self.problem
+
+    def _enqueue(self, study_id: str) -> None:
+        self._mining_since.setdefault(study_id, time.monotonic())
+        self._queue.put(study_id)
 
     # ------------------------------------------------------------ decisions
     def answered(self, study_id: str) -> None:
@@ -107,7 +146,7 @@ class Coordinator:
         expired = self.clock() >= spec.deadline.ToSeconds()
         if len(submitted) >= quorum and (not waiting or expired):
             if self.store.transition(study_id, "open", "mining"):
-                self._queue.put(study_id)
+                self._enqueue(study_id)
         elif len(submitted) + len(waiting) < quorum or expired:
             why = DEADLINE_PASSED if expired and len(submitted) + len(waiting) >= quorum else QUORUM_UNREACHABLE
             self.store.transition(study_id, "open", "failed", self._failure(why, quorum, submitted, waiting, refused))
@@ -125,23 +164,74 @@ class Coordinator:
 
     # --------------------------------------------------------------- mining
     def _mine_loop(self) -> None:
+        """Mine queued studies one at a time; nothing a study does, and no store failure, ends this thread."""
         while not self._stop.is_set():
             study_id = self._queue.get()
             if study_id is None:
                 return
+            self._current = (study_id, time.monotonic())
             try:
-                self._mine(study_id)
-            except StoreError as exc:
-                log.error("study %s: cannot store its results (%s); it stays in 'mining' and resumes on restart", study_id, exc)
-            except Exception as exc:  # a bad study must not stop the worker
-                log.exception("study %s: mining failed", study_id)
-                self.store.transition(study_id, "mining", "failed", f"mining failed: {type(exc).__name__}: {exc}")
+                self._attempt(study_id)
+            except Exception:  # a bug in the handling below: log it and keep mining the others
+                log.exception("study %s: unexpected error while handling its mining", study_id)
+            finally:
+                self._current = None
             self.notify()
 
-    def _mine(self, study_id: str) -> None:
+    def _attempt(self, study_id: str) -> None:
+        """Mine one study and store its outcome; a store failure retries later and marks the miner unhealthy."""
+        outcome = self._pending.pop(study_id, None)
+        try:
+            outcome = outcome or self._mined(study_id)
+            if outcome is not None and (late := self._overdue(study_id)) is not None:
+                outcome = "failed", late  # mined, or stored, too late: the same end as the deadline watcher's
+            if outcome is not None:
+                self._store_outcome(study_id, outcome)
+        except StoreError as exc:
+            if outcome is not None:
+                self._pending[study_id] = outcome  # not mined again: only the write is retried
+            self._retry(study_id, exc)
+            return
+        self._attempts.pop(study_id, None)
+        self._mining_since.pop(study_id, None)
+        self.problem = None
+
+    def _mined(self, study_id: str) -> tuple[str, bytes | str] | None:
+        """("done", results) or ("failed", reason) for a study in mining; None when it no longer is."""
         row = self.store.study(study_id)
         if row is None or row.state != "mining":
-            return
+            return None
+        try:
+            return "done", self._mine(study_id, row)
+        except StoreError:
+            raise
+        except Exception as exc:  # a bad study must not stop the worker
+            log.exception("study %s: mining failed", study_id)
+            return "failed", f"mining failed: {type(exc).__name__}: {exc}"
+
+    def _store_outcome(self, study_id: str, outcome: tuple[str, bytes | str]) -> None:
+        kind, value = outcome
+        if kind == "failed":
+            self.store.transition(study_id, "mining", "failed", str(value))
+        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]
+            log.info("study %s: done", study_id, extra={"study": study_id, "outcome": "done"})
+        else:
+            row = self.store.study(study_id)
+            log.info("study %s: %s while it was mined; its results are dropped", study_id,
+                     "cancelled" if row is None or row.state == "cancelled" else f"{row.state} ({row.reason})")
+
+    def _retry(self, study_id: str, exc: StoreError) -> None:
+        """Requeue a study whose outcome could not be stored, after a pause that doubles up to `RETRY_MAX_SECONDS`."""
+        attempt = self._attempts[study_id] = self._attempts.get(study_id, 0) + 1
+        pause = min(RETRY_FIRST_SECONDS * 2 ** (attempt - 1), RETRY_MAX_SECONDS)
+        self.problem = f"cannot store the outcome of study {study_id} ({exc}); retry {attempt} in {pause:g} s"
+        log.error("study %s: cannot store its mining outcome (%s); retry %d in %.1f s", study_id, exc, attempt, pause)
+        self.notify()
+        if not self._stop.wait(pause):
+            self._queue.put(study_id)
+
+    def _mine(self, study_id: str, row: StudyRow) -> bytes:
+        """The serialized results of mining the study's accepted models."""
         spec = fpb.StudySpec.FromString(row.spec)
         schema = spec_schema(spec)
         accepted = []
@@ -151,19 +241,39 @@ class Coordinator:
         table = self.store.evaluation(study_id)
         evaluation = load_evaluation(table, schema) if table else None
         results = mine(spec, schema, accepted, evaluation)
-        if not self.store.finish(study_id, results.SerializeToString()):
-            log.info("study %s: cancelled while it was mined; its results are dropped", study_id)
-            return
-        log.info("study %s: done; %d models from %d owners in %.2f s", study_id, len(results.models),
+        log.info("study %s: mined %d models from %d owners in %.2f s", study_id, len(results.models),
                  len(accepted), results.mining_seconds)
+        return results.SerializeToString()
 
     def _deadline_loop(self) -> None:
-        """Re-evaluate open studies once their deadlines pass (checked every half second)."""
+        """Re-evaluate open studies once their deadlines pass, and fail studies mined for too long (every half second)."""
         while not self._stop.wait(0.5):
             now = self.clock()
             try:
                 for row in self.store.studies("open"):
                     if now >= fpb.StudySpec.FromString(row.spec).deadline.ToSeconds():
                         self.evaluate(row.study_id)
+                self._fail_overdue_mining()
             except StoreError as exc:
                 log.error("deadline check: %s", exc)
+
+    def _overdue(self, study_id: str) -> str | None:
+        """The failure reason of a study that entered mining here more than `mining_timeout` seconds ago, else None."""
+        since = self._mining_since.get(study_id)
+        elapsed = 0.0 if since is None else time.monotonic() - since
+        if elapsed <= self.mining_timeout:
+            return None
+        reason = (f"{MINING_TOO_LONG}: still mining {elapsed:.0f} s after it started; the limit is "
+                  f"{self.mining_timeout:.0f} s (mining_timeout_seconds)")
+        return reason + (f"; last problem: {self.problem}" if self.problem else "")
+
+    def _fail_overdue_mining(self) -> None:
+        """Fail each study mined for longer than `mining_timeout`; results that arrive later are dropped."""
+        for study_id in list(self._mining_since):
+            reason = self._overdue(study_id)
+            if reason is None:
+                continue
+            if self.store.transition(study_id, "mining", "failed", reason):
+                log.error("study %s: %s", study_id, reason, extra={"study": study_id, "outcome": "failed"})
+                self.notify()
+            self._mining_since.pop(study_id, None)

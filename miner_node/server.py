@@ -1,21 +1,29 @@
-"""Start and stop a miner: store, roster, lifecycle, gRPC server over mutual TLS.
+"""Start and stop a miner: state lock, port, store, roster, lifecycle, gRPC server over mutual TLS.
 
-`start_miner` returns once the server is bound and serving, with the port it got (``:0`` asks the
-OS for a free one), so callers wait on readiness rather than on time. It also writes
-``ready.json`` into the state directory for supervisors in other processes: the port it bound,
-the address it listens on with that port, its pid and the configured ``listen``; `read_ready`
-reads it.
+`start_miner` takes the state directory's lock (`StateLock`: one miner per directory) and binds
+its port before it opens the store, so a second miner, or a port in use, is refused with the
+reason and nothing touched. It returns once the server is bound and serving, with the port it got
+(``:0`` asks the OS for a free one), so callers wait on readiness rather than on time. It also
+writes ``ready.json`` into the state directory for supervisors in other processes: the port it
+bound, the address it listens on with that port, its pid and the configured ``listen``;
+`read_ready` reads it.
+
+The server is gRPC's asyncio server, on an event loop in its own thread: the waiting RPCs
+(`MinerService.Poll`, `MinerService.WatchStudy`) are coroutines, so a waiting site costs no
+thread, and every other RPC runs, as written, on a pool of ``workers`` threads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import threading
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Coroutine, Iterable, TypeVar
 
 import grpc
 
@@ -26,35 +34,75 @@ from common.files import atomic_write
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
 from miner_node.service import MinerService, tolerant_deserializer
-from miner_node.store import Store
+from miner_node.store import StateLock, Store
 from miner_node.verify import ModelVerifier, Rejection
 
 __all__ = ["READY_FILE", "RunningMiner", "read_ready", "start_miner"]
 
 log = logging.getLogger("modelshare.miner")
 READY_FILE = "ready.json"
+T = TypeVar("T")
+
+
+class _EventLoop:
+    """An asyncio event loop running in a thread of its own ("miner-aio"), for the gRPC server."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="miner-aio", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result here."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        """Cancel what is left on the loop, stop it and join its thread."""
+        self.run(_cancel_others())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+async def _cancel_others() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass
 class RunningMiner:
     """A serving miner: its port, service and store; `stop` shuts it down cleanly."""
 
-    server: grpc.Server
+    server: grpc.aio.Server
     port: int
     service: MinerService
     store: Store
     coordinator: Coordinator
     config: MinerConfig
+    loop: _EventLoop
+    pool: futures.ThreadPoolExecutor
+    lock: StateLock
+
+    stopped: bool = False
 
     def stop(self, grace: float | None = 2.0) -> None:
-        self.server.stop(grace).wait()
+        """Stop serving (in-flight calls get ``grace`` seconds), then the lifecycle, the store and the lock; idempotent."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.loop.run(self.server.stop(grace))
         self.coordinator.stop()
         self.service.verifier.close()
         self.store.close()
+        self.loop.close()
+        self.pool.shutdown(wait=True)
         try:
             os.unlink(self.config.state_dir / READY_FILE)
         except OSError:
             pass
+        self.lock.release()
 
 
 def read_ready(state_dir: Path) -> dict[str, Any] | None:
@@ -95,7 +143,7 @@ def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
         service.store.create_study(spec.study_id, spec.SerializeToString(), evaluation, by="miner config")
 
 
-def _add_service(service: MinerService, server: grpc.Server) -> None:
+def _add_service(service: MinerService, server: grpc.aio.Server) -> None:
     """Register the Miner methods as the generated `add_MinerServicer_to_server` does, with request
     deserializers that never raise: bytes that do not parse reach the handler as `UndecodableRequest` and
     are answered INVALID_ARGUMENT, where gRPC would log a traceback and answer INTERNAL."""
@@ -112,13 +160,44 @@ def _add_service(service: MinerService, server: grpc.Server) -> None:
     server.add_registered_method_handlers(methods.full_name, handlers)
 
 
+async def _new_server(config: MinerConfig, pool: futures.ThreadPoolExecutor, insecure: bool) -> tuple[grpc.aio.Server, int]:
+    """An asyncio server bound to ``config.listen`` (not started); ConfigError naming the address if it cannot bind."""
+    server = grpc.aio.server(migration_thread_pool=pool, options=_server_options(config),
+                             maximum_concurrent_rpcs=config.max_calls)
+    try:
+        if insecure:
+            port = server.add_insecure_port(config.listen)
+        else:
+            assert config.tls is not None
+            port = server.add_secure_port(config.listen, config.tls.server_credentials())
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ConfigError(f"cannot listen on {config.listen}: the address is in use (another miner?) or not available "
+                          "on this host; change [miner] listen or stop the other server")
+    return server, port
+
+
 def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: bool = False) -> RunningMiner:
-    """Open the store, resume unfinished studies, bind and start serving."""
+    """Lock the state directory, bind, open the store, resume unfinished studies and start serving."""
     if config.tls is None and not insecure:
         raise ConfigError("the miner config has no [tls] section; mutual TLS is required (or pass --insecure to debug)")
-    store = Store(config.state_dir)
+    lock = StateLock(config.state_dir)
+    loop = _EventLoop()
+    pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc")
+    def abandon() -> None:
+        loop.close()
+        pool.shutdown()
+        lock.release()
+
+    try:
+        server, port = loop.run(_new_server(config, pool, insecure))
+        store = Store(config.state_dir)
+    except BaseException:
+        abandon()
+        raise
     roster = RosterWatcher(config.roster)
-    coordinator = Coordinator(store)
+    coordinator = Coordinator(store, mining_timeout=config.mining_timeout_seconds)
     verifier = ModelVerifier(config.verify_processes, config.limits.max_nodes)
     service = MinerService(config.name, store, roster, coordinator, config.limits, verifier,
                            mechanisms=mechanisms, insecure=insecure)
@@ -126,23 +205,15 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
         _create_config_studies(config, service)
     except ConfigError:
         store.close()
+        abandon()
         raise
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc"),
-                         options=_server_options(config), maximum_concurrent_rpcs=config.workers * 4)
+    service.attach(loop.loop, pool)
     _add_service(service, server)
-    if insecure:
-        port = server.add_insecure_port(config.listen)
-    else:
-        assert config.tls is not None
-        port = server.add_secure_port(config.listen, config.tls.server_credentials())
-    if port == 0:
-        store.close()
-        raise ConfigError(f"cannot listen on {config.listen} (address in use or not available)")
     verifier.start()
     coordinator.start()
-    server.start()
+    loop.run(server.start())
     ready = config.state_dir / READY_FILE
     bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
     atomic_write(ready, json.dumps({"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
-    return RunningMiner(server, port, service, store, coordinator, config)
+    return RunningMiner(server, port, service, store, coordinator, config, loop, pool, lock)

@@ -20,12 +20,14 @@ server keeps serving. Request bytes that do not parse are answered INVALID_ARGUM
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import logging
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -102,6 +104,49 @@ class _Caller:
     party: Party | None
 
 
+class ChangeFeed:
+    """The coordinator's change notifications on the server's event loop: a version number and a wake-up.
+
+    Waiting RPCs (`MinerService.Poll`, `MinerService.WatchStudy`) are coroutines on the asyncio
+    server, so a site waiting for a study costs a suspended coroutine, not a worker thread.
+    `changed` may be called from any thread; it bumps the version on the loop and wakes every waiter.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.version = 0
+        self._event = asyncio.Event()
+
+    def changed(self) -> None:
+        """Thread-safe: schedule a version bump on the loop (a loop already closed has no waiters left)."""
+        try:
+            self.loop.call_soon_threadsafe(self._bump)
+        except RuntimeError:
+            pass
+
+    def _bump(self) -> None:
+        self.version += 1
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, version: int, timeout: float) -> None:
+        """Return once the version differs from ``version``, or after ``timeout`` seconds."""
+        if self.version != version:
+            return
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+@dataclass(frozen=True)
+class _OpenStudy:
+    """An open study as `Poll` needs it: the spec and the owners that answered it already."""
+
+    spec: fpb.StudySpec
+    answered: frozenset[str]
+
+
 def _remaining(context: grpc.ServicerContext) -> float | None:
     """Seconds left before the caller's deadline, None without one."""
     remaining = context.time_remaining()
@@ -131,6 +176,29 @@ def _handler(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def _async_handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """`_handler` for a coroutine RPC on the asyncio server (``context.abort`` is awaited there)."""
+
+    @functools.wraps(method)
+    async def wrapper(self: "MinerService", request: Any, context: Any) -> T:
+        if isinstance(request, UndecodableRequest):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                _clip(f"the request is not a valid {request.message_type}: {request.error}"))
+        try:
+            return await method(self, request, context)
+        except Rejection as rej:
+            await context.abort(rej.code, _clip(rej.message))
+        except StoreError as exc:
+            log.error("%s: %s", method.__name__, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the miner cannot read its store right now ({exc}); retry later")
+        except Exception:
+            log.exception("%s: unexpected error", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal miner error")
+        raise AssertionError("unreachable")  # context.abort raises
+
+    return wrapper
+
+
 class MinerService(fgrpc.MinerServicer):
     """Implements the Miner service over a `Store`, a roster and a `Coordinator`.
 
@@ -148,8 +216,9 @@ class MinerService(fgrpc.MinerServicer):
         Release mechanism names studies may ask for (the composition root passes the owner-side
         registry's names; the miner does not import owner code).
     insecure:
-        Plaintext debugging mode: no TLS identity exists, so signatures alone identify owners and
-        admin calls are open. Only ever enabled by an explicit ``--insecure`` flag.
+        Plaintext debugging mode: no TLS identity exists, so signatures alone identify owners, and
+        admin calls are refused (no caller can prove to be the admin). Only ever enabled by an
+        explicit ``--insecure`` flag.
     """
 
     def __init__(
@@ -174,6 +243,19 @@ class MinerService(fgrpc.MinerServicer):
         self.mechanisms = frozenset(mechanisms)
         self.insecure = insecure
         self.clock = clock
+        self.feed: ChangeFeed | None = None
+        self._pool: Executor | None = None
+        self._snapshot: tuple[int, "asyncio.Future[list[_OpenStudy]]"] | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, pool: Executor) -> None:
+        """Serve the waiting RPCs on ``loop``, reading the store on ``pool`` (the server's worker threads)."""
+        self.feed = ChangeFeed(loop)
+        self._pool = pool
+        self.coordinator.subscribe(self.feed.changed)
+
+    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store read on the worker threads, keeping the event loop free."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # ------------------------------------------------------------- identity
     def _caller(self, context: grpc.ServicerContext) -> _Caller:
@@ -193,11 +275,17 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} was revoked at {party.revoked_at}")
         return _Caller(party)
 
-    def _require_admin(self, context: grpc.ServicerContext) -> None:
+    def _require_admin(self, context: grpc.ServicerContext) -> str:
+        """The admin's name, proven by its TLS certificate; under ``--insecure`` nobody can prove it, so nobody passes."""
         caller = self._caller(context)
-        if caller.party is not None and caller.party.role != "admin":
+        if caller.party is None:
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            "this miner serves plaintext (--insecure), where no caller can prove to be the admin: admin calls "
+                            "are refused; list studies in the miner config's `studies`, or serve with TLS")
+        if caller.party.role != "admin":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                             f"{caller.party.name!r} is a {caller.party.role}; only the admin may do this")
+        return caller.party.name
 
     def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
         """Check TLS identity vs signer, the signature, and revocation, in that order."""
@@ -360,33 +448,50 @@ class MinerService(fgrpc.MinerServicer):
         ack.accepted_at.FromNanoseconds(int(self.clock() * 1e9))
         return ack
 
-    @_handler
-    def Poll(self, request: fpb.PollRequest, context: grpc.ServicerContext) -> fpb.PollReply:
+    @_async_handler
+    async def Poll(self, request: fpb.PollRequest, context: Any) -> fpb.PollReply:
+        """The open studies still waiting for the calling owner, held until there is one (at most `MAX_POLL_SECONDS`).
+
+        A coroutine: a held Poll costs no worker thread, so the miner's threads do not scale with the
+        number of waiting sites. The open studies are read once per change and shared by every waiter.
+        """
         caller = self._caller(context)
         if caller.party is None or caller.party.role != "owner":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
         owner = caller.party.name
-        deadline = time.monotonic() + min(request.wait_seconds, MAX_POLL_SECONDS)
-        with self.coordinator.changed:
-            while True:
-                reply = self._waiting_for(owner)
-                remaining = deadline - time.monotonic()
-                if reply.studies or remaining <= 0 or not context.is_active():
-                    return reply
-                self.coordinator.changed.wait(min(remaining, 1.0))
+        assert self.feed is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)
+        while True:
+            version = self.feed.version
+            reply = fpb.PollReply()
+            for study in await self._open_studies():
+                if owner in study.spec.owners and owner not in study.answered:
+                    reply.studies.add().spec.CopyFrom(study.spec)
+            remaining = deadline - loop.time()
+            if reply.studies or remaining <= 0:
+                return reply
+            await self.feed.wait(version, remaining)
 
-    def _waiting_for(self, owner: str) -> fpb.PollReply:
-        reply = fpb.PollReply()
+    async def _open_studies(self) -> list[_OpenStudy]:
+        """The open studies as of the current change version (read once per version, whoever asks)."""
+        assert self.feed is not None
+        version = self.feed.version
+        if self._snapshot is None or self._snapshot[0] != version or \
+                (self._snapshot[1].done() and self._snapshot[1].exception() is not None):
+            self._snapshot = (version, asyncio.ensure_future(self._offload(self._read_open_studies)))
+        return await asyncio.shield(self._snapshot[1])
+
+    def _read_open_studies(self) -> list[_OpenStudy]:
+        studies = []
         for row in self.store.studies("open"):
-            spec = fpb.StudySpec.FromString(row.spec)
-            if owner in spec.owners and self.store.submission(row.study_id, owner) is None \
-                    and owner not in self.store.refusals(row.study_id):
-                reply.studies.add().spec.CopyFrom(spec)
-        return reply
+            answered = self.store.submitted_owners(row.study_id) | set(self.store.refusals(row.study_id))
+            studies.append(_OpenStudy(fpb.StudySpec.FromString(row.spec), frozenset(answered)))
+        return studies
 
     @_handler
     def CreateStudy(self, request: fpb.CreateStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
-        self._require_admin(context)
+        admin = self._require_admin(context)
         spec = fpb.StudySpec()
         spec.CopyFrom(request.spec)
         self.complete_spec(spec)
@@ -398,7 +503,7 @@ class MinerService(fgrpc.MinerServicer):
             except SchemaError as exc:
                 raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
         if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
-                                       by=peer_identity(context) or "insecure"):
+                                       by=admin):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"a study {spec.study_id!r} exists already; choose another id")
         log.info("study %s: created for %s (quorum %d)", spec.study_id, ", ".join(spec.owners), spec.quorum)
         self.coordinator.notify()
@@ -469,11 +574,10 @@ class MinerService(fgrpc.MinerServicer):
     @_handler
     def CancelStudy(self, request: fpb.CancelStudyRequest, context: grpc.ServicerContext) -> fpb.CancelReply:
         """Cancel an open or mining study (idempotent: a second cancel changes and logs nothing)."""
-        self._require_admin(context)
+        by = self._require_admin(context)
         if len(request.reason) > MAX_CANCEL_REASON:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"the reason is {len(request.reason)} characters; at most {MAX_CANCEL_REASON}")
-        by = peer_identity(context) or "insecure"
         outcome = self.store.cancel(request.study_id, by=by, reason=request.reason)
         if outcome == "missing":
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
@@ -486,29 +590,33 @@ class MinerService(fgrpc.MinerServicer):
             self.coordinator.notify()
         return fpb.CancelReply(status=self._status(request.study_id), already_cancelled=outcome == "already")
 
-    @_handler
-    def WatchStudy(self, request: fpb.WatchStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
+    @_async_handler
+    async def WatchStudy(self, request: fpb.WatchStudyRequest, context: Any) -> fpb.StudyStatus:
         """The study's status as soon as its state or its number of answers differs from what the caller saw.
 
-        Held (like `Poll`) on the coordinator's change notifications, at most `MAX_POLL_SECONDS`;
-        at the end of the hold the unchanged status is returned and the caller asks again.
+        Held (like `Poll`, as a coroutine) on the coordinator's change notifications, at most
+        `MAX_POLL_SECONDS`; at the end of the hold the unchanged status is returned and the caller asks again.
         """
         self._require_admin(context)
-        deadline = time.monotonic() + min(request.wait_seconds, MAX_POLL_SECONDS)
-        with self.coordinator.changed:
-            while True:
-                status = self._status(request.study_id)
-                answered = sum(o.state != "waiting" for o in status.owners)
-                remaining = deadline - time.monotonic()
-                if (status.state != request.seen_state or answered != request.seen_answers or remaining <= 0
-                        or not context.is_active()):
-                    return status
-                self.coordinator.changed.wait(min(remaining, 1.0))
+        assert self.feed is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)
+        while True:
+            version = self.feed.version
+            status = await self._offload(self._status, request.study_id)
+            answered = sum(o.state != "waiting" for o in status.owners)
+            remaining = deadline - loop.time()
+            if status.state != request.seen_state or answered != request.seen_answers or remaining <= 0:
+                return status
+            await self.feed.wait(version, remaining)
 
     @_handler
     def Health(self, request: fpb.HealthRequest, context: grpc.ServicerContext) -> fpb.HealthReply:
+        """``serving``, or ``unhealthy: ...`` with the reason while mining cannot progress (`Coordinator.health`)."""
         self._caller(context)
-        return fpb.HealthReply(status="serving", name=self.name, open_studies=len(self.store.studies("open")),
+        problem = self.coordinator.health()
+        status = "serving" if problem is None else f"unhealthy: mining cannot progress: {problem}"
+        return fpb.HealthReply(status=_clip(status, 1024), name=self.name, open_studies=len(self.store.studies("open")),
                                submissions=self.store.count_submissions())
 
     def _status(self, study_id: str) -> fpb.StudyStatus:

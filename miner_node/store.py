@@ -15,6 +15,7 @@ and that the log still reaches that head, which detects a truncated history.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -28,12 +29,14 @@ from typing import Any, Callable, Iterator
 
 from common.files import atomic_write
 
-__all__ = ["Store", "StoreError", "StudyRow", "Submission", "LogVerdict", "verify_log", "GENESIS"]
+__all__ = ["GENESIS", "LOCK_NAME", "LogVerdict", "StateDirInUse", "StateLock", "Store", "StoreError", "StudyRow",
+           "Submission", "verify_log"]
 
 log = logging.getLogger("modelshare.miner")
 GENESIS = "0" * 64
 DB_NAME = "miner.sqlite"
 HEAD_NAME = "audit.head"
+LOCK_NAME = "miner.lock"
 HEAD_INTERVAL = 0.2  # seconds between head-file rewrites while commits stream in
 
 _SCHEMA = """
@@ -83,6 +86,49 @@ CREATE TABLE IF NOT EXISTS audit_log (
 
 class StoreError(RuntimeError):
     """The store cannot be opened or written (disk full, read-only, corrupt); nothing was acknowledged."""
+
+
+class StateDirInUse(StoreError):
+    """Another miner process holds the state directory's lock."""
+
+
+class StateLock:
+    """An exclusive `fcntl.flock` on ``state_dir/miner.lock``, held for the miner's lifetime, with its pid inside.
+
+    Two miners on one state directory would both serve while only one can write (the second fails
+    every append to the audit log), so the second refuses to start, naming the directory and the
+    holder's pid. The kernel drops the lock when the holder exits, also on SIGKILL, so a stale
+    lock file never blocks a restart.
+    """
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir)
+        path = self.dir / LOCK_NAME
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot write to the miner store directory {self.dir}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StateDirInUse(f"the miner state directory {self.dir} is in use by another miner (pid {holder}); "
+                                "stop that miner first, or give this one its own state_dir") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot write to the miner store directory {self.dir}: {exc.strerror or exc}") from None
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Unlock (closing the file drops the lock); the file stays, the next miner overwrites its pid."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 _STUDY_COLUMNS = "study_id, spec, state, reason, created_at, updated_at"
@@ -252,7 +298,12 @@ class Store:
         return job.result
 
     def _commit(self, batch: list[_Write]) -> None:
-        """One transaction for the batch: a savepoint per write, one COMMIT, one head-file write."""
+        """One transaction for the batch: a savepoint per write, one COMMIT, one head-file write.
+
+        SQLite rolls the whole transaction back by itself on some errors (a full disk, I/O
+        errors), after which the savepoints are gone: then every write of the batch failed, and
+        each writer gets the `StoreError`, never the ``no such savepoint`` that undoing it raises.
+        """
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -260,16 +311,17 @@ class Store:
             self._fail(batch, StoreError(f"cannot write the miner store: {exc}"))
             return
         self._tx_head = self._head
-        for job in batch:
-            self._run_one(db, job)
+        current: _Write | None = None
         try:
+            for current in batch:
+                self._run_one(db, current)
+            current = None
             db.execute("COMMIT")
         except sqlite3.Error as err:
-            try:
-                db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            self._fail(batch, StoreError(f"cannot commit to the miner store: {err}"))
+            self._abandon_transaction(db)
+            # the error of the write that lost the transaction says why ("disk is full"), not the failed undo
+            cause = current.error if current is not None and isinstance(current.error, StoreError) else None
+            self._fail(batch, cause or StoreError(f"cannot commit to the miner store: {err}"))
             return
         if self._tx_head != self._head:
             self._head = self._tx_head
@@ -277,21 +329,34 @@ class Store:
         for job in batch:
             job.done = True
 
+    @staticmethod
+    def _abandon_transaction(db: sqlite3.Connection) -> None:
+        """Roll back what is left of a failed transaction (SQLite may have rolled it back already)."""
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
     def _run_one(self, db: sqlite3.Connection, job: _Write) -> None:
-        """Run one write in its own savepoint; on any failure undo just that write."""
+        """Run one write in its own savepoint; on any failure undo just that write.
+
+        Raises `sqlite3.Error` when the savepoint itself cannot be set, undone or released (the
+        transaction is lost): `_commit` then fails the whole batch.
+        """
         head = self._tx_head
         db.execute("SAVEPOINT one_write")
         try:
             job.result = job.fn(db)
         except Exception as exc:  # handed back to the writer's own thread
-            db.execute("ROLLBACK TO one_write")
-            self._tx_head = head
             if isinstance(exc, _Abandon):
                 job.result = exc.value
             elif isinstance(exc, sqlite3.Error):
                 job.error = StoreError(f"cannot write the miner store: {exc}")
             else:
                 job.error = exc
+            self._tx_head = head
+            db.execute("ROLLBACK TO one_write")
         db.execute("RELEASE one_write")
 
     @staticmethod
@@ -516,7 +581,7 @@ def verify_log(state_dir: str | Path) -> LogVerdict:
     db_path = state_dir / DB_NAME
     if not db_path.exists():
         return LogVerdict(False, 0, (f"no miner store at {db_path}",))
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db = _open_read_only(db_path)
     problems: list[str] = []
     prev, expected_seq, count = GENESIS, 1, 0
     hashes: dict[int, str] = {}
@@ -534,6 +599,8 @@ def verify_log(state_dir: str | Path) -> LogVerdict:
             hashes[seq] = digest
             logged |= _accepted_key(event)
         accepted = db.execute("SELECT study_id, owner_id, submission_id FROM submissions").fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the miner store {db_path}: {exc}") from None
     finally:
         db.close()
     for study, owner, submission in accepted:
@@ -541,6 +608,40 @@ def verify_log(state_dir: str | Path) -> LogVerdict:
             problems.append(f"stored submission of {owner} to {study} has no log entry")
     problems += _head_problems(state_dir / HEAD_NAME, hashes, count)
     return LogVerdict(not problems, count, tuple(problems))
+
+
+def _open_read_only(db_path: Path) -> sqlite3.Connection:
+    """A read-only connection to the store, also on a read-only filesystem.
+
+    A WAL database opened read-only still needs its shared-memory file, which SQLite cannot create
+    on a read-only filesystem ("unable to open database file"). A miner stopped cleanly leaves no
+    write-ahead log, so the file alone is the whole database and is opened as immutable; with a
+    log left behind (the miner is running, or was killed) the error says how to check it instead.
+    """
+    opened = _try_open(f"file:{db_path}?mode=ro")
+    wal = db_path.with_name(db_path.name + "-wal")
+    if isinstance(opened, sqlite3.Error) and (not wal.exists() or wal.stat().st_size == 0):
+        opened = _try_open(f"file:{db_path}?mode=ro&immutable=1")
+    if isinstance(opened, sqlite3.Connection):
+        return opened
+    hint = (f"; {wal.name} holds writes not yet folded into the database and SQLite cannot read them without writing "
+            "beside it: copy the state directory to writable storage (or stop the miner cleanly) and check the copy"
+            if wal.exists() else "")
+    raise StoreError(f"cannot read the miner store {db_path}: {opened}{hint}")
+
+
+def _try_open(uri: str) -> sqlite3.Connection | sqlite3.Error:
+    """A connection that has read the store's schema, or the error opening it gave (the connection closed)."""
+    try:
+        db = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        return exc
+    try:
+        db.execute("SELECT 1 FROM audit_log LIMIT 1")  # connecting is lazy: this opens the file
+    except sqlite3.Error as exc:
+        db.close()
+        return exc
+    return db
 
 
 def _accepted_key(event: str) -> set[tuple[str, str, str]]:

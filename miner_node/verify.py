@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import signal
 import threading
 from multiprocessing.connection import Connection
 
@@ -135,10 +136,19 @@ class _Worker:
 
 
 def _serve(conn: Connection) -> None:
-    """Worker process loop: announce readiness, then verify each (payload, spec, max_nodes) request until told to stop."""
-    conn.send("ready")
-    while (request := conn.recv()) is not None:
-        conn.send(_verify_in_worker(*request))
+    """Worker process loop: announce readiness, then verify each (payload, spec, max_nodes) request until told to stop.
+
+    The miner alone decides when a worker ends: Ctrl-C in its terminal reaches the workers too and is
+    ignored here, and a miner that dies (SIGKILL) closes the pipe, which ends the worker quietly
+    instead of with an EOFError traceback.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        conn.send("ready")
+        while (request := conn.recv()) is not None:
+            conn.send(_verify_in_worker(*request))
+    except (EOFError, OSError):
+        return
 
 
 class ModelVerifier:

@@ -99,7 +99,7 @@ COMMANDS = Group("modelshare", {
                          "modelshare.cli_federation:configure_miner_serve"),
         "verify-log": Command("check the audit log's hash chain and head",
                               "modelshare.cli_federation:configure_miner_verify_log"),
-        "status": Command("ask a running miner for its health (exit 0 when serving)",
+        "status": Command("ask a running miner for its health (exit 0 when serving, 1 when unhealthy)",
                           "modelshare.cli_federation:configure_miner_status"),
     }),
     "study": Group("create and follow studies (admin)", {

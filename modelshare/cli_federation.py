@@ -103,7 +103,10 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
 
 def cmd_miner_verify_log(args: argparse.Namespace) -> int:
     state_dir = args.state_dir if args.state_dir is not None else MinerConfig.load(args.config).state_dir
-    verdict = verify_log(state_dir)
+    try:
+        verdict = verify_log(state_dir)
+    except StoreError as exc:  # unreadable here (a read-only copy with its write-ahead log, a corrupt file): say so
+        raise OSError(str(exc)) from None
     if args.json:
         print(json.dumps({"ok": verdict.ok, "entries": verdict.entries, "problems": list(verdict.problems)}, indent=2))
     elif verdict.ok:
@@ -123,7 +126,7 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
     health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")
-    return 0
+    return 0 if reply.status == "serving" else 1
 
 
 # --------------------------------------------------------------------- study

@@ -46,7 +46,7 @@ KINDS = {
               "name, miner, miner_name, state_dir, signing_key, roster, insecure"),
     "miner": (lambda k: k["miner"] / "miner.toml", MinerConfig.load, ConfigError, "miner",
               "name, listen, state_dir, roster, studies, max_message_bytes, max_nodes, timestamp_window_seconds, "
-              "workers, verify_processes"),
+              "workers, max_calls, mining_timeout_seconds, verify_processes"),
     "admin": (lambda k: k["admin"] / "admin.toml", AdminConfig.load, AdminError, "admin",
               "name, miner, miner_name, signing_key, roster"),
     "study": (lambda k: k["root"] / "study.toml", load_study_file, StudyError, "release",

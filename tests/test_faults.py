@@ -6,10 +6,12 @@ on loopback); the kill points are drawn from seeded generators so a failure can 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,10 +29,21 @@ from common.mechanisms import registry
 from miner_node.server import RunningMiner, start_miner
 from miner_node.store import StoreError, verify_log
 from modelshare.cli_owner_status import owner_health
+from modelshare.provision import set_miner_port
 from owner_node.budget import Ledger
 from owner_node.daemon import Backoff, OwnerDaemon
 from owner_node.status import read_status
-from tests.federation_helpers import Federation, car_tables, deal, make_federation, signed_model, study_spec, wait_until
+from tests.federation_helpers import (
+    CLI,
+    Federation,
+    MinerProcess,
+    car_tables,
+    deal,
+    make_federation,
+    signed_model,
+    study_spec,
+    wait_until,
+)
 
 OWNERS = [f"site-{i}" for i in range(10)]
 
@@ -299,7 +312,7 @@ def small_disk_fed(tmp_path):
 def _fill(disk: Path) -> Path:
     """Write a file until the filesystem is full; returns it (delete it to free the space)."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: nothing left to flush (and fail) on close
         try:
             while True:
                 f.write(b"\0" * 65536)
@@ -338,3 +351,193 @@ def test_a_miner_whose_store_is_read_only_refuses_to_start_and_says_why(small_di
     with pytest.raises(StoreError) as info:
         start_miner(dataclasses.replace(config, listen="localhost:0"), mechanisms=registry.names())
     assert str(config.state_dir) in str(info.value) and "read-only file system" in str(info.value).lower()
+
+
+def _study_state(fed: Federation, study_id: str) -> str | None:
+    row = fed.miner.store.study(study_id)
+    return None if row is None else row.state
+
+
+@pytest.mark.slow  # mounts a tmpfs
+@needs_mount
+def test_a_disk_that_fills_during_mining_is_retried_and_the_next_study_completes_without_a_restart(small_disk_fed, ten_parts):
+    fed, disk = small_disk_fed
+    miner = fed.miner
+    owners = OWNERS[:3]
+    admin = fed.stub("admin")
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("m1")), timeout=10).spec
+    filled: list[Path] = []
+
+    def fill_once_mining() -> None:  # called on every change; fills the disk once the study has entered mining
+        if not filled and _study_state(fed, "m1") == "mining":
+            filled.append(_fill(disk))
+
+    miner.coordinator.subscribe(fill_once_mining)
+    for owner in owners:
+        fed.stub(owner).Submit(signed_model(fed, owner, spec, *ten_parts[owner]), timeout=30)
+
+    def wake(seconds: float) -> None:
+        with miner.coordinator.changed:
+            miner.coordinator.changed.wait(seconds)
+
+    health = wait_until(lambda: (h := admin.Health(fpb.HealthRequest(), timeout=10)).status != "serving" and h, 60,
+                        "the miner to report that mining cannot progress", wake=wake)
+    assert health.status.startswith("unhealthy: mining cannot progress") and "m1" in health.status
+    assert "full" in health.status
+    assert _study_state(fed, "m1") == "mining"  # not lost, not failed: retried
+    assert [t.name for t in threading.enumerate() if t.name == "miner-mining"] == ["miner-mining"]
+    filled[0].unlink()
+    assert fed.wait_study("m1").state == "done"  # the retry stored the results once there was room
+    assert admin.Health(fpb.HealthRequest(), timeout=10).status == "serving"
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("m2")), timeout=10).spec
+    for owner in owners:
+        fed.stub(owner).Submit(signed_model(fed, owner, spec, *ten_parts[owner]), timeout=30)
+    status = fed.wait_study("m2")
+    assert status.state == "done", status.reason
+    assert verify_log(miner.config.state_dir).ok
+
+
+@pytest.mark.slow  # waits out a one-second mining timeout
+def test_a_study_whose_mining_outlasts_the_mining_timeout_fails_with_the_reason_and_mining_goes_on(tmp_path, ten_parts):
+    owners = OWNERS[:2]
+    fed = make_federation(tmp_path, owners)
+    miner = fed.miner = start_miner(dataclasses.replace(fed.miner_config(), mining_timeout_seconds=1),
+                                    mechanisms=registry.names())
+    held: list[sqlite3.Connection] = []
+
+    def lock_once_mining() -> None:  # another writer takes the database once the study is mining: its results wait
+        if not held and _study_state(fed, "slow") == "mining":
+            db = sqlite3.connect(miner.config.state_dir / "miner.sqlite", isolation_level=None, check_same_thread=False)
+            db.execute("BEGIN IMMEDIATE")
+            held.append(db)
+
+    def wake(seconds: float) -> None:
+        with miner.coordinator.changed:
+            miner.coordinator.changed.wait(seconds)
+
+    try:
+        miner.coordinator.subscribe(lock_once_mining)
+        admin = fed.stub("admin")
+        spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("slow")), timeout=10).spec
+        for owner in owners:
+            fed.stub(owner).Submit(signed_model(fed, owner, spec, *ten_parts[owner]), timeout=30)
+        # the first store attempt waits out SQLite's 5 s busy timeout: by then the 1 s limit has passed
+        wait_until(lambda: "database is locked" in admin.Health(fpb.HealthRequest(), timeout=10).status, 60,
+                   "the miner to report that it cannot store the study's results", wake=wake)
+        held[0].rollback()
+        held[0].close()
+        status = fed.wait_study("slow")
+        assert status.state == "failed" and status.reason.startswith("mining did not finish in time"), status.reason
+        assert "mining_timeout_seconds" in status.reason
+        assert admin.GetResults.future(fpb.StudyRef(study_id="slow"), timeout=10).exception().code() \
+            == grpc.StatusCode.FAILED_PRECONDITION  # no results were stored
+        spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("next")), timeout=10).spec
+        for owner in owners:
+            fed.stub(owner).Submit(signed_model(fed, owner, spec, *ten_parts[owner]), timeout=30)
+        assert fed.wait_study("next").state == "done"
+        assert admin.Health(fpb.HealthRequest(), timeout=10).status == "serving"
+    finally:
+        fed.close()
+
+
+def _serve(config: Path, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([*CLI, "miner", "serve", "--config", str(config)], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.slow  # two miner processes
+def test_a_second_miner_on_the_same_state_directory_exits_2_naming_the_directory_and_the_holder(tmp_path):
+    fed = make_federation(tmp_path, OWNERS[:1], address="localhost:0")
+    first = fed.serve(tmp_path / "first.log")
+    try:
+        second = _serve(fed.kits["miner"] / "miner.toml", tmp_path / "second.log")
+        assert second.wait(timeout=60) == 2
+        said = (tmp_path / "second.log").read_text()
+        state = (fed.kits["miner"] / "state").resolve()
+        assert "Traceback" not in said
+        assert f"the miner state directory {state}" in " ".join(said.split()) or str(state) in said
+        assert f"pid {first.process.pid}" in said and "in use by another miner" in said
+        assert fed.stub("admin").Health(fpb.HealthRequest(), timeout=10).status == "serving"  # the first serves on
+    finally:
+        fed.close()
+    third = MinerProcess(fed.kits["miner"] / "miner.toml", tmp_path / "third.log").start()  # the lock went with it
+    third.stop()
+
+
+@pytest.mark.slow  # a miner process
+def test_a_port_in_use_exits_2_naming_the_address_before_the_store_is_opened(tmp_path):
+    fed = make_federation(tmp_path, OWNERS[:1], address="localhost:0")
+    with contextlib.ExitStack() as held:
+        port = _hold_localhost_port(held)
+        set_miner_port(fed.kits.values(), port)
+        miner = _serve(fed.kits["miner"] / "miner.toml", tmp_path / "miner.log")
+        assert miner.wait(timeout=60) == 2
+    said = (tmp_path / "miner.log").read_text()
+    assert "Traceback" not in said and f"cannot listen on localhost:{port}" in said and "in use" in said
+    assert not (fed.kits["miner"] / "state" / "miner.sqlite").exists()
+
+
+def _hold_localhost_port(stack: contextlib.ExitStack) -> int:
+    """A port taken on every loopback address "localhost" resolves to (gRPC binds all of them), held until ``stack`` closes."""
+    v4 = stack.enter_context(socket.socket(socket.AF_INET))
+    v4.bind(("127.0.0.1", 0))
+    v4.listen()
+    port = v4.getsockname()[1]
+    try:
+        v6 = stack.enter_context(socket.socket(socket.AF_INET6))
+        v6.bind(("::1", port))
+        v6.listen()
+    except OSError:  # no IPv6 loopback here: localhost is 127.0.0.1 alone
+        pass
+    return port
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _gone(pid: int) -> bool:
+    """The process exited (a zombie waiting for its new parent to reap it counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow  # a miner process
+def test_killing_the_miner_ends_its_verifier_processes_without_tracebacks(tmp_path):
+    fed = make_federation(tmp_path, OWNERS[:1], address="localhost:0")
+    log = tmp_path / "miner.log"
+    miner = fed.serve(log)
+    workers = _children(miner.process.pid)
+    assert workers  # the verifier processes
+    miner.kill()
+    wait_until(lambda: all(_gone(p) for p in workers), 30, "the verifier processes to exit")
+    said = log.read_text()
+    assert "Traceback" not in said and "EOFError" not in said, said[-3000:]
+
+
+@pytest.mark.slow  # mounts a tmpfs
+@needs_mount
+def test_verify_log_reads_a_stopped_store_on_a_read_only_filesystem_and_explains_a_leftover_log(small_disk_fed):
+    fed, disk = small_disk_fed
+    fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("ro")), timeout=10)
+    state = fed.miner.config.state_dir
+    fed.close()  # a clean stop folds the write-ahead log into the database
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    ok = subprocess.run([*CLI, "miner", "verify-log", "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "audit log intact" in ok.stdout, ok.stderr
+    subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+    # a store left with its write-ahead log (a killed miner): a process writes and dies without closing it
+    subprocess.run([sys.executable, "-c", "import os, signal, sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+                    "db.execute('PRAGMA journal_mode=WAL'); db.execute('PRAGMA wal_autocheckpoint=0'); "
+                    "db.execute('CREATE TABLE t (x)'); db.commit(); os.kill(os.getpid(), signal.SIGKILL)",
+                    str(state / "miner.sqlite")], check=False, timeout=60)
+    (state / "miner.sqlite-shm").unlink()  # as in a copy without it: SQLite would have to create it to read the log
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    failed = subprocess.run([*CLI, "miner", "verify-log", "--state-dir", str(state), "--json"], capture_output=True,
+                            text=True, timeout=60)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    message = json.loads(failed.stdout)["error"]["message"]
+    assert f"cannot read the miner store {state / 'miner.sqlite'}" in message and "copy the state directory" in message

@@ -227,3 +227,33 @@ def test_the_evaluation_table_counts_the_rows_it_drops_for_a_missing_value():
     evaluation = load_evaluation(frame.to_csv(index=False).encode(), table.schema)
     assert (evaluation.dropped, len(evaluation.y)) == (3, 17)
     assert 2 not in evaluation.rows.tolist() and 3 in evaluation.rows.tolist()
+
+
+def test_waiting_polls_hold_no_worker_thread(tmp_path, car_parts):
+    import dataclasses
+
+    from common.mechanisms import registry
+    from miner_node.server import start_miner
+
+    federation = make_federation(tmp_path, OWNERS)
+    # two worker threads, which admit at most eight calls at once on a threaded server, and 24 waiting owners
+    federation.miner = start_miner(dataclasses.replace(federation.miner_config(), workers=2), mechanisms=registry.names())
+    try:
+        waiting = [federation.stub(owner).Poll.future(fpb.PollRequest(wait_seconds=30), timeout=60)
+                   for owner in OWNERS for _ in range(8)]
+        admin = federation.stub("admin")
+        assert admin.Health(fpb.HealthRequest(), timeout=10).status == "serving"
+        admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("w1")), timeout=10)
+        assert all([s.spec.study_id for s in poll.result().studies] == ["w1"] for poll in waiting)
+    finally:
+        federation.close()
+
+
+def test_a_miner_config_without_tls_is_refused_naming_the_section(tmp_path, capsys):
+    from modelshare.cli import main
+
+    config = tmp_path / "miner.toml"
+    config.write_text('[miner]\nname = "miner"\nlisten = "localhost:0"\n')
+    assert main(["miner", "serve", "--config", str(config)]) == 2
+    assert "the miner config has no [tls] section" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()

@@ -364,3 +364,26 @@ def test_an_owner_daemon_refuses_a_miner_the_roster_does_not_name_as_miner(fed, 
     config = dataclasses.replace(OwnerConfig.load(path), miner_name=miner_name)
     with pytest.raises(OwnerConfigError, match=f"miner_name '{miner_name}' is {state} in roster"):
         OwnerDaemon(config)
+
+
+def test_an_insecure_miner_refuses_every_admin_call_to_a_caller_without_identity(tmp_path):
+    from common.mechanisms import registry
+    from miner_node.server import start_miner
+
+    federation = make_federation(tmp_path, ["site-a"])
+    miner = start_miner(federation.miner_config(), mechanisms=registry.names(), insecure=True)
+    try:
+        with grpc.insecure_channel(f"localhost:{miner.port}") as channel:
+            anonymous = fgrpc.MinerStub(channel)
+            for call, request in ((anonymous.CreateStudy, fpb.CreateStudyRequest(spec=study_spec("anon"))),
+                                  (anonymous.ListStudies, fpb.ListStudiesRequest()),
+                                  (anonymous.GetStudy, fpb.StudyRef(study_id="anon")),
+                                  (anonymous.GetResults, fpb.StudyRef(study_id="anon")),
+                                  (anonymous.CancelStudy, fpb.CancelStudyRequest(study_id="anon")),
+                                  (anonymous.WatchStudy, fpb.WatchStudyRequest(study_id="anon"))):
+                code, why = refused(call, request)
+                assert code == grpc.StatusCode.PERMISSION_DENIED and "no caller can prove to be the admin" in why
+            assert anonymous.Health(fpb.HealthRequest(), timeout=10).status == "serving"
+        assert miner.store.studies() == []
+    finally:
+        miner.stop(grace=None)
