@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 from common.audit.release import audit
 from common.data.datasets import load_dataset
@@ -39,8 +40,6 @@ from common.federation.wire import model_message
 from common.mechanisms import registry
 from common.mechanisms.dpea import MECHANISM, RELEASE_BYTES, train_dpea
 from common.mechanisms.release import release
-
-from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 SETTINGS = ("paper", "compact")
 

@@ -15,9 +15,26 @@ them:
   because equal-width bins of a skewed public range put almost every row in one bin (Adult's
   capital-gain's public range is 0-100,000, and its informative cut lies near 5,000): 5-fold cross-validation on
   adult.data (eps 0.1, 1, 10, then on the data-derived range 0-99,999) put b = 5 1-3 points below every b in 16-32, among which 24 was
-  best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). The owner's trainer (`train_dpea`) lowers b, from the schema
-  alone, until the worst-case structure fits ``max_nodes`` (`finest_bins`). A node is a leaf iff it is at depth D or no attribute is
+  best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). A node is a leaf iff it is at depth D or no attribute is
   left on its path: stopping never reads the rows.
+* *Compact domain (``max_arity``, the registry trainer's ``domain`` rule).* Every leaf of the full
+  structure is released, so a tree can have as many leaves as the product of the D largest arities:
+  on Adult at the registry's default (10 trees of depth 4) the paper's domain released 600,000 nodes,
+  34 MB on the wire. A categorical attribute with more than ``max_arity`` categories is therefore
+  split into ``max_arity`` public groups of consecutive categories (schema order, sizes differing by
+  at most one), and the registry trainer (`train_dpea`, `release_domain`) uses ``domain="compact"``:
+  the largest cap A in 2..`DEFAULT_BINS` with bins = max_arity = A such that T worst-case full
+  structures fit `RELEASE_BYTES` = 2 MB on the wire (`Domain.node_bytes`, a per-node bound of the
+  protobuf encoding; A = 2 makes every split binary, 2^(D+1) - 1 nodes a tree). ``domain="paper"``
+  (no cap; the finest b <= 24 whose worst-case structure fits ``max_nodes``, `finest_bins`) is kept
+  for the reproductions (``experiment dp --dpea-domain paper``). *Accounting.* The domain is a
+  function of the schema, D and T only, so it is public: the structures the exponential mechanism
+  ranges over, the leaf cells and the proof below are those of the paper on a different public
+  partition of the attribute values; a row still lies in exactly one child of every split, one
+  leaf of every structure and one (leaf, class) cell, so Δq', the composition over rounds and the
+  count sensitivity 1 are unchanged. The release states ``bins``, ``max_arity`` and ``domain``;
+  the audit recomputes the cap from the rule and checks that every split has only the stated
+  domain's children (`domain_check`), since a split on data-chosen values would not be private.
 * *Score (§2.4).* ``score(subtree) = sum over its leaves of f(leaf's class counts)``: ``max``
   (the majority count, Δq' = 1, the default), ``gini`` (minus the total Gini impurity, Δq' = 2)
   or ``infogain`` (minus the total entropy in bits, Δq' = log2(N + 1) + 1/ln 2 for a public bound
@@ -40,7 +57,9 @@ them:
   large trial counts) computes the exact loss of both and fails a selection sharper than either claims.
 * *Samplers (§2.5, §2.6).* ``exact`` (default) samples the exponential mechanism exactly by a
   sum-product recursion over the DAG of nodes (a node is a set of (attribute, value) constraints,
-  so paths that differ only in order share it), in the log domain; a node without rows has
+  so paths that differ only in order share it), in the log domain (a node two steps above the
+  leaves is solved in one bincount over every (child, attribute) pair, `_ExactSelection._two_steps`,
+  its children's laws kept with it); a node without rows has
   f = 0 everywhere below it, so its partition function only counts subtrees and is memoised on
   (steps, attributes left). ``exhaustive`` enumerates every subtree literally (the paper's
   Alg. 2; a test oracle, refused beyond ``max_subtrees``). ``mcmc`` is the paper's Alg. 3 for
@@ -644,8 +663,8 @@ class DPEA:
     """The DPEA mechanism at one setting: total ``epsilon`` over ``n_trees`` trees of maximal ``depth`` D.
 
     ``embedding_depth`` is d, the levels of splits chosen by one exponential mechanism (None: d = D,
-    the whole tree in one selection). ``score``, ``sampler``, ``selection`` and ``bins`` are described in the module
-    docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
+    the whole tree in one selection). ``score``, ``sampler``, ``selection``, ``bins`` and ``max_arity`` (None: every
+    category its own child) are described in the module docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
     defaults); ``max_rows`` is infogain's public bound on the rows (required by it, refused
     otherwise). ``max_nodes`` bounds the worst-case full structure and ``max_subtrees`` the
     exhaustive sampler's enumeration; both are checked before any row is read.

@@ -7,7 +7,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
 
 * `DpeaReleaseTarget`, the registry's (default) target, runs DPEA's registered release path end to
   end per trial (`common.audit.dp.blackbox`: the registry trainer, whole-tree embedding, the
-  registered bins) and scores the released trees by their *exact* log-likelihood ratio under the
+  registered public domain) and scores the released trees by their *exact* log-likelihood ratio under the
   claimed law: ln P(tree) is the log of the sum, over the listed structures the released tree is
   consistent with, of P(structure) times the count log-pmf of each of its (leaf, class) cells (0 at
   a dropped leaf). Each trial trains DPEA once, so the CLI default is a few thousand trials per table.
