@@ -89,7 +89,7 @@ def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
               rng: Randomness) -> Trained:
         bins, max_arity = release_domain(schema, depth, requirement.trees)
         mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=bins, max_arity=max_arity)
-        return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain": "compact"}
+        return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain_rule": "compact"}
     return train
 
 

@@ -59,7 +59,7 @@ def test_a_default_release_on_numeric_tables_fits_two_mb_on_the_wire_and_passes_
         assert model_message(released).ByteSize() <= RELEASE_BYTES
         result = audit(list(released.trees), released.report)
         assert result.passed, [c for c in result.checks if not c.passed]
-        assert released.report.parameters["domain"] == "compact"
+        assert released.report.parameters["domain_rule"] == "compact"
 
 
 def test_the_worst_case_release_of_any_twenty_attribute_schema_fits_the_bound():
@@ -110,11 +110,11 @@ def test_the_audit_catches_a_misstated_domain(adult_release):
     assert parameters["bins"] == parameters["max_arity"] == 6
     name = "splits on the stated public domain"
     assert name in _failed(_misstated(adult_release, max_arity=8))  # the rule gives 6
-    assert name in _failed(_misstated(adult_release, bins=8, max_arity=8, domain="paper"))
-    no_rule = {k: v for k, v in parameters.items() if k != "domain"}
+    assert name in _failed(_misstated(adult_release, bins=8, max_arity=8, domain_rule="paper"))
+    no_rule = {k: v for k, v in parameters.items() if k != "domain_rule"}
     stripped = Release(adult_release.trees, dataclasses.replace(adult_release.report, parameters=no_rule))
     assert _failed(stripped) == []  # held to its stated bins and max_arity, which its splits follow
     assert name in _failed(_misstated(stripped, max_arity=None))  # the groups are not single categories
     assert name in _failed(_misstated(adult_release, depth=1))  # splits below the stated depth
     assert accounting_errors({**parameters, "max_arity": 1})  # not a valid setting
-    assert not domain_check(adult_release.trees, {**parameters, "domain": "tiny"}).passed
+    assert not domain_check(adult_release.trees, {**parameters, "domain_rule": "tiny"}).passed

@@ -32,7 +32,7 @@ them:
   ranges over, the leaf cells and the proof below are those of the paper on a different public
   partition of the attribute values; a row still lies in exactly one child of every split, one
   leaf of every structure and one (leaf, class) cell, so Δq', the composition over rounds and the
-  count sensitivity 1 are unchanged. The release states ``bins``, ``max_arity`` and ``domain``;
+  count sensitivity 1 are unchanged. The release states ``bins``, ``max_arity`` and ``domain_rule``;
   the audit recomputes the cap from the rule and checks that every split has only the stated
   domain's children (`domain_check`), since a split on data-chosen values would not be private.
 * *Score (§2.4).* ``score(subtree) = sum over its leaves of f(leaf's class counts)``: ``max``
@@ -1043,10 +1043,10 @@ def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", 
     """The registry trainer of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
 
     The public domain (bins per numeric attribute, groups per categorical one) is `release_domain`'s
-    ``domain`` rule, stated in the parameters so that the audit can recompute it.
+    ``domain`` rule, stated as ``domain_rule`` so that the audit can recompute it.
     """
     mechanism = registered_dpea(requirement.epsilon, requirement.trees, depth, schema, domain)
-    return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain": domain}
+    return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain_rule": domain}
 
 
 def registered_dpea(epsilon: float, trees: int, depth: int, schema: Schema, domain: str = "compact",
@@ -1060,7 +1060,7 @@ def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
     """Whether the release's splits lie on the public domain its stated rule gives for its schema, depth and trees.
 
     A structure is data-independent only on a public domain: the check recomputes (bins, max_arity)
-    from the stated ``domain`` rule (`release_domain`; a release without one is held to the stated
+    from the stated ``domain_rule`` (`release_domain`; a release without one is held to the stated
     bins and max_arity) and requires every split to have only that domain's children, at most
     ``depth`` levels deep. A misstated bins or max_arity, or a data-chosen cut, fails it.
     """
@@ -1071,11 +1071,11 @@ def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
     try:
         bins, max_arity = int(parameters["bins"]), parameters.get("max_arity")
         depth = int(parameters["depth"])
-        if "domain" in parameters:
-            expected = release_domain(schema, depth, int(parameters["trees"]), str(parameters["domain"]))
+        if "domain_rule" in parameters:
+            expected = release_domain(schema, depth, int(parameters["trees"]), str(parameters["domain_rule"]))
             if (bins, max_arity) != expected:
                 return Check(name, False, f"the release states bins={bins}, max_arity={max_arity!r}; the "
-                                          f"{parameters['domain']!r} rule gives bins={expected[0]}, max_arity={expected[1]!r} "
+                                          f"{parameters['domain_rule']!r} rule gives bins={expected[0]}, max_arity={expected[1]!r} "
                                           f"for this schema at depth {depth} and {parameters['trees']} trees")
         space = Domain.of(schema, bins, max_arity)
     except (KeyError, TypeError, ValueError) as exc:
@@ -1096,7 +1096,7 @@ def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
                                           f"depth {depth})")
             stack.extend((edge.child, level + 1) for edge in node.edges)
     return Check(name, True, f"every split has only children of the public domain (bins={bins}, "
-                             f"max_arity={max_arity!r}{', rule ' + repr(parameters['domain']) if 'domain' in parameters else ''})")
+                             f"max_arity={max_arity!r}{', rule ' + repr(parameters['domain_rule']) if 'domain_rule' in parameters else ''})")
 
 
 def exact_sampler_check(parameters: Mapping[str, Any]) -> Check:
