@@ -14,7 +14,7 @@ import numpy as np
 
 from common.data.schema import Schema
 from common.mechanisms.diffpets import DiffPets
-from common.mechanisms.dpea import DPEA, finest_bins
+from common.mechanisms.dpea import DPEA, release_domain
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt
 from common.mechanisms.registry import Mechanism
@@ -87,8 +87,9 @@ def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
     """DPEA's registry trainer with ``cls`` in place of `DPEA`."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
               rng: Randomness) -> Trained:
-        mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
-        return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+        bins, max_arity = release_domain(schema, depth, requirement.trees)
+        mechanism = cls(requirement.epsilon, requirement.trees, depth, bins=bins, max_arity=max_arity)
+        return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain_rule": "compact"}
     return train
 
 

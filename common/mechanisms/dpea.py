@@ -15,9 +15,26 @@ them:
   because equal-width bins of a skewed public range put almost every row in one bin (Adult's
   capital-gain's public range is 0-100,000, and its informative cut lies near 5,000): 5-fold cross-validation on
   adult.data (eps 0.1, 1, 10, then on the data-derived range 0-99,999) put b = 5 1-3 points below every b in 16-32, among which 24 was
-  best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). The owner's trainer (`train_dpea`) lowers b, from the schema
-  alone, until the worst-case structure fits ``max_nodes`` (`finest_bins`). A node is a leaf iff it is at depth D or no attribute is
+  best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). A node is a leaf iff it is at depth D or no attribute is
   left on its path: stopping never reads the rows.
+* *Compact domain (``max_arity``, the registry trainer's ``domain`` rule).* Every leaf of the full
+  structure is released, so a tree can have as many leaves as the product of the D largest arities:
+  on Adult at the registry's default (10 trees of depth 4) the paper's domain released 600,000 nodes,
+  34 MB on the wire. A categorical attribute with more than ``max_arity`` categories is therefore
+  split into ``max_arity`` public groups of consecutive categories (schema order, sizes differing by
+  at most one), and the registry trainer (`train_dpea`, `release_domain`) uses ``domain="compact"``:
+  the largest cap A in 2..`DEFAULT_BINS` with bins = max_arity = A such that T worst-case full
+  structures fit `RELEASE_BYTES` = 2 MB on the wire (`Domain.node_bytes`, a per-node bound of the
+  protobuf encoding; A = 2 makes every split binary, 2^(D+1) - 1 nodes a tree). ``domain="paper"``
+  (no cap; the finest b <= 24 whose worst-case structure fits ``max_nodes``, `finest_bins`) is kept
+  for the reproductions (``experiment dp --dpea-domain paper``). *Accounting.* The domain is a
+  function of the schema, D and T only, so it is public: the structures the exponential mechanism
+  ranges over, the leaf cells and the proof below are those of the paper on a different public
+  partition of the attribute values; a row still lies in exactly one child of every split, one
+  leaf of every structure and one (leaf, class) cell, so Δq', the composition over rounds and the
+  count sensitivity 1 are unchanged. The release states ``bins``, ``max_arity`` and ``domain_rule``;
+  the audit recomputes the cap from the rule and checks that every split has only the stated
+  domain's children (`domain_check`), since a split on data-chosen values would not be private.
 * *Score (§2.4).* ``score(subtree) = sum over its leaves of f(leaf's class counts)``: ``max``
   (the majority count, Δq' = 1, the default), ``gini`` (minus the total Gini impurity, Δq' = 2)
   or ``infogain`` (minus the total entropy in bits, Δq' = log2(N + 1) + 1/ln 2 for a public bound
@@ -40,7 +57,9 @@ them:
   large trial counts) computes the exact loss of both and fails a selection sharper than either claims.
 * *Samplers (§2.5, §2.6).* ``exact`` (default) samples the exponential mechanism exactly by a
   sum-product recursion over the DAG of nodes (a node is a set of (attribute, value) constraints,
-  so paths that differ only in order share it), in the log domain; a node without rows has
+  so paths that differ only in order share it), in the log domain (a node two steps above the
+  leaves is solved in one bincount over every (child, attribute) pair, `_ExactSelection._two_steps`,
+  its children's laws kept with it); a node without rows has
   f = 0 everywhere below it, so its partition function only counts subtrees and is memoised on
   (steps, attributes left). ``exhaustive`` enumerates every subtree literally (the paper's
   Alg. 2; a test oracle, refused beyond ``max_subtrees``). ``mcmc`` is the paper's Alg. 3 for
@@ -76,7 +95,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check
 from common.privacy.noise import Randomness, SecretNoise, log_sum_exp, noisy_counts
@@ -101,6 +120,11 @@ __all__ = [
     "accounting_errors",
     "exact_sampler_check",
     "finest_bins",
+    "DOMAINS",
+    "RELEASE_BYTES",
+    "domain_check",
+    "registered_dpea",
+    "release_domain",
     "leaf_scores",
     "score_sensitivity",
     "train_dpea",
@@ -123,25 +147,34 @@ Key = frozenset  # a node of the subtree DAG: the (attribute, value) constraints
 # ------------------------------------------------------------------ the public, discretised domain
 @dataclass(frozen=True)
 class Domain:
-    """The schema as finite codes: categories as they are, numeric attributes as ``bins`` equal-width bins.
+    """The schema as finite codes: numeric attributes as ``bins`` equal-width bins, categories as they are or grouped.
 
     Bins cover the public range ``[low, high]`` in ``bins`` intervals (low, high] of equal width; the
-    outer two extend to -inf and +inf so that every value is routed. ``arity[a]`` is the number of
-    codes (children of a split) of attribute ``a``; an attribute with arity 1 cannot split.
+    outer two extend to -inf and +inf so that every value is routed. A categorical attribute with more
+    than ``max_arity`` categories (None: no cap, the paper's domain) is split into ``max_arity``
+    public groups of consecutive categories in schema order, sizes differing by at most one
+    (category v is in group v * max_arity // size). ``arity[a]`` is the number of codes (children
+    of a split) of attribute ``a``; an attribute with arity 1 cannot split.
     """
 
     schema: Schema
     bins: int
     arity: np.ndarray
     edges: tuple[np.ndarray, ...]  # inner bin edges per attribute (empty for categorical ones)
+    groups: tuple[np.ndarray | None, ...]  # per categorical attribute with a cap: category -> group code
+    max_arity: int | None = None
+    splits: tuple[tuple[Constraint, ...], ...] = ()  # per attribute, the edge constraints of a split on it
 
     @classmethod
-    def of(cls, schema: Schema, bins: int) -> "Domain":
+    def of(cls, schema: Schema, bins: int, max_arity: int | None = None) -> "Domain":
         """The domain of ``schema`` with ``bins`` bins per numeric attribute (an empty range gets one)."""
-        arity, edges = [], []
+        arity, edges, groups = [], [], []
         for attr in schema.attributes:
+            group = None
             if isinstance(attr, CategoricalAttribute):
-                arity.append(attr.size)
+                if max_arity is not None and attr.size > max_arity:
+                    group = np.arange(attr.size, dtype=np.int64) * max_arity // attr.size
+                arity.append(attr.size if group is None else max_arity)
                 edges.append(np.empty(0))
             elif attr.high > attr.low:
                 arity.append(bins)
@@ -149,7 +182,9 @@ class Domain:
             else:
                 arity.append(1)
                 edges.append(np.empty(0))
-        return cls(schema, bins, np.array(arity, dtype=np.int64), tuple(edges))
+            groups.append(group)
+        splits = tuple(_split_constraints(attr, n, e, g) for attr, n, e, g in zip(schema.attributes, arity, edges, groups))
+        return cls(schema, bins, np.array(arity, dtype=np.int64), tuple(edges), tuple(groups), max_arity, splits)
 
     @property
     def splittable(self) -> tuple[int, ...]:
@@ -157,21 +192,32 @@ class Domain:
         return tuple(int(a) for a in np.flatnonzero(self.arity >= 2))
 
     def codes(self, X: np.ndarray) -> np.ndarray:
-        """Encoded rows as codes, int64 of X's shape: category index, or bin index of a numeric value."""
+        """Encoded rows as codes, int64 of X's shape: category (or its group) index, or bin index of a numeric value."""
         Z = np.empty(X.shape, dtype=np.int64)
         for j, attr in enumerate(self.schema.attributes):
             if isinstance(attr, CategoricalAttribute):
                 Z[:, j] = X[:, j].astype(np.int64)
+                if self.groups[j] is not None:
+                    Z[:, j] = self.groups[j][Z[:, j]]
             else:
                 Z[:, j] = np.searchsorted(self.edges[j], X[:, j], side="left")
         return Z
 
-    def constraints(self, a: int) -> list[Constraint]:
+    def point(self, codes: np.ndarray) -> np.ndarray:
+        """An encoded row with the given codes: a group's first category, or the middle of a numeric attribute's bin."""
+        row = codes.astype(np.float64)
+        for j, attr in enumerate(self.schema.attributes):
+            if isinstance(attr, CategoricalAttribute):
+                if self.groups[j] is not None:
+                    row[j] = float(np.flatnonzero(self.groups[j] == codes[j])[0])
+            else:
+                width = (attr.high - attr.low) / self.arity[j]
+                row[j] = attr.low + (codes[j] + 0.5) * width
+        return row
+
+    def constraints(self, a: int) -> tuple[Constraint, ...]:
         """The edge constraints of a split on attribute ``a``, one per code in order."""
-        if isinstance(self.schema.attributes[a], CategoricalAttribute):
-            return [CategorySet(frozenset({v})) for v in range(int(self.arity[a]))]
-        bounds = np.concatenate([[-math.inf], self.edges[a], [math.inf]])
-        return [Interval(float(lo), float(hi), False, bool(math.isfinite(hi))) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return self.splits[a]
 
     def structures(self, depth: int) -> list[Structure]:
         """Every full structure of ``depth`` levels of splits (fewer where attributes run out), in a fixed order."""
@@ -185,6 +231,28 @@ class Domain:
         """Nodes of the largest full structure of ``depth``: sum over levels of the products of the largest arities."""
         arities = np.sort(self.arity[self.arity >= 2])[::-1][:depth]
         return int(1 + sum(math.prod(int(x) for x in arities[:j]) for j in range(1, arities.size + 1)))
+
+    def node_bytes(self) -> int:
+        """A bound on one released node's bytes on the wire (`common.federation.wire.tree_to_pb`), edge to it included.
+
+        protobuf fields, each with its tag: the node's entry (4: tag, length up to 3 bytes), label (6),
+        hit and miss (9 each), the class counts (3 + 8 per class, packed doubles), the attribute (6);
+        the edge to it in its parent's entry (2), its child index (6), the constraint (2) holding an
+        interval (2 + two doubles 18 + two flags 4) or a group's codes (4 + up to 3 bytes per code).
+        """
+        group = max((int(np.bincount(g).max()) for g in self.groups if g is not None), default=1)
+        return 4 + 6 + 18 + 3 + 8 * self.schema.n_classes + 6 + 2 + 6 + 2 + max(24, 4 + 3 * group)
+
+
+def _split_constraints(attr: CategoricalAttribute | NumericAttribute, arity: int, edges: np.ndarray,
+                       group: np.ndarray | None) -> tuple[Constraint, ...]:
+    """The children's constraints of a split on ``attr``: a category or group each, or a bin each."""
+    if isinstance(attr, CategoricalAttribute):
+        if group is None:
+            return tuple(CategorySet(frozenset({v})) for v in range(arity))
+        return tuple(CategorySet(frozenset(int(c) for c in np.flatnonzero(group == v))) for v in range(arity))
+    bounds = np.concatenate([[-math.inf], edges, [math.inf]])
+    return tuple(Interval(float(lo), float(hi), False, bool(math.isfinite(hi))) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
 def _structures(arity: np.ndarray, k: int, avail: tuple[int, ...]) -> list[Structure]:
@@ -288,6 +356,22 @@ class _Rows:
         counts = np.bincount((self.cells[rows][:, attrs] + cell_offsets).ravel(), minlength=size)
         return np.add.reduceat(leaf_scores(counts.reshape(-1, self.n_classes), self.score), offsets)
 
+    def two_step(self, rows: np.ndarray, avail: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """`one_step` over ``avail`` at every child of every split of ``rows`` on an attribute of ``avail``, in one bincount.
+
+        Children are numbered as `one_step`'s values (attribute offset + value). Returns the scores,
+        shape (children, len(avail)) (a child's column of its own attribute is meaningless), and the
+        rows per child.
+        """
+        attrs, cell_offsets, size, offsets = self._layout(avail)
+        cells = self.cells[rows][:, attrs] + cell_offsets  # (row, attribute) -> (child * n_classes + class)
+        child = cells // self.n_classes
+        width = size // self.n_classes
+        flat = (child[:, :, None] * size + cells[:, None, :]).ravel()
+        counts = np.bincount(flat, minlength=width * size).reshape(width, width, self.n_classes)
+        scores = np.add.reduceat(leaf_scores(counts, self.score), offsets, axis=1)
+        return scores, np.bincount(child.ravel(), minlength=width)
+
     def subtree_score(self, rows: np.ndarray, structure: Structure) -> float:
         """score(structure) on ``rows``: the sum of f over its leaves."""
         if structure is None:
@@ -363,6 +447,7 @@ class _ExactSelection:
         self.k, self.avail = min(k, len(avail)), avail
         self._entries: dict[Key, _Entry] = {}
         self._log_probs: dict[tuple[Key, Structure], float] = {}  # structures share most of their subtrees
+        self._below: dict[Key, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # `_two_steps`' children's laws
         if self.k and rows.size:  # without rows (or steps) the law is the empty one, which needs no solving
             self._solve(frozenset(), rows, self.k, avail)
 
@@ -373,6 +458,8 @@ class _ExactSelection:
             return found.log_total
         if k == 1:
             weights = self.beta * self.data.one_step(rows, avail)
+        elif k == 2:
+            weights = self._two_steps(key, rows, avail)
         else:
             weights = np.array([self._children(key, rows, k, avail, a) for a in avail])
         entry = self._entries[key] = _Entry(weights, log_sum_exp(weights))
@@ -385,6 +472,35 @@ class _ExactSelection:
         return sum(empty if part.size == 0 else self._solve(key | {(a, v)}, part, k - 1, rest)
                    for v, part in enumerate(self.data.partition(rows, a)))
 
+    def _two_steps(self, key: Key, rows: np.ndarray, avail: tuple[int, ...]) -> np.ndarray:
+        """A node two steps above the leaves: per attribute, the sum of its children's log Z, from one bincount.
+
+        The hot path of the sampler. The children's one-step laws are kept with the node
+        (`_below`) rather than as entries of their own: `_child_entry` reads them when sampling.
+        """
+        scores, sizes = self.data.two_step(rows, avail)
+        arity = self.data.arity[np.array(avail)]
+        own = np.repeat(np.arange(len(avail)), arity)  # each child's own split attribute (no reuse on a path)
+        weights = self.beta * scores
+        weights[np.arange(own.size), own] = -np.inf
+        top = weights.max(axis=1)
+        totals = top + np.log(np.exp(weights - top[:, None]).sum(axis=1))
+        empty = np.array([self.empty.log_count(1, _without(avail, a)) for a in avail])[own]
+        self._below[key] = (weights, totals, sizes)
+        return np.add.reduceat(np.where(sizes > 0, totals, empty), np.concatenate([[0], np.cumsum(arity)[:-1]]))
+
+    def _child_entry(self, key: Key, k: int, avail: tuple[int, ...], a: int, v: int) -> _Entry | None:
+        """The entry of child ``v`` of ``key``'s split on ``a`` when `_two_steps` solved ``key``, else None."""
+        below = self._below.get(key) if k == 2 else None
+        if below is None:
+            return None
+        weights, totals, sizes = below
+        i = avail.index(a)
+        child = int(self.data.arity[np.array(avail[:i], dtype=np.int64)].sum()) + v
+        if sizes[child] == 0:
+            return self.empty.entry(1, _without(avail, a))
+        return _Entry(np.delete(weights[child], i), float(totals[child]))
+
     def _entry(self, key: Key, k: int, avail: tuple[int, ...]) -> _Entry:
         found = self._entries.get(key)
         return self.empty.entry(k, avail) if found is None else found  # not solved: the node has no rows
@@ -393,21 +509,24 @@ class _ExactSelection:
         """A subtree drawn from the exponential mechanism."""
         return self._sample(frozenset(), self.k, self.avail, noise)
 
-    def _sample(self, key: Key, k: int, avail: tuple[int, ...], noise: SecretNoise) -> Structure:
+    def _sample(self, key: Key, k: int, avail: tuple[int, ...], noise: SecretNoise, entry: _Entry | None = None) -> Structure:
         if k == 0:
             return None
-        if key not in self._entries:
-            return self.empty.draw(k, avail, noise)
-        entry = self._entries[key]
+        if entry is None:
+            if key not in self._entries:
+                return self.empty.draw(k, avail, noise)
+            entry = self._entries[key]
         a = avail[noise.exponential_index(entry.log_weights)]
         rest = _without(avail, a)
-        return a, tuple(self._sample(key | {(a, v)}, k - 1, rest, noise) for v in range(int(self.data.arity[a])))
+        return a, tuple(self._sample(key | {(a, v)}, k - 1, rest, noise, self._child_entry(key, k, avail, a, v))
+                        for v in range(int(self.data.arity[a])))
 
     def log_prob(self, structure: Structure) -> float:
         """log P(structure) under the mechanism; ValueError when it is not a subtree of this round."""
         return self._log_prob(frozenset(), self.k, self.avail, structure)
 
-    def _log_prob(self, key: Key, k: int, avail: tuple[int, ...], structure: Structure) -> float:
+    def _log_prob(self, key: Key, k: int, avail: tuple[int, ...], structure: Structure,
+                  entry: _Entry | None = None) -> float:
         if k == 0 or structure is None:
             if k or structure is not None:
                 raise ValueError(f"structure {structure!r} does not have {self.k} levels of splits over "
@@ -420,11 +539,12 @@ class _ExactSelection:
         if a not in avail or len(children) != self.data.arity[a]:
             raise ValueError(f"structure splits on attribute {a!r} with {len(children)} children where "
                              f"attributes {list(avail)} are available")
-        entry = self._entry(key, k, avail)
+        entry = self._entry(key, k, avail) if entry is None else entry
         rest = _without(avail, a)
         found = self._log_probs[(key, structure)] = (
             float(entry.log_weights[avail.index(a)]) - entry.log_total
-            + sum(self._log_prob(key | {(a, v)}, k - 1, rest, c) for v, c in enumerate(children)))
+            + sum(self._log_prob(key | {(a, v)}, k - 1, rest, c, self._child_entry(key, k, avail, a, v))
+                  for v, c in enumerate(children)))
         return found
 
 
@@ -543,8 +663,8 @@ class DPEA:
     """The DPEA mechanism at one setting: total ``epsilon`` over ``n_trees`` trees of maximal ``depth`` D.
 
     ``embedding_depth`` is d, the levels of splits chosen by one exponential mechanism (None: d = D,
-    the whole tree in one selection). ``score``, ``sampler``, ``selection`` and ``bins`` are described in the module
-    docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
+    the whole tree in one selection). ``score``, ``sampler``, ``selection``, ``bins`` and ``max_arity`` (None: every
+    category its own child) are described in the module docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
     defaults); ``max_rows`` is infogain's public bound on the rows (required by it, refused
     otherwise). ``max_nodes`` bounds the worst-case full structure and ``max_subtrees`` the
     exhaustive sampler's enumeration; both are checked before any row is read.
@@ -558,6 +678,7 @@ class DPEA:
     sampler: str = "exact"
     selection: str = "monotone"
     bins: int = DEFAULT_BINS
+    max_arity: int | None = None
     max_nodes: int = 100_000
     max_subtrees: int = 100_000
     buffer_size: int = 100
@@ -580,6 +701,8 @@ class DPEA:
             raise ValueError(f"selection must be one of {list(SELECTIONS)}; got {self.selection!r}")
         if check_positive_int("bins", self.bins) < 2:
             raise ValueError(f"bins must be an integer >= 2; got {self.bins!r}")
+        if self.max_arity is not None and check_positive_int("max_arity", self.max_arity) < 2:
+            raise ValueError(f"max_arity must be None or an integer >= 2; got {self.max_arity!r}")
         if check_positive_int("buffer_size", self.buffer_size) < 2:
             raise ValueError(f"buffer_size must be an integer >= 2; got {self.buffer_size!r}")
         threshold = self.var_threshold
@@ -632,7 +755,8 @@ class DPEA:
             "embedding_depth": self.steps, "rounds": self.rounds, "epsilon_per_tree": self.epsilon_per_tree,
             "epsilon_per_step": self.epsilon_step, "score": self.score, "score_sensitivity": self.score_sensitivity,
             "selection": self.selection, "selection_beta": self.selection_beta,
-            "noise_scale": self.noise_scale, "sensitivity": 1, "bins": self.bins, "sampler": self.sampler,
+            "noise_scale": self.noise_scale, "sensitivity": 1, "bins": self.bins, "max_arity": self.max_arity,
+            "sampler": self.sampler,
             "guarantee_exact": self.sampler != "mcmc", "post_processing": POST_PROCESSING,
         }
         if self.sampler == "mcmc":
@@ -674,7 +798,7 @@ class DPEA:
         """The checked rows as codes, after the data-independent size checks."""
         from common.trees.learners._data import check_xy  # see the module docstring
 
-        domain = Domain.of(schema, self.bins)
+        domain = Domain.of(schema, self.bins, self.max_arity)
         worst = domain.max_nodes(self.depth)
         if worst > self.max_nodes:
             raise ValueError(f"a full multiway structure of depth {self.depth} over this schema can have {worst} nodes, "
@@ -850,7 +974,7 @@ def _frontier(split: Callable[[Key, np.ndarray, int], list[np.ndarray]], structu
 
 
 _SETTING_KEYS = {"epsilon": "epsilon", "trees": "n_trees", "depth": "depth", "embedding_depth": "embedding_depth",
-                 "score": "score", "sampler": "sampler", "selection": "selection", "bins": "bins", "buffer_size": "buffer_size",
+                 "score": "score", "sampler": "sampler", "selection": "selection", "bins": "bins", "max_arity": "max_arity", "buffer_size": "buffer_size",
                  "var_threshold": "var_threshold", "step_limit": "step_limit", "max_rows": "max_rows"}
 
 
@@ -886,14 +1010,93 @@ def finest_bins(schema: Schema, depth: int, max_nodes: int = DPEA.max_nodes, mos
     return next((b for b in range(most, 1, -1) if Domain.of(schema, b).max_nodes(depth) <= max_nodes), 2)
 
 
+DOMAINS: tuple[str, ...] = ("compact", "paper")  # the registry trainer's public domain rules (`release_domain`)
+RELEASE_BYTES = 2_000_000  # a compact release's bound on the wire, every tree and the message around them
+MESSAGE_BYTES = 64_000  # of which the message around the trees (schema, privacy report, signature) may take
+
+
+def release_domain(schema: Schema, depth: int, trees: int, domain: str = "compact") -> tuple[int, int | None]:
+    """(bins, max_arity) of the registry trainer's public domain for ``trees`` trees of ``depth``, from the schema alone.
+
+    ``"compact"`` (the default): the largest cap A in 2..`DEFAULT_BINS` such that ``trees`` worst-case
+    full structures over A bins per numeric attribute and at most A groups per categorical one fit
+    `RELEASE_BYTES` on the wire (`Domain.node_bytes`, less `MESSAGE_BYTES`); at A = 2 every split is
+    binary and a tree has at most 2^(D+1) - 1 nodes. ``"paper"``: no arity cap and the finest bins
+    whose worst-case tree fits ``DPEA.max_nodes`` (`finest_bins`), the domain of the paper's
+    reproductions, which can be hundreds of MB. Either is a function of public inputs, so the choice
+    costs no privacy; the audit recomputes it (`domain_check`).
+    """
+    if domain == "paper":
+        return finest_bins(schema, depth), None
+    if domain != "compact":
+        raise ValueError(f"domain must be one of {list(DOMAINS)}; got {domain!r}")
+    budget = RELEASE_BYTES - MESSAGE_BYTES
+    for cap in range(DEFAULT_BINS, 1, -1):
+        space = Domain.of(schema, cap, cap)
+        if trees * space.max_nodes(depth) * space.node_bytes() <= budget:
+            return cap, cap
+    return 2, 2
+
+
 def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
-               rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
+               rng: Randomness, domain: str = "compact") -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
 
-    Numeric attributes get the finest binning that the depth allows (`finest_bins`).
+    The public domain (bins per numeric attribute, groups per categorical one) is `release_domain`'s
+    ``domain`` rule, stated as ``domain_rule`` so that the audit can recompute it.
     """
-    mechanism = DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth))
-    return mechanism.fit(schema, X, y, rng).trees, mechanism.parameters()
+    mechanism = registered_dpea(requirement.epsilon, requirement.trees, depth, schema, domain)
+    return mechanism.fit(schema, X, y, rng).trees, {**mechanism.parameters(), "domain_rule": domain}
+
+
+def registered_dpea(epsilon: float, trees: int, depth: int, schema: Schema, domain: str = "compact",
+                    **setting: Any) -> DPEA:
+    """DPEA as the registry trainer runs it (whole-tree embedding unless ``setting`` says otherwise) on `release_domain`."""
+    bins, max_arity = release_domain(schema, depth, trees, domain)
+    return DPEA(epsilon, trees, depth, bins=bins, max_arity=max_arity, **setting)
+
+
+def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
+    """Whether the release's splits lie on the public domain its stated rule gives for its schema, depth and trees.
+
+    A structure is data-independent only on a public domain: the check recomputes (bins, max_arity)
+    from the stated ``domain_rule`` (`release_domain`; a release without one is held to the stated
+    bins and max_arity) and requires every split to have only that domain's children, at most
+    ``depth`` levels deep. A misstated bins or max_arity, or a data-chosen cut, fails it.
+    """
+    name = "splits on the stated public domain"
+    if not trees:
+        return Check(name, False, "the release has no trees")
+    schema = trees[0].schema
+    try:
+        bins, max_arity = int(parameters["bins"]), parameters.get("max_arity")
+        depth = int(parameters["depth"])
+        if "domain_rule" in parameters:
+            expected = release_domain(schema, depth, int(parameters["trees"]), str(parameters["domain_rule"]))
+            if (bins, max_arity) != expected:
+                return Check(name, False, f"the release states bins={bins}, max_arity={max_arity!r}; the "
+                                          f"{parameters['domain_rule']!r} rule gives bins={expected[0]}, max_arity={expected[1]!r} "
+                                          f"for this schema at depth {depth} and {parameters['trees']} trees")
+        space = Domain.of(schema, bins, max_arity)
+    except (KeyError, TypeError, ValueError) as exc:
+        return Check(name, False, f"the stated domain cannot be rebuilt: {exc}")
+    allowed = {a: set(space.constraints(a)) for a in space.splittable}
+    for t, tree in enumerate(trees):
+        stack = [(0, 0)]
+        while stack:
+            i, level = stack.pop()
+            node = tree.nodes[i]
+            if node.is_leaf:
+                continue
+            wrong = (level >= depth or node.attribute not in allowed
+                     or any(edge.constraint not in allowed[node.attribute] for edge in node.edges))
+            if wrong:
+                return Check(name, False, f"tree {t} node {i} splits on attribute {node.attribute!r} at level {level} "
+                                          f"with children outside the public domain (bins={bins}, max_arity={max_arity!r}, "
+                                          f"depth {depth})")
+            stack.extend((edge.child, level + 1) for edge in node.edges)
+    return Check(name, True, f"every split has only children of the public domain (bins={bins}, "
+                             f"max_arity={max_arity!r}{', rule ' + repr(parameters['domain_rule']) if 'domain_rule' in parameters else ''})")
 
 
 def exact_sampler_check(parameters: Mapping[str, Any]) -> Check:
@@ -922,4 +1125,5 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP"
                    f"epsilon_per_step {report.parameters.get('epsilon_per_step')!r} and the stated noise scale and "
                    "score sensitivity follow from the requirement; that the draws happened cannot be seen in the "
                    "release (modelshare privacy audit-dp tests it)")
-    return [budget, exact_sampler_check(report.parameters), integer_counts_check(trees, report, POST_PROCESSING)]
+    return [budget, exact_sampler_check(report.parameters), domain_check(trees, report.parameters),
+            integer_counts_check(trees, report, POST_PROCESSING)]

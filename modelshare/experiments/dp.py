@@ -44,7 +44,7 @@ from rich.table import Table
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
 from common.mechanisms import registry
-from common.mechanisms.dpea import DPEA, finest_bins
+from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
 from common.mechanisms.release import release
 from common.trees.learners.random_tree import ensemble_predict_proba
@@ -111,6 +111,7 @@ class DpSettings:
     epsilons: tuple[float, ...] = DEFAULT_EPSILONS
     trees: int = 10
     dpea_steps: tuple[int, ...] = ()
+    dpea_domain: str = "compact"
     global_models: tuple[str, ...] = ("decision-tree",)
     folds: int = 1
     repeats: int = 3
@@ -127,10 +128,10 @@ class DpSettings:
 
 
 def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps: int | None, epsilon: float,
-             trees: int, depth: int, seed: int) -> list[Tree]:
-    """The released trees: through `release`, or DPEA's own trainer when its d is swept."""
-    if steps is not None:
-        dpea = DPEA(epsilon, trees, depth, embedding_depth=steps, bins=finest_bins(schema, depth))
+             trees: int, depth: int, seed: int, dpea_domain: str = "compact") -> list[Tree]:
+    """The released trees: through `release`, or DPEA's own trainer when its d is swept or its domain is the paper's."""
+    if mechanism == DPEA_NAME and (steps is not None or dpea_domain != "compact"):
+        dpea = registered_dpea(epsilon, trees, depth, schema, dpea_domain, embedding_depth=steps)
         return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees
     found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                     max_depth=depth, random_state=seed)
@@ -157,7 +158,8 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     X_tr, y_tr = X[task.split.train], y[task.split.train]
     X_te, y_te = X_eval[task.split.test], y_eval[task.split.test]
     rng = np.random.default_rng(task.seed)
-    trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed)
+    trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed,
+                     settings.dpea_domain)
     scores = {ENSEMBLE: float((ensemble_predict_proba(trees, X_te).argmax(axis=1) == y_te).mean())}
     Xp, yp = pgen_ensemble(trees, scale=dp_pgen_scale(1.0, mechanism, trees), beta=1.0, rng=rng)
     for name in settings.global_models:
@@ -295,7 +297,7 @@ def cmd_dp(args: argparse.Namespace) -> int:
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
     settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
-                          dpea_steps=args.dpea_steps, global_models=args.global_models, folds=args.folds,
+                          dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models, folds=args.folds,
                           repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
@@ -332,5 +334,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         int_list(p, "--dpea-steps", minimum=1, default=(), metavar="d",
                  help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1 2 3; "
                       "default: the registry's d = D")
-    p.set_defaults(func=cmd_dp, dpea_steps=())
+        p.add_argument("--dpea-domain", choices=DOMAINS, default="compact",
+                       help="DPEA's public domain: 'compact' (default, the registry trainer's: bins and category "
+                            "groups capped so that the release fits 2 MB) or 'paper' (every category, the finest bins "
+                            "up to 24 that fit 100,000 nodes per tree: the paper's reproductions)")
+    p.set_defaults(func=cmd_dp, dpea_steps=(), dpea_domain="compact")
     add_common_options(p, name="dp", default_folds=1, default_repeats=3, holdout=True)

@@ -7,7 +7,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
 
 * `DpeaReleaseTarget`, the registry's (default) target, runs DPEA's registered release path end to
   end per trial (`common.audit.dp.blackbox`: the registry trainer, whole-tree embedding, the
-  registered bins) and scores the released trees by their *exact* log-likelihood ratio under the
+  registered public domain) and scores the released trees by their *exact* log-likelihood ratio under the
   claimed law: ln P(tree) is the log of the sum, over the listed structures the released tree is
   consistent with, of P(structure) times the count log-pmf of each of its (leaf, class) cells (0 at
   a dropped leaf). Each trial trains DPEA once, so the CLI default is a few thousand trials per table.
@@ -56,7 +56,7 @@ from scipy.special import logsumexp
 
 from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, finest_bins
+from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, registered_dpea
 from common.mechanisms.laplace_rdt import count_log_pmf
 from common.privacy.noise import SeededNoise
 from common.trees.learners._data import check_xy
@@ -91,16 +91,6 @@ def _claimed(mechanism: DPEA) -> DPEA:
     return DPEA(**{f.name: getattr(mechanism, f.name) for f in dataclasses.fields(DPEA)})
 
 
-def _row(domain: Domain, codes: np.ndarray) -> np.ndarray:
-    """An encoded row with the given codes: the category, or the middle of a numeric attribute's bin."""
-    row = codes.astype(np.float64)
-    for j, attr in enumerate(domain.schema.attributes):
-        if not isinstance(attr, CategoricalAttribute):
-            width = (attr.high - attr.low) / domain.arity[j]
-            row[j] = attr.low + (codes[j] + 0.5) * width
-    return row
-
-
 def _leaf_path(structure: Structure, codes: np.ndarray) -> list[int]:
     """The attributes on the path ``codes`` takes through ``structure``."""
     path = []
@@ -122,7 +112,7 @@ class _Pair:
         self.claimed = claimed
         self.epsilon, self.delta = float(claimed.epsilon), 0.0
         self.schema, self.X, self.y = schema, X, y
-        self.domain = Domain.of(schema, claimed.bins)
+        self.domain = Domain.of(schema, claimed.bins, claimed.max_arity)
         count = self.domain.log_structure_count(claimed.depth)
         if count > math.log(MAX_STRUCTURES):
             raise ValueError(f"the dpea audit lists every structure of depth {claimed.depth}: about {math.exp(count):.3g} "
@@ -149,7 +139,7 @@ class _Pair:
         best: tuple[float, np.ndarray, int, np.ndarray] | None = None
         p = np.exp(log_d)
         for codes in self._candidates(rng):
-            row = _row(self.domain, codes)
+            row = self.domain.point(codes)
             for label in range(self.schema.n_classes):
                 log_d1 = self.claimed.structure_log_probs(self.schema, np.vstack([self.X, row]),
                                                           np.append(self.y, label), self.structures)
@@ -282,7 +272,7 @@ class DpeaReleaseTarget(_Pair):
 
     def __init__(self, requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
                  rng: np.random.Generator, *, mechanism: str = MECHANISM) -> None:
-        super().__init__(DPEA(requirement.epsilon, requirement.trees, depth, bins=finest_bins(schema, depth)),
+        super().__init__(registered_dpea(requirement.epsilon, requirement.trees, depth, schema),
                          schema, X, y, rng)
         self.mechanism = mechanism
         self.path = ReleasePath(mechanism, requirement, depth, schema, self.X, self.y, self.row, self.label)
@@ -294,7 +284,7 @@ class DpeaReleaseTarget(_Pair):
         for i, (_, leaf) in enumerate(leaves):
             for j, (a, code) in enumerate(leaf):
                 self._attrs[i, j], codes[i, a] = a, code
-        self._points = np.array([_row(self.domain, c) for c in codes])  # a point of each leaf, to route through a tree
+        self._points = np.array([self.domain.point(c) for c in codes])  # a point of each leaf, to route through a tree
         r = self.domain.codes(self.row[None, :])[0]
         self._true = np.zeros((2, len(leaves), schema.n_classes))  # per table, the leaves' class counts
         for i, (_, leaf) in enumerate(leaves):
@@ -363,5 +353,5 @@ def dpea_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: 
         return DpeaReleaseTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism)
     if mechanism != MECHANISM:
         raise ValueError(f"an embedding depth is audited on DPEA's own law; {mechanism!r} is not {MECHANISM!r}")
-    return DpeaTarget(DPEA(requirement.epsilon, requirement.trees, depth, embedding_depth=embedding_depth),
+    return DpeaTarget(registered_dpea(requirement.epsilon, requirement.trees, depth, schema, embedding_depth=embedding_depth),
                       schema, X, y, rng)
