@@ -16,7 +16,7 @@ import numpy as np
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
 from common.mechanisms.pruning import check_public_thresholds
-from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
+from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
 from common.privacy.report import PathClaim, PrivacyReport, Release
@@ -28,10 +28,12 @@ from common.privacy.requirements import (
     PathRequirement,
     RequirementError,
     parse_requirement,
+    path_rule,
 )
+from common.trees.learners import REQUIREMENT_AWARE, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
-__all__ = ["release", "DataDerivedDomain"]
+__all__ = ["release", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -119,6 +121,27 @@ def release(
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+
+
+def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | None, disclosure: Disclosure,
+                  random_state: int | None = None, **params: object):
+    """The local learner an owner trains before the tree ``mechanism`` releases its tree.
+
+    Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
+    (`common.mechanisms.registry.needs_public_cuts`). A requirement-aware learner (``admissible``)
+    grows to the release's path requirement in its disclosure's form; under ``none`` (no
+    requirement) it grows unconstrained.
+
+    Raises
+    ------
+    RequirementError
+        A requirement-aware learner with a requirement that is not per path.
+    """
+    rule = None
+    if name in REQUIREMENT_AWARE and requirement is not None and get(mechanism).family == "path":
+        rule = path_rule(requirement, disclosure, n_classes=schema.n_classes)
+    return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
+                        leaf_rule=rule, **params)
 
 
 def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:
