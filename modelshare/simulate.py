@@ -94,6 +94,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    resolve_learner,
     resolve_requirement,
     warn_data_derived,
 )
@@ -234,6 +235,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     """Fill ``--mechanism``, ``--disclosure`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
+    args.learner = resolve_learner(args.mechanism, args.learner)
     args.models = args.models or list(DEFAULT_MODELS[task])
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")

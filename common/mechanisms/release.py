@@ -33,7 +33,7 @@ from common.privacy.requirements import (
 from common.trees.learners import REQUIREMENT_AWARE, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
-__all__ = ["release", "local_learner", "DataDerivedDomain"]
+__all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -121,6 +121,21 @@ def release(
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+
+
+def default_learner(mechanism: str) -> str:
+    """The owners' local learner when none is named: ``admissible`` for a path requirement, else ``multiway``.
+
+    A tree grown to the requirement (`common.trees.learners.admissible`) keeps what APT would prune
+    to the root; ``multiway`` (the model-sharing paper's J48-like learner) and ``cart`` stay
+    selectable, and the paper's experiments name theirs. An unknown mechanism gets ``multiway``
+    here and is refused by whoever checks the mechanism.
+    """
+    try:
+        family = get(mechanism).family
+    except ValueError:
+        return "multiway"
+    return "admissible" if family == "path" else "multiway"
 
 
 def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | None, disclosure: Disclosure,

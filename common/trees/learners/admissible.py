@@ -241,6 +241,7 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
 
     The new leaf holds the union of the subtree's rows; it is kept only if it passes ``rule`` (it
     does whenever its leaves did for k-anonymity and hit/miss diversity, and it is checked anyway).
+    The root keeps its split: a root-only tree is no model, and the release would refuse it.
     Returns the reachable nodes renumbered in preorder (siblings stay consecutive).
     """
     counts = np.stack([node.counts for node in nodes])
@@ -255,7 +256,7 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
         if node.is_leaf:
             continue
         subtree = sum(estimate[e.child] for e in node.edges)
-        if passes[i] and as_leaf[i] <= subtree + 0.1:
+        if i != 0 and passes[i] and as_leaf[i] <= subtree + 0.1:
             node.attribute, node.edges = None, []
         else:
             estimate[i] = subtree
