@@ -147,14 +147,19 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
     grows to the release's path requirement in its disclosure's form; under ``none`` (no
     requirement) it grows unconstrained.
 
+    A requirement the mechanism cannot take (a dp one for ``apt``) is left to `release`, which
+    refuses it naming the mechanisms that meet it.
+
     Raises
     ------
     RequirementError
-        A requirement-aware learner with a requirement that is not per path.
+        A malformed requirement string.
     """
     rule = None
     if name in REQUIREMENT_AWARE and requirement is not None and get(mechanism).family == "path":
-        rule = path_rule(requirement, disclosure, n_classes=schema.n_classes)
+        parsed = parse_requirement(requirement, n_classes=schema.n_classes)
+        if isinstance(parsed, (KAnonymity, CLDiversity)):
+            rule = path_rule(parsed, disclosure)
     return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
                         leaf_rule=rule, **params)
 
