@@ -122,3 +122,14 @@ def test_without_a_requirement_the_learner_grows_unconstrained():
     y = (X[:, 0] == 1).astype(np.int64)
     tree = local_learner("admissible", schema, "none", requirement=None, disclosure="counts").fit(X, y).tree_
     assert (tree.predict(X) == y).all()
+
+
+def test_under_k_anonymity_the_owner_learner_does_not_prune_unless_asked():
+    schema = _schema([3], 2)
+    built = local_learner("admissible", schema, "apt", requirement="k-anonymity:k=5", disclosure="hit_miss")
+    assert built.build(schema).confidence is None
+    diverse = local_learner("admissible", schema, "apt", requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    assert diverse.build(schema).confidence == 0.25
+    asked = local_learner("admissible", schema, "prune-leaf", requirement="k-anonymity:k=5", disclosure="counts",
+                          confidence=0.1)
+    assert asked.build(schema).confidence == 0.1

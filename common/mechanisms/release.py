@@ -147,7 +147,9 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
     grows to the release's path requirement in its disclosure's form; under ``none`` (no
     requirement) it grows unconstrained.
 
-    A requirement the mechanism cannot take (a dp one for ``apt``) is left to `release`, which
+    Under k-anonymity the learner does not prune afterwards unless ``confidence`` is given: the leaf
+    floor of k rows regularises already, and the shallower pruned trees cost the global models
+    accuracy (EXPERIMENTS.md, requirement-aware local trees). A requirement the mechanism cannot take (a dp one for ``apt``) is left to `release`, which
     refuses it naming the mechanisms that meet it.
 
     Raises
@@ -160,6 +162,9 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
         parsed = parse_requirement(requirement, n_classes=schema.n_classes)
         if isinstance(parsed, (KAnonymity, CLDiversity)):
             rule = path_rule(parsed, disclosure)
+        if isinstance(parsed, KAnonymity):
+            # k rows per leaf already regularise; pruning further leaves more attributes off-path (EXPERIMENTS.md)
+            params.setdefault("confidence", None)
     return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
                         leaf_rule=rule, **params)
 
