@@ -27,6 +27,7 @@ from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
 from common.mechanisms.release import release
 from common.privacy.report import Release
+from common.privacy.requirements import path_rule
 from common.trees.learners import make_learner
 from common.trees.tree import Tree
 from miner_node.global_models import make_global_model, make_regression_model
@@ -82,7 +83,8 @@ def load_table(path: str | Path, class_column: str, *, schema: Schema | str | Pa
 
 
 def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "cart", max_depth: int | None = None,
-               min_samples_leaf: int = 1, random_state: int | None = 0, public_cuts: bool = True) -> Tree:
+               min_samples_leaf: int = 1, random_state: int | None = 0, public_cuts: bool = True,
+               requirement: str | None = None, disclosure: str = "hit_miss") -> Tree:
     """Train an owner's local decision tree (with its class counts), as the owner daemon does.
 
     Parameters
@@ -90,7 +92,8 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     schema, X, y:
         The schema and the encoded rows.
     learner:
-        ``cart`` (scikit-learn's CART, converted exactly) or ``multiway`` (one child per category).
+        ``cart`` (scikit-learn's CART, converted exactly), ``multiway`` (one child per category) or
+        ``admissible`` (grown so that every leaf meets ``requirement`` in the ``disclosure`` form).
     max_depth, min_samples_leaf:
         The tree's limits (None: unlimited depth).
     random_state:
@@ -99,6 +102,9 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
         Split numeric attributes only at the schema's public cut points (declared ``cuts`` or the
         even grid), as every privacy mechanism requires; False gives midpoints of training values,
         for a tree released with mechanism ``none`` or never released.
+    requirement, disclosure:
+        What an ``admissible`` tree's leaves must meet (``k-anonymity:k=K`` or ``cl-diversity:c=C,l=L``)
+        and in which form (``hit_miss`` or ``counts``); the other learners ignore them.
 
     Returns
     -------
@@ -108,7 +114,8 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     params: dict[str, Any] = {"min_samples_leaf": min_samples_leaf}
     if max_depth is not None:
         params["max_depth"] = max_depth
-    return make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts,
+    rule = path_rule(requirement, disclosure, n_classes=schema.n_classes) if requirement is not None else None  # type: ignore[arg-type]
+    return make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts, leaf_rule=rule,
                         **params).fit(X, y).tree_
 
 

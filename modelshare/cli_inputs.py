@@ -2,7 +2,8 @@
 
 ``release``, ``simulate`` and ``experiment sources`` (and the learner and disclosure of
 ``experiment privacy``) take these with one set of defaults, the model-sharing paper's protective
-ones: a multiway local tree (APT merges the siblings of a multiway split), released by ``apt`` to
+ones, except for the local tree: a tree grown to the requirement (``admissible``) for the path
+mechanisms (the papers' experiments keep their multiway or CART learner), released by ``apt`` to
 ``cl-diversity:c=5,l=2`` with hit/miss disclosure (counts for the mechanisms that release counts
 only). ``release`` writes a model file that leaves the site, so it takes no default mechanism or
 requirement at all: the owner states both (`modelshare.cli_release`).
@@ -20,6 +21,7 @@ from typing import Collection
 from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
+from common.mechanisms.release import default_learner
 from common.trees.learners import LEARNERS
 from common.trees.tree import DISCLOSURES
 from modelshare.cli_common import err, note_dropped
@@ -34,6 +36,7 @@ __all__ = [
     "add_table_source",
     "load_source",
     "resolve_disclosure",
+    "resolve_learner",
     "resolve_requirement",
     "warn_data_derived",
 ]
@@ -81,10 +84,21 @@ def load_source(args: argparse.Namespace) -> LoadedTable:
 
 
 
-def add_learner(p: argparse.ArgumentParser, *, help: str) -> None:
-    """--learner: the owners' local tree learner (default multiway)."""
-    p.add_argument("--learner", default=DEFAULT_LEARNER, choices=sorted(LEARNERS),
-                   help=f"{help} (default {DEFAULT_LEARNER})")
+def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = None) -> None:
+    """--learner: the owners' local tree learner; ``default`` None leaves it to `resolve_learner` (by mechanism).
+
+    The experiments that reproduce the papers pass the paper's learner as ``default``, so their
+    documented commands keep their numbers.
+    """
+    said = (f"default {default}" if default else
+            f"default {default_learner(DEFAULT_MECHANISM)} (grown to the requirement) for the path mechanisms "
+            f"{', '.join(registry.names(family='path'))}; {DEFAULT_LEARNER} otherwise")
+    p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
+
+
+def resolve_learner(mechanism: str, given: str | None) -> str:
+    """The learner a command uses: the one given, else the mechanism's default (`default_learner`)."""
+    return given or default_learner(mechanism)
 
 
 def add_release_options(p: argparse.ArgumentParser, mechanisms: Collection[str], *, mechanism_default: str | None,

@@ -23,11 +23,10 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
-from common.mechanisms.release import DataDerivedDomain
+from common.mechanisms.release import DataDerivedDomain, local_learner
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
 from common.privacy.report import Release
-from common.trees.learners import make_learner
 from common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.cli_common import (
     add_json,
@@ -46,6 +45,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    resolve_learner,
     warn_data_derived,
 )
 
@@ -64,8 +64,8 @@ def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
 def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
     """Train the local learner and apply a tree mechanism; the release and what to report about it."""
     seed = 0 if args.seed is None else args.seed
-    learner = make_learner(args.learner, schema, random_state=seed, public_cuts=registry.needs_public_cuts(args.mechanism),
-                           **tree_params(args.max_depth, args.min_samples_leaf))
+    learner = local_learner(args.learner, schema, args.mechanism, requirement=args.requirement,
+                            disclosure=args.disclosure, random_state=seed, **tree_params(args.max_depth, args.min_samples_leaf))
     trained = learner.fit(X, y).tree_
     release = release_model(args.mechanism, tree=trained, requirement=args.requirement, disclosure=args.disclosure)
     summary = {
@@ -142,6 +142,7 @@ def _mechanism(args: argparse.Namespace, choices: Sequence[str]) -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     _mechanism(args, list(registry.names()))
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
+    args.learner = resolve_learner(args.mechanism, args.learner)
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
     record = registry.get(args.mechanism)

@@ -22,10 +22,9 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import release
+from common.mechanisms.release import local_learner, release
 from common.privacy.report import Release
 from common.privacy.requirements import parse_requirement
-from common.trees.learners import make_learner
 from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
@@ -183,8 +182,8 @@ def release_owners(
                                 y=y_train[rows], max_depth=depth, disclosure=config.disclosure,
                                 random_state=_seed(rng))
             else:
-                local = make_learner(config.learner, schema, random_state=_seed(rng),
-                                     public_cuts=registry.needs_public_cuts(config.mechanism), **config.learner_params)
+                local = local_learner(config.learner, schema, config.mechanism, requirement=config.requirement,
+                                      disclosure=config.disclosure, random_state=_seed(rng), **config.learner_params)
                 local.fit(X_train[rows], y_train[rows])
                 found = release(config.mechanism, tree=local.tree_, requirement=config.requirement,
                                 disclosure=config.disclosure)

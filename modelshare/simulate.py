@@ -33,7 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import tomli_w
@@ -60,11 +60,14 @@ from common.data.task import (
 from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
-from common.federation.wire import tree_from_pb
+from common.federation.wire import disclosure_from_pb, tree_from_pb
 from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
+from common.mechanisms.release import default_learner
+from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
+from common.trees.learners import REQUIREMENT_AWARE
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.global_models import (
     GLOBAL_MODELS,
@@ -98,6 +101,7 @@ from modelshare.cli_inputs import (
     add_table_source,
     load_source,
     resolve_disclosure,
+    resolve_learner,
     resolve_requirement,
     warn_data_derived,
 )
@@ -106,7 +110,7 @@ from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
 
-__all__ = ["configure", "cmd_simulate", "refusal_hints", "SimulationError"]
+__all__ = ["configure", "cmd_simulate", "refusal_hints", "spec_settings", "unsatisfiable_hint", "SimulationError"]
 
 STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
@@ -269,6 +273,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     """Fill ``--mechanism``, ``--disclosure`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
+    args.learner = resolve_learner(args.mechanism, args.learner)
     args.models = args.models or list(DEFAULT_MODELS[task])
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")
@@ -349,7 +354,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
             progress_step(f"simulate: created study {STUDY_ID}")
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
-                raise SimulationError(_failure(status), hints=refusal_hints(status))
+                raise SimulationError(_failure(status), hints=refusal_hints(status, spec_settings(study.spec)))
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
@@ -375,11 +380,55 @@ def _failure(status: fpb.StudyStatus) -> str:
     return "; ".join([study_headline(data), *refused])
 
 
-def refusal_hints(status: fpb.StudyStatus) -> list[str]:
-    """One hint per refusal code the simulator can advise on, naming the owners that refused with it."""
+def _weaker(requirement: str | None) -> str:
+    """A concrete weaker requirement to suggest in place of ``requirement`` (empty when there is none to name)."""
+    try:
+        parsed = parse_requirement(requirement) if requirement else None
+    except RequirementError:
+        return ""
+    if isinstance(parsed, CLDiversity):
+        looser = f"cl-diversity:c={parsed.c * 2:g},l={parsed.l}" if parsed.l == 2 else \
+            f"cl-diversity:c={parsed.c:g},l={parsed.l - 1}"
+        return f"a larger c or a smaller l (e.g. --requirement {looser}), "
+    if isinstance(parsed, KAnonymity) and parsed.k > 2:
+        return f"a smaller k (e.g. --requirement k-anonymity:k={parsed.k // 2}), "
+    return ""
+
+
+def unsatisfiable_hint(learner: str | None, mechanism: str | None, requirement: str | None,
+                       disclosure: str | None) -> str:
+    """Why owners refused as unsatisfiable, told from the study's public settings, and what to change."""
+    if not (learner and mechanism and requirement):
+        return _REFUSAL_HINTS["unsatisfiable"]
+    said = f"{requirement} with {disclosure} disclosure" if disclosure else requirement
+    if learner in REQUIREMENT_AWARE:
+        why = (f"no split of their tables has children that all meet {said} (the {learner} learner grows only such "
+               "splits, and a root-only tree is no model)")
+    else:
+        why = (f"{mechanism} pruned their {learner} trees to the root to meet {said}; --learner "
+               f"{default_learner(mechanism)} grows the tree to the requirement and often releases where pruning cannot")
+    return f"{why}; choose {_weaker(requirement) or 'a weaker requirement, '}or fewer, larger owners (--owners)"
+
+
+def spec_settings(spec: fpb.StudySpec) -> dict[str, str | None]:
+    """The public settings of a study that `refusal_hints` explains an unsatisfiable refusal with."""
+    return {"learner": spec.learner, "mechanism": spec.mechanism,
+            "requirement": spec.requirement if spec.HasField("requirement") else None,
+            "disclosure": disclosure_from_pb(spec.disclosure, where="study disclosure")}
+
+
+def refusal_hints(status: fpb.StudyStatus, settings: Mapping[str, str | None] | None = None) -> list[str]:
+    """One hint per refusal code the simulator can advise on, naming the owners that refused with it.
+
+    ``settings`` (the study's ``learner``, ``mechanism``, ``requirement`` and ``disclosure``) makes the
+    unsatisfiable hint say which requirement failed, why, and a concrete weaker one.
+    """
     hints = []
     for code, hint in _REFUSAL_HINTS.items():
         owners = [o.owner_id for o in status.owners if o.state == "refused" and o.reason.startswith(f"{code}:")]
+        if code == "unsatisfiable" and settings is not None:
+            hint = unsatisfiable_hint(settings.get("learner"), settings.get("mechanism"), settings.get("requirement"),
+                                      settings.get("disclosure"))
         if owners:
             hints.append(f"{', '.join(owners)} refused with {code}: {hint}")
     return hints
@@ -488,7 +537,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     refusals = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "reason": o.reason}
                 for o in status.owners if o.state == "refused"]
     report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism, "refusals": refusals,
-              "hints": refusal_hints(status),
+              "hints": refusal_hints(status, {"learner": args.learner, "mechanism": args.mechanism,
+                                              "requirement": data["requirement"], "disclosure": args.disclosure}),
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall,

@@ -29,9 +29,8 @@ from common.federation.signing import sign_payload
 from common.federation.study import spec_schema
 from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
-from common.mechanisms.release import release
+from common.mechanisms.release import local_learner, release
 from common.privacy.report import Release
-from common.trees.learners import make_learner
 from owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "LocalDataError", "LocalTable", "build_refusal", "build_submission",
@@ -157,8 +156,8 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
                              "and [training] max_depth")
         return release(spec.mechanism, requirement=requirement, schema=schema, X=X, y=y,
                        max_depth=int(spec.max_depth), disclosure=disclosure)
-    learner = make_learner(spec.learner, schema, random_state=spec.seed % _SEED_MODULUS,
-                           public_cuts=registry.needs_public_cuts(spec.mechanism), **_learner_limits(spec))
+    learner = local_learner(spec.learner, schema, spec.mechanism, requirement=requirement, disclosure=disclosure,
+                            random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
     tree = learner.fit(X, y).tree_
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 

@@ -77,7 +77,9 @@ from common.federation.wire import (
 )
 from common.mechanisms import registry
 from common.mechanisms.registry import regression_refusal
+from common.mechanisms.release import default_learner
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
+from common.trees.learners import LEARNERS as TREE_LEARNERS
 
 __all__ = [
     "StudyError",
@@ -93,7 +95,7 @@ __all__ = [
 ]
 
 STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-LEARNERS = ("cart", "multiway")
+LEARNERS = tuple(sorted(TREE_LEARNERS))
 CLASS_ASSIGNMENTS = ("exact", "sample")
 
 
@@ -177,8 +179,8 @@ class _ReleaseTable(ConfigModel):
 
 
 class _TrainingTable(ConfigModel):
-    learner: str = "multiway"
-    """The owners' local learner (`multiway` or `cart`); whole-release mechanisms train their own trees."""
+    learner: str | None = None
+    """The owners' local learner (`admissible`, `multiway` or `cart`); default `admissible` (grown to the requirement) for the path mechanisms, `multiway` otherwise; whole-release mechanisms train their own trees."""
     max_depth: Annotated[int | None, Field(ge=1)] = None
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
@@ -221,7 +223,7 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         schema_fingerprint=schema.fingerprint,
         mechanism=release.mechanism,
         disclosure=disclosure_to_pb(release.disclosure),
-        learner=training.learner,
+        learner=training.learner or default_learner(release.mechanism),
         min_samples_leaf=training.min_samples_leaf,
         pgen_scale=mining.pgen_scale,
         class_assignment=mining.class_assignment,

@@ -16,7 +16,7 @@ import numpy as np
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
 from common.mechanisms.pruning import check_public_thresholds
-from common.mechanisms.registry import Mechanism, get, meeting, regression_refusal
+from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
 from common.privacy.report import PathClaim, PrivacyReport, Release
@@ -28,10 +28,12 @@ from common.privacy.requirements import (
     PathRequirement,
     RequirementError,
     parse_requirement,
+    path_rule,
 )
+from common.trees.learners import REQUIREMENT_AWARE, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
-__all__ = ["release", "DataDerivedDomain"]
+__all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -119,6 +121,52 @@ def release(
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+
+
+def default_learner(mechanism: str) -> str:
+    """The owners' local learner when none is named: ``admissible`` for a path requirement, else ``multiway``.
+
+    A tree grown to the requirement (`common.trees.learners.admissible`) keeps what APT would prune
+    to the root; ``multiway`` (the model-sharing paper's J48-like learner) and ``cart`` stay
+    selectable, and the paper's experiments name theirs. An unknown mechanism gets ``multiway``
+    here and is refused by whoever checks the mechanism.
+    """
+    try:
+        family = get(mechanism).family
+    except ValueError:
+        return "multiway"
+    return "admissible" if family == "path" else "multiway"
+
+
+def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | None, disclosure: Disclosure,
+                  random_state: int | None = None, **params: object):
+    """The local learner an owner trains before the tree ``mechanism`` releases its tree.
+
+    Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
+    (`common.mechanisms.registry.needs_public_cuts`). A requirement-aware learner (``admissible``)
+    grows to the release's path requirement in its disclosure's form; under ``none`` (no
+    requirement) it grows unconstrained.
+
+    Under k-anonymity the learner does not prune afterwards unless ``confidence`` is given: the leaf
+    floor of k rows regularises already, and the shallower pruned trees cost the global models
+    accuracy (EXPERIMENTS.md, requirement-aware local trees). A requirement the mechanism cannot take (a dp one for ``apt``) is left to `release`, which
+    refuses it naming the mechanisms that meet it.
+
+    Raises
+    ------
+    RequirementError
+        A malformed requirement string.
+    """
+    rule = None
+    if name in REQUIREMENT_AWARE and requirement is not None and get(mechanism).family == "path":
+        parsed = parse_requirement(requirement, n_classes=schema.n_classes)
+        if isinstance(parsed, (KAnonymity, CLDiversity)):
+            rule = path_rule(parsed, disclosure)
+        if isinstance(parsed, KAnonymity):
+            # k rows per leaf already regularise; pruning further leaves more attributes off-path (EXPERIMENTS.md)
+            params.setdefault("confidence", None)
+    return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
+                        leaf_rule=rule, **params)
 
 
 def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:

@@ -53,6 +53,8 @@ __all__ = [
     "weaker_than",
     "LeafStats",
     "leaf_stats",
+    "PathRule",
+    "path_rule",
     "cl_diverse_hit_miss",
     "cl_diverse_exact",
 ]
@@ -394,3 +396,58 @@ def cl_diverse_exact(counts: np.ndarray, c: float, l: int) -> np.ndarray:  # noq
     ranked = -np.sort(-counts, axis=1)
     tail = ranked[:, l - 1 :].sum(axis=1)
     return ranked[:, 0] < c * tail
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """A path requirement as a test on class-count vectors, in the form a disclosure allows.
+
+    What a requirement-aware learner (`common.trees.learners.admissible`) checks each candidate
+    child with: ``ok`` says whether a leaf with these counts would meet the requirement once
+    released with ``disclosure`` (hit = majority count and miss = the rest under ``hit_miss``),
+    ``deficit`` how far it is from meeting it, in rows, so that grouping can move towards it.
+    """
+
+    requirement: PathRequirement
+    disclosure: Disclosure
+
+    def ok(self, counts: np.ndarray) -> np.ndarray:
+        """Per row of ``counts`` (shape ``(n, classes)``): would a leaf with these counts pass?"""
+        counts = np.asarray(counts, dtype=np.float64)
+        hit = counts.max(axis=1)
+        stats = LeafStats(np.arange(counts.shape[0]), counts.argmax(axis=1), hit, counts.sum(axis=1) - hit,
+                          counts if self.disclosure == "counts" else None, self.disclosure)
+        return self.requirement.check(stats)
+
+    def deficit(self, counts: np.ndarray) -> np.ndarray:
+        """Per row: 0 where `ok`, else roughly how many rows (of other classes, for diversity) are missing."""
+        counts = np.asarray(counts, dtype=np.float64)
+        total = counts.sum(axis=1)
+        requirement = self.requirement
+        if isinstance(requirement, KAnonymity):
+            short = requirement.k - total
+        else:
+            c, l = requirement.c, requirement.l  # noqa: E741
+            ranked = -np.sort(-counts, axis=1)
+            if self.disclosure == "counts":
+                short = ranked[:, 0] / c - ranked[:, l - 1:].sum(axis=1)
+            else:
+                miss = total - ranked[:, 0]
+                short = np.maximum(l - 1 - miss, ranked[:, 0] * (l - 1) / c - miss)
+        # a failing leaf is never at 0: the strict inequalities fail on equality too
+        return np.where(self.ok(counts), 0.0, np.maximum(short, 0.0) + 1e-6)
+
+
+def path_rule(requirement: str | PathRequirement, disclosure: Disclosure, *, n_classes: int | None = None) -> PathRule:
+    """The `PathRule` of a k-anonymity or (c,l)-diversity requirement (string or parsed) under ``disclosure``.
+
+    Raises
+    ------
+    RequirementError
+        The requirement is malformed or not a per-path one (dps and dp say nothing about a leaf).
+    """
+    parsed = parse_requirement(requirement, n_classes=n_classes) if isinstance(requirement, str) else requirement
+    if not isinstance(parsed, (KAnonymity, CLDiversity)):
+        raise RequirementError(str(requirement), "a requirement-aware learner needs a per-path requirement "
+                                                 "(k-anonymity or cl-diversity)")
+    return PathRule(parsed, disclosure)

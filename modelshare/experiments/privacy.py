@@ -238,7 +238,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                help="c values of the (c,l)-diversity requirement (default 5 10 15 20)")
     add_owners(p, default=PrivacySettings.owners, help="data owners the training part is dealt among for PPGEN "
                                                        "(default 1)")
-    add_learner(p, help="owners' local learner (the paper's multiway: APT merges siblings of a multiway split; a "
+    add_learner(p, default=PrivacySettings.learner, help="owners' local learner (the paper's multiway: APT merges siblings of a multiway split; a "
                         "binary CART tree collapses to its root under any l >= 2)")
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")

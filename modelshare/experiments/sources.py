@@ -38,6 +38,7 @@ from modelshare.cli_common import (
     tree_params,
 )
 from modelshare.cli_inputs import (
+    DEFAULT_LEARNER,
     DEFAULT_MECHANISM,
     add_learner,
     add_release_options,
@@ -191,7 +192,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                                          "mechanism's own, " + "; ".join(f"{m.name} {m.default_requirement}"
                                                                          for m in registry.mechanisms()
                                                                          if m.default_requirement) + ")")
-    add_learner(p, help="owners' local learner")
+    add_learner(p, help="owners' local learner", default=DEFAULT_LEARNER)
     add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")

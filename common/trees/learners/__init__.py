@@ -5,21 +5,29 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from common.data.schema import Schema
+from common.trees.learners.admissible import AdmissibleTreeClassifier, LeafRule
 from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
 
-__all__ = ["CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS", "make_learner"]
+__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS",
+           "REQUIREMENT_AWARE", "make_learner"]
 
-LEARNERS: dict[str, Callable[..., Any]] = {"cart": CartTreeClassifier, "multiway": MultiwayTreeClassifier}
+LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifier, "cart": CartTreeClassifier,
+                                           "multiway": MultiwayTreeClassifier}
+
+#: Learners that grow to the release's requirement and so take a ``leaf_rule`` (the others ignore it).
+REQUIREMENT_AWARE: frozenset[str] = frozenset({"admissible"})
 
 
 def make_learner(name: str, schema: Schema, *, random_state: int | None = None, public_cuts: bool = False,
-                 **params: Any):
+                 leaf_rule: LeafRule | None = None, **params: Any):
     """Build the named local learner; ``random_state`` is passed to learners that use one.
 
     ``public_cuts`` splits numeric attributes only at the schema's public cut points
-    (`OnPublicCuts`): what a tree released under a privacy requirement needs.
+    (`OnPublicCuts`): what a tree released under a privacy requirement needs. ``leaf_rule`` is
+    what every leaf of a requirement-aware learner (`REQUIREMENT_AWARE`) must pass; build it with
+    `common.privacy.requirements.path_rule`, or let `common.mechanisms.release.local_learner` do it.
     """
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; available: {sorted(LEARNERS)}")
@@ -27,6 +35,8 @@ def make_learner(name: str, schema: Schema, *, random_state: int | None = None, 
     def build(on: Schema):
         if name == "cart":
             return CartTreeClassifier(on, random_state=random_state, **params)
+        if name == "admissible":
+            return AdmissibleTreeClassifier(on, leaf_rule=leaf_rule, **params)
         return MultiwayTreeClassifier(on, **params)
 
     return OnPublicCuts(build, schema) if public_cuts else build(schema)

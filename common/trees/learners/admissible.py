@@ -1,0 +1,404 @@
+"""A local learner whose every leaf meets the release's path requirement by construction (kADET-style).
+
+APT prunes a tree grown without regard to privacy: a pure leaf that breaks (c,l)-diversity is merged
+with a whole sibling subtree into one leaf, and on binary trees this often climbs to the root. The
+owner holds its rows, so it can instead grow a tree whose every leaf already satisfies the
+requirement (Friedman, Wolff & Schuster 2008, "Providing k-anonymity in data mining", kADET): top
+down, each node takes the best split (C4.5's gain ratio, or information gain) among the *admissible*
+ones, those whose children all meet the requirement in the disclosure's form, and stays a leaf where
+none exists. Two things go beyond kADET:
+
+* **category grouping**: a categorical split need not have one child per category. The categories
+  are grouped greedily: the smallest inadmissible group joins the partner that makes it admissible
+  at the least loss of information gain (or, when none does, that brings it closest), until every
+  group is admissible. A split that is inadmissible category by category (a pure ``health =
+  not_recom`` branch under (c,l)-diversity) becomes admissible by pairing that category with one
+  whose rows are of other classes. Categories absent from the node's rows join the largest group,
+  so every category of the path's domain still has a branch (no row falls off the tree, and no
+  released path hides which categories exist). A grouped attribute may be split again deeper on
+  the path, within the group.
+* **numeric attributes** are split in two at the best admissible threshold among all thresholds at
+  once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
+  intervals of the public cells forms a branch whenever both sides are admissible.
+
+Wrapped in `OnPublicCuts` (``make_learner(..., public_cuts=True)``, what every privacy release
+uses), numeric values are public cell indices, so every threshold maps to a public cut point. No
+node gets exactly one child and no child is empty. The mechanism (APT, Methods 1 and 2) still runs
+on the tree as the final guard, and finds nothing to prune in the leaves; the release audit then
+re-checks every claim.
+
+The learner sits below the privacy layer, so it takes the requirement as a `LeafRule` on class-count
+vectors: `common.privacy.requirements.path_rule` builds it from the requirement and the disclosure
+(``hit_miss``: the majority count is the hit and the rest the miss; ``counts``: the exact class
+counts), and `common.mechanisms.release.local_learner` hands it to the learner an owner trains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Protocol
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from common.data.schema import Schema
+from common.params import check_choice, check_nonnegative_real, check_positive_int
+from common.trees.learners._data import check_x, check_xy
+from common.trees.learners._params import check_schema
+from common.trees.learners.multiway import CRITERIA, _first_best, _gain_and_split_info, _xlog2x
+from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+
+__all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
+
+_TIE_TOLERANCE = 1e-12
+
+
+class LeafRule(Protocol):
+    """What a leaf must satisfy, on class-count vectors (``common.privacy.requirements.PathRule`` is the real one)."""
+
+    def ok(self, counts: np.ndarray) -> np.ndarray:
+        """Per row of ``counts`` (shape ``(n, classes)``): does a leaf with these counts pass?"""
+        ...
+
+    def deficit(self, counts: np.ndarray) -> np.ndarray:
+        """Per row: 0 where `ok`, else a positive measure of how far from passing (what grouping shrinks)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """``rule`` (None: any leaf) and at least ``min_rows`` rows: the test every child of a split must pass."""
+
+    rule: LeafRule | None
+    min_rows: int
+
+    def ok(self, counts: np.ndarray) -> np.ndarray:
+        flat = counts.reshape(-1, counts.shape[-1])
+        passed = flat.sum(axis=1) >= self.min_rows
+        if self.rule is not None:
+            passed &= self.rule.ok(flat)
+        return passed.reshape(counts.shape[:-1])
+
+    def deficit(self, counts: np.ndarray) -> np.ndarray:
+        flat = counts.reshape(-1, counts.shape[-1])
+        short = np.maximum(self.min_rows - flat.sum(axis=1), 0.0)
+        if self.rule is not None:
+            short = np.maximum(short, self.rule.deficit(flat))
+        return short.reshape(counts.shape[:-1])
+
+
+def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
+    """Per group h: how much ``n * information gain`` drops when group ``b`` is merged into h (inf for h = b)."""
+    merged = groups + groups[b]
+    sizes = groups.sum(axis=1)
+    size_term = _xlog2x(merged.sum(axis=1)) - _xlog2x(sizes) - _xlog2x(sizes[b])
+    class_term = _xlog2x(merged).sum(axis=1) - _xlog2x(groups).sum(axis=1) - _xlog2x(groups[b]).sum()
+    loss = size_term - class_term
+    loss[b] = np.inf
+    return loss
+
+
+def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
+    """Group the rows of a category-by-class ``table`` so that every group is admissible; lists of category indices.
+
+    Categories with no rows are left out (the caller places them). Greedy: while some group fails,
+    the one with the fewest rows joins the partner whose union passes with the least loss of
+    information gain, or, when no union passes, the partner leaving the smallest deficit. Fewer
+    than two groups back means no admissible split on this attribute.
+    """
+    present = np.flatnonzero(table.sum(axis=1) > 0)
+    members = [np.array([c]) for c in present]
+    groups = table[present].astype(np.float64)
+    failing = ~rule.ok(groups)
+    while failing.any() and len(members) > 1:
+        sizes = groups.sum(axis=1)
+        b = int(np.flatnonzero(failing)[np.argmin(sizes[failing])])
+        merged = groups + groups[b]
+        deficit = rule.deficit(merged)
+        deficit[b] = np.inf
+        loss = _merge_loss(groups, b)
+        best_deficit = deficit.min()
+        h = int(np.flatnonzero(deficit <= best_deficit + _TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + _TIE_TOLERANCE])])
+        members[h] = np.concatenate([members[h], members[b]])
+        groups[h] = merged[h]
+        keep = np.arange(len(members)) != b
+        members = [m for m, k in zip(members, keep) if k]
+        groups = groups[keep]
+        failing = ~rule.ok(groups)
+    return members if len(members) > 1 else []
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A candidate split: attribute, quality, and either a threshold or groups of categories."""
+
+    attribute: int
+    gain: float
+    split_info: float
+    threshold: float | None = None
+    groups: tuple[frozenset[int], ...] = ()
+
+
+class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
+    """Decision tree grown so that every leaf passes ``leaf_rule`` (module docstring).
+
+    Parameters
+    ----------
+    schema:
+        The schema the encoded rows and the tree refer to.
+    leaf_rule:
+        What every leaf must pass: the release's requirement in its disclosure's form
+        (``common.privacy.requirements.path_rule``); None admits every leaf of ``min_samples_leaf`` rows.
+    criterion:
+        ``gain_ratio`` (C4.5's rule among splits of at least average gain) or ``info_gain``.
+    max_depth:
+        Maximum depth (root = 0); None grows until no admissible split gains information.
+    min_samples_leaf:
+        Fewest rows a child may hold (on top of ``leaf_rule``).
+    min_gain:
+        A split gaining fewer bits is not made.
+    confidence:
+        C4.5's pruning confidence (CF, default 0.25): after growing, a subtree whose pessimistic
+        error estimate is no better than its root's as a leaf becomes that leaf (`prune_pessimistic`);
+        None keeps the grown tree. Under a diversity requirement the admissible splits deep down
+        mostly follow noise in mixed leaves, so pruning matters more here than for C4.5.
+
+    Attributes
+    ----------
+    tree_ : Tree
+        The fitted tree with ``counts`` disclosure (the release converts it to its disclosure).
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        leaf_rule: LeafRule | None = None,
+        criterion: str = "gain_ratio",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        min_gain: float = 1e-9,
+        confidence: float | None = 0.25,
+    ) -> None:
+        self.schema = schema
+        self.leaf_rule = leaf_rule
+        self.confidence = confidence
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.min_gain = min_gain
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "AdmissibleTreeClassifier":
+        """Grow the tree on encoded rows and store it as ``tree_``.
+
+        Raises
+        ------
+        ValueError
+            A parameter is invalid (naming it) or ``X``/``y`` do not fit the schema.
+        """
+        check_schema(self.schema)
+        rule = _Rule(self.leaf_rule, check_positive_int("min_samples_leaf", self.min_samples_leaf))
+        criterion = check_choice("criterion", self.criterion, CRITERIA)
+        max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
+        min_gain = check_nonnegative_real("min_gain", self.min_gain)
+        X, y = check_xy(self.schema, X, y)
+        confidence = self.confidence
+        if confidence is not None and not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+            raise ValueError(f"confidence must lie strictly between 0 and 1 (or be None), got {confidence!r}")
+        nodes = _Grower(self.schema, X, y, rule, criterion, max_depth, min_gain).grow()
+        if confidence is not None:
+            nodes = prune_pessimistic(nodes, float(confidence), rule)
+        self.tree_ = Tree(self.schema, nodes, "counts")
+        self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)
+        self.n_features_in_ = self.schema.n_attributes
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Class index per row, from ``tree_``."""
+        check_is_fitted(self, "tree_")
+        return self.tree_.predict(check_x(self.schema, X))
+
+
+def _added_errors(n: np.ndarray, e: np.ndarray, confidence: float) -> np.ndarray:
+    """C4.5's pessimistic extra errors: the upper ``confidence`` bound of e errors in n rows, minus e (as Weka's J48)."""
+    z = NormalDist().inv_cdf(1.0 - confidence)
+    n = np.maximum(n, 1.0)
+    f = (e + 0.5) / n
+    upper = (f + z * z / (2 * n) + z * np.sqrt(np.maximum(f / n - f * f / n + z * z / (4 * n * n), 0.0))) / (1 + z * z / n)
+    normal = upper * n - e
+    base = n * (1.0 - confidence ** (1.0 / n))  # e < 1: interpolate from the exact bound at e = 0
+    one = (lambda f1: (f1 + z * z / (2 * n) + z * np.sqrt(np.maximum(f1 / n - f1 * f1 / n + z * z / (4 * n * n), 0.0)))
+           / (1 + z * z / n) * n - 1.0)(1.5 / n)
+    small = base + e * (one - base)
+    return np.where(e < 1, small, np.where(e + 0.5 >= n, np.maximum(n - e, 0.0), normal))
+
+
+def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> list[Node]:
+    """C4.5's subtree replacement: a subtree no better than its root as a leaf, by pessimistic error, becomes that leaf.
+
+    The new leaf holds the union of the subtree's rows; it is kept only if it passes ``rule`` (it
+    does whenever its leaves did for k-anonymity and hit/miss diversity, and it is checked anyway).
+    The root keeps its split: a root-only tree is no model, and the release would refuse it.
+    Returns the reachable nodes renumbered in preorder (siblings stay consecutive).
+    """
+    counts = np.stack([node.counts for node in nodes])
+    n = counts.sum(axis=1)
+    errors = n - counts.max(axis=1)
+    as_leaf = errors + _added_errors(n, errors, confidence)
+    passes = rule.ok(counts)
+    order = _preorder(nodes)
+    estimate = as_leaf.copy()
+    for i in reversed(order):  # children before parents; a loop over nodes, not rows
+        node = nodes[i]
+        if node.is_leaf:
+            continue
+        subtree = sum(estimate[e.child] for e in node.edges)
+        if i != 0 and passes[i] and as_leaf[i] <= subtree + 0.1:
+            node.attribute, node.edges = None, []
+        else:
+            estimate[i] = subtree
+    return _renumbered(nodes)
+
+
+def _preorder(nodes: list[Node]) -> list[int]:
+    order, stack = [], [0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(e.child for e in reversed(nodes[i].edges))
+    return order
+
+
+def _renumbered(nodes: list[Node]) -> list[Node]:
+    """The nodes reachable from the root, numbered breadth-first so each node's children are consecutive."""
+    kept, new_index = [0], {0: 0}
+    for i in kept:  # grows while iterating: breadth-first
+        for e in nodes[i].edges:
+            new_index[e.child] = len(kept)
+            kept.append(e.child)
+    return [Node(nodes[i].label, nodes[i].hit, nodes[i].miss, nodes[i].counts, nodes[i].attribute,
+                 [Edge(e.constraint, new_index[e.child]) for e in nodes[i].edges]) for i in kept]
+
+
+class _Grower:
+    """One fit's state: grows the node list depth-first with an explicit stack."""
+
+    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
+                 max_depth: int | None, min_gain: float) -> None:
+        self.schema = schema
+        self.X = X
+        self.y = y
+        self.rule = rule
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_gain = min_gain
+        self.k = schema.n_classes
+        self.categorical = schema.categorical_mask
+
+    def _counts(self, rows: np.ndarray) -> np.ndarray:
+        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
+
+    def grow(self) -> list[Node]:
+        """Build the nodes; node 0 is the root. Each stack entry carries the categories its path still allows."""
+        rows = np.arange(self.X.shape[0])
+        nodes = [Node.from_counts(self._counts(rows))]
+        domains = {j: frozenset(range(a.size)) for j, a in enumerate(self.schema.attributes)  # type: ignore[union-attr]
+                   if self.categorical[j]}
+        stack: list[tuple[int, np.ndarray, int, dict[int, frozenset[int]]]] = [(0, rows, 0, domains)]
+        while stack:
+            index, rows, depth, allowed = stack.pop()
+            node = nodes[index]
+            if np.count_nonzero(node.counts) <= 1 or (self.max_depth is not None and depth >= self.max_depth):
+                continue
+            split = self._best_split(rows, node.counts, allowed)
+            if split is None:
+                continue
+            node.attribute = split.attribute
+            pending = []
+            for constraint, child_rows in self._partition(split, rows, allowed):
+                child = len(nodes)
+                nodes.append(Node.from_counts(self._counts(child_rows)))
+                node.edges.append(Edge(constraint, child))
+                narrowed = allowed
+                if isinstance(constraint, CategorySet):
+                    narrowed = {**allowed, split.attribute: constraint.codes}
+                pending.append((child, child_rows, depth + 1, narrowed))
+            stack.extend(reversed(pending))
+        return nodes
+
+    def _partition(self, split: _Split, rows: np.ndarray,
+                   allowed: dict[int, frozenset[int]]) -> list[tuple[Constraint, np.ndarray]]:
+        """The split's edge constraints with the rows each child gets; absent categories join the largest group."""
+        column = self.X[rows, split.attribute]
+        if split.threshold is None:
+            codes = column.astype(np.int64)
+            groups = [set(g) for g in split.groups]
+            sizes = [np.isin(codes, list(g)).sum() for g in groups]
+            absent = allowed[split.attribute] - frozenset().union(*split.groups)
+            groups[int(np.argmax(sizes))] |= absent
+            return [(CategorySet(frozenset(g)), rows[np.isin(codes, list(g))]) for g in groups]
+        t = split.threshold
+        left = column <= t
+        return [(Interval(-math.inf, t, low_closed=False, high_closed=True), rows[left]),
+                (Interval(t, math.inf, low_closed=False, high_closed=False), rows[~left])]
+
+    def _best_split(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> _Split | None:
+        """The criterion's pick among admissible splits gaining at least ``min_gain``, or None."""
+        Xn, yn = self.X[rows], self.y[rows]
+        parent_cells = float(_xlog2x(counts).sum())
+        candidates = []
+        for j in range(self.schema.n_attributes):
+            if self.categorical[j]:
+                if len(allowed[j]) < 2:
+                    continue
+                split = self._categorical_split(j, Xn[:, j], yn, parent_cells)
+            else:
+                split = self._numeric_split(j, Xn[:, j], yn, counts, parent_cells)
+            if split is not None and split.gain >= self.min_gain:
+                candidates.append(split)
+        if not candidates:
+            return None
+        gains = np.array([s.gain for s in candidates])
+        if self.criterion == "info_gain":
+            return candidates[_first_best(gains)]
+        positive = gains > _TIE_TOLERANCE
+        eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
+        ratios = np.array([s.gain / max(s.split_info, _TIE_TOLERANCE) for s in candidates])
+        return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
+
+    def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
+        """Group attribute ``j``'s categories into admissible branches (`group_categories`) and score the split."""
+        size = self.schema.attributes[j].size  # type: ignore[union-attr]
+        table = np.bincount(column.astype(np.int64) * self.k + yn, minlength=size * self.k).reshape(size, self.k)
+        members = group_categories(table, self.rule)
+        if not members:
+            return None
+        grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
+        gain, split_info = _gain_and_split_info(grouped, yn.size, parent_cells)
+        groups = tuple(frozenset(int(c) for c in m) for m in members)
+        return _Split(j, float(gain), float(split_info), groups=groups)
+
+    def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, counts: np.ndarray,
+                       parent_cells: float) -> _Split | None:
+        """The highest-gain threshold between distinct values whose two sides are both admissible."""
+        values, inverse = np.unique(column, return_inverse=True)
+        if values.size < 2:
+            return None
+        table = np.bincount(inverse * self.k + yn, minlength=values.size * self.k).reshape(values.size, self.k)
+        left = np.cumsum(table, axis=0)[:-1].astype(np.float64)
+        right = counts - left
+        admissible = self.rule.ok(left) & self.rule.ok(right)
+        positions = np.flatnonzero(admissible)
+        if positions.size == 0:
+            return None
+        gain, split_info = _gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), yn.size,
+                                                parent_cells)
+        best = _first_best(gain)
+        low, high = values[positions[best]], values[positions[best] + 1]
+        threshold = low / 2 + high / 2
+        if not low <= threshold < high:
+            threshold = low
+        return _Split(j, float(gain[best]), float(split_info[best]), threshold=float(threshold))
