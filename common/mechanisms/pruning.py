@@ -15,7 +15,7 @@ import numpy as np
 from common.privacy.checks import public_cuts_check
 from common.privacy.requirements import KAnonymity, LeafStats, PathRequirement, RequirementError
 from common.trees.rebuild import merge_stats, rebuild, splice_single_children
-from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree
+from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents", "release_unchanged", "release_apt",
            "release_prune_leaf", "release_prune_parent", "check_public_thresholds"]
@@ -47,20 +47,12 @@ def _working_copy(tree: Tree) -> list[Node]:
     """
     nodes = [replace(n, edges=list(n.edges)) for n in tree.nodes]
     if tree.disclosure == "hit_miss":
-        for i in reversed(_preorder(nodes)):
+        for i in reversed(preorder(nodes)):
             if not nodes[i].is_leaf:
                 est = merge_stats([nodes[e.child] for e in nodes[i].edges], tree.schema.n_classes, "hit_miss")
                 nodes[i].label, nodes[i].hit, nodes[i].miss = est.label, est.hit, est.miss
     return nodes
 
-
-def _preorder(nodes: Sequence[Node]) -> list[int]:
-    order, stack = [], [0]
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        stack.extend(e.child for e in reversed(nodes[i].edges))
-    return order
 
 
 def _n_leaves(nodes: Sequence[Node], root: int) -> int:
@@ -238,7 +230,7 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
     nodes = _working_copy(tree)
     while True:
         small = [
-            i for i in _preorder(nodes) if any(nodes[e.child].is_leaf and nodes[e.child].total <= s for e in nodes[i].edges)
+            i for i in preorder(nodes) if any(nodes[e.child].is_leaf and nodes[e.child].total <= s for e in nodes[i].edges)
         ]
         if not small:
             break

@@ -22,6 +22,7 @@ import numpy as np
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = [
+    "preorder",
     "TreeError",
     "CategorySet",
     "Interval",
@@ -200,6 +201,16 @@ class Path:
     def describe(self, schema: Schema) -> str:
         parts = [c.describe(schema.attributes[a]) for a, c in self.constraints]  # type: ignore[arg-type]
         return " AND ".join(parts) if parts else "(everything)"
+
+
+def preorder(nodes: Sequence[Node]) -> list[int]:
+    """Node indices reachable from node 0, parents before children, siblings in edge order (no recursion)."""
+    order, stack = [], [0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(e.child for e in reversed(nodes[i].edges))
+    return order
 
 
 def counts_match(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -49,7 +49,7 @@ from common.params import check_choice, check_nonnegative_real, check_positive_i
 from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._params import check_schema
 from common.trees.learners.multiway import CRITERIA, _first_best, _gain_and_split_info, _xlog2x
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
 
@@ -249,7 +249,7 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
     errors = n - counts.max(axis=1)
     as_leaf = errors + _added_errors(n, errors, confidence)
     passes = rule.ok(counts)
-    order = _preorder(nodes)
+    order = preorder(nodes)
     estimate = as_leaf.copy()
     for i in reversed(order):  # children before parents; a loop over nodes, not rows
         node = nodes[i]
@@ -262,14 +262,6 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
             estimate[i] = subtree
     return _renumbered(nodes)
 
-
-def _preorder(nodes: list[Node]) -> list[int]:
-    order, stack = [], [0]
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        stack.extend(e.child for e in reversed(nodes[i].edges))
-    return order
 
 
 def _renumbered(nodes: list[Node]) -> list[Node]:
