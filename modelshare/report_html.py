@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
+from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import CODES
 from common.federation.study import describe_spec, spec_schema
@@ -35,6 +36,7 @@ from common.federation.wire import regression_tree_from_pb, tree_from_pb
 from common.files import atomic_write
 from common.trees.regression import RegressionTree
 from common.trees.tree import Tree
+from modelshare.admin import settings_text
 from modelshare.legend import pseudo_data_name
 from modelshare.report_trees import class_legend, draw_tree
 
@@ -77,6 +79,9 @@ class ModelRow:
     class_match: float | None = None
     path_match: float | None = None
     tree: Tree | None = None
+    auc: float | None = None  # two-class studies: ROC AUC of the pseudo-data model, and of BASIS where known
+    basis_auc: float | None = None
+    settings: str = ""  # how the miner set the model's hyperparameters (`admin.settings_text`)
 
 
 @dataclass(frozen=True)
@@ -140,13 +145,17 @@ def _model_rows(results: fpb.StudyResults, schema: Schema | RegressionSchema,
     for m in results.models:
         known = basis.get(m.name, {})
         tree = tree_from_pb(m.tree, schema, where=f"global {m.name}") if m.HasField("tree") else None
+        settings = settings_text({"parameters": {k: parameter_from_pb(v) for k, v in sorted(m.parameters.items())},
+                                  "selection": m.selection})
         if isinstance(schema, RegressionSchema):
             out.append(ModelRow(m.name, m.train_rows, m.rmse if m.HasField("rmse") else None, known.get("basis_rmse"),
-                                m.mae if m.HasField("mae") else None, known.get("basis_mae")))
+                                m.mae if m.HasField("mae") else None, known.get("basis_mae"), settings=settings))
         else:
             out.append(ModelRow(m.name, m.train_rows, m.accuracy if m.HasField("accuracy") else None,
                                 known.get("basis_accuracy"), class_match=known.get("class_match"),
-                                path_match=known.get("path_match"), tree=tree))
+                                path_match=known.get("path_match"), tree=tree,
+                                auc=m.auc if m.HasField("auc") else None, basis_auc=known.get("basis_auc"),
+                                settings=settings))
     return tuple(out)
 
 
@@ -353,12 +362,19 @@ def _models_table(report: StudyReport) -> str:
         rows = [[_e(m.model), str(m.train_rows), _fmt(m.score), _fmt(m.basis, known),
                  _fmt(m.mae), _fmt(m.basis_mae, known)] for m in report.models]
     else:
-        head = ["global model", "train rows", f"{label} accuracy", "BASIS accuracy", "gap", "class match",
-                "path match"]
+        two_class = any(m.auc is not None for m in report.models)
+        head = ["global model", "train rows", f"{label} accuracy", "BASIS accuracy", "gap",
+                *([f"{label} AUC", "BASIS AUC"] if two_class else []), "class match", "path match"]
         rows = [[_e(m.model), str(m.train_rows), _fmt(m.score), _fmt(m.basis, known),
                  _fmt(None if m.basis is None or m.score is None else m.basis - m.score, known),
+                 *([_fmt(m.auc), _fmt(m.basis_auc, known)] if two_class else []),
                  _fmt(m.class_match, known), _fmt(m.path_match, known)] for m in report.models]
-    return _table(head, rows, numeric=range(1, len(head)))
+    numeric = range(1, len(head))
+    if any(m.settings for m in report.models):  # text, not a number: left-aligned after the scores
+        head.append("hyperparameters")
+        for row, m in zip(rows, report.models):
+            row.append(_e(m.settings) or "-")
+    return _table(head, rows, numeric=numeric)
 
 
 def _models_text(report: StudyReport) -> str:

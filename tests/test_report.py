@@ -159,3 +159,14 @@ def test_simulate_writes_a_report_that_embeds_the_plots_and_the_trees(tmp_path: 
     assert page.svgs >= len(simulated["owners"]) + 1, "every release and the global decision tree drawn"
     assert "BASIS accuracy" in page.words and f"{simulated['models'][0]['basis_accuracy']:.4f}" in page.words
     assert sorted(p.name for p in out.iterdir()) == ["report.html"], "the plots are embedded, not separate files"
+
+
+def test_the_models_table_shows_auc_and_how_the_miner_set_each_model(tmp_path: Path) -> None:
+    status, results = _messages()
+    results.models[0].auc = 0.8125
+    results.models[0].selection = "auto: min_samples_leaf=20 by 3-fold CV on the pseudo-data"
+    basis = [{"model": "decision-tree", "basis_accuracy": 0.95, "basis_auc": 0.9375}]
+    page = Page(write_report(study_report(status, results, made_by="modelshare simulate", basis=basis), tmp_path)
+                .read_text())
+    assert "PPGEN AUC" in page.words and "0.8125" in page.words and "0.9375" in page.words
+    assert "hyperparameters" in page.words and "min_samples_leaf=20" in page.words
