@@ -10,6 +10,7 @@ tests at the end pin the faults fuzzing found.
 
 from __future__ import annotations
 
+import json
 import time
 
 import grpc
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.federation.model_io import read_model
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import MAX_TREES, WireError, decode_model
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
@@ -208,3 +210,14 @@ def test_pgen_regenerates_exactly_what_a_decoded_model_discloses():
         model = decode_model(fc.build_message(fc.LocalCase(kind)))
         assert fc._pgen_property(model.trees) is None
         assert np.isclose(sum(t.root.total for t in model.trees), sum(p.total for t in model.trees for p in t.paths()))
+
+
+@pytest.mark.parametrize("document", [{"trees": [{"disclosure": float("-inf")}]},
+                                      {"trees": [{"disclosure": float("nan")}]},
+                                      {"report": {"claims": [{"leaf": 1e400}]}}])
+def test_a_model_file_with_a_non_finite_number_for_an_integer_field_is_a_tree_error(tmp_path, document):
+    """Found by bench/fuzz_soak.py: protobuf's JSON parser let -Infinity in an enum escape as OverflowError."""
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(TreeError, match="not a ModelMessage"):
+        read_model(path)

@@ -53,7 +53,9 @@ def _parse(path: Path) -> tuple[fpb.ModelMessage, fpb.SignedEnvelope | None]:
             envelope = json_format.ParseDict(data, fpb.SignedEnvelope())
             return fpb.ModelMessage.FromString(envelope.payload), envelope
         return json_format.ParseDict(data, fpb.ModelMessage()), None
-    except (json_format.ParseError, DecodeError, RecursionError) as exc:
+    except (json_format.ParseError, DecodeError, RecursionError, OverflowError, ValueError, TypeError) as exc:
+        # protobuf's JSON parser lets some malformed values escape as Python errors (an enum given as
+        # -Infinity raises OverflowError from int()); each is a file that is not a model
         raise TreeError(f"{path}: not a ModelMessage or SignedEnvelope: {exc}") from None
 
 
