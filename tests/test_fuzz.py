@@ -221,3 +221,14 @@ def test_a_model_file_with_a_non_finite_number_for_an_integer_field_is_a_tree_er
     path.write_text(json.dumps(document))
     with pytest.raises(TreeError, match="not a ModelMessage"):
         read_model(path)
+
+
+@pytest.mark.parametrize("data", [b"\r\xf2\r\xaa\xc7\x1a\xe9", b"a,b\r\n\xff\r,1\n"])
+def test_an_evaluation_table_with_carriage_returns_and_bad_bytes_is_a_schema_error(data):
+    """Found by bench/fuzz_soak.py: CreateStudy with these bytes answered INTERNAL (csv.Error escaped the reader)."""
+    from common.data.datasets import load_dataset
+    from common.data.schema import SchemaError
+    from miner_node.mining import load_evaluation
+
+    with pytest.raises(SchemaError, match="not UTF-8"):
+        load_evaluation(data, load_dataset("car").schema)

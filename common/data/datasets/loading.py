@@ -100,13 +100,21 @@ def _sniff(sample: str) -> str:
         return ","
 
 
+def _fields(line: str, sep: str) -> list[str]:
+    """One line's fields as the csv module reads them; split on ``sep`` when it cannot (a stray carriage return)."""
+    try:
+        return next(csv.reader([line], delimiter=sep), [])
+    except csv.Error:
+        return line.split(sep)
+
+
 def _undecodable(data: bytes, exc: UnicodeDecodeError, sep: str, label: str) -> SchemaError:
     """The error for a byte that is not UTF-8: the data row, the column and the field as written (bytes escaped)."""
     line = data.count(b"\n", 0, exc.start) + 1
     begin = data.rfind(b"\n", 0, exc.start) + 1
     end = data.find(b"\n", exc.start)
-    fields = next(csv.reader([data[begin:None if end < 0 else end].decode("utf-8", "backslashreplace")], delimiter=sep))
-    header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8", "replace")], delimiter=sep))
+    fields = _fields(data[begin:None if end < 0 else end].decode("utf-8", "backslashreplace"), sep)
+    header = _fields(data.split(b"\n", 1)[0].decode("utf-8", "replace"), sep)
     index = next((j for j, field in enumerate(fields) if "\\x" in field), None)
     column = header[index].strip() if index is not None and index < len(header) and line > 1 else None
     value = fields[index].strip() if index is not None else None
