@@ -362,8 +362,8 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
 
 
 _REFUSAL_HINTS = {
-    "unsatisfiable": "the release requirement is too strict for this table (pruning reached the root of their "
-                     "trees); choose a weaker one, e.g. --requirement k-anonymity:k=5, or fewer, larger owners "
+    "unsatisfiable": "the release requirement is too strict for this table (their learner found no admissible "
+                     "split, or pruning reached the root of their trees); choose a weaker one, e.g. --requirement k-anonymity:k=5, or fewer, larger owners "
                      "(--owners)",
     "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
                      "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "

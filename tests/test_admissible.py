@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from common.audit.release import audit
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.mechanisms.pruning import RequirementUnsatisfiable
 from common.mechanisms.release import default_learner, local_learner, release
 from common.privacy.checks import public_cuts_check, single_child_check
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
@@ -133,3 +134,16 @@ def test_under_k_anonymity_the_owner_learner_does_not_prune_unless_asked():
     asked = local_learner("admissible", schema, "prune-leaf", requirement="k-anonymity:k=5", disclosure="counts",
                           confidence=0.1)
     assert asked.build(schema).confidence == 0.1
+
+
+def test_a_table_with_no_admissible_split_is_refused_as_such_not_as_pruned_to_the_root():
+    """Owners and simulate tell a learner that found no split from APT pruning to the root."""
+    schema = _schema([3], 2)
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.integers(0, 3, 30), rng.uniform(0, 100, 30)]).astype(float)
+    y = (X[:, 0] == 1).astype(np.int64)
+    requirement = "k-anonymity:k=40"  # more rows than the table has: no branch can meet it
+    tree = local_learner("admissible", schema, "apt", requirement=requirement, disclosure="hit_miss").fit(X, y).tree_
+    assert tree.nodes[0].is_leaf
+    with pytest.raises(RequirementUnsatisfiable, match="root alone .* found no split"):
+        release("apt", requirement=requirement, tree=tree, disclosure="hit_miss")

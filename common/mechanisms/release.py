@@ -15,7 +15,7 @@ import numpy as np
 
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
-from common.mechanisms.pruning import check_public_thresholds
+from common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
 from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
@@ -200,6 +200,11 @@ def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclo
         raise ValueError(f"mechanism {record.name!r} releases the tree as trained and cannot meet {requirement!r}")
     if record.family != "none":
         check_public_thresholds(tree, record.name)
+    if parsed is not None and tree.nodes[0].is_leaf:
+        raise RequirementUnsatisfiable(
+            f"{record.name} cannot meet {parsed}: the trained tree is its root alone (its learner found no split, "
+            "e.g. a requirement-aware learner found none whose branches all meet the requirement); a root-only tree "
+            "is no model, so nothing is released")
     released, extra = record.prune(tree, parsed, disclosure)
     claims: tuple[PathClaim, ...] = ()
     if parsed is not None:
