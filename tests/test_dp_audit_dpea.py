@@ -13,7 +13,7 @@ from common.audit.dp.dpea import DpeaReleaseTarget, DpeaTarget, dpea_target, tin
 from common.audit.dp.estimate import DPAuditResult, audit_dp
 from common.data.datasets import load_dataset
 from common.mechanisms.dpea import DPEA, finest_bins
-from common.mechanisms.laplace_rdt import count_log_pmf
+from common.privacy.noise import discrete_laplace_log_pmf
 from common.privacy.requirements import parse_requirement
 from modelshare.cli import main
 
@@ -129,7 +129,7 @@ def test_the_fast_paths_release_law_is_the_registered_trainers():
         node = tree.nodes[tree.apply(target.row[None, :])[0]]
         count = node.counts[target.label] if node.is_leaf else 0.0  # type: ignore[index]
         observed[index[structure], min(int(count), 3)] += 1
-    pmf = np.exp(count_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1, target.audited.noise_scale))
+    pmf = np.exp(discrete_laplace_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1, target.audited.noise_scale))
     expected = target.law[1][:, None] * n * np.column_stack([pmf, 1 - pmf.sum(axis=1)])
     assert (expected >= 5).all()  # no cell too rare for the chi-square test
     assert chisquare(observed.ravel(), expected.ravel()).pvalue > 1e-3

@@ -17,11 +17,10 @@ from common.federation.wire import tree_to_pb
 from common.mechanisms.laplace_rdt import (
     POST_PROCESSING,
     LaplaceRdt,
-    count_log_pmf,
     leaf_class_counts,
 )
 from common.mechanisms.release import release
-from common.privacy.noise import SecureNoise, SeededNoise
+from common.privacy.noise import SecureNoise, SeededNoise, discrete_laplace_log_pmf
 from common.privacy.report import PathClaim, Release
 from common.privacy.requirements import (
     DP,
@@ -66,17 +65,17 @@ def test_the_mechanism_validates_its_setting():
 
 
 @pytest.mark.parametrize("true, scale", [(0, 0.5), (0, 4.0), (3, 1.0), (40, 2.0)])
-def test_count_log_pmf_is_the_law_of_a_released_count(true, scale):
+def test_discrete_laplace_log_pmf_is_the_law_of_a_released_count(true, scale):
     support = np.arange(0, true + 60 * scale + 10)
-    pmf = np.exp(count_log_pmf(support, np.full(support.size, true), scale))
+    pmf = np.exp(discrete_laplace_log_pmf(support, np.full(support.size, true), scale))
     assert pmf.sum() == pytest.approx(1.0, abs=1e-9)
     draws = LaplaceRdt(1 / scale, 1, 1).noisy_counts(np.full(200_000, float(true)), SeededNoise(np.random.default_rng(1)))
     observed = np.bincount(draws.astype(np.int64), minlength=support.size)[: support.size] / draws.size
     assert np.abs(observed - pmf).max() < 5 * np.sqrt(pmf.max() / draws.size)
 
 
-def test_count_log_pmf_stays_finite_in_the_far_tails():
-    values = count_log_pmf(np.array([0, 1, 1000, 0]), np.array([1000, 0, 0, 0]), 1.0)
+def test_discrete_laplace_log_pmf_stays_finite_in_the_far_tails():
+    values = discrete_laplace_log_pmf(np.array([0, 1, 1000, 0]), np.array([1000, 0, 0, 0]), 1.0)
     assert np.isfinite(values).all() and values[2] < -990 and values[0] < -990
 
 

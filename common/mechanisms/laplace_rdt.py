@@ -22,9 +22,9 @@ Privacy (neighbouring tables differ by one added or removed row):
   released counts are all 0 are not materialised (a row reaching them is predicted from the other
   trees, exactly as a zero count would be).
 
-`LaplaceRdt.noisy_counts` is the one place noise is drawn, and `count_log_pmf` is the exact law of a
-released count (`common.privacy.noise.discrete_laplace_log_pmf`), which the empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to
-end) scores releases by.
+`LaplaceRdt.noisy_counts` is the one place noise is drawn, and
+`common.privacy.noise.discrete_laplace_log_pmf` is the exact law of a released count, which the
+empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to end) scores releases by.
 
 Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
 only, so the random-tree code (and with it scikit-learn) is imported on first use in `LaplaceRdt.fit`.
@@ -40,7 +40,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.params import check_positive_int, check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import Randomness, SecretNoise, discrete_laplace_log_pmf, noisy_counts
+from common.privacy.noise import Randomness, SecretNoise, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import Tree
@@ -55,7 +55,6 @@ __all__ = [
     "LaplaceRdt",
     "LaplaceRdtRelease",
     "leaf_class_counts",
-    "count_log_pmf",
     "train_laplace_rdt",
     "audit_checks",
 ]
@@ -84,11 +83,6 @@ def leaf_class_counts(structure: Tree, X: np.ndarray, y: np.ndarray) -> np.ndarr
     node = structure.apply(X)
     counts = np.bincount(node * n_classes + y, minlength=n_nodes * n_classes)
     return counts.reshape(n_nodes, n_classes).astype(np.float64)
-
-
-def count_log_pmf(released: np.ndarray, true: np.ndarray, scale: float) -> np.ndarray:
-    """log P[max(0, true + Z) = released] for Z discrete Laplace(``scale``), elementwise: the law of a released count."""
-    return discrete_laplace_log_pmf(released, true, scale)
 
 
 @dataclass(frozen=True)

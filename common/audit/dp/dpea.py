@@ -27,7 +27,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
   Vectorised over trials (no training per trial), so it reaches the 10^6 trials per table the tests need.
   *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
   correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
-  log-pmf ratio at the claimed noise scale (`common.mechanisms.laplace_rdt.count_log_pmf`, the same clamped,
+  log-pmf ratio at the claimed noise scale (`common.privacy.noise.discrete_laplace_log_pmf`, the same clamped,
   rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
   release comes closest to its bound.
   *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
@@ -57,8 +57,7 @@ from scipy.special import logsumexp
 from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, registered_dpea
-from common.mechanisms.laplace_rdt import count_log_pmf
-from common.privacy.noise import SeededNoise
+from common.privacy.noise import SeededNoise, discrete_laplace_log_pmf
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
@@ -203,7 +202,7 @@ class DpeaTarget(_Pair):
         m = self.counts[chosen]
         released = self.audited.noisy_counts(m + added, SeededNoise(rng))
         scale = self.claimed.noise_scale
-        llr = self.structure_llr[chosen] + count_log_pmf(released, m + 1, scale) - count_log_pmf(released, m, scale)
+        llr = self.structure_llr[chosen] + discrete_laplace_log_pmf(released, m + 1, scale) - discrete_laplace_log_pmf(released, m, scale)
         return llr.sum(axis=1)
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -216,7 +215,7 @@ class DpeaTarget(_Pair):
         offsets = np.arange(-_COUNT_MARGIN, _COUNT_MARGIN)
         released = np.maximum(self.counts[:, None] + offsets, 0)
         scale = self.audited.noise_scale
-        count = count_log_pmf(released, self.counts[:, None] + 1, scale) - count_log_pmf(released, self.counts[:, None], scale)
+        count = discrete_laplace_log_pmf(released, self.counts[:, None] + 1, scale) - discrete_laplace_log_pmf(released, self.counts[:, None], scale)
         loss = np.abs(structure[:, None] + count).max()
         return float(self.audited.n_trees * loss)
 
@@ -263,7 +262,7 @@ class DpeaReleaseTarget(_Pair):
     A released tree is a full structure with its all-zero leaves dropped and its other leaves' noisy
     counts, so its likelihood under the claimed law (`DPEA` at the registered trainer's setting) is
     the sum, over the listed structures s it is consistent with, of P(s) times the count log-pmf of
-    every (leaf, class) cell of s (0 for a dropped leaf; `count_log_pmf`). The score is
+    every (leaf, class) cell of s (0 for a dropped leaf; `discrete_laplace_log_pmf`). The score is
     sum_t ln P'(tree_t) - ln P(tree_t): the Neyman-Pearson statistic of a correct release, read from
     the released trees alone.
     """
@@ -312,7 +311,7 @@ class DpeaReleaseTarget(_Pair):
         misfit = np.bincount(self._structure_of, weights=~fits, minlength=n) > 0
         result = np.empty(2)
         for table in range(2):
-            cells = count_log_pmf(released, self._true[table], self.claimed.noise_scale).sum(axis=1)
+            cells = discrete_laplace_log_pmf(released, self._true[table], self.claimed.noise_scale).sum(axis=1)
             log = self.claimed_log_laws[table] + np.bincount(self._structure_of, weights=cells, minlength=n)
             result[table] = logsumexp(np.where(misfit, -np.inf, log))
         return result

@@ -36,7 +36,8 @@ from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import SENSITIVITY, count_log_pmf, leaf_class_counts
+from common.mechanisms.laplace_rdt import SENSITIVITY, leaf_class_counts
+from common.privacy.noise import discrete_laplace_log_pmf
 from common.privacy.requirements import DP, DPS
 from common.trees.learners._data import check_xy
 from common.trees.learners.random_tree import random_structure
@@ -115,7 +116,7 @@ class LaplaceRdtTarget(_RdtTarget):
     """laplace-rdt's registered release on (D, D' = D + r), r in the emptiest cells; the score is the LLR.
 
     The score of a release is sum_t ln P[c_t | m_t + 1] - ln P[c_t | m_t] at the *claimed* noise
-    scale trees * sensitivity / epsilon (`count_log_pmf`), with c_t and m_t read from released tree t
+    scale trees * sensitivity / epsilon (`discrete_laplace_log_pmf`), with c_t and m_t read from released tree t
     (module docstring).
     """
 
@@ -128,7 +129,7 @@ class LaplaceRdtTarget(_RdtTarget):
     def _score(self, trees: list[Tree]) -> float:
         cells, scale = self.path.cells(trees), self.claimed_scale
         m = cells.same_class
-        return float((count_log_pmf(cells.released, m + 1, scale) - count_log_pmf(cells.released, m, scale)).sum())
+        return float((discrete_laplace_log_pmf(cells.released, m + 1, scale) - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
 
     def describe(self) -> dict[str, Any]:
         return {**self._neighbour(), "score": f"log-likelihood ratio D'/D of r's released cells at the claimed "
