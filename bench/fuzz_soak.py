@@ -13,8 +13,8 @@ mix, by default:
 * ``file``: a hostile model file through `common.federation.model_io.read_model` (only `TreeError`), then
   audit and PGEN of what it reads;
 * ``miner``: a hostile request over mutual TLS to one of the nine RPCs (signed hostile models, sent
-  whole or in pieces by ``SubmitChunks`` with intact or edited streams, and refusals reaching the decoder and the auditor, hostile fields for the admin RPCs and Poll,
-  arbitrary request bytes), and ``miner-big``: signed models with the expensive edits (10^6
+  whole or in pieces by ``SubmitChunks`` with intact or edited streams, and refusals reaching the
+  decoder and the auditor, hostile fields for the admin RPCs and Poll, arbitrary request bytes), and ``miner-big``: signed models with the expensive edits (10^6
   nodes, deep chains, 64+ trees, megabyte fields).
 
 Every miner call must answer a status other than INTERNAL, UNKNOWN or UNAVAILABLE before its
