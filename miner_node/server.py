@@ -9,7 +9,8 @@ bound, the address it listens on with that port, its pid and the configured ``li
 `read_ready` reads it.
 
 The server is gRPC's asyncio server, on an event loop in its own thread: the waiting RPCs
-(`MinerService.Poll`, `MinerService.WatchStudy`) are coroutines, so a waiting site costs no
+(`MinerService.Poll`, `MinerService.WatchStudy`) and the reassembly of an answer sent in pieces
+(`MinerService.SubmitChunks`) are coroutines, so a waiting site or a slow sender costs no
 thread, and every other RPC runs, as written, on a pool of ``workers`` threads.
 """
 
