@@ -12,9 +12,9 @@ mix, by default:
   regenerate rows that satisfy their own paths);
 * ``file``: a hostile model file through `common.federation.model_io.read_model` (only `TreeError`), then
   audit and PGEN of what it reads;
-* ``miner``: a hostile request over mutual TLS to one of the eight RPCs (signed hostile models
-  and refusals reaching the decoder and the auditor, hostile fields for the admin RPCs and Poll,
-  arbitrary request bytes), and ``miner-big``: signed models with the expensive edits (10^6
+* ``miner``: a hostile request over mutual TLS to one of the nine RPCs (signed hostile models, sent
+  whole or in pieces by ``SubmitChunks`` with intact or edited streams, and refusals reaching the
+  decoder and the auditor, hostile fields for the admin RPCs and Poll, arbitrary request bytes), and ``miner-big``: signed models with the expensive edits (10^6
   nodes, deep chains, 64+ trees, megabyte fields).
 
 Every miner call must answer a status other than INTERNAL, UNKNOWN or UNAVAILABLE before its
@@ -115,7 +115,8 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
         "negative or inconsistent counts, unknown enums, schema mismatches, megabyte fields, lying reports) or bytes "
         "(truncated, bit-flipped, arbitrary), envelopes altered after signing, hostile refusals, hostile requests to "
         "Poll/CreateStudy/GetStudy/ListStudies/GetResults/Health from the admin's and the owners' identities, "
-        "arbitrary request bytes to all eight RPCs; in process, the same models through `check_model`, `decode_model`, "
+        "the same models in pieces (`SubmitChunks`: intact streams and streams with a wrong digest, a wrong declared size, "
+        "pieces repeated, swapped, skipped, empty or missing), arbitrary request bytes to all nine RPCs; in process, the same models through `check_model`, `decode_model`, "
         "`audit` and PGEN, and model files through `read_model`.",
         "",
         "| target | cases | outcomes | slowest answer |",

@@ -15,7 +15,10 @@
 #      Nursery table into one private CSV per site and a held-out test table;
 #   3. starts `modelshare miner serve` and three `modelshare owner serve` in their namespaces, each
 #      with its own kit, and waits on readiness signals (the miner's ready.json, each owner's TCP
-#      connection to the miner, `modelshare owner status`), never on fixed sleeps;
+#      connection to the miner and status file, then `modelshare owner status`), never on fixed
+#      sleeps; a wait checks files and sockets, and each `modelshare` command that reports (a
+#      Python start, seconds on a loaded machine) runs once the thing it reports has happened,
+#      or holds one call open (`study wait`), rather than being run again and again;
 #   4. cuts site-c's link (its veth port on the bridge goes down), creates a study as the admin,
 #      shows that site-a and site-b answer while the study waits for site-c and that site-c's
 #      daemon reports the failure (`owner status` exits non-zero), restores the link, and waits
@@ -31,6 +34,9 @@
 #                    $MODELSHARE, else python3)
 #   DEMO_NET         first three octets of the private /24 (default 10.77.0)
 #   DEMO_TIMEOUT     deadline of the whole run in seconds (default 240)
+#   DEMO_SLOWDOWN    how many times longer than on an idle machine each step may take (default:
+#                    the 1-minute load average per core, rounded up, between 1 and 4); every
+#                    step's own limit is this times its idle-machine limit, within DEMO_TIMEOUT
 #   DEMO_WORK_DIR    keep kits, data, logs and results in this new directory (default: a
 #                    temporary directory, removed at exit)
 #   DEMO_DATASET     bundled dataset to deal to the sites (default nursery)
@@ -141,11 +147,12 @@ check_alive() {
   done
 }
 
-# wait_for SECONDS DESCRIPTION COMMAND...: run COMMAND until it succeeds. Fails after SECONDS (or
-# at the run's deadline), or as soon as a started party dies. The 0.2 s pause is the polling
-# interval of a readiness check, not a guess at how long something takes.
+# wait_for SECONDS DESCRIPTION COMMAND...: run COMMAND until it succeeds. Fails after SECONDS times
+# DEMO_SLOWDOWN (or at the run's deadline), or as soon as a started party dies. The 0.2 s pause is
+# the polling interval of a readiness check, not a guess at how long something takes; COMMAND
+# should be cheap (a file, a socket), since it runs every 0.2 s.
 wait_for() {
-  local limit=$1 what=$2 until
+  local limit=$(($1 * DEMO_SLOWDOWN)) what=$2 until
   shift 2
   until=$((SECONDS + limit))
   ((until <= RUN_DEADLINE)) || until=$RUN_DEADLINE
@@ -166,6 +173,10 @@ for tool in ip ss setsid awk timeout; do
   command -v "$tool" >/dev/null || { echo "multihost-demo: the $tool command is missing (iproute2, util-linux, coreutils)" >&2; exit 2; }
 done
 [[ $DEMO_TIMEOUT =~ ^[1-9][0-9]*$ ]] || { echo "multihost-demo: DEMO_TIMEOUT=$DEMO_TIMEOUT is not a number of seconds" >&2; exit 2; }
+if [[ -z ${DEMO_SLOWDOWN:-} ]]; then  # the 1-minute load per core, rounded up, within 1..4
+  DEMO_SLOWDOWN=$(awk -v cores="$(nproc)" '{ s = int($1 / cores); if (s < $1 / cores) s++; print (s < 1 ? 1 : s > 4 ? 4 : s) }' /proc/loadavg)
+fi
+[[ $DEMO_SLOWDOWN =~ ^[1-9][0-9]*$ ]] || { echo "multihost-demo: DEMO_SLOWDOWN=$DEMO_SLOWDOWN is not a whole number >= 1" >&2; exit 2; }
 MODELSHARE=${MODELSHARE:-$(command -v modelshare || true)}
 [[ -n $MODELSHARE && -x $MODELSHARE ]] || {
   echo "multihost-demo: no modelshare command; activate the venv or set MODELSHARE=/path/to/modelshare" >&2
@@ -198,7 +209,7 @@ mkdir -p "$WORK/logs" "$WORK/data"
 ) </dev/null >/dev/null 2>&1 &
 WATCHDOG=$!
 
-say "modelshare: $MODELSHARE; work directory: $WORK; deadline ${DEMO_TIMEOUT}s"
+say "modelshare: $MODELSHARE; work directory: $WORK; deadline ${DEMO_TIMEOUT}s; step limits x${DEMO_SLOWDOWN} (load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores)"
 
 # ------------------------------------------------------------------ 1. the network
 add_ns() {
@@ -292,7 +303,7 @@ min_samples_leaf = 1
 
 [mining]
 global_models = ["decision-tree", "naive-bayes"]
-pgen_scale = 10
+pgen_scale = 2                       # 20,000-odd pseudo rows: enough to show mining, cheap on a loaded machine
 evaluation = "data/test.csv"
 EOF
 
@@ -323,8 +334,8 @@ for site in "${SITES[@]}"; do
 done
 ms admin miner status --config "$KITS/admin/admin.toml"   # the admin's health check of the miner
 
-connected() { # connected SITE: the owner holds an established TCP connection to the miner
-  [[ -n $(in_ns "$1" ss -Htn state established dst "$(addr miner):$PORT") ]]
+connected() { # connected SITE: the owner holds an established TCP connection to the miner and wrote its status file
+  [[ -n $(in_ns "$1" ss -Htn state established dst "$(addr miner):$PORT") && -s $KITS/$1/state/status.json ]]
 }
 owners_healthy() { # every owner's `owner status` exits 0 (run side by side: each is a Python start)
   local site pids=() ok=0
@@ -339,7 +350,7 @@ for site in "${SITES[@]}"; do
   wait_for 30 "$site's connection to the miner" connected "$site"
 done
 say "owners connected to the miner; asking each daemon for its health (modelshare owner status)"
-wait_for 20 "every owner's daemon to report healthy" owners_healthy
+owners_healthy || { cat "$WORK"/logs/*.status >&2; fail "an owner's daemon does not report healthy"; }
 cat "$WORK"/logs/*.status
 mark "owners-connected ${SITES[*]}"
 
@@ -360,38 +371,48 @@ answer_of() { # answer_of SITE: that owner's answer in the last study status
   "$PYTHON" -c 'import json, sys; print({a["owner"]: a["state"] for a in json.load(open(sys.argv[1]))["answers"]}[sys.argv[2]])' \
     "$STATUS_JSON" "$1"
 }
-others_answered() {
+others_answered() { # each connected owner has recorded the miner's acknowledgement of an answer
   local site
-  study_status || return 1
   for site in "${SITES[@]}"; do
     [[ $site == "$CUT_SITE" ]] && continue
-    [[ $(answer_of "$site") != waiting ]] || return 1
+    [[ -s $KITS/$site/state/answers.jsonl ]] || return 1
   done
 }
 wait_for 90 "the connected owners to answer" others_answered
+study_status || fail "modelshare study status $STUDY_ID failed"
+for site in "${SITES[@]}"; do
+  [[ $site == "$CUT_SITE" || $(answer_of "$site") != waiting ]] || fail "the miner still waits for $site, which recorded an answer"
+done
 state=$(json_field "$STATUS_JSON" state)
 cut_answer=$(answer_of "$CUT_SITE")
 say "study $STUDY_ID is $state; $CUT_SITE: $cut_answer; others answered"
 [[ $state == open && $cut_answer == waiting ]] || fail "expected the study open and waiting for $CUT_SITE, got $state / $cut_answer"
 mark "partition-holds study=$state $CUT_SITE=$cut_answer"
 
-cut_unhealthy() {
-  ! ip netns exec "$(ns "$CUT_SITE")" "$MODELSHARE" owner status --config "$KITS/$CUT_SITE/owner.toml" >/dev/null
+cut_failing() { # the cut owner's status file counts a failed call to the miner (its held Poll ran out)
+  grep -Eq '"consecutive_failures": [1-9]' "$KITS/$CUT_SITE/state/status.json"
 }
-wait_for 60 "$CUT_SITE's daemon to notice the partition" cut_unhealthy
-ms "$CUT_SITE" owner status --config "$KITS/$CUT_SITE/owner.toml" || true
+wait_for 60 "$CUT_SITE's daemon to notice the partition" cut_failing
+! ms "$CUT_SITE" owner status --config "$KITS/$CUT_SITE/owner.toml" \
+  || fail "$CUT_SITE's daemon counts a failed call but owner status says it is healthy"
 mark "partition-noticed $CUT_SITE"
 
 say "PARTITION: restoring $CUT_SITE's link"
 ip -n "$SWITCH_NS" link set "p-$CUT_SITE" up
 mark "partition-restored $CUT_SITE"
 
-finished() {
-  study_status || return 1
-  state=$(json_field "$STATUS_JSON" state)
-  [[ $state == done || $state == failed ]]
-}
-wait_for 120 "study $STUDY_ID to finish" finished
+# `study wait` holds the miner's WatchStudy until the study ends: one process, no polling. Exit 3
+# is its timeout, 1 a failed study (reported below from its JSON).
+limit=$((120 * DEMO_SLOWDOWN))
+((SECONDS + limit <= RUN_DEADLINE)) || limit=$((RUN_DEADLINE - SECONDS))
+((limit > 0)) || fail "no time left to wait for study $STUDY_ID"
+code=0
+ip netns exec "$(ns admin)" "$MODELSHARE" study wait "$STUDY_ID" --timeout "$limit" --json \
+  --config "$KITS/admin/admin.toml" >"$STATUS_JSON" || code=$?
+check_alive
+((code != 3)) || fail "timed out after ${limit}s waiting for study $STUDY_ID to finish"
+((code <= 1)) || fail "modelshare study wait $STUDY_ID failed (exit $code): $(cat "$STATUS_JSON")"
+state=$(json_field "$STATUS_JSON" state)
 "$PYTHON" - "$STATUS_JSON" <<'EOF'
 import json, sys
 status = json.load(open(sys.argv[1]))

@@ -8,7 +8,9 @@
     state_dir = "state"                 # relative paths are relative to this file
     roster = "roster.json"
     studies = ["nursery.toml"]          # optional: study files created at start (if new)
-    max_message_bytes = 16777216        # larger messages are refused by gRPC before parsing
+    max_message_bytes = 16777216        # the largest answer (a whole signed envelope), however it travels
+    max_grpc_message_bytes = 16777216   # the largest single gRPC message (an evaluation table, a whole answer)
+    stream_idle_seconds = 30            # an answer sent in pieces with no piece this long is cut off
     max_nodes = 200000                  # per released model, summed over its trees (at most 64, common.federation.wire.MAX_TREES)
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # threads serving calls (waiting Polls hold none)
@@ -31,6 +33,7 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import Field
 
+from common.federation.chunks import MIN_GRPC_MESSAGE_BYTES
 from common.federation.config_file import ConfigModel, Text, read_toml, validate_config
 from common.federation.kit import TlsFiles, TlsTable
 from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
@@ -46,11 +49,19 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the miner refuses before it does any expensive work."""
+    """What the miner refuses before it does any expensive work.
+
+    ``max_message_bytes`` bounds an answer (the serialized signed envelope, sent whole or in pieces;
+    every study carries it); ``max_grpc_message_bytes`` bounds one gRPC message, which gRPC enforces
+    before parsing: answers over `common.federation.chunks.UNARY_MAX_BYTES` travel in pieces, so it
+    limits only whole messages such as a study's evaluation table.
+    """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_nodes: int = 200_000
     timestamp_window_seconds: float = 300.0
+    max_grpc_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    stream_idle_seconds: float = 30.0
 
 
 _Count = Annotated[int, Field(ge=1)]
@@ -68,8 +79,14 @@ class _MinerTable(ConfigModel):
     studies: Annotated[list[Text], Field(description="a list of study file paths")] = []
     """Study files created at start (if new)."""
     max_message_bytes: _Count = Limits.max_message_bytes
-    """Larger gRPC messages are refused before parsing; every study created here carries the limit, and owners
-    refuse (reason too-large) to send a larger answer."""
+    """The largest answer (a signed envelope, sent whole or in 1 MiB pieces); every study created here carries
+    the limit, owners refuse (reason too-large) to send a larger answer, and the miner refuses one."""
+    max_grpc_message_bytes: Annotated[int, Field(ge=MIN_GRPC_MESSAGE_BYTES)] = Limits.max_grpc_message_bytes
+    """The largest single gRPC message, refused by gRPC before parsing: a study's evaluation table, an answer
+    of at most 1 MiB sent whole. Larger answers travel in pieces and are bounded by `max_message_bytes` instead."""
+    stream_idle_seconds: _Count = int(Limits.stream_idle_seconds)
+    """An answer sent in pieces is cut off (DEADLINE_EXCEEDED) when no piece arrives for this long, or when
+    the whole takes longer than this plus one second per 64 KiB declared."""
     max_nodes: _Count = Limits.max_nodes
     """Nodes per released model, summed over its trees."""
     timestamp_window_seconds: _Count = int(Limits.timestamp_window_seconds)
@@ -123,7 +140,10 @@ class MinerConfig:
             roster=base / miner.roster,
             tls=None if file.tls is None else file.tls.files(base),
             studies=tuple(base / s for s in miner.studies),
-            limits=Limits(miner.max_message_bytes, miner.max_nodes, float(miner.timestamp_window_seconds)),
+            limits=Limits(max_message_bytes=miner.max_message_bytes, max_nodes=miner.max_nodes,
+                          timestamp_window_seconds=float(miner.timestamp_window_seconds),
+                          max_grpc_message_bytes=miner.max_grpc_message_bytes,
+                          stream_idle_seconds=float(miner.stream_idle_seconds)),
             workers=miner.workers,
             max_calls=miner.max_calls,
             mining_timeout_seconds=float(miner.mining_timeout_seconds),

@@ -9,7 +9,8 @@ bound, the address it listens on with that port, its pid and the configured ``li
 `read_ready` reads it.
 
 The server is gRPC's asyncio server, on an event loop in its own thread: the waiting RPCs
-(`MinerService.Poll`, `MinerService.WatchStudy`) are coroutines, so a waiting site costs no
+(`MinerService.Poll`, `MinerService.WatchStudy`) and the reassembly of an answer sent in pieces
+(`MinerService.SubmitChunks`) are coroutines, so a waiting site or a slow sender costs no
 thread, and every other RPC runs, as written, on a pool of ``workers`` threads.
 """
 
@@ -116,9 +117,8 @@ def read_ready(state_dir: Path) -> dict[str, Any] | None:
 
 
 def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
-    size = config.limits.max_message_bytes
     return [
-        ("grpc.max_receive_message_length", size),
+        ("grpc.max_receive_message_length", config.limits.max_grpc_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.so_reuseport", 0),
     ]
@@ -145,11 +145,11 @@ def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
 
 def _add_service(service: MinerService, server: grpc.aio.Server) -> None:
     """Register the Miner methods as the generated `add_MinerServicer_to_server` does, with request
-    deserializers that never raise: bytes that do not parse reach the handler as `UndecodableRequest` and
+    deserializers that never raise (for ``SubmitChunks``, a client stream, per piece): bytes that do not parse reach the handler as `UndecodableRequest` and
     are answered INVALID_ARGUMENT, where gRPC would log a traceback and answer INTERNAL."""
     methods = fpb.DESCRIPTOR.services_by_name["Miner"]
     handlers = {
-        m.name: grpc.unary_unary_rpc_method_handler(
+        m.name: (grpc.stream_unary_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler)(
             getattr(service, m.name),
             request_deserializer=tolerant_deserializer(getattr(fpb, m.input_type.name)),
             response_serializer=getattr(fpb, m.output_type.name).SerializeToString,

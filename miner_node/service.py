@@ -5,15 +5,17 @@ message says what to do): the TLS identity is the signer's roster entry (same na
 certificate provisioned for it); the signature verifies over the exact payload bytes (before the
 payload is parsed); the signer is not revoked; an identical envelope already stored gets its
 original ack back, whatever the study's state is by now (safe retries, even after a crash lost
-the first ack); the study exists, is open and invites the signer; the schema fingerprint is the
-study's; the message is fresh (a valid timestamp inside the window) and its nonce
-16 bytes and unseen; the owner has not submitted a different model; the model is within the size
+the first ack); the study exists, is open and invites the signer; the envelope is within the
+study's ``max_message_bytes`` (RESOURCE_EXHAUSTED, with both sizes); the schema fingerprint is the
+study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
 (`common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
 to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
-server keeps serving. Request bytes that do not parse are answered INVALID_ARGUMENT
+server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
+(`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
+exactly the path above. Request bytes that do not parse are answered INVALID_ARGUMENT
 (`tolerant_deserializer`), and status messages, which quote request fields, are clipped to
 `MAX_DETAILS_BYTES` so that gRPC delivers them.
 """
@@ -27,13 +29,14 @@ import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from common.data.regression import RegressionSchema
 from common.data.schema import SchemaError
+from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, ChunkError, Reassembly, too_large_message
 from common.federation.freshness import sent_at, staleness
 from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
@@ -151,6 +154,21 @@ def _remaining(context: grpc.ServicerContext) -> float | None:
     """Seconds left before the caller's deadline, None without one."""
     remaining = context.time_remaining()
     return None if remaining is None or remaining > 1e6 else max(remaining, 0.0)
+
+
+async def _next_chunk(pieces: AsyncIterator[Any], index: int, timeout: float, what: str) -> fpb.EnvelopeChunk | None:
+    """The next piece of a `MinerService.SubmitChunks` stream, None at its end; DEADLINE_EXCEEDED after
+    ``timeout`` seconds (the stream is cut off), INVALID_ARGUMENT for bytes that are no `EnvelopeChunk`."""
+    try:
+        chunk = await asyncio.wait_for(pieces.__anext__(), max(timeout, 0.0))
+    except StopAsyncIteration:
+        return None
+    except asyncio.TimeoutError:
+        raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"the stream stalled waiting for {what}; cut off, nothing stored") from None
+    if isinstance(chunk, UndecodableRequest):
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"piece {index} is not a valid {chunk.message_type}: {chunk.error}")
+    return chunk
 
 
 def _handler(method: Callable[..., T]) -> Callable[..., T]:
@@ -346,7 +364,71 @@ class MinerService(fgrpc.MinerServicer):
     # ------------------------------------------------------------------ RPCs
     @_handler
     def Submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
-        event: dict[str, Any] = {"peer": peer_identity(context), "signer_key": request.signer_key_id[:16]}
+        return self._submit_logged(request, context, {"peer": peer_identity(context)})
+
+    @_async_handler
+    async def SubmitChunks(self, request_iterator: AsyncIterator[Any], context: Any) -> fpb.SubmitAck:
+        """`Submit` for an envelope sent in pieces (`common.federation.chunks`): put back together within
+        the study's size limit and a deadline, then checked, stored and acknowledged by the same code as `Submit`.
+
+        Reassembly is a coroutine (a slow sender holds no worker thread); the checks run on a worker.
+        """
+        event: dict[str, Any] = {"peer": peer_identity(context), "rpc": "SubmitChunks"}
+        try:
+            data = await self._receive_chunks(request_iterator, context, event)
+            try:
+                envelope = fpb.SignedEnvelope.FromString(data)
+            except (DecodeError, RecursionError):
+                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"the {len(data)} bytes received are not a SignedEnvelope") from None
+        except Rejection as rej:
+            await self._offload(self._log_rejection, event, rej)
+            raise
+        return await self._offload(self._submit_logged, envelope, context, event)
+
+    async def _receive_chunks(self, chunks: AsyncIterator[Any], context: Any, event: dict[str, Any]) -> bytearray:
+        """The envelope's bytes from its pieces; `Rejection` for a caller that is no owner, a study that does not
+        exist, a stream `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), or one that stalls."""
+        caller = await self._offload(self._caller, context)
+        if caller.party is not None and caller.party.role != "owner":
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{caller.party.name!r} has the role {caller.party.role}; only owners submit")
+        loop = asyncio.get_running_loop()
+        idle = self.limits.stream_idle_seconds
+        pieces = chunks.__aiter__()
+        first = await _next_chunk(pieces, 0, idle, "the first piece")
+        if first is None:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the stream ended before its first piece; nothing stored")
+        event["study"] = first.study_id
+        limit = await self._offload(self._stream_limit, first.study_id)
+        try:
+            whole = Reassembly(first, limit)
+            budget = idle + whole.total / STREAM_MIN_BYTES_PER_SECOND
+            deadline = loop.time() + budget
+            while True:
+                chunk = await _next_chunk(pieces, whole.pieces, min(idle, deadline - loop.time()),
+                                          f"piece {whole.pieces} ({whole.received} of {whole.total} bytes in; the miner "
+                                          f"waits {idle:g} s for a piece and {budget:.0f} s for the whole)")
+                if chunk is None:
+                    return whole.finish()
+                whole.add(chunk)
+        except ChunkError as exc:
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED if exc.too_large else grpc.StatusCode.INVALID_ARGUMENT
+            raise Rejection(code, f"{exc}; nothing stored") from None
+
+    def _stream_limit(self, study_id: str) -> int:
+        """The size limit of the study a stream's first piece names; NOT_FOUND when there is none."""
+        row = self.store.study(study_id)
+        if row is None:
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
+        return self._study_limit(fpb.StudySpec.FromString(row.spec))
+
+    def _study_limit(self, spec: fpb.StudySpec) -> int:
+        """The largest answer ``spec`` takes: its ``max_message_bytes``, within this miner's own limit."""
+        return min(spec.max_message_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
+
+    def _submit_logged(self, request: fpb.SignedEnvelope, context: Any, event: dict[str, Any]) -> fpb.SubmitAck:
+        """`_submit`, logging a rejection: the one path of an envelope sent whole or in pieces."""
+        event["signer_key"] = request.signer_key_id[:16]
         try:
             return self._submit(request, context, event)
         except Rejection as rej:
@@ -372,6 +454,8 @@ class MinerService(fgrpc.MinerServicer):
         if previous is not None and previous.submission_id == submission_id:
             return self._ack(previous, duplicate=True)
         spec = self._open_study(message.study_id, signer.name)
+        if len(envelope) > (limit := self._study_limit(spec)):
+            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED, too_large_message(len(envelope), limit, message.study_id))
         if message.schema_fingerprint != spec.schema_fingerprint:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "

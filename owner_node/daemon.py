@@ -3,7 +3,8 @@
 Sites sit behind firewalls, so the owner runs no server: it polls the miner over mutual TLS
 (`Poll` holds the call until a study is waiting), checks each announced study against the
 site's policy, and answers with exactly one signed envelope per study: a released model
-(`Submit`) or a refusal (`Refuse`). A refusal carries a reason code and its data-independent
+(`Submit`, or `SubmitChunks` in 1 MiB pieces for one over `common.federation.chunks.UNARY_MAX_BYTES`)
+or a refusal (`Refuse`). A refusal carries a reason code and its data-independent
 sentence (`common.federation.refusal`); what made the owner refuse (a bad cell, the budget spent,
 the policy's reasons in words) is logged here and never sent.
 
@@ -31,8 +32,8 @@ are refused by the miner with FAILED_PRECONDITION and settled like any final ans
 
 Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, and RESOURCE_EXHAUSTED from a miner at
 its limit of concurrent calls) are retried with exponential backoff and full jitter; any other
-status (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, RESOURCE_EXHAUSTED for a message over
-the miner's size limit, ...) gives up on the study until the next restart, keeping its outbox file,
+status (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, RESOURCE_EXHAUSTED for a message or an
+answer over the miner's or the study's size limit, ...) gives up on the study until the next restart, keeping its outbox file,
 logging the miner's message and naming it under ``gave_up`` in the status file.
 """
 
@@ -53,6 +54,7 @@ from typing import Callable, Literal
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, TOO_LARGE, UNARY_MAX_BYTES, envelope_chunks
 from common.federation.dial import dial_miner
 from common.federation.freshness import SENT_AT, restamp, trailing_verdict
 from common.federation.kit import Roster
@@ -222,11 +224,12 @@ def is_final_failure(code: grpc.StatusCode | None, details: str) -> bool:
     """Whether a failed send can never succeed by sending the same bytes again (so retrying is pointless).
 
     RESOURCE_EXHAUSTED is both: gRPC answers it for a message over the receiver's size limit
-    ("Received message larger than max"), which no retry cures, and for a server at its limit of
+    ("Received message larger than max") and the miner for an answer over the study's limit
+    (`common.federation.chunks.TOO_LARGE`), which no retry cures, and for a server at its limit of
     concurrent calls, which passes. Every status outside `RETRYABLE` is final.
     """
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return "larger than max" in details
+        return "larger than max" in details or TOO_LARGE in details
     return code not in RETRYABLE
 
 
@@ -269,7 +272,6 @@ def deliver(
     if data is None:
         raise FileNotFoundError(f"no pending answer for study {study_id!r} in {outbox.pending_dir}")
     kind = envelope_kind(data)
-    call = stub.Submit if kind == "submit" else stub.Refuse
     outcome = "submitted" if kind == "submit" else "refused"
     clock = signer.clock if signer is not None else time.time
     rng = rng or random.Random()
@@ -277,9 +279,9 @@ def deliver(
     for attempt in range(backoff.attempts):
         if stop.is_set():
             break
-        envelope, digest = fpb.SignedEnvelope.FromString(data), hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(data).hexdigest()
         try:
-            ack = call(envelope, timeout=SEND_TIMEOUT_SECONDS, metadata=((SENT_AT, f"{clock():.3f}"),))
+            ack = _send(stub, kind, data, study_id, metadata=((SENT_AT, f"{clock():.3f}"),))
         except grpc.RpcError as exc:
             code, details = _status(exc)
             if stop.is_set():
@@ -322,6 +324,19 @@ def deliver(
     log.warning("study %s: %s; the answer stays in %s", study_id, why, outbox.path(study_id),
                 extra={"study": study_id, "outcome": "deferred"})
     return Outcome(study_id, "deferred", why, hashlib.sha256(data).hexdigest())
+
+
+def _send(stub: fpb_grpc.MinerStub, kind: Kind, data: bytes, study_id: str,
+          metadata: tuple[tuple[str, str], ...]) -> fpb.SubmitAck:
+    """One attempt to send the stored envelope ``data``: a refusal, or a release of at most
+    `UNARY_MAX_BYTES`, whole; a larger release in pieces (``SubmitChunks``), with a deadline that grows
+    with its size. Either way the miner takes the same bytes down the same path."""
+    if kind == "refuse":
+        return stub.Refuse(fpb.SignedEnvelope.FromString(data), timeout=SEND_TIMEOUT_SECONDS, metadata=metadata)
+    if len(data) <= UNARY_MAX_BYTES:
+        return stub.Submit(fpb.SignedEnvelope.FromString(data), timeout=SEND_TIMEOUT_SECONDS, metadata=metadata)
+    timeout = SEND_TIMEOUT_SECONDS + len(data) / STREAM_MIN_BYTES_PER_SECOND
+    return stub.SubmitChunks(envelope_chunks(data, study_id), timeout=timeout, metadata=metadata)
 
 
 def _check_roster(config: OwnerConfig, own_key_id: str) -> None:

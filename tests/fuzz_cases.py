@@ -9,6 +9,10 @@ cases). A case is a small frozen dataclass (so hypothesis prints a readable fals
   `common.federation.wire.MAX_TREES` trees, lying reports) and/or byte by byte (truncated, bit-flipped,
   arbitrary payloads), then SIGNED by a legitimate owner so it passes the signature check and
   reaches the decoder and the auditor; or an envelope edited after signing.
+* ``ChunkCase``: such a signed model sent by ``SubmitChunks`` in pieces of a few sizes, the stream
+  intact or edited (wrong digest, declared size too small, too large or far over the limit, pieces
+  repeated, swapped, skipped, empty or repeating the header, the last piece dropped, another study
+  named, no piece at all).
 * ``CallCase``: every other RPC (Poll, CreateStudy, GetStudy, ListStudies, GetResults, Health)
   with hostile fields, from the admin's or an owner's identity; ``RawCase``: arbitrary request
   bytes for any RPC.
@@ -39,6 +43,7 @@ import numpy as np
 from google.protobuf import json_format
 from hypothesis import strategies as st
 
+from common.federation.chunks import envelope_chunks
 from common.federation.model_io import read_model
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
@@ -567,6 +572,50 @@ class RefuseCase:
     rpc = "Refuse"
 
 
+CHUNK_EDITS = ("none", "none", "digest", "declare-less", "declare-more", "declare-huge", "drop-last", "repeat", "swap",
+               "skip", "empty", "header-again", "other-study", "nothing")
+
+
+@dataclass(frozen=True)
+class ChunkCase:
+    """The envelope of ``submit`` sent by ``SubmitChunks`` in pieces of ``size`` bytes, the stream edited by ``edit``."""
+
+    submit: SubmitCase
+    size: int = 4096
+    edit: str = "none"  # one of CHUNK_EDITS
+
+    rpc = "SubmitChunks"
+
+    def pieces(self, data: bytes, study_id: str) -> list[fpb.EnvelopeChunk]:
+        """The stream: the envelope's pieces, edited."""
+        pieces = list(envelope_chunks(data, study_id, self.size)) if data else []
+        if not pieces or self.edit == "nothing":
+            return []
+        first, last = pieces[0], pieces[-1]
+        if self.edit == "digest":
+            first.sha256 = bytes(b ^ 1 for b in first.sha256)
+        elif self.edit in ("declare-less", "declare-more", "declare-huge"):
+            first.total_bytes = {"declare-less": first.total_bytes - 1, "declare-more": first.total_bytes + 1,
+                                 "declare-huge": 2**64 - 1}[self.edit]
+        elif self.edit == "drop-last":
+            pieces.pop()
+        elif self.edit == "repeat":
+            pieces.insert(1, first)
+        elif self.edit == "swap" and len(pieces) > 1:
+            pieces[-2], pieces[-1] = last, pieces[-2]
+        elif self.edit == "swap":  # one piece: it comes as the second
+            first.index = 1
+        elif self.edit == "skip":
+            last.index += 1
+        elif self.edit == "empty":
+            pieces.append(fpb.EnvelopeChunk(index=len(pieces)))
+        elif self.edit == "header-again":
+            last.study_id = "again"
+        elif self.edit == "other-study":
+            first.study_id = "missing"
+        return pieces
+
+
 @dataclass(frozen=True)
 class CallCase:
     """Any other RPC with a hostile request from ``caller``."""
@@ -606,7 +655,7 @@ class FileCase:
     document: Any = None  # arbitrary JSON instead of a model
 
 
-RPCS = ("Submit", "Refuse", "Poll", "CreateStudy", "GetStudy", "ListStudies", "GetResults", "Health")
+RPCS = ("Submit", "SubmitChunks", "Refuse", "Poll", "CreateStudy", "GetStudy", "ListStudies", "GetResults", "Health")
 
 # ---------------------------------------------------------------- strategies
 
@@ -716,6 +765,11 @@ def submit_cases(big: bool = False) -> st.SearchStrategy[SubmitCase]:
     )
 
 
+def chunk_cases() -> st.SearchStrategy[ChunkCase]:
+    """Signed hostile models sent in pieces, the stream intact or edited."""
+    return st.builds(ChunkCase, submit_cases(), st.sampled_from([97, 4096, 1 << 20]), st.sampled_from(CHUNK_EDITS))
+
+
 def refuse_cases() -> st.SearchStrategy[RefuseCase]:
     return st.builds(
         RefuseCase,
@@ -783,8 +837,10 @@ def raw_cases() -> st.SearchStrategy[RawCase]:
 
 
 def miner_cases(big: bool = False) -> st.SearchStrategy:
-    """The mix sent to a running miner: mostly signed hostile models, then refusals, other RPCs, raw bytes."""
-    return st.one_of(submit_cases(big), submit_cases(big), submit_cases(big), refuse_cases(), call_cases(), raw_cases())
+    """The mix sent to a running miner: mostly signed hostile models (whole or in pieces), then refusals, other RPCs,
+    raw bytes."""
+    return st.one_of(submit_cases(big), submit_cases(big), submit_cases(big), chunk_cases(), refuse_cases(), call_cases(),
+                     raw_cases())
 
 
 def local_cases() -> st.SearchStrategy[LocalCase]:
@@ -1064,6 +1120,13 @@ class MinerTarget:
         request = envelope if case.envelope is None else case.envelope.apply(envelope)
         return request, message
 
+    def _chunk_request(self, case: ChunkCase) -> tuple[tuple[bytes, list[fpb.EnvelopeChunk]], fpb.ModelMessage | None]:
+        """The envelope's bytes and the stream of pieces that carries them."""
+        request, message = self._submit_request(case.submit)
+        data = request if isinstance(request, bytes) else request.SerializeToString()
+        study = self.current[case.submit.kind].study_id if case.submit.study is None else case.submit.study
+        return (data, case.pieces(data, study)), message
+
     def _refuse_request(self, case: RefuseCase) -> Any:
         study = self.current["refuse"].study_id if case.study is None else case.study
         refusal = fpb.OwnerRefusal(study_id=study, owner_id=case.signer if case.owner_field is None else case.owner_field,
@@ -1097,6 +1160,8 @@ class MinerTarget:
         message = None
         if isinstance(case, SubmitCase):
             request, message = self._submit_request(case)
+        elif isinstance(case, ChunkCase):
+            request, message = self._chunk_request(case)
         elif isinstance(case, RefuseCase):
             request = self._refuse_request(case)
         elif isinstance(case, CallCase):
@@ -1107,10 +1172,9 @@ class MinerTarget:
         started = time.monotonic()
         try:
             if isinstance(request, bytes):
-                reply_type = getattr(fpb, fpb.DESCRIPTOR.services_by_name["Miner"].methods_by_name[case.rpc].output_type.name)
-                method = self.channels[case.caller].unary_unary(f"/modelshare.v1.Miner/{case.rpc}",
-                                                                response_deserializer=reply_type.FromString)
-                reply = method(request, timeout=timeout)
+                reply = self._raw_call(case, request, timeout)
+            elif isinstance(case, ChunkCase):
+                reply = self.stubs[case.submit.caller].SubmitChunks(iter(request[1]), timeout=timeout)
             else:
                 reply = getattr(self.stubs[case.caller], case.rpc)(request, timeout=timeout)
             code, details = "OK", ""
@@ -1120,13 +1184,22 @@ class MinerTarget:
         after = self.rows()
         outcome = Outcome(case.rpc, code, seconds)
         outcome.failure = self._judge(case, code, details, seconds, timeout, before, after, reply, message, request)
-        if code == "OK" and isinstance(case, SubmitCase) and not reply.duplicate:
+        if code == "OK" and isinstance(case, (SubmitCase, ChunkCase)) and not reply.duplicate:
             self.accepted["submissions"] += 1
-            self._rotate(case.kind)
+            self._rotate(case.kind if isinstance(case, SubmitCase) else case.submit.kind)
         if code == "OK" and isinstance(case, RefuseCase):
             self.accepted["refusals"] += 1
             self._rotate("refuse")
         return outcome
+
+    def _raw_call(self, case: Any, request: bytes, timeout: float) -> Any:
+        """``request`` as the request bytes of ``case.rpc`` (the one piece of a client stream, for ``SubmitChunks``)."""
+        method = fpb.DESCRIPTOR.services_by_name["Miner"].methods_by_name[case.rpc]
+        path, reply_type = f"/modelshare.v1.Miner/{case.rpc}", getattr(fpb, method.output_type.name)
+        channel = self.channels[case.caller]
+        if method.client_streaming:
+            return channel.stream_unary(path, response_deserializer=reply_type.FromString)(iter([request]), timeout=timeout)
+        return channel.unary_unary(path, response_deserializer=reply_type.FromString)(request, timeout=timeout)
 
     def _judge(self, case: Any, code: str, details: str, seconds: float, timeout: float, before: Rows, after: Rows,
                reply: Any, message: fpb.ModelMessage | None, request: Any) -> str | None:
@@ -1140,7 +1213,9 @@ class MinerTarget:
             if after != before:
                 return f"{case.rpc} was rejected ({code}: {details[:200]}) but the store changed: {before} -> {after}"
             return None
-        if isinstance(case, SubmitCase):
+        if isinstance(case, (SubmitCase, ChunkCase)):
+            if isinstance(case, ChunkCase):
+                request = request[0]
             if reply.duplicate:
                 return None if after == before else f"a duplicate Submit changed the store: {before} -> {after}"
             want = dataclasses.replace(before, submissions=before.submissions + 1, nonces=before.nonces + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -343,7 +344,13 @@ def test_the_daemon_keeps_its_status_file_through_a_failure_and_a_recovery(owner
 
 # ------------------------------------------------------------------ the multi-host demo
 DEMO = DEPLOY / "multihost-demo.sh"
-DEMO_TIMEOUT = 150  # seconds for the whole script; it takes about 50 s on a 2-core machine
+DEMO_TIMEOUT = 150  # seconds for the whole script on an idle machine; it takes about 45 s on 2 idle cores
+
+
+def _slowdown() -> int:
+    """How many times longer than on an idle machine the demo may take: the 1-minute load per core,
+    rounded up, between 1 and 4 (the script's own DEMO_SLOWDOWN rule, passed to it so both agree)."""
+    return min(4, max(1, math.ceil(os.getloadavg()[0] / (os.cpu_count() or 1))))
 
 
 def test_the_demo_runs_the_parties_of_the_example_project():
@@ -376,12 +383,15 @@ def test_the_multihost_demo_completes_a_study_across_namespaces_with_a_partition
     reason = _netns_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    env = {**os.environ, "MODELSHARE": _modelshare(), "PYTHON": sys.executable, "DEMO_TIMEOUT": str(DEMO_TIMEOUT)}
+    slowdown = _slowdown()
+    timeout = DEMO_TIMEOUT * slowdown
+    env = {**os.environ, "MODELSHARE": _modelshare(), "PYTHON": sys.executable, "DEMO_TIMEOUT": str(timeout),
+           "DEMO_SLOWDOWN": str(slowdown)}
     env.pop("DEMO_WORK_DIR", None)
     started = time.monotonic()
     demo = subprocess.Popen(["bash", str(DEMO)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:  # the script's own deadline fires first; past it, SIGTERM lets its trap tear down
-        stdout, stderr = demo.communicate(timeout=DEMO_TIMEOUT + 30)
+        stdout, stderr = demo.communicate(timeout=timeout + 30)
     except subprocess.TimeoutExpired:
         demo.terminate()
         stdout, stderr = demo.communicate(timeout=60)
@@ -404,4 +414,4 @@ def test_the_multihost_demo_completes_a_study_across_namespaces_with_a_partition
     assert prefix not in subprocess.run(["ip", "netns", "list"], check=True, capture_output=True, text=True).stdout
     work = re.search(r"work directory: (\S+);", output).group(1)
     assert not Path(work).exists()
-    print(f"multi-host demo: {elapsed:.1f} s")
+    print(f"multi-host demo: {elapsed:.1f} s (step limits x{slowdown})")

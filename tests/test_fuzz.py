@@ -1,6 +1,6 @@
 """Fuzzing (short run): hostile requests to every RPC of a running miner, hostile models and model files in process.
 
-Strategies and the harness are in tests/fuzz_cases.py; bench/fuzz_soak.py runs the same mix for
+Strategies and the harness are in tests/fuzz_cases.py (signed models are sent whole and in pieces); bench/fuzz_soak.py runs the same mix for
 >= 100,000 cases. Properties: every call answers a gRPC status that is not INTERNAL, UNKNOWN or
 UNAVAILABLE, before its deadline; nothing rejected is stored; the miner keeps serving; in process,
 `check_model` raises only `Rejection`, `decode_model` only `WireError`, `read_model` only `TreeError`,
@@ -64,6 +64,13 @@ def test_signed_hostile_models_are_answered_with_a_status_and_stored_only_when_a
     check(target.run(case))
 
 
+@fuzz(40)
+@given(case=fc.chunk_cases())
+def test_signed_hostile_models_in_pieces_and_hostile_streams(target, case):
+    outcome = check(target.run(case))
+    assert outcome.code != "OK" or case.edit == "none", outcome  # an edited stream is never taken
+
+
 @fuzz(25)
 @given(case=fc.refuse_cases())
 def test_hostile_refusals(target, case):
@@ -85,12 +92,13 @@ def test_arbitrary_request_bytes_to_every_rpc(target, rpc, data, caller):
 
 
 def test_the_size_limits_answer_fast(target):
-    """10^6 nodes (a 2 MB message) is refused from the raw node count, before any decoding; >16 MiB by gRPC."""
+    """10^6 nodes (a 2 MB message) is refused from the raw node count, before any decoding; a message over
+    16 MiB by gRPC; an answer in pieces over the study's 16 MiB at its first piece."""
     cases = [
         (fc.ManyNodes(10**6), "RESOURCE_EXHAUSTED", f"this miner accepts at most {Limits.max_nodes}"),
         (fc.ManyNodes(Limits.max_nodes), "RESOURCE_EXHAUSTED", f"this miner accepts at most {Limits.max_nodes}"),
         (fc.TreesEdit("replicate", MAX_TREES + 1), "RESOURCE_EXHAUSTED", f"this miner accepts at most {MAX_TREES}"),
-        (fc.Oversized("nonce", Limits.max_message_bytes + 1), "RESOURCE_EXHAUSTED", "larger than max"),
+        (fc.Oversized("nonce", Limits.max_grpc_message_bytes + 1), "RESOURCE_EXHAUSTED", "larger than max"),
     ]
     for edit, code, phrase in cases:
         before = target.rows()
@@ -101,6 +109,8 @@ def test_the_size_limits_answer_fast(target):
         assert time.monotonic() - started < 5.0, edit
         assert info.value.code().name == code and phrase in info.value.details(), (edit, info.value.details())
         assert target.rows() == before
+    outcome = check(target.run(fc.ChunkCase(fc.SubmitCase("car-hm"), edit="declare-huge")))
+    assert outcome.code == "RESOURCE_EXHAUSTED" and outcome.seconds < 5.0
     # as many trees as the wire allows reach the auditor, whose report check refuses them
     outcome = check(target.run(fc.SubmitCase("car-dps", (fc.TreesEdit("replicate", MAX_TREES),))))
     assert outcome.code == "INVALID_ARGUMENT"

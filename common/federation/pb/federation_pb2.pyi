@@ -343,6 +343,20 @@ class WatchStudyRequest(_message.Message):
     wait_seconds: int
     def __init__(self, study_id: _Optional[str] = ..., seen_state: _Optional[str] = ..., seen_answers: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
+class EnvelopeChunk(_message.Message):
+    __slots__ = ("index", "data", "total_bytes", "sha256", "study_id")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    STUDY_ID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    data: bytes
+    total_bytes: int
+    sha256: bytes
+    study_id: str
+    def __init__(self, index: _Optional[int] = ..., data: _Optional[bytes] = ..., total_bytes: _Optional[int] = ..., sha256: _Optional[bytes] = ..., study_id: _Optional[str] = ...) -> None: ...
+
 class HealthRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -45,6 +45,11 @@ class MinerStub:
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
                 _registered_method=True)
+        self.SubmitChunks = channel.stream_unary(
+                '/modelshare.v1.Miner/SubmitChunks',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
+                _registered_method=True)
         self.Refuse = channel.unary_unary(
                 '/modelshare.v1.Miner/Refuse',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
@@ -100,6 +105,13 @@ class MinerServicer:
 
     def Submit(self, request, context):
         """owner: payload is a ModelMessage
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitChunks(self, request_iterator, context):
+        """owner: a large Submit envelope, in pieces
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +184,11 @@ def add_MinerServicer_to_server(servicer, server):
             'Submit': grpc.unary_unary_rpc_method_handler(
                     servicer.Submit,
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.SerializeToString,
+            ),
+            'SubmitChunks': grpc.stream_unary_rpc_method_handler(
+                    servicer.SubmitChunks,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.SerializeToString,
             ),
             'Refuse': grpc.unary_unary_rpc_method_handler(
@@ -269,6 +286,33 @@ class Miner:
             target,
             '/modelshare.v1.Miner/Submit',
             modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitChunks(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/modelshare.v1.Miner/SubmitChunks',
+            modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,139 @@
+"""Large answers in pieces: how an owner cuts a serialized SignedEnvelope into `EnvelopeChunk`s and how the
+miner puts them back together, bounded.
+
+An envelope of at most `UNARY_MAX_BYTES` travels whole in one ``Submit`` message; a larger one
+travels by the client-streaming ``SubmitChunks`` in pieces of `CHUNK_BYTES`, so no gRPC message
+comes near the miner's per-message receive limit (``[miner] max_grpc_message_bytes``) and the
+size of an answer is bounded only by the study's ``max_message_bytes``. The first piece declares
+the total size, the SHA-256 of the whole and the study it answers; `Reassembly` refuses (with
+`ChunkError`) a declared or received total over the limit, a piece out of order, missing or
+repeated, a piece that carries no data or repeats the header, more bytes than declared, a stream
+that ends early, and a digest that does not match. It never holds more than the declared total,
+which is at most the limit. Both roles use this module, so the two sides cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterator
+
+from common.federation.pb import federation_pb2 as fpb
+
+__all__ = [
+    "CHUNK_BYTES",
+    "MIN_GRPC_MESSAGE_BYTES",
+    "STREAM_MIN_BYTES_PER_SECOND",
+    "TOO_LARGE",
+    "UNARY_MAX_BYTES",
+    "ChunkError",
+    "Reassembly",
+    "envelope_chunks",
+    "too_large_message",
+]
+
+CHUNK_BYTES = 1024 * 1024
+"""Envelope bytes per piece the owner sends."""
+UNARY_MAX_BYTES = 1024 * 1024
+"""The largest serialized envelope an owner sends whole (``Submit``); larger ones go by ``SubmitChunks``."""
+MIN_GRPC_MESSAGE_BYTES = 2 * 1024 * 1024
+"""The smallest per-message receive limit a miner may configure: a whole envelope of `UNARY_MAX_BYTES`
+or a piece of `CHUNK_BYTES` with its header must fit, with room to spare."""
+STREAM_MIN_BYTES_PER_SECOND = 64 * 1024
+"""The slowest a stream of pieces may be on the whole: the miner cuts one off that takes longer than its
+``stream_idle_seconds`` plus a second per this many declared bytes, and an owner's call waits as long."""
+TOO_LARGE = "exceeds the study's size limit"
+"""The words of every miner refusal of an answer for its size; an owner treats such a refusal as final."""
+DIGEST_BYTES = 32
+
+
+class ChunkError(ValueError):
+    """A stream of pieces that cannot be an envelope; ``too_large`` when its size is the reason."""
+
+    def __init__(self, message: str, *, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
+
+
+def too_large_message(size: int, limit: int, study_id: str) -> str:
+    """The refusal of an answer of ``size`` bytes to a study whose limit is ``limit`` bytes (the sizes, in words)."""
+    return (f"the answer is {size} bytes, which {TOO_LARGE} ({limit} bytes for study {study_id!r}); "
+            "the owner must refuse (too-large) rather than send it")
+
+
+def envelope_chunks(data: bytes, study_id: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[fpb.EnvelopeChunk]:
+    """The pieces of the serialized envelope ``data`` answering ``study_id``, the first with the header."""
+    if not data:
+        raise ValueError("an empty envelope has no pieces")
+    view = memoryview(data)
+    for index, start in enumerate(range(0, len(data), chunk_bytes)):
+        chunk = fpb.EnvelopeChunk(index=index, data=bytes(view[start:start + chunk_bytes]))
+        if index == 0:
+            chunk.total_bytes = len(data)
+            chunk.sha256 = hashlib.sha256(data).digest()
+            chunk.study_id = study_id
+        yield chunk
+
+
+class Reassembly:
+    """An envelope put back together from its pieces, checked piece by piece.
+
+    Built from the first piece and the limit that applies (the first piece names its study, whose
+    limit the caller looks up); `add` each later piece; `finish` once the stream ends returns the
+    envelope's bytes.
+    """
+
+    def __init__(self, first: fpb.EnvelopeChunk, limit: int) -> None:
+        if first.index != 0:
+            raise ChunkError(f"the stream starts with piece {first.index}; the first piece is 0")
+        if first.total_bytes == 0:
+            raise ChunkError("the first piece declares no total_bytes; it must give the envelope's size")
+        if len(first.sha256) != DIGEST_BYTES:
+            raise ChunkError(f"the first piece's sha256 is {len(first.sha256)} bytes; a SHA-256 digest is {DIGEST_BYTES}")
+        if first.total_bytes > limit:
+            raise ChunkError(too_large_message(first.total_bytes, limit, first.study_id), too_large=True)
+        self.total = first.total_bytes
+        self.limit = limit
+        self.study_id = first.study_id
+        self._digest = first.sha256
+        self._hash = hashlib.sha256()
+        self._buffer = bytearray()
+        self._next = 0
+        self.add(first)
+
+    @property
+    def received(self) -> int:
+        """Envelope bytes received so far."""
+        return len(self._buffer)
+
+    @property
+    def pieces(self) -> int:
+        """Pieces received so far."""
+        return self._next
+
+    def add(self, chunk: fpb.EnvelopeChunk) -> None:
+        """Take the next piece; `ChunkError` if it is not the next, carries a header again, has no data or too much."""
+        if chunk.index != self._next:
+            what = "repeats" if chunk.index < self._next else "skips to"
+            raise ChunkError(f"piece {chunk.index} {what} the order: piece {self._next} was expected next")
+        if self._next > 0 and (chunk.total_bytes or chunk.sha256 or chunk.study_id):
+            raise ChunkError(f"piece {chunk.index} repeats the header (total_bytes, sha256, study_id); only piece 0 has it")
+        if not chunk.data:
+            raise ChunkError(f"piece {chunk.index} carries no data")
+        arrived = self.received + len(chunk.data)
+        if arrived > self.total:
+            if arrived > self.limit:
+                raise ChunkError(too_large_message(arrived, self.limit, self.study_id), too_large=True)
+            raise ChunkError(f"piece {chunk.index} brings the envelope to {arrived} bytes; "
+                             f"the first piece declared {self.total}")
+        self._buffer += chunk.data
+        self._hash.update(chunk.data)
+        self._next += 1
+
+    def finish(self) -> bytearray:
+        """The envelope's bytes once the stream has ended; `ChunkError` if it ended early or the digest differs."""
+        if self.received < self.total:
+            raise ChunkError(f"the stream ended after {self.pieces} piece(s) and {self.received} of the "
+                             f"{self.total} declared bytes")
+        if self._hash.digest() != self._digest:
+            raise ChunkError(f"the {self.total} bytes received do not have the SHA-256 the first piece declared")
+        return self._buffer
