@@ -22,7 +22,7 @@ import grpc
 from common.audit.release import audit
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_requirement
-from common.federation.wire import MAX_TREES, WireError, decode_model, disclosure_from_pb
+from common.federation.wire import MAX_TREES, OVER_MINER_LIMIT, WireError, decode_model, disclosure_from_pb
 from common.privacy.requirements import RequirementError, parse_requirement, weaker_than
 
 __all__ = ["Rejection", "check_model", "ModelVerifier"]
@@ -54,11 +54,11 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
     raw_trees = [*message.trees, *message.regression_trees]
     if len(raw_trees) > MAX_TREES:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the model has {len(raw_trees)} trees; this miner accepts at most {MAX_TREES}")
+                        f"the model has {len(raw_trees)} trees; {OVER_MINER_LIMIT} {MAX_TREES}")
     nodes = sum(len(t.nodes) for t in raw_trees)
     if nodes > max_nodes:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the model has {nodes} nodes in {len(raw_trees)} trees; this miner accepts at most {max_nodes}")
+                        f"the model has {nodes} nodes in {len(raw_trees)} trees; {OVER_MINER_LIMIT} {max_nodes}")
     try:
         model = decode_model(message, max_trees=MAX_TREES)
     except WireError as exc:

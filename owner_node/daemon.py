@@ -33,7 +33,7 @@ are refused by the miner with FAILED_PRECONDITION and settled like any final ans
 Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, and RESOURCE_EXHAUSTED from a miner at
 its limit of concurrent calls) are retried with exponential backoff and full jitter; any other
 status (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, RESOURCE_EXHAUSTED for a message or an
-answer over the miner's or the study's size limit, ...) gives up on the study until the next restart, keeping its outbox file,
+answer over the miner's or the study's size limit or a model over the miner's node or tree limit, ...) gives up on the study until the next restart, keeping its outbox file,
 logging the miner's message and naming it under ``gave_up`` in the status file.
 """
 
@@ -63,7 +63,7 @@ from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.refusal import Refusal
 from common.federation.signing import key_id, load_signing_key, sign_payload
 from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
-from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
+from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES, OVER_MINER_LIMIT
 from common.files import atomic_write, fsync_dir
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from owner_node.budget import Ledger
@@ -225,11 +225,12 @@ def is_final_failure(code: grpc.StatusCode | None, details: str) -> bool:
 
     RESOURCE_EXHAUSTED is both: gRPC answers it for a message over the receiver's size limit
     ("Received message larger than max") and the miner for an answer over the study's limit
-    (`common.federation.chunks.TOO_LARGE`), which no retry cures, and for a server at its limit of
+    (`common.federation.chunks.TOO_LARGE`) or a model over its tree or node limit
+    (`common.federation.wire.OVER_MINER_LIMIT`), which no retry cures, and for a server at its limit of
     concurrent calls, which passes. Every status outside `RETRYABLE` is final.
     """
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return "larger than max" in details or TOO_LARGE in details
+        return any(words in details for words in ("larger than max", TOO_LARGE, OVER_MINER_LIMIT))
     return code not in RETRYABLE
 
 

@@ -33,8 +33,9 @@ from common.mechanisms.release import release
 from common.trees.learners import make_learner
 from miner_node.server import start_miner
 from miner_node.store import verify_log
+from miner_node.verify import Rejection, check_model
 from modelshare.cli import main
-from owner_node.daemon import OwnerDaemon
+from owner_node.daemon import OwnerDaemon, is_final_failure
 from owner_node.status import read_status
 from tests.federation_helpers import car_tables, make_federation, signed_model, study_spec
 
@@ -295,3 +296,16 @@ def test_a_stalled_stream_is_cut_off_and_an_admin_may_not_stream(fed, car):
     assert _stored(fed, "stalled", "site-a") is None
     assert fed.stub("site-a").SubmitChunks(iter(pieces), timeout=30).submission_id == hashlib.sha256(data).hexdigest()
     assert verify_log(fed.miner.config.state_dir).ok
+
+
+@pytest.mark.parametrize("trees, max_nodes", [(65, 10**6), (2, 1)])
+def test_a_model_over_the_miners_tree_or_node_limit_is_final_at_the_owner(trees, max_nodes):
+    """The miner's RESOURCE_EXHAUSTED for too many trees or nodes cannot pass on a resend, unlike a busy server."""
+    message = fpb.ModelMessage()
+    for _ in range(trees):
+        message.trees.add().nodes.add()
+    with pytest.raises(Rejection) as info:
+        check_model(message, fpb.StudySpec(), max_nodes)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert is_final_failure(info.value.code, info.value.message)
+    assert not is_final_failure(grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")

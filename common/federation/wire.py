@@ -51,6 +51,9 @@ __all__ = [
 NONCE_BYTES = 16
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The miner's default ``max_message_bytes`` (gRPC's own default); the limit of a study that names none."""
+OVER_MINER_LIMIT = "this miner accepts at most"
+"""The words of every miner refusal of a model for its trees or nodes: a fixed limit of the miner, so the
+owner treats the refusal as final (sending the same model again cannot pass)."""
 MAX_TREES = 64
 """Most trees one ModelMessage may carry. A tree mechanism releases one; k-AnonToRdt releases Nt
 (the paper's rule of thumb is 10). The miner decodes with this limit and studies may not ask for
