@@ -76,11 +76,13 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
 class PathTable:
     """A tree's paths compiled into arrays, one row per path, ready for vectorized generation.
 
-    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j`` and
-    ``ordered_flat[j]`` the flattened (paths, categories) table listing each path's allowed
-    category indices first, so the k-th allowed category of path p is at ``p * categories + k``;
+    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j``. Paths
+    share few distinct allowed sets, so the draw tables are per set, small enough to stay in
+    cache: ``codes[j]`` lists each set's allowed category indices first, flattened, so the k-th
+    allowed category of path p is at ``offset[j][p] + k``, and ``n_allowed[j]`` counts them.
     ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
-    ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss.
+    ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss; ``constant`` holds
+    the attributes that every path draws from the same set or interval (no per-path parameters).
 
     An integer attribute (`NumericAttribute.integer`) is in ``integer``: its bounds are the least
     and greatest whole numbers of each path's interval and ``span`` counts the whole numbers, so a
@@ -90,7 +92,8 @@ class PathTable:
 
     schema: Schema
     allowed: dict[int, np.ndarray]
-    ordered_flat: dict[int, np.ndarray]
+    codes: dict[int, np.ndarray]
+    offset: dict[int, np.ndarray]
     n_allowed: dict[int, np.ndarray]
     low: dict[int, np.ndarray]
     high: dict[int, np.ndarray]
@@ -98,6 +101,7 @@ class PathTable:
     class_probs: np.ndarray
     totals: np.ndarray
     integer: frozenset[int] = frozenset()
+    constant: frozenset[int] = frozenset()
 
     @classmethod
     def from_paths(cls, schema: Schema, paths: Sequence[Path]) -> "PathTable":
@@ -111,27 +115,35 @@ class PathTable:
             else:
                 low[j] = np.full(n, attr.low)
                 high[j] = np.full(n, attr.high)
-        cat_rows: dict[int, list[int]] = {j: [] for j in allowed}
-        cat_codes: dict[int, list[list[int]]] = {j: [] for j in allowed}
+        # flat Python lists, converted to arrays once per attribute
+        cat_rows: dict[int, list[int]] = {j: [] for j in allowed}  # paths that constrain j
+        in_rows: dict[int, list[int]] = {j: [] for j in allowed}  # (path, allowed code) pairs
+        in_codes: dict[int, list[int]] = {j: [] for j in allowed}
         num_rows: dict[int, list[int]] = {j: [] for j in low}
-        num_bounds: dict[int, list[tuple[float, float, bool, bool]]] = {j: [] for j in low}
+        num_bounds: dict[int, list[float]] = {j: [] for j in low}  # low, high, low_closed, high_closed
         for p, path in enumerate(paths):
             for j, c in path.constraints:
                 if isinstance(c, CategorySet):
                     cat_rows[j].append(p)
-                    cat_codes[j].append(list(c.codes))
+                    in_rows[j].extend([p] * len(c.codes))
+                    in_codes[j].extend(c.codes)
                 else:
                     num_rows[j].append(p)
-                    num_bounds[j].append((c.low, c.high, c.low_closed, c.high_closed))
+                    num_bounds[j].extend((c.low, c.high, c.low_closed, c.high_closed))
         for j, rows in cat_rows.items():
             if rows:
                 allowed[j][rows] = False
-                lengths = [len(codes) for codes in cat_codes[j]]
-                allowed[j][np.repeat(rows, lengths), np.concatenate(cat_codes[j])] = True
+                allowed[j][in_rows[j], in_codes[j]] = True
         for j, rows in num_rows.items():
             if rows:
-                low[j][rows], high[j][rows] = _drawable_bounds(np.array(num_bounds[j]), schema.attributes[j])  # type: ignore[arg-type]
-        ordered_flat = {j: np.argsort(~m, axis=1, kind="stable").astype(np.float64).ravel() for j, m in allowed.items()}
+                bounds = np.array(num_bounds[j], dtype=np.float64).reshape(-1, 4)
+                low[j][rows], high[j][rows] = _drawable_bounds(bounds, schema.attributes[j])  # type: ignore[arg-type]
+        codes: dict[int, np.ndarray] = {}
+        offset: dict[int, np.ndarray] = {}
+        for j, mask in allowed.items():
+            sets, set_of = _distinct_rows(mask)
+            codes[j] = np.argsort(~sets, axis=1, kind="stable").astype(np.float64).ravel()
+            offset[j] = (set_of * mask.shape[1]).astype(np.int32)
         n_allowed = {j: m.sum(axis=1).astype(np.float64) for j, m in allowed.items()}
         span = {j: high[j] - low[j] for j in low}
         integer = frozenset(j for j in low if getattr(schema.attributes[j], "integer", False))
@@ -141,12 +153,26 @@ class PathTable:
             low[j] = np.where(holds, whole_low, low[j])
             high[j] = np.where(holds, whole_high, high[j])
             span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
-        return cls(schema, allowed, ordered_flat, n_allowed, low, high, span, _class_probs(schema, paths),
-                   np.array([p.total for p in paths]), integer)
+        constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
+            j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
+        return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, paths),
+                   np.array([p.total for p in paths]), integer, constant)
 
     @property
     def n_paths(self) -> int:
         return int(self.totals.shape[0])
+
+
+def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a boolean matrix and each row's index among them.
+
+    Rows are packed to bytes and compared as one opaque value each, far faster than
+    `np.unique` with ``axis=0`` on a matrix of thousands of paths.
+    """
+    packed = np.ascontiguousarray(np.packbits(mask, axis=1))
+    keys = packed.view(f"V{packed.shape[1]}").ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return mask[first], inverse.reshape(-1)
 
 
 def _drawable_bounds(intervals: np.ndarray, attr: NumericAttribute) -> tuple[np.ndarray, np.ndarray]:
@@ -298,6 +324,26 @@ def pgen_chunks(
             break
 
 
+class _RowPaths:
+    """Which path each row of a block of rows comes from, and per-path parameters spread over those rows.
+
+    Unshuffled rows come in runs, one per path (``runs``: path ids and run lengths), so a per-path
+    array is spread with `np.repeat`, a sequential fill; shuffled rows carry one path id each
+    (``pid``) and are gathered with `np.take`. Both read only small per-path tables.
+    """
+
+    def __init__(self, pid: np.ndarray | None = None, runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        self.pid = pid
+        self.runs = runs
+
+    def spread(self, per_path: np.ndarray) -> np.ndarray:
+        """``per_path`` (one value per path) as one value per row of the block."""
+        if self.runs is not None:
+            ids, lengths = self.runs
+            return np.repeat(per_path[ids], lengths)
+        return np.take(per_path, self.pid, mode="clip")  # type: ignore[arg-type]
+
+
 def _generate(
     table: PathTable, cells: np.ndarray, class_assignment: ClassAssignment, rng: np.random.Generator, shuffle: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -306,67 +352,85 @@ def _generate(
     Rows are i.i.d. given their path, so shuffling the (path, class) index vector before drawing
     values shuffles the table without moving the value matrix. Values are drawn in blocks of
     `BLOCK_ROWS` rows so that temporaries stay in cache, into a column-major array; attributes that
-    no path constrains skip the per-path gathers.
+    every path draws alike skip the per-path parameters.
     """
     schema = table.schema
-    c = schema.n_classes
-    if class_assignment == "exact":
-        # one int32 cell index (path * classes + class) per row, shuffled in place
-        cell = np.repeat(np.arange(table.n_paths * c, dtype=np.int32), cells)
-        if shuffle:
-            rng.shuffle(cell)
-        pid, y = np.divmod(cell, np.int32(c))
-        y = y.astype(np.int64)
+    per_path = schema.n_classes if class_assignment == "exact" else 1
+    cell_path = np.arange(cells.size, dtype=np.int32) // np.int32(per_path)
+    cell_class = np.arange(cells.size, dtype=np.int64) % per_path
+    pid: np.ndarray | None = None
+    if shuffle:
+        cell = np.repeat(np.arange(cells.size, dtype=np.int32), cells)
+        rng.shuffle(cell)
+        pid = np.take(cell_path, cell)
+        y = np.take(cell_class, cell)
     else:
-        pid = np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
-        if shuffle:
-            rng.shuffle(pid)
+        y = np.repeat(cell_class, cells)
+    if class_assignment == "sample":
+        row_pid = pid if pid is not None else np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
         cum = np.cumsum(table.class_probs, axis=1)
-        y = (rng.random(pid.size)[:, None] >= cum[pid, :-1]).sum(axis=1).astype(np.int64)
-    n = pid.size
+        y = (rng.random(row_pid.size)[:, None] >= cum[row_pid, :-1]).sum(axis=1).astype(np.int64)
+    n = y.size
+    path_ends = np.cumsum(cells.reshape(table.n_paths, per_path).sum(axis=1))
     X = np.empty((n, schema.n_attributes), order="F")
     u = np.empty(min(n, BLOCK_ROWS))
     for start in range(0, n, BLOCK_ROWS):
         stop = min(start + BLOCK_ROWS, n)
-        block_pid, block_u = pid[start:stop], u[: stop - start]
+        rows = _RowPaths(pid=pid[start:stop]) if pid is not None else _RowPaths(runs=_runs(path_ends, start, stop))
+        block_u = u[: stop - start]
         for j in range(schema.n_attributes):
             rng.random(out=block_u)
             column = X[start:stop, j]
             if j in table.allowed:
-                _categorical_column(table, j, block_pid, block_u, column)
+                _categorical_column(table, j, rows, block_u, column)
             else:
-                _numeric_column(table, j, block_pid, block_u, column)
+                _numeric_column(table, j, rows, block_u, column)
     return X, y
 
 
-def _categorical_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Path ids and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
+    first = int(np.searchsorted(path_ends, start, side="right"))
+    last = int(np.searchsorted(path_ends, stop, side="left"))
+    ends = np.minimum(path_ends[first: last + 1], stop)
+    return np.arange(first, last + 1), np.diff(ends, prepend=start)
+
+
+def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
     """Uniform category index among each row's allowed set, written into ``out``."""
-    size = table.allowed[j].shape[1]
-    if table.n_allowed[j].min(initial=size) == size:  # no path constrains this attribute
-        u *= size
+    if j in table.constant:  # every path allows every category
+        u *= table.allowed[j].shape[1]
         np.floor(u, out=out)
         return
-    u *= np.take(table.n_allowed[j], pid, mode="clip")
+    u *= rows.spread(table.n_allowed[j])
     k = u.astype(np.int32)
-    k += pid * np.int32(size)
-    np.take(table.ordered_flat[j], k, out=out, mode="clip")
+    k += rows.spread(table.offset[j])
+    np.take(table.codes[j], k, out=out, mode="clip")
 
 
-def _numeric_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
-    """Uniform value on each row's drawable interval (a uniform whole number for an integer attribute) into ``out``."""
+def _numeric_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
+    """Uniform value on each row's drawable interval (a uniform whole number for an integer attribute) into ``out``.
+
+    An integer draw ``low + floor(u * span)`` needs no clamp: for u < 1 and a whole ``span`` below
+    2**53, the rounded product stays below ``span``, so the draw is at most ``high``. A real draw
+    ``low + u * span`` can round past ``high`` and is clamped.
+    """
     low, high, span = table.low[j], table.high[j], table.span[j]
-    if np.all(low == low[0]) and np.all(high == high[0]):  # the same interval on every path
+    integer = j in table.integer
+    if j in table.constant:  # the same interval on every path
         np.multiply(u, span[0], out=out)
-        if j in table.integer:
+        if integer:
             np.floor(out, out=out)
         out += low[0]
-        np.minimum(out, high[0], out=out)
+        if not integer:
+            np.minimum(out, high[0], out=out)
         return
-    np.multiply(u, np.take(span, pid, mode="clip"), out=out)
-    if j in table.integer:
+    np.multiply(u, rows.spread(span), out=out)
+    if integer:
         np.floor(out, out=out)
-    out += np.take(low, pid, mode="clip")
-    np.minimum(out, np.take(high, pid, mode="clip"), out=out)
+    out += rows.spread(low)
+    if not integer:
+        np.minimum(out, rows.spread(high), out=out)
 
 
 def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray:
