@@ -37,7 +37,7 @@ import numpy as np
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.regression import RegressionForest, RegressionTree
-from common.trees.tree import CategorySet, Interval, Path, Tree
+from common.trees.tree import Interval, Node, Tree
 
 __all__ = ["PathTable", "allocate_rows", "ensemble_rows", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
            "pgen_regression", "pgen_regression_tree"]
@@ -104,40 +104,10 @@ class PathTable:
     constant: frozenset[int] = frozenset()
 
     @classmethod
-    def from_paths(cls, schema: Schema, paths: Sequence[Path]) -> "PathTable":
-        n = len(paths)
-        allowed: dict[int, np.ndarray] = {}
-        low: dict[int, np.ndarray] = {}
-        high: dict[int, np.ndarray] = {}
-        for j, attr in enumerate(schema.attributes):
-            if isinstance(attr, CategoricalAttribute):
-                allowed[j] = np.ones((n, attr.size), dtype=bool)
-            else:
-                low[j] = np.full(n, attr.low)
-                high[j] = np.full(n, attr.high)
-        # flat Python lists, converted to arrays once per attribute
-        cat_rows: dict[int, list[int]] = {j: [] for j in allowed}  # paths that constrain j
-        in_rows: dict[int, list[int]] = {j: [] for j in allowed}  # (path, allowed code) pairs
-        in_codes: dict[int, list[int]] = {j: [] for j in allowed}
-        num_rows: dict[int, list[int]] = {j: [] for j in low}
-        num_bounds: dict[int, list[float]] = {j: [] for j in low}  # low, high, low_closed, high_closed
-        for p, path in enumerate(paths):
-            for j, c in path.constraints:
-                if isinstance(c, CategorySet):
-                    cat_rows[j].append(p)
-                    in_rows[j].extend([p] * len(c.codes))
-                    in_codes[j].extend(c.codes)
-                else:
-                    num_rows[j].append(p)
-                    num_bounds[j].extend((c.low, c.high, c.low_closed, c.high_closed))
-        for j, rows in cat_rows.items():
-            if rows:
-                allowed[j][rows] = False
-                allowed[j][in_rows[j], in_codes[j]] = True
-        for j, rows in num_rows.items():
-            if rows:
-                bounds = np.array(num_bounds[j], dtype=np.float64).reshape(-1, 4)
-                low[j][rows], high[j][rows] = _drawable_bounds(bounds, schema.attributes[j])  # type: ignore[arg-type]
+    def from_tree(cls, tree: Tree) -> "PathTable":
+        """Compile ``tree``'s root-to-leaf paths, in `Tree.paths` order, into per-path arrays."""
+        schema = tree.schema
+        leaves, low, high, allowed = _walk_paths(tree)
         codes: dict[int, np.ndarray] = {}
         offset: dict[int, np.ndarray] = {}
         for j, mask in allowed.items():
@@ -155,8 +125,8 @@ class PathTable:
             span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
         constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
             j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
-        return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, paths),
-                   np.array([p.total for p in paths]), integer, constant)
+        return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, leaves),
+                   np.array([leaf.total for leaf in leaves]), integer, constant)
 
     @property
     def n_paths(self) -> int:
@@ -175,35 +145,95 @@ def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mask[first], inverse.reshape(-1)
 
 
-def _drawable_bounds(intervals: np.ndarray, attr: NumericAttribute) -> tuple[np.ndarray, np.ndarray]:
-    """Closed bounds whose every float satisfies each interval clipped to the schema range.
+def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Each path's leaf, drawable numeric bounds and allowed categories, in one walk over the tree's edges.
 
-    ``intervals`` has one row ``(low, high, low_closed, high_closed)`` per interval. An open end
-    strictly inside the range moves one float inward; an end outside the range becomes the range's
-    closed end. An interval left with no drawable value is a malformed path (ValueError).
+    Returns the leaves in `Tree.paths` order (depth first, edges in order), ``low[j]``/``high[j]``
+    per numeric attribute and ``allowed[j]`` (paths, categories) per categorical one. A path's
+    bounds are the tightest of its edges' drawable bounds (`_edge_bounds`): the floats that
+    satisfy every interval on the path, which are exactly the floats that satisfy their
+    intersection, so the result is the intersection's drawable bounds without building interval
+    objects per edge. Category sets are intersected as bit masks. A numeric attribute that a path
+    leaves no drawable value is a malformed path (ValueError naming its interval).
     """
-    lo, hi = intervals[:, 0], intervals[:, 1]
-    lo_closed, hi_closed = intervals[:, 2].astype(bool), intervals[:, 3].astype(bool)
-    low = np.where(lo < attr.low, attr.low, np.where(lo_closed, lo, np.nextafter(lo, np.inf)))
-    high = np.where(hi > attr.high, attr.high, np.where(hi_closed, hi, np.nextafter(hi, -np.inf)))
-    low, high = np.maximum(low, attr.low), np.minimum(high, attr.high)
-    empty = np.flatnonzero(low > high)
-    if empty.size:
-        bad = Interval(*intervals[empty[0], :2], *intervals[empty[0], 2:].astype(bool))
-        raise ValueError(f"path interval {bad.describe(attr)} holds no drawable value in [{attr.low:g}, {attr.high:g}]")
-    return low, high
+    schema = tree.schema
+    numeric = [j for j, attr in enumerate(schema.attributes) if not isinstance(attr, CategoricalAttribute)]
+    categorical = [j for j, attr in enumerate(schema.attributes) if isinstance(attr, CategoricalAttribute)]
+    slot = {j: k for k, j in enumerate(numeric)} | {j: k for k, j in enumerate(categorical)}
+    bounds_of_root: list[float] = []
+    for j in numeric:
+        bounds_of_root += [schema.attributes[j].low, schema.attributes[j].high]  # type: ignore[union-attr]
+    masks_of_root = [(1 << schema.attributes[j].size) - 1 for j in categorical]  # type: ignore[union-attr]
+    leaves: list[Node] = []
+    leaf_bounds: list[list[float]] = []
+    leaf_masks: list[list[int]] = []
+    stack: list[tuple[int, list[float], list[int]]] = [(0, bounds_of_root, masks_of_root)]
+    while stack:
+        i, bounds, masks = stack.pop()
+        node = tree.nodes[i]
+        if not node.edges:
+            leaves.append(node)
+            leaf_bounds.append(bounds)
+            leaf_masks.append(masks)
+            continue
+        k = slot[node.attribute]  # type: ignore[index]
+        attr = schema.attributes[node.attribute]  # type: ignore[index]
+        for e in reversed(node.edges):
+            if isinstance(attr, CategoricalAttribute):
+                child_masks = masks.copy()
+                child_masks[k] &= sum(1 << int(c) for c in e.constraint.codes)  # type: ignore[union-attr]
+                stack.append((e.child, bounds, child_masks))
+            else:
+                edge_low, edge_high = _edge_bounds(e.constraint, attr)  # type: ignore[arg-type]
+                child_bounds = bounds.copy()
+                child_bounds[2 * k] = max(bounds[2 * k], edge_low)
+                child_bounds[2 * k + 1] = min(bounds[2 * k + 1], edge_high)
+                stack.append((e.child, child_bounds, masks))
+    n = len(leaves)
+    table = np.array(leaf_bounds, dtype=np.float64).reshape(n, 2 * len(numeric))
+    low = {j: table[:, 2 * k].copy() for k, j in enumerate(numeric)}
+    high = {j: table[:, 2 * k + 1].copy() for k, j in enumerate(numeric)}
+    for j in numeric:
+        empty = np.flatnonzero(low[j] > high[j])
+        if empty.size:
+            raise _undrawable(tree, int(empty[0]), j)
+    allowed = {}
+    for k, j in enumerate(categorical):
+        size = schema.attributes[j].size  # type: ignore[union-attr]
+        width = (size + 7) // 8
+        packed = np.frombuffer(b"".join(m[k].to_bytes(width, "little") for m in leaf_masks), dtype=np.uint8)
+        allowed[j] = np.unpackbits(packed.reshape(n, width), axis=1, count=size, bitorder="little").astype(bool)
+    return leaves, low, high, allowed
 
 
-def _class_probs(schema: Schema, paths: Sequence[Path]) -> np.ndarray:
-    """Per-path class distribution from counts, or from hit/miss with the miss spread uniformly."""
+def _edge_bounds(interval: Interval, attr: NumericAttribute) -> tuple[float, float]:
+    """Closed bounds of the floats in ``attr``'s schema range that satisfy ``interval``.
+
+    An open end moves one float inward; an end outside the range becomes the range's closed end.
+    """
+    low = interval.low if interval.low_closed else math.nextafter(interval.low, math.inf)
+    high = interval.high if interval.high_closed else math.nextafter(interval.high, -math.inf)
+    return max(low, attr.low), min(high, attr.high)
+
+
+def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
+    """The error for a path whose interval on numeric attribute ``j`` holds no float of the schema range."""
+    attr = tree.schema.attributes[j]
+    interval = tree.paths()[path_index].constraint(j)
+    return ValueError(f"path interval {interval.describe(attr)} holds no drawable value "  # type: ignore[union-attr,arg-type]
+                      f"in [{attr.low:g}, {attr.high:g}]")  # type: ignore[union-attr]
+
+
+def _class_probs(schema: Schema, leaves: Sequence[Node]) -> np.ndarray:
+    """Per-path class distribution from its leaf's counts, or from hit/miss with the miss spread uniformly."""
     c = schema.n_classes
-    probs = np.zeros((len(paths), c))
-    for p, path in enumerate(paths):
-        if path.counts is not None:
-            probs[p] = path.counts
+    probs = np.zeros((len(leaves), c))
+    for p, leaf in enumerate(leaves):
+        if leaf.counts is not None:
+            probs[p] = leaf.counts
         else:
-            probs[p] = path.miss / (c - 1)
-            probs[p, path.label] = path.hit
+            probs[p] = leaf.miss / (c - 1)
+            probs[p, leaf.label] = leaf.hit
     sums = probs.sum(axis=1, keepdims=True)
     return np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
 
@@ -305,7 +335,7 @@ def pgen_chunks(
         raise ValueError(f"rows must be non-negative, got {rows}")
     if chunk_rows is not None and chunk_rows <= 0:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
-    table = PathTable.from_paths(tree.schema, tree.paths())
+    table = PathTable.from_tree(tree)
     per_path = np.rint(table.totals).astype(np.int64) if rows is None else allocate_rows(table.totals, rows)
     if class_assignment == "exact":
         cells = allocate_rows(table.class_probs, per_path).ravel()  # (path, class) row-major
@@ -327,20 +357,20 @@ def pgen_chunks(
 class _RowPaths:
     """Which path each row of a block of rows comes from, and per-path parameters spread over those rows.
 
-    Unshuffled rows come in runs, one per path (``runs``: path ids and run lengths), so a per-path
+    Unshuffled rows come in runs, one per path (``runs``: a slice of paths and their run lengths), so a per-path
     array is spread with `np.repeat`, a sequential fill; shuffled rows carry one path id each
     (``pid``) and are gathered with `np.take`. Both read only small per-path tables.
     """
 
-    def __init__(self, pid: np.ndarray | None = None, runs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(self, pid: np.ndarray | None = None, runs: tuple[slice, np.ndarray] | None = None) -> None:
         self.pid = pid
         self.runs = runs
 
     def spread(self, per_path: np.ndarray) -> np.ndarray:
         """``per_path`` (one value per path) as one value per row of the block."""
         if self.runs is not None:
-            ids, lengths = self.runs
-            return np.repeat(per_path[ids], lengths)
+            paths, lengths = self.runs
+            return np.repeat(per_path[paths], lengths)
         return np.take(per_path, self.pid, mode="clip")  # type: ignore[arg-type]
 
 
@@ -388,12 +418,12 @@ def _generate(
     return X, y
 
 
-def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Path ids and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
+def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[slice, np.ndarray]:
+    """The paths (a slice) and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
     first = int(np.searchsorted(path_ends, start, side="right"))
     last = int(np.searchsorted(path_ends, stop, side="left"))
     ends = np.minimum(path_ends[first: last + 1], stop)
-    return np.arange(first, last + 1), np.diff(ends, prepend=start)
+    return slice(first, last + 1), np.diff(ends, prepend=start)
 
 
 def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
