@@ -385,23 +385,27 @@ def _generate(
     every path draws alike skip the per-path parameters.
     """
     schema = table.schema
-    per_path = schema.n_classes if class_assignment == "exact" else 1
-    cell_path = np.arange(cells.size, dtype=np.int32) // np.int32(per_path)
-    cell_class = np.arange(cells.size, dtype=np.int64) % per_path
-    pid: np.ndarray | None = None
-    if shuffle:
-        cell = np.repeat(np.arange(cells.size, dtype=np.int32), cells)
-        rng.shuffle(cell)
-        pid = np.take(cell_path, cell)
-        y = np.take(cell_class, cell)
+    c = schema.n_classes
+    pid: np.ndarray | None = None  # one path id per row, only when rows are shuffled
+    if class_assignment == "exact":
+        if shuffle:  # one int32 cell index (path * classes + class) per row, shuffled in place
+            cell = np.repeat(np.arange(table.n_paths * c, dtype=np.int32), cells)
+            rng.shuffle(cell)
+            pid, y = np.divmod(cell, np.int32(c))
+            y = y.astype(np.int64)
+        else:
+            y = np.repeat(np.tile(np.arange(c, dtype=np.int64), table.n_paths), cells)
+        path_rows = cells.reshape(table.n_paths, c).sum(axis=1)
     else:
-        y = np.repeat(cell_class, cells)
-    if class_assignment == "sample":
-        row_pid = pid if pid is not None else np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
+        row_pid = np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
+        if shuffle:
+            rng.shuffle(row_pid)
+            pid = row_pid
         cum = np.cumsum(table.class_probs, axis=1)
         y = (rng.random(row_pid.size)[:, None] >= cum[row_pid, :-1]).sum(axis=1).astype(np.int64)
+        path_rows = cells
     n = y.size
-    path_ends = np.cumsum(cells.reshape(table.n_paths, per_path).sum(axis=1))
+    path_ends = np.cumsum(path_rows)
     X = np.empty((n, schema.n_attributes), order="F")
     u = np.empty(min(n, BLOCK_ROWS))
     for start in range(0, n, BLOCK_ROWS):
@@ -409,12 +413,13 @@ def _generate(
         rows = _RowPaths(pid=pid[start:stop]) if pid is not None else _RowPaths(runs=_runs(path_ends, start, stop))
         block_u = u[: stop - start]
         for j in range(schema.n_attributes):
-            rng.random(out=block_u)
             column = X[start:stop, j]
             if j in table.allowed:
+                rng.random(out=block_u)
                 _categorical_column(table, j, rows, block_u, column)
             else:
-                _numeric_column(table, j, rows, block_u, column)
+                rng.random(out=column)
+                _numeric_column(table, j, rows, column)
     return X, y
 
 
@@ -438,29 +443,29 @@ def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray
     np.take(table.codes[j], k, out=out, mode="clip")
 
 
-def _numeric_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
-    """Uniform value on each row's drawable interval (a uniform whole number for an integer attribute) into ``out``.
+def _numeric_column(table: PathTable, j: int, rows: _RowPaths, values: np.ndarray) -> None:
+    """Turn uniforms on [0, 1) in ``values`` into uniform values on each row's drawable interval, in place.
 
-    An integer draw ``low + floor(u * span)`` needs no clamp: for u < 1 and a whole ``span`` below
-    2**53, the rounded product stays below ``span``, so the draw is at most ``high``. A real draw
-    ``low + u * span`` can round past ``high`` and is clamped.
+    An integer attribute draws ``low + floor(u * span)``, a uniform whole number that needs no
+    clamp: for u < 1 and a whole ``span`` below 2**53 the rounded product stays below ``span``, so
+    the draw is at most ``high``. A real draw ``low + u * span`` can round past ``high`` and is
+    clamped. Transforming the uniforms where they were drawn saves a pass over a scratch array.
     """
-    low, high, span = table.low[j], table.high[j], table.span[j]
     integer = j in table.integer
     if j in table.constant:  # the same interval on every path
-        np.multiply(u, span[0], out=out)
+        values *= table.span[j][0]
         if integer:
-            np.floor(out, out=out)
-        out += low[0]
+            np.floor(values, out=values)
+        values += table.low[j][0]
         if not integer:
-            np.minimum(out, high[0], out=out)
+            np.minimum(values, table.high[j][0], out=values)
         return
-    np.multiply(u, rows.spread(span), out=out)
+    values *= rows.spread(table.span[j])
     if integer:
-        np.floor(out, out=out)
-    out += rows.spread(low)
+        np.floor(values, out=values)
+    values += rows.spread(table.low[j])
     if not integer:
-        np.minimum(out, rows.spread(high), out=out)
+        np.minimum(values, rows.spread(table.high[j]), out=values)
 
 
 def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray:
