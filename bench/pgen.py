@@ -3,7 +3,8 @@
 For a tree trained on each bundled table (categorical Nursery, mixed Adult), PGEN generates a
 large pseudo table; its output values per second (rows x (attributes + class)) are divided by
 the values per second of ``Generator.random`` drawing the same number of float64 values. The
-ratio is hardware-independent enough to be a target: >= 0.25. Results go to bench/RESULTS.md.
+ratio is hardware-independent enough to be a target: >= 0.5 (issue 21: PGEN keeps up with the
+writer). Results go to bench/RESULTS.md.
 
     python bench/pgen.py [--rows 2000000] [--repeats 3]
 """
@@ -11,6 +12,8 @@ ratio is hardware-independent enough to be a target: >= 0.25. Results go to benc
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import time
 
 import numpy as np
@@ -19,8 +22,8 @@ from common.data.datasets import load_dataset
 from common.trees.learners import CartTreeClassifier
 from miner_node.pgen import pgen
 
-TARGET = 0.25
-from results_file import write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
+TARGET = 0.5
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 
 def best_seconds(work, repeats: int) -> float:
@@ -51,11 +54,13 @@ def measure(dataset: str, rows: int, repeats: int) -> dict[str, float]:
     }
 
 
-def write_results(rows: int, results: dict[str, dict[str, float]]) -> None:
+def write_results(rows: int, results: dict[str, dict[str, float]], load: tuple[float, float]) -> None:
     lines = [
         "## PGEN throughput (bench/pgen.py)",
         "",
-        f"`python bench/pgen.py --rows {rows}`: PGEN output values/s over `numpy.random.Generator.random` values/s "
+        f"`python bench/pgen.py --rows {rows}` on {datetime.date.today()}, {machine()}; 1-minute load average "
+        f"{load[0]:.1f} before and {load[1]:.1f} after the run (a shared machine; PGEN and its baseline are timed in the same run). "
+        "PGEN output values/s over `numpy.random.Generator.random` values/s "
         f"for the same number of values, same run, best of repeats. Target ratio >= {TARGET}. PGEN as the miner "
         "runs it (rows grouped by path); the last column shuffles the rows too, as `modelshare pgen` does for files.",
         "",
@@ -77,11 +82,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     results = {name: measure(name, args.rows, args.repeats) for name in ("nursery", "adult")}
+    load_after = os.getloadavg()[0]
     for name, r in results.items():
         print(f"{name}: {r['paths']} paths, ratio {r['ratio']:.3f} "
               f"(PGEN {r['pgen_values_per_s']:.3g} values/s, raw {r['raw_values_per_s']:.3g} values/s)")
-    write_results(args.rows, results)
+    write_results(args.rows, results, (load_before, load_after))
     worst = min(r["ratio"] for r in results.values())
     if worst < TARGET:
         raise SystemExit(f"PGEN ratio {worst:.3f} is below the target {TARGET}")

@@ -20,7 +20,10 @@ the class follows the path's disclosed counts. Choices where the paper leaves ro
   majority with ``hit / (hit + miss)`` and the miss share spread uniformly over the other classes,
   as in the paper's experiments.
 
-Everything is vectorized over rows: the Python-level loops run over attributes and chunks only.
+Everything is vectorized over rows: the Python-level loops run over the tree's edges (once, to
+compile the paths into arrays, `PathTable`) and over attributes and blocks of rows. Rows come
+grouped by path, so each path's parameters (its interval, its category set) are spread over its
+run of rows with `np.repeat` instead of being gathered row by row; shuffled rows gather them.
 Large outputs stream in chunks of whole rows (`pgen_chunks`), optionally shuffled within a chunk.
 
 An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths (`pgen_ensemble`);
