@@ -90,7 +90,9 @@ class PathTable:
     An integer attribute (`NumericAttribute.integer`) is in ``integer``: its bounds are the least
     and greatest whole numbers of each path's interval and ``span`` counts the whole numbers, so a
     draw is a whole number. A path interval between two whole numbers (possible only with cut
-    points that are not whole) draws its lower bound, a value the path allows.
+    points that are not whole) draws its lower bound, a value the path allows. ``unclamped`` are
+    the integer attributes whose schema range lies within +-2**53, where every whole number is a
+    float and a draw needs no clamp at ``high`` (`_numeric_column`).
     """
 
     schema: Schema
@@ -104,6 +106,7 @@ class PathTable:
     class_probs: np.ndarray
     totals: np.ndarray
     integer: frozenset[int] = frozenset()
+    unclamped: frozenset[int] = frozenset()
     constant: frozenset[int] = frozenset()
 
     @classmethod
@@ -126,10 +129,12 @@ class PathTable:
             low[j] = np.where(holds, whole_low, low[j])
             high[j] = np.where(holds, whole_high, high[j])
             span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
+        unclamped = frozenset(j for j in integer if max(abs(schema.attributes[j].low),  # type: ignore[union-attr]
+                                                        abs(schema.attributes[j].high)) < 2.0**53)  # type: ignore[union-attr]
         constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
             j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
         return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, leaves),
-                   np.array([leaf.total for leaf in leaves]), integer, constant)
+                   np.array([leaf.total for leaf in leaves]), integer, unclamped, constant)
 
     @property
     def n_paths(self) -> int:
@@ -449,25 +454,26 @@ def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray
 def _numeric_column(table: PathTable, j: int, rows: _RowPaths, values: np.ndarray) -> None:
     """Turn uniforms on [0, 1) in ``values`` into uniform values on each row's drawable interval, in place.
 
-    An integer attribute draws ``low + floor(u * span)``, a uniform whole number that needs no
-    clamp: for u < 1 and a whole ``span`` below 2**53 the rounded product stays below ``span``, so
-    the draw is at most ``high``. A real draw ``low + u * span`` can round past ``high`` and is
-    clamped. Transforming the uniforms where they were drawn saves a pass over a scratch array.
+    An integer attribute draws ``low + floor(u * span)``, a uniform whole number. Within +-2**53
+    (``table.unclamped``) it needs no clamp: for u < 1 and a whole ``span`` the rounded product
+    stays below ``span``, so the draw is at most ``high``, exactly. A real draw ``low + u * span``
+    can round past ``high`` and is clamped. Transforming the uniforms where they were drawn saves
+    a pass over a scratch array.
     """
-    integer = j in table.integer
+    integer, clamp = j in table.integer, j not in table.unclamped
     if j in table.constant:  # the same interval on every path
         values *= table.span[j][0]
         if integer:
             np.floor(values, out=values)
         values += table.low[j][0]
-        if not integer:
+        if clamp:
             np.minimum(values, table.high[j][0], out=values)
         return
     values *= rows.spread(table.span[j])
     if integer:
         np.floor(values, out=values)
     values += rows.spread(table.low[j])
-    if not integer:
+    if clamp:
         np.minimum(values, rows.spread(table.high[j]), out=values)
 
 

@@ -245,3 +245,15 @@ def test_shuffled_rows_follow_the_same_law():
     assert stats.kstest(X[m, 1], stats.uniform(0.0, 3.5).cdf).pvalue > 1e-4
     assert stats.chisquare(np.bincount(X[m, 2].astype(int), minlength=21)).pvalue > 1e-4
     assert np.all(np.diff(np.flatnonzero(m)) > 0) and not np.all(np.diff(np.flatnonzero(m)) == 1)
+
+
+def test_integer_draws_stay_whole_and_in_range_beyond_exact_floats():
+    """Past 2**53 not every whole number is a float (PGEN clamps such draws at ``high``); draws stay in range."""
+    top = 2.0**60
+    schema = Schema((NumericAttribute("big", top - 2.0**12, top, integer=True),), "k", ("x", "y"))
+    X = np.array([[top - 2.0**11], [top]])
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, np.array([0, 1])).tree_
+    Xp, yp = pgen(tree, rows=20_000, rng=np.random.default_rng(0))
+    assert Xp.min() >= top - 2.0**12 and Xp.max() <= top and np.array_equal(Xp, np.floor(Xp))
+    share = allocate_rows(np.array([p.total for p in tree.paths()]), 20_000)
+    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(tree.paths(), share)})
