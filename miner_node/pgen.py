@@ -20,7 +20,10 @@ the class follows the path's disclosed counts. Choices where the paper leaves ro
   majority with ``hit / (hit + miss)`` and the miss share spread uniformly over the other classes,
   as in the paper's experiments.
 
-Everything is vectorized over rows: the Python-level loops run over attributes and chunks only.
+Everything is vectorized over rows: the Python-level loops run over the tree's edges (once, to
+compile the paths into arrays, `PathTable`) and over attributes and blocks of rows. Rows come
+grouped by path, so each path's parameters (its interval, its category set) are spread over its
+run of rows with `np.repeat` instead of being gathered row by row; shuffled rows gather them.
 Large outputs stream in chunks of whole rows (`pgen_chunks`), optionally shuffled within a chunk.
 
 An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths (`pgen_ensemble`);
@@ -37,7 +40,7 @@ import numpy as np
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.regression import RegressionForest, RegressionTree
-from common.trees.tree import CategorySet, Interval, Path, Tree
+from common.trees.tree import Interval, Node, Tree
 
 __all__ = ["PathTable", "allocate_rows", "ensemble_rows", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
            "pgen_regression", "pgen_regression_tree"]
@@ -76,21 +79,26 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
 class PathTable:
     """A tree's paths compiled into arrays, one row per path, ready for vectorized generation.
 
-    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j`` and
-    ``ordered_flat[j]`` the flattened (paths, categories) table listing each path's allowed
-    category indices first, so the k-th allowed category of path p is at ``p * categories + k``;
+    ``allowed[j]`` is a (paths, categories) boolean mask for categorical attribute ``j``. Paths
+    share few distinct allowed sets, so the draw tables are per set, small enough to stay in
+    cache: ``codes[j]`` lists each set's allowed category indices first, flattened, so the k-th
+    allowed category of path p is at ``offset[j][p] + k``, and ``n_allowed[j]`` counts them.
     ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
-    ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss.
+    ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss; ``constant`` holds
+    the attributes that every path draws from the same set or interval (no per-path parameters).
 
     An integer attribute (`NumericAttribute.integer`) is in ``integer``: its bounds are the least
     and greatest whole numbers of each path's interval and ``span`` counts the whole numbers, so a
     draw is a whole number. A path interval between two whole numbers (possible only with cut
-    points that are not whole) draws its lower bound, a value the path allows.
+    points that are not whole) draws its lower bound, a value the path allows. ``unclamped`` are
+    the integer attributes whose schema range lies within +-2**53, where every whole number is a
+    float and a draw needs no clamp at ``high`` (`_numeric_column`).
     """
 
     schema: Schema
     allowed: dict[int, np.ndarray]
-    ordered_flat: dict[int, np.ndarray]
+    codes: dict[int, np.ndarray]
+    offset: dict[int, np.ndarray]
     n_allowed: dict[int, np.ndarray]
     low: dict[int, np.ndarray]
     high: dict[int, np.ndarray]
@@ -98,40 +106,20 @@ class PathTable:
     class_probs: np.ndarray
     totals: np.ndarray
     integer: frozenset[int] = frozenset()
+    unclamped: frozenset[int] = frozenset()
+    constant: frozenset[int] = frozenset()
 
     @classmethod
-    def from_paths(cls, schema: Schema, paths: Sequence[Path]) -> "PathTable":
-        n = len(paths)
-        allowed: dict[int, np.ndarray] = {}
-        low: dict[int, np.ndarray] = {}
-        high: dict[int, np.ndarray] = {}
-        for j, attr in enumerate(schema.attributes):
-            if isinstance(attr, CategoricalAttribute):
-                allowed[j] = np.ones((n, attr.size), dtype=bool)
-            else:
-                low[j] = np.full(n, attr.low)
-                high[j] = np.full(n, attr.high)
-        cat_rows: dict[int, list[int]] = {j: [] for j in allowed}
-        cat_codes: dict[int, list[list[int]]] = {j: [] for j in allowed}
-        num_rows: dict[int, list[int]] = {j: [] for j in low}
-        num_bounds: dict[int, list[tuple[float, float, bool, bool]]] = {j: [] for j in low}
-        for p, path in enumerate(paths):
-            for j, c in path.constraints:
-                if isinstance(c, CategorySet):
-                    cat_rows[j].append(p)
-                    cat_codes[j].append(list(c.codes))
-                else:
-                    num_rows[j].append(p)
-                    num_bounds[j].append((c.low, c.high, c.low_closed, c.high_closed))
-        for j, rows in cat_rows.items():
-            if rows:
-                allowed[j][rows] = False
-                lengths = [len(codes) for codes in cat_codes[j]]
-                allowed[j][np.repeat(rows, lengths), np.concatenate(cat_codes[j])] = True
-        for j, rows in num_rows.items():
-            if rows:
-                low[j][rows], high[j][rows] = _drawable_bounds(np.array(num_bounds[j]), schema.attributes[j])  # type: ignore[arg-type]
-        ordered_flat = {j: np.argsort(~m, axis=1, kind="stable").astype(np.float64).ravel() for j, m in allowed.items()}
+    def from_tree(cls, tree: Tree) -> "PathTable":
+        """Compile ``tree``'s root-to-leaf paths, in `Tree.paths` order, into per-path arrays."""
+        schema = tree.schema
+        leaves, low, high, allowed = _walk_paths(tree)
+        codes: dict[int, np.ndarray] = {}
+        offset: dict[int, np.ndarray] = {}
+        for j, mask in allowed.items():
+            sets, set_of = _distinct_rows(mask)
+            codes[j] = np.argsort(~sets, axis=1, kind="stable").astype(np.float64).ravel()
+            offset[j] = (set_of * mask.shape[1]).astype(np.int32)
         n_allowed = {j: m.sum(axis=1).astype(np.float64) for j, m in allowed.items()}
         span = {j: high[j] - low[j] for j in low}
         integer = frozenset(j for j in low if getattr(schema.attributes[j], "integer", False))
@@ -141,43 +129,119 @@ class PathTable:
             low[j] = np.where(holds, whole_low, low[j])
             high[j] = np.where(holds, whole_high, high[j])
             span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
-        return cls(schema, allowed, ordered_flat, n_allowed, low, high, span, _class_probs(schema, paths),
-                   np.array([p.total for p in paths]), integer)
+        unclamped = frozenset(j for j in integer if max(abs(schema.attributes[j].low),  # type: ignore[union-attr]
+                                                        abs(schema.attributes[j].high)) < 2.0**53)  # type: ignore[union-attr]
+        constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
+            j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
+        return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, leaves),
+                   np.array([leaf.total for leaf in leaves]), integer, unclamped, constant)
 
     @property
     def n_paths(self) -> int:
         return int(self.totals.shape[0])
 
 
-def _drawable_bounds(intervals: np.ndarray, attr: NumericAttribute) -> tuple[np.ndarray, np.ndarray]:
-    """Closed bounds whose every float satisfies each interval clipped to the schema range.
+def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a boolean matrix and each row's index among them.
 
-    ``intervals`` has one row ``(low, high, low_closed, high_closed)`` per interval. An open end
-    strictly inside the range moves one float inward; an end outside the range becomes the range's
-    closed end. An interval left with no drawable value is a malformed path (ValueError).
+    Rows are packed to bytes and compared as one opaque value each, far faster than
+    `np.unique` with ``axis=0`` on a matrix of thousands of paths.
     """
-    lo, hi = intervals[:, 0], intervals[:, 1]
-    lo_closed, hi_closed = intervals[:, 2].astype(bool), intervals[:, 3].astype(bool)
-    low = np.where(lo < attr.low, attr.low, np.where(lo_closed, lo, np.nextafter(lo, np.inf)))
-    high = np.where(hi > attr.high, attr.high, np.where(hi_closed, hi, np.nextafter(hi, -np.inf)))
-    low, high = np.maximum(low, attr.low), np.minimum(high, attr.high)
-    empty = np.flatnonzero(low > high)
-    if empty.size:
-        bad = Interval(*intervals[empty[0], :2], *intervals[empty[0], 2:].astype(bool))
-        raise ValueError(f"path interval {bad.describe(attr)} holds no drawable value in [{attr.low:g}, {attr.high:g}]")
-    return low, high
+    packed = np.ascontiguousarray(np.packbits(mask, axis=1))
+    keys = packed.view(f"V{packed.shape[1]}").ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return mask[first], inverse.reshape(-1)
 
 
-def _class_probs(schema: Schema, paths: Sequence[Path]) -> np.ndarray:
-    """Per-path class distribution from counts, or from hit/miss with the miss spread uniformly."""
+def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Each path's leaf, drawable numeric bounds and allowed categories, in one walk over the tree's edges.
+
+    Returns the leaves in `Tree.paths` order (depth first, edges in order), ``low[j]``/``high[j]``
+    per numeric attribute and ``allowed[j]`` (paths, categories) per categorical one. A path's
+    bounds are the tightest of its edges' drawable bounds (`_edge_bounds`): the floats that
+    satisfy every interval on the path, which are exactly the floats that satisfy their
+    intersection, so the result is the intersection's drawable bounds without building interval
+    objects per edge. Category sets are intersected as bit masks. A numeric attribute that a path
+    leaves no drawable value is a malformed path (ValueError naming its interval).
+    """
+    schema = tree.schema
+    numeric = [j for j, attr in enumerate(schema.attributes) if not isinstance(attr, CategoricalAttribute)]
+    categorical = [j for j, attr in enumerate(schema.attributes) if isinstance(attr, CategoricalAttribute)]
+    slot = {j: k for k, j in enumerate(numeric)} | {j: k for k, j in enumerate(categorical)}
+    bounds_of_root: list[float] = []
+    for j in numeric:
+        bounds_of_root += [schema.attributes[j].low, schema.attributes[j].high]  # type: ignore[union-attr]
+    masks_of_root = [(1 << schema.attributes[j].size) - 1 for j in categorical]  # type: ignore[union-attr]
+    leaves: list[Node] = []
+    leaf_bounds: list[list[float]] = []
+    leaf_masks: list[list[int]] = []
+    stack: list[tuple[int, list[float], list[int]]] = [(0, bounds_of_root, masks_of_root)]
+    while stack:
+        i, bounds, masks = stack.pop()
+        node = tree.nodes[i]
+        if not node.edges:
+            leaves.append(node)
+            leaf_bounds.append(bounds)
+            leaf_masks.append(masks)
+            continue
+        k = slot[node.attribute]  # type: ignore[index]
+        attr = schema.attributes[node.attribute]  # type: ignore[index]
+        for e in reversed(node.edges):
+            if isinstance(attr, CategoricalAttribute):
+                child_masks = masks.copy()
+                child_masks[k] &= sum(1 << int(c) for c in e.constraint.codes)  # type: ignore[union-attr]
+                stack.append((e.child, bounds, child_masks))
+            else:
+                edge_low, edge_high = _edge_bounds(e.constraint, attr)  # type: ignore[arg-type]
+                child_bounds = bounds.copy()
+                child_bounds[2 * k] = max(bounds[2 * k], edge_low)
+                child_bounds[2 * k + 1] = min(bounds[2 * k + 1], edge_high)
+                stack.append((e.child, child_bounds, masks))
+    n = len(leaves)
+    table = np.array(leaf_bounds, dtype=np.float64).reshape(n, 2 * len(numeric))
+    low = {j: table[:, 2 * k].copy() for k, j in enumerate(numeric)}
+    high = {j: table[:, 2 * k + 1].copy() for k, j in enumerate(numeric)}
+    for j in numeric:
+        empty = np.flatnonzero(low[j] > high[j])
+        if empty.size:
+            raise _undrawable(tree, int(empty[0]), j)
+    allowed = {}
+    for k, j in enumerate(categorical):
+        size = schema.attributes[j].size  # type: ignore[union-attr]
+        width = (size + 7) // 8
+        packed = np.frombuffer(b"".join(m[k].to_bytes(width, "little") for m in leaf_masks), dtype=np.uint8)
+        allowed[j] = np.unpackbits(packed.reshape(n, width), axis=1, count=size, bitorder="little").astype(bool)
+    return leaves, low, high, allowed
+
+
+def _edge_bounds(interval: Interval, attr: NumericAttribute) -> tuple[float, float]:
+    """Closed bounds of the floats in ``attr``'s schema range that satisfy ``interval``.
+
+    An open end moves one float inward; an end outside the range becomes the range's closed end.
+    """
+    low = interval.low if interval.low_closed else math.nextafter(interval.low, math.inf)
+    high = interval.high if interval.high_closed else math.nextafter(interval.high, -math.inf)
+    return max(low, attr.low), min(high, attr.high)
+
+
+def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
+    """The error for a path whose interval on numeric attribute ``j`` holds no float of the schema range."""
+    attr = tree.schema.attributes[j]
+    interval = tree.paths()[path_index].constraint(j)
+    return ValueError(f"path interval {interval.describe(attr)} holds no drawable value "  # type: ignore[union-attr,arg-type]
+                      f"in [{attr.low:g}, {attr.high:g}]")  # type: ignore[union-attr]
+
+
+def _class_probs(schema: Schema, leaves: Sequence[Node]) -> np.ndarray:
+    """Per-path class distribution from its leaf's counts, or from hit/miss with the miss spread uniformly."""
     c = schema.n_classes
-    probs = np.zeros((len(paths), c))
-    for p, path in enumerate(paths):
-        if path.counts is not None:
-            probs[p] = path.counts
+    probs = np.zeros((len(leaves), c))
+    for p, leaf in enumerate(leaves):
+        if leaf.counts is not None:
+            probs[p] = leaf.counts
         else:
-            probs[p] = path.miss / (c - 1)
-            probs[p, path.label] = path.hit
+            probs[p] = leaf.miss / (c - 1)
+            probs[p, leaf.label] = leaf.hit
     sums = probs.sum(axis=1, keepdims=True)
     return np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
 
@@ -279,7 +343,7 @@ def pgen_chunks(
         raise ValueError(f"rows must be non-negative, got {rows}")
     if chunk_rows is not None and chunk_rows <= 0:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
-    table = PathTable.from_paths(tree.schema, tree.paths())
+    table = PathTable.from_tree(tree)
     per_path = np.rint(table.totals).astype(np.int64) if rows is None else allocate_rows(table.totals, rows)
     if class_assignment == "exact":
         cells = allocate_rows(table.class_probs, per_path).ravel()  # (path, class) row-major
@@ -298,6 +362,26 @@ def pgen_chunks(
             break
 
 
+class _RowPaths:
+    """Which path each row of a block of rows comes from, and per-path parameters spread over those rows.
+
+    Unshuffled rows come in runs, one per path (``runs``: a slice of paths and their run lengths), so a per-path
+    array is spread with `np.repeat`, a sequential fill; shuffled rows carry one path id each
+    (``pid``) and are gathered with `np.take`. Both read only small per-path tables.
+    """
+
+    def __init__(self, pid: np.ndarray | None = None, runs: tuple[slice, np.ndarray] | None = None) -> None:
+        self.pid = pid
+        self.runs = runs
+
+    def spread(self, per_path: np.ndarray) -> np.ndarray:
+        """``per_path`` (one value per path) as one value per row of the block."""
+        if self.runs is not None:
+            paths, lengths = self.runs
+            return np.repeat(per_path[paths], lengths)
+        return np.take(per_path, self.pid, mode="clip")  # type: ignore[arg-type]
+
+
 def _generate(
     table: PathTable, cells: np.ndarray, class_assignment: ClassAssignment, rng: np.random.Generator, shuffle: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -306,67 +390,91 @@ def _generate(
     Rows are i.i.d. given their path, so shuffling the (path, class) index vector before drawing
     values shuffles the table without moving the value matrix. Values are drawn in blocks of
     `BLOCK_ROWS` rows so that temporaries stay in cache, into a column-major array; attributes that
-    no path constrains skip the per-path gathers.
+    every path draws alike skip the per-path parameters.
     """
     schema = table.schema
     c = schema.n_classes
+    pid: np.ndarray | None = None  # one path id per row, only when rows are shuffled
     if class_assignment == "exact":
-        # one int32 cell index (path * classes + class) per row, shuffled in place
-        cell = np.repeat(np.arange(table.n_paths * c, dtype=np.int32), cells)
-        if shuffle:
+        if shuffle:  # one int32 cell index (path * classes + class) per row, shuffled in place
+            cell = np.repeat(np.arange(table.n_paths * c, dtype=np.int32), cells)
             rng.shuffle(cell)
-        pid, y = np.divmod(cell, np.int32(c))
-        y = y.astype(np.int64)
+            pid, y = np.divmod(cell, np.int32(c))
+            y = y.astype(np.int64)
+        else:
+            y = np.repeat(np.tile(np.arange(c, dtype=np.int64), table.n_paths), cells)
+        path_rows = cells.reshape(table.n_paths, c).sum(axis=1)
     else:
-        pid = np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
+        row_pid = np.repeat(np.arange(table.n_paths, dtype=np.int32), cells)
         if shuffle:
-            rng.shuffle(pid)
+            rng.shuffle(row_pid)
+            pid = row_pid
         cum = np.cumsum(table.class_probs, axis=1)
-        y = (rng.random(pid.size)[:, None] >= cum[pid, :-1]).sum(axis=1).astype(np.int64)
-    n = pid.size
+        y = (rng.random(row_pid.size)[:, None] >= cum[row_pid, :-1]).sum(axis=1).astype(np.int64)
+        path_rows = cells
+    n = y.size
+    path_ends = np.cumsum(path_rows)
     X = np.empty((n, schema.n_attributes), order="F")
     u = np.empty(min(n, BLOCK_ROWS))
     for start in range(0, n, BLOCK_ROWS):
         stop = min(start + BLOCK_ROWS, n)
-        block_pid, block_u = pid[start:stop], u[: stop - start]
+        rows = _RowPaths(pid=pid[start:stop]) if pid is not None else _RowPaths(runs=_runs(path_ends, start, stop))
+        block_u = u[: stop - start]
         for j in range(schema.n_attributes):
-            rng.random(out=block_u)
             column = X[start:stop, j]
             if j in table.allowed:
-                _categorical_column(table, j, block_pid, block_u, column)
+                rng.random(out=block_u)
+                _categorical_column(table, j, rows, block_u, column)
             else:
-                _numeric_column(table, j, block_pid, block_u, column)
+                rng.random(out=column)
+                _numeric_column(table, j, rows, column)
     return X, y
 
 
-def _categorical_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[slice, np.ndarray]:
+    """The paths (a slice) and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
+    first = int(np.searchsorted(path_ends, start, side="right"))
+    last = int(np.searchsorted(path_ends, stop, side="left"))
+    ends = np.minimum(path_ends[first: last + 1], stop)
+    return slice(first, last + 1), np.diff(ends, prepend=start)
+
+
+def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
     """Uniform category index among each row's allowed set, written into ``out``."""
-    size = table.allowed[j].shape[1]
-    if table.n_allowed[j].min(initial=size) == size:  # no path constrains this attribute
-        u *= size
+    if j in table.constant:  # every path allows every category
+        u *= table.allowed[j].shape[1]
         np.floor(u, out=out)
         return
-    u *= np.take(table.n_allowed[j], pid, mode="clip")
+    u *= rows.spread(table.n_allowed[j])
     k = u.astype(np.int32)
-    k += pid * np.int32(size)
-    np.take(table.ordered_flat[j], k, out=out, mode="clip")
+    k += rows.spread(table.offset[j])
+    np.take(table.codes[j], k, out=out, mode="clip")
 
 
-def _numeric_column(table: PathTable, j: int, pid: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
-    """Uniform value on each row's drawable interval (a uniform whole number for an integer attribute) into ``out``."""
-    low, high, span = table.low[j], table.high[j], table.span[j]
-    if np.all(low == low[0]) and np.all(high == high[0]):  # the same interval on every path
-        np.multiply(u, span[0], out=out)
-        if j in table.integer:
-            np.floor(out, out=out)
-        out += low[0]
-        np.minimum(out, high[0], out=out)
+def _numeric_column(table: PathTable, j: int, rows: _RowPaths, values: np.ndarray) -> None:
+    """Turn uniforms on [0, 1) in ``values`` into uniform values on each row's drawable interval, in place.
+
+    An integer attribute draws ``low + floor(u * span)``, a uniform whole number. Within +-2**53
+    (``table.unclamped``) it needs no clamp: for u < 1 and a whole ``span`` the rounded product
+    stays below ``span``, so the draw is at most ``high``, exactly. A real draw ``low + u * span``
+    can round past ``high`` and is clamped. Transforming the uniforms where they were drawn saves
+    a pass over a scratch array.
+    """
+    integer, clamp = j in table.integer, j not in table.unclamped
+    if j in table.constant:  # the same interval on every path
+        values *= table.span[j][0]
+        if integer:
+            np.floor(values, out=values)
+        values += table.low[j][0]
+        if clamp:
+            np.minimum(values, table.high[j][0], out=values)
         return
-    np.multiply(u, np.take(span, pid, mode="clip"), out=out)
-    if j in table.integer:
-        np.floor(out, out=out)
-    out += np.take(low, pid, mode="clip")
-    np.minimum(out, np.take(high, pid, mode="clip"), out=out)
+    values *= rows.spread(table.span[j])
+    if integer:
+        np.floor(values, out=values)
+    values += rows.spread(table.low[j])
+    if clamp:
+        np.minimum(values, rows.spread(table.high[j]), out=values)
 
 
 def uniform_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray:

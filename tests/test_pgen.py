@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
+from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 from miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
 
 
@@ -171,3 +173,87 @@ def test_rejects_bad_arguments(car):
         pgen(tree, rng=np.random.default_rng(0), class_assignment="majority")
     with pytest.raises(ValueError, match="rows must be non-negative"):
         pgen(tree, rows=-1, rng=np.random.default_rng(0))
+
+
+def _hand_tree() -> Tree:
+    """Five paths over a categorical, a real and an integer attribute; colour is split twice on one path.
+
+    Paths (in `Tree.paths` order): colour in {0,1} & size <= 3.5; colour in {0,1} & size > 3.5;
+    colour in {2,3,4} & count <= 7.5 & colour = 2; ... & colour in {3,4}; colour in {2,3,4} & count > 7.5.
+    """
+    schema = Schema(
+        (CategoricalAttribute("colour", tuple("abcde")), NumericAttribute("size", 0.0, 10.0),
+         NumericAttribute("count", 0.0, 20.0, integer=True)),
+        "k",
+        ("x", "y"),
+    )
+    leaf = {i: Node.from_counts(np.array(c, dtype=float)) for i, c in
+            {3: (30, 10), 4: (5, 25), 7: (12, 8), 8: (9, 1), 6: (20, 20)}.items()}
+
+    def inner(attribute: int, edges: list[Edge], *children: int) -> Node:
+        counts = sum(nodes[c].counts for c in children)
+        node = Node.from_counts(counts)
+        node.attribute, node.edges = attribute, edges
+        return node
+
+    nodes: dict[int, Node] = dict(leaf)
+    nodes[5] = inner(0, [Edge(CategorySet(frozenset({2})), 7), Edge(CategorySet(frozenset({3, 4})), 8)], 7, 8)
+    nodes[2] = inner(2, [Edge(Interval(high=7.5), 5), Edge(Interval(low=7.5), 6)], 5, 6)
+    nodes[1] = inner(1, [Edge(Interval(high=3.5), 3), Edge(Interval(low=3.5), 4)], 3, 4)
+    nodes[0] = inner(0, [Edge(CategorySet(frozenset({0, 1})), 1), Edge(CategorySet(frozenset({2, 3, 4})), 2)], 1, 2)
+    return Tree(schema, [nodes[i] for i in range(9)], "counts")
+
+
+def test_values_follow_pgens_law_on_every_path():
+    """Chi-square and KS checks, per path: on-path values uniform within the path's category set,
+    interval or whole numbers; off-path values uniform over the public domain; classes exact."""
+    tree = _hand_tree()
+    rows = 120_000
+    X, y = pgen(tree, rows=rows, rng=np.random.default_rng(20))
+    paths = tree.paths()
+    share = allocate_rows(np.array([p.total for p in paths]), rows)
+    alpha = 1e-4  # fixed seed: the test is deterministic; alpha only says how strict it is
+    for p, n_rows in zip(paths, share):
+        m = p.mask(X)
+        assert m.sum() == n_rows
+        assert np.array_equal(np.bincount(y[m], minlength=2), allocate_rows(p.counts, n_rows))
+        colour = p.constraint(0)
+        allowed = sorted(colour.codes) if colour is not None else list(range(5))
+        observed = np.bincount(X[m, 0].astype(int), minlength=5)
+        assert observed[[c for c in range(5) if c not in allowed]].sum() == 0
+        if len(allowed) > 1:
+            assert stats.chisquare(observed[allowed]).pvalue > alpha, p.describe(tree.schema)
+        size = p.constraint(1)
+        lo, hi = (0.0, 10.0) if size is None else (max(size.low, 0.0), min(size.high, 10.0))
+        assert stats.kstest(X[m, 1], stats.uniform(lo, hi - lo).cdf).pvalue > alpha, p.describe(tree.schema)
+        count = p.constraint(2)
+        lo, hi = (0, 20) if count is None else (int(np.ceil(max(count.low, 0.0))), int(np.floor(min(count.high, 20.0))))
+        values = X[m, 2]
+        assert np.array_equal(values, np.floor(values)) and values.min() >= lo and values.max() <= hi
+        whole = np.bincount(values.astype(int) - lo, minlength=hi - lo + 1)
+        assert stats.chisquare(whole).pvalue > alpha, p.describe(tree.schema)
+
+
+def test_shuffled_rows_follow_the_same_law():
+    """Shuffling permutes rows only: same per-path counts and classes, and uniform values on a path."""
+    tree = _hand_tree()
+    X, y = pgen(tree, rows=60_000, rng=np.random.default_rng(21), shuffle=True)
+    assert_exact(tree, X, y, expected_rows={p.leaf: s for p, s in zip(
+        tree.paths(), allocate_rows(np.array([p.total for p in tree.paths()]), 60_000))})
+    first = tree.paths()[0]
+    m = first.mask(X)
+    assert stats.kstest(X[m, 1], stats.uniform(0.0, 3.5).cdf).pvalue > 1e-4
+    assert stats.chisquare(np.bincount(X[m, 2].astype(int), minlength=21)).pvalue > 1e-4
+    assert np.all(np.diff(np.flatnonzero(m)) > 0) and not np.all(np.diff(np.flatnonzero(m)) == 1)
+
+
+def test_integer_draws_stay_whole_and_in_range_beyond_exact_floats():
+    """Past 2**53 not every whole number is a float (PGEN clamps such draws at ``high``); draws stay in range."""
+    top = 2.0**60
+    schema = Schema((NumericAttribute("big", top - 2.0**12, top, integer=True),), "k", ("x", "y"))
+    X = np.array([[top - 2.0**11], [top]])
+    tree = CartTreeClassifier(schema, random_state=0).fit(X, np.array([0, 1])).tree_
+    Xp, yp = pgen(tree, rows=20_000, rng=np.random.default_rng(0))
+    assert Xp.min() >= top - 2.0**12 and Xp.max() <= top and np.array_equal(Xp, np.floor(Xp))
+    share = allocate_rows(np.array([p.total for p in tree.paths()]), 20_000)
+    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(tree.paths(), share)})
