@@ -1,0 +1,155 @@
+"""The miner beyond one machine: [mining] settings, pseudo-data streamed to Parquet, global models on Dask.
+
+The Parquet and config tests need only pyarrow; the engine tests need the dask extra
+(`pytest.importorskip`) and start a LocalCluster of two worker processes on loopback.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from common.data.datasets import load_dataset
+from common.data.schema import CategoricalAttribute, Schema
+from common.federation.study import spec_from_mapping
+from common.federation.wire import decode_model, model_message
+from common.mechanisms.release import release as release_model
+from common.trees.learners import CartTreeClassifier
+from common.trees.metrics import accuracy
+from miner_node.config import ConfigError, MinerConfig, MiningConfig
+from miner_node.mining import AcceptedModel, Evaluation, mine
+from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, write_owner
+from miner_node.tasks import ClassificationTask, pseudo_chunks, pseudo_data
+
+MODELS = ("naive-bayes", "gradient-boosting", "random-forest", "decision-tree")
+
+
+def _miner_toml(tmp_path: Path, mining: str) -> Path:
+    path = tmp_path / "miner.toml"
+    path.write_text(f'[miner]\nname = "miner"\n\n[mining]\n{mining}\n')
+    return path
+
+
+# ------------------------------------------------------------------ [mining]
+def test_mining_defaults_to_the_local_engine(tmp_path):
+    path = tmp_path / "miner.toml"
+    path.write_text('[miner]\nname = "miner"\n')
+    assert MinerConfig.load(path).mining == MiningConfig()
+    config = MinerConfig.load(_miner_toml(tmp_path, 'engine = "dask"\nworkers = 2\nmemory_budget_mb = 64'))
+    assert (config.mining.engine, config.mining.workers, config.mining.memory_budget_mb) == ("dask", 2, 64)
+
+
+@pytest.mark.parametrize("mining, message", [
+    ('engine = "dask"', 'engine "dask" needs exactly one of scheduler = "tcp://HOST:PORT" and workers = N'),
+    ('engine = "dask"\nworkers = 2\nscheduler = "tcp://h:8786"', "(both are given)"),
+    ('workers = 2', 'workers applies to engine "dask"; engine is "local"'),
+    ('engine = "spark"', "engine must be 'local' or 'dask', got 'spark'"),
+    ('engine = "dask"\nscheduler = "h:8786"', "scheduler must be tcp://HOST:PORT (or tls://HOST:PORT), got 'h:8786'"),
+    ('memory_budget_mb = 0', "[mining]: memory_budget_mb must be an integer >= 1, got 0"),
+    ('engine_timeout = 5', "unknown key 'mining.engine_timeout'"),
+])
+def test_a_bad_mining_table_is_an_error_naming_the_file_and_key(tmp_path, mining, message):
+    with pytest.raises(ConfigError, match="miner.toml") as caught:
+        MinerConfig.load(_miner_toml(tmp_path, mining))
+    assert message in str(caught.value)
+
+
+# ------------------------------------------------------------------ Parquet
+def _study(dataset: str, seed: int = 3, scale: float = 3) -> tuple[Schema, list[AcceptedModel], Evaluation, object]:
+    """Two owners' CART trees (released without a mechanism) on three quarters of a bundled table; the rest evaluates."""
+    table = load_dataset(dataset)
+    schema = table.schema
+    X, y = schema.encode(table.frame)
+    order = np.random.default_rng(0).permutation(y.shape[0])
+    test, train = order[: y.shape[0] // 4], order[y.shape[0] // 4:]
+    accepted = []
+    for owner, rows in zip(("site-a", "site-b"), np.array_split(train, 2)):
+        tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
+        accepted.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
+    spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset},
+                              "mining": {"global_models": list(MODELS), "pgen_scale": scale},
+                              "global_models": {"decision-tree": "fixed"}}).spec
+    return schema, accepted, Evaluation(X[test], y[test], test), spec
+
+
+def test_chunk_rows_follow_the_memory_budget():
+    schema = load_dataset("adult").schema
+    small, large = chunk_rows(schema, 16), chunk_rows(schema, 256)
+    assert large == pytest.approx(16 * small, rel=0.01)
+    assert large * (16 * schema.n_attributes + 32) <= 256 << 20
+    assert chunk_rows(schema, 1) >= MIN_CHUNK_ROWS
+
+
+def test_an_owners_pseudo_data_is_written_in_bounded_typed_chunks(tmp_path):
+    schema, accepted, _, spec = _study("adult", scale=2)
+    model = accepted[0].model
+    rows = chunk_rows(schema, 1)
+    chunks = pseudo_chunks(model.trees, model.report, spec.pgen_scale, np.random.default_rng(1), "exact", rows)
+    written = write_owner(tmp_path, schema, "site-a", chunks)
+    X_whole, y_whole = pseudo_data(model.trees, model.report, spec.pgen_scale, np.random.default_rng(1), "exact")
+    assert written.rows == y_whole.shape[0] and len(written.files) == -(-written.rows // rows) > 1
+    assert all(f.parent == tmp_path / "owner=site-a" for f in written.files)
+    first = pq.read_table(written.files[0])
+    assert first.num_rows == rows
+    assert first.schema.metadata[SCHEMA_KEY] == schema.to_json().encode()
+    kinds = {a.name: str(first.schema.field(a.name).type) for a in schema.attributes}
+    assert kinds["workclass"] == "int32" and kinds["fnlwgt"] in ("int64", "double")
+    assert str(first.schema.field(schema.class_name).type) == "int32"
+    X, y = read_all(written.files, schema)
+    assert np.array_equal(np.bincount(y, minlength=2), np.bincount(y_whole, minlength=2))  # exact class counts
+    categorical = schema.categorical_mask
+    assert np.all(X[:, categorical] == np.floor(X[:, categorical]))
+    assert np.all(X[:, categorical] < [a.size for a in schema.attributes if isinstance(a, CategoricalAttribute)])
+    assert (tmp_path / "schema.json").read_text() == schema.to_json()
+    again = write_owner(tmp_path, schema, "site-a", iter([(X_whole[:10], y_whole[:10])]))  # a second attempt replaces
+    assert sorted((tmp_path / "owner=site-a").iterdir()) == list(again.files)
+
+
+def test_the_local_engine_keeps_no_files_and_says_so(tmp_path):
+    schema, accepted, evaluation, spec = _study("car", scale=1)
+    results = mine(spec, schema, accepted, evaluation, mining=MiningConfig(), pseudo_dir=tmp_path / "pseudo")
+    assert results.engine == "local" and not results.pseudo_data and not (tmp_path / "pseudo").exists()
+
+
+# ------------------------------------------------------------------ Dask
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cluster_that_does_not_answer_fails_the_study_with_the_reason_by_the_deadline(tmp_path):
+    pytest.importorskip("distributed")
+    from miner_node.dask_engine import EngineError
+
+    schema, accepted, evaluation, spec = _study("car", scale=1)
+    lost = MiningConfig(engine="dask", scheduler=f"tcp://127.0.0.1:{_free_port()}", engine_timeout_seconds=2)
+    with pytest.raises(EngineError, match=r"connecting to the Dask scheduler at tcp://127\.0\.0\.1:\d+"):
+        mine(spec, schema, accepted, evaluation, mining=lost, pseudo_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_dask_engine_matches_the_local_engine_on_the_same_pseudo_data(tmp_path):
+    """Two LocalCluster workers on loopback; every model within 0.3 accuracy points of the local engine's."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    schema, accepted, evaluation, spec = _study("nursery")
+    mining = MiningConfig(engine="dask", workers=2, memory_budget_mb=1)
+    results = mine(spec, schema, accepted, evaluation, mining=mining, pseudo_dir=tmp_path)
+    assert results.engine == "dask" and results.pseudo_data == str(tmp_path)
+    files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
+    assert len(files) > 2 and sum(o.pseudo_rows for o in results.owners) == results.models[0].train_rows
+    X, y = read_all(files, schema)
+    task = ClassificationTask(schema)
+    for model in results.models:
+        local = task.fit(model.name, spec, X, y, None).model
+        local_accuracy = accuracy(evaluation.y, local.predict(evaluation.X))
+        assert abs(model.accuracy - local_accuracy) <= 0.003, (model.name, model.accuracy, local_accuracy)
+        assert model.selection == "fixed (dask engine)"
+    naive_bayes = next(m for m in results.models if m.name == "naive-bayes")
+    local = task.fit("naive-bayes", spec, X, y, None).model
+    assert list(naive_bayes.predictions) == local.predict(evaluation.X).tolist()  # the count tables are exact
