@@ -6,16 +6,18 @@ The Parquet and config tests need only pyarrow; the engine tests need the dask e
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
-from common.federation.study import spec_from_mapping
+from common.federation.study import load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
@@ -153,3 +155,38 @@ def test_dask_engine_matches_the_local_engine_on_the_same_pseudo_data(tmp_path):
     naive_bayes = next(m for m in results.models if m.name == "naive-bayes")
     local = task.fit("naive-bayes", spec, X, y, None).model
     assert list(naive_bayes.predictions) == local.predict(evaluation.X).tolist()  # the count tables are exact
+
+
+@pytest.mark.slow
+def test_a_simulated_study_on_the_dask_engine_end_to_end(tmp_path, capsys):
+    """Miner and owner processes over mTLS, the miner on a LocalCluster of two workers; the results name the engine.
+
+    On the Parquet files the miner wrote, the local engine's naive Bayes predicts exactly as the Dask one; Dask's
+    gradient boosting (xgboost, 200 rounds) is at most 0.3 points below the local engine's (scikit-learn, early
+    stopping); it measured 0.58 points above it on this study (0.9904 against 0.9846).
+    """
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from modelshare.cli import main
+
+    keep = tmp_path / "sim"
+    assert main(["simulate", "--dataset", "nursery", "--owners", "2", "--mechanism", "none", "--pgen-scale", "3",
+                 "--global-models", "naive-bayes", "gradient-boosting", "--engine", "dask", "--dask-workers", "2",
+                 "--keep-dir", str(keep), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["engine"] == "dask"
+    pseudo = keep / "kits" / "miner" / "state" / "studies" / "simulate" / "pseudo"
+    files = sorted(pseudo.glob("owner=*/part-*.parquet"))
+    assert {f.parent.name for f in files} == {"owner=owner-1", "owner=owner-2"}
+    spec = load_study_file(keep / "study.toml").spec
+    schema = Schema.load(keep / "schema.json")
+    X, y = read_all(files, schema)
+    assert y.shape[0] == sum(o["pseudo_rows"] for o in report["owners"])
+    test = pd.read_csv(keep / "test.csv", dtype=str)
+    X_test, y_test = schema.encode(test)
+    task = ClassificationTask(schema)
+    local = {m["model"]: accuracy(y_test, task.fit(m["model"], spec, X, y, None).model.predict(X_test))
+             for m in report["models"]}
+    dask = {m["model"]: m["accuracy"] for m in report["models"]}
+    assert dask["naive-bayes"] == pytest.approx(local["naive-bayes"], abs=1e-12)
+    assert dask["gradient-boosting"] >= local["gradient-boosting"] - 0.003, (dask, local)
