@@ -165,6 +165,11 @@ class DaskEngine:
                                   lambda: Client(address, timeout=f"{self.timeout}s"))
         return self
 
+    @property
+    def client(self) -> Any:
+        """The `distributed.Client` of the study's cluster (None outside the ``with`` block)."""
+        return self._client
+
     def __exit__(self, *exc: object) -> None:
         for closing in (self._client, self._cluster):
             if closing is not None:

@@ -6,7 +6,10 @@ The Parquet and config tests need only pyarrow; the engine tests need the dask e
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import os
+import signal
 import socket
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from miner_node.config import ConfigError, MinerConfig, MiningConfig
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, write_owner
 from miner_node.tasks import ClassificationTask, pseudo_chunks, pseudo_data
+from tests.federation_helpers import wait_until
 
 MODELS = ("naive-bayes", "gradient-boosting", "random-forest", "decision-tree")
 
@@ -190,3 +194,30 @@ def test_a_simulated_study_on_the_dask_engine_end_to_end(tmp_path, capsys):
     dask = {m["model"]: m["accuracy"] for m in report["models"]}
     assert dask["naive-bayes"] == pytest.approx(local["naive-bayes"], abs=1e-12)
     assert dask["gradient-boosting"] >= local["gradient-boosting"] - 0.003, (dask, local)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp_path):
+    """SIGKILL to one of two LocalCluster workers while xgboost trains: a model or an EngineError naming the fit."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from miner_node.dask_engine import DaskEngine, EngineError
+
+    schema, accepted, _, spec = _study("nursery", scale=10)
+    files = []
+    for item in accepted:
+        chunks = pseudo_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
+                               "exact", chunk_rows(schema, 2))
+        files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
+    with DaskEngine(MiningConfig(engine="dask", workers=2, engine_timeout_seconds=120)) as engine:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fit = pool.submit(engine.fit, "gradient-boosting", schema, files, 0)
+            wait_until(lambda: any(engine.client.processing().values()) or fit.done(), 60, "the fit to start")
+            pids = engine.client.run(os.getpid)
+            os.kill(sorted(pids.values())[0], signal.SIGKILL)
+            try:
+                model = fit.result(timeout=150)
+            except EngineError as exc:
+                assert str(exc).startswith("the Dask engine failed fitting gradient-boosting: "), exc
+            else:
+                assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
