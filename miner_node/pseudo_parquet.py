@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = ["PSEUDO_DIR", "SCHEMA_KEY", "MIN_CHUNK_ROWS", "PseudoFiles", "chunk_rows", "study_pseudo_dir",
-           "arrow_schema", "write_owner", "read_all"]
+           "arrow_schema", "write_chunk", "write_owner", "read_all"]
 
 PSEUDO_DIR = "pseudo"
 SCHEMA_KEY = b"modelshare.schema"
@@ -85,6 +85,11 @@ def _record_batch(schema: Schema, types: pa.Schema, X: np.ndarray, y: np.ndarray
     return pa.RecordBatch.from_arrays(columns, schema=types)
 
 
+def write_chunk(path: Path, schema: Schema, types: pa.Schema, X: np.ndarray, y: np.ndarray) -> None:
+    """One chunk of encoded rows as one Parquet file with the columns ``types`` (`arrow_schema`) names."""
+    pq.write_table(pa.Table.from_batches([_record_batch(schema, types, X, y)]), path)
+
+
 def write_owner(directory: Path, schema: Schema, owner_id: str,
                 chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> PseudoFiles:
     """Write one owner's chunks as ``directory/owner=<owner_id>/part-NNNNN.parquet``, one file per non-empty chunk.
@@ -104,7 +109,7 @@ def write_owner(directory: Path, schema: Schema, owner_id: str,
         if y.shape[0] == 0:
             continue
         path = target / f"part-{len(files):05d}.parquet"
-        pq.write_table(pa.Table.from_batches([_record_batch(schema, types, X, y)]), path)
+        write_chunk(path, schema, types, X, y)
         files.append(path)
         rows += int(y.shape[0])
     return PseudoFiles(owner_id, tuple(files), rows)
