@@ -46,7 +46,7 @@ import numpy as np
 from common.data.schema import CategoricalAttribute, Schema
 from miner_node.config import MiningConfig
 
-__all__ = ["DASK_MODELS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes"]
+__all__ = ["DASK_MODELS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "check_models"]
 
 log = logging.getLogger("modelshare.miner")
 T = TypeVar("T")
@@ -139,6 +139,14 @@ class CountNaiveBayes:
         return self.classes_[np.argmax(self._joint(X), axis=1)].astype(np.int64)
 
 
+def check_models(names: Sequence[str]) -> None:
+    """EngineError naming the first of ``names`` the Dask engine cannot learn (checked before any pseudo-data is written)."""
+    for name in names:
+        if name not in DASK_MODELS:
+            raise EngineError(f"the dask engine has no {name!r} global model; it learns {', '.join(DASK_MODELS)} "
+                              "(use engine local for the others)")
+
+
 class DaskEngine:
     """A connection to a Dask cluster for one study (a context manager: the LocalCluster it starts stops on exit)."""
 
@@ -196,9 +204,7 @@ class DaskEngine:
 
     def fit(self, name: str, schema: Schema, files: Sequence[Path], seed: int) -> Any:
         """Global model ``name`` learned on the cluster from the Parquet ``files``; EngineError if it cannot be."""
-        if name not in DASK_MODELS:
-            raise EngineError(f"the dask engine has no {name!r} global model; it learns {', '.join(DASK_MODELS)} "
-                              "(use engine local for the others)")
+        check_models([name])
         if name == "naive-bayes":
             return self._call("counting naive Bayes tables", lambda: self._naive_bayes(schema, files))
         return self._call(f"fitting {name}", lambda: self._xgboost(name, schema, files, seed))

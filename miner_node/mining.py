@@ -162,8 +162,9 @@ def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[Ac
                   evaluation: Evaluation | None, mining: MiningConfig, pseudo_dir: Path,
                   results: fpb.StudyResults) -> None:
     """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask."""
-    from miner_node.dask_engine import DASK_MODELS, DaskEngine  # dask is imported only by studies that use it
+    from miner_node.dask_engine import DASK_MODELS, DaskEngine, check_models  # imports dask only when a study uses it
 
+    check_models(spec.global_models)
     results.engine, results.pseudo_data = "dask", str(pseudo_dir)
     schema = task.schema
     rows_per_chunk = chunk_rows(schema, mining.memory_budget_mb)

@@ -138,6 +138,26 @@ def test_a_cluster_that_does_not_answer_fails_the_study_with_the_reason_by_the_d
         mine(spec, schema, accepted, evaluation, mining=lost, pseudo_dir=tmp_path)
 
 
+def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is_written(tmp_path):
+    pytest.importorskip("distributed")
+    from miner_node.dask_engine import EngineError
+
+    schema, accepted, evaluation, spec = _study("car", scale=1)
+    spec.global_models.append("rules")
+    with pytest.raises(EngineError, match="the dask engine has no 'rules' global model; it learns gradient-boosting, "):
+        mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_regression_studies_stay_on_the_local_engine(tmp_path):
+    from common.data.regression import RegressionSchema
+
+    regression = RegressionSchema.__new__(RegressionSchema)  # the type alone picks the task; nothing is mined
+    with pytest.raises(ValueError, match="engine dask learns classification studies only"):
+        mine(spec_from_mapping({"study": {"id": "r"}, "schema": {"dataset": "car"}}).spec, regression, [], None,
+             mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path)
+
+
 @pytest.mark.slow
 def test_dask_engine_matches_the_local_engine_on_the_same_pseudo_data(tmp_path):
     """Two LocalCluster workers on loopback; every model within 0.3 accuracy points of the local engine's."""
@@ -221,3 +241,30 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
                 assert str(exc).startswith("the Dask engine failed fitting gradient-boosting: "), exc
             else:
                 assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
+
+
+# ------------------------------------------------------------------ study results --pseudo-data
+def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
+    from common.federation.pb import federation_pb2 as fpb
+    from modelshare.admin import results_dict
+    from modelshare.cli_federation import copy_pseudo_data, engine_line
+
+    schema, accepted, _, spec = _study("car", scale=1)
+    source = tmp_path / "miner" / "pseudo"
+    model = accepted[0].model
+    write_owner(source, schema, "site-a", pseudo_chunks(model.trees, model.report, 1.0, np.random.default_rng(0),
+                                                        "exact", MIN_CHUNK_ROWS))
+    results = fpb.StudyResults(study_id="s1", engine="dask", pseudo_data=str(source))
+    copied = copy_pseudo_data(results, tmp_path / "out")
+    assert copied == tmp_path / "out" / "pseudo-data"
+    assert sorted(p.relative_to(copied) for p in copied.rglob("*.parquet")) == [
+        Path("owner=site-a") / "part-00000.parquet"]
+    assert (copied / "schema.json").read_text() == schema.to_json()
+    data = results_dict(results)
+    assert (data["engine"], data["pseudo_data"]) == ("dask", str(source))
+    assert engine_line(data) == f"global models learned on the dask engine; pseudo-data (Parquet) on the miner's host in {source}"
+    elsewhere = fpb.StudyResults(study_id="s1", engine="dask", pseudo_data=str(tmp_path / "on-another-host"))
+    assert copy_pseudo_data(elsewhere, tmp_path / "out2") is None
+    with pytest.raises(ValueError, match="study s1 kept no pseudo-data files: it ran on the local engine"):
+        copy_pseudo_data(fpb.StudyResults(study_id="s1", engine="local"), tmp_path / "out3")
+    assert results_dict(fpb.StudyResults(study_id="old"))["engine"] == "local"  # results from before engines existed
