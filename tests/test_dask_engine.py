@@ -29,7 +29,7 @@ from miner_node.config import ConfigError, MinerConfig, MiningConfig
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, write_owner
 from miner_node.tasks import ClassificationTask, pseudo_chunks, pseudo_data
-from tests.federation_helpers import wait_until
+from tests.federation_helpers import REGRESSION_SCHEMA, wait_until
 
 MODELS = ("naive-bayes", "gradient-boosting", "random-forest", "decision-tree")
 
@@ -150,12 +150,10 @@ def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is
 
 
 def test_regression_studies_stay_on_the_local_engine(tmp_path):
-    from common.data.regression import RegressionSchema
-
-    regression = RegressionSchema.__new__(RegressionSchema)  # the type alone picks the task; nothing is mined
+    spec = spec_from_mapping({"study": {"id": "r"}, "schema": {"dataset": "car"}}).spec  # the schema argument decides
     with pytest.raises(ValueError, match="engine dask learns classification studies only"):
-        mine(spec_from_mapping({"study": {"id": "r"}, "schema": {"dataset": "car"}}).spec, regression, [], None,
-             mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path)
+        mine(spec, REGRESSION_SCHEMA, [], None, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow
