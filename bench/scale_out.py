@@ -18,7 +18,8 @@ run fails (out of memory) is recorded as such; sizes beyond ``--local-max-rows``
 (they would exhaust this machine's memory, estimated in the table). Results go to bench/RESULTS.md.
 
     python bench/scale_out.py [--rows 1000000 10000000] [--models gradient-boosting naive-bayes]
-                              [--workers 2] [--budget-mb 256] [--local-max-rows 20000000] [--dir DIR]
+                              [--workers 2] [--budget-mb 256] [--local-max-rows 20000000] [--engines local dask]
+                              [--dir DIR]
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-mb", type=int, default=256)
     parser.add_argument("--local-max-rows", type=int, default=20_000_000)
+    parser.add_argument("--engines", nargs="+", choices=("local", "dask"), default=["local", "dask"])
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--child", choices=("local", "dask"), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -152,7 +154,7 @@ def main() -> None:
         return
     results, skipped = [], []
     for rows in args.rows:
-        for engine in ("local", "dask"):
+        for engine in args.engines:
             if engine == "local" and rows > args.local_max_rows:
                 skipped.append(rows)
                 continue
@@ -162,7 +164,8 @@ def main() -> None:
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
             print(json.dumps(results[-1]), flush=True)
-    write_section(HEADING, section(results, args, skipped))
+    heading = HEADING if len(args.engines) == 2 else f"{HEADING}, {args.engines[0]} engine only"
+    write_section(heading, section(results, args, skipped).replace(HEADING, heading, 1))
 
 
 if __name__ == "__main__":

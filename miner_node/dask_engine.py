@@ -238,8 +238,9 @@ class DaskEngine:
         numeric = [a.name for a in schema.attributes if not isinstance(a, CategoricalAttribute)]
         tables = [frame.groupby([label, schema.attributes[j].name]).size() for j in categorical]
         sizes = frame.groupby(label).size()
-        sums = frame[[label, *numeric]].groupby(label).sum() if numeric else None
-        squares = (frame[numeric] ** 2).assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
+        values = frame[numeric].astype("float64")  # integer columns: their squares' sums overflow int64
+        sums = values.assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
+        squares = (values**2).assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
         computed = dask.compute(tables, sizes, sums, squares)
         c = schema.n_classes
         counts = {}

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, Schema
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.federation.study import load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
@@ -266,3 +266,22 @@ def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
     with pytest.raises(ValueError, match="study s1 kept no pseudo-data files: it ran on the local engine"):
         copy_pseudo_data(fpb.StudyResults(study_id="s1", engine="local"), tmp_path / "out3")
     assert results_dict(fpb.StudyResults(study_id="old"))["engine"] == "local"  # results from before engines existed
+
+
+@pytest.mark.slow
+def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_path):
+    """Whole numbers near 3e9: their squares' sum passes 2**63 in a few rows; the Dask counts stay MixedNaiveBayes'."""
+    pytest.importorskip("distributed")
+    from miner_node.dask_engine import DaskEngine
+    from miner_node.global_models import MixedNaiveBayes
+
+    schema = Schema((NumericAttribute("big", 0.0, 4e9, integer=True), CategoricalAttribute("kind", ("a", "b"))),
+                    "c", ("n", "y"))
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 4000)
+    X = np.column_stack([np.floor(2.5e9 + 1e9 * y + rng.uniform(0, 4e8, 4000)), rng.integers(0, 2, 4000)])
+    files = write_owner(tmp_path, schema, "site-a", iter([(X[:2000], y[:2000]), (X[2000:], y[2000:])])).files
+    with DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
+        model = engine.fit("naive-bayes", schema, files, 0)
+    local = MixedNaiveBayes(schema).fit(X, y)
+    assert np.allclose(model.predict_proba(X), local.predict_proba(X), atol=1e-6)
