@@ -18,6 +18,13 @@
     mining_timeout_seconds = 3600       # a study still mining this long after it started fails, with the reason
     verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
 
+    [mining]                            # optional; docs/scale-out.md
+    engine = "local"                    # "local" (in-process, the default) or "dask"
+    workers = 2                         # dask: a LocalCluster of N worker processes on loopback, or ...
+    # scheduler = "tcp://10.0.0.5:8786" # dask: ... an existing cluster (exactly one of the two)
+    memory_budget_mb = 256              # pseudo-data is written to Parquet in chunks that fit this budget
+    engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, group-by)
+
     [tls]
     ca = "ca.crt"
     cert = "tls.crt"
@@ -27,11 +34,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from common.federation.chunks import MIN_GRPC_MESSAGE_BYTES
 from common.federation.config_file import ConfigModel, Text, read_toml, validate_config
@@ -40,7 +48,10 @@ from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 MINING_TIMEOUT_SECONDS = 3600.0
 
-__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "Limits"]
+__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "Limits", "MiningConfig", "ENGINES"]
+
+ENGINES = ("local", "dask")
+_SCHEDULER = re.compile(r"(tcp|tls)://\S+:\d+")
 
 
 class ConfigError(ValueError):
@@ -101,10 +112,58 @@ class _MinerTable(ConfigModel):
     """Model verification worker processes (default: the cores, at most 4; 0: in the serving thread)."""
 
 
+@dataclass(frozen=True)
+class MiningConfig:
+    """Where the global models are learned and how much memory pseudo-data chunks may take (``[mining]``)."""
+
+    engine: str = "local"
+    scheduler: str | None = None
+    workers: int | None = None
+    memory_budget_mb: int = 256
+    engine_timeout_seconds: float = 600.0
+
+
+class _MiningTable(ConfigModel):
+    engine: Literal["local", "dask"] = "local"
+    """``"local"``: PGEN and the global models in the miner's process (the default, for small studies);
+    ``"dask"``: pseudo-data streamed to Parquet under the state directory and the global models learned on a
+    Dask cluster (needs `pip install 'modelshare[dask]'`; docs/scale-out.md)."""
+    scheduler: Text | None = None
+    """Engine dask: the address of an existing Dask scheduler, ``tcp://HOST:PORT`` (its workers must read the
+    miner's state directory at the same path)."""
+    workers: _Count | None = None
+    """Engine dask: start a LocalCluster of this many single-threaded worker processes on loopback, stopped after
+    each study (instead of ``scheduler``)."""
+    memory_budget_mb: _Count = MiningConfig.memory_budget_mb
+    """Memory one chunk of pseudo-data may take while it is generated and written to Parquet; the chunk's rows
+    follow from it and the schema's width."""
+    engine_timeout_seconds: _Count = int(MiningConfig.engine_timeout_seconds)
+    """Engine dask: the deadline of every call to the cluster (starting or connecting, each fit, each group-by); a lost
+    cluster fails the study with the reason instead of hanging the miner."""
+
+    @model_validator(mode="after")
+    def _cluster(self) -> "_MiningTable":
+        """Engine dask needs exactly one of ``scheduler`` and ``workers``; engine local takes neither."""
+        if self.scheduler is not None and not _SCHEDULER.fullmatch(self.scheduler):
+            raise ValueError(f"scheduler must be tcp://HOST:PORT (or tls://HOST:PORT), got {self.scheduler!r}")
+        given = [k for k in ("scheduler", "workers") if getattr(self, k) is not None]
+        if self.engine == "dask" and len(given) != 1:
+            raise ValueError('engine "dask" needs exactly one of scheduler = "tcp://HOST:PORT" and workers = N'
+                             + (" (both are given)" if given else ""))
+        if self.engine == "local" and given:
+            raise ValueError(f'{given[0]} applies to engine "dask"; engine is "local"')
+        return self
+
+    def config(self) -> MiningConfig:
+        return MiningConfig(self.engine, self.scheduler, self.workers, self.memory_budget_mb,
+                            float(self.engine_timeout_seconds))
+
+
 class _MinerFile(ConfigModel):
     """``miner.toml`` as written (module docstring); without [tls] the miner can only serve plaintext."""
 
     miner: _MinerTable
+    mining: _MiningTable | None = None
     tls: TlsTable | None = None
 
 
@@ -121,6 +180,7 @@ class MinerConfig:
     max_calls: int = 10_000
     mining_timeout_seconds: float = MINING_TIMEOUT_SECONDS
     verify_processes: int = field(default_factory=lambda: default_verify_processes())
+    mining: MiningConfig = field(default_factory=MiningConfig)
 
     @classmethod
     def load(cls, path: str | Path) -> "MinerConfig":
@@ -148,6 +208,7 @@ class MinerConfig:
             max_calls=miner.max_calls,
             mining_timeout_seconds=float(miner.mining_timeout_seconds),
             verify_processes=default_verify_processes() if miner.verify_processes is None else miner.verify_processes,
+            mining=MiningConfig() if file.mining is None else file.mining.config(),
         )
 
 

@@ -24,13 +24,15 @@ import logging
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import spec_schema
 from common.federation.wire import decode_model
-from miner_node.config import MINING_TIMEOUT_SECONDS
+from miner_node.config import MINING_TIMEOUT_SECONDS, MiningConfig
 from miner_node.mining import AcceptedModel, load_evaluation, mine
+from miner_node.pseudo_parquet import study_pseudo_dir
 from miner_node.store import Store, StoreError, StudyRow
 
 __all__ = ["Coordinator", "DEADLINE_PASSED", "MINING_TOO_LONG", "QUORUM_UNREACHABLE"]
@@ -50,8 +52,12 @@ class Coordinator:
     """Decides when studies are mined or failed and runs the mining; notifies pollers of changes."""
 
     def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
-                 mining_timeout: float = MINING_TIMEOUT_SECONDS) -> None:
+                 mining_timeout: float = MINING_TIMEOUT_SECONDS, mining: MiningConfig | None = None,
+                 state_dir: Path | None = None) -> None:
         self.store = store
+        self.mining = mining or MiningConfig()
+        self.state_dir = state_dir
+        """Where the dask engine writes studies' pseudo-data (`miner_node.pseudo_parquet.study_pseudo_dir`)."""
         self.clock = clock
         self.mining_timeout = mining_timeout
         self.changed = threading.Condition()
@@ -240,9 +246,10 @@ class Coordinator:
             accepted.append(AcceptedModel(sub.owner_id, decode_model(message)))
         table = self.store.evaluation(study_id)
         evaluation = load_evaluation(table, schema) if table else None
-        results = mine(spec, schema, accepted, evaluation)
-        log.info("study %s: mined %d models from %d owners in %.2f s", study_id, len(results.models),
-                 len(accepted), results.mining_seconds)
+        pseudo_dir = None if self.state_dir is None else study_pseudo_dir(self.state_dir, study_id)
+        results = mine(spec, schema, accepted, evaluation, mining=self.mining, pseudo_dir=pseudo_dir)
+        log.info("study %s: mined %d models from %d owners in %.2f s (engine %s)", study_id, len(results.models),
+                 len(accepted), results.mining_seconds, results.engine)
         return results.SerializeToString()
 
     def _deadline_loop(self) -> None:

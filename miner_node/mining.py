@@ -13,6 +13,12 @@ union of every owner's rows. Each global model's hyperparameters are the study's
 (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
 fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
 `miner_node.dp_pgen`; or given values).
+
+That is the ``local`` engine, the default. On the ``dask`` engine (``[mining] engine = "dask"``) each
+owner's pseudo-data is instead streamed in chunks that fit the memory budget to Parquet files under
+the study's directory (`miner_node.pseudo_parquet`), never pooled in the miner, and the global models
+are learned from those files on a Dask cluster (`miner_node.dask_engine`); the results name the
+engine and the directory.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +35,10 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
-from miner_node.tasks import Evaluation, task_for
+from miner_node.config import MiningConfig
+from miner_node.pseudo_parquet import chunk_rows, write_owner
+from miner_node.selection import Choice
+from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_chunks, task_for
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
@@ -54,6 +64,9 @@ def mine(
     schema: Schema | RegressionSchema,
     accepted: list[AcceptedModel],
     evaluation: Evaluation | None,
+    *,
+    mining: MiningConfig | None = None,
+    pseudo_dir: Path | None = None,
 ) -> fpb.StudyResults:
     """Regenerate, pool and learn; one result per global model, one summary per owner.
 
@@ -67,6 +80,10 @@ def mine(
         The accepted, decoded submissions.
     evaluation:
         The encoded evaluation table (with each row's position in the file), or None when the study has none.
+    mining:
+        The engine and memory budget (``[mining]``); None is the local engine.
+    pseudo_dir:
+        Where the dask engine writes the study's Parquet pseudo-data (required with it).
 
     Returns
     -------
@@ -74,42 +91,99 @@ def mine(
         Per owner: its trees' mean released root count as ``tuples``, their leaves, its claim, the
         re-audit verdict, its pseudo rows and the released trees themselves; per model: the training
         rows and, with an evaluation table, its scores (accuracy and predictions, or RMSE, MAE and
-        predicted values), with the evaluation rows' file positions and truth once for all models.
+        predicted values), with the evaluation rows' file positions and truth once for all models;
+        the engine that learned them and, on dask, the pseudo-data's directory.
     """
     started = time.perf_counter()
     task = task_for(schema)
     results = fpb.StudyResults(study_id=spec.study_id)
+    owners = sorted(accepted, key=lambda a: a.owner_id)
+    if mining is not None and mining.engine == "dask":
+        if not isinstance(task, ClassificationTask) or pseudo_dir is None:
+            raise ValueError("engine dask learns classification studies only; use engine local for regression")
+        _mine_on_dask(spec, task, owners, evaluation, mining, pseudo_dir, results)
+    else:
+        _mine_locally(spec, schema, task, owners, evaluation, results)
+    results.mining_seconds = time.perf_counter() - started
+    return results
+
+
+def _owner_entry(results: fpb.StudyResults, task: MiningTask, item: AcceptedModel, rows: int) -> None:
+    """One owner's summary in the results: its size, claim, re-audit verdict, pseudo rows and released trees."""
+    report = item.model.report
+    tuples, leaves = task.size(item.model)
+    entry = results.owners.add(
+        owner_id=item.owner_id,
+        tuples=tuples,
+        leaves=leaves,
+        claim=(report.requirement or report.guarantee) if report is not None else "none",
+        audit_passed=audit(item.model.released, report).passed,
+        pseudo_rows=rows,
+    )
+    task.released(entry, item.model)
+
+
+def _record_evaluation(spec: fpb.StudySpec, task: MiningTask, evaluation: Evaluation | None,
+                       results: fpb.StudyResults) -> None:
+    """The evaluation table's size, dropped rows and truth, once for all models."""
+    if evaluation is None:
+        return
+    results.evaluation_rows = int(evaluation.y.shape[0])
+    results.evaluation_rows_dropped = evaluation.dropped
+    if evaluation.dropped:
+        log.warning("study %s: the evaluation table lost %d row(s) with a missing value; %d are scored",
+                    spec.study_id, evaluation.dropped, results.evaluation_rows, extra={"study": spec.study_id})
+    task.truth(results, evaluation)
+
+
+def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: MiningTask, owners: list[AcceptedModel],
+                  evaluation: Evaluation | None, results: fpb.StudyResults) -> None:
+    """The local engine: every owner's PGEN rows pooled in memory, the global models fitted in this process."""
+    results.engine = "local"
     parts_X, parts_y, parts_groups = [], [], []
-    for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
-        report = item.model.report
+    for i, item in enumerate(owners):
         X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]))
         parts_X.append(X)
         parts_y.append(y)
         parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))
-        tuples, leaves = task.size(item.model)
-        entry = results.owners.add(
-            owner_id=item.owner_id,
-            tuples=tuples,
-            leaves=leaves,
-            claim=(report.requirement or report.guarantee) if report is not None else "none",
-            audit_passed=audit(item.model.released, report).passed,
-            pseudo_rows=int(y.shape[0]),
-        )
-        task.released(entry, item.model)
+        _owner_entry(results, task, item, int(y.shape[0]))
     X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
-    if evaluation is not None:
-        results.evaluation_rows = int(evaluation.y.shape[0])
-        results.evaluation_rows_dropped = evaluation.dropped
-        if evaluation.dropped:
-            log.warning("study %s: the evaluation table lost %d row(s) with a missing value; %d are scored",
-                        spec.study_id, evaluation.dropped, results.evaluation_rows, extra={"study": spec.study_id})
-        task.truth(results, evaluation)
+    _record_evaluation(spec, task, evaluation, results)
     for name in spec.global_models:
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
         task.score(entry, task.fit(name, spec, X, y, groups), evaluation)
-    results.mining_seconds = time.perf_counter() - started
-    return results
+
+
+def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[AcceptedModel],
+                  evaluation: Evaluation | None, mining: MiningConfig, pseudo_dir: Path,
+                  results: fpb.StudyResults) -> None:
+    """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask."""
+    from miner_node.dask_engine import DASK_MODELS, DaskEngine, check_models  # imports dask only when a study uses it
+
+    check_models(spec.global_models)
+    results.engine, results.pseudo_data = "dask", str(pseudo_dir)
+    schema = task.schema
+    rows_per_chunk = chunk_rows(schema, mining.memory_budget_mb)
+    files: list[Path] = []
+    for i, item in enumerate(owners):
+        rng = np.random.default_rng([int(spec.seed), i])
+        chunks = pseudo_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
+                               spec.class_assignment, rows_per_chunk)  # type: ignore[arg-type]
+        written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
+        files.extend(written.files)
+        _owner_entry(results, task, item, written.rows)
+    total = sum(o.pseudo_rows for o in results.owners)
+    log.info("study %s: %d pseudo rows written to %s in chunks of at most %d rows", spec.study_id, total,
+             pseudo_dir, rows_per_chunk, extra={"study": spec.study_id})
+    _record_evaluation(spec, task, evaluation, results)
+    with DaskEngine(mining) as engine:
+        for name in spec.global_models:
+            entry = results.models.add(name=name, train_rows=total)
+            if total == 0:
+                continue
+            model = engine.fit(name, schema, files, int(spec.seed) % 2**31)
+            task.score(entry, Fitted(model, Choice(dict(DASK_MODELS[name]), "fixed (dask engine)")), evaluation)

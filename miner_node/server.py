@@ -197,7 +197,8 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
         abandon()
         raise
     roster = RosterWatcher(config.roster)
-    coordinator = Coordinator(store, mining_timeout=config.mining_timeout_seconds)
+    coordinator = Coordinator(store, mining_timeout=config.mining_timeout_seconds, mining=config.mining,
+                              state_dir=config.state_dir)
     verifier = ModelVerifier(config.verify_processes, config.limits.max_nodes)
     service = MinerService(config.name, store, roster, coordinator, config.limits, verifier,
                            mechanisms=mechanisms, insecure=insecure)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, Sequence
+from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -40,11 +40,11 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_ensemble, pgen_regression
+from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
 __all__ = ["Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
-           "pseudo_sources", "two_class_auc"]
+           "pseudo_sources", "pseudo_chunks", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
 
@@ -142,6 +142,24 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
         tree = trees[0]
         return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
     return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+
+
+def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
+                  class_assignment: ClassAssignment, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks of at most ``chunk_rows`` rows.
+
+    What the Parquet writer (`miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
+    whole in memory; the values are other draws than `pseudo_data`'s from the same generator.
+    """
+    beta = _sampling_rate(report)
+    if report is not None:
+        scale = dp_pgen_scale(scale, report.mechanism, trees)
+    if len(trees) == 1 and beta == 1.0:
+        sizes: list[int | None] = [_pgen_rows(trees[0], scale)]
+    else:
+        sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
+    for tree, rows in zip(trees, sizes):
+        yield from pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows)
 
 
 def two_class_auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float | None:

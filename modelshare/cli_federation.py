@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -173,7 +174,32 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
             auc = [auc_text(m)] if two_class else []
             table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
                           *auc, settings_text(m))
-    return [Text(study_headline(status)), table]
+    return [Text(study_headline(status)), table, Text(engine_line(results))]
+
+
+def engine_line(results: dict[str, Any]) -> str:
+    """Which engine learned the global models and, when the miner kept it, where the study's pseudo-data is."""
+    line = f"global models learned on the {results.get('engine', 'local')} engine"
+    if results.get("pseudo_data"):
+        line += f"; pseudo-data (Parquet) on the miner's host in {results['pseudo_data']}"
+    return line
+
+
+def copy_pseudo_data(results: fpb.StudyResults, out: Path) -> Path | None:
+    """Copy the study's Parquet pseudo-data into ``out/pseudo-data`` when the miner's directory is reachable here.
+
+    None when it is not (another host: `engine_line` names where it is); ValueError when the study kept none
+    (the local engine pools pseudo-data in memory and keeps no files).
+    """
+    if not results.pseudo_data:
+        raise ValueError(f"study {results.study_id} kept no pseudo-data files: it ran on the local engine "
+                         '(the miner keeps Parquet pseudo-data with [mining] engine = "dask")')
+    source = Path(results.pseudo_data)
+    if not source.is_dir():
+        return None
+    target = out / "pseudo-data"
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    return target
 
 
 def cmd_study_create(args: argparse.Namespace) -> int:
@@ -226,8 +252,11 @@ def cmd_study_results(args: argparse.Namespace) -> int:
         results = rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
     written = write_results(results, status, args.out)
     written.append(write_report(study_report(status, results, made_by="modelshare study results"), args.out))
+    copied = copy_pseudo_data(results, args.out) if args.pseudo_data else None
+    if copied is not None:
+        written.append(copied)
     if args.json:
-        print(json.dumps(results_dict(results), indent=2))
+        print(json.dumps({**results_dict(results), **({"pseudo_data_copy": str(copied)} if copied else {})}, indent=2))
         return 0
     for renderable in results_renderables(status_dict(status), results_dict(results)):
         out.print(renderable)
@@ -288,6 +317,9 @@ def configure_study_results(results: argparse.ArgumentParser) -> None:
     """`study results ID --out DIR --config admin.toml`."""
     results.add_argument("id", help="the study's id")
     results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions.csv and report.html")
+    results.add_argument("--pseudo-data", action="store_true",
+                         help="also copy the study's Parquet pseudo-data (engine dask) into OUT/pseudo-data when the "
+                              "miner's state directory is reachable from here; otherwise say where it is on the miner")
     _admin_options(results, "the results (every global model's scores)")
     results.set_defaults(func=cmd_study_results)
 

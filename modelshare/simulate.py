@@ -69,6 +69,7 @@ from common.mechanisms.release import default_learner
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
 from common.trees.learners import REQUIREMENT_AWARE
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
+from miner_node.config import ENGINES
 from miner_node.global_models import (
     GLOBAL_MODELS,
     REGRESSION_MODELS,
@@ -332,6 +333,14 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
+def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
+    """Append the miner's ``[mining]`` table for ``--engine dask``: a LocalCluster of ``workers`` processes on loopback."""
+    if engine == "local":
+        return
+    text = miner_toml.read_text()
+    atomic_write(miner_toml, text + f'\n[mining]\nengine = "dask"\nworkers = {workers or 2}\n')
+
+
 def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
     """Start the miner and the owners, create the study, wait for it, return its status and results."""
     parties: list[Party] = []
@@ -506,6 +515,8 @@ def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: 
 def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.owners <= 10:
         raise ValueError(f"--owners must be between 1 and 10, got {args.owners}")
+    if args.dask_workers is not None and args.engine != "dask":
+        raise ValueError("--dask-workers applies to --engine dask")
     started = time.perf_counter()
     root = Path(args.keep_dir) if args.keep_dir else Path(tempfile.mkdtemp(prefix="modelshare-simulate-"))
     if args.keep_dir:
@@ -514,6 +525,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         root.mkdir(parents=True, exist_ok=True)
     try:
         schema, data = prepare(args, root)
+        mining_table(data["kits"]["miner"] / "miner.toml", args.engine, args.dask_workers)
         owners = sorted(data["rows"])
         progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
                       f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
@@ -541,7 +553,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                               "requirement": data["requirement"], "disclosure": args.disclosure}),
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
-              "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall,
+              "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall, "engine": results.engine or "local",
               "dir": str(root) if args.keep_dir else None}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -583,7 +595,8 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_models_table(report, fmt))
     for m in report["models"]:
         out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
-    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback)")
+    out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback; "
+              f"global models on the {report['engine']} engine)")
     out.print()
     for line in legend_lines(report):
         out.print(line, highlight=False)
@@ -653,6 +666,11 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "repeatable): MODEL=auto (cross-validated on the pseudo-data; the decision tree's default), "
                         "MODEL=fixed (the built-in rule) or MODEL:KEY=VALUE[,KEY=VALUE...], e.g. "
                         "decision-tree:min_samples_leaf=50")
+    p.add_argument("--engine", choices=ENGINES, default="local",
+                   help="where the miner learns the global models: local (in its process, the default) or dask "
+                        "(pseudo-data to Parquet, models on a LocalCluster on loopback; needs modelshare[dask])")
+    p.add_argument("--dask-workers", type=positive_int, default=None, metavar="N",
+                   help="--engine dask: worker processes of the miner's LocalCluster (default 2)")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")

@@ -183,13 +183,26 @@ def _service(name: str) -> dict:
     return COMPOSE["services"][name]
 
 
+DASK_SERVICES = {"dask-scheduler", "dask-worker"}  # the miner's Dask engine (docs/scale-out.md)
+
+
 def test_compose_has_one_service_per_party_and_only_known_keys():
     assert set(COMPOSE) <= {"name", "services", "volumes", "networks"} | {k for k in COMPOSE if k.startswith("x-")}
-    assert set(COMPOSE["services"]) == {p.name for p in SPEC.parties}
+    assert set(COMPOSE["services"]) == {p.name for p in SPEC.parties} | DASK_SERVICES
     for name, service in COMPOSE["services"].items():
         assert set(service) <= SERVICE_KEYS, f"{name}: unknown keys {set(service) - SERVICE_KEYS}"
-        assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+        dask = name in DASK_SERVICES or name == "miner"  # the image with the dask extra
+        assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile",
+                                    **({"args": {"EXTRAS": "[dask]"}} if dask else {})}
         assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
+
+
+def test_compose_dask_workers_read_the_miners_state_at_the_miners_path():
+    scheduler, worker = _service("dask-scheduler"), _service("dask-worker")
+    assert scheduler["entrypoint"] == ["dask", "scheduler"] and "8786" in scheduler["command"]
+    assert worker["entrypoint"] == ["dask", "worker"] and worker["command"][0] == "tcp://dask-scheduler:8786"
+    miner_state = next(m for m in _service("miner")["volumes"] if m["type"] == "volume")
+    assert {**miner_state, "read_only": True} in worker["volumes"]
 
 
 @pytest.mark.parametrize("party", SPEC.parties, ids=lambda p: p.name)

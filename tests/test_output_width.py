@@ -49,7 +49,7 @@ def _report(task: str = "classification", mechanism: str = "kanon-rdt", accuracy
     report = {
         "source": "/data/exports/2026/patients-with-long-name.csv", "task": task, "mechanism": mechanism,
         "requirement": "dps:k=5,beta=0.1,epsilon=2,trees=10" if mechanism != "none" else None,
-        "disclosure": "counts", "test_rows": 2592, "wall_seconds": 12.3, "hints": [],
+        "disclosure": "counts", "test_rows": 2592, "wall_seconds": 12.3, "hints": [], "engine": "local",
         "refusals": [{"owner": o, "rows": 150, "reason": str(Refusal("empty-release"))} for o in refused],
         "owners": [{"owner": o, "rows": 1036, "leaves": 2483, "claim": "dps:k=5,beta=0.1,epsilon=2,trees=10 "
                     "(beta=0.1, epsilon=2, delta=3.2e-05)", "audit_passed": True} for o in OWNERS[2:]],

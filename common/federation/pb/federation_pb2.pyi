@@ -294,7 +294,7 @@ class GlobalModelResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ..., auc: _Optional[float] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., selection: _Optional[str] = ...) -> None: ...
 
 class StudyResults(_message.Message):
-    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped")
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped", "engine", "pseudo_data")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,8 @@ class StudyResults(_message.Message):
     EVALUATION_CLASS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_VALUE_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_ROWS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    PSEUDO_DATA_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
     models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
@@ -313,7 +315,9 @@ class StudyResults(_message.Message):
     evaluation_class: _containers.RepeatedScalarFieldContainer[int]
     evaluation_value: _containers.RepeatedScalarFieldContainer[float]
     evaluation_rows_dropped: int
-    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ...) -> None: ...
+    engine: str
+    pseudo_data: str
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ..., engine: _Optional[str] = ..., pseudo_data: _Optional[str] = ...) -> None: ...
 
 class CancelStudyRequest(_message.Message):
     __slots__ = ("study_id", "reason")

@@ -1,0 +1,172 @@
+"""The miner's engines as pseudo-data grows: wall time and peak memory, local against Dask, in one run.
+
+Two owners each release a CART tree (min_samples_leaf 5, no mechanism) of one half of three quarters
+of the bundled Adult table; the held-out quarter is the evaluation table. For each ``--rows`` size the
+study's ``pgen_scale`` is set so that PGEN regenerates that many pseudo rows in all, and the study
+is mined (`miner_node.mining.mine`, as the miner's coordinator calls it) once per engine, each in a
+fresh child process (the "miner process"):
+
+* ``local``: PGEN pooled in memory, the global models fitted in the process;
+* ``dask``: PGEN streamed to Parquet in chunks of the memory budget (``--budget-mb``), the models
+  fitted on a LocalCluster of ``--workers`` single-threaded worker processes on loopback (started and
+  stopped inside the timed mining, as the miner does for each study).
+
+Measured: the child's wall time of `mine`, its own peak resident memory (``ru_maxrss``) and the peak of
+the summed resident memory of its whole process tree (the Dask scheduler runs in it, the workers
+are its descendants), sampled every 0.1 s with psutil; and each model's accuracy. A size whose local
+run fails (out of memory) is recorded as such; sizes beyond ``--local-max-rows`` are not run locally
+(they would exhaust this machine's memory, estimated in the table). Results go to bench/RESULTS.md.
+
+    python bench/scale_out.py [--rows 1000000 10000000] [--models gradient-boosting naive-bayes]
+                              [--workers 2] [--budget-mb 256] [--local-max-rows 20000000] [--engines local dask]
+                              [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
+
+from common.data.datasets import load_dataset
+from common.federation.study import spec_from_mapping
+from common.federation.wire import decode_model, model_message
+from common.mechanisms.release import release
+from common.trees.learners import CartTreeClassifier
+from miner_node.config import MiningConfig
+from miner_node.mining import AcceptedModel, Evaluation, mine
+
+HEADING = "## Scale-out: the local and the Dask engine (bench/scale_out.py)"
+SAMPLE_SECONDS = 0.1
+
+
+def child(engine: str, rows: int, models: list[str], workers: int, budget_mb: int, directory: Path) -> dict[str, Any]:
+    """Mine the Adult study at ``rows`` pseudo rows on ``engine`` in this process; its timings, memory and accuracies."""
+    table = load_dataset("adult")
+    schema = table.schema
+    X, y = schema.encode(table.frame)
+    order = np.random.default_rng(0).permutation(y.shape[0])
+    test, train = order[: y.shape[0] // 4], order[y.shape[0] // 4:]
+    accepted, released_rows = [], 0.0
+    for owner, part in zip(("site-a", "site-b"), np.array_split(train, 2)):
+        tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[part], y[part]).tree_
+        accepted.append(AcceptedModel(owner, decode_model(model_message(release("none", tree=tree)))))
+        released_rows += tree.root.total
+    spec = spec_from_mapping({"study": {"id": "scale", "seed": 1}, "schema": {"dataset": "adult"},
+                              "mining": {"global_models": models, "pgen_scale": rows / released_rows}}).spec
+    mining = MiningConfig(engine=engine, workers=workers if engine == "dask" else None, memory_budget_mb=budget_mb)
+    started = time.perf_counter()
+    results = mine(spec, schema, accepted, Evaluation(X[test], y[test], test), mining=mining,
+                   pseudo_dir=directory / "pseudo")
+    wall = time.perf_counter() - started
+    return {"engine": results.engine, "rows": sum(o.pseudo_rows for o in results.owners), "wall": wall,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "accuracy": {m.name: m.accuracy for m in results.models}}
+
+
+def tree_rss(process: psutil.Process) -> tuple[int, int]:
+    """Resident bytes of ``process`` and of it with all its descendants (processes that end meanwhile count 0)."""
+    own = total = 0
+    for i, p in enumerate([process, *process.children(recursive=True)]):
+        try:
+            rss = p.memory_info().rss
+        except psutil.Error:
+            continue
+        own = rss if i == 0 else own
+        total += rss
+    return own, total
+
+
+def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    """One child run, its process tree's memory sampled while it runs; ``failed`` holds the error tail on failure."""
+    command = [sys.executable, __file__, "--child", engine, "--rows", str(rows), "--models", *args.models,
+               "--workers", str(args.workers), "--budget-mb", str(args.budget_mb), "--dir", str(directory)]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err)
+        watched = psutil.Process(process.pid)
+        peak_own = peak_tree = 0
+        while process.poll() is None:
+            own, total = tree_rss(watched)
+            peak_own, peak_tree = max(peak_own, own), max(peak_tree, total)
+            try:
+                process.wait(timeout=SAMPLE_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+            return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode}: {' / '.join(tail)}"}
+        result = json.loads(out.read().decode().strip().splitlines()[-1])
+    return {**result, "process_seconds": elapsed, "tree_peak_mb": peak_tree / 2**20,
+            "sampled_own_peak_mb": peak_own / 2**20}
+
+
+def section(results: list[dict[str, Any]], args: argparse.Namespace, skipped: list[int]) -> str:
+    lines = [HEADING, "",
+             f"{machine()}; {psutil.virtual_memory().total / 2**30:.0f} GiB of memory, shared with other jobs "
+             "(load above the 2 cores), so wall times are upper bounds. Adult schema, two owners' CART trees, "
+             f"global models {', '.join(args.models)}; Dask: LocalCluster of {args.workers} single-threaded workers "
+             f"on loopback, started inside the timing; chunks of the {args.budget_mb} MB budget.", "",
+             "| pseudo rows | engine | wall s | miner peak RSS | process-tree peak RSS | accuracy |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        if "failed" in r:
+            lines.append(f"| {r['rows']:,} | {r['engine']} | failed: {r['failed']} | | | |")
+            continue
+        accuracy = ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items())
+        lines.append(f"| {r['rows']:,} | {r['engine']} | {r['wall']:.1f} | {r['maxrss_mb']:,.0f} MB | "
+                     f"{r['tree_peak_mb']:,.0f} MB | {accuracy} |")
+    for rows in skipped:
+        lines.append(f"| {rows:,} | local | not run: over --local-max-rows {args.local_max_rows:,} | | | |")
+    lines += ["", f"`python bench/scale_out.py --rows {' '.join(str(r) for r in args.rows)} --models "
+              f"{' '.join(args.models)}`. Miner peak RSS is the mining process's own `ru_maxrss`; the tree peak is "
+              "the largest sampled sum over it and its descendants (the Dask workers).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--models", nargs="+", default=["gradient-boosting", "naive-bayes"])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--budget-mb", type=int, default=256)
+    parser.add_argument("--local-max-rows", type=int, default=20_000_000)
+    parser.add_argument("--engines", nargs="+", choices=("local", "dask"), default=["local", "dask"])
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--child", choices=("local", "dask"), default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child, args.rows[0], args.models, args.workers, args.budget_mb, args.dir)))
+        return
+    results, skipped = [], []
+    for rows in args.rows:
+        for engine in args.engines:
+            if engine == "local" and rows > args.local_max_rows:
+                skipped.append(rows)
+                continue
+            directory = Path(tempfile.mkdtemp(prefix="scale-out-", dir=args.dir))
+            try:
+                results.append(run(engine, rows, args, directory))
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+            print(json.dumps(results[-1]), flush=True)
+    heading = HEADING if len(args.engines) == 2 else f"{HEADING}, {args.engines[0]} engine only"
+    write_section(heading, section(results, args, skipped).replace(HEADING, heading, 1))
+
+
+if __name__ == "__main__":
+    main()
