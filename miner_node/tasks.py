@@ -40,6 +40,7 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
+from miner_node.offpath import ReleasedLaw, redraw_off_path
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
@@ -130,18 +131,27 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
 
 
 def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+                class_assignment: ClassAssignment, law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
+    their path leaves free redrawn from it; without, they stay PGEN's uniform draws (the paper's).
     """
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if len(trees) == 1 and beta == 1.0:
-        tree = trees[0]
-        return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
-    return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+    single = len(trees) == 1 and beta == 1.0
+    if law is None:
+        if single:
+            return pgen(trees[0], rows=_pgen_rows(trees[0], scale), rng=rng, class_assignment=class_assignment)
+        return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+    sizes = [_pgen_rows(trees[0], scale)] if single else [int(n) for n in ensemble_rows(trees, scale=scale, beta=beta)]
+    parts = []
+    for tree, rows in zip(trees, sizes):
+        X, y = pgen(tree, rows=rows, rng=rng, class_assignment=class_assignment)
+        parts.append((redraw_off_path(tree, X, y, law, rng), y))
+    return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
 def two_class_auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float | None:
