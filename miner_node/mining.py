@@ -9,7 +9,9 @@ A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
 `miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
-union of every owner's rows. Each global model's hyperparameters are the study's setting
+union of every owner's rows. Under the study's ``off_path`` = ``marginal`` or ``class``, the attributes a
+path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
+estimated once per study from all of them), and the results say so. Each global model's hyperparameters are the study's setting
 (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
 fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
 `miner_node.dp_pgen`; or given values).
@@ -80,9 +82,11 @@ def mine(
     task = task_for(schema)
     results = fpb.StudyResults(study_id=spec.study_id)
     parts_X, parts_y, parts_groups = [], [], []
-    for i, item in enumerate(sorted(accepted, key=lambda a: a.owner_id)):
+    ordered = sorted(accepted, key=lambda a: a.owner_id)
+    law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in ordered])
+    for i, item in enumerate(ordered):
         report = item.model.report
-        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]))
+        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]), law)
         parts_X.append(X)
         parts_y.append(y)
         parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))

@@ -31,14 +31,16 @@ from typing import Literal, Sequence
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.federation.study import OFF_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.pgen import PathTable
 
-__all__ = ["OFF_PATH_MODES", "OffPathMode", "ReleasedLaw", "redraw_off_path"]
+__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "redraw_off_path"]
 
-OffPathMode = Literal["uniform", "marginal", "class"]
 #: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the class.
-OFF_PATH_MODES: tuple[str, ...] = ("uniform", "marginal", "class")
+OffPathMode = Literal["uniform", "marginal", "class"]
+#: What the results say of a study whose PGEN drew free attributes uniformly.
+UNIFORM_OFF_PATH = "uniform: attributes a path leaves free drawn uniformly over the public domain (the paper's PGEN)"
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,14 @@ class ReleasedLaw:
         if mode == "marginal":
             laws = {j: _pooled(law) for j, law in laws.items()}
         return cls(schema, laws, mode)
+
+    def describe(self) -> str:
+        """The law in words, for the study's results: the mode and which attributes it covers."""
+        given = "given the class" if self.mode == "class" else "pooled over the classes"
+        names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.laws]
+        rest = self.schema.n_attributes - len(names)
+        return (f"{self.mode}: attributes a path leaves free drawn from the released paths' law {given} "
+                f"({', '.join(names) or 'none'}; {rest} attribute(s) no path constrains drawn uniformly)")
 
     def sample(self, j: int, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Values of attribute ``j`` for rows of classes ``y``, drawn from its law (``j`` must be in `laws`)."""

@@ -40,7 +40,7 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.offpath import ReleasedLaw, redraw_off_path
+from miner_node.offpath import UNIFORM_OFF_PATH, ReleasedLaw, redraw_off_path
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
@@ -81,9 +81,16 @@ class MiningTask(Protocol):
         """Encode the study's evaluation table; SchemaError naming the row and column on bad input."""
         ...
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """PGEN on one accepted model: encoded attributes and labels (or target values)."""
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """PGEN on one accepted model: encoded attributes and labels (or target values).
+
+        ``law`` is the study's off-path law (`off_path_law`; classification only), None for uniform draws.
+        """
+        ...
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        """The law PGEN draws free attributes from under the study's ``off_path`` (None: uniform), and that in words."""
         ...
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
@@ -211,9 +218,18 @@ class ClassificationTask:
         X, y = self.schema.encode(table.frame, source="evaluation table")
         return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment,  # type: ignore[arg-type]
+                           law)
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        mode = spec.pgen_off_path or "uniform"
+        trees = [tree for model in models for tree in model.trees]
+        if mode == "uniform" or not trees:
+            return None, UNIFORM_OFF_PATH
+        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
+        return law, law.describe()
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
         return pseudo_sources(model.trees, model.report, spec.pgen_scale, rows)
@@ -268,9 +284,12 @@ class RegressionTask:
             path, self.schema.target.name, schema=self.schema, source="evaluation table"))
         return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.federation.study`)
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
         return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group

@@ -151,6 +151,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         "evaluation_rows": results.evaluation_rows,
         "evaluation_rows_dropped": results.evaluation_rows_dropped,
         "mining_seconds": results.mining_seconds,
+        "off_path": results.pgen_off_path,
         "owners": [
             {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,
              "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows}

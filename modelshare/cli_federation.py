@@ -173,7 +173,8 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
             auc = [auc_text(m)] if two_class else []
             table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
                           *auc, settings_text(m))
-    return [Text(study_headline(status)), table]
+    lines = [Text(study_headline(status)), table]
+    return lines + ([Text(f"PGEN off-path values: {results['off_path']}")] if results.get("off_path") else [])
 
 
 def cmd_study_create(args: argparse.Namespace) -> int:

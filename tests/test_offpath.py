@@ -10,11 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.federation.study import StudyError, describe_spec, spec_from_mapping
+from common.federation.wire import decode_model, model_message
+from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.offpath import ReleasedLaw, redraw_off_path
 from miner_node.pgen import pgen
 from miner_node.tasks import pseudo_data
+from modelshare.admin import results_dict
 
 SCHEMA = Schema(
     (CategoricalAttribute("a", ("x", "y", "z")), NumericAttribute("b", 0.0, 10.0),
@@ -121,3 +126,39 @@ def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n
             for j in path.attributes:
                 assert np.array_equal(redrawn[rows, j], Xp[rows, j])
         assert np.array_equal(redrawn[:, 2], np.floor(redrawn[:, 2]))
+
+
+# ------------------------------------------------------------------ the study setting
+def study(mining: dict) -> dict:
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+            "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
+
+
+def test_off_path_travels_in_the_spec_and_is_checked():
+    assert describe_spec(spec_from_mapping(study({})).spec)["off_path"] == "uniform"  # the paper's PGEN by default
+    spec = spec_from_mapping(study({"off_path": "class"})).spec
+    assert fpb_roundtrip(spec).pgen_off_path == "class"
+    with pytest.raises(StudyError, match=r"study.toml: off_path must be one of \['uniform', 'marginal', 'class'\], got 'clas'"):
+        spec_from_mapping(study({"off_path": "clas"}), where="study.toml")
+    with pytest.raises(StudyError, match="offpath"):  # a misspelt key is an error, not a default
+        spec_from_mapping(study({"offpath": "class"}), where="study.toml")
+
+
+def fpb_roundtrip(spec):
+    return type(spec).FromString(spec.SerializeToString())
+
+
+def test_the_miner_draws_off_path_values_as_the_study_says_and_reports_it(mixed):
+    schema, X, y = mixed
+    models = []
+    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3)):
+        tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X[rows], y[rows]).tree_
+        models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
+    evaluation = Evaluation(X, y, np.arange(y.shape[0]))
+    spec = spec_from_mapping(study({"off_path": "class"})).spec
+    uniform = mine(spec_from_mapping(study({})).spec, schema, models, evaluation)  # mine reads the schema given
+    informed = mine(spec, schema, models, evaluation)
+    assert uniform.pgen_off_path.startswith("uniform: ")
+    assert informed.pgen_off_path.startswith("class: ") and "given the class" in informed.pgen_off_path
+    assert results_dict(informed)["off_path"] == informed.pgen_off_path
+    assert [o.pseudo_rows for o in informed.owners] == [o.pseudo_rows for o in uniform.owners]
