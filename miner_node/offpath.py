@@ -37,8 +37,9 @@ from miner_node.pgen import PathTable
 
 __all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "redraw_off_path"]
 
-#: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the class.
-OffPathMode = Literal["uniform", "marginal", "class"]
+#: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the
+#: class; ``path``: its law given the region the row's path fixes.
+OffPathMode = Literal["uniform", "marginal", "class", "path"]
 #: What the results say of a study whose PGEN drew free attributes uniformly.
 UNIFORM_OFF_PATH = "uniform: attributes a path leaves free drawn uniformly over the public domain (the paper's PGEN)"
 
@@ -90,16 +91,18 @@ class ReleasedLaw:
     index to its estimate (attributes no path constrains are absent and stay uniform).
     """
 
-    def __init__(self, schema: Schema, laws: dict[int, _Categorical | _Numeric], mode: OffPathMode) -> None:
+    def __init__(self, schema: Schema, laws: dict[int, _Categorical | _Numeric], mode: OffPathMode,
+                 pool: "_PathPool | None" = None) -> None:
         self.schema = schema
         self.laws = laws
         self.mode = mode
+        self.pool = pool
 
     @classmethod
     def from_trees(cls, trees: Sequence[Tree], mode: OffPathMode = "class") -> "ReleasedLaw":
         """Pool the constraining paths of ``trees`` (all on one schema) into per-attribute laws (module docstring)."""
-        if mode not in ("marginal", "class"):
-            raise ValueError(f"mode is {mode!r}; expected 'marginal' or 'class'")
+        if mode not in ("marginal", "class", "path"):
+            raise ValueError(f"mode is {mode!r}; expected 'marginal', 'class' or 'path'")
         if not trees:
             raise ValueError("a released law needs at least one released tree")
         schema = trees[0].schema
@@ -110,13 +113,14 @@ class ReleasedLaw:
                    else _numeric_law(tables, j))
             if law is not None:
                 laws[j] = law
-        if mode == "marginal":
+        if mode != "class":
             laws = {j: _pooled(law) for j, law in laws.items()}
-        return cls(schema, laws, mode)
+        return cls(schema, laws, mode, _PathPool.from_tables(tables, laws) if mode == "path" else None)
 
     def describe(self) -> str:
         """The law in words, for the study's results: the mode and which attributes it covers."""
-        given = "given the class" if self.mode == "class" else "pooled over the classes"
+        given = {"class": "given the class", "marginal": "pooled over the classes",
+                 "path": "given the region the row's path fixes"}[self.mode]
         names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.laws]
         rest = self.schema.n_attributes - len(names)
         return (f"{self.mode}: attributes a path leaves free drawn from the released paths' law {given} "
@@ -192,6 +196,136 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
     return None if probs is None else _Numeric(edges, probs, integer)
 
 
+_POOL_BLOCK = 1 << 22  # (paths x pooled paths) weights computed per block of about this many cells
+
+
+def _mass_below(law: _Categorical | _Numeric, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Pooled numeric law's probability of each ``[low, high)`` (piecewise-uniform CDF)."""
+    assert isinstance(law, _Numeric)
+    cdf = np.concatenate([[0.0], np.cumsum(law.probs[0])])
+    return np.interp(high, law.edges, cdf) - np.interp(low, law.edges, cdf)
+
+
+@dataclass(frozen=True)
+class _PathPool:
+    """Every released path of the study, attribute by attribute, for the law of a free attribute given a path.
+
+    ``allowed[j]`` (paths, categories) and ``low[j]``/``high[j]`` (integer attributes: high + 1) are
+    each pooled path's constraint, ``constrained[j]`` whether it constrains ``j`` at all, ``mass`` its
+    released tuples, ``marginal`` the pooled laws (`ReleasedLaw.laws`).
+    """
+
+    schema: Schema
+    allowed: dict[int, np.ndarray]
+    ordered_flat: dict[int, np.ndarray]
+    n_allowed: dict[int, np.ndarray]
+    low: dict[int, np.ndarray]
+    high: dict[int, np.ndarray]
+    constrained: dict[int, np.ndarray]
+    mass: np.ndarray
+    marginal: dict[int, _Categorical | _Numeric]
+
+    @classmethod
+    def from_tables(cls, tables: Sequence[PathTable], marginal: dict[int, _Categorical | _Numeric]) -> "_PathPool":
+        schema = tables[0].schema
+        allowed, low, high, constrained = {}, {}, {}, {}
+        for j in marginal:
+            if isinstance(schema.attributes[j], CategoricalAttribute):
+                allowed[j] = np.vstack([t.allowed[j] for t in tables])
+                constrained[j] = allowed[j].sum(axis=1) < allowed[j].shape[1]
+            else:
+                low[j], high[j] = _bounds(tables, j)
+                constrained[j] = np.concatenate([_constrained_numeric(t, j) for t in tables])
+        return cls(schema, allowed,
+                   {j: np.argsort(~m, axis=1, kind="stable").ravel() for j, m in allowed.items()},
+                   {j: m.sum(axis=1) for j, m in allowed.items()}, low, high, constrained,
+                   np.concatenate([t.totals for t in tables]), marginal)
+
+    def weights(self, table: PathTable, rows: slice) -> np.ndarray:
+        """(paths of ``table[rows]``, pooled paths): how much of each pooled path's mass lies in each path's region.
+
+        Per attribute both constrain, the share of the pooled path's set or interval inside the
+        path's (uniform inside the pooled path, as PGEN reads it); per attribute only the path
+        constrains, the pooled law's mass of the path's set or interval; times the pooled path's tuples.
+        """
+        w = np.repeat(self.mass[None, :], rows.stop - rows.start, axis=0)
+        for j in self.constrained:
+            if j in self.allowed:
+                mine = table.allowed[j][rows]
+                narrowed = mine.sum(axis=1) < mine.shape[1]
+                if not narrowed.any():
+                    continue
+                inside = mine.astype(np.float64) @ self.allowed[j].T.astype(np.float64) / self.n_allowed[j][None, :]
+                outside = mine @ self.marginal[j].probs[0]
+            else:
+                lo, hi = _bounds([table], j)
+                lo, hi = lo[rows], hi[rows]
+                narrowed = _constrained_numeric(table, j)[rows]
+                if not narrowed.any():
+                    continue
+                overlap = np.clip(np.minimum(hi[:, None], self.high[j][None, :]) - np.maximum(lo[:, None], self.low[j][None, :]),
+                                  0, None)
+                length = self.high[j] - self.low[j]
+                inside = overlap / np.where(length > 0, length, 1.0)[None, :]
+                outside = _mass_below(self.marginal[j], lo, hi)
+            factor = np.where(self.constrained[j][None, :], inside, outside[:, None])
+            w[narrowed] *= factor[narrowed]
+        return w
+
+    def draw(self, j: int, pooled: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A value of attribute ``j`` inside each given pooled path's constraint, uniformly (as PGEN draws)."""
+        u = rng.random(pooled.shape[0])
+        if j in self.allowed:
+            size = self.allowed[j].shape[1]
+            k = np.minimum((u * self.n_allowed[j][pooled]).astype(np.int64), self.n_allowed[j][pooled] - 1)
+            return self.ordered_flat[j][pooled * size + k].astype(np.float64)
+        lo, hi = self.low[j][pooled], self.high[j][pooled]
+        values = lo + u * (hi - lo)
+        if j in self.marginal and isinstance(law := self.marginal[j], _Numeric) and law.integer:
+            values = np.minimum(np.floor(values), hi - 1)
+        return values
+
+
+def _bounds(tables: Sequence[PathTable], j: int) -> tuple[np.ndarray, np.ndarray]:
+    """Numeric attribute ``j``'s drawable bounds over the tables' paths (an integer attribute's high + 1)."""
+    low = np.concatenate([t.low[j] for t in tables])
+    high = np.concatenate([t.high[j] for t in tables]) + (1.0 if j in tables[0].integer else 0.0)
+    return low, high
+
+
+def _redraw_given_path(table: PathTable, pid: np.ndarray, free: dict[int, np.ndarray], out: np.ndarray,
+                       law: ReleasedLaw, rng: np.random.Generator) -> None:
+    """``mode="path"``: each free value drawn inside a pooled path chosen by its overlap with the row's path.
+
+    Paths are taken in blocks; within one, the rows of all its paths draw their pooled path at once
+    (each path's cumulative weights offset by its position, so one `np.searchsorted` serves them all).
+    A path whose region no pooled path constraining the attribute reaches falls back to the pooled law.
+    """
+    pool = law.pool
+    assert pool is not None
+    order = np.argsort(pid, kind="stable")
+    starts = np.searchsorted(pid[order], np.arange(table.n_paths + 1))
+    block = max(1, _POOL_BLOCK // max(1, pool.mass.shape[0]))
+    for first in range(0, table.n_paths, block):
+        rows = slice(first, min(first + block, table.n_paths))
+        weights = pool.weights(table, rows)
+        members = order[starts[rows.start]:starts[rows.stop]]
+        for j, is_free in free.items():
+            pick = members[is_free[pid[members]]]
+            if pick.size == 0:
+                continue
+            mine = pid[pick] - rows.start
+            w = weights * pool.constrained[j][None, :]
+            total = w.sum(axis=1)
+            reached = total[mine] > 0
+            cum = np.cumsum(w / np.where(total > 0, total, 1.0)[:, None], axis=1) + np.arange(w.shape[0])[:, None]
+            u = np.minimum(rng.random(mine.shape[0]), np.nextafter(1.0, 0.0)) + mine
+            pooled = np.minimum(np.searchsorted(cum.ravel(), u, side="right") - mine * w.shape[1], w.shape[1] - 1)
+            values = law.sample(j, np.zeros(pick.shape[0], dtype=np.int64), rng)
+            values[reached] = pool.draw(j, pooled[reached], rng)
+            out[pick, j] = values
+
+
 def redraw_off_path(tree: Tree, X: np.ndarray, y: np.ndarray, law: ReleasedLaw, rng: np.random.Generator) -> np.ndarray:
     """``X`` (PGEN rows of ``tree``) with every attribute its row's path leaves unconstrained drawn from ``law``.
 
@@ -206,14 +340,13 @@ def redraw_off_path(tree: Tree, X: np.ndarray, y: np.ndarray, law: ReleasedLaw, 
     if np.any(pid < 0):
         raise ValueError("a pseudo row reaches no leaf of its tree; redraw_off_path needs the tree's own PGEN rows")
     out = np.array(X, dtype=np.float64, order="F", copy=True)
-    for j, attr in enumerate(tree.schema.attributes):
-        if j not in law.laws:
-            continue
-        if isinstance(attr, CategoricalAttribute):
-            free = table.n_allowed[j] == attr.size
-        else:
-            free = ~_constrained_numeric(table, j)
-        rows = np.flatnonzero(free[pid])
+    free = {j: (table.n_allowed[j] == attr.size) if isinstance(attr, CategoricalAttribute) else ~_constrained_numeric(table, j)
+            for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
+    if law.pool is not None:
+        _redraw_given_path(table, pid, free, out, law, rng)
+        return out
+    for j, is_free in free.items():
+        rows = np.flatnonzero(is_free[pid])
         if rows.size:
             out[rows, j] = law.sample(j, y[rows], rng)
     return out

@@ -72,6 +72,26 @@ def test_draws_follow_the_law_and_integer_attributes_stay_whole():
     assert set(np.unique(n[y == 1])) == set(np.arange(3.0, 10.0))
 
 
+def test_path_mode_draws_a_free_attribute_given_the_region_the_path_fixes():
+    """Tree one splits on a only; tree two on a then b, so it says how b goes within each a-region."""
+    one = split_tree(0, CategorySet(frozenset({0})), CategorySet(frozenset({1, 2})), [10, 0], [0, 10])
+    low, high = Interval(-math.inf, 4.0), Interval(4.0, math.inf, False, False)
+    nodes = [Node.from_counts([10, 10]), Node.from_counts([10, 0]), Node.from_counts([0, 10]),
+             Node.from_counts([9, 0]), Node.from_counts([1, 0]), Node.from_counts([0, 1]), Node.from_counts([0, 9])]
+    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1, 2})), 2)]
+    nodes[1].attribute, nodes[1].edges = 1, [Edge(low, 3), Edge(high, 4)]
+    nodes[2].attribute, nodes[2].edges = 1, [Edge(low, 5), Edge(high, 6)]
+    two = Tree(SCHEMA, nodes)
+    X, y = pgen(one, rows=20_000, rng=np.random.default_rng(0))
+    law = ReleasedLaw.from_trees([one, two], "path")
+    b = redraw_off_path(one, X, y, law, np.random.default_rng(1))[:, 1]
+    in_x = X[:, 0] == 0
+    assert np.mean(b[in_x] <= 4.0) == pytest.approx(0.9, abs=0.02)
+    assert np.mean(b[~in_x] <= 4.0) == pytest.approx(0.1, abs=0.02)
+    marginal = redraw_off_path(one, X, y, ReleasedLaw.from_trees([one, two], "marginal"), np.random.default_rng(1))[:, 1]
+    assert np.mean(marginal[in_x] <= 4.0) == pytest.approx(0.5, abs=0.02)  # the pooled law does not know a
+
+
 def test_redraw_replaces_only_free_attributes(mixed):
     schema, X, y = mixed
     tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X, y).tree_
@@ -105,7 +125,7 @@ def test_bad_arguments_are_refused():
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(20, 300), depth=st.integers(1, 5),
-       hit_miss=st.booleans(), mode=st.sampled_from(["class", "marginal"]))
+       hit_miss=st.booleans(), mode=st.sampled_from(["class", "marginal", "path"]))
 def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n, depth, hit_miss, mode):
     """Per path: its rows, their classes and their values on the attributes it constrains are PGEN's own."""
     rng = np.random.default_rng(seed)
@@ -138,7 +158,7 @@ def test_off_path_travels_in_the_spec_and_is_checked():
     assert describe_spec(spec_from_mapping(study({})).spec)["off_path"] == "uniform"  # the paper's PGEN by default
     spec = spec_from_mapping(study({"off_path": "class"})).spec
     assert fpb_roundtrip(spec).pgen_off_path == "class"
-    with pytest.raises(StudyError, match=r"study.toml: off_path must be one of \['uniform', 'marginal', 'class'\], got 'clas'"):
+    with pytest.raises(StudyError, match=r"study.toml: off_path must be one of \['uniform', 'marginal', 'class', 'path'\], got 'clas'"):
         spec_from_mapping(study({"off_path": "clas"}), where="study.toml")
     with pytest.raises(StudyError, match="offpath"):  # a misspelt key is an error, not a default
         spec_from_mapping(study({"offpath": "class"}), where="study.toml")

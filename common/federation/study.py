@@ -44,7 +44,7 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     global_models = ["decision-tree", "naive-bayes"]  # regression: ["regression-tree", "random-forest"]
     pgen_scale = 10
     class_assignment = "exact"       # or "sample"
-    off_path = "uniform"             # or "marginal", "class": attributes a path leaves free drawn from
+    off_path = "uniform"             # or "marginal", "class", "path": attributes a path leaves free drawn from
                                      # the released paths' own law (`miner_node.offpath`)
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
@@ -100,8 +100,8 @@ STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LEARNERS = tuple(sorted(TREE_LEARNERS))
 CLASS_ASSIGNMENTS = ("exact", "sample")
 #: PGEN's values for attributes a path leaves free (`miner_node.offpath`): the paper's uniform draw, or the
-#: law the released paths that constrain the attribute disclose, pooled or given the class.
-OFF_PATH_MODES = ("uniform", "marginal", "class")
+#: law the released paths that constrain the attribute disclose: pooled, given the class, or given the path's region.
+OFF_PATH_MODES = ("uniform", "marginal", "class", "path")
 
 
 class StudyError(ValueError):
@@ -200,7 +200,7 @@ class _MiningTable(ConfigModel):
     class_assignment: str = "exact"
     """PGEN's class assignment: `exact` (each path's counts reproduced) or `sample`."""
     off_path: str = "uniform"
-    """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the other released paths disclose for the attribute, `marginal` (pooled) or `class` (given the row's class); classification only."""
+    """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
