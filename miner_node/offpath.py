@@ -123,8 +123,9 @@ class ReleasedLaw:
                  "path": "given the region the row's path fixes"}[self.mode]
         names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.laws]
         rest = self.schema.n_attributes - len(names)
+        uniform = f"; {rest} that no path constrains drawn uniformly" if rest else ""
         return (f"{self.mode}: attributes a path leaves free drawn from the released paths' law {given} "
-                f"({', '.join(names) or 'none'}; {rest} attribute(s) no path constrains drawn uniformly)")
+                f"({', '.join(names) or 'none'}{uniform})")
 
     def sample(self, j: int, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Values of attribute ``j`` for rows of classes ``y``, drawn from its law (``j`` must be in `laws`)."""
