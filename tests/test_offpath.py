@@ -20,6 +20,7 @@ from miner_node.offpath import ReleasedLaw, redraw_off_path
 from miner_node.pgen import pgen
 from miner_node.tasks import pseudo_data
 from modelshare.admin import results_dict
+from modelshare.pipeline import PipelineConfig, run_study
 
 SCHEMA = Schema(
     (CategoricalAttribute("a", ("x", "y", "z")), NumericAttribute("b", 0.0, 10.0),
@@ -182,3 +183,14 @@ def test_the_miner_draws_off_path_values_as_the_study_says_and_reports_it(mixed)
     assert informed.pgen_off_path.startswith("class: ") and "given the class" in informed.pgen_off_path
     assert results_dict(informed)["off_path"] == informed.pgen_off_path
     assert [o.pseudo_rows for o in informed.owners] == [o.pseudo_rows for o in uniform.owners]
+
+
+def test_the_in_process_pipeline_takes_off_path_and_keeps_uniform_by_default(car):
+    schema, X, y = car
+    assert PipelineConfig().off_path == "uniform"  # the paper reproductions' PGEN
+    with pytest.raises(ValueError, match="off_path must be one of"):
+        PipelineConfig(off_path="uniformly")
+    config = PipelineConfig(n_sources=2, folds=2, mechanism="none", global_models=("naive-bayes",), off_path="path",
+                            methods=("BASIS", "PGEN"))
+    results = run_study(schema, X, y, config)
+    assert set(results["method"]) == {"BASIS", "PGEN"} and results["accuracy"].notna().all()
