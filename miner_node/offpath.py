@@ -19,6 +19,14 @@ with no mass on ``j`` falls back to the pooled classes. Values inside a path's c
 touched: the law on a path's constrained attributes is PGEN's (a property the tests check), and
 every pseudo row still satisfies its path, so its class distribution per path is unchanged.
 
+``mode="path"`` draws a free attribute given the region the row's own path fixes: every pooled path
+that constrains the attribute is weighted by its tuples times the share of it inside that region
+(per attribute both constrain, the share of its set or interval inside the row path's, uniform
+inside it as PGEN reads it; per attribute only the row's path constrains, the pooled law's mass of
+the path's set or interval), one is chosen by weight and the value drawn inside its constraint. A
+path of the same tree never overlaps the row's path, so only other trees (other owners, other trees
+of an ensemble) inform it; where none reaches the region, the pooled law stands in.
+
 Integer attributes use whole-number segments (a path interval becomes ``[ceil(low), floor(high) + 1)``
 and a draw is floored), so draws stay whole, as PGEN's do.
 """
@@ -200,9 +208,8 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
 _POOL_BLOCK = 1 << 22  # (paths x pooled paths) weights computed per block of about this many cells
 
 
-def _mass_below(law: _Categorical | _Numeric, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+def _mass_below(law: _Numeric, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Pooled numeric law's probability of each ``[low, high)`` (piecewise-uniform CDF)."""
-    assert isinstance(law, _Numeric)
     cdf = np.concatenate([[0.0], np.cumsum(law.probs[0])])
     return np.interp(high, law.edges, cdf) - np.interp(low, law.edges, cdf)
 
@@ -216,7 +223,6 @@ class _PathPool:
     released tuples, ``marginal`` the pooled laws (`ReleasedLaw.laws`).
     """
 
-    schema: Schema
     allowed: dict[int, np.ndarray]
     ordered_flat: dict[int, np.ndarray]
     n_allowed: dict[int, np.ndarray]
@@ -237,7 +243,7 @@ class _PathPool:
             else:
                 low[j], high[j] = _bounds(tables, j)
                 constrained[j] = np.concatenate([_constrained_numeric(t, j) for t in tables])
-        return cls(schema, allowed,
+        return cls(allowed,
                    {j: np.argsort(~m, axis=1, kind="stable").ravel() for j, m in allowed.items()},
                    {j: m.sum(axis=1) for j, m in allowed.items()}, low, high, constrained,
                    np.concatenate([t.totals for t in tables]), marginal)
@@ -268,7 +274,7 @@ class _PathPool:
                                   0, None)
                 length = self.high[j] - self.low[j]
                 inside = overlap / np.where(length > 0, length, 1.0)[None, :]
-                outside = _mass_below(self.marginal[j], lo, hi)
+                outside = _mass_below(self.marginal[j], lo, hi)  # type: ignore[arg-type]
             factor = np.where(self.constrained[j][None, :], inside, outside[:, None])
             w[narrowed] *= factor[narrowed]
         return w
