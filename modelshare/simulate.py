@@ -590,7 +590,8 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_models_table(report, fmt))
     for m in report["models"]:
         out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
-    out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
+    if report.get("off_path"):  # what the miner said it did (a report built by hand may not say)
+        out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback)")
     out.print()
     for line in legend_lines(report):
