@@ -9,7 +9,7 @@ A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
 `miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
-union of every owner's rows. Under the study's ``off_path`` = ``marginal`` or ``class``, the attributes a
+union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
 path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
 estimated once per study from all of them), and the results say so. Each global model's hyperparameters are the study's setting
 (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one

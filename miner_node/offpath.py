@@ -78,8 +78,8 @@ def _constrained_numeric(table: PathTable, j: int) -> np.ndarray:
 
 
 def _class_mass(table: PathTable) -> np.ndarray:
-    """(paths, classes): each path's released tuples shared by its class distribution."""
-    return table.class_probs * table.totals[:, None]
+    """(paths, classes): each path's released tuples shared by its class distribution (a noisy negative total: none)."""
+    return table.class_probs * np.clip(table.totals, 0, None)[:, None]
 
 
 def _normalise(mass: np.ndarray) -> np.ndarray | None:
@@ -246,7 +246,7 @@ class _PathPool:
         return cls(allowed,
                    {j: np.argsort(~m, axis=1, kind="stable").ravel() for j, m in allowed.items()},
                    {j: m.sum(axis=1) for j, m in allowed.items()}, low, high, constrained,
-                   np.concatenate([t.totals for t in tables]), marginal)
+                   np.clip(np.concatenate([t.totals for t in tables]), 0, None), marginal)
 
     def weights(self, table: PathTable, rows: slice) -> np.ndarray:
         """(paths of ``table[rows]``, pooled paths): how much of each pooled path's mass lies in each path's region.
