@@ -26,6 +26,7 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
+from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 from modelshare.simulate import model_setting
@@ -52,12 +53,15 @@ def main() -> None:
     p.add_argument("--requirement", default=None, help="default: the mechanism's")
     p.add_argument("--disclosure", default="counts")
     p.add_argument("--learner", default="cart")
+    p.add_argument("--max-depth", type=int, default=None, help="the owners' tree depth (default: the mechanism's)")
     p.add_argument("--owners", type=int, default=5)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--pgen-scale", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", nargs="+", default=["decision-tree=fixed", "decision-tree=auto"],
                    help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
+    p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
+                   help="PGEN's off-path draws to compare (miner_node.offpath); each gives its own pseudo table")
     p.add_argument("--distill", action="store_true",
                    help="also score every variant on pseudo rows labelled by their release's whole ensemble")
     args = p.parse_args()
@@ -67,6 +71,7 @@ def main() -> None:
     requirement = args.requirement or registry.get(args.mechanism).default_requirement
     config = PipelineConfig(n_sources=args.owners, folds=args.folds, mechanism=args.mechanism, requirement=requirement,
                             disclosure=args.disclosure, learner=args.learner, pgen_scale=args.pgen_scale,
+                            learner_params={} if args.max_depth is None else {"max_depth": args.max_depth},
                             random_state=args.seed)
     task = ClassificationTask(schema)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -74,11 +79,15 @@ def main() -> None:
     for _, fold, test, seed in fold_plan(y, config):
         rng = np.random.default_rng(seed)
         _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
-        parts = [(r, pseudo_data(r.trees, r.report, args.pgen_scale, rng, "exact")) for r in released.values()]
-        Xp, yp = _pooled([part for _, part in parts], schema)
-        groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
-                                 for i, (r, (_, yr)) in enumerate(parts)])
-        tables = [("PGEN", (Xp, yp, groups)), ("BASIS", (X[~test], y[~test], None))]
+        trees = [t for r in released.values() for t in r.trees]
+        tables = [("BASIS", (X[~test], y[~test], None))]
+        for off_path in args.off_path:
+            law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, off_path)  # type: ignore[arg-type]
+            parts = [(r, pseudo_data(r.trees, r.report, args.pgen_scale, rng, "exact", law)) for r in released.values()]
+            Xp, yp = _pooled([part for _, part in parts], schema)
+            groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
+                                     for i, (r, (_, yr)) in enumerate(parts)])
+            tables.insert(len(tables) - 1, ("PGEN" if off_path == "uniform" else f"off-path {off_path}", (Xp, yp, groups)))
         if args.distill:
             Xd, yd = _pooled([(Xr, distilled(r.trees, r.report, Xr, yr)) for r, (Xr, yr) in parts], schema)
             tables.append(("distilled", (Xd, yd, groups)))

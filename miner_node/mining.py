@@ -9,7 +9,9 @@ A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
 `miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
-union of every owner's rows. Each global model's hyperparameters are the study's setting
+union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
+path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
+estimated once per study from all of them), and the results say so. Each global model's hyperparameters are the study's setting
 (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
 fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
 `miner_node.dp_pgen`; or given values).
@@ -141,8 +143,9 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     """The local engine: every owner's PGEN rows pooled in memory, the global models fitted in this process."""
     results.engine = "local"
     parts_X, parts_y, parts_groups = [], [], []
+    law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
     for i, item in enumerate(owners):
-        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]))
+        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]), law)
         parts_X.append(X)
         parts_y.append(y)
         parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))
@@ -169,10 +172,11 @@ def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[Ac
     schema = task.schema
     rows_per_chunk = chunk_rows(schema, mining.memory_budget_mb)
     files: list[Path] = []
+    law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
     for i, item in enumerate(owners):
         rng = np.random.default_rng([int(spec.seed), i])
         chunks = pseudo_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
-                               spec.class_assignment, rows_per_chunk)  # type: ignore[arg-type]
+                               spec.class_assignment, rows_per_chunk, law)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)
         _owner_entry(results, task, item, written.rows)

@@ -40,6 +40,7 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
+from miner_node.offpath import UNIFORM_OFF_PATH, ReleasedLaw, redraw_off_path
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
@@ -80,9 +81,16 @@ class MiningTask(Protocol):
         """Encode the study's evaluation table; SchemaError naming the row and column on bad input."""
         ...
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """PGEN on one accepted model: encoded attributes and labels (or target values)."""
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """PGEN on one accepted model: encoded attributes and labels (or target values).
+
+        ``law`` is the study's off-path law (`off_path_law`; classification only), None for uniform draws.
+        """
+        ...
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        """The law PGEN draws free attributes from under the study's ``off_path`` (None: uniform), and that in words."""
         ...
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
@@ -130,26 +138,37 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
 
 
 def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                class_assignment: ClassAssignment) -> tuple[np.ndarray, np.ndarray]:
+                class_assignment: ClassAssignment, law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
+    their path leaves free redrawn from it; without, they stay PGEN's uniform draws (the paper's).
     """
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if len(trees) == 1 and beta == 1.0:
-        tree = trees[0]
-        return pgen(tree, rows=_pgen_rows(tree, scale), rng=rng, class_assignment=class_assignment)
-    return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+    single = len(trees) == 1 and beta == 1.0
+    if law is None:
+        if single:
+            return pgen(trees[0], rows=_pgen_rows(trees[0], scale), rng=rng, class_assignment=class_assignment)
+        return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
+    sizes = [_pgen_rows(trees[0], scale)] if single else [int(n) for n in ensemble_rows(trees, scale=scale, beta=beta)]
+    parts = []
+    for tree, rows in zip(trees, sizes):
+        X, y = pgen(tree, rows=rows, rng=rng, class_assignment=class_assignment)
+        parts.append((redraw_off_path(tree, X, y, law, rng), y))
+    return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
 def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                  class_assignment: ClassAssignment, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                  class_assignment: ClassAssignment, chunk_rows: int,
+                  law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks of at most ``chunk_rows`` rows.
 
     What the Parquet writer (`miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
-    whole in memory; the values are other draws than `pseudo_data`'s from the same generator.
+    whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
+    each chunk's free attributes are redrawn from it, as `pseudo_data` does.
     """
     beta = _sampling_rate(report)
     if report is not None:
@@ -159,7 +178,8 @@ def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: fl
     else:
         sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
     for tree, rows in zip(trees, sizes):
-        yield from pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows)
+        for X, y in pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows):
+            yield (X if law is None else redraw_off_path(tree, X, y, law, rng)), y
 
 
 def two_class_auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float | None:
@@ -219,9 +239,18 @@ class ClassificationTask:
         X, y = self.schema.encode(table.frame, source="evaluation table")
         return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment)  # type: ignore[arg-type]
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment,  # type: ignore[arg-type]
+                           law)
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        mode = spec.pgen_off_path or "uniform"
+        trees = [tree for model in models for tree in model.trees]
+        if mode == "uniform" or not trees:
+            return None, UNIFORM_OFF_PATH
+        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
+        return law, law.describe()
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
         return pseudo_sources(model.trees, model.report, spec.pgen_scale, rows)
@@ -276,9 +305,12 @@ class RegressionTask:
             path, self.schema.target.name, schema=self.schema, source="evaluation table"))
         return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
+
+    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.federation.study`)
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
         return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group

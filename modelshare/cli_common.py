@@ -299,6 +299,18 @@ def add_owners(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, def
     return parser.add_argument("--owners", type=positive_int, default=default, metavar="N", help=help)
 
 
+def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
+                 default_text: str | None = None) -> argparse.Action:
+    """``--off-path MODE``: how PGEN fills the attributes a path leaves free (study.toml's ``[mining] off_path``)."""
+    from common.federation.study import OFF_PATH_MODES  # the study's own list, imported when the parser is built
+
+    return parser.add_argument("--off-path", choices=OFF_PATH_MODES, default=default, metavar="MODE",
+                               help="PGEN's values for attributes a path leaves free: uniform over the public domain "
+                                    "(the paper's), or drawn from the law the released paths that constrain the "
+                                    "attribute disclose, marginal (pooled) or class (given the row's class) "
+                                    f"(default {default_text or default}; from {', '.join(OFF_PATH_MODES)})")
+
+
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],
                       default: Sequence[str] | None, help: str, allow_none: bool = False,
                       dest: str = "global_models", default_text: str | None = None) -> argparse.Action:

@@ -174,7 +174,10 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
             auc = [auc_text(m)] if two_class else []
             table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
                           *auc, settings_text(m))
-    return [Text(study_headline(status)), table, Text(engine_line(results))]
+    lines = [Text(study_headline(status)), table]
+    if results.get("off_path"):
+        lines.append(Text(f"PGEN off-path values: {results['off_path']}"))
+    return [*lines, Text(engine_line(results))]
 
 
 def engine_line(results: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from common.audit.release import audit
 from common.data.schema import Schema
+from common.federation.study import OFF_PATH_MODES
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from common.mechanisms.release import local_learner, release
@@ -28,6 +29,7 @@ from common.privacy.requirements import parse_requirement
 from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.offpath import ReleasedLaw
 from miner_node.pgen import ClassAssignment, basegen
 from miner_node.tasks import pseudo_data
 
@@ -61,6 +63,9 @@ class PipelineConfig:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
         PGEN's class assignment (``exact`` or ``sample``).
+    off_path:
+        PGEN's values for attributes a path leaves free (`miner_node.offpath`): ``uniform`` (the paper's)
+        or drawn from the fold's released paths' law, ``marginal`` or ``class``.
     pgen_scale:
         PGEN rows per released tree as a multiple of the tuples it discloses. 1 is the paper's
         hit + miss per path; the default 10 gives the global learner a far less noisy view of the
@@ -82,6 +87,7 @@ class PipelineConfig:
     global_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
+    off_path: str = "uniform"
     pgen_scale: float = 10.0
     random_state: int = 0
 
@@ -92,6 +98,8 @@ class PipelineConfig:
             raise ValueError(f"folds must be at least 2, got {self.folds}")
         if not self.pgen_scale > 0:
             raise ValueError(f"pgen_scale must be positive, got {self.pgen_scale}")
+        if self.off_path not in OFF_PATH_MODES:
+            raise ValueError(f"off_path must be one of {list(OFF_PATH_MODES)}, got {self.off_path!r}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, got {self.repeats}")
         unknown = [m for m in (*self.global_models, *self.global_params) if m not in GLOBAL_MODELS]
@@ -207,7 +215,9 @@ def run_fold(
     sources, released, audited_ok = release_owners(schema, X_train, y_train, config, rng)
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     if "PGEN" in config.methods:
-        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment)
+        trees = [tree for r in released.values() for tree in r.trees]
+        law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
+        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law)
                  for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
     if "BASEGEN" in config.methods:

@@ -99,6 +99,7 @@ class StudyReport:
     made_by: str  # "modelshare simulate" or "modelshare study results"
     basis_known: bool
     source: str | None = None
+    off_path: str = ""  # how PGEN drew the attributes a path leaves free, in the miner's words
 
     @property
     def regression(self) -> bool:
@@ -174,7 +175,8 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
         study=describe_spec(status.spec), state=status.state, reason=status.reason, schema=schema,
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
         evaluation_rows=int(results.evaluation_rows),
-        evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None, source=source)
+        evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None,
+        source=source, off_path=results.pgen_off_path)
 
 
 # ------------------------------------------------------------------ plots
@@ -322,6 +324,7 @@ def _settings(report: StudyReport) -> str:
                             f"min samples per leaf {s['min_samples_leaf']}"),
         ("global models", ", ".join(s["global_models"])),
         ("PGEN scale", f"{s['pgen_scale']:g} pseudo rows per released tuple"),
+        ("PGEN off-path values", report.off_path or s["off_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
         ("evaluation table", (f"{report.evaluation_rows} rows" + (f" ({report.evaluation_rows_dropped} with a missing "

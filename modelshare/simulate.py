@@ -84,6 +84,7 @@ from modelshare.cli_common import (
     add_global_models,
     add_json,
     add_max_depth,
+    add_off_path,
     add_owners,
     add_seed,
     add_test_fraction,
@@ -117,6 +118,8 @@ STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
 DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
+#: PGEN's off-path draws (`miner_node.offpath`); regression has no classes to condition on.
+DEFAULT_OFF_PATH = {CLASSIFICATION_TASK: "uniform", REGRESSION_TASK: "uniform"}
 MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}
 
 
@@ -192,7 +195,8 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
         "schema": {"file": schema_file.name},
         "release": release,
         "training": training,
-        "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "evaluation": "test.csv"},
+        "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "off_path": args.off_path,
+                   "evaluation": "test.csv"},
         **({"global_models": dict(args.model_settings)} if args.model_settings else {}),
     })
 
@@ -276,6 +280,9 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.learner = resolve_learner(args.mechanism, args.learner)
     args.models = args.models or list(DEFAULT_MODELS[task])
+    args.off_path = args.off_path or DEFAULT_OFF_PATH[task]
+    if task == REGRESSION_TASK and args.off_path != "uniform":
+        raise ValueError(f"--off-path {args.off_path} draws by class; a regression study's PGEN draws uniformly")
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")
     wrong = [m for m in args.models if m not in MODELS[task]]
@@ -553,7 +560,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                               "requirement": data["requirement"], "disclosure": args.disclosure}),
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
-              "test_rows": int(data["y_test"].shape[0]), "wall_seconds": wall, "engine": results.engine or "local",
+              "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path, "wall_seconds": wall,
+              "engine": results.engine or "local",
               "dir": str(root) if args.keep_dir else None}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -595,8 +603,10 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_models_table(report, fmt))
     for m in report["models"]:
         out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
+    if report.get("off_path"):  # what the miner said it did (a report built by hand may not say)
+        out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback; "
-              f"global models on the {report['engine']} engine)")
+              f"global models on the {report.get('engine', 'local')} engine)")
     out.print()
     for line in legend_lines(report):
         out.print(line, highlight=False)
@@ -672,6 +682,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dask-workers", type=positive_int, default=None, metavar="N",
                    help="--engine dask: worker processes of the miner's LocalCluster (default 2)")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
+    add_off_path(p, default=None, default_text=f"{DEFAULT_OFF_PATH[CLASSIFICATION_TASK]}; with --task regression "
+                                               f"{DEFAULT_OFF_PATH[REGRESSION_TASK]}")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")

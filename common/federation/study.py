@@ -44,6 +44,8 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     global_models = ["decision-tree", "naive-bayes"]  # regression: ["regression-tree", "random-forest"]
     pgen_scale = 10
     class_assignment = "exact"       # or "sample"
+    off_path = "uniform"             # or "marginal", "class", "path": attributes a path leaves free drawn from
+                                     # the released paths' own law (`miner_node.offpath`)
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
     [global_models]                  # optional: how the miner sets each global model's hyperparameters
@@ -97,6 +99,9 @@ __all__ = [
 STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LEARNERS = tuple(sorted(TREE_LEARNERS))
 CLASS_ASSIGNMENTS = ("exact", "sample")
+#: PGEN's values for attributes a path leaves free (`miner_node.offpath`): the paper's uniform draw, or the
+#: law the released paths that constrain the attribute disclose: pooled, given the class, or given the path's region.
+OFF_PATH_MODES = ("uniform", "marginal", "class", "path")
 
 
 class StudyError(ValueError):
@@ -194,6 +199,8 @@ class _MiningTable(ConfigModel):
     """PGEN rows per disclosed tuple (1: the paper's hit + miss per path)."""
     class_assignment: str = "exact"
     """PGEN's class assignment: `exact` (each path's counts reproduced) or `sample`."""
+    off_path: str = "uniform"
+    """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
@@ -227,6 +234,7 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         min_samples_leaf=training.min_samples_leaf,
         pgen_scale=mining.pgen_scale,
         class_assignment=mining.class_assignment,
+        pgen_off_path=mining.off_path,
         quorum=study.quorum,
         seed=study.seed,
         owners=study.owners,
@@ -303,6 +311,11 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
         raise StudyError(f"{where}: class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {spec.class_assignment!r}")
+    if spec.pgen_off_path not in ("", *OFF_PATH_MODES):
+        raise StudyError(f"{where}: off_path must be one of {list(OFF_PATH_MODES)}, got {spec.pgen_off_path!r}")
+    if isinstance(schema, RegressionSchema) and spec.pgen_off_path not in ("", "uniform"):
+        raise StudyError(f"{where}: off_path {spec.pgen_off_path!r} needs class labels; a regression study's PGEN "
+                         "draws uniformly (off_path = \"uniform\")")
     if spec.min_samples_leaf < 1 or (spec.HasField("max_depth") and spec.max_depth < 1):
         raise StudyError(f"{where}: min_samples_leaf and max_depth must be at least 1")
     if not spec.pgen_scale > 0:
@@ -362,6 +375,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "global_models": list(spec.global_models),
         "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,
+        "off_path": spec.pgen_off_path or "uniform",
         "owners": list(spec.owners),
         "quorum": spec.quorum,
         "deadline": spec.deadline.ToDatetime(tzinfo=timezone.utc).isoformat(),

@@ -30,6 +30,7 @@ from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_global_models,
     add_max_depth,
+    add_off_path,
     add_owners,
     deprecated_alias,
     leaf_size,
@@ -162,6 +163,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             if name in args.global_models
         },
         pgen_scale=args.pgen_scale,
+        off_path=args.off_path,
         random_state=args.seed,
     )
     raw = run_sources(table.schema, X, y, config, args.owners, jobs=args.jobs)
@@ -203,6 +205,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
     p.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
                    help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
+    add_off_path(p, default=PipelineConfig.off_path)
     models = add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree", "naive-bayes"),
                                help="global models learned from BASIS, PGEN and BASEGEN data")
     deprecated_alias(p, "--models", models)
