@@ -14,6 +14,7 @@ from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import cl_diverse_hit_miss
+from modelshare.simulate import requirement_bound
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
@@ -121,3 +122,16 @@ def test_refuses_mismatched_inputs() -> None:
 def test_partitions_enumerates_bell_numbers() -> None:
     assert [len(_partitions(list(range(n)))) for n in range(5)] == [1, 1, 2, 5, 15]
     assert all(sorted(itertools.chain(*p)) == [0, 1, 2] for p in _partitions([0, 1, 2]))
+
+
+def test_simulate_reports_the_bound_only_for_hit_miss_cl_diversity() -> None:
+    """simulate's ``requirement_bound``: on the pooled training rows, for (c,l) in hit/miss form only."""
+    rng = np.random.default_rng(0)
+    X, y = _table(rng, [2, 3], 3, 40)
+    schema = _schema([2, 3], 3)
+    data = {"X_train": X, "y_train": y, "requirement": "cl-diversity:c=5,l=2"}
+    bound = requirement_bound(schema, data, "hit_miss")
+    assert bound is not None and bound["computed_on"] == "pooled training rows" and bound["rows"] == 40
+    assert bound["accuracy"] == cl_hit_miss_bound(X, y, schema, 5, 2).accuracy
+    assert requirement_bound(schema, data, "counts") is None
+    assert requirement_bound(schema, {**data, "requirement": "k-anonymity:k=5"}, "hit_miss") is None
