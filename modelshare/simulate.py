@@ -66,6 +66,7 @@ from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
+from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
 from common.trees.learners import REQUIREMENT_AWARE
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
@@ -519,6 +520,22 @@ def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: 
     return rows
 
 
+def requirement_bound(schema: Schema | RegressionSchema, data: dict[str, Any], disclosure: str) -> dict[str, Any] | None:
+    """The price of a hit/miss (c,l) requirement: an upper bound on any admissible tree's accuracy.
+
+    Computed on the pooled training rows (every owner's rows together, which simulate holds in
+    process; no owner computes it), so it bounds a single tree released over all of them
+    (`common.privacy.accuracy_bound`). None for any other requirement or disclosure.
+    """
+    if isinstance(schema, RegressionSchema) or disclosure != "hit_miss" or not data["requirement"]:
+        return None
+    parsed = parse_requirement(data["requirement"])
+    if not isinstance(parsed, CLDiversity):
+        return None
+    bound = cl_hit_miss_bound(data["X_train"], data["y_train"], schema, parsed.c, parsed.l)
+    return {**bound.to_dict(), "computed_on": "pooled training rows"}
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.owners <= 10:
         raise ValueError(f"--owners must be between 1 and 10, got {args.owners}")
@@ -550,6 +567,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         if not args.keep_dir:
             shutil.rmtree(root, ignore_errors=True)
+    bound = requirement_bound(schema, data, args.disclosure)
     wall = time.perf_counter() - started
     owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
                    "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
@@ -561,7 +579,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path, "wall_seconds": wall,
-              "engine": results.engine or "local",
+              "engine": results.engine or "local", "requirement_bound": bound,
               "dir": str(root) if args.keep_dir else None}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -603,6 +621,11 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_models_table(report, fmt))
     for m in report["models"]:
         out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
+    bound = report.get("requirement_bound")
+    if bound is not None:
+        on = f"grouping {'+'.join(bound['attributes'])}" if bound["attributes"] else "leaf share cap"
+        out.print(f"requirement bound {bound['accuracy']:.4f}: no tree meeting {bound['requirement']} (hit/miss) "
+                  f"on the pooled training rows classifies more of them correctly ({on})", highlight=False)
     if report.get("off_path"):  # what the miner said it did (a report built by hand may not say)
         out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback; "

@@ -37,10 +37,12 @@ def test_files_rows_and_plots(serial):
     assert set(raw["model"]) == {"decision-tree", "naive-bayes"}
     weak = raw[raw["l"] == 2]
     assert weak["ppgen_yields_data"].all() and weak["ppgen_accuracy"].between(0, 1).all()
+    # the requirement's price beside PPGEN: at most the leaf share cap c / (c + l - 1)
+    assert (raw["bound_accuracy"] <= 5 / (5 + raw["l"] - 1) + 1e-9).all() and (raw["bound_accuracy"] > 0).all()
 
     summary = pd.read_csv(serial / "summary.csv")
     assert len(summary) == 4
-    assert {"ppgen_accuracy_mean", "ld_accuracy_std", "ld_yields_data_mean", "ppgen_minus_ld_mean"} <= set(summary.columns)
+    assert {"ppgen_accuracy_mean", "bound_accuracy_mean", "ld_accuracy_std", "ld_yields_data_mean", "ppgen_minus_ld_mean"} <= set(summary.columns)
     document = json.loads((serial / "results.json").read_text())
     assert document["experiment"] == "privacy" and document["settings"]["ls"] == [2, 4]
     assert len(document["summary"]) == 4 and len(document["raw"]) == len(raw)

@@ -18,6 +18,8 @@ def test_simulate_with_its_defaults_releases_at_every_owner(dataset, capsys):
     assert report["mechanism"] == "apt" and report["requirement"] == "cl-diversity:c=5,l=2"
     assert report["refusals"] == [] and report["hints"] == []
     assert len(report["owners"]) == 10 and all(o["audit_passed"] for o in report["owners"])
+    bound = report["requirement_bound"]  # the requirement's price on the pooled training rows
+    assert bound["computed_on"] == "pooled training rows" and 0 < bound["accuracy"] <= 5 / 6
 
 
 def test_the_unsatisfiable_hint_names_the_requirement_why_and_a_weaker_one():

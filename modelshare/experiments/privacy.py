@@ -13,6 +13,10 @@ fold, the training part is used twice:
   (`modelshare.experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
   scored on the test fold generalised the same way.
 
+Beside PPGEN each row carries ``bound_accuracy``: the price of the requirement, an upper bound on
+the accuracy any tree whose leaves all meet it in hit/miss form can reach on the fold's training
+rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it does not cover).
+
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
 ``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
 there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
@@ -39,6 +43,7 @@ from matplotlib.colors import to_hex
 from rich.table import Table
 
 from common.data.schema import Schema
+from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
 from miner_node.global_models import GLOBAL_MODELS
@@ -64,7 +69,7 @@ __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summ
 METHODS = ("basis", "ppgen", "ld")
 """Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
 
-SCORES = ("basis_accuracy", "ppgen_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
+SCORES = ("basis_accuracy", "ppgen_accuracy", "bound_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
           "ppgen_owners_released", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
           "ld_equivalence_classes")
 """Per-row measurements the summary averages (a yields-data mean is the share of folds with data)."""
@@ -119,6 +124,8 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
     pipeline = {(r["method"], r["model"]): r for r in run_fold(schema, X_tr, y_tr, X_te, y_te, config,
                                                                np.random.default_rng(task.seed))}
     ld = diversify(X_tr, y_tr, schema, c=task.c, l=task.l, max_suppression=settings.max_suppression)
+    bound = (cl_hit_miss_bound(X_tr, y_tr, schema, task.c, task.l).accuracy if settings.disclosure == "hit_miss"
+             else np.nan)
     rows: list[dict[str, Any]] = []
     for name in settings.global_models:
         ppgen = pipeline["PGEN", name]
@@ -128,6 +135,7 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
             "repeat": task.repeat, "fold": task.fold, "l": task.l, "c": task.c, "model": name,
             "basis_accuracy": pipeline["BASIS", name]["accuracy"],
             "ppgen_accuracy": ppgen["accuracy"],
+            "bound_accuracy": bound,
             "ld_accuracy": ld_accuracy,
             "ppgen_yields_data": ppgen["owners_released"] > 0,
             "ld_yields_data": ld.has_data,
@@ -198,7 +206,7 @@ def plot_privacy(summary: pd.DataFrame, settings: PrivacySettings, source: str, 
 def _show(summary: pd.DataFrame, title: str) -> None:
     """BASIS, PPGEN and LD accuracy per requirement and global model, and whether each yielded data."""
     table = Table(title=title)
-    for col in ("l", "c", "global model", "BASIS", "PPGEN", "LD", "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed"):
+    for col in ("l", "c", "global model", "BASIS", "PPGEN", "bound", "LD", "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed"):
         table.add_column(col, justify="left" if col == "global model" else "right", no_wrap=True)
 
     def acc(mean: float, std: float) -> str:
@@ -206,7 +214,9 @@ def _show(summary: pd.DataFrame, title: str) -> None:
 
     for row in summary.itertuples(index=False):
         table.add_row(str(row.l), f"{row.c:g}", row.model, acc(row.basis_accuracy_mean, row.basis_accuracy_std),
-                      acc(row.ppgen_accuracy_mean, row.ppgen_accuracy_std), acc(row.ld_accuracy_mean, row.ld_accuracy_std),
+                      acc(row.ppgen_accuracy_mean, row.ppgen_accuracy_std),
+                      "-" if np.isnan(row.bound_accuracy_mean) else f"{row.bound_accuracy_mean:.3f}",
+                      acc(row.ld_accuracy_mean, row.ld_accuracy_std),
                       "-" if np.isnan(row.ppgen_minus_ld_mean) else f"{100 * row.ppgen_minus_ld_mean:+.1f} pts",
                       f"{row.ppgen_yields_data_mean:.0%}", f"{row.ld_yields_data_mean:.0%}",
                       f"{row.ld_suppressed_rows_mean:.0f}")
