@@ -18,6 +18,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Collection, Mapping, Sequence, TypeVar
 
+import tomllib
 from rich.console import Console
 from rich.table import Table
 
@@ -32,6 +33,8 @@ __all__ = [
     "add_list",
     "add_max_depth",
     "add_max_depths",
+    "add_model_settings",
+    "model_setting",
     "add_owners",
     "add_seed",
     "add_test_fraction",
@@ -337,3 +340,42 @@ def note_dropped(source: str, dropped: int) -> None:
     if dropped:
         err.print(f"[yellow]note:[/] {source}: dropped {dropped} row(s) with a missing value "
                   "(--missing category keeps a missing categorical value as its own category)", highlight=False)
+
+
+def model_setting(text: str) -> tuple[str, str | dict[str, Any]]:
+    """``--model-setting``'s value: ``MODEL=auto``, ``MODEL=fixed`` or ``MODEL:KEY=VALUE[,KEY=VALUE...]``.
+
+    Values read as TOML would (``50``, ``0.005``, ``true``, ``entropy``); the names and values are
+    checked with the study (`common.federation.global_model_settings`).
+    """
+    if ":" in text:
+        name, _, pairs = text.partition(":")
+        params: dict[str, Any] = {}
+        for pair in pairs.split(","):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected MODEL:KEY=VALUE[,KEY=VALUE...], got {text!r}")
+            params[key.strip()] = _toml_value(value.strip())
+        return name.strip(), params
+    name, sep, mode = text.partition("=")
+    if not sep:
+        raise ValueError(f"expected MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE[,...], got {text!r}")
+    return name.strip(), mode.strip()
+
+
+def _toml_value(text: str) -> Any:
+    """A parameter value as TOML reads it (a bare word is a string)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def add_model_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> argparse.Action:
+    """``--model-setting SETTING`` (repeatable): how the miner sets a global model's hyperparameters."""
+    return parser.add_argument(
+        "--model-setting", type=model_setting, action="append", default=[], dest="model_settings", metavar="SETTING",
+        help="how the miner sets a global model's hyperparameters (study.toml's [global_models]; "
+             "repeatable): MODEL=auto (cross-validated on the pseudo-data; the decision tree's default), "
+             "MODEL=fixed (the built-in rule) or MODEL:KEY=VALUE[,KEY=VALUE...], e.g. "
+             "decision-tree:min_samples_leaf=50")

@@ -37,7 +37,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import tomli_w
-import tomllib
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -85,6 +84,7 @@ from modelshare.cli_common import (
     add_global_models,
     add_json,
     add_max_depth,
+    add_model_settings,
     add_off_path,
     add_owners,
     add_seed,
@@ -200,35 +200,6 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
                    "evaluation": "test.csv"},
         **({"global_models": dict(args.model_settings)} if args.model_settings else {}),
     })
-
-
-def model_setting(text: str) -> tuple[str, str | dict[str, Any]]:
-    """``--model-setting``'s value: ``MODEL=auto``, ``MODEL=fixed`` or ``MODEL:KEY=VALUE[,KEY=VALUE...]``.
-
-    Values read as TOML would (``50``, ``0.005``, ``true``, ``entropy``); the names and values are
-    checked with the study (`common.federation.global_model_settings`).
-    """
-    if ":" in text:
-        name, _, pairs = text.partition(":")
-        params: dict[str, Any] = {}
-        for pair in pairs.split(","):
-            key, sep, value = pair.partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"expected MODEL:KEY=VALUE[,KEY=VALUE...], got {text!r}")
-            params[key.strip()] = _toml_value(value.strip())
-        return name.strip(), params
-    name, sep, mode = text.partition("=")
-    if not sep:
-        raise ValueError(f"expected MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE[,...], got {text!r}")
-    return name.strip(), mode.strip()
-
-
-def _toml_value(text: str) -> Any:
-    """A parameter value as TOML reads it (a bare word is a string)."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
 
 
 def _source_task(args: argparse.Namespace) -> tuple[str, Schema | RegressionSchema | None]:
@@ -693,12 +664,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                       help="global models the miner learns",
                       default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
                                    f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
-    p.add_argument("--model-setting", type=model_setting, action="append", default=[], dest="model_settings",
-                   metavar="SETTING",
-                   help="how the miner sets a global model's hyperparameters (study.toml's [global_models]; "
-                        "repeatable): MODEL=auto (cross-validated on the pseudo-data; the decision tree's default), "
-                        "MODEL=fixed (the built-in rule) or MODEL:KEY=VALUE[,KEY=VALUE...], e.g. "
-                        "decision-tree:min_samples_leaf=50")
+    add_model_settings(p)
     p.add_argument("--engine", choices=ENGINES, default="local",
                    help="where the miner learns the global models: local (in its process, the default) or dask "
                         "(pseudo-data to Parquet, models on a LocalCluster on loopback; needs modelshare[dask])")

@@ -28,11 +28,14 @@ def test_one_row_per_mechanism_epsilon_repeat_and_scorer(tiny_run):
     out_dir, _ = tiny_run
     raw = pd.read_csv(out_dir / "results.csv")
     assert list(raw.columns) == ["repeat", "fold", "mechanism", "steps", "depth", "trees", "epsilon", "scored_as",
-                                 "accuracy", "pgen_rows"]
+                                 "accuracy", "auc", "pgen_rows", "selection"]
     assert len(raw) == len(registry.names(family="dp")) * 2 * 2 * len(SCORERS)
     assert set(raw["mechanism"]) == set(registry.names(family="dp")) and "kanon-rdt" not in set(raw["mechanism"])
     assert set(raw["scored_as"]) == set(SCORERS) and set(raw["epsilon"]) == {0.1, 10.0}
     assert raw["accuracy"].between(0, 1).all() and (raw["trees"] == 2).all()
+    assert raw["auc"].between(0, 1).all()  # Vote has two classes: every scorer reports its AUC
+    pgen = raw[raw["scored_as"] == "pgen->decision-tree"]
+    assert pgen["selection"].str.startswith("auto: min_samples_leaf=").all()  # the miner's default for the tree
     summary = pd.read_csv(out_dir / "summary.csv")
     assert len(summary) == len(registry.names(family="dp")) * 2 * len(SCORERS) and (summary["splits"] == 2).all()
 
@@ -73,3 +76,19 @@ def test_depth_override_and_bad_input(tmp_path):
     assert set(raw.loc[raw["mechanism"] == "laplace-rdt", "depth"]) == {2} and set(raw["scored_as"]) == {"ensemble"}
     with pytest.raises(SystemExit):
         main(["experiment", "dp", "--max-depth", "kanon-rdt=3", "--out", str(tmp_path)])
+
+
+def test_model_settings_are_the_miners_and_checked(tmp_path, capsys):
+    """``--model-setting`` sets the global models as a study's [global_models] does; faults are refused up front."""
+    assert main(["experiment", "dp", "--dataset", "car", "--epsilons", "1", "--trees", "2", "--repeats", "1",
+                 "--global-models", "decision-tree", "naive-bayes", "--model-setting", "decision-tree=fixed",
+                 "--model-setting", "naive-bayes:alpha=2.0", "--out", str(tmp_path)]) == 0
+    raw = pd.read_csv(tmp_path / "results.csv", keep_default_na=False)
+    assert set(raw.loc[raw["scored_as"] == "pgen->decision-tree", "selection"]) == {"fixed"}
+    assert set(raw.loc[raw["scored_as"] == "pgen->naive-bayes", "selection"]) == {"given"}
+    assert (raw["auc"] == "").all()  # Car has four classes: no AUC
+    capsys.readouterr()
+    assert main(["experiment", "dp", "--dataset", "car", "--model-setting", "naive-bayes=auto",
+                 "--out", str(tmp_path / "refused")]) != 0
+    assert "naive-bayes: the study does not learn 'naive-bayes'" in capsys.readouterr().err
+    assert not (tmp_path / "refused" / "results.csv").exists()

@@ -18,8 +18,8 @@ from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS, make_regr
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.selection import DEFAULT_MODES, GRIDS, REGRESSION_GRIDS, choose
 from modelshare.admin import results_dict
+from modelshare.cli_common import model_setting
 from modelshare.cli_federation import results_renderables
-from modelshare.simulate import model_setting
 
 
 def study(settings: dict | None = None, models: tuple[str, ...] = ("decision-tree", "naive-bayes")) -> dict:

@@ -9,11 +9,16 @@ a mechanism registered later is run too) releases ``trees`` trees at each total 
 on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
-- ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it
-  (`miner_node.dp_pgen`): PGEN pseudo-data (scale 1, beta 1: no sampling to undo; at most
-  `MAX_DP_PGEN_ROWS` rows) from the release, and a decision tree with ``min_samples_leaf`` of 0.5% of the PGEN rows
-  (`PGEN_LEAF_SHARE`), since a fully grown one fits the PGEN noise; the other models keep their
-  defaults.
+- ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it: PGEN
+  pseudo-data (scale 1, beta 1: no sampling to undo; at most `MAX_DP_PGEN_ROWS` rows,
+  `miner_node.dp_pgen`) from the release, and the model's hyperparameters set as the miner sets
+  them (`miner_node.selection.choose`, the study's ``--model-setting``): by default the decision
+  tree's are cross-validated on the pseudo rows (``auto``; folds hold out whole released trees
+  where there are at least 3), the others keep the fixed rule; ``decision-tree=fixed`` is the
+  0.5 % leaf floor (`PGEN_LEAF_SHARE`) of the runs before studies could choose.
+
+Two-class tables also report the ROC AUC of every scorer (the released trees' summed leaf counts,
+a global model's predicted probabilities), as the miner's results do.
 
 The non-private references, per split: the training rows' majority class, and a scikit-learn
 CART of depth 5 (the miner's decision tree with ``max_depth=5``) trained on the real rows.
@@ -33,7 +38,7 @@ scored-as), ``summary.csv``, ``results.json`` (with the references) and ``accura
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,18 +48,23 @@ from rich.table import Table
 
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
+from common.federation.global_model_settings import check_settings, settings_to_pb
+from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
 from common.mechanisms.release import release
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
-from miner_node.dp_pgen import dp_pgen_scale, global_model_params
+from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
+from miner_node.selection import choose
+from miner_node.tasks import pseudo_sources, two_class_auc
 from modelshare.cli_common import (
     add_global_models,
     add_list,
+    add_model_settings,
     float_list,
     int_list,
     note_dropped,
@@ -113,6 +123,7 @@ class DpSettings:
     dpea_steps: tuple[int, ...] = ()
     dpea_domain: str = "compact"
     global_models: tuple[str, ...] = ("decision-tree",)
+    model_settings: dict[str, Any] = field(default_factory=dict)  # study.toml's [global_models], as --model-setting gives them
     folds: int = 1
     repeats: int = 3
     test_size: float = 0.2
@@ -151,6 +162,38 @@ Context = tuple[Schema, np.ndarray, np.ndarray, np.ndarray, np.ndarray, DpSettin
 """(schema, X, y, X_test, y_test, settings): a split's test indices point into X_test, y_test."""
 
 
+def study_spec(settings: DpSettings, mechanism: str, seed: int) -> fpb.StudySpec:
+    """The part of a study the miner's model choice reads: mechanism, seed, global models and their settings.
+
+    Raises ValueError naming every fault of the settings, as a study's validation would.
+    """
+    spec = fpb.StudySpec(mechanism=mechanism, seed=seed, global_models=list(settings.global_models))
+    for name, setting in settings_to_pb(settings.model_settings).items():
+        spec.global_model_settings[name].CopyFrom(setting)
+    if faults := check_settings(spec):
+        raise ValueError("; ".join(faults))
+    return spec
+
+
+class _Proba:
+    """The released trees as a model with ``predict_proba`` (summed leaf counts, Alg. 2), for `two_class_auc`."""
+
+    def __init__(self, trees: Sequence[Tree]) -> None:
+        self.trees = trees
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return ensemble_predict_proba(self.trees, X)
+
+
+def _score(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[float, float]:
+    """(accuracy, ROC AUC or NaN when the task is not two-class) of ``model`` on ``X, y``."""
+    proba = np.asarray(model.predict_proba(X))
+    accuracy = float((proba.argmax(axis=1) == y).mean()) if isinstance(model, _Proba) else float(
+        (model.predict(X) == y).mean())
+    auc = two_class_auc(model, X, y, n_classes)
+    return accuracy, float("nan") if auc is None else auc
+
+
 def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     schema, X, y, X_eval, y_eval, settings = context
     mechanism, steps, epsilon = settings.grid[task.index]
@@ -160,18 +203,26 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     rng = np.random.default_rng(task.seed)
     trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed,
                      settings.dpea_domain)
-    scores = {ENSEMBLE: float((ensemble_predict_proba(trees, X_te).argmax(axis=1) == y_te).mean())}
-    Xp, yp = pgen_ensemble(trees, scale=dp_pgen_scale(1.0, mechanism, trees), beta=1.0, rng=rng)
+    scores = {ENSEMBLE: _score(_Proba(trees), X_te, y_te, schema.n_classes)}
+    scale = dp_pgen_scale(1.0, mechanism, trees)
+    Xp, yp = pgen_ensemble(trees, scale=scale, beta=1.0, rng=rng)
+    groups = pseudo_sources(trees, None, scale, len(yp)) if len(trees) > 1 else None
+    spec = study_spec(settings, mechanism, task.seed)
+    chosen: dict[str, str] = {}
     for name in settings.global_models:
-        acc = float("nan")  # a release whose counts are all 0 yields no PGEN rows to learn from
+        result = (float("nan"), float("nan"))  # a release whose counts are all 0 yields no PGEN rows to learn from
         if len(yp):
-            params = global_model_params(name, mechanism, len(yp))
-            model = make_global_model(name, schema, random_state=task.seed, **params).fit(Xp, yp)
-            acc = float((model.predict(X_te) == y_te).mean())
-        scores[f"pgen->{name}"] = acc
+            def build(params: dict[str, Any], name: str = name) -> Any:
+                return make_global_model(name, schema, random_state=task.seed, **params)
+
+            choice = choose(name, spec, Xp, yp, build, regression=False, groups=groups)
+            result = _score(build(choice.parameters).fit(Xp, yp), X_te, y_te, schema.n_classes)
+            chosen[f"pgen->{name}"] = choice.selection
+        scores[f"pgen->{name}"] = result
     return [{"repeat": task.split.repeat, "fold": task.split.fold, "mechanism": mechanism, "steps": steps,
              "depth": depth, "trees": settings.trees, "epsilon": epsilon, "scored_as": scored_as,
-             "accuracy": acc, "pgen_rows": int(len(yp))} for scored_as, acc in scores.items()]
+             "accuracy": acc, "auc": auc, "pgen_rows": int(len(yp)), "selection": chosen.get(scored_as, "")}
+            for scored_as, (acc, auc) in scores.items()]
 
 
 def _seed(settings: DpSettings, split: Split, index: int) -> int:
@@ -216,8 +267,10 @@ def references(schema: Schema, X: np.ndarray, y: np.ndarray, X_eval: np.ndarray,
 def summarize_dp(raw: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of the accuracy over the splits per (mechanism, d, epsilon, scored-as)."""
     keys = ["mechanism", "steps", "depth", "trees", "scored_as", "epsilon"]
-    summary = raw.groupby(keys, sort=False, dropna=False)["accuracy"].agg(["mean", "std", "count"])
+    grouped = raw.groupby(keys, sort=False, dropna=False)
+    summary = grouped["accuracy"].agg(["mean", "std", "count"])
     summary.columns = ["accuracy_mean", "accuracy_std", "splits"]
+    summary["auc_mean"] = grouped["auc"].mean()
     return summary.reset_index()
 
 
@@ -244,8 +297,10 @@ def _plot(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, sourc
                        xscale="log", colors=colors)]
 
 
-def _cell(mean: float, std: float) -> str:
-    return f"{mean:.3f} ± {0.0 if np.isnan(std) else std:.3f}"
+def _cell(mean: float, std: float, auc: float = float("nan")) -> str:
+    """Mean ± sd of the accuracy, and the mean AUC where the task has one."""
+    text = f"{mean:.3f} ± {0.0 if np.isnan(std) else std:.3f}"
+    return text if np.isnan(auc) else f"{text} (AUC {auc:.3f})"
 
 
 def _print(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, title: str) -> None:
@@ -256,8 +311,8 @@ def _print(summary: pd.DataFrame, refs: pd.DataFrame, settings: DpSettings, titl
     keys = ["mechanism", "steps", "depth", "scored_as"]
     for key, group in summary.groupby(keys, sort=False, dropna=False):
         cells = group.set_index("epsilon")
-        table.add_row(_label(*key), *[_cell(cells.at[e, "accuracy_mean"], cells.at[e, "accuracy_std"])
-                                      for e in settings.epsilons])
+        table.add_row(_label(*key), *[_cell(cells.at[e, "accuracy_mean"], cells.at[e, "accuracy_std"],
+                                            cells.at[e, "auc_mean"]) for e in settings.epsilons])
     for name, label in REFERENCE_NAMES.items():
         table.add_row(label, *[_cell(refs[name].mean(), refs[name].std())] * len(settings.epsilons))
     out.print(table)
@@ -294,10 +349,13 @@ def cmd_dp(args: argparse.Namespace) -> int:
         note_dropped(test_table.source, test_table.dropped_rows)
         test = schema.encode(test_table.frame, source=test_table.source)
     depths = _depths(args.max_depth, schema)
+    study_spec(DpSettings((), depths, global_models=args.global_models, model_settings=dict(args.model_settings)),
+               DPEA_NAME, args.seed)  # refuse faulty settings before any release
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
     settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
-                          dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models, folds=args.folds,
+                          dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models,
+                          model_settings=dict(args.model_settings), folds=args.folds,
                           repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
@@ -330,6 +388,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                   "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
                       help="global models learned from each release's PGEN data (the experiment compares trees)")
+    add_model_settings(p)
     if DPEA_NAME in _dp_mechanisms():
         int_list(p, "--dpea-steps", minimum=1, default=(), metavar="d",
                  help="sweep DPEA's embedding depth d (levels per exponential-mechanism selection), e.g. 1 2 3; "
