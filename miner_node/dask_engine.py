@@ -21,10 +21,25 @@ The global models, each learned from the study's Parquet files without pooling t
   variance smoothing);
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
-Categorical attributes are learned from their codes as ordered numbers. The models use fixed
-hyperparameters, whatever the study's ``[global_models]`` setting (its modes are the local engine's);
-the results say so. Every model is scored on the study's evaluation table in the miner, as on the
-local engine.
+Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
+study's evaluation table in the miner, as on the local engine.
+
+The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
+named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
+written, a given parameter that has no faithful equivalent). The single-round models (the decision
+tree and the random forest) start every row from the same margin (``base_score`` 0.5, so every class
+alike), so the first and only round's hessian is one constant per row, `first_round_hessian`:
+1/4 for two classes (logistic loss, p(1-p) at p = 1/2), 2/K (1 - 1/K) for K classes (xgboost's
+softmax hessian 2p(1-p) at p = 1/K). A child's hessian sum is then that constant times its rows,
+and ``min_samples_leaf`` = n is *exactly* ``min_child_weight`` = h (n - 1/2). With ``lambda`` near 0
+the round's split gain at a constant hessian is the decrease of the squared error of the 0/1
+labels, which for two classes is the Gini decrease, so ``criterion = "gini"`` is what the tree
+already does (for K classes, per class one-against-the-rest). Boosting has no such equivalent for
+``min_samples_leaf``: after its first round the logistic hessian differs from row to row, so no
+``min_child_weight`` counts rows, and the parameter is refused; nor has ``criterion`` ``"entropy"`` /
+``"log_loss"`` one. ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate
+mappable) with the same xgboost models trained in the miner (`LocalBooster`) on a bounded sample of
+the Parquet files (`miner_node.pseudo_parquet.sample`).
 
 Faults: every call to the cluster (connecting, each fit, each group-by) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
@@ -39,14 +54,18 @@ import concurrent.futures
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.federation.global_model_settings import GIVEN, parameter_from_pb
+from common.federation.pb import federation_pb2 as fpb
 from miner_node.config import MiningConfig
+from miner_node.selection import GRIDS
 
-__all__ = ["DASK_MODELS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "check_models"]
+__all__ = ["DASK_MODELS", "DASK_GRIDS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
+           "check_models", "check_settings", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
 T = TypeVar("T")
@@ -56,9 +75,27 @@ DASK_MODELS: dict[str, dict[str, Any]] = {
     "gradient-boosting": {"num_boost_round": 200, "eta": 0.1, "max_leaves": 31, "grow_policy": "lossguide",
                           "max_depth": 0, "lambda": 1.0},
     "random-forest": {"num_boost_round": 1, "num_parallel_tree": 100, "eta": 1.0, "subsample": 0.632,
-                      "colsample_bynode": 0.8, "max_depth": 12, "lambda": 1e-5},
-    "decision-tree": {"num_boost_round": 1, "eta": 1.0, "max_depth": 12, "lambda": 1e-5},
+                      "colsample_bynode": 0.8, "max_depth": 12, "lambda": 1e-5, "base_score": 0.5},
+    "decision-tree": {"num_boost_round": 1, "eta": 1.0, "max_depth": 12, "lambda": 1e-5, "base_score": 0.5},
     "naive-bayes": {"alpha": 1.0},
+}
+
+#: Candidates of ``"auto"`` on this engine, simplest first, in the study's parameter names (all mappable).
+DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
+    "decision-tree": GRIDS["decision-tree"],
+    "naive-bayes": GRIDS["naive-bayes"],
+    "random-forest": GRIDS["random-forest"],
+    "gradient-boosting": [{"max_leaf_nodes": n} for n in (15, 31, 63)],
+}
+
+_SINGLE_ROUND = ("decision-tree", "random-forest")
+#: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).
+_RENAMED: dict[str, dict[str, str]] = {
+    "decision-tree": {"max_depth": "max_depth"},
+    "random-forest": {"max_depth": "max_depth", "n_estimators": "num_parallel_tree"},
+    "gradient-boosting": {"max_depth": "max_depth", "max_iter": "num_boost_round", "learning_rate": "eta",
+                          "max_leaf_nodes": "max_leaves", "l2_regularization": "lambda"},
+    "naive-bayes": {"alpha": "alpha"},
 }
 _VAR_SMOOTHING = 1e-9  # GaussianNB's default
 
@@ -139,6 +176,77 @@ class CountNaiveBayes:
         return self.classes_[np.argmax(self._joint(X), axis=1)].astype(np.int64)
 
 
+def first_round_hessian(n_classes: int) -> float:
+    """The hessian of every row in a single-round model's one round (module docstring): 1/4, or 2/K (1 - 1/K)."""
+    return 0.25 if n_classes == 2 else 2.0 / n_classes * (1.0 - 1.0 / n_classes)
+
+
+def _mapped(name: str, key: str, value: Any, n_classes: int) -> dict[str, Any]:
+    """Study parameter ``key`` = ``value`` of model ``name`` as xgboost parameters; EngineError where none is faithful."""
+    where = f"[global_models] {name}: {key}"
+    if key in _RENAMED.get(name, {}):
+        return {_RENAMED[name][key]: value}
+    if key == "min_samples_leaf" and name in _SINGLE_ROUND:
+        return {"min_child_weight": first_round_hessian(n_classes) * (value - 0.5)}
+    if key == "criterion" and name == "decision-tree":
+        if value == "gini":
+            return {}
+        raise EngineError(f"{where} = {value!r} has no equivalent on the dask engine: its tree splits on the "
+                          "squared error of the labels at a constant hessian, which is the Gini decrease "
+                          "(use \"gini\" or engine local)")
+    why = ("after the first round the logistic hessian differs from row to row, so no min_child_weight counts rows"
+           if key == "min_samples_leaf" else "xgboost has no equivalent")
+    raise EngineError(f"{where} has no equivalent on the dask engine ({why}); drop it or use engine local")
+
+
+def xgboost_parameters(name: str, n_classes: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The full parameters of Dask model ``name`` with the study's ``params`` (leaf sizes in rows) mapped over its fixed ones."""
+    out = dict(DASK_MODELS[name])
+    for key, value in params.items():
+        out.update(_mapped(name, key, value, n_classes))
+    return out
+
+
+def check_settings(spec: fpb.StudySpec, n_classes: int) -> None:
+    """EngineError naming the first model and parameter the study gives that the Dask engine cannot honour faithfully."""
+    for name in spec.global_models:
+        setting = spec.global_model_settings.get(name)
+        if setting is not None and setting.mode == GIVEN:
+            for key in sorted(setting.parameters):
+                _mapped(name, key, parameter_from_pb(setting.parameters[key]), n_classes)
+
+
+def _booster_params(params: Mapping[str, Any], n_classes: int, seed: int) -> tuple[dict[str, Any], int]:
+    """xgboost's training parameters and rounds from a model's full parameters (`xgboost_parameters`)."""
+    out = dict(params)
+    rounds = int(out.pop("num_boost_round"))
+    out.update({"tree_method": "hist", "seed": seed, "nthread": 1, "verbosity": 0})
+    if n_classes == 2:
+        out["objective"] = "binary:logistic"
+    else:
+        out.update({"objective": "multi:softprob", "num_class": n_classes})
+    return out, rounds
+
+
+class LocalBooster:
+    """Dask model ``name`` trained in this process with the study's ``params``: what ``"auto"`` cross-validates on the sample.
+
+    The same xgboost model, parameters and seed as the cluster fits (`DaskEngine.fit`), so a candidate
+    scores as the model it would become; single-threaded, for a bounded sample only.
+    """
+
+    def __init__(self, name: str, schema: Schema, params: Mapping[str, Any], seed: int) -> None:
+        self.name, self.schema, self.params, self.seed = name, schema, dict(params), seed
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> BoosterModel:
+        import xgboost
+
+        n = self.schema.n_classes
+        params, rounds = _booster_params(xgboost_parameters(self.name, n, self.params), n, self.seed)
+        data = xgboost.DMatrix(X, label=y, feature_names=list(self.schema.names))
+        return BoosterModel(xgboost.train(params, data, num_boost_round=rounds), n, self.schema.names)
+
+
 def check_models(names: Sequence[str]) -> None:
     """EngineError naming the first of ``names`` the Dask engine cannot learn (checked before any pseudo-data is written)."""
     for name in names:
@@ -202,34 +310,32 @@ class DaskEngine:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def fit(self, name: str, schema: Schema, files: Sequence[Path], seed: int) -> Any:
-        """Global model ``name`` learned on the cluster from the Parquet ``files``; EngineError if it cannot be."""
+    def fit(self, name: str, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> Any:
+        """Global model ``name`` learned on the cluster from the Parquet ``files`` with its full ``params`` (`xgboost_parameters`).
+
+        EngineError if it cannot be.
+        """
         check_models([name])
         if name == "naive-bayes":
-            return self._call("counting naive Bayes tables", lambda: self._naive_bayes(schema, files))
-        return self._call(f"fitting {name}", lambda: self._xgboost(name, schema, files, seed))
+            alpha = float(params["alpha"])
+            return self._call("counting naive Bayes tables", lambda: self._naive_bayes(schema, files, alpha))
+        return self._call(f"fitting {name}", lambda: self._xgboost(schema, files, seed, params))
 
     def _frame(self, schema: Schema, files: Sequence[Path]) -> Any:
         import dask.dataframe as dd
 
         return dd.read_parquet([str(f) for f in files], columns=[*schema.names, schema.class_name], blocksize=None)
 
-    def _xgboost(self, name: str, schema: Schema, files: Sequence[Path], seed: int) -> BoosterModel:
+    def _xgboost(self, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> BoosterModel:
         from xgboost import dask as dxgb
 
         frame = self._client.persist(self._frame(schema, files))  # one partitioning for the attributes and the class
         dtrain = dxgb.DaskDMatrix(self._client, frame[list(schema.names)], frame[schema.class_name])
-        params = dict(DASK_MODELS[name])
-        rounds = params.pop("num_boost_round")
-        params.update({"tree_method": "hist", "seed": seed, "nthread": 1, "verbosity": 0})
-        if schema.n_classes == 2:
-            params["objective"] = "binary:logistic"
-        else:
-            params.update({"objective": "multi:softprob", "num_class": schema.n_classes})
-        booster = dxgb.train(self._client, params, dtrain, num_boost_round=rounds)["booster"]
+        train, rounds = _booster_params(params, schema.n_classes, seed)
+        booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]
         return BoosterModel(booster, schema.n_classes, schema.names)
 
-    def _naive_bayes(self, schema: Schema, files: Sequence[Path]) -> CountNaiveBayes:
+    def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         import dask
 
         frame = self._frame(schema, files)
@@ -255,4 +361,4 @@ class DaskEngine:
         if numeric:
             s[computed[2].index.to_numpy(dtype=np.int64)] = computed[2][numeric].to_numpy(dtype=np.float64)
             q[computed[3].index.to_numpy(dtype=np.int64)] = computed[3][numeric].to_numpy(dtype=np.float64)
-        return CountNaiveBayes(schema, DASK_MODELS["naive-bayes"]["alpha"], counts, n, s, q)
+        return CountNaiveBayes(schema, alpha, counts, n, s, q)

@@ -19,8 +19,9 @@ fold; or the fixed rule, under which the global decision tree of a dp study gets
 That is the ``local`` engine, the default. On the ``dask`` engine (``[mining] engine = "dask"``) each
 owner's pseudo-data is instead streamed in chunks that fit the memory budget to Parquet files under
 the study's directory (`miner_node.pseudo_parquet`), never pooled in the miner, and the global models
-are learned from those files on a Dask cluster (`miner_node.dask_engine`); the results name the
-engine and the directory.
+are learned from those files on a Dask cluster (`miner_node.dask_engine`), their settings chosen as on
+the local engine (``"auto"`` on a bounded sample of the files) and mapped onto xgboost's parameters;
+the results name the engine and the directory.
 """
 
 from __future__ import annotations
@@ -29,18 +30,20 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from common.audit.release import audit
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
+from common.federation.global_model_settings import AUTO
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
 from miner_node.config import MiningConfig
-from miner_node.pseudo_parquet import chunk_rows, write_owner
-from miner_node.selection import Choice
-from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_chunks, task_for
+from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
+from miner_node.selection import MAX_CV_ROWS, Choice, choose, mode_of
+from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
@@ -164,30 +167,71 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
 def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[AcceptedModel],
                   evaluation: Evaluation | None, mining: MiningConfig, pseudo_dir: Path,
                   results: fpb.StudyResults) -> None:
-    """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask."""
-    from miner_node.dask_engine import DASK_MODELS, DaskEngine, check_models  # imports dask only when a study uses it
+    """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask.
 
-    check_models(spec.global_models)
-    results.engine, results.pseudo_data = "dask", str(pseudo_dir)
+    Each model's setting is chosen as on the local engine (`miner_node.selection.choose`), ``"auto"`` on a
+    bounded sample of the files (`_dask_choice`), and its parameters mapped onto xgboost's; a given
+    parameter without a faithful equivalent fails the study before any pseudo-data is written.
+    """
+    from miner_node.dask_engine import DaskEngine, check_models, check_settings  # dask only for studies on it
+
     schema = task.schema
+    check_models(spec.global_models)
+    check_settings(spec, schema.n_classes)
+    results.engine, results.pseudo_data = "dask", str(pseudo_dir)
     rows_per_chunk = chunk_rows(schema, mining.memory_budget_mb)
     files: list[Path] = []
+    owner_of_file: list[int] = []
     law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
     for i, item in enumerate(owners):
         rng = np.random.default_rng([int(spec.seed), i])
-        chunks = pseudo_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
-                               spec.class_assignment, rows_per_chunk, law)  # type: ignore[arg-type]
+        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
+                                    spec.class_assignment, rows_per_chunk, law)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)
+        owner_of_file.extend([i] * len(written.files))
         _owner_entry(results, task, item, written.rows)
     total = sum(o.pseudo_rows for o in results.owners)
     log.info("study %s: %d pseudo rows written to %s in chunks of at most %d rows", spec.study_id, total,
              pseudo_dir, rows_per_chunk, extra={"study": spec.study_id})
     _record_evaluation(spec, task, evaluation, results)
+    seed = int(spec.seed) % 2**31
+    held: list[Sample] = []  # the sample "auto" cross-validates on, drawn once for all models
     with DaskEngine(mining) as engine:
         for name in spec.global_models:
             entry = results.models.add(name=name, train_rows=total)
             if total == 0:
                 continue
-            model = engine.fit(name, schema, files, int(spec.seed) % 2**31)
-            task.score(entry, Fitted(model, Choice(dict(DASK_MODELS[name]), "fixed (dask engine)")), evaluation)
+            choice = _dask_choice(name, spec, schema, files, np.asarray(owner_of_file), total, held)
+            model = engine.fit(name, schema, files, seed, choice.parameters)
+            task.score(entry, Fitted(model, choice), evaluation)
+
+
+def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Path], owner_of_file: np.ndarray,
+                 total: int, held: list[Sample]) -> Choice:
+    """Model ``name``'s setting on the dask engine: chosen as the local engine chooses, reported in xgboost's parameters.
+
+    ``"auto"`` cross-validates `miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
+    miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most
+    `MAX_CV_ROWS` rows sampled from the Parquet files (drawn once into ``held``), folds by released tree
+    (owner and tree column); leaf shares become rows of all ``total`` rows. The other modes read no rows.
+    """
+    from miner_node.dask_engine import DASK_GRIDS, LocalBooster, xgboost_parameters
+    from miner_node.global_models import MixedNaiveBayes
+
+    seed = int(spec.seed) % 2**31
+
+    def build(params: dict[str, Any]) -> Any:
+        return MixedNaiveBayes(schema, **params) if name == "naive-bayes" else LocalBooster(name, schema, params, seed)
+
+    if mode_of(spec, name) != AUTO:  # fixed or given: no rows needed
+        chosen = choose(name, spec, np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), build,
+                        regression=False, rows=total, grids=DASK_GRIDS)
+    else:
+        if not held:
+            held.append(sample(files, schema, MAX_CV_ROWS, np.random.default_rng(seed)))
+        rows = held[0]
+        groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
+        chosen = choose(name, spec, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
+                        grids=DASK_GRIDS)
+    return Choice(xgboost_parameters(name, schema.n_classes, chosen.parameters), chosen.selection)

@@ -34,7 +34,8 @@ from common.federation.global_model_settings import AUTO, FIXED, GIVEN, Paramete
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.dp_pgen import global_model_params
 
-__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose"]
+__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
+           "mode_of"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
 CV_FOLDS = 3
@@ -120,21 +121,30 @@ def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterVa
     return setting.mode, {k: parameter_from_pb(v) for k, v in setting.parameters.items()}
 
 
+def mode_of(spec: fpb.StudySpec, name: str) -> str:
+    """How the study sets model ``name``'s hyperparameters: its setting's mode, else `DEFAULT_MODES`' (else fixed)."""
+    return _setting(spec, name)[0]
+
+
 def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
-           *, regression: bool, groups: np.ndarray | None = None) -> Choice:
+           *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
+           grids: Mapping[str, list[dict[str, Any]]] | None = None) -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
     ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
     each row's released tree (owner and tree), so that a fold holds out whole trees. Only the
     pseudo rows are read (module docstring); the result names the mode and, for ``"auto"``, the
-    cross-validated score on pseudo rows.
+    cross-validated score on pseudo rows. ``rows`` is how many rows the chosen model is fitted on
+    when ``X, y`` is only a sample of them (the Dask engine's; leaf shares become rows of it), and
+    ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`).
     """
     mode, given = _setting(spec, name)
-    rows = int(y.shape[0])
+    rows = int(y.shape[0]) if rows is None else rows
     if mode == GIVEN:
         return Choice(concrete(given, rows), GIVEN)
-    grids = REGRESSION_GRIDS if regression else GRIDS
-    if mode == AUTO and name in grids and rows >= 2 * CV_FOLDS:
+    if grids is None:
+        grids = REGRESSION_GRIDS if regression else GRIDS
+    if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
         best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"

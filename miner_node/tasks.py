@@ -45,7 +45,7 @@ from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, p
 from miner_node.selection import Choice, choose
 
 __all__ = ["Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
-           "pseudo_sources", "pseudo_chunks", "two_class_auc"]
+           "pseudo_sources", "pseudo_chunks", "pseudo_tree_chunks", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
 
@@ -161,11 +161,12 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
-def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                  class_assignment: ClassAssignment, chunk_rows: int,
-                  law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks of at most ``chunk_rows`` rows.
+def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
+                       class_assignment: ClassAssignment, chunk_rows: int,
+                       law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks ``(X, y, tree)`` of at most ``chunk_rows`` rows.
 
+    ``tree`` is the index of the released tree the chunk was drawn from (a chunk never spans two).
     What the Parquet writer (`miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     each chunk's free attributes are redrawn from it, as `pseudo_data` does.
@@ -177,9 +178,17 @@ def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: fl
         sizes: list[int | None] = [_pgen_rows(trees[0], scale)]
     else:
         sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
-    for tree, rows in zip(trees, sizes):
+    for index, (tree, rows) in enumerate(zip(trees, sizes)):
         for X, y in pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows):
-            yield (X if law is None else redraw_off_path(tree, X, y, law, rng)), y
+            yield (X if law is None else redraw_off_path(tree, X, y, law, rng)), y, index
+
+
+def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
+                  class_assignment: ClassAssignment, chunk_rows: int,
+                  law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """`pseudo_tree_chunks`' chunks without their tree (what bench/pgen_parquet.py times)."""
+    for X, y, _ in pseudo_tree_chunks(trees, report, scale, rng, class_assignment, chunk_rows, law):
+        yield X, y
 
 
 def two_class_auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float | None:

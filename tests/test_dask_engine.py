@@ -27,8 +27,8 @@ from common.trees.learners import CartTreeClassifier
 from common.trees.metrics import accuracy
 from miner_node.config import ConfigError, MinerConfig, MiningConfig
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, write_owner
-from miner_node.tasks import ClassificationTask, pseudo_chunks, pseudo_data
+from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, sample, write_owner
+from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_tree_chunks
 from tests.federation_helpers import REGRESSION_SCHEMA, wait_until
 
 MODELS = ("naive-bayes", "gradient-boosting", "random-forest", "decision-tree")
@@ -65,8 +65,12 @@ def test_a_bad_mining_table_is_an_error_naming_the_file_and_key(tmp_path, mining
 
 
 # ------------------------------------------------------------------ Parquet
-def _study(dataset: str, seed: int = 3, scale: float = 3) -> tuple[Schema, list[AcceptedModel], Evaluation, object]:
-    """Two owners' CART trees (released without a mechanism) on three quarters of a bundled table; the rest evaluates."""
+def _study(dataset: str, seed: int = 3, scale: float = 3, models: tuple[str, ...] = MODELS,
+           settings: dict | None = None) -> tuple[Schema, list[AcceptedModel], Evaluation, object]:
+    """Two owners' CART trees (released without a mechanism) on three quarters of a bundled table; the rest evaluates.
+
+    ``settings`` is the study's ``[global_models]`` table (default: the decision tree fixed).
+    """
     table = load_dataset(dataset)
     schema = table.schema
     X, y = schema.encode(table.frame)
@@ -77,8 +81,8 @@ def _study(dataset: str, seed: int = 3, scale: float = 3) -> tuple[Schema, list[
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
         accepted.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset},
-                              "mining": {"global_models": list(MODELS), "pgen_scale": scale},
-                              "global_models": {"decision-tree": "fixed"}}).spec
+                              "mining": {"global_models": list(models), "pgen_scale": scale},
+                              "global_models": {"decision-tree": "fixed"} if settings is None else settings}).spec
     return schema, accepted, Evaluation(X[test], y[test], test), spec
 
 
@@ -94,7 +98,7 @@ def test_an_owners_pseudo_data_is_written_in_bounded_typed_chunks(tmp_path):
     schema, accepted, _, spec = _study("adult", scale=2)
     model = accepted[0].model
     rows = chunk_rows(schema, 1)
-    chunks = pseudo_chunks(model.trees, model.report, spec.pgen_scale, np.random.default_rng(1), "exact", rows)
+    chunks = pseudo_tree_chunks(model.trees, model.report, spec.pgen_scale, np.random.default_rng(1), "exact", rows)
     written = write_owner(tmp_path, schema, "site-a", chunks)
     X_whole, y_whole = pseudo_data(model.trees, model.report, spec.pgen_scale, np.random.default_rng(1), "exact")
     assert written.rows == y_whole.shape[0] and len(written.files) == -(-written.rows // rows) > 1
@@ -111,7 +115,7 @@ def test_an_owners_pseudo_data_is_written_in_bounded_typed_chunks(tmp_path):
     assert np.all(X[:, categorical] == np.floor(X[:, categorical]))
     assert np.all(X[:, categorical] < [a.size for a in schema.attributes if isinstance(a, CategoricalAttribute)])
     assert (tmp_path / "schema.json").read_text() == schema.to_json()
-    again = write_owner(tmp_path, schema, "site-a", iter([(X_whole[:10], y_whole[:10])]))  # a second attempt replaces
+    again = write_owner(tmp_path, schema, "site-a", iter([(X_whole[:10], y_whole[:10], 0)]))  # a second attempt replaces
     assert sorted((tmp_path / "owner=site-a").iterdir()) == list(again.files)
 
 
@@ -173,7 +177,7 @@ def test_dask_engine_matches_the_local_engine_on_the_same_pseudo_data(tmp_path):
         local = task.fit(model.name, spec, X, y, None).model
         local_accuracy = accuracy(evaluation.y, local.predict(evaluation.X))
         assert abs(model.accuracy - local_accuracy) <= 0.003, (model.name, model.accuracy, local_accuracy)
-        assert model.selection == "fixed (dask engine)"
+        assert model.selection == "fixed"
     naive_bayes = next(m for m in results.models if m.name == "naive-bayes")
     local = task.fit("naive-bayes", spec, X, y, None).model
     assert list(naive_bayes.predictions) == local.predict(evaluation.X).tolist()  # the count tables are exact
@@ -219,17 +223,17 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
     """SIGKILL to one of two LocalCluster workers while xgboost trains: a model or an EngineError naming the fit."""
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
-    from miner_node.dask_engine import DaskEngine, EngineError
+    from miner_node.dask_engine import DASK_MODELS, DaskEngine, EngineError
 
     schema, accepted, _, spec = _study("nursery", scale=10)
     files = []
     for item in accepted:
-        chunks = pseudo_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
-                               "exact", chunk_rows(schema, 2))
+        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
+                                    "exact", chunk_rows(schema, 2))
         files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
     with DaskEngine(MiningConfig(engine="dask", workers=2, engine_timeout_seconds=120)) as engine:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            fit = pool.submit(engine.fit, "gradient-boosting", schema, files, 0)
+            fit = pool.submit(engine.fit, "gradient-boosting", schema, files, 0, DASK_MODELS["gradient-boosting"])
             wait_until(lambda: any(engine.client.processing().values()) or fit.done(), 60, "the fit to start")
             pids = engine.client.run(os.getpid)
             os.kill(sorted(pids.values())[0], signal.SIGKILL)
@@ -250,8 +254,8 @@ def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
     schema, accepted, _, spec = _study("car", scale=1)
     source = tmp_path / "miner" / "pseudo"
     model = accepted[0].model
-    write_owner(source, schema, "site-a", pseudo_chunks(model.trees, model.report, 1.0, np.random.default_rng(0),
-                                                        "exact", MIN_CHUNK_ROWS))
+    write_owner(source, schema, "site-a", pseudo_tree_chunks(model.trees, model.report, 1.0, np.random.default_rng(0),
+                                                             "exact", MIN_CHUNK_ROWS))
     results = fpb.StudyResults(study_id="s1", engine="dask", pseudo_data=str(source))
     copied = copy_pseudo_data(results, tmp_path / "out")
     assert copied == tmp_path / "out" / "pseudo-data"
@@ -280,8 +284,129 @@ def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_p
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 4000)
     X = np.column_stack([np.floor(2.5e9 + 1e9 * y + rng.uniform(0, 4e8, 4000)), rng.integers(0, 2, 4000)])
-    files = write_owner(tmp_path, schema, "site-a", iter([(X[:2000], y[:2000]), (X[2000:], y[2000:])])).files
+    files = write_owner(tmp_path, schema, "site-a", iter([(X[:2000], y[:2000], 0), (X[2000:], y[2000:], 0)])).files
     with DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
-        model = engine.fit("naive-bayes", schema, files, 0)
+        model = engine.fit("naive-bayes", schema, files, 0, {"alpha": 1.0})
     local = MixedNaiveBayes(schema).fit(X, y)
     assert np.allclose(model.predict_proba(X), local.predict_proba(X), atol=1e-6)
+
+
+# ------------------------------------------------------------------ [global_models] on Dask
+def test_the_studys_parameters_map_onto_xgboosts():
+    from miner_node.dask_engine import DASK_MODELS, first_round_hessian, xgboost_parameters
+
+    assert first_round_hessian(2) == 0.25 and first_round_hessian(4) == pytest.approx(2 * 0.25 * 0.75)
+    tree = xgboost_parameters("decision-tree", 2, {"max_depth": 3, "min_samples_leaf": 20, "criterion": "gini"})
+    assert tree == {**DASK_MODELS["decision-tree"], "max_depth": 3, "min_child_weight": 0.25 * 19.5}
+    forest = xgboost_parameters("random-forest", 4, {"n_estimators": 7, "min_samples_leaf": 1})
+    assert (forest["num_parallel_tree"], forest["min_child_weight"]) == (7, pytest.approx(0.375 * 0.5))
+    boosting = xgboost_parameters("gradient-boosting", 3, {"max_iter": 50, "learning_rate": 0.3, "max_leaf_nodes": 15,
+                                                           "l2_regularization": 0.0, "max_depth": 4})
+    assert {k: boosting[k] for k in ("num_boost_round", "eta", "max_leaves", "lambda", "max_depth")} == {
+        "num_boost_round": 50, "eta": 0.3, "max_leaves": 15, "lambda": 0.0, "max_depth": 4}
+    assert xgboost_parameters("naive-bayes", 2, {"alpha": 0.5}) == {"alpha": 0.5}
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_min_samples_leaf_is_exactly_min_child_weight_in_the_single_round(n_classes):
+    """One numeric attribute, 200 distinct values: the purest split cuts 50 rows off; a leaf of 51 forces 51 exactly."""
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node.dask_engine import LocalBooster
+
+    schema = Schema((NumericAttribute("x", 0.0, 200.0),), "c", tuple("abc"[:n_classes]))
+    X = np.arange(200, dtype=np.float64)[:, None]
+    y = np.zeros(200, dtype=np.int64)
+    y[:50] = 1
+    y[150:] = n_classes - 1
+    for leaf in (50, 51):
+        model = LocalBooster("decision-tree", schema, {"max_depth": 1, "min_samples_leaf": leaf}, 0).fit(X, y)
+        leaves = model.booster.predict(xgboost.DMatrix(X, feature_names=["x"]), pred_leaf=True).reshape(200, -1)
+        for per_class in leaves.T:
+            assert np.bincount(per_class.astype(np.int64))[np.unique(per_class.astype(np.int64))].min() == leaf
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"gradient-boosting": {"min_samples_leaf": 20}},
+     "[global_models] gradient-boosting: min_samples_leaf has no equivalent on the dask engine (after the first round "
+     "the logistic hessian differs from row to row"),
+    ({"decision-tree": {"criterion": "entropy"}},
+     "[global_models] decision-tree: criterion = 'entropy' has no equivalent on the dask engine"),
+])
+def test_a_setting_without_an_xgboost_equivalent_is_refused_before_any_pseudo_data_is_written(tmp_path, setting,
+                                                                                           message):
+    from miner_node.dask_engine import EngineError
+
+    schema, accepted, evaluation, spec = _study("car", scale=1, settings=setting)
+    with pytest.raises(EngineError) as caught:
+        mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path / "p")
+    assert message in str(caught.value)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_sample_of_the_pseudo_data_is_read_back_in_batches_with_each_rows_file_and_tree(tmp_path):
+    """Files of 70,000 and 10,000 rows (more than one read batch): 5,000 distinct rows, each with its file and tree."""
+    schema = Schema((NumericAttribute("id", 0.0, 1e6, integer=True), CategoricalAttribute("k", ("a", "b"))),
+                    "c", ("n", "y"))
+    ids = np.arange(80_000, dtype=np.float64)
+    X = np.column_stack([ids, ids % 2])
+    y = (ids % 3 == 0).astype(np.int64)
+    chunks = [(X[:70_000], y[:70_000], 0), (X[70_000:], y[70_000:], 4)]
+    files = write_owner(tmp_path, schema, "site-a", iter(chunks)).files
+    drawn = sample(files, schema, 5000, np.random.default_rng(7))
+    rows = drawn.X[:, 0].astype(np.int64)
+    assert rows.shape == (5000,) and np.unique(rows).shape == (5000,)
+    assert np.array_equal(drawn.X, X[rows]) and np.array_equal(drawn.y, y[rows])
+    assert np.array_equal(drawn.file, (rows >= 70_000).astype(np.int64))
+    assert np.array_equal(drawn.tree, np.where(rows >= 70_000, 4, 0))
+    assert np.array_equal(sample(files, schema, 5000, np.random.default_rng(7)).X, drawn.X)  # seeded
+    assert sample(files, schema, 10**6, np.random.default_rng(0)).y.shape == (80_000,)  # fewer rows: all of them
+
+
+@pytest.mark.slow
+def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_given_ones(tmp_path):
+    """One LocalCluster worker: the decision tree's default ``auto`` is chosen as `selection.choose` chooses on the
+    Parquet sample; naive Bayes' given alpha reaches the count tables (predictions exactly the local model's)."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from miner_node.dask_engine import DASK_GRIDS, LocalBooster, first_round_hessian
+    from miner_node.global_models import MixedNaiveBayes
+    from miner_node.selection import choose
+
+    schema, accepted, evaluation, spec = _study("car", scale=3, models=("decision-tree", "naive-bayes"),
+                                                settings={"naive-bayes": {"alpha": 0.5}})
+    results = mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path)
+    tree, bayes = results.models
+    total = tree.train_rows
+    assert tree.selection.startswith("auto: min_samples_leaf=") and f"3-fold CV on {total} pseudo rows" in tree.selection
+    files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
+    drawn = sample(files, schema, 20_000, np.random.default_rng(spec.seed))
+    owner = np.array([0 if f.parent.name == "owner=site-a" else 1 for f in files])
+    again = choose("decision-tree", spec, drawn.X, drawn.y, lambda p: LocalBooster("decision-tree", schema, p, spec.seed),
+                   regression=False, groups=owner[drawn.file] * (1 << 16) + drawn.tree, rows=total, grids=DASK_GRIDS)
+    assert tree.selection == again.selection
+    weight = tree.parameters["min_child_weight"].float_value
+    assert weight == pytest.approx(first_round_hessian(schema.n_classes) * (again.parameters["min_samples_leaf"] - 0.5))
+    assert (bayes.selection, bayes.parameters["alpha"].float_value) == ("given", 0.5)
+    X, y = read_all(files, schema)
+    assert list(bayes.predictions) == MixedNaiveBayes(schema, alpha=0.5).fit(X, y).predict(evaluation.X).tolist()
+
+
+@pytest.mark.slow
+def test_a_given_tree_setting_reaches_the_xgboost_model_on_the_cluster(tmp_path):
+    """max_depth 2 and min_samples_leaf 40 as xgboost's max_depth and min_child_weight: no leaf under 40 rows."""
+    pytest.importorskip("distributed")
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node.dask_engine import DaskEngine, xgboost_parameters
+
+    schema, accepted, _, spec = _study("car", scale=1)
+    files = write_owner(tmp_path, schema, "site-a", pseudo_tree_chunks(
+        accepted[0].model.trees, None, 1.0, np.random.default_rng(0), "exact", MIN_CHUNK_ROWS)).files
+    params = xgboost_parameters("decision-tree", schema.n_classes, {"max_depth": 2, "min_samples_leaf": 40})
+    with DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
+        model = engine.fit("decision-tree", schema, files, 0, params)
+    config = json.loads(model.booster.save_config())["learner"]["gradient_booster"]["tree_train_param"]
+    assert (config["max_depth"], float(config["min_child_weight"])) == ("2", pytest.approx(params["min_child_weight"]))
+    X, _ = read_all(files, schema)
+    leaves = model.booster.predict(xgboost.DMatrix(X, feature_names=list(schema.names)), pred_leaf=True)
+    for per_class in leaves.reshape(X.shape[0], -1).T.astype(np.int64):
+        assert np.bincount(per_class)[np.unique(per_class)].min() >= 40
