@@ -127,7 +127,8 @@ class _MiningTable(ConfigModel):
     engine: Literal["local", "dask"] = "local"
     """``"local"``: PGEN and the global models in the miner's process (the default, for small studies);
     ``"dask"``: pseudo-data streamed to Parquet under the state directory and the global models learned on a
-    Dask cluster (needs `pip install 'modelshare[dask]'`; docs/scale-out.md)."""
+    Dask cluster with xgboost, each study's ``[global_models]`` settings mapped onto xgboost's parameters
+    (needs `pip install 'modelshare[dask]'`; docs/scale-out.md)."""
     scheduler: Text | None = None
     """Engine dask: the address of an existing Dask scheduler, ``tcp://HOST:PORT`` (its workers must read the
     miner's state directory at the same path)."""

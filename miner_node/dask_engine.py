@@ -26,9 +26,10 @@ study's evaluation table in the miner, as on the local engine.
 
 The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
 named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
-written, a given parameter that has no faithful equivalent). The single-round models (the decision
-tree and the random forest) start every row from the same margin (``base_score`` 0.5, so every class
-alike), so the first and only round's hessian is one constant per row, `first_round_hessian`:
+written, a given parameter that has no faithful equivalent). A leaf size of the single-round models
+(the decision tree and the random forest) comes with ``base_score`` 0.5: every row and every class
+starts from the same margin (not from xgboost's estimated per-class intercepts), so the first and
+only round's hessian is one constant per row, `first_round_hessian`:
 1/4 for two classes (logistic loss, p(1-p) at p = 1/2), 2/K (1 - 1/K) for K classes (xgboost's
 softmax hessian 2p(1-p) at p = 1/K). A child's hessian sum is then that constant times its rows,
 and ``min_samples_leaf`` = n is *exactly* ``min_child_weight`` = h (n - 1/2). With ``lambda`` near 0
@@ -62,6 +63,7 @@ from common.data.schema import CategoricalAttribute, Schema
 from common.federation.global_model_settings import GIVEN, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.config import MiningConfig
+from miner_node.pseudo_parquet import TREE_COLUMN
 from miner_node.selection import GRIDS
 
 __all__ = ["DASK_MODELS", "DASK_GRIDS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
@@ -75,8 +77,8 @@ DASK_MODELS: dict[str, dict[str, Any]] = {
     "gradient-boosting": {"num_boost_round": 200, "eta": 0.1, "max_leaves": 31, "grow_policy": "lossguide",
                           "max_depth": 0, "lambda": 1.0},
     "random-forest": {"num_boost_round": 1, "num_parallel_tree": 100, "eta": 1.0, "subsample": 0.632,
-                      "colsample_bynode": 0.8, "max_depth": 12, "lambda": 1e-5, "base_score": 0.5},
-    "decision-tree": {"num_boost_round": 1, "eta": 1.0, "max_depth": 12, "lambda": 1e-5, "base_score": 0.5},
+                      "colsample_bynode": 0.8, "max_depth": 12, "lambda": 1e-5},
+    "decision-tree": {"num_boost_round": 1, "eta": 1.0, "max_depth": 12, "lambda": 1e-5},
     "naive-bayes": {"alpha": 1.0},
 }
 
@@ -187,7 +189,7 @@ def _mapped(name: str, key: str, value: Any, n_classes: int) -> dict[str, Any]:
     if key in _RENAMED.get(name, {}):
         return {_RENAMED[name][key]: value}
     if key == "min_samples_leaf" and name in _SINGLE_ROUND:
-        return {"min_child_weight": first_round_hessian(n_classes) * (value - 0.5)}
+        return {"min_child_weight": first_round_hessian(n_classes) * (value - 0.5), "base_score": 0.5}
     if key == "criterion" and name == "decision-tree":
         if value == "gini":
             return {}
@@ -322,9 +324,11 @@ class DaskEngine:
         return self._call(f"fitting {name}", lambda: self._xgboost(schema, files, seed, params))
 
     def _frame(self, schema: Schema, files: Sequence[Path]) -> Any:
+        """The files' every column (a frame read with fewer, then persisted, lost its partitions: dask 2026.8)."""
         import dask.dataframe as dd
 
-        return dd.read_parquet([str(f) for f in files], columns=[*schema.names, schema.class_name], blocksize=None)
+        columns = [*schema.names, schema.class_name, TREE_COLUMN]
+        return dd.read_parquet([str(f) for f in files], columns=columns, blocksize=None)
 
     def _xgboost(self, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> BoosterModel:
         from xgboost import dask as dxgb

@@ -215,7 +215,7 @@ class _StudyFile(ConfigModel):
     mining: _MiningTable = _MiningTable()
     global_models: Annotated[dict[str, Any], Field(
         description='a table: MODEL = "auto", "fixed" or { PARAMETER = VALUE, ... }')] = {}  # checked by check_settings
-    """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter, max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth."""
+    """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter, max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth. On a miner's dask engine the parameters map onto xgboost's; there gradient-boosting min_samples_leaf and a criterion other than gini have no equivalent and fail the study (docs/scale-out.md)."""
 
 
 def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:
