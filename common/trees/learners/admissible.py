@@ -480,7 +480,7 @@ class _DeferringGrower(_Grower):
         grouped = self._reach(core, j, best.groups)
         reaches = np.array([sum(self._value(child, j) for _, child in self._partition(s, core, allowed))
                             for s in free])
-        if reaches.max() <= grouped + 1e-9:
+        if reaches.max() <= grouped + np.sqrt(core.size):  # within a count's sampling noise: keep the criterion's pick
             return best
         return self._pick([s for s, r in zip(free, reaches) if r >= reaches.max() - 1e-9])
 
