@@ -471,10 +471,7 @@ class _DeferringGrower(_Grower):
         candidates = self._candidates(rows, counts, allowed)
         best = self._pick(candidates)
         free = [c for c in candidates if not c.forced]
-        if best is None or not best.forced or self.cap >= 1.0:
-            return best
-        best = self._best_pairing(rows, counts, allowed, best)
-        if not free:
+        if best is None or not best.forced or not free or self.cap >= 1.0:
             return best
         j = best.attribute
         core = self._complete(rows, j)
@@ -524,46 +521,3 @@ class _DeferringGrower(_Grower):
         if not members:
             return whole
         return max(whole, self._reach(rows, j, tuple(frozenset(int(c) for c in m) for m in members)))
-
-    def _best_pairing(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]],
-                      best: _Split) -> _Split:
-        """The grouping of ``best``'s attribute whose children classify the most rows one split further down.
-
-        Information gain picks a failing category's partner by how little information the pair
-        loses at this node, but the pair's leaves classify at most its majority whatever follows;
-        what differs between partners is how well the category left alone can be classified below.
-        So each admissible pairing of a failing category with one partner (the other categories
-        alone) is scored by the hits of its children after their own best split (or as leaves),
-        and the criterion's grouping is kept on ties.
-        """
-        j = best.attribute
-        size = self.schema.attributes[j].size  # type: ignore[union-attr]
-        codes = self.X[rows, j].astype(np.int64)
-        table = np.bincount(codes * self.k + self.y[rows], minlength=size * self.k).reshape(size, self.k)
-        present = [int(c) for c in np.flatnonzero(table.sum(axis=1) > 0)]
-        failing = [c for c in present if not self.rule.ok(table[c][None].astype(np.float64))[0]]
-        parent_cells = float(_xlog2x(counts).sum())
-        options = [best]
-        for b in failing:
-            for h in present:
-                groups = [frozenset({b, h})] + [frozenset({c}) for c in present if c not in (b, h)]
-                grouped = np.stack([table[sorted(g)].sum(axis=0) for g in groups]).astype(np.float64)
-                if h == b or len(groups) < 2 or not self.rule.ok(grouped).all():
-                    continue
-                gain, split_info = _gain_and_split_info(grouped, rows.size, parent_cells)
-                options.append(_Split(j, float(gain), float(split_info), groups=tuple(groups), forced=True))
-        scores = np.array([self._hits_below(option, rows, allowed) for option in options])
-        return options[_first_best(scores)]
-
-    def _hits_below(self, split: _Split, rows: np.ndarray, allowed: dict[int, frozenset[int]]) -> float:
-        """Rows ``split``'s children classify correctly after each child's own best split (or as a leaf)."""
-        total = 0.0
-        for constraint, child in self._partition(split, rows, allowed):
-            counts = self._counts(child)
-            narrowed = {**allowed, split.attribute: constraint.codes} if isinstance(constraint, CategorySet) else allowed
-            below = self._pick(self._candidates(child, counts, narrowed))
-            hits = float(counts.max())
-            if below is not None:
-                hits = max(hits, sum(float(self._counts(g).max()) for _, g in self._partition(below, child, narrowed)))
-            total += hits
-        return total
