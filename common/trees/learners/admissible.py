@@ -17,6 +17,13 @@ none exists. Two things go beyond kADET:
   so every category of the path's domain still has a branch (no row falls off the tree, and no
   released path hides which categories exist). A grouped attribute may be split again deeper on
   the path, within the group.
+* **deferred grouping** (``pairing="deferred"``, the default): a grouping that a failing category
+  forces ties its partner's rows to that branch for the whole subtree. Where the criterion picks
+  such a split, it is made only if no ungrouped split would let the leaves classify clearly more
+  rows (`_DeferringGrower`), so the learner splits on other attributes first, groups anew in each
+  subtree, and never groups where the levels agree on the class. On Nursery under hit/miss
+  (5,2)-diversity it splits ``social`` first and leaves ``health`` unsplit where ``social =
+  problematic``. ``pairing="eager"`` keeps the earlier behaviour.
 * **numeric attributes** are split in two at the best admissible threshold among all thresholds at
   once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
   intervals of the public cells forms a branch whenever both sides are admissible.
@@ -166,6 +173,9 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         Fewest rows a child may hold (on top of ``leaf_rule``).
     min_gain:
         A split gaining fewer bits is not made.
+    pairing:
+        ``deferred`` (a split that groups a failing category only where grouping pays, `_DeferringGrower`)
+        or ``eager`` (grouped wherever the criterion picks the attribute: the earlier behaviour).
     confidence:
         C4.5's pruning confidence (CF, default 0.25): after growing, a subtree whose pessimistic
         error estimate is no better than its root's as a leaf becomes that leaf (`prune_pessimistic`);
@@ -446,11 +456,14 @@ class _DeferringGrower(_Grower):
     right more often than the paired branch ever can be. So where the criterion picks such a split,
     each alternative is scored by the rows its leaves could at best classify (`_reach`): for the
     grouped split, each group's column-wise majorities capped at the rule's majority share; for an
-    ungrouped split, each child at the better of grouping there or never grouping. An ungrouped
-    split that reaches more is taken instead (the best by reach, ties to the criterion), so that the
+    ungrouped split, each child at the better of grouping there or never grouping (a one-level
+    lookahead). An ungrouped split that reaches more, by more than the square root of the rows
+    counted (a count's sampling noise; without it Car's small nodes deferred on noise and lost 4
+    points held out), is taken instead (the best by reach, ties to the criterion), so that the
     grouping is decided anew in each subtree, or never made where the levels agree. A *column* is
-    one value tuple of the other attributes. Where every column is one row (most numeric tables)
-    all alternatives reach the same and the criterion's pick stands.
+    one value tuple of the other attributes, and only columns holding every level present count
+    (`_complete`). Where no column is complete (most numeric tables, small owners' samples) the
+    criterion's pick stands, as under ``eager``.
     """
 
     def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
