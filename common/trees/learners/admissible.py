@@ -64,7 +64,7 @@ _TIE_TOLERANCE = 1e-12
 
 PAIRINGS = ("deferred", "eager")
 """``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
-``deferred``: the ungrouped alternative is grown too and the better subtree kept (`_DeferringGrower`)."""
+``deferred``: such a grouping only where no ungrouped split lets the leaves classify clearly more (`_DeferringGrower`)."""
 
 
 class LeafRule(Protocol):
@@ -422,7 +422,6 @@ class _Grower:
         if not low <= threshold < high:
             threshold = low
         return _Split(j, float(gain[best]), float(split_info[best]), threshold=float(threshold))
-
 
 
 def majority_cap(rule: _Rule, n_classes: int) -> float:
