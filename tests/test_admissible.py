@@ -16,7 +16,7 @@ from common.mechanisms.release import default_learner, local_learner, release
 from common.privacy.checks import public_cuts_check, single_child_check
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
 from common.trees.learners import make_learner
-from common.trees.learners.admissible import group_categories
+from common.trees.learners.admissible import PAIRINGS, _Rule, group_categories, majority_cap
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
@@ -44,11 +44,13 @@ def _cases(draw):
     return _schema(sizes, n_classes), X, y.astype(np.int64), requirement, disclosure
 
 
+@pytest.mark.parametrize("pairing", PAIRINGS)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
-def test_every_leaf_meets_the_requirement_and_the_release_passes_the_audit(case):
+def test_every_leaf_meets_the_requirement_and_the_release_passes_the_audit(pairing, case):
     schema, X, y, requirement, disclosure = case
-    tree = local_learner("admissible", schema, "apt", requirement=requirement, disclosure=disclosure).fit(X, y).tree_
+    tree = local_learner("admissible", schema, "apt", requirement=requirement, disclosure=disclosure,
+                         pairing=pairing).fit(X, y).tree_
     assert single_child_check([tree]).passed
     assert public_cuts_check([tree]).passed
     assert all(node.total > 0 for node in tree.nodes)
@@ -103,6 +105,34 @@ def test_nursery_diversity_releases_more_than_apt_on_a_multiway_tree():
     found = release("apt", tree=grown, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
     assert found.tree.n_leaves == grown.n_leaves and audit(found.trees, found.report, seeded_ok=True).passed
     assert (found.tree.predict(X) == y).mean() > 0.55
+
+
+def test_deferred_pairing_keeps_agreeing_health_levels_together_and_classifies_more_of_nursery():
+    """Eager grouping pairs health = not_recom with one level everywhere, and that level's rows are lost;
+    deferred grouping leaves health unsplit where recommended and priority agree (social = problematic),
+    so some leaf holds all three levels, and more rows are classified, every leaf still admissible."""
+    table = load_dataset("nursery")
+    X, y = table.schema.encode(table.frame, source=table.source)
+    health = table.schema.names.index("health")
+    fitted = {pairing: local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2",
+                                     disclosure="hit_miss", pairing=pairing).fit(X, y).tree_ for pairing in PAIRINGS}
+    accuracy = {pairing: (tree.predict(X) == y).mean() for pairing, tree in fitted.items()}
+    assert accuracy["deferred"] > accuracy["eager"] + 0.005
+    deferred = fitted["deferred"]
+    assert any(all(j != health for j, _ in path.constraints) for path in deferred.paths())
+    found = release("apt", tree=deferred, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    assert found.tree.n_leaves == deferred.n_leaves and audit(found.trees, found.report, seeded_ok=True).passed
+
+
+def test_the_majority_cap_is_the_largest_share_a_leaf_may_hold():
+    assert majority_cap(_Rule(path_rule("cl-diversity:c=5,l=2", "hit_miss"), 1), 3) == pytest.approx(5 / 6, abs=1e-6)
+    assert majority_cap(_Rule(path_rule("k-anonymity:k=5", "hit_miss"), 1), 2) == 1.0
+
+
+def test_an_unknown_pairing_is_refused_by_name():
+    schema = _schema([3], 2)
+    with pytest.raises(ValueError, match="pairing"):
+        make_learner("admissible", schema, pairing="lazy").fit(np.array([[0, 1.0], [1, 2.0]]), np.array([0, 1]))
 
 
 def test_the_default_learner_follows_the_mechanism_family():

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from common.data.schema import Schema
 from common.mechanisms import registry
+from common.trees.learners.admissible import PAIRINGS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_global_models,
@@ -141,6 +142,16 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
     out.print(table)
 
 
+def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The owners' learner parameters from the flags; ``--pairing`` is refused for a learner that does not group."""
+    params = tree_params(args.max_depth, args.min_samples_leaf)
+    if args.pairing is not None:
+        if args.learner != "admissible":
+            raise ValueError(f"--pairing applies to the admissible learner only, not to --learner {args.learner}")
+        params["pairing"] = args.pairing
+    return params
+
+
 def cmd_sources(args: argparse.Namespace) -> int:
     """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
     args.requirement = resolve_requirement(args.mechanism, args.requirement)
@@ -152,7 +163,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=tree_params(args.max_depth, args.min_samples_leaf),
+        learner_params=_learner_params(args),
         mechanism=args.mechanism,
         requirement=args.requirement,
         disclosure=args.disclosure,
@@ -198,6 +209,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")
+    p.add_argument("--pairing", choices=PAIRINGS, default=None,
+                   help="admissible learner only: where a category that may not stand alone is grouped; "
+                        "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
+                        "eager at the first node whose criterion picks its attribute (the earlier behaviour)")
     p.add_argument("--global-max-depth", type=positive_int, default=None,
                    help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
     p.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,

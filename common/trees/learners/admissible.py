@@ -17,6 +17,13 @@ none exists. Two things go beyond kADET:
   so every category of the path's domain still has a branch (no row falls off the tree, and no
   released path hides which categories exist). A grouped attribute may be split again deeper on
   the path, within the group.
+* **deferred grouping** (``pairing="deferred"``, the default): a grouping that a failing category
+  forces ties its partner's rows to that branch for the whole subtree. Where the criterion picks
+  such a split, it is made only if no ungrouped split would let the leaves classify clearly more
+  rows (`_DeferringGrower`), so the learner splits on other attributes first, groups anew in each
+  subtree, and never groups where the levels agree on the class. On Nursery under hit/miss
+  (5,2)-diversity it splits ``social`` first and leaves ``health`` unsplit where ``social =
+  problematic``. ``pairing="eager"`` keeps the earlier behaviour.
 * **numeric attributes** are split in two at the best admissible threshold among all thresholds at
   once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
   intervals of the public cells forms a branch whenever both sides are admissible.
@@ -54,6 +61,10 @@ from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tre
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
 
 _TIE_TOLERANCE = 1e-12
+
+PAIRINGS = ("deferred", "eager")
+"""``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
+``deferred``: such a grouping only where no ungrouped split lets the leaves classify clearly more (`_DeferringGrower`)."""
 
 
 class LeafRule(Protocol):
@@ -140,6 +151,8 @@ class _Split:
     split_info: float
     threshold: float | None = None
     groups: tuple[frozenset[int], ...] = ()
+    forced: bool = False
+    """True when a category that fails alone had to be grouped with another (what ``pairing`` may defer)."""
 
 
 class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
@@ -160,6 +173,9 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         Fewest rows a child may hold (on top of ``leaf_rule``).
     min_gain:
         A split gaining fewer bits is not made.
+    pairing:
+        ``deferred`` (a split that groups a failing category only where grouping pays, `_DeferringGrower`)
+        or ``eager`` (grouped wherever the criterion picks the attribute: the earlier behaviour).
     confidence:
         C4.5's pruning confidence (CF, default 0.25): after growing, a subtree whose pessimistic
         error estimate is no better than its root's as a leaf becomes that leaf (`prune_pessimistic`);
@@ -182,6 +198,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         min_samples_leaf: int = 1,
         min_gain: float = 1e-9,
         confidence: float | None = 0.25,
+        pairing: str = "deferred",
     ) -> None:
         self.schema = schema
         self.leaf_rule = leaf_rule
@@ -190,6 +207,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.min_gain = min_gain
+        self.pairing = pairing
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "AdmissibleTreeClassifier":
         """Grow the tree on encoded rows and store it as ``tree_``.
@@ -208,7 +226,9 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         confidence = self.confidence
         if confidence is not None and not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
             raise ValueError(f"confidence must lie strictly between 0 and 1 (or be None), got {confidence!r}")
-        nodes = _Grower(self.schema, X, y, rule, criterion, max_depth, min_gain).grow()
+        pairing = check_choice("pairing", self.pairing, PAIRINGS)
+        grower = _DeferringGrower if pairing == "deferred" else _Grower
+        nodes = grower(self.schema, X, y, rule, criterion, max_depth, min_gain).grow()
         if confidence is not None:
             nodes = prune_pessimistic(nodes, float(confidence), rule)
         self.tree_ = Tree(self.schema, nodes, "counts")
@@ -339,6 +359,10 @@ class _Grower:
 
     def _best_split(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> _Split | None:
         """The criterion's pick among admissible splits gaining at least ``min_gain``, or None."""
+        return self._pick(self._candidates(rows, counts, allowed))
+
+    def _candidates(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> list[_Split]:
+        """Every attribute's best admissible split gaining at least ``min_gain``."""
         Xn, yn = self.X[rows], self.y[rows]
         parent_cells = float(_xlog2x(counts).sum())
         candidates = []
@@ -351,6 +375,10 @@ class _Grower:
                 split = self._numeric_split(j, Xn[:, j], yn, counts, parent_cells)
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
+        return candidates
+
+    def _pick(self, candidates: list[_Split]) -> _Split | None:
+        """The criterion's pick among ``candidates`` (C4.5's gain ratio among those of at least average gain), or None."""
         if not candidates:
             return None
         gains = np.array([s.gain for s in candidates])
@@ -371,7 +399,7 @@ class _Grower:
         grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
         gain, split_info = _gain_and_split_info(grouped, yn.size, parent_cells)
         groups = tuple(frozenset(int(c) for c in m) for m in members)
-        return _Split(j, float(gain), float(split_info), groups=groups)
+        return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
     def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, counts: np.ndarray,
                        parent_cells: float) -> _Split | None:
@@ -394,3 +422,114 @@ class _Grower:
         if not low <= threshold < high:
             threshold = low
         return _Split(j, float(gain[best]), float(split_info[best]), threshold=float(threshold))
+
+
+def majority_cap(rule: _Rule, n_classes: int) -> float:
+    """The largest majority share an admissible leaf may hold (5/6 under hit/miss (5,2)-diversity; 1 under k-anonymity).
+
+    Found by bisection on a large leaf whose other rows are spread evenly over the other classes:
+    the rule is opaque here (a `LeafRule`), and only this share is needed.
+    """
+    size = 1e6
+    low, high = 0.0, 1.0
+
+    def passes(share: float) -> bool:
+        counts = np.full(n_classes, size * (1 - share) / max(n_classes - 1, 1))
+        counts[0] = size * share
+        return bool(rule.ok(counts[None])[0])
+
+    if passes(high):
+        return 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if passes(mid) else (low, mid)
+    return low
+
+
+class _DeferringGrower(_Grower):
+    """``pairing="deferred"``: a split that groups a failing category is made only where grouping pays.
+
+    Grouping a category that may not stand alone (a pure ``health = not_recom`` under (c,l)-diversity)
+    with a partner ties the partner's rows to that branch for the whole subtree; where the partner
+    and the remaining levels agree on the class in most columns, a leaf holding all of them is
+    right more often than the paired branch ever can be. So where the criterion picks such a split,
+    each alternative is scored by the rows its leaves could at best classify (`_reach`): for the
+    grouped split, each group's column-wise majorities capped at the rule's majority share; for an
+    ungrouped split, each child at the better of grouping there or never grouping (a one-level
+    lookahead). An ungrouped split that reaches more, by more than the square root of the rows
+    counted (a count's sampling noise; without it Car's small nodes deferred on noise and lost 4
+    points held out), is taken instead (the best by reach, ties to the criterion), so that the
+    grouping is decided anew in each subtree, or never made where the levels agree. A *column* is
+    one value tuple of the other attributes, and only columns holding every level present count
+    (`_complete`). Where no column is complete (most numeric tables, small owners' samples) the
+    criterion's pick stands, as under ``eager``.
+    """
+
+    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
+                 max_depth: int | None, min_gain: float) -> None:
+        super().__init__(schema, X, y, rule, criterion, max_depth, min_gain)
+        self.cap = majority_cap(rule, self.k)
+        self._columns: dict[int, np.ndarray] = {}
+
+    def _column_ids(self, j: int) -> np.ndarray:
+        """Per row: its column with respect to attribute ``j`` (the value tuple of every other attribute)."""
+        if j not in self._columns:
+            others = np.delete(self.X, j, axis=1)
+            self._columns[j] = np.unique(others, axis=0, return_inverse=True)[1].reshape(-1)
+        return self._columns[j]
+
+    def _best_split(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> _Split | None:
+        """The criterion's pick, unless it groups a failing category and an ungrouped split reaches more."""
+        candidates = self._candidates(rows, counts, allowed)
+        best = self._pick(candidates)
+        free = [c for c in candidates if not c.forced]
+        if best is None or not best.forced or not free or self.cap >= 1.0:
+            return best
+        j = best.attribute
+        core = self._complete(rows, j)
+        if core.size == 0:
+            return best
+        grouped = self._reach(core, j, best.groups)
+        reaches = np.array([sum(self._value(child, j) for _, child in self._partition(s, core, allowed))
+                            for s in free])
+        if reaches.max() <= grouped + np.sqrt(core.size):  # within a count's sampling noise: keep the criterion's pick
+            return best
+        return self._pick([s for s, r in zip(free, reaches) if r >= reaches.max() - 1e-9])
+
+    def _complete(self, rows: np.ndarray, j: int) -> np.ndarray:
+        """The rows of ``rows`` in columns that hold every value of ``j`` present in ``rows``.
+
+        Only there does a column show what grouping costs: a column missing a level (a sample of a
+        full-factorial table) would count as classified whatever is grouped.
+        """
+        codes = self.X[rows, j].astype(np.int64)
+        present = np.unique(codes)
+        local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
+        seen = np.zeros((local.max() + 1, self.schema.attributes[j].size), dtype=bool)  # type: ignore[union-attr]
+        seen[local, codes] = True
+        return rows[seen[:, present].all(axis=1)[local]]
+
+    def _reach(self, rows: np.ndarray, j: int, groups: tuple[frozenset[int], ...]) -> float:
+        """Rows that leaves splitting ``rows`` by ``groups`` of attribute ``j`` could at best classify correctly."""
+        local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
+        codes = self.X[rows, j].astype(np.int64)
+        total = 0.0
+        for group in groups:
+            inside = np.isin(codes, list(group))
+            n = int(inside.sum())
+            if n == 0:
+                continue
+            table = np.bincount(local[inside] * self.k + self.y[rows][inside], minlength=(local.max() + 1) * self.k)
+            total += min(float(table.reshape(-1, self.k).max(axis=1).sum()), self.cap * n)
+        return total
+
+    def _value(self, rows: np.ndarray, j: int) -> float:
+        """The better reach of ``rows``: never splitting ``j`` again, or grouping its categories here."""
+        size = self.schema.attributes[j].size  # type: ignore[union-attr]
+        codes = self.X[rows, j].astype(np.int64)
+        whole = self._reach(rows, j, (frozenset(range(size)),))
+        table = np.bincount(codes * self.k + self.y[rows], minlength=size * self.k).reshape(size, self.k)
+        members = group_categories(table, self.rule)
+        if not members:
+            return whole
+        return max(whole, self._reach(rows, j, tuple(frozenset(int(c) for c in m) for m in members)))
