@@ -99,7 +99,7 @@ def test_every_reporting_command_documents_json_and_no_command_shows_an_old_spel
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDERS = {"N": "1", "S": "1", "OWNERS": "1", "ID": "study-1", "LEARNER": "admissible",
-                "REQUIREMENT": "k-anonymity:k=10"}  # EXPERIMENTS.md's and README's
+                "REQUIREMENT": "k-anonymity:k=10", "PAIRING": "deferred"}  # EXPERIMENTS.md's and README's
 
 
 def _documented_commands() -> list[tuple[str, list[str]]]:

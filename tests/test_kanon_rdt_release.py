@@ -155,7 +155,9 @@ def test_the_audit_recomputes_delta_and_refuses_settings_outside_the_theorem(for
 
 def test_the_audit_checks_the_parameters_mechanism_and_claims(forest):
     three = audit(forest.trees[:3], forest.report)
-    assert [c.name for c in failing(three)] == [f"parameters restate {REQUIREMENT}", "reported attack counts"]
+    names = [c.name for c in failing(three)]
+    # the attack counts differ too unless the dropped tree added no attack (the release's draws are fresh)
+    assert names[0] == f"parameters restate {REQUIREMENT}" and set(names[1:]) <= {"reported attack counts"}
     assert "the model carries 3 trees; the report states 4" in failing(three)[0].detail
     bigger_k = dataclasses.replace(forest.report, parameters={**forest.report.parameters, "k": 2})
     assert "k=2 (expected 5)" in failing(audit(forest.trees, bigger_k))[0].detail
