@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -18,7 +19,7 @@ from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.offpath import ReleasedLaw, redraw_off_path
 from miner_node.pgen import pgen
-from miner_node.tasks import pseudo_data
+from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict
 from modelshare.pipeline import PipelineConfig, run_study
 
@@ -194,3 +195,31 @@ def test_the_in_process_pipeline_takes_off_path_and_keeps_uniform_by_default(car
                             methods=("BASIS", "PGEN"))
     results = run_study(schema, X, y, config)
     assert set(results["method"]) == {"BASIS", "PGEN"} and results["accuracy"].notna().all()
+
+
+# Digests of seeded redraws, taken before `redraw_off_path` was given the per-tree path tables it
+# reused across chunks: the refactor must keep every value, so the digests pin them.
+SEEDED_REDRAWS = {
+    "class": "5ec9e297f1d1dafc27ef8f4edc39e89a1bbf4727c1687232596c364eab14dc42",
+    "marginal": "b904085dd9e36d7a42e9dc4e8c0c514a9662fbcb16b5c6b8fcc32510cb24f6cc",
+    "path": "e58d555d214cf8c9fee8473bd6d62dcabdd77e3ca613a743ea5405006b314c20",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(SEEDED_REDRAWS))
+def test_seeded_redraws_keep_their_values(mode):
+    """`pseudo_data` and `pseudo_tree_chunks` with a law: the same seed gives bit-identical rows as before."""
+    rng = np.random.default_rng(11)
+    n = 400
+    X = np.column_stack([rng.integers(0, 3, n), rng.uniform(0, 10, n).round(1), rng.integers(0, 10, n),
+                         rng.integers(0, 2, n)]).astype(float)
+    y = rng.integers(0, 2, n)
+    trees = [CartTreeClassifier(SCHEMA, max_depth=3, random_state=s).fit(X[s::2], y[s::2]).tree_ for s in (0, 1)]
+    law = ReleasedLaw.from_trees(trees, mode)
+    digest = hashlib.sha256()
+    whole = pseudo_data(trees, None, 1.5, np.random.default_rng(5), "exact", law)
+    chunks = pseudo_tree_chunks(trees, None, 1.5, np.random.default_rng(5), "exact", 97, law)
+    for part in (whole, *chunks):
+        for array in part[:2]:
+            digest.update(np.ascontiguousarray(array).tobytes())
+    assert digest.hexdigest() == SEEDED_REDRAWS[mode]
