@@ -43,7 +43,7 @@ from common.federation.study import OFF_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.pgen import PathTable
 
-__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "redraw_off_path"]
+__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "TreePaths", "redraw_off_path"]
 
 #: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the
 #: class; ``path``: its law given the region the row's path fixes.
@@ -220,11 +220,14 @@ class _PathPool:
 
     ``allowed[j]`` (paths, categories) and ``low[j]``/``high[j]`` (integer attributes: high + 1) are
     each pooled path's constraint, ``constrained[j]`` whether it constrains ``j`` at all, ``mass`` its
-    released tuples, ``marginal`` the pooled laws (`ReleasedLaw.laws`).
+    released tuples, ``marginal`` the pooled laws (`ReleasedLaw.laws`). A categorical constraint is
+    drawn from as PGEN draws it: ``codes[j]``, ``offset[j]`` and ``n_allowed[j]`` are the trees'
+    `PathTable` draw tables, stacked (each tree's offsets moved past the codes before it).
     """
 
     allowed: dict[int, np.ndarray]
-    ordered_flat: dict[int, np.ndarray]
+    codes: dict[int, np.ndarray]
+    offset: dict[int, np.ndarray]
     n_allowed: dict[int, np.ndarray]
     low: dict[int, np.ndarray]
     high: dict[int, np.ndarray]
@@ -235,17 +238,19 @@ class _PathPool:
     @classmethod
     def from_tables(cls, tables: Sequence[PathTable], marginal: dict[int, _Categorical | _Numeric]) -> "_PathPool":
         schema = tables[0].schema
-        allowed, low, high, constrained = {}, {}, {}, {}
+        allowed, codes, offset, n_allowed, low, high, constrained = {}, {}, {}, {}, {}, {}, {}
         for j in marginal:
             if isinstance(schema.attributes[j], CategoricalAttribute):
                 allowed[j] = np.vstack([t.allowed[j] for t in tables])
-                constrained[j] = allowed[j].sum(axis=1) < allowed[j].shape[1]
+                codes[j] = np.concatenate([t.codes[j] for t in tables])
+                before = np.cumsum([0] + [t.codes[j].size for t in tables[:-1]])
+                offset[j] = np.concatenate([t.offset[j] + shift for t, shift in zip(tables, before)])
+                n_allowed[j] = np.concatenate([t.n_allowed[j] for t in tables])
+                constrained[j] = n_allowed[j] < allowed[j].shape[1]
             else:
                 low[j], high[j] = _bounds(tables, j)
                 constrained[j] = np.concatenate([_constrained_numeric(t, j) for t in tables])
-        return cls(allowed,
-                   {j: np.argsort(~m, axis=1, kind="stable").ravel() for j, m in allowed.items()},
-                   {j: m.sum(axis=1) for j, m in allowed.items()}, low, high, constrained,
+        return cls(allowed, codes, offset, n_allowed, low, high, constrained,
                    np.clip(np.concatenate([t.totals for t in tables]), 0, None), marginal)
 
     def weights(self, table: PathTable, rows: slice) -> np.ndarray:
@@ -283,9 +288,9 @@ class _PathPool:
         """A value of attribute ``j`` inside each given pooled path's constraint, uniformly (as PGEN draws)."""
         u = rng.random(pooled.shape[0])
         if j in self.allowed:
-            size = self.allowed[j].shape[1]
-            k = np.minimum((u * self.n_allowed[j][pooled]).astype(np.int64), self.n_allowed[j][pooled] - 1)
-            return self.ordered_flat[j][pooled * size + k].astype(np.float64)
+            n = self.n_allowed[j][pooled]
+            k = np.minimum((u * n).astype(np.int64), n.astype(np.int64) - 1)
+            return self.codes[j][self.offset[j][pooled] + k]
         lo, hi = self.low[j][pooled], self.high[j][pooled]
         values = lo + u * (hi - lo)
         if j in self.marginal and isinstance(law := self.marginal[j], _Numeric) and law.integer:
@@ -333,17 +338,36 @@ def _redraw_given_path(table: PathTable, pid: np.ndarray, free: dict[int, np.nda
             out[pick, j] = values
 
 
-def redraw_off_path(tree: Tree, X: np.ndarray, y: np.ndarray, law: ReleasedLaw, rng: np.random.Generator) -> np.ndarray:
-    """``X`` (PGEN rows of ``tree``) with every attribute its row's path leaves unconstrained drawn from ``law``.
+@dataclass(frozen=True)
+class TreePaths:
+    """One released tree with its paths compiled (`PathTable`) and each leaf's path index (-1: an inner node).
 
-    A row's path is found by routing it down ``tree`` (PGEN's rows satisfy their paths, and a
+    Built once per tree (`of`) and handed to `redraw_off_path` for every chunk of that tree's rows,
+    so that the paths are not compiled again per chunk.
+    """
+
+    tree: Tree
+    table: PathTable
+    leaf_to_path: np.ndarray
+
+    @classmethod
+    def of(cls, tree: Tree) -> "TreePaths":
+        """Compile ``tree``'s paths, in `Tree.paths` order (the order `PathTable` keeps)."""
+        leaves = [p.leaf for p in tree.paths()]
+        leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
+        leaf_to_path[leaves] = np.arange(len(leaves))
+        return cls(tree, PathTable.from_tree(tree), leaf_to_path)
+
+
+def redraw_off_path(paths: TreePaths, X: np.ndarray, y: np.ndarray, law: ReleasedLaw,
+                    rng: np.random.Generator) -> np.ndarray:
+    """``X`` (PGEN rows of ``paths.tree``) with every attribute its row's path leaves unconstrained drawn from ``law``.
+
+    A row's path is found by routing it down the tree (PGEN's rows satisfy their paths, and a
     tree's paths partition the domain); values on constrained attributes are kept as drawn.
     """
-    paths = tree.paths()
-    table = PathTable.from_tree(tree)
-    leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
-    leaf_to_path[[p.leaf for p in paths]] = np.arange(len(paths))
-    pid = leaf_to_path[tree.apply(X)]
+    tree, table = paths.tree, paths.table
+    pid = paths.leaf_to_path[tree.apply(X)]
     if np.any(pid < 0):
         raise ValueError("a pseudo row reaches no leaf of its tree; redraw_off_path needs the tree's own PGEN rows")
     out = np.array(X, dtype=np.float64, order="F", copy=True)
