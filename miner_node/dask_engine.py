@@ -52,7 +52,9 @@ good raises `EngineError` with Dask's reason.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -70,6 +72,8 @@ __all__ = ["DASK_MODELS", "DASK_GRIDS", "EngineError", "DaskEngine", "BoosterMod
            "check_models", "check_settings", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
+#: xgboost's native log lines in the Dask workers' threads (`route_native_logs`).
+native_log = logging.getLogger("modelshare.miner.xgboost")
 T = TypeVar("T")
 
 #: The classification global models the Dask engine learns, with the fixed parameters the results report.
@@ -222,7 +226,8 @@ def _booster_params(params: Mapping[str, Any], n_classes: int, seed: int) -> tup
     """xgboost's training parameters and rounds from a model's full parameters (`xgboost_parameters`)."""
     out = dict(params)
     rounds = int(out.pop("num_boost_round"))
-    out.update({"tree_method": "hist", "seed": seed, "nthread": 1, "verbosity": 0})
+    # verbosity 1: xgboost's warnings, which the workers log through route_native_logs; no informational lines
+    out.update({"tree_method": "hist", "seed": seed, "nthread": 1, "verbosity": 1})
     if n_classes == 2:
         out["objective"] = "binary:logistic"
     else:
@@ -247,6 +252,35 @@ class LocalBooster:
         params, rounds = _booster_params(xgboost_parameters(self.name, n, self.params), n, self.seed)
         data = xgboost.DMatrix(X, label=y, feature_names=list(self.schema.names))
         return BoosterModel(xgboost.train(params, data, num_boost_round=rounds), n, self.schema.names)
+
+
+def _native_line(message: bytes) -> None:
+    """One native xgboost log line: a warning stays a warning; console chatter ("Task ... got rank 0") is debug."""
+    text = message.decode("utf-8", errors="replace").rstrip()
+    native_log.log(logging.WARNING if "WARNING:" in text else logging.DEBUG, "%s", text)
+
+
+_NATIVE_LINE = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_native_line)  # kept alive: xgboost holds its address
+_routed = threading.local()
+
+
+def route_native_logs(partition: T) -> T:
+    """``partition`` unchanged; in passing, the calling thread's native xgboost log lines go to `native_log`.
+
+    xgboost's C++ library logs through a callback kept per thread. Python's xgboost registers one in
+    the thread that imports it; a Dask worker's task threads keep the library's default, which writes
+    every line to standard error, including the line ``Task [xgboost.dask-0]:tcp://... got rank 0``
+    that each worker logs when it joins the training group whatever the verbosity. Mapped over the
+    partitions the workers train on (before the fit, in the threads the fit then runs in: the
+    LocalCluster's workers have one), this routes those lines through Python logging instead, where
+    warnings stay warnings and the rest is debug.
+    """
+    if not getattr(_routed, "done", False):
+        from xgboost.core import _LIB
+
+        _LIB.XGBRegisterLogCallback(_NATIVE_LINE)
+        _routed.done = True
+    return partition
 
 
 def check_models(names: Sequence[str]) -> None:
@@ -333,7 +367,9 @@ class DaskEngine:
     def _xgboost(self, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> BoosterModel:
         from xgboost import dask as dxgb
 
-        frame = self._client.persist(self._frame(schema, files))  # one partitioning for the attributes and the class
+        read = self._frame(schema, files)
+        # one partitioning for the attributes and the class; its tasks route the native log lines (route_native_logs)
+        frame = self._client.persist(read.map_partitions(route_native_logs, meta=read._meta))
         dtrain = dxgb.DaskDMatrix(self._client, frame[list(schema.names)], frame[schema.class_name])
         train, rounds = _booster_params(params, schema.n_classes, seed)
         booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]

@@ -251,6 +251,28 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
                 assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
 
 
+@pytest.mark.slow
+def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
+    """The workers' native xgboost lines go through Python logging: a real warning reaches standard error, the
+    "Task ... got rank N" line each worker logs on joining the training group does not (route_native_logs)."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from miner_node.dask_engine import DASK_MODELS, DaskEngine
+
+    schema, accepted, _, spec = _study("car", scale=1)
+    files = []
+    for item in accepted:
+        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
+                                    "exact", chunk_rows(schema, 1))
+        files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
+    params = {**DASK_MODELS["gradient-boosting"], "num_boost_round": 5, "not_a_parameter": 1}  # xgboost warns of it
+    with DaskEngine(MiningConfig(engine="dask", workers=2, engine_timeout_seconds=120)) as engine:
+        engine.fit("gradient-boosting", schema, files, 0, params)
+    err = capfd.readouterr().err
+    assert 'Parameters: { "not_a_parameter" } are not used.' in err
+    assert "got rank" not in err
+
+
 # ------------------------------------------------------------------ study results --pseudo-data
 def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
     from common.federation.pb import federation_pb2 as fpb
