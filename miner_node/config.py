@@ -15,6 +15,7 @@
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # threads serving calls (waiting Polls hold none)
     max_calls = 10000                   # calls in progress at once, waiting Polls included; more: RESOURCE_EXHAUSTED
+    max_streams_per_owner = 4           # answers in pieces (SubmitChunks) one owner may have in progress at once
     mining_timeout_seconds = 3600       # a study still mining this long after it started fails, with the reason
     verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
 
@@ -65,7 +66,9 @@ class Limits:
     ``max_message_bytes`` bounds an answer (the serialized signed envelope, sent whole or in pieces;
     every study carries it); ``max_grpc_message_bytes`` bounds one gRPC message, which gRPC enforces
     before parsing: answers over `common.federation.chunks.UNARY_MAX_BYTES` travel in pieces, so it
-    limits only whole messages such as a study's evaluation table.
+    limits only whole messages such as a study's evaluation table. ``max_streams_per_owner`` bounds
+    one owner's answers in pieces in progress at once, each of which the miner buffers up to
+    ``max_message_bytes`` (4 x 16 MiB at the defaults); an owner's daemon sends one at a time.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -73,6 +76,7 @@ class Limits:
     timestamp_window_seconds: float = 300.0
     max_grpc_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     stream_idle_seconds: float = 30.0
+    max_streams_per_owner: int = 4
 
 
 _Count = Annotated[int, Field(ge=1)]
@@ -106,6 +110,10 @@ class _MinerTable(ConfigModel):
     """Threads serving calls; a Poll or WatchStudy waiting for a change holds none."""
     max_calls: _Count = 10_000
     """Calls in progress at once, waiting Polls included (one per connected site); more are answered RESOURCE_EXHAUSTED."""
+    max_streams_per_owner: _Count = Limits.max_streams_per_owner
+    """Answers in pieces (SubmitChunks streams) one owner may have in progress at once, each buffered up to
+    `max_message_bytes`; more are answered RESOURCE_EXHAUSTED, which the owner retries later (`max_calls` bounds
+    the calls of all owners together, so one owner could otherwise take them all)."""
     mining_timeout_seconds: _Count = int(MINING_TIMEOUT_SECONDS)
     """A study still mining this many seconds after it started fails, with the reason (its late results are dropped)."""
     verify_processes: Annotated[int | None, Field(ge=0)] = None  # None: `default_verify_processes`
@@ -204,7 +212,8 @@ class MinerConfig:
             limits=Limits(max_message_bytes=miner.max_message_bytes, max_nodes=miner.max_nodes,
                           timestamp_window_seconds=float(miner.timestamp_window_seconds),
                           max_grpc_message_bytes=miner.max_grpc_message_bytes,
-                          stream_idle_seconds=float(miner.stream_idle_seconds)),
+                          stream_idle_seconds=float(miner.stream_idle_seconds),
+                          max_streams_per_owner=miner.max_streams_per_owner),
             workers=miner.workers,
             max_calls=miner.max_calls,
             mining_timeout_seconds=float(miner.mining_timeout_seconds),

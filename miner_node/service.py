@@ -15,7 +15,8 @@ and only after the commit is it acknowledged. Every accepted and rejected submis
 to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
 server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
 (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
-exactly the path above. Request bytes that do not parse are answered INVALID_ARGUMENT
+exactly the path above; an owner may have at most `Limits.max_streams_per_owner` such streams in
+progress at once (more are answered RESOURCE_EXHAUSTED, which the owner retries). Request bytes that do not parse are answered INVALID_ARGUMENT
 (`tolerant_deserializer`), and status messages, which quote request fields, are clipped to
 `MAX_DETAILS_BYTES` so that gRPC delivers them.
 """
@@ -23,13 +24,15 @@ exactly the path above. Request bytes that do not parse are answered INVALID_ARG
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import functools
 import hashlib
 import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -264,6 +267,7 @@ class MinerService(fgrpc.MinerServicer):
         self.feed: ChangeFeed | None = None
         self._pool: Executor | None = None
         self._snapshot: tuple[int, "asyncio.Future[list[_OpenStudy]]"] | None = None
+        self._streams: collections.Counter[str] = collections.Counter()  # SubmitChunks in progress, per owner
 
     def attach(self, loop: asyncio.AbstractEventLoop, pool: Executor) -> None:
         """Serve the waiting RPCs on ``loop``, reading the store on ``pool`` (the server's worker threads)."""
@@ -374,24 +378,50 @@ class MinerService(fgrpc.MinerServicer):
         Reassembly is a coroutine (a slow sender holds no worker thread); the checks run on a worker.
         """
         event: dict[str, Any] = {"peer": peer_identity(context), "rpc": "SubmitChunks"}
-        try:
-            data = await self._receive_chunks(request_iterator, context, event)
+        with contextlib.ExitStack() as slot:
             try:
-                envelope = fpb.SignedEnvelope.FromString(data)
-            except (DecodeError, RecursionError):
-                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"the {len(data)} bytes received are not a SignedEnvelope") from None
-        except Rejection as rej:
-            await self._offload(self._log_rejection, event, rej)
-            raise
-        return await self._offload(self._submit_logged, envelope, context, event)
+                caller = await self._offload(self._caller, context)
+                if caller.party is not None and caller.party.role != "owner":
+                    raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                                    f"{caller.party.name!r} has the role {caller.party.role}; only owners submit")
+                slot.enter_context(self._stream_slot(caller, context))
+                data = await self._receive_chunks(request_iterator, event)
+                try:
+                    envelope = fpb.SignedEnvelope.FromString(data)
+                except (DecodeError, RecursionError):
+                    raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"the {len(data)} bytes received are not a SignedEnvelope") from None
+            except Rejection as rej:
+                await self._offload(self._log_rejection, event, rej)
+                raise
+            return await self._offload(self._submit_logged, envelope, context, event)
 
-    async def _receive_chunks(self, chunks: AsyncIterator[Any], context: Any, event: dict[str, Any]) -> bytearray:
-        """The envelope's bytes from its pieces; `Rejection` for a caller that is no owner, a study that does not
-        exist, a stream `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), or one that stalls."""
-        caller = await self._offload(self._caller, context)
-        if caller.party is not None and caller.party.role != "owner":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{caller.party.name!r} has the role {caller.party.role}; only owners submit")
+    @contextlib.contextmanager
+    def _stream_slot(self, caller: _Caller, context: Any) -> Iterator[None]:
+        """One of the caller's `SubmitChunks` streams in progress, held until the call ends; RESOURCE_EXHAUSTED when
+        the caller already has `Limits.max_streams_per_owner` (``max_calls`` bounds all calls, not one owner's).
+
+        The owner is the caller's roster name (under ``--insecure``, which has none, its peer address). Every
+        SubmitChunks runs on the event loop, so the counts need no lock. The refusal is not final at the owner
+        (`owner_node.daemon.is_final_failure`): it retries once a stream has ended.
+        """
+        owner = caller.party.name if caller.party is not None else f"peer {context.peer()}"
+        limit = self.limits.max_streams_per_owner
+        if self._streams[owner] >= limit:
+            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"{owner!r} already has {limit} answers in pieces in progress, the most this miner takes "
+                            "from one owner at once (max_streams_per_owner); retry when one has ended; nothing stored")
+        self._streams[owner] += 1
+        try:
+            yield
+        finally:
+            self._streams[owner] -= 1
+            if not self._streams[owner]:
+                del self._streams[owner]
+
+    async def _receive_chunks(self, chunks: AsyncIterator[Any], event: dict[str, Any]) -> bytearray:
+        """The envelope's bytes from its pieces; `Rejection` for a study that does not exist, a stream
+        `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), or one that stalls."""
         loop = asyncio.get_running_loop()
         idle = self.limits.stream_idle_seconds
         pieces = chunks.__aiter__()

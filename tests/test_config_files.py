@@ -46,7 +46,8 @@ KINDS = {
               "name, miner, miner_name, state_dir, signing_key, roster, insecure"),
     "miner": (lambda k: k["miner"] / "miner.toml", MinerConfig.load, ConfigError, "miner",
               "name, listen, state_dir, roster, studies, max_message_bytes, max_grpc_message_bytes, stream_idle_seconds, "
-              "max_nodes, timestamp_window_seconds, workers, max_calls, mining_timeout_seconds, verify_processes"),
+              "max_nodes, timestamp_window_seconds, workers, max_calls, max_streams_per_owner, mining_timeout_seconds, "
+              "verify_processes"),
     "admin": (lambda k: k["admin"] / "admin.toml", AdminConfig.load, AdminError, "admin",
               "name, miner, miner_name, signing_key, roster"),
     "study": (lambda k: k["root"] / "study.toml", load_study_file, StudyError, "release",

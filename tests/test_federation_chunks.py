@@ -7,6 +7,7 @@ table is ~2.2 MB, so it cannot travel whole and must travel in pieces.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -37,7 +38,7 @@ from miner_node.verify import Rejection, check_model
 from modelshare.cli import main
 from owner_node.daemon import OwnerDaemon, is_final_failure
 from owner_node.status import read_status
-from tests.federation_helpers import car_tables, make_federation, signed_model, study_spec
+from tests.federation_helpers import car_tables, make_federation, signed_model, study_spec, wait_until
 
 OWNERS = ["site-a", "site-b"]
 SCHEMA = Schema(tuple(NumericAttribute(f"x{i}", 0.0, 1.0) for i in range(4)), "c", ("p", "q"))
@@ -309,3 +310,43 @@ def test_a_model_over_the_miners_tree_or_node_limit_is_final_at_the_owner(trees,
     assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert is_final_failure(info.value.code, info.value.message)
     assert not is_final_failure(grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+
+
+def test_one_owner_may_have_only_so_many_streams_in_progress(tmp_path, car):
+    """``max_streams_per_owner`` = 2 over mutual TLS on loopback: site-a's third stream is refused while two of its
+    streams are held open (not final at the owner); site-b streams meanwhile; once one ends, site-a's goes through.
+    site-c never answers, so the study stays open and nothing is mined."""
+    federation = make_federation(tmp_path, [*OWNERS, "site-c"])
+    config = federation.miner_config()
+    limits = dataclasses.replace(config.limits, max_streams_per_owner=2, stream_idle_seconds=60.0)
+    federation.miner = start_miner(dataclasses.replace(config, limits=limits, verify_processes=0),
+                                   mechanisms=registry.names())
+    release_senders = threading.Event()
+    try:
+        spec = federation.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("busy")), timeout=10).spec
+        answers = {owner: signed_model(federation, owner, spec, *car[1:]).SerializeToString() for owner in OWNERS}
+        pieces = {owner: list(envelope_chunks(data, "busy", 1000)) for owner, data in answers.items()}
+
+        def held():
+            yield pieces["site-a"][0]
+            release_senders.wait(60)
+            yield from pieces["site-a"][1:]
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            streams = [pool.submit(federation.stub("site-a").SubmitChunks, held(), timeout=60) for _ in range(2)]
+            wait_until(lambda: federation.miner.service._streams["site-a"] == 2, 30, "site-a's two streams to be open")
+            with pytest.raises(grpc.RpcError) as info:
+                federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30)
+            code, details = info.value.code(), info.value.details()
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_streams_per_owner" in details, details
+            assert "'site-a' already has 2 answers in pieces in progress" in details
+            assert not is_final_failure(code, details)  # the owner's daemon sends it again later
+            assert federation.stub("site-b").SubmitChunks(iter(pieces["site-b"]), timeout=30).owner_id == "site-b"
+            release_senders.set()
+            acks = [stream.result(timeout=60) for stream in streams]
+        assert {ack.submission_id for ack in acks} == {hashlib.sha256(answers["site-a"]).hexdigest()}
+        assert federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30).duplicate
+        assert not federation.miner.service._streams
+    finally:
+        release_senders.set()
+        federation.close()
