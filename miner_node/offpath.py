@@ -43,7 +43,7 @@ from common.federation.study import OFF_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.pgen import PathTable
 
-__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "TreePaths", "redraw_off_path"]
+__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "OffPathTree", "redraw_off_path"]
 
 #: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the
 #: class; ``path``: its law given the region the row's path fixes.
@@ -305,24 +305,24 @@ def _bounds(tables: Sequence[PathTable], j: int) -> tuple[np.ndarray, np.ndarray
     return low, high
 
 
-def _redraw_given_path(table: PathTable, pid: np.ndarray, free: dict[int, np.ndarray], out: np.ndarray,
-                       law: ReleasedLaw, rng: np.random.Generator) -> None:
+def _redraw_given_path(tree: "OffPathTree", pid: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
     """``mode="path"``: each free value drawn inside a pooled path chosen by its overlap with the row's path.
 
     Paths are taken in blocks; within one, the rows of all its paths draw their pooled path at once
     (each path's cumulative weights offset by its position, so one `np.searchsorted` serves them all).
     A path whose region no pooled path constraining the attribute reaches falls back to the pooled law.
     """
+    law, table = tree.law, tree.table
     pool = law.pool
     assert pool is not None
     order = np.argsort(pid, kind="stable")
     starts = np.searchsorted(pid[order], np.arange(table.n_paths + 1))
-    block = max(1, _POOL_BLOCK // max(1, pool.mass.shape[0]))
+    block = _paths_per_block(pool)
     for first in range(0, table.n_paths, block):
         rows = slice(first, min(first + block, table.n_paths))
-        weights = pool.weights(table, rows)
+        weights = tree.weights if tree.weights is not None else pool.weights(table, rows)
         members = order[starts[rows.start]:starts[rows.stop]]
-        for j, is_free in free.items():
+        for j, is_free in tree.free.items():
             pick = members[is_free[pid[members]]]
             if pick.size == 0:
                 continue
@@ -338,46 +338,58 @@ def _redraw_given_path(table: PathTable, pid: np.ndarray, free: dict[int, np.nda
             out[pick, j] = values
 
 
+def _paths_per_block(pool: _PathPool) -> int:
+    """How many of a tree's paths `_redraw_given_path` weighs at once against the pool (about `_POOL_BLOCK` cells)."""
+    return max(1, _POOL_BLOCK // max(1, pool.mass.shape[0]))
+
+
 @dataclass(frozen=True)
-class TreePaths:
-    """One released tree with its paths compiled (`PathTable`) and each leaf's path index (-1: an inner node).
+class OffPathTree:
+    """One released tree prepared for redrawing its PGEN rows' free attributes from ``law``.
 
     Built once per tree (`of`) and handed to `redraw_off_path` for every chunk of that tree's rows,
-    so that the paths are not compiled again per chunk.
+    so that what does not depend on the rows is not computed again per chunk: the paths compiled
+    (`PathTable`), each leaf's path index (-1: an inner node), each attribute's free paths, and, in
+    ``mode="path"`` for a tree whose paths fit one block, the pooled paths' weights (`_PathPool.weights`).
     """
 
     tree: Tree
+    law: ReleasedLaw
     table: PathTable
     leaf_to_path: np.ndarray
+    free: dict[int, np.ndarray]
+    weights: np.ndarray | None
 
     @classmethod
-    def of(cls, tree: Tree) -> "TreePaths":
-        """Compile ``tree``'s paths, in `Tree.paths` order (the order `PathTable` keeps)."""
+    def of(cls, tree: Tree, law: ReleasedLaw) -> "OffPathTree":
+        """Prepare ``tree`` (paths in `Tree.paths` order, the order `PathTable` keeps) for redraws from ``law``."""
         leaves = [p.leaf for p in tree.paths()]
         leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
         leaf_to_path[leaves] = np.arange(len(leaves))
-        return cls(tree, PathTable.from_tree(tree), leaf_to_path)
+        table = PathTable.from_tree(tree)
+        free = {j: (table.n_allowed[j] == attr.size) if isinstance(attr, CategoricalAttribute)
+                else ~_constrained_numeric(table, j) for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
+        pool = law.pool
+        whole = pool is not None and table.n_paths <= _paths_per_block(pool)
+        weights = pool.weights(table, slice(0, table.n_paths)) if whole else None  # type: ignore[union-attr]
+        return cls(tree, law, table, leaf_to_path, free, weights)
 
 
-def redraw_off_path(paths: TreePaths, X: np.ndarray, y: np.ndarray, law: ReleasedLaw,
-                    rng: np.random.Generator) -> np.ndarray:
-    """``X`` (PGEN rows of ``paths.tree``) with every attribute its row's path leaves unconstrained drawn from ``law``.
+def redraw_off_path(tree: OffPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``X`` (PGEN rows of ``tree.tree``) with every attribute its row's path leaves unconstrained drawn from ``tree.law``.
 
     A row's path is found by routing it down the tree (PGEN's rows satisfy their paths, and a
     tree's paths partition the domain); values on constrained attributes are kept as drawn.
     """
-    tree, table = paths.tree, paths.table
-    pid = paths.leaf_to_path[tree.apply(X)]
+    pid = tree.leaf_to_path[tree.tree.apply(X)]
     if np.any(pid < 0):
         raise ValueError("a pseudo row reaches no leaf of its tree; redraw_off_path needs the tree's own PGEN rows")
     out = np.array(X, dtype=np.float64, order="F", copy=True)
-    free = {j: (table.n_allowed[j] == attr.size) if isinstance(attr, CategoricalAttribute) else ~_constrained_numeric(table, j)
-            for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
-    if law.pool is not None:
-        _redraw_given_path(table, pid, free, out, law, rng)
+    if tree.law.pool is not None:
+        _redraw_given_path(tree, pid, out, rng)
         return out
-    for j, is_free in free.items():
+    for j, is_free in tree.free.items():
         rows = np.flatnonzero(is_free[pid])
         if rows.size:
-            out[rows, j] = law.sample(j, y[rows], rng)
+            out[rows, j] = tree.law.sample(j, y[rows], rng)
     return out

@@ -40,7 +40,7 @@ from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.offpath import UNIFORM_OFF_PATH, ReleasedLaw, TreePaths, redraw_off_path
+from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
@@ -157,7 +157,7 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     parts = []
     for tree, rows in zip(trees, sizes):
         X, y = pgen(tree, rows=rows, rng=rng, class_assignment=class_assignment)
-        parts.append((redraw_off_path(TreePaths.of(tree), X, y, law, rng), y))
+        parts.append((redraw_off_path(OffPathTree.of(tree, law), X, y, rng), y))
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
@@ -179,9 +179,9 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     else:
         sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
     for index, (tree, rows) in enumerate(zip(trees, sizes)):
-        paths = None if law is None else TreePaths.of(tree)  # compiled once, used by every chunk of the tree
+        prepared = None if law is None else OffPathTree.of(tree, law)  # once per tree, used by every chunk
         for X, y in pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows):
-            yield (X if law is None or paths is None else redraw_off_path(paths, X, y, law, rng)), y, index
+            yield (X if prepared is None else redraw_off_path(prepared, X, y, rng)), y, index
 
 
 def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,

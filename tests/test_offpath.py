@@ -17,7 +17,7 @@ from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
 from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.offpath import ReleasedLaw, TreePaths, redraw_off_path
+from miner_node.offpath import OffPathTree, ReleasedLaw, redraw_off_path
 from miner_node.pgen import pgen
 from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict
@@ -86,11 +86,11 @@ def test_path_mode_draws_a_free_attribute_given_the_region_the_path_fixes():
     two = Tree(SCHEMA, nodes)
     X, y = pgen(one, rows=20_000, rng=np.random.default_rng(0))
     law = ReleasedLaw.from_trees([one, two], "path")
-    b = redraw_off_path(TreePaths.of(one), X, y, law, np.random.default_rng(1))[:, 1]
+    b = redraw_off_path(OffPathTree.of(one, law), X, y, np.random.default_rng(1))[:, 1]
     in_x = X[:, 0] == 0
     assert np.mean(b[in_x] <= 4.0) == pytest.approx(0.9, abs=0.02)
     assert np.mean(b[~in_x] <= 4.0) == pytest.approx(0.1, abs=0.02)
-    marginal = redraw_off_path(TreePaths.of(one), X, y, ReleasedLaw.from_trees([one, two], "marginal"), np.random.default_rng(1))[:, 1]
+    marginal = redraw_off_path(OffPathTree.of(one, ReleasedLaw.from_trees([one, two], "marginal")), X, y, np.random.default_rng(1))[:, 1]
     assert np.mean(marginal[in_x] <= 4.0) == pytest.approx(0.5, abs=0.02)  # the pooled law does not know a
 
 
@@ -99,7 +99,7 @@ def test_redraw_replaces_only_free_attributes(mixed):
     tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X, y).tree_
     Xp, yp = pgen(tree, rng=np.random.default_rng(1))
     law = ReleasedLaw.from_trees([tree], "class")
-    redrawn = redraw_off_path(TreePaths.of(tree), Xp, yp, law, np.random.default_rng(2))
+    redrawn = redraw_off_path(OffPathTree.of(tree, law), Xp, yp, np.random.default_rng(2))
     leaf = tree.apply(Xp)
     assert np.array_equal(tree.apply(redrawn), leaf)
     for path in tree.paths():
@@ -140,7 +140,7 @@ def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n
     law = ReleasedLaw.from_trees(trees, mode)
     for tree in trees:
         Xp, yp = pgen(tree, rng=np.random.default_rng(seed))
-        redrawn = redraw_off_path(TreePaths.of(tree), Xp, yp, law, rng)
+        redrawn = redraw_off_path(OffPathTree.of(tree, law), Xp, yp, rng)
         leaf = tree.apply(Xp)
         assert np.array_equal(tree.apply(redrawn), leaf)
         for path in tree.paths():
