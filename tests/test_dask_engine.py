@@ -86,6 +86,17 @@ def _study(dataset: str, seed: int = 3, scale: float = 3, models: tuple[str, ...
     return schema, accepted, Evaluation(X[test], y[test], test), spec
 
 
+def _owners_parquet(tmp_path: Path, schema: Schema, accepted: list[AcceptedModel], spec, *,
+                    memory_budget_mb: int) -> list[Path]:
+    """Every owner's pseudo-data written to Parquet under ``tmp_path`` in chunks of the budget, as the miner writes it."""
+    files = []
+    for item in accepted:
+        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
+                                    "exact", chunk_rows(schema, memory_budget_mb))
+        files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
+    return files
+
+
 def test_chunk_rows_follow_the_memory_budget():
     schema = load_dataset("adult").schema
     small, large = chunk_rows(schema, 16), chunk_rows(schema, 256)
@@ -232,11 +243,7 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
     from miner_node.dask_engine import DASK_MODELS, DaskEngine, EngineError
 
     schema, accepted, _, spec = _study("nursery", scale=10)
-    files = []
-    for item in accepted:
-        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
-                                    "exact", chunk_rows(schema, 2))
-        files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
+    files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=2)
     with DaskEngine(MiningConfig(engine="dask", workers=2, engine_timeout_seconds=120)) as engine:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             fit = pool.submit(engine.fit, "gradient-boosting", schema, files, 0, DASK_MODELS["gradient-boosting"])
@@ -260,11 +267,7 @@ def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     from miner_node.dask_engine import DASK_MODELS, DaskEngine
 
     schema, accepted, _, spec = _study("car", scale=1)
-    files = []
-    for item in accepted:
-        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
-                                    "exact", chunk_rows(schema, 1))
-        files.extend(write_owner(tmp_path, schema, item.owner_id, chunks).files)
+    files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
     params = {**DASK_MODELS["gradient-boosting"], "num_boost_round": 5, "not_a_parameter": 1}  # xgboost warns of it
     with DaskEngine(MiningConfig(engine="dask", workers=2, engine_timeout_seconds=120)) as engine:
         engine.fit("gradient-boosting", schema, files, 0, params)
