@@ -16,9 +16,9 @@ to the hash-chained audit log. No exception escapes a handler: a bug answers INT
 server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
 (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
 exactly the path above; an owner may have at most `Limits.max_streams_per_owner` such streams in
-progress at once (more are answered RESOURCE_EXHAUSTED, which the owner retries). Request bytes that do not parse are answered INVALID_ARGUMENT
-(`tolerant_deserializer`), and status messages, which quote request fields, are clipped to
-`MAX_DETAILS_BYTES` so that gRPC delivers them.
+progress at once (more are answered RESOURCE_EXHAUSTED, which the owner retries). Request bytes
+that do not parse are answered INVALID_ARGUMENT (`tolerant_deserializer`), and status messages,
+which quote request fields, are clipped to `MAX_DETAILS_BYTES` so that gRPC delivers them.
 """
 
 from __future__ import annotations
