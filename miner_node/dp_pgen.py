@@ -29,9 +29,9 @@ are a coin toss, and boosting's default leaves of 20 rows chase them. A dp study
 ``gradient-boosting`` therefore gets leaves of at least ``PGEN_BOOSTING_LEAF_SHARE`` (2 %) of its
 rows, never fewer than scikit-learn's own 20 (on a table of a few hundred pseudo rows a share of
 them would *lower* the floor: Vote lost 4 points that way). On Adult (one DPEA tree of depth 3,
-adult.data to adult.test, 8 seeds) that raised boosting from 0.818 to 0.828 at eps = 0.1 and
-from 0.831 to 0.832 at eps = 1, with AUC 0.80 -> 0.83 at eps = 0.1; shares of 0.5 % and 1 % were
-in between, 5 % lost (EXPERIMENTS.md, "Issue 23's DP targets"). Its leaf size has no faithful
+adult.data to adult.test, the same 5 releases each) that raised boosting from 0.818 ± 0.007 to
+0.829 ± 0.004 at eps = 0.1 (AUC 0.80 -> 0.82) and from 0.831 to 0.832 at eps = 1; shares of 0.5 %
+and 1 % did less, 5 % lost (EXPERIMENTS.md, "Issue 23 at eps = 0.1"). Its leaf size has no faithful
 equivalent on the Dask engine (`miner_node.dask_engine`), which keeps boosting's fixed parameters.
 
 Considered and left out: zeroing leaf counts below a few noise scales before PGEN, to drop the
