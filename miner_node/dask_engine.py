@@ -65,10 +65,11 @@ from common.data.schema import CategoricalAttribute, Schema
 from common.federation.global_model_settings import GIVEN, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.config import MiningConfig
+from miner_node.dp_pgen import DP_LEAF_FLOORS
 from miner_node.pseudo_parquet import TREE_COLUMN
 from miner_node.selection import GRIDS
 
-__all__ = ["DASK_MODELS", "DASK_GRIDS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
+__all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
            "check_models", "check_settings", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
@@ -93,6 +94,10 @@ DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
     "random-forest": GRIDS["random-forest"],
     "gradient-boosting": [{"max_leaf_nodes": n} for n in (15, 31, 63)],
 }
+
+#: The dp leaf floors of the local engine's fixed rule that this engine honours: the single-round tree's
+#: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here.
+DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
 #: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).

@@ -216,7 +216,7 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
     `MAX_CV_ROWS` rows sampled from the Parquet files (drawn once into ``held``), folds by released tree
     (owner and tree column); leaf shares become rows of all ``total`` rows. The other modes read no rows.
     """
-    from miner_node.dask_engine import DASK_GRIDS, LocalBooster, xgboost_parameters
+    from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
     from miner_node.global_models import MixedNaiveBayes
 
     seed = int(spec.seed) % 2**31
@@ -226,12 +226,12 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
 
     if mode_of(spec, name) != AUTO:  # fixed or given: no rows needed
         chosen = choose(name, spec, np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), build,
-                        regression=False, rows=total, grids=DASK_GRIDS)
+                        regression=False, rows=total, grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     else:
         if not held:
             held.append(sample(files, schema, MAX_CV_ROWS, np.random.default_rng(seed)))
         rows = held[0]
         groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
         chosen = choose(name, spec, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
-                        grids=DASK_GRIDS)
+                        grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     return Choice(xgboost_parameters(name, schema.n_classes, chosen.parameters), chosen.selection)

@@ -18,7 +18,8 @@ Leaf sizes in the grids are *shares* of the training rows (a float in (0, 1)), s
 the sampled folds means the same on the whole pseudo table; `concrete` turns them into rows.
 
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
-defaults; a dp study's decision tree gets the `miner_node.dp_pgen.PGEN_LEAF_SHARE` leaf floor), and
+defaults; a dp study's decision tree and gradient boosting get the leaf floors of
+`miner_node.dp_pgen.DP_LEAF_FLOORS`), and
 ``"given"`` is the study's values over those. A model without a setting gets `DEFAULT_MODES`'.
 """
 
@@ -32,7 +33,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from common.federation.global_model_settings import AUTO, FIXED, GIVEN, ParameterValue, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
-from miner_node.dp_pgen import global_model_params
+from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
 
 __all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
            "mode_of"]
@@ -128,7 +129,8 @@ def mode_of(spec: fpb.StudySpec, name: str) -> str:
 
 def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
            *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
-           grids: Mapping[str, list[dict[str, Any]]] | None = None) -> Choice:
+           grids: Mapping[str, list[dict[str, Any]]] | None = None,
+           floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS) -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
     ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
@@ -136,7 +138,8 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
     pseudo rows are read (module docstring); the result names the mode and, for ``"auto"``, the
     cross-validated score on pseudo rows. ``rows`` is how many rows the chosen model is fitted on
     when ``X, y`` is only a sample of them (the Dask engine's; leaf shares become rows of it), and
-    ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`).
+    ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`), ``floors`` the dp
+    leaf floors of the fixed rule that the engine can honour (`miner_node.dp_pgen.global_model_params`).
     """
     mode, given = _setting(spec, name)
     rows = int(y.shape[0]) if rows is None else rows
@@ -150,5 +153,5 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
         return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
-    fixed = {} if regression else global_model_params(name, spec.mechanism, rows)
+    fixed = {} if regression else global_model_params(name, spec.mechanism, rows, floors)
     return Choice(dict(fixed), FIXED)

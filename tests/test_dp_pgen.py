@@ -1,15 +1,18 @@
-"""The global decision tree a dp study learns from PGEN rows, and DPEA's schema-only choice of bins."""
+"""The global decision tree and boosting a dp study learns from PGEN rows, and DPEA's schema-only choice of bins."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
 from miner_node import dp_pgen
-from miner_node.dp_pgen import PGEN_LEAF_SHARE, global_model_params
+from miner_node.dask_engine import DASK_DP_LEAF_FLOORS
+from miner_node.dp_pgen import PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE, global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
+from miner_node.selection import choose
 
 
 def test_a_dp_studys_global_tree_gets_a_leaf_floor_and_others_do_not():
@@ -17,6 +20,25 @@ def test_a_dp_studys_global_tree_gets_a_leaf_floor_and_others_do_not():
     assert global_model_params("decision-tree", "laplace-rdt", 10) == {"min_samples_leaf": 1}
     assert global_model_params("decision-tree", "apt", 30_000) == {}
     assert global_model_params("naive-bayes", "dpea", 30_000) == {}
+
+
+def test_a_dp_studys_boosting_gets_a_leaf_floor_never_below_its_default(mixed):
+    share = PGEN_BOOSTING_LEAF_SHARE
+    assert global_model_params("gradient-boosting", "dpea", 200_000) == {"min_samples_leaf": round(share * 200_000)}
+    assert global_model_params("gradient-boosting", "diffpets", 300) == {"min_samples_leaf": 20}  # 2 % would be 6
+    assert make_global_model("gradient-boosting", mixed[0], random_state=0).min_samples_leaf == 20  # the default kept
+    assert global_model_params("gradient-boosting", "apt", 200_000) == {}
+    # the Dask engine cannot map boosting's leaf size (its hessians vary after round one): fixed parameters there
+    assert global_model_params("gradient-boosting", "dpea", 200_000, DASK_DP_LEAF_FLOORS) == {}
+    assert global_model_params("decision-tree", "dpea", 200_000, DASK_DP_LEAF_FLOORS) == {
+        "min_samples_leaf": round(PGEN_LEAF_SHARE * 200_000)}
+
+
+def test_the_miner_fits_a_dp_studys_fixed_boosting_with_the_floor():
+    spec = fpb.StudySpec(mechanism="dpea", seed=0, global_models=["gradient-boosting"])
+    rows = np.zeros((5_000, 1)), np.zeros(5_000, dtype=np.int64)
+    choice = choose("gradient-boosting", spec, *rows, lambda params: None, regression=False)
+    assert choice.selection == "fixed" and choice.parameters == {"min_samples_leaf": 100}
 
 
 def test_the_floor_keeps_the_global_tree_off_the_uniform_pgen_columns(mixed):
