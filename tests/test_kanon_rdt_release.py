@@ -291,6 +291,11 @@ def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nurse
     nodes = sum(len(t.nodes) for t in message.trees)
     with pytest.raises(Rejection, match=f"the model has {nodes} nodes in 4 trees; this miner accepts at most 10"):
         check_model(message, spec, max_nodes=10)
+    log_spec = spec_from_mapping(kanon_study(release={"mechanism": "kanon-rdt-log"})).spec
+    log_message = fpb.ModelMessage.FromString(build_submission(log_spec, X, y, owner_id="site-a", key=key).payload)
+    check_model(log_message, log_spec, max_nodes=100_000)  # the variant's study and submission pass the same checks
+    with pytest.raises(Rejection, match="released with 'kanon-rdt'; the study requires 'kanon-rdt-log'"):
+        check_model(message, log_spec, max_nodes=100_000)
     stricter = spec_from_mapping(kanon_study("dps:k=5,beta=0.2,epsilon=4,trees=4")).spec
     with pytest.raises(Rejection, match="weaker than the study requires: .* allows at most beta=0.2"):
         check_model(message, stricter, max_nodes=100_000)
