@@ -13,7 +13,7 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-                               # (also "kanon-rdt", "laplace-rdt", "diffpets", "dpea" and "none": each must be
+                               # (also "kanon-rdt", "kanon-rdt-log", "laplace-rdt", "diffpets", "dpea" and "none": each must be
                                # listed to be allowed; `modelshare release --help` lists the registry's names)
     min_k = 5                  # a k-anonymity study needs k >= min_k (and so does the k of a dps study)
     min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
@@ -27,7 +27,7 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
     disclosures = ["counts", "hit_miss"]
     miners = ["miner"]         # TLS identities answered; empty: any miner of the federation
 
-``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanism ``kanon-rdt``), and
+``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanisms ``kanon-rdt``, ``kanon-rdt-log``), and
 ``max_epsilon`` bounds ``dp`` studies (the noise-based mechanisms); which mechanisms a site answers
 at all is ``mechanisms``. What a site may spend over all its studies together is the budget
 ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`). The ledger also records

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import binom
 
 from common.audit.dp.estimate import audit_dp, clopper_pearson
-from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget
+from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kanon_rdt_log_target
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, parse_requirement
 from modelshare.cli import main
@@ -127,6 +127,19 @@ def test_kanon_rdt_passes_with_its_delta(small):
     assert result.passed and result.neighbours["aim"] == "threshold", result
     with pytest.raises(ValueError, match="aim must be 'threshold' or 'sparse'"):
         KAnonRdtTarget(dps, 2, *small, rng, aim="dense")  # type: ignore[arg-type]
+
+
+def test_kanon_rdt_log_passes_with_its_delta(mixed):
+    """The log-threshold variant's registered target: its trainer end to end, r chosen on log-scale structures."""
+    schema, X, y = mixed
+    dps = parse_requirement(KANON)
+    assert isinstance(dps, DPS)
+    rng = np.random.default_rng(1)
+    target = registry.get("kanon-rdt-log").resolve_dp_audit_target()(dps, 2, schema, X[:300], y[:300], rng)
+    assert target.mechanism == "kanon-rdt-log" and isinstance(target, KAnonRdtTarget)
+    result = audit_dp(target, 400, rng)
+    assert result.passed and result.delta == pytest.approx(0.25, abs=0.005), result
+    assert kanon_rdt_log_target is registry.get("kanon-rdt-log").resolve_dp_audit_target()
 
 
 # ---------------------------------------------------------------------------- CLI

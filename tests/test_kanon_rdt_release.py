@@ -95,6 +95,19 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
         read_tree(path)
 
 
+def test_the_log_variant_states_its_thresholds_and_passes_the_same_audit(mixed):
+    """kanon-rdt-log: the log-scale thresholds stated among the parameters, kanon-rdt's checks all pass."""
+    schema, X, y = mixed
+    log = release_model("kanon-rdt-log", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
+    plain = release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
+    assert log.report.mechanism == "kanon-rdt-log" and log.report.parameters["thresholds"] == "log"
+    assert {k: v for k, v in log.report.parameters.items() if k != "thresholds"} == plain.report.parameters
+    assert counts_below_k(log.trees, 5) == []
+    result = audit(log.trees, log.report)
+    assert result.passed, failing(result)
+    assert [c.name for c in result.checks] == [c.name for c in audit(plain.trees, plain.report).checks]
+
+
 def test_the_sampling_is_secret_unless_a_seed_is_given(nursery):
     schema, X, y = nursery
     a, b = (release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2) for _ in range(2))
@@ -215,7 +228,7 @@ def kanon_study(requirement: str = REQUIREMENT, **overrides) -> dict:
     "overrides, fragment",
     [
         ({"release": {"requirement": "k-anonymity:k=5"}}, "needs a requirement 'dps:"),
-        ({"release": {"mechanism": "apt"}}, f"requirement {REQUIREMENT} is met only by mechanism 'kanon-rdt', not 'apt'"),
+        ({"release": {"mechanism": "apt"}}, f"requirement {REQUIREMENT} is met only by mechanism 'kanon-rdt' or 'kanon-rdt-log', not 'apt'"),
         ({"release": {"disclosure": "hit_miss"}}, 'set disclosure = "counts"'),
         ({"release": {"requirement": "dps:k=20,beta=0.01,epsilon=65,trees=65"}}, "asks for 65 trees; a miner accepts at most 64"),
     ],
@@ -278,6 +291,11 @@ def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nurse
     nodes = sum(len(t.nodes) for t in message.trees)
     with pytest.raises(Rejection, match=f"the model has {nodes} nodes in 4 trees; this miner accepts at most 10"):
         check_model(message, spec, max_nodes=10)
+    log_spec = spec_from_mapping(kanon_study(release={"mechanism": "kanon-rdt-log"})).spec
+    log_message = fpb.ModelMessage.FromString(build_submission(log_spec, X, y, owner_id="site-a", key=key).payload)
+    check_model(log_message, log_spec, max_nodes=100_000)  # the variant's study and submission pass the same checks
+    with pytest.raises(Rejection, match="released with 'kanon-rdt'; the study requires 'kanon-rdt-log'"):
+        check_model(message, log_spec, max_nodes=100_000)
     stricter = spec_from_mapping(kanon_study("dps:k=5,beta=0.2,epsilon=4,trees=4")).spec
     with pytest.raises(Rejection, match="weaker than the study requires: .* allows at most beta=0.2"):
         check_model(message, stricter, max_nodes=100_000)

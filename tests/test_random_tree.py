@@ -130,10 +130,11 @@ def test_dense_data_materialises_the_whole_structure() -> None:
             assert splits(tree) == splits(random_structure(CATEGORICAL, 3, model.structure_seed_, i))
 
 
+@pytest.mark.parametrize("thresholds", ["uniform", "log"])
 @pytest.mark.parametrize("numeric_reuse", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_splits_stay_in_public_ranges_and_categoricals_once(seed: int, numeric_reuse: bool) -> None:
-    tree = random_structure(MIXED, 6, seed * 7919, seed, numeric_reuse=numeric_reuse)
+def test_splits_stay_in_public_ranges_and_categoricals_once(seed: int, numeric_reuse: bool, thresholds: str) -> None:
+    tree = random_structure(MIXED, 6, seed * 7919, seed, numeric_reuse=numeric_reuse, thresholds=thresholds)
     tree.validate()
     assert tree.depth <= 6
     for node, above, intervals in walk_splits(tree):
@@ -149,6 +150,42 @@ def test_splits_stay_in_public_ranges_and_categoricals_once(seed: int, numeric_r
         path = intervals.get(node.attribute, Interval(-math.inf, math.inf)).clip(attr)  # type: ignore[arg-type]
         assert attr.low < t < attr.high
         assert path.low < t < path.high
+
+
+def root_thresholds(schema: Schema, thresholds: str, seeds: int = 400) -> np.ndarray:
+    """The root threshold of every structure seed whose root splits a numeric attribute."""
+    roots = (random_structure(schema, 1, seed, thresholds=thresholds).root for seed in range(seeds))
+    return np.array([node.edges[0].constraint.high for node in roots  # type: ignore[union-attr]
+                     if isinstance(node.edges[0].constraint, Interval)])
+
+
+def test_log_thresholds_spread_over_a_wide_range_and_leave_a_narrow_one_near_uniform() -> None:
+    wide = Schema((NumericAttribute("gain", 0.0, 100_000.0),), "c", ("x", "y"))
+    uniform, log = root_thresholds(wide, "uniform"), root_thresholds(wide, "log")
+    assert np.mean(uniform < 1_000) < 0.03  # 1 % of the range
+    assert 0.5 < np.mean(log < 1_000) < 0.7  # log(1001) / log(100001) = 0.60 of the log range
+    assert 0.05 < np.mean(log < 10) < 0.35  # 0.21: the thresholds reach the values near 0 too
+    narrow = Schema((NumericAttribute("ph", 3.0, 3.5),), "c", ("x", "y"))
+    t = np.sort(root_thresholds(narrow, "log"))
+    expected = 3.0 + np.expm1(np.linspace(0, 1, t.size) * np.log1p(0.5))
+    assert np.abs(t - expected).max() < 0.06  # the log of 1 + (0 .. 0.5) is nearly linear
+    assert np.array_equal(root_thresholds(wide, "uniform"), uniform)  # the paper's rule is unchanged by the option
+    for seed in range(20):  # no numeric attribute: the same structure under both rules
+        assert splits(random_structure(CATEGORICAL, 3, seed, thresholds="log")) == splits(random_structure(CATEGORICAL, 3, seed))
+
+
+def test_log_structure_is_a_function_of_the_seed_not_the_data() -> None:
+    rng = np.random.default_rng(2)
+    X1, X2 = random_rows(MIXED, 400, rng), random_rows(MIXED, 300, rng)
+    X2[:, 3] = rng.uniform(4.0, 5.0, 300)
+    y1, y2 = rng.integers(0, 3, 400), (X2[:, 1] > 5).astype(np.int64)
+    a = RandomDecisionTrees(MIXED, depth=4, n_trees=3, thresholds="log", random_state=7).fit(X1, y1)
+    b = RandomDecisionTrees(MIXED, depth=4, n_trees=3, k=3, beta=0.5, thresholds="log", random_state=7).fit(X2, y2)
+    for i, (ta, tb) in enumerate(zip(a.trees_, b.trees_)):
+        full = random_structure(MIXED, 4, a.structure_seed_, i, thresholds="log")
+        assert_part_of(ta, full)
+        assert_part_of(tb, full)
+    assert splits(full) != splits(random_structure(MIXED, 4, a.structure_seed_, 2))
 
 
 def test_a_node_with_nothing_left_to_split_is_a_leaf() -> None:
@@ -303,6 +340,7 @@ def test_nursery_accuracy(nursery) -> None:
         ({"beta": 0.0}, "beta"),
         ({"beta": 1.5}, "beta"),
         ({"numeric_reuse": "yes"}, "numeric_reuse"),
+        ({"thresholds": "quantile"}, "thresholds"),
         ({"random_state": "seed"}, "random_state"),
     ],
 )

@@ -37,7 +37,7 @@ def toy():
 def test_the_built_in_mechanisms_and_their_families():
     assert registry.names(kind="tree") == ("apt", "none", "prune-leaf", "prune-parent")
     assert set(registry.names(family="dp")) >= {"diffpets", "dpea", "laplace-rdt"}
-    assert registry.names(family="dps") == ("kanon-rdt",)
+    assert registry.names(family="dps") == ("kanon-rdt", "kanon-rdt-log")
     assert registry.names(task="regression") == ("diffpets",)
     assert registry.get("prune-leaf").requirement_form == "'k-anonymity:k=K'"
     assert registry.get("kanon-rdt").policy_bounds[:2] == ("min_k", "max_beta")

@@ -31,8 +31,8 @@ owners and checked against each owner's local policy, so there is one parser for
     max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
 
-A ``dps`` requirement goes with mechanism ``kanon-rdt`` and no other, a ``dp`` requirement with
-the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
+A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
+other, a ``dp`` requirement with the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
 `common.federation.wire.MAX_TREES` trees (what a miner decodes).
 
 A regression study (its schema has a numeric ``target`` with public bounds) releases with a

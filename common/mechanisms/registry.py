@@ -274,6 +274,10 @@ for _record in (
               "released as 0 (Waseda et al. 2024)", train=kanon_rdt.train_kanon_rdt,
               audit_checks=kanon_rdt.audit_checks, dp_audit_target="common.audit.dp.rdt:kanon_rdt_target",
               default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
+    Mechanism(kanon_rdt.LOG_MECHANISM, "dps", "k-AnonToRdt with numeric thresholds uniform on log(1 + x - low) of "
+              "the public range (spread over wide ranges' orders of magnitude)", train=kanon_rdt.train_kanon_rdt_log,
+              audit_checks=kanon_rdt.audit_checks, dp_audit_target="common.audit.dp.rdt:kanon_rdt_log_target",
+              default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
     Mechanism(laplace_rdt.MECHANISM, "dp", "random decision trees with Laplace noise on every leaf class count",
               train=laplace_rdt.train_laplace_rdt, audit_checks=laplace_rdt.audit_checks,
               dp_audit_target="common.audit.dp.rdt:laplace_rdt_target",

@@ -34,17 +34,18 @@ from scipy.stats import binom
 
 from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
+from common.mechanisms.kanon_rdt import LOG_MECHANISM as KANON_RDT_LOG
 from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
 from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
 from common.mechanisms.laplace_rdt import SENSITIVITY, leaf_class_counts
 from common.privacy.noise import discrete_laplace_log_pmf
 from common.privacy.requirements import DP, DPS
 from common.trees.learners._data import check_xy
-from common.trees.learners.random_tree import random_structure
+from common.trees.learners.random_tree import ThresholdScale, random_structure
 from common.trees.tree import Tree
 
 __all__ = ["LaplaceRdtTarget", "KAnonRdtTarget", "DOMAIN_CANDIDATES", "STRUCTURE_SAMPLES", "laplace_rdt_target",
-           "kanon_rdt_target"]
+           "kanon_rdt_target", "kanon_rdt_log_target"]
 
 DOMAIN_CANDIDATES = 1024  # random points of the schema's domain tried as the added row, besides the table's rows
 STRUCTURE_SAMPLES = 32  # public random structures the added row is chosen on
@@ -61,12 +62,12 @@ def _domain_rows(schema: Schema, n: int, rng: np.random.Generator) -> np.ndarray
     return np.column_stack(columns)
 
 
-def _candidate_cells(schema: Schema, X: np.ndarray, y: np.ndarray, depth: int,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _candidate_cells(schema: Schema, X: np.ndarray, y: np.ndarray, depth: int, rng: np.random.Generator,
+                     thresholds: ThresholdScale) -> tuple[np.ndarray, np.ndarray]:
     """The candidate rows, and cells[s, i, c]: rows of D in public structure s's (leaf of candidate i, class c)."""
     candidates = np.concatenate([X, _domain_rows(schema, DOMAIN_CANDIDATES, rng)])
     seeds = rng.integers(0, _MAX_SEED, STRUCTURE_SAMPLES, dtype=np.uint64)
-    structures = [random_structure(schema, depth, int(seed)) for seed in seeds]
+    structures = [random_structure(schema, depth, int(seed), thresholds=thresholds) for seed in seeds]
     return candidates, np.stack([leaf_class_counts(s, X, y)[s.apply(candidates)] for s in structures])
 
 
@@ -90,9 +91,10 @@ class _RdtTarget(ABC):
     delta: float
 
     def __init__(self, mechanism: str, requirement: DP | DPS, depth: int, schema: Schema, X: np.ndarray,
-                 y: np.ndarray, rng: np.random.Generator, preference: Callable[[np.ndarray], np.ndarray]) -> None:
+                 y: np.ndarray, rng: np.random.Generator, preference: Callable[[np.ndarray], np.ndarray],
+                 thresholds: ThresholdScale = "uniform") -> None:
         X, y = check_xy(schema, X, y)
-        candidates, cells = _candidate_cells(schema, X, y, depth, rng)
+        candidates, cells = _candidate_cells(schema, X, y, depth, rng, thresholds)
         i, c = np.unravel_index(int(np.argmax(preference(cells))), cells.shape[1:])
         self.mechanism = mechanism
         self.path = ReleasePath(mechanism, requirement, depth, schema, X, y, candidates[i], int(c))
@@ -148,13 +150,14 @@ class KAnonRdtTarget(_RdtTarget):
     """
 
     def __init__(self, requirement: DPS, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
-                 rng: np.random.Generator, *, mechanism: str = KANON_RDT, aim: Aim = "threshold") -> None:
+                 rng: np.random.Generator, *, mechanism: str = KANON_RDT, aim: Aim = "threshold",
+                 thresholds: ThresholdScale = "uniform") -> None:
         if aim not in ("threshold", "sparse"):
             raise ValueError(f"aim must be 'threshold' or 'sparse'; got {aim!r}")
         self.requirement, self.aim = requirement, aim
         self.epsilon, self.delta = requirement.epsilon, requirement.guarantee().delta_total
         preference = _fewest if aim == "sparse" else partial(_threshold, k=requirement.k)
-        super().__init__(mechanism, requirement, depth, schema, X, y, rng, preference)
+        super().__init__(mechanism, requirement, depth, schema, X, y, rng, preference, thresholds)
 
     def _score(self, trees: list[Tree]) -> float:
         cells = self.path.cells(trees)
@@ -184,3 +187,10 @@ def kanon_rdt_target(requirement: DPS, depth: int, schema: Schema, X: np.ndarray
                      rng: np.random.Generator, *, mechanism: str = KANON_RDT, aim: Aim = "threshold") -> KAnonRdtTarget:
     """The registry's audit target of kanon-rdt (or of ``mechanism``) at ``dps:k,beta,epsilon,trees``, ``depth``."""
     return KAnonRdtTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism, aim=aim)
+
+
+def kanon_rdt_log_target(requirement: DPS, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
+                         rng: np.random.Generator, *, mechanism: str = KANON_RDT_LOG,
+                         aim: Aim = "threshold") -> KAnonRdtTarget:
+    """The registry's audit target of kanon-rdt-log: kanon-rdt's, its added row chosen on log-scale structures."""
+    return KAnonRdtTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism, aim=aim, thresholds="log")

@@ -17,6 +17,12 @@ Choices where the paper leaves room (its words quoted):
   available below its own split, as in Fan et al.'s random trees, which the narrowing makes
   meaningful; ``numeric_reuse=False`` removes it like a categorical one, Alg. 1 read literally.
   A numeric attribute whose narrowed range leaves no float strictly inside is not available.
+* Threshold scale (beyond the paper): ``thresholds="uniform"`` (the default, the paper's) draws
+  the threshold uniformly on the narrowed range. ``thresholds="log"`` draws it uniformly on
+  ``log(1 + x - low)``, ``low`` the schema's public lower bound: on a range of a few units that is
+  close to uniform, while on a wide one (money, counts: Adult's capital-gain on 0-100,000) the
+  thresholds spread over its orders of magnitude instead of almost all falling above the values
+  most rows hold. It reads the public range only, so the structure still ignores the data.
 * Depth: Alg. 1 recurses until ``X`` is empty; the experiments bound the depth ``d``. A node is a
   leaf at depth ``d`` or earlier when no attribute is available on its path.
 * Size: with one child per category a full tree explodes (Adult at ``d = 9``, with 41 countries
@@ -39,7 +45,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -51,7 +57,10 @@ from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
-__all__ = ["RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]
+__all__ = ["THRESHOLD_SCALES", "RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]
+
+ThresholdScale = Literal["uniform", "log"]
+THRESHOLD_SCALES: tuple[ThresholdScale, ...] = ("uniform", "log")  # how a numeric split's threshold is drawn
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ATTRIBUTE_SALT = np.uint64(0x243F6A8885A308D3)
@@ -85,22 +94,34 @@ def _root_key(seed: int, tree_index: int) -> np.ndarray:
 # ------------------------------------------------------------- structure
 @dataclass(frozen=True)
 class _Space:
-    """What the structure draws from: the schema's attribute kinds, branchings and public ranges."""
+    """What the structure draws from: the schema's attribute kinds, branchings and public ranges.
+
+    ``log`` says whether thresholds are uniform on ``log(1 + x - low)`` rather than on ``x`` (module docstring).
+    """
 
     categorical: np.ndarray
     branches: np.ndarray
     low: np.ndarray
     high: np.ndarray
     numeric_reuse: bool
+    log: bool = False
 
     @classmethod
-    def of(cls, schema: Schema, numeric_reuse: bool) -> "_Space":
+    def of(cls, schema: Schema, numeric_reuse: bool, thresholds: ThresholdScale = "uniform") -> "_Space":
         attrs = schema.attributes
         categorical = schema.categorical_mask
         branches = np.array([a.size if isinstance(a, CategoricalAttribute) else 2 for a in attrs], dtype=np.int64)
         low = np.array([0.0 if isinstance(a, CategoricalAttribute) else a.low for a in attrs])
         high = np.array([0.0 if isinstance(a, CategoricalAttribute) else a.high for a in attrs])
-        return cls(categorical, branches, low, high, numeric_reuse)
+        return cls(categorical, branches, low, high, numeric_reuse, thresholds == "log")
+
+    def threshold(self, attribute: np.ndarray, lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The threshold at uniform draw ``u`` in [0, 1) on the path's range ``(lo, hi]`` of ``attribute``."""
+        if not self.log:
+            return lo + u * (hi - lo)
+        base = self.low[attribute]
+        start, stop = np.log1p(lo - base), np.log1p(hi - base)
+        return base + np.expm1(start + u * (stop - start))
 
 
 @dataclass(frozen=True)
@@ -131,8 +152,9 @@ def _draw_splits(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each node's split attribute (uniform among the available ones, -1 if none) and threshold.
 
-    The threshold of a numeric split is uniform on the path's range and kept strictly inside it,
-    so both children can hold values; it is NaN for categorical splits and leaves.
+    The threshold of a numeric split is drawn on the path's range at the space's scale
+    (`_Space.threshold`) and kept strictly inside it, so both children can hold values; it is NaN
+    for categorical splits and leaves.
     """
     available = ~used & (space.categorical | (np.nextafter(low, np.inf) < high))
     count = available.sum(axis=1)
@@ -141,8 +163,9 @@ def _draw_splits(
     attribute[count == 0] = -1
     nodes = np.arange(key.size)
     lo, hi = low[nodes, attribute], high[nodes, attribute]
-    t = np.clip(lo + _uniform(key, _THRESHOLD_SALT) * (hi - lo), np.nextafter(lo, np.inf), np.nextafter(hi, -np.inf))
     numeric = (attribute >= 0) & ~space.categorical[attribute]
+    t = space.threshold(attribute, lo, hi, _uniform(key, _THRESHOLD_SALT))
+    t = np.clip(t, np.nextafter(lo, np.inf), np.nextafter(hi, -np.inf))
     return attribute, np.where(numeric, t, np.nan)
 
 
@@ -290,7 +313,8 @@ def _grow_tree(
 
 
 def random_structure(
-    schema: Schema, depth: int, seed: int, tree_index: int = 0, *, numeric_reuse: bool = True, max_nodes: int = 100_000
+    schema: Schema, depth: int, seed: int, tree_index: int = 0, *, numeric_reuse: bool = True,
+    thresholds: ThresholdScale = "uniform", max_nodes: int = 100_000,
 ) -> Tree:
     """The whole random structure of one tree, with zero counts at every node.
 
@@ -311,6 +335,8 @@ def random_structure(
         Which tree of the ensemble (an integer >= 0).
     numeric_reuse:
         Whether a numeric attribute stays available below a split on it.
+    thresholds:
+        The scale numeric thresholds are drawn on, one of `THRESHOLD_SCALES` (module docstring).
     max_nodes:
         Largest number of nodes materialised.
 
@@ -325,7 +351,7 @@ def random_structure(
         raise ParameterError(f"seed must be an integer in [0, 2**64); got {seed!r}")
     if isinstance(tree_index, bool) or not isinstance(tree_index, numbers.Integral) or tree_index < 0:
         raise ParameterError(f"tree_index must be an integer >= 0; got {tree_index!r}")
-    space = _Space.of(schema, _check_bool("numeric_reuse", numeric_reuse))
+    space = _Space.of(schema, _check_bool("numeric_reuse", numeric_reuse), _check_thresholds(thresholds))
     levels = _expand(space, _root_key(int(seed), int(tree_index)), depth, max_nodes)
     n_nodes = sum(len(level) for level in levels)
     return _to_tree(schema, space, levels, np.zeros((n_nodes, schema.n_classes)), np.ones(n_nodes, dtype=bool))
@@ -336,6 +362,12 @@ def _check_bool(name: str, value: object) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ParameterError(f"{name} must be True or False; got {value!r}")
     return bool(value)
+
+
+def _check_thresholds(value: object) -> ThresholdScale:
+    if value not in THRESHOLD_SCALES:
+        raise ParameterError(f"thresholds must be one of {', '.join(THRESHOLD_SCALES)}; got {value!r}")
+    return value  # type: ignore[return-value]
 
 
 def _check_k(value: object) -> int:
@@ -381,6 +413,9 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         Each tree counts each row independently with this probability (1 counts every row).
     numeric_reuse:
         Whether a numeric attribute may be split again below a split on it (on a narrower range).
+    thresholds:
+        The scale numeric thresholds are drawn on, one of `THRESHOLD_SCALES`: ``"uniform"`` (the
+        paper's) or ``"log"`` (module docstring).
     random_state:
         Seed (or numpy Generator) of the structure seed, and of the per-tree samples unless
         ``sampler`` is given.
@@ -414,6 +449,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         k: int = 0,
         beta: float = 1.0,
         numeric_reuse: bool = True,
+        thresholds: ThresholdScale = "uniform",
         random_state: int | np.random.Generator | None = None,
         sampler: Callable[[float, int], np.ndarray] | None = None,
     ) -> None:
@@ -423,6 +459,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         self.k = k
         self.beta = beta
         self.numeric_reuse = numeric_reuse
+        self.thresholds = thresholds
         self.random_state = random_state
         self.sampler = sampler
 
@@ -451,7 +488,8 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         depth = check_positive_int("depth", self.depth)
         n_trees = check_positive_int("n_trees", self.n_trees)
         k, beta = _check_k(self.k), _check_beta(self.beta)
-        space = _Space.of(self.schema, _check_bool("numeric_reuse", self.numeric_reuse))
+        space = _Space.of(self.schema, _check_bool("numeric_reuse", self.numeric_reuse),
+                          _check_thresholds(self.thresholds))
         rng = _check_random_state(self.random_state)
         X, y = check_xy(self.schema, X, y)
 
