@@ -28,8 +28,8 @@ from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
+from modelshare.cli_common import model_setting
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
-from modelshare.simulate import model_setting
 
 
 def spec_for(model: str, setting: str | dict, mechanism: str, seed: int) -> fpb.StudySpec:
