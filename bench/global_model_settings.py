@@ -27,6 +27,7 @@ from common.mechanisms import registry
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
+from miner_node.pgen import _class_probs
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
 from modelshare.cli_common import model_setting
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
@@ -46,6 +47,16 @@ def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.n
     return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
 
 
+def vote(trees: list, X: np.ndarray) -> np.ndarray:
+    """Class per row by the released trees' vote: each tree's leaf class distribution (PGEN's), summed over trees."""
+    total = np.zeros((X.shape[0], trees[0].schema.n_classes))
+    for tree in trees:
+        table = np.zeros((len(tree.nodes), total.shape[1]))
+        table[tree.leaves] = _class_probs(tree.schema, [tree.nodes[i] for i in tree.leaves])
+        total += table[tree.apply(X)]
+    return np.argmax(total, axis=1)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="nursery")
@@ -62,6 +73,8 @@ def main() -> None:
                    help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
     p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
                    help="PGEN's off-path draws to compare (miner_node.offpath); each gives its own pseudo table")
+    p.add_argument("--vote", action="store_true",
+                   help="also score the released trees' vote (summed leaf class distributions; no miner model yet)")
     p.add_argument("--distill", action="store_true",
                    help="also score every variant on pseudo rows labelled by their release's whole ensemble")
     args = p.parse_args()
@@ -80,6 +93,10 @@ def main() -> None:
         rng = np.random.default_rng(seed)
         _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
         trees = [t for r in released.values() for t in r.trees]
+        if args.vote and trees:
+            scores["released trees' vote"]["accuracy"].append(accuracy(y[test], vote(trees, X[test])))
+            scores["released trees' vote"]["auc"].append(np.nan)
+            scores["released trees' vote"]["seconds"].append(0.0)
         tables = [("BASIS", (X[~test], y[~test], None))]
         for off_path in args.off_path:
             law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, off_path)  # type: ignore[arg-type]
