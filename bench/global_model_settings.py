@@ -24,6 +24,7 @@ from common.data.datasets import load_dataset
 from common.federation.global_model_settings import settings_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
+from common.trees.learners.admissible import CATEGORY_SPLITS
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
@@ -47,6 +48,16 @@ def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.n
     return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
 
 
+def learner_params(args: argparse.Namespace) -> dict[str, object]:
+    """The owners' learner parameters the flags set (none: the learner's defaults for the requirement)."""
+    params: dict[str, object] = {}
+    if args.max_depth is not None:
+        params["max_depth"] = args.max_depth
+    if args.category_split is not None:
+        params["category_split"] = args.category_split
+    return params
+
+
 def vote(trees: list, X: np.ndarray) -> np.ndarray:
     """Class per row by the released trees' vote: each tree's leaf class distribution (PGEN's), summed over trees."""
     total = np.zeros((X.shape[0], trees[0].schema.n_classes))
@@ -65,6 +76,8 @@ def main() -> None:
     p.add_argument("--disclosure", default="counts")
     p.add_argument("--learner", default="cart")
     p.add_argument("--max-depth", type=int, default=None, help="the owners' tree depth (default: the mechanism's)")
+    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
+                   help="the admissible learner's categorical splits (default: local_learner's, either under k-anonymity)")
     p.add_argument("--owners", type=int, default=5)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--pgen-scale", type=float, default=10.0)
@@ -84,7 +97,7 @@ def main() -> None:
     requirement = args.requirement or registry.get(args.mechanism).default_requirement
     config = PipelineConfig(n_sources=args.owners, folds=args.folds, mechanism=args.mechanism, requirement=requirement,
                             disclosure=args.disclosure, learner=args.learner, pgen_scale=args.pgen_scale,
-                            learner_params={} if args.max_depth is None else {"max_depth": args.max_depth},
+                            learner_params=learner_params(args),
                             random_state=args.seed)
     task = ClassificationTask(schema)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
