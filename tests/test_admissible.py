@@ -3,6 +3,8 @@ no one-child node, and the release (APT as the final guard) passes the audit unc
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +19,7 @@ from common.privacy.checks import public_cuts_check, single_child_check
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
 from common.trees.learners import make_learner
 from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
+from modelshare.experiments.sources import _learner_params
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
@@ -161,6 +164,13 @@ def test_either_keeps_every_leaf_at_k_on_adult_and_the_owner_learner_uses_it_und
     assert found.tree.n_leaves == tree.n_leaves and audit(found.trees, found.report).passed
     diverse = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
     assert diverse.build(table.schema).category_split == "grouped"
+
+
+def test_experiment_sources_passes_category_split_to_the_admissible_learner_only():
+    flags = {"max_depth": None, "min_samples_leaf": None, "pairing": None, "category_split": "grouped"}
+    assert _learner_params(argparse.Namespace(learner="admissible", **flags))["category_split"] == "grouped"
+    with pytest.raises(ValueError, match="--category-split applies to the admissible learner only"):
+        _learner_params(argparse.Namespace(learner="multiway", **flags))
 
 
 def test_an_unknown_category_split_is_refused_by_name():
