@@ -28,8 +28,8 @@ from common.trees.learners.admissible import CATEGORY_SPLITS
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
-from miner_node.pgen import _class_probs
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
+from miner_node.tree_vote import TreeVote
 from modelshare.cli_common import model_setting
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 
@@ -58,16 +58,6 @@ def learner_params(args: argparse.Namespace) -> dict[str, object]:
     return params
 
 
-def vote(trees: list, X: np.ndarray) -> np.ndarray:
-    """Class per row by the released trees' vote: each tree's leaf class distribution (PGEN's), summed over trees."""
-    total = np.zeros((X.shape[0], trees[0].schema.n_classes))
-    for tree in trees:
-        table = np.zeros((len(tree.nodes), total.shape[1]))
-        table[tree.leaves] = _class_probs(tree.schema, [tree.nodes[i] for i in tree.leaves])
-        total += table[tree.apply(X)]
-    return np.argmax(total, axis=1)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="nursery")
@@ -87,7 +77,7 @@ def main() -> None:
     p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
                    help="PGEN's off-path draws to compare (miner_node.offpath); each gives its own pseudo table")
     p.add_argument("--vote", action="store_true",
-                   help="also score the released trees' vote (summed leaf class distributions; no miner model yet)")
+                   help="also score the miner's tree-vote model (the released trees' summed leaf class distributions)")
     p.add_argument("--distill", action="store_true",
                    help="also score every variant on pseudo rows labelled by their release's whole ensemble")
     args = p.parse_args()
@@ -107,9 +97,11 @@ def main() -> None:
         _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
         trees = [t for r in released.values() for t in r.trees]
         if args.vote and trees:
-            scores["released trees' vote"]["accuracy"].append(accuracy(y[test], vote(trees, X[test])))
-            scores["released trees' vote"]["auc"].append(np.nan)
-            scores["released trees' vote"]["seconds"].append(0.0)
+            voted = TreeVote(trees)
+            scores["tree-vote"]["accuracy"].append(accuracy(y[test], voted.predict(X[test])))
+            auc = two_class_auc(voted, X[test], y[test], schema.n_classes)
+            scores["tree-vote"]["auc"].append(np.nan if auc is None else auc)
+            scores["tree-vote"]["seconds"].append(0.0)
         tables = [("BASIS", (X[~test], y[~test], None))]
         for off_path in args.off_path:
             law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, off_path)  # type: ignore[arg-type]
