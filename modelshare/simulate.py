@@ -78,7 +78,6 @@ from miner_node.global_models import (
 )
 from miner_node.server import read_ready
 from miner_node.tasks import two_class_auc
-from miner_node.tree_vote import TREE_VOTE
 from modelshare.admin import AdminConfig, admin_stub, settings_text, status_dict, study_headline
 from modelshare.cli_common import (
     CommandFailed,
@@ -122,7 +121,7 @@ DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
 #: PGEN's off-path draws (`miner_node.offpath`); regression has no classes to condition on.
 DEFAULT_OFF_PATH = {CLASSIFICATION_TASK: "uniform", REGRESSION_TASK: "uniform"}
-MODELS = {CLASSIFICATION_TASK: [*GLOBAL_MODELS, TREE_VOTE], REGRESSION_TASK: list(REGRESSION_MODELS)}
+MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}
 
 
 class SimulationError(CommandFailed):
@@ -661,7 +660,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_learner(p, help="owners' local learner")
     add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
-    add_global_models(p, choices={*MODELS[CLASSIFICATION_TASK], *REGRESSION_MODELS}, default=None, dest="models",
+    add_global_models(p, choices={*GLOBAL_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
                       help="global models the miner learns",
                       default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
                                    f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
