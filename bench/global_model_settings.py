@@ -94,7 +94,7 @@ def main() -> None:
     chosen: dict[str, list[str]] = defaultdict(list)
     for _, fold, test, seed in fold_plan(y, config):
         rng = np.random.default_rng(seed)
-        _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
+        _, released, audited = release_owners(schema, X[~test], y[~test], config, rng)
         trees = [t for r in released.values() for t in r.trees]
         if args.vote and trees:
             voted = TreeVote(trees)
@@ -130,7 +130,8 @@ def main() -> None:
                     chosen[label].append(fitted.choice.selection.split(" by ")[0].removeprefix("auto: "))
                 if fold == 0 and mode == "auto":
                     print(f"  {label}: {fitted.choice.selection}", flush=True)
-        print(f"fold {fold}: {len(released)} of {args.owners} owners released, {yp.shape[0]} pseudo rows", flush=True)
+        print(f"fold {fold}: {len(released)} of {args.owners} owners released, {audited} passed the audit, "
+              f"{yp.shape[0]} pseudo rows", flush=True)
     print(f"\n{args.dataset} {args.mechanism} {requirement} {args.owners} owners, {args.folds} folds, "
           f"pgen_scale {args.pgen_scale}")
     print(f"{'variant':32} {'accuracy':>16} {'AUC':>16} {'s/fold':>7}")
