@@ -10,6 +10,7 @@ from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import local_learner, release
 from common.trees.metrics import accuracy
+from miner_node.dask_engine import EngineError, check_models
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pgen import leaf_class_distributions
 from miner_node.tree_vote import TREE_VOTE, TreeVote
@@ -66,3 +67,8 @@ def test_a_study_mines_the_vote_from_the_released_trees_and_scores_it(adult):
 def test_the_vote_needs_a_released_tree():
     with pytest.raises(ValueError, match="at least one released tree"):
         TreeVote([])
+
+
+def test_the_dask_engine_refuses_the_vote_by_name():
+    with pytest.raises(EngineError, match="no 'tree-vote' global model.*use engine local"):
+        check_models(["gradient-boosting", TREE_VOTE])
