@@ -24,10 +24,12 @@ from common.data.datasets import load_dataset
 from common.federation.global_model_settings import settings_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
+from common.trees.learners.admissible import CATEGORY_SPLITS
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
+from miner_node.tree_vote import TreeVote
 from modelshare.cli_common import model_setting
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 
@@ -46,6 +48,16 @@ def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.n
     return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
 
 
+def learner_params(args: argparse.Namespace) -> dict[str, object]:
+    """The owners' learner parameters the flags set (none: the learner's defaults for the requirement)."""
+    params: dict[str, object] = {}
+    if args.max_depth is not None:
+        params["max_depth"] = args.max_depth
+    if args.category_split is not None:
+        params["category_split"] = args.category_split
+    return params
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="nursery")
@@ -54,6 +66,8 @@ def main() -> None:
     p.add_argument("--disclosure", default="counts")
     p.add_argument("--learner", default="cart")
     p.add_argument("--max-depth", type=int, default=None, help="the owners' tree depth (default: the mechanism's)")
+    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
+                   help="the admissible learner's categorical splits (default: local_learner's, either under k-anonymity)")
     p.add_argument("--owners", type=int, default=5)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--pgen-scale", type=float, default=10.0)
@@ -62,6 +76,8 @@ def main() -> None:
                    help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
     p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
                    help="PGEN's off-path draws to compare (miner_node.offpath); each gives its own pseudo table")
+    p.add_argument("--vote", action="store_true",
+                   help="also score the miner's tree-vote model (the released trees' summed leaf class distributions)")
     p.add_argument("--distill", action="store_true",
                    help="also score every variant on pseudo rows labelled by their release's whole ensemble")
     args = p.parse_args()
@@ -71,15 +87,21 @@ def main() -> None:
     requirement = args.requirement or registry.get(args.mechanism).default_requirement
     config = PipelineConfig(n_sources=args.owners, folds=args.folds, mechanism=args.mechanism, requirement=requirement,
                             disclosure=args.disclosure, learner=args.learner, pgen_scale=args.pgen_scale,
-                            learner_params={} if args.max_depth is None else {"max_depth": args.max_depth},
+                            learner_params=learner_params(args),
                             random_state=args.seed)
     task = ClassificationTask(schema)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     chosen: dict[str, list[str]] = defaultdict(list)
     for _, fold, test, seed in fold_plan(y, config):
         rng = np.random.default_rng(seed)
-        _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
+        _, released, audited = release_owners(schema, X[~test], y[~test], config, rng)
         trees = [t for r in released.values() for t in r.trees]
+        if args.vote and trees:
+            voted = TreeVote(trees)
+            scores["tree-vote"]["accuracy"].append(accuracy(y[test], voted.predict(X[test])))
+            auc = two_class_auc(voted, X[test], y[test], schema.n_classes)
+            scores["tree-vote"]["auc"].append(np.nan if auc is None else auc)
+            scores["tree-vote"]["seconds"].append(0.0)
         tables = [("BASIS", (X[~test], y[~test], None))]
         for off_path in args.off_path:
             law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, off_path)  # type: ignore[arg-type]
@@ -108,7 +130,8 @@ def main() -> None:
                     chosen[label].append(fitted.choice.selection.split(" by ")[0].removeprefix("auto: "))
                 if fold == 0 and mode == "auto":
                     print(f"  {label}: {fitted.choice.selection}", flush=True)
-        print(f"fold {fold}: {len(released)} of {args.owners} owners released, {yp.shape[0]} pseudo rows", flush=True)
+        print(f"fold {fold}: {len(released)} of {args.owners} owners released, {audited} passed the audit, "
+              f"{yp.shape[0]} pseudo rows", flush=True)
     print(f"\n{args.dataset} {args.mechanism} {requirement} {args.owners} owners, {args.folds} folds, "
           f"pgen_scale {args.pgen_scale}")
     print(f"{'variant':32} {'accuracy':>16} {'AUC':>16} {'s/fold':>7}")

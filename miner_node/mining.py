@@ -44,6 +44,7 @@ from miner_node.config import MiningConfig
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
 from miner_node.selection import MAX_CV_ROWS, Choice, choose, mode_of
 from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
+from miner_node.tree_vote import TREE_VOTE, TreeVote
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
@@ -157,11 +158,16 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
     _record_evaluation(spec, task, evaluation, results)
+    trees = [tree for item in owners for tree in item.model.trees]
     for name in spec.global_models:
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
-        task.score(entry, task.fit(name, spec, X, y, groups), evaluation)
+        if name == TREE_VOTE:  # built from the released trees, not fitted on the pseudo rows (`miner_node.tree_vote`)
+            fitted = Fitted(TreeVote(trees), Choice({}, "the released trees' vote"))
+        else:
+            fitted = task.fit(name, spec, X, y, groups)
+        task.score(entry, fitted, evaluation)
 
 
 def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[AcceptedModel],

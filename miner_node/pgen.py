@@ -42,7 +42,7 @@ from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.trees.regression import RegressionForest, RegressionTree
 from common.trees.tree import Interval, Node, Tree
 
-__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
+__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
            "pgen_regression", "pgen_regression_tree"]
 
 ClassAssignment = Literal["exact", "sample"]
@@ -230,6 +230,13 @@ def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
     interval = tree.paths()[path_index].constraint(j)
     return ValueError(f"path interval {interval.describe(attr)} holds no drawable value "  # type: ignore[union-attr,arg-type]
                       f"in [{attr.low:g}, {attr.high:g}]")  # type: ignore[union-attr]
+
+
+def leaf_class_distributions(tree: Tree) -> np.ndarray:
+    """Per node of ``tree``, the class distribution PGEN draws its leaf's rows from (`_class_probs`); zeros at inner nodes."""
+    table = np.zeros((len(tree.nodes), tree.schema.n_classes))
+    table[tree.leaves] = _class_probs(tree.schema, [tree.nodes[i] for i in tree.leaves])
+    return table
 
 
 def _class_probs(schema: Schema, leaves: Sequence[Node]) -> np.ndarray:

@@ -3,6 +3,8 @@ no one-child node, and the release (APT as the final guard) passes the audit unc
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +18,8 @@ from common.mechanisms.release import default_learner, local_learner, release
 from common.privacy.checks import public_cuts_check, single_child_check
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
 from common.trees.learners import make_learner
-from common.trees.learners.admissible import PAIRINGS, _Rule, group_categories, majority_cap
+from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
+from modelshare.experiments.sources import _learner_params
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
@@ -44,13 +47,14 @@ def _cases(draw):
     return _schema(sizes, n_classes), X, y.astype(np.int64), requirement, disclosure
 
 
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing, category_split",
+                         [(p, "grouped") for p in PAIRINGS] + [("deferred", s) for s in CATEGORY_SPLITS[1:]])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
-def test_every_leaf_meets_the_requirement_and_the_release_passes_the_audit(pairing, case):
+def test_every_leaf_meets_the_requirement_and_the_release_passes_the_audit(pairing, category_split, case):
     schema, X, y, requirement, disclosure = case
     tree = local_learner("admissible", schema, "apt", requirement=requirement, disclosure=disclosure,
-                         pairing=pairing).fit(X, y).tree_
+                         pairing=pairing, category_split=category_split).fit(X, y).tree_
     assert single_child_check([tree]).passed
     assert public_cuts_check([tree]).passed
     assert all(node.total > 0 for node in tree.nodes)
@@ -127,6 +131,53 @@ def test_deferred_pairing_keeps_agreeing_health_levels_together_and_classifies_m
 def test_the_majority_cap_is_the_largest_share_a_leaf_may_hold():
     assert majority_cap(_Rule(path_rule("cl-diversity:c=5,l=2", "hit_miss"), 1), 3) == pytest.approx(5 / 6, abs=1e-6)
     assert majority_cap(_Rule(path_rule("k-anonymity:k=5", "hit_miss"), 1), 2) == 1.0
+
+
+def test_a_binary_category_split_cuts_the_categories_ordered_by_class_share_in_two():
+    """Four categories with shares of class 0 of 0.9, 0.1, 0.8, 0.2: two branches, {0, 2} against {1, 3}."""
+    schema = _schema([5], 2)
+    shares = [0.9, 0.1, 0.8, 0.2]
+    X = np.array([[c, float(i)] for c in range(4) for i in range(20)])
+    y = np.array([0 if i < 20 * shares[c] else 1 for c in range(4) for i in range(20)])
+    rule = path_rule("k-anonymity:k=10", "counts")
+    tree = make_learner("admissible", schema, leaf_rule=rule, category_split="binary",
+                        max_depth=1).fit(X, y).tree_
+    root = tree.root
+    assert root.attribute == 0 and len(root.edges) == 2
+    sides = sorted(sorted(e.constraint.codes - {4}) for e in root.edges)
+    assert sides == [[0, 2], [1, 3]]
+    assert frozenset().union(*(e.constraint.codes for e in root.edges)) == frozenset(range(5))  # v4, absent, too
+    grouped = make_learner("admissible", schema, leaf_rule=rule, max_depth=1).fit(X, y).tree_
+    assert len(grouped.root.edges) == 4  # the default: a branch per category
+
+
+def test_either_keeps_every_leaf_at_k_on_adult_and_the_owner_learner_uses_it_under_k_anonymity():
+    table = load_dataset("adult")
+    X, y = table.schema.encode(table.frame.iloc[:3000], source=table.source)
+    built = local_learner("admissible", table.schema, "apt", requirement="k-anonymity:k=50", disclosure="hit_miss")
+    assert built.build(table.schema).category_split == "either"
+    tree = built.fit(X, y).tree_
+    assert leaf_stats(tree).total.min() >= 50
+    assert any(len(node.edges) == 2 and node.attribute is not None
+               and isinstance(table.schema.attributes[node.attribute], CategoricalAttribute) for node in tree.nodes)
+    found = release("apt", tree=tree, requirement="k-anonymity:k=50", disclosure="hit_miss")
+    assert found.tree.n_leaves == tree.n_leaves and audit(found.trees, found.report).passed
+    diverse = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    assert diverse.build(table.schema).category_split == "grouped"
+
+
+def test_experiment_sources_passes_category_split_to_the_admissible_learner_only():
+    flags = {"max_depth": None, "min_samples_leaf": None, "pairing": None, "category_split": "grouped"}
+    assert _learner_params(argparse.Namespace(learner="admissible", **flags))["category_split"] == "grouped"
+    with pytest.raises(ValueError, match="--category-split applies to the admissible learner only"):
+        _learner_params(argparse.Namespace(learner="multiway", **flags))
+
+
+def test_an_unknown_category_split_is_refused_by_name():
+    schema = _schema([3], 2)
+    with pytest.raises(ValueError, match="category_split"):
+        make_learner("admissible", schema, category_split="ternary").fit(np.array([[0, 1.0], [1, 2.0]]),
+                                                                         np.array([0, 1]))
 
 
 def test_an_unknown_pairing_is_refused_by_name():

@@ -194,7 +194,8 @@ class _TrainingTable(ConfigModel):
 
 class _MiningTable(ConfigModel):
     global_models: list[str] | None = None  # None: the task's default
-    """Global models the miner learns from the pooled pseudo-data; default: the task's."""
+    """Global models the miner learns from the pooled pseudo-data; default: the task's. A classification study may
+    also list "tree-vote", the released trees' vote, which the miner builds from the releases themselves."""
     pgen_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     """PGEN rows per disclosed tuple (1: the paper's hit + miss per path)."""
     class_assignment: str = "exact"

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from common.data.schema import Schema
 from common.mechanisms import registry
-from common.trees.learners.admissible import PAIRINGS
+from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_global_models,
@@ -143,12 +143,14 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
 
 
 def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The owners' learner parameters from the flags; ``--pairing`` is refused for a learner that does not group."""
+    """The owners' learner parameters from the flags; ``--pairing`` and ``--category-split`` are refused for a
+    learner that does not group."""
     params = tree_params(args.max_depth, args.min_samples_leaf)
-    if args.pairing is not None:
-        if args.learner != "admissible":
-            raise ValueError(f"--pairing applies to the admissible learner only, not to --learner {args.learner}")
-        params["pairing"] = args.pairing
+    for flag, key in (("--pairing", "pairing"), ("--category-split", "category_split")):
+        if getattr(args, key) is not None:
+            if args.learner != "admissible":
+                raise ValueError(f"{flag} applies to the admissible learner only, not to --learner {args.learner}")
+            params[key] = getattr(args, key)
     return params
 
 
@@ -213,6 +215,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="admissible learner only: where a category that may not stand alone is grouped; "
                         "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
                         "eager at the first node whose criterion picks its attribute (the earlier behaviour)")
+    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
+                   help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
+                        "of the two (either); default either under k-anonymity, grouped otherwise")
     p.add_argument("--global-max-depth", type=positive_int, default=None,
                    help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
     p.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,

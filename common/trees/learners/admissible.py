@@ -6,7 +6,7 @@ owner holds its rows, so it can instead grow a tree whose every leaf already sat
 requirement (Friedman, Wolff & Schuster 2008, "Providing k-anonymity in data mining", kADET): top
 down, each node takes the best split (C4.5's gain ratio, or information gain) among the *admissible*
 ones, those whose children all meet the requirement in the disclosure's form, and stays a leaf where
-none exists. Two things go beyond kADET:
+none exists. Beyond kADET:
 
 * **category grouping**: a categorical split need not have one child per category. The categories
   are grouped greedily: the smallest inadmissible group joins the partner that makes it admissible
@@ -24,6 +24,14 @@ none exists. Two things go beyond kADET:
   subtree, and never groups where the levels agree on the class. On Nursery under hit/miss
   (5,2)-diversity it splits ``social`` first and leaves ``health`` unsplit where ``social =
   problematic``. ``pairing="eager"`` keeps the earlier behaviour.
+* **binary category splits** (``category_split``): under ``"grouped"`` (the default) a categorical
+  split has a branch per category or group, which spends the rows fastest; ``"binary"`` cuts the
+  categories in two instead, ordered by their share of the node's majority class (for two classes
+  the order in which the best binary partition is a cut, Breiman et al. 1984), at the best admissible
+  cut, as a numeric attribute is; ``"either"`` takes, per attribute, the better of the two by the
+  criterion's ratio. A two-way branch leaves more rows below it for later splits, so under
+  k-anonymity, where every leaf needs only k rows, the tree spends its leaves on more attributes
+  (`common.mechanisms.release.local_learner` asks for ``"either"`` there: EXPERIMENTS.md, Adult).
 * **numeric attributes** are split in two at the best admissible threshold among all thresholds at
   once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
   intervals of the public cells forms a branch whenever both sides are admissible.
@@ -61,6 +69,9 @@ from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tre
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
 
 _TIE_TOLERANCE = 1e-12
+
+CATEGORY_SPLITS = ("grouped", "binary", "either")
+"""How a categorical attribute is split: a branch per (grouped) category, two groups, or the better of the two."""
 
 PAIRINGS = ("deferred", "eager")
 """``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
@@ -176,6 +187,10 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
     pairing:
         ``deferred`` (a split that groups a failing category only where grouping pays, `_DeferringGrower`)
         or ``eager`` (grouped wherever the criterion picks the attribute: the earlier behaviour).
+    category_split:
+        ``grouped`` (a branch per category, failing ones grouped), ``binary`` (two groups cut on the
+        categories ordered by the node's majority-class share) or ``either`` (per attribute, the one
+        with the better gain ratio); module docstring.
     confidence:
         C4.5's pruning confidence (CF, default 0.25): after growing, a subtree whose pessimistic
         error estimate is no better than its root's as a leaf becomes that leaf (`prune_pessimistic`);
@@ -199,6 +214,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         min_gain: float = 1e-9,
         confidence: float | None = 0.25,
         pairing: str = "deferred",
+        category_split: str = "grouped",
     ) -> None:
         self.schema = schema
         self.leaf_rule = leaf_rule
@@ -208,6 +224,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.min_gain = min_gain
         self.pairing = pairing
+        self.category_split = category_split
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "AdmissibleTreeClassifier":
         """Grow the tree on encoded rows and store it as ``tree_``.
@@ -227,8 +244,9 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         if confidence is not None and not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
             raise ValueError(f"confidence must lie strictly between 0 and 1 (or be None), got {confidence!r}")
         pairing = check_choice("pairing", self.pairing, PAIRINGS)
+        category_split = check_choice("category_split", self.category_split, CATEGORY_SPLITS)
         grower = _DeferringGrower if pairing == "deferred" else _Grower
-        nodes = grower(self.schema, X, y, rule, criterion, max_depth, min_gain).grow()
+        nodes = grower(self.schema, X, y, rule, criterion, max_depth, min_gain, category_split).grow()
         if confidence is not None:
             nodes = prune_pessimistic(nodes, float(confidence), rule)
         self.tree_ = Tree(self.schema, nodes, "counts")
@@ -299,8 +317,9 @@ class _Grower:
     """One fit's state: grows the node list depth-first with an explicit stack."""
 
     def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
-                 max_depth: int | None, min_gain: float) -> None:
+                 max_depth: int | None, min_gain: float, category_split: str = "grouped") -> None:
         self.schema = schema
+        self.category_split = category_split
         self.X = X
         self.y = y
         self.rule = rule
@@ -372,7 +391,7 @@ class _Grower:
                     continue
                 split = self._categorical_split(j, Xn[:, j], yn, parent_cells)
             else:
-                split = self._numeric_split(j, Xn[:, j], yn, counts, parent_cells)
+                split = self._numeric_split(j, Xn[:, j], yn, parent_cells)
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return candidates
@@ -386,42 +405,79 @@ class _Grower:
             return candidates[_first_best(gains)]
         positive = gains > _TIE_TOLERANCE
         eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
-        ratios = np.array([s.gain / max(s.split_info, _TIE_TOLERANCE) for s in candidates])
+        ratios = np.array([_ratio(s) for s in candidates])
         return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
 
     def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
-        """Group attribute ``j``'s categories into admissible branches (`group_categories`) and score the split."""
+        """Attribute ``j``'s split as ``category_split`` asks: grouped branches, two groups, or the better ratio."""
         size = self.schema.attributes[j].size  # type: ignore[union-attr]
         table = np.bincount(column.astype(np.int64) * self.k + yn, minlength=size * self.k).reshape(size, self.k)
+        grouped = None if self.category_split == "binary" else self._grouped_split(j, table, yn.size, parent_cells)
+        binary = None if self.category_split == "grouped" else self._binary_split(j, table, yn.size, parent_cells)
+        if grouped is None or binary is None:
+            return grouped or binary
+        return binary if _ratio(binary) >= _ratio(grouped) else grouped
+
+    def _grouped_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
+        """A branch per category, failing ones grouped into admissible branches (`group_categories`)."""
         members = group_categories(table, self.rule)
         if not members:
             return None
         grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
-        gain, split_info = _gain_and_split_info(grouped, yn.size, parent_cells)
+        gain, split_info = _gain_and_split_info(grouped, n, parent_cells)
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
-    def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, counts: np.ndarray,
-                       parent_cells: float) -> _Split | None:
+    def _binary_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
+        """Two groups: the best admissible cut of the present categories ordered by the node's majority-class share."""
+        present = np.flatnonzero(table.sum(axis=1) > 0)
+        if present.size < 2:
+            return None
+        rows = table[present].astype(np.float64)
+        majority = int(np.argmax(rows.sum(axis=0)))
+        order = present[np.argsort(rows[:, majority] / rows.sum(axis=1), kind="stable")]
+        found = self._best_cut(table[order].astype(np.float64), n, parent_cells)
+        if found is None:
+            return None
+        cut, gain, split_info = found
+        groups = (frozenset(int(c) for c in order[:cut + 1]), frozenset(int(c) for c in order[cut + 1:]))
+        fails_alone = ~self.rule.ok(table[present].astype(np.float64))
+        return _Split(j, gain, split_info, groups=groups, forced=bool(fails_alone.any()))
+
+    def _best_cut(self, table: np.ndarray, n: int, parent_cells: float) -> tuple[int, float, float] | None:
+        """The highest-gain cut of the ordered rows of a value-by-class ``table`` with both sides admissible.
+
+        Returns (last row index on the left, gain, split information), or None if no cut is admissible.
+        """
+        left = np.cumsum(table, axis=0)[:-1]
+        right = table.sum(axis=0) - left
+        positions = np.flatnonzero(self.rule.ok(left) & self.rule.ok(right))
+        if positions.size == 0:
+            return None
+        gain, split_info = _gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
+        best = _first_best(gain)
+        return int(positions[best]), float(gain[best]), float(split_info[best])
+
+    def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
         """The highest-gain threshold between distinct values whose two sides are both admissible."""
         values, inverse = np.unique(column, return_inverse=True)
         if values.size < 2:
             return None
         table = np.bincount(inverse * self.k + yn, minlength=values.size * self.k).reshape(values.size, self.k)
-        left = np.cumsum(table, axis=0)[:-1].astype(np.float64)
-        right = counts - left
-        admissible = self.rule.ok(left) & self.rule.ok(right)
-        positions = np.flatnonzero(admissible)
-        if positions.size == 0:
+        found = self._best_cut(table.astype(np.float64), yn.size, parent_cells)
+        if found is None:
             return None
-        gain, split_info = _gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), yn.size,
-                                                parent_cells)
-        best = _first_best(gain)
-        low, high = values[positions[best]], values[positions[best] + 1]
+        cut, gain, split_info = found
+        low, high = values[cut], values[cut + 1]
         threshold = low / 2 + high / 2
         if not low <= threshold < high:
             threshold = low
-        return _Split(j, float(gain[best]), float(split_info[best]), threshold=float(threshold))
+        return _Split(j, gain, split_info, threshold=float(threshold))
+
+
+def _ratio(split: _Split) -> float:
+    """A split's gain ratio (C4.5), what ``category_split="either"`` compares."""
+    return split.gain / max(split.split_info, _TIE_TOLERANCE)
 
 
 def majority_cap(rule: _Rule, n_classes: int) -> float:
@@ -466,8 +522,8 @@ class _DeferringGrower(_Grower):
     """
 
     def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
-                 max_depth: int | None, min_gain: float) -> None:
-        super().__init__(schema, X, y, rule, criterion, max_depth, min_gain)
+                 max_depth: int | None, min_gain: float, category_split: str = "grouped") -> None:
+        super().__init__(schema, X, y, rule, criterion, max_depth, min_gain, category_split)
         self.cap = majority_cap(rule, self.k)
         self._columns: dict[int, np.ndarray] = {}
 

@@ -1,0 +1,74 @@
+"""The miner's tree-vote model: the released trees' summed leaf class distributions, built in mining, no pseudo row read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from common.data.datasets import load_dataset
+from common.federation.study import spec_from_mapping
+from common.federation.wire import decode_model, model_message
+from common.mechanisms.release import local_learner, release
+from common.trees.metrics import accuracy
+from miner_node.dask_engine import EngineError, check_models
+from miner_node.mining import AcceptedModel, Evaluation, mine
+from miner_node.pgen import leaf_class_distributions
+from miner_node.tree_vote import TREE_VOTE, TreeVote
+
+
+@pytest.fixture(scope="module")
+def adult():
+    table = load_dataset("adult")
+    X, y = table.schema.encode(table.frame.iloc[:4000], source=table.source)
+    return table.schema, X, y
+
+
+def _released(schema, X, y, owners: int = 3) -> list:
+    """Each owner's k-anonymous hit/miss release of its part of the rows (the study's real path)."""
+    out = []
+    for rows in np.array_split(np.arange(3000), owners):
+        tree = local_learner("admissible", schema, "apt", requirement="k-anonymity:k=25",
+                             disclosure="hit_miss").fit(X[rows], y[rows]).tree_
+        out.append(release("apt", tree=tree, requirement="k-anonymity:k=25", disclosure="hit_miss"))
+    return out
+
+
+def test_the_vote_sums_each_trees_leaf_distribution_with_the_miss_spread_as_pgen_does(adult):
+    schema, X, y = adult
+    trees = [r.tree for r in _released(schema, X, y)]
+    test = X[3000:]
+    by_hand = np.zeros((test.shape[0], 2))
+    for tree in trees:
+        for row, leaf in enumerate(tree.apply(test)):
+            node = tree.nodes[leaf]
+            by_hand[row, node.label] += node.hit / (node.hit + node.miss)
+            by_hand[row, 1 - node.label] += node.miss / (node.hit + node.miss)
+    voted = TreeVote(trees)
+    assert np.allclose(voted.predict_proba(test), by_hand / by_hand.sum(axis=1, keepdims=True))
+    assert (voted.predict(test) == np.argmax(by_hand, axis=1)).all()
+    assert not leaf_class_distributions(trees[0])[0].any()  # an inner node carries no distribution
+
+
+def test_a_study_mines_the_vote_from_the_released_trees_and_scores_it(adult):
+    schema, X, y = adult
+    releases = _released(schema, X, y)
+    accepted = [AcceptedModel(f"site-{i}", decode_model(model_message(r))) for i, r in enumerate(releases)]
+    spec = spec_from_mapping({"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "adult"},
+                              "mining": {"global_models": [TREE_VOTE, "naive-bayes"], "pgen_scale": 2}}).spec
+    results = mine(spec, schema, accepted, Evaluation(X[3000:], y[3000:], np.arange(1000)))
+    vote = next(m for m in results.models if m.name == TREE_VOTE)
+    expected = TreeVote([r.tree for r in releases]).predict(X[3000:])
+    assert vote.accuracy == pytest.approx(accuracy(y[3000:], expected))
+    assert list(vote.predictions) == expected.tolist()
+    assert vote.selection == "the released trees' vote" and not vote.parameters
+    assert 0.5 < vote.auc <= 1.0
+
+
+def test_the_vote_needs_a_released_tree():
+    with pytest.raises(ValueError, match="at least one released tree"):
+        TreeVote([])
+
+
+def test_the_dask_engine_refuses_the_vote_by_name():
+    with pytest.raises(EngineError, match="no 'tree-vote' global model.*use engine local"):
+        check_models(["gradient-boosting", TREE_VOTE])
