@@ -16,12 +16,18 @@ A regression study (a numeric target, `common.data.regression.RegressionSchema`)
 table of DiffPETs regression forests with the models of `REGRESSION_MODELS` instead
 (``"regression-tree"``, ``"random-forest"``, ``"gradient-boosting"``): ``y`` is the float64 target and ``predict`` returns
 target values (`make_regression_model`).
+
+A classification study may also name a model the miner builds from the released trees themselves
+rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `miner_node.tree_vote`), built by
+`build_release_model`. They sit beside `GLOBAL_MODELS`, not in it, because nothing fits them on rows:
+the papers' experiments, the pipeline and the hyperparameter settings work on `GLOBAL_MODELS` alone.
+`CLASSIFICATION_MODELS` is every name a classification study may list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -40,10 +46,13 @@ from threadpoolctl import threadpool_limits
 from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
+from common.trees.tree import Tree
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
+from miner_node.tree_vote import TREE_VOTE, TreeVote
 
 __all__ = [
+    "CLASSIFICATION_MODELS",
     "DEFAULT_TREE_PARAMS",
     "DEFAULT_FOREST_PARAMS",
     "DEFAULT_BOOSTING_PARAMS",
@@ -53,6 +62,9 @@ __all__ = [
     "GradientBoostingClassifier",
     "GradientBoostingRegressor",
     "MixedNaiveBayes",
+    "RELEASE_MODELS",
+    "ReleaseModelSpec",
+    "build_release_model",
     "fit_global_models",
     "make_global_model",
     "DEFAULT_REGRESSION_TREE_PARAMS",
@@ -283,8 +295,68 @@ GLOBAL_MODELS: dict[str, GlobalModelSpec] = {
 }
 
 
+class ReleaseModel(Protocol):
+    """A model built from released trees: it only predicts (classes and their probabilities)."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class ReleaseModelSpec:
+    """A named global model the miner builds from the released trees themselves, never fitted on rows.
+
+    Attributes
+    ----------
+    name:
+        The name classification studies use to ask for it.
+    description:
+        One line saying what the model is.
+    build:
+        ``build(trees)`` returns the model of every accepted owner's released trees (at least one).
+    """
+
+    name: str
+    description: str
+    build: Callable[[Sequence[Tree]], ReleaseModel]
+
+
+RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ReleaseModelSpec(
+            TREE_VOTE,
+            "the released trees' vote: every tree's leaf class distribution summed, the largest predicted",
+            TreeVote,
+        ),
+    )
+}
+
+#: Every global model a classification study may list: those fitted on pseudo-data, then those built from releases.
+CLASSIFICATION_MODELS: tuple[str, ...] = (*GLOBAL_MODELS, *RELEASE_MODELS)
+
+
+def build_release_model(name: str, trees: Sequence[Tree]) -> ReleaseModel:
+    """The release model ``name`` (a key of `RELEASE_MODELS`) built from ``trees``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a release model (the message lists them), or ``trees`` is empty.
+    """
+    try:
+        spec = RELEASE_MODELS[name]
+    except KeyError:
+        raise ValueError(f"{name!r} is not built from releases; those are: {', '.join(RELEASE_MODELS)}") from None
+    return spec.build(trees)
+
+
 def _spec(name: str) -> GlobalModelSpec:
     """The spec registered as ``name``; a ValueError listing the known names otherwise."""
+    if name in RELEASE_MODELS:
+        raise ValueError(f"global model {name!r} is built from the released trees, not fitted on rows "
+                         "(build_release_model)")
     try:
         return GLOBAL_MODELS[name]
     except KeyError:

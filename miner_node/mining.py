@@ -11,8 +11,10 @@ path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's path
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
 union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
 path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
-estimated once per study from all of them), and the results say so. Each global model's hyperparameters are the study's setting
-(`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
+estimated once per study from all of them), and the results say so. A model built from the releases
+themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote) is built from every
+accepted tree instead and trains on no pseudo row (its results say 0 training rows). Each global
+model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
 fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
 `miner_node.dp_pgen`; or given values).
 
@@ -41,10 +43,10 @@ from common.federation.global_model_settings import AUTO
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
 from miner_node.config import MiningConfig
+from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
 from miner_node.selection import MAX_CV_ROWS, Choice, choose, mode_of
 from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
-from miner_node.tree_vote import TREE_VOTE, TreeVote
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
@@ -96,7 +98,7 @@ def mine(
     fpb.StudyResults
         Per owner: its trees' mean released root count as ``tuples``, their leaves, its claim, the
         re-audit verdict, its pseudo rows and the released trees themselves; per model: the training
-        rows and, with an evaluation table, its scores (accuracy and predictions, or RMSE, MAE and
+        rows (0 for a model built from the releases) and, with an evaluation table, its scores (accuracy and predictions, or RMSE, MAE and
         predicted values), with the evaluation rows' file positions and truth once for all models;
         the engine that learned them and, on dask, the pseudo-data's directory.
     """
@@ -160,14 +162,16 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     _record_evaluation(spec, task, evaluation, results)
     trees = [tree for item in owners for tree in item.model.trees]
     for name in spec.global_models:
+        if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
+            entry = results.models.add(name=name, train_rows=0)
+            if trees:
+                task.score(entry, Fitted(build_release_model(name, trees),
+                                         Choice({}, f"built from the {len(trees)} released trees")), evaluation)
+            continue
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
-        if name == TREE_VOTE:  # built from the released trees, not fitted on the pseudo rows (`miner_node.tree_vote`)
-            fitted = Fitted(TreeVote(trees), Choice({}, "the released trees' vote"))
-        else:
-            fitted = task.fit(name, spec, X, y, groups)
-        task.score(entry, fitted, evaluation)
+        task.score(entry, task.fit(name, spec, X, y, groups), evaluation)
 
 
 def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[AcceptedModel],

@@ -50,10 +50,9 @@ from common.federation.study import StudyError, check_spec, spec_schema
 from common.federation.wire import NONCE_BYTES
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
-from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS
+from miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
 from miner_node.mining import load_evaluation
 from miner_node.store import Store, StoreError, Submission
-from miner_node.tree_vote import TREE_VOTE
 from miner_node.verify import ModelVerifier, Rejection
 
 __all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserializer"]
@@ -635,7 +634,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"unknown mechanism {spec.mechanism!r}; available: {', '.join(sorted(self.mechanisms))}")
         regression = isinstance(spec_schema(spec), RegressionSchema)
-        models = list(REGRESSION_MODELS) if regression else [*GLOBAL_MODELS, TREE_VOTE]
+        models = list(REGRESSION_MODELS if regression else CLASSIFICATION_MODELS)
         unknown = [m for m in spec.global_models if m not in models]
         if unknown:
             task = " to a regression study" if regression else ""

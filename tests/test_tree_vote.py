@@ -11,6 +11,13 @@ from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import local_learner, release
 from common.trees.metrics import accuracy
 from miner_node.dask_engine import EngineError, check_models
+from miner_node.global_models import (
+    CLASSIFICATION_MODELS,
+    GLOBAL_MODELS,
+    RELEASE_MODELS,
+    build_release_model,
+    make_global_model,
+)
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pgen import leaf_class_distributions
 from miner_node.tree_vote import TREE_VOTE, TreeVote
@@ -60,7 +67,8 @@ def test_a_study_mines_the_vote_from_the_released_trees_and_scores_it(adult):
     expected = TreeVote([r.tree for r in releases]).predict(X[3000:])
     assert vote.accuracy == pytest.approx(accuracy(y[3000:], expected))
     assert list(vote.predictions) == expected.tolist()
-    assert vote.selection == "the released trees' vote" and not vote.parameters
+    assert vote.selection == "built from the 3 released trees" and not vote.parameters
+    assert vote.train_rows == 0, "the vote reads no pseudo row"
     assert 0.5 < vote.auc <= 1.0
 
 
@@ -72,3 +80,11 @@ def test_the_vote_needs_a_released_tree():
 def test_the_dask_engine_refuses_the_vote_by_name():
     with pytest.raises(EngineError, match="no 'tree-vote' global model.*use engine local"):
         check_models(["gradient-boosting", TREE_VOTE])
+
+
+def test_the_vote_is_registered_as_built_from_releases_not_fitted_on_rows():
+    assert TREE_VOTE in RELEASE_MODELS and TREE_VOTE in CLASSIFICATION_MODELS and TREE_VOTE not in GLOBAL_MODELS
+    with pytest.raises(ValueError, match="'tree-vote' is built from the released trees, not fitted on rows"):
+        make_global_model(TREE_VOTE, load_dataset("car").schema, random_state=0)
+    with pytest.raises(ValueError, match="'naive-bayes' is not built from releases; those are: tree-vote"):
+        build_release_model("naive-bayes", [])
