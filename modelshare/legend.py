@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ACCURACY_GAP_POINTS", "RMSE_GAP_RATIO", "LEGEND", "pseudo_data_name", "legend_lines"]
+from miner_node.tree_vote import TREE_VOTE
+
+__all__ = ["ACCURACY_GAP_POINTS", "RMSE_GAP_RATIO", "LEGEND", "pseudo_data_name", "legend_lines", "vote_basis_key"]
 
 #: A classification model this many accuracy points (or more) below BASIS gets the cost sentence.
 #: 5 points: more than the 1-5 point spread PGEN alone shows at 1-10 owners (EXPERIMENTS.md), so a
@@ -37,6 +39,14 @@ LEGEND = {
             "attributes, same admitted values, same class); low is usual even when class match is high.",
     "errors": "RMSE, MAE: root mean squared and mean absolute error on the held-out rows, on the target's "
               "scale; lower is better.",
+    "vote": "tree-vote: the released trees' vote (per row, every released tree's leaf class distribution summed, "
+            "the largest class predicted), which the miner builds from the releases themselves; it reads no "
+            "pseudo-data.",
+    "vote-basis": "tree-vote's BASIS: the same vote of the owners' local trees trained by the same learner on "
+                  "their raw rows with no privacy mechanism (as --mechanism none releases them: unpruned, full "
+                  "class counts).",
+    "vote-no-basis": "tree-vote's BASIS is shown as -: under a whole-release mechanism the owners' trees are the "
+                     "mechanism's own random trees, which have no version without the mechanism to train.",
 }
 
 
@@ -54,8 +64,16 @@ def legend_lines(report: dict[str, Any]) -> list[str]:
         lines = [LEGEND["basis"], LEGEND[name], LEGEND["class"]]
         if any(m.get("path_match") is not None for m in report["models"]):
             lines.append(LEGEND["path"])
+        for m in report["models"]:
+            if m["model"] == TREE_VOTE:
+                lines += [LEGEND["vote"], LEGEND[vote_basis_key(m["basis_accuracy"])]]
     cost = _cost_sentence(report)
     return lines + ([cost] if cost else [])
+
+
+def vote_basis_key(basis_accuracy: float | None) -> str:
+    """The `LEGEND` key saying what the vote's BASIS is, or (``basis_accuracy`` None) why it has none."""
+    return "vote-no-basis" if basis_accuracy is None else "vote-basis"
 
 
 def _cost_sentence(report: dict[str, Any]) -> str | None:
@@ -83,6 +101,6 @@ def _worst_gap(report: dict[str, Any]) -> tuple[str, str] | None:
         ratio, model = max(ratios, key=lambda r: r[0], default=(0.0, ""))
         return (model, f"{ratio:.1f}x the RMSE of") if ratio >= RMSE_GAP_RATIO else None
     gaps = [(100 * (m["basis_accuracy"] - m["accuracy"]), m["model"]) for m in report["models"]
-            if m["accuracy"] is not None]
+            if m["accuracy"] is not None and m["basis_accuracy"] is not None]
     points, model = max(gaps, key=lambda g: g[0], default=(0.0, ""))
     return (model, f"{points:.1f} accuracy points below") if points >= ACCURACY_GAP_POINTS else None

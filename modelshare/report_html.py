@@ -36,8 +36,9 @@ from common.federation.wire import regression_tree_from_pb, tree_from_pb
 from common.files import atomic_write
 from common.trees.regression import RegressionTree
 from common.trees.tree import Tree
+from miner_node.tree_vote import TREE_VOTE
 from modelshare.admin import settings_text
-from modelshare.legend import pseudo_data_name
+from modelshare.legend import LEGEND, pseudo_data_name, vote_basis_key
 from modelshare.report_trees import class_legend, draw_tree
 
 __all__ = ["ModelRow", "OwnerRow", "StudyReport", "render_report", "study_report", "write_report"]
@@ -385,9 +386,14 @@ def _models_text(report: StudyReport) -> str:
     label = report.released_label
     parts = [f"<p><b>{label}</b>: the global model the miner learned from pseudo-data regenerated (PGEN) from the "
              "owners' released trees; it never sees a raw row. "]
+    vote = next((m for m in report.models if m.model == TREE_VOTE), None)  # built from the releases, no pseudo row
+    if vote is not None:
+        parts.append(f"{_e(LEGEND['vote'])} ")
     if report.basis_known:
         parts.append("<b>BASIS</b>: the same model trained on every owner's raw rows pooled, which only a "
                      "simulation can do; it is the utility a release could at best keep. ")
+        if vote is not None:
+            parts.append(f"{_e(LEGEND[vote_basis_key(vote.basis)])} ")
         if not report.regression:
             parts.append("<b>Class match</b>: the share of evaluation rows on which the two predict the same "
                          "class; <b>path match</b>: the share of the two trees' root-to-leaf paths that are "

@@ -5,7 +5,8 @@ throw-away CA and kits (exactly as ``modelshare provision`` does), starts ``mode
 serve`` and one ``modelshare owner serve`` per owner as separate processes talking gRPC over
 mutual TLS on loopback, creates one study as the admin, waits for it, and compares the miner's
 global models with BASIS models trained here on the pooled raw training rows (which only a
-simulation can see). Every wait has a deadline; a process that dies or stalls is named with the
+simulation can see); the released trees' vote (``tree-vote``) is compared with the vote of the
+owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a process that dies or stalls is named with the
 tail of its log. Processes are always stopped, also on Ctrl-C, and the directory is removed unless
 ``--keep-dir`` is given (it then holds the kits, the owners' tables, study.toml and every log).
 
@@ -64,15 +65,17 @@ from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
-from common.mechanisms.release import default_learner
+from common.mechanisms.release import default_learner, local_learner
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
 from common.trees.learners import REQUIREMENT_AWARE
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.config import ENGINES
 from miner_node.global_models import (
-    GLOBAL_MODELS,
+    CLASSIFICATION_MODELS,
     REGRESSION_MODELS,
+    RELEASE_MODELS,
+    build_release_model,
     make_global_model,
     make_regression_model,
 )
@@ -121,7 +124,7 @@ DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
 #: PGEN's off-path draws (`miner_node.offpath`); regression has no classes to condition on.
 DEFAULT_OFF_PATH = {CLASSIFICATION_TASK: "uniform", REGRESSION_TASK: "uniform"}
-MODELS = {CLASSIFICATION_TASK: GLOBAL_MODELS, REGRESSION_TASK: REGRESSION_MODELS}
+MODELS = {CLASSIFICATION_TASK: CLASSIFICATION_MODELS, REGRESSION_TASK: tuple(REGRESSION_MODELS)}
 
 
 class SimulationError(CommandFailed):
@@ -309,6 +312,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
+                    "parts": parts,
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
@@ -450,29 +454,56 @@ def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: flo
             time.sleep(0.2)
 
 
-def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, models: list[str], seed: int) -> list[dict[str, Any]]:
-    """BASIS (raw pooled rows) against the miner's models: accuracy, class match, path match."""
+def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """BASIS (`basis_model`) against the miner's models: accuracy (AUC for two classes), class match, path match.
+
+    A model without a BASIS (`basis_model` says when) has None for every comparison with it.
+    """
     rows = []
     by_name = {m.name: m for m in results.models}
-    for name in models:
-        basis = make_global_model(name, schema, random_state=seed % (2**31)).fit(data["X_train"], data["y_train"])
-        basis_pred = np.asarray(basis.predict(data["X_test"]))
+    two_class = schema.n_classes == 2
+    for name in args.models:
+        basis = basis_model(name, schema, data, args)
+        basis_pred = None if basis is None else np.asarray(basis.predict(data["X_test"]))
         mined = by_name[name]
         pred = np.asarray(mined.predictions, dtype=np.int64)
-        two_class = schema.n_classes == 2
-        row: dict[str, Any] = {"model": name, "basis_accuracy": accuracy(data["y_test"], basis_pred),
-                               "accuracy": mined.accuracy if len(pred) else None,
-                               **({"basis_auc": two_class_auc(basis, data["X_test"], data["y_test"], 2),
-                                   "auc": mined.auc if mined.HasField("auc") else None} if two_class else {}),
-                               "parameters": {k: parameter_from_pb(v) for k, v in sorted(mined.parameters.items())},
-                               "selection": mined.selection,
-                               "class_match": class_match(pred, basis_pred) if len(pred) else None,
-                               "path_match": None, "train_rows": mined.train_rows}
+        row: dict[str, Any] = {
+            "model": name, "basis_accuracy": None if basis_pred is None else accuracy(data["y_test"], basis_pred),
+            "accuracy": mined.accuracy if len(pred) else None,
+            **({"basis_auc": None if basis is None else two_class_auc(basis, data["X_test"], data["y_test"], 2),
+                "auc": mined.auc if mined.HasField("auc") else None} if two_class else {}),
+            "parameters": {k: parameter_from_pb(v) for k, v in sorted(mined.parameters.items())},
+            "selection": mined.selection,
+            "class_match": class_match(pred, basis_pred) if len(pred) and basis_pred is not None else None,
+            "path_match": None, "train_rows": mined.train_rows}
         basis_tree = getattr(basis, "tree_", None)
         if mined.HasField("tree") and basis_tree is not None:
             row["path_match"] = path_match(tree_from_pb(mined.tree, schema), basis_tree, values=data["X_train"])
         rows.append(row)
     return rows
+
+
+def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.Namespace) -> Any | None:
+    """Global model ``name`` as it would be without privacy, from the raw training rows only a simulation sees.
+
+    A model fitted on pseudo-data is fitted on the owners' pooled raw rows instead. A model built
+    from the releases (`miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
+    each owner's tree trained by the study's learner on the owner's raw rows with no requirement, as
+    ``--mechanism none`` releases it (unpruned, full class counts); None (no BASIS) under a
+    whole-release mechanism, whose random trees have no version without the mechanism to train.
+    """
+    if name not in RELEASE_MODELS:
+        return make_global_model(name, schema, random_state=args.seed % (2**31)).fit(data["X_train"], data["y_train"])
+    if registry.get(args.mechanism).whole_release:
+        return None
+    limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {})}
+    trees = []
+    for owner in range(args.owners):
+        rows = data["parts"] == owner
+        learner = local_learner(args.learner, schema, "none", requirement=None, disclosure=args.disclosure,
+                                random_state=args.seed % (2**32), **limits)
+        trees.append(learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_)
+    return build_release_model(name, trees)
 
 
 def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str],
@@ -529,7 +560,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models, args.seed)
         else:
-            models = compare(schema, data, results, args.models, args.seed)
+            models = compare(schema, data, results, args)
     except SimulationError as exc:
         hints = list(exc.hints)
         if not args.keep_dir:
@@ -660,8 +691,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_learner(p, help="owners' local learner")
     add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
-    add_global_models(p, choices={*GLOBAL_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
-                      help="global models the miner learns",
+    add_global_models(p, choices={*CLASSIFICATION_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
+                      help="global models the miner learns from pseudo-data, or builds from the releases: "
+                           "tree-vote, for classification on the local engine",
                       default_text=f"{' '.join(DEFAULT_MODELS[CLASSIFICATION_TASK])}; with --task regression "
                                    f"{' '.join(DEFAULT_MODELS[REGRESSION_TASK])}")
     add_model_settings(p)
