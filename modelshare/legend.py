@@ -43,8 +43,8 @@ LEGEND = {
             "the largest class predicted), which the miner builds from the releases themselves; it reads no "
             "pseudo-data.",
     "vote-basis": "tree-vote's BASIS: the same vote of the owners' local trees trained by the same learner on "
-                  "their raw rows with no privacy mechanism (as --mechanism none releases them: unpruned, full "
-                  "class counts).",
+                  "their raw rows with no privacy mechanism (as --mechanism none releases them: no requirement, "
+                  "full class counts).",
     "vote-no-basis": "tree-vote's BASIS is shown as -: under a whole-release mechanism the owners' trees are the "
                      "mechanism's own random trees, which have no version without the mechanism to train.",
 }

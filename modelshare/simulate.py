@@ -488,9 +488,10 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
 
     A model fitted on pseudo-data is fitted on the owners' pooled raw rows instead. A model built
     from the releases (`miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
-    each owner's tree trained by the study's learner on the owner's raw rows with no requirement, as
-    ``--mechanism none`` releases it (unpruned, full class counts); None (no BASIS) under a
-    whole-release mechanism, whose random trees have no version without the mechanism to train.
+    each owner's tree trained by the study's learner on the owner's raw rows with no requirement and
+    full class counts, exactly what ``--mechanism none`` with the same ``--learner`` releases (the
+    ``admissible`` learner then grows and prunes as it does with no requirement); None (no BASIS)
+    under a whole-release mechanism, whose random trees have no version without the mechanism to train.
     """
     if name not in RELEASE_MODELS:
         return make_global_model(name, schema, random_state=args.seed % (2**31)).fit(data["X_train"], data["y_train"])
