@@ -71,6 +71,7 @@ from common.privacy.requirements import CLDiversity, KAnonymity, RequirementErro
 from common.trees.learners import REQUIREMENT_AWARE
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.config import ENGINES
+from miner_node.dask_engine import EngineError, check_models
 from miner_node.global_models import (
     CLASSIFICATION_MODELS,
     REGRESSION_MODELS,
@@ -263,6 +264,11 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     wrong = [m for m in args.models if m not in MODELS[task]]
     if wrong:
         raise ValueError(f"--global-models: {wrong} are not {task} models; choose from {', '.join(MODELS[task])}")
+    if args.engine == "dask":  # the miner's engine refuses these by name, but only once every owner has trained
+        try:
+            check_models(args.models)
+        except EngineError as exc:
+            raise ValueError(f"--global-models with --engine dask: {exc}") from None
     record = registry.get(args.mechanism)
     if schema.data_derived and record.whole_release:
         raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "

@@ -46,6 +46,8 @@ def test_settings_travel_in_the_spec_and_its_summary():
 
 @pytest.mark.parametrize("settings, message", [
     ({"decison-tree": "auto"}, "[global_models] decison-tree: unknown global model 'decison-tree'; known models:"),
+    ({"tree-vote": "fixed"}, "[global_models] tree-vote: tree-vote is built from the released trees and has no "
+                             "hyperparameters; drop its setting"),
     ({"decision-tree": {"min_sample_leaf": 5}},
      "[global_models] decision-tree: unknown parameter 'min_sample_leaf'; allowed parameters of decision-tree: "
      "min_samples_leaf, max_depth, criterion"),

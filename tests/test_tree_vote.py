@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from common.data.datasets import load_dataset
+from common.federation.global_model_settings import WITHOUT_SETTINGS
 from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import local_learner, release
@@ -21,6 +22,7 @@ from miner_node.global_models import (
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pgen import leaf_class_distributions
 from miner_node.tree_vote import TREE_VOTE, TreeVote
+from modelshare.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +79,17 @@ def test_the_vote_needs_a_released_tree():
         TreeVote([])
 
 
-def test_the_dask_engine_refuses_the_vote_by_name():
+def test_the_dask_engine_refuses_the_vote_by_name(capsys):
     with pytest.raises(EngineError, match="no 'tree-vote' global model.*use engine local"):
         check_models(["gradient-boosting", TREE_VOTE])
+    assert main(["simulate", "--dataset", "vote", "--global-models", TREE_VOTE, "--engine", "dask"]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--global-models with --engine dask: the dask engine has no 'tree-vote' global model" in said
 
 
 def test_the_vote_is_registered_as_built_from_releases_not_fitted_on_rows():
     assert TREE_VOTE in RELEASE_MODELS and TREE_VOTE in CLASSIFICATION_MODELS and TREE_VOTE not in GLOBAL_MODELS
+    assert WITHOUT_SETTINGS == tuple(RELEASE_MODELS), "a study's [global_models] refuses a setting for each"
     with pytest.raises(ValueError, match="'tree-vote' is built from the released trees, not fitted on rows"):
         make_global_model(TREE_VOTE, load_dataset("car").schema, random_state=0)
     with pytest.raises(ValueError, match="'naive-bayes' is not built from releases; those are: tree-vote"):

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from common.federation.pb import federation_pb2 as fpb
 
-__all__ = ["AUTO", "FIXED", "GIVEN", "MODES", "MODEL_PARAMETERS", "ParameterValue", "check_settings",
+__all__ = ["AUTO", "FIXED", "GIVEN", "MODES", "MODEL_PARAMETERS", "WITHOUT_SETTINGS", "ParameterValue", "check_settings",
            "parameter_to_pb", "parameter_from_pb", "settings_to_pb", "describe_settings"]
 
 AUTO, FIXED, GIVEN = "auto", "fixed", "given"
@@ -61,6 +61,10 @@ MODEL_PARAMETERS: dict[str, dict[str, str]] = {
                           "l2_regularization": "nonnegative"},
     "regression-tree": dict(_TREE),
 }
+
+#: Global models a study may list that have no setting: built from the releases, never fitted on rows
+#: (`miner_node.global_models.RELEASE_MODELS`, whose test keeps the two in step).
+WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote",)
 
 
 def parameter_to_pb(value: ParameterValue) -> fpb.ModelParameter:
@@ -109,6 +113,10 @@ def check_settings(spec: fpb.StudySpec) -> list[str]:
     for name in sorted(spec.global_model_settings):
         setting = spec.global_model_settings[name]
         where = f"[global_models] {name}"
+        if name in WITHOUT_SETTINGS:
+            faults.append(f"{where}: {name} is built from the released trees and has no hyperparameters; drop its "
+                          "setting")
+            continue
         if name not in MODEL_PARAMETERS:
             faults.append(f"{where}: unknown global model {name!r}; known models: {', '.join(MODEL_PARAMETERS)}")
             continue
