@@ -14,9 +14,9 @@ path leaves free are drawn from the law every accepted tree's paths disclose (`m
 estimated once per study from all of them), and the results say so. A model built from the releases
 themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote) is built from every
 accepted tree instead and trains on no pseudo row (its results say 0 training rows). Each global
-model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the pooled pseudo rows, one released tree's rows in one
-fold; or the fixed rule, under which the global decision tree of a dp study gets a leaf-size floor,
-`miner_node.dp_pgen`; or given values).
+model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the
+pooled pseudo rows, one released tree's rows in one fold; or the fixed rule, under which the global
+decision tree of a dp study gets a leaf-size floor, `miner_node.dp_pgen`; or given values).
 
 That is the ``local`` engine, the default. On the ``dask`` engine (``[mining] engine = "dask"``) each
 owner's pseudo-data is instead streamed in chunks that fit the memory budget to Parquet files under
@@ -98,9 +98,10 @@ def mine(
     fpb.StudyResults
         Per owner: its trees' mean released root count as ``tuples``, their leaves, its claim, the
         re-audit verdict, its pseudo rows and the released trees themselves; per model: the training
-        rows (0 for a model built from the releases) and, with an evaluation table, its scores (accuracy and predictions, or RMSE, MAE and
-        predicted values), with the evaluation rows' file positions and truth once for all models;
-        the engine that learned them and, on dask, the pseudo-data's directory.
+        rows (0 for a model built from the releases) and, with an evaluation table, its scores
+        (accuracy and predictions, or RMSE, MAE and predicted values), with the evaluation rows' file
+        positions and truth once for all models; the engine that learned them and, on dask, the
+        pseudo-data's directory.
     """
     started = time.perf_counter()
     task = task_for(schema)

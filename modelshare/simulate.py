@@ -6,9 +6,10 @@ serve`` and one ``modelshare owner serve`` per owner as separate processes talki
 mutual TLS on loopback, creates one study as the admin, waits for it, and compares the miner's
 global models with BASIS models trained here on the pooled raw training rows (which only a
 simulation can see); the released trees' vote (``tree-vote``) is compared with the vote of the
-owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a process that dies or stalls is named with the
-tail of its log. Processes are always stopped, also on Ctrl-C, and the directory is removed unless
-``--keep-dir`` is given (it then holds the kits, the owners' tables, study.toml and every log).
+owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
+process that dies or stalls is named with the tail of its log. Processes are always stopped, also
+on Ctrl-C, and the directory is removed unless ``--keep-dir`` is given (it then holds the kits,
+the owners' tables, study.toml and every log).
 
 The study's quorum is one owner: it is mined from every owner that released a model once all have
 answered, and each refusal is reported with its reason code (an owner whose release would carry no

@@ -90,6 +90,7 @@ def test_the_dask_engine_refuses_the_vote_by_name(capsys):
 def test_the_vote_is_registered_as_built_from_releases_not_fitted_on_rows():
     assert TREE_VOTE in RELEASE_MODELS and TREE_VOTE in CLASSIFICATION_MODELS and TREE_VOTE not in GLOBAL_MODELS
     assert WITHOUT_SETTINGS == tuple(RELEASE_MODELS), "a study's [global_models] refuses a setting for each"
+    assert RELEASE_MODELS[TREE_VOTE].name == TREE_VOTE and "\n" not in RELEASE_MODELS[TREE_VOTE].description
     with pytest.raises(ValueError, match="'tree-vote' is built from the released trees, not fitted on rows"):
         make_global_model(TREE_VOTE, load_dataset("car").schema, random_state=0)
     with pytest.raises(ValueError, match="'naive-bayes' is not built from releases; those are: tree-vote"):
