@@ -130,7 +130,8 @@ def test_a_laplace_rdt_study_is_mined_and_the_next_one_would_cross_the_lifetime_
 
         admin.CreateStudy(fpb.CreateStudyRequest(spec=dp_study("dp-2")), timeout=10)
         assert [o.outcome for o in daemons[0].run_once(wait_seconds=5, stop=stop)] == ["refused"]
-        status = admin.GetStudy(fpb.StudyRef(study_id="dp-2"), timeout=10)
+        status = fed.wait_study("dp-2")  # the miner decides the study on its lifecycle thread, after the ack
+        assert status.state == "failed"
         assert ("site-a refused: budget: answering would exceed this site's lifetime privacy budget; the details stay "
                 "in the site's own log") in status.reason
         assert "study spends epsilon=1; this site has spent 1 over 1 earlier release" in caplog.text  # the site's log
