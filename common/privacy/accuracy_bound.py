@@ -156,7 +156,8 @@ def _solve(types: np.ndarray, multiplicity: np.ndarray, member: np.ndarray, c: f
     """The relaxation's optimum (most correct rows) over the column types; see the module docstring.
 
     Variables: ``u[t, s, k]`` (columns of type t whose piece in product s is pooled with label k)
-    and ``z[s, k]`` (the pool is used). Returns the bound and whether the integer program gave it,
+    and ``z[s, k]`` (the pool is used). Returns the bound and whether it bounds the integer program (its
+    linear optimum rounded down, or its dual bound if lower),
     or None when no solver finished in time (the candidate is then left out, which keeps the bound valid).
     """
     T, n_cells, K = types.shape
