@@ -6,7 +6,8 @@ Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). 
 regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
 for all, so the miner can choose it (mode ``"auto"``, `common.federation.global_model_settings`):
 it cross-validates each candidate of the model's grid (`GRIDS`) on the pooled pseudo-data it
-learns from — at most ``MAX_CV_ROWS`` of them, drawn with the study's seed — and refits the best
+learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with the
+study's seed — and refits the best
 on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
 so folds of shuffled rows reward a model that relearns each tree's own regions. A fold therefore
 holds out whole released trees (an owner's tree, or one tree of an ensemble) wherever there are
@@ -14,8 +15,16 @@ at least `CV_FOLDS` of them, which scores a candidate by how well what it learne
 releases predicts the rows of others. The evaluation table is never an argument here, so it only ever scores; no owner's
 raw row reaches the miner at all.
 
-Leaf sizes in the grids are *shares* of the training rows (a float in (0, 1)), so a choice made on
-the sampled folds means the same on the whole pseudo table; `concrete` turns them into rows.
+Leaf sizes in the grids are *shares* of the training rows (a float in (0, 1)); `concrete` turns them
+into rows. A share chosen on a sample means the same partition on the whole pseudo table only as
+long as its leaves hold enough rows to average out PGEN's noise, which depends on their rows, not
+their share. A dp release's pseudo rows are mostly noise (one DPEA tree over Adult at eps = 0.1:
+about 200,000 rows for 30,162 real ones, most from the clamped noise of empty leaves), and on a
+20,000-row sample leaves of 0.05 % hold 7 rows and fit it, where on the whole table they hold 100
+and recover the release: the sample's CV preferred leaves of 1-2 % that lost 3-4 points on real
+rows, the whole table's picks 0.05 % in every repeat and beats the dp floor (EXPERIMENTS.md,
+"Issue 23: the auto tree at eps = 0.1"). A dp study therefore cross-validates on up to
+``MAX_DP_CV_ROWS`` rows.
 
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
@@ -33,12 +42,14 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from common.federation.global_model_settings import AUTO, FIXED, GIVEN, ParameterValue, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
+from common.mechanisms import registry
 from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
 
-__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
+__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
            "mode_of"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
+MAX_DP_CV_ROWS = 250_000  # the same in a dp study, whose pseudo rows are mostly noise (module docstring)
 CV_FOLDS = 3
 
 #: The mode of a model the study gives no setting for.
@@ -97,11 +108,12 @@ def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tu
 
 def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str, Any]], X: np.ndarray,
                     y: np.ndarray, groups: np.ndarray | None, seed: int,
-                    score: Callable[[np.ndarray, np.ndarray], float]) -> tuple[dict[str, Any], float, str]:
-    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of (a sample of) ``X, y``."""
+                    score: Callable[[np.ndarray, np.ndarray], float],
+                    max_rows: int) -> tuple[dict[str, Any], float, str]:
+    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of ``X, y`` (at most ``max_rows``)."""
     rng = np.random.default_rng(seed)
-    if X.shape[0] > MAX_CV_ROWS:
-        keep = np.sort(rng.choice(X.shape[0], MAX_CV_ROWS, replace=False))
+    if X.shape[0] > max_rows:
+        keep = np.sort(rng.choice(X.shape[0], max_rows, replace=False))
         X, y = X[keep], y[keep]
         groups = None if groups is None else groups[keep]
     folds, by = _folds(X, groups, seed)
@@ -149,7 +161,9 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
         grids = REGRESSION_GRIDS if regression else GRIDS
     if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
-        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score)
+        max_rows = MAX_DP_CV_ROWS if spec.mechanism in registry.names(family="dp") else MAX_CV_ROWS
+        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score,
+                                               max_rows)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
         return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")

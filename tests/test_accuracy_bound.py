@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
+from common.privacy import accuracy_bound
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import cl_diverse_hit_miss
+from modelshare.pipeline import stratified_parts
 from modelshare.simulate import requirement_bound
 
 
@@ -135,3 +137,26 @@ def test_simulate_reports_the_bound_only_for_hit_miss_cl_diversity() -> None:
     assert bound["accuracy"] == cl_hit_miss_bound(X, y, schema, 5, 2).accuracy
     assert requirement_bound(schema, data, "counts") is None
     assert requirement_bound(schema, {**data, "requirement": "k-anonymity:k=5"}, "hit_miss") is None
+
+
+def test_short_integer_programs_keep_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On small tables (programs that finish) the rounded linear optimum and a short integer program lose nothing."""
+    rng = np.random.default_rng(7)
+    cases = []
+    for _ in range(12):
+        sizes = [int(s) for s in rng.integers(2, 5, rng.integers(1, 4))]
+        n_classes = int(rng.integers(2, 4))
+        X, y = _table(rng, sizes, n_classes, int(rng.choice([10, 30, 60])))
+        cases.append((X, y, _schema(sizes, n_classes), float(rng.choice([1.0, 2.0, 5.0])), int(rng.choice([2, 3]))))
+    short = [cl_hit_miss_bound(X, y, schema, c, l).correct for X, y, schema, c, l in cases]  # noqa: E741
+    monkeypatch.setattr(accuracy_bound, "_INTEGER_TIME_LIMIT", 30.0)
+    assert short == [cl_hit_miss_bound(X, y, schema, c, l).correct for X, y, schema, c, l in cases]  # noqa: E741
+
+
+def test_car_bound_is_the_whole_rows_optimum() -> None:
+    """Car's 80 % split (simulate --dataset car --seed 3): 1,151 rows, the finest cells' proven integer optimum."""
+    table = load_dataset("car")
+    X, y = table.schema.encode(table.frame)
+    train = stratified_parts(y, 5, np.random.default_rng(3)) != 0
+    bound = cl_hit_miss_bound(X[train], y[train], table.schema, 5, 2)
+    assert bound.correct == 1151 and bound.integer

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 from rich.console import Console
+from sklearn.tree import DecisionTreeClassifier
 
 from common.federation.global_model_settings import MODEL_PARAMETERS, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
@@ -16,7 +17,7 @@ from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
 from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS, make_regression_model
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import DEFAULT_MODES, GRIDS, REGRESSION_GRIDS, choose
+from miner_node.selection import DEFAULT_MODES, GRIDS, MAX_CV_ROWS, MAX_DP_CV_ROWS, REGRESSION_GRIDS, choose
 from modelshare.admin import results_dict
 from modelshare.cli_common import model_setting
 from modelshare.cli_federation import results_renderables
@@ -184,3 +185,15 @@ def test_folds_hold_out_whole_released_trees_when_there_are_enough(mixed):
     [owner] = _accepted(schema, X, y)[:1]
     single = mine(spec, schema, [owner], None)  # one owner, one tree: nothing to group by
     assert "folds by rows" in single.models[0].selection
+
+
+def test_a_dp_study_cross_validates_on_more_pseudo_rows() -> None:
+    """A dp study's auto tree is cross-validated on up to MAX_DP_CV_ROWS pseudo rows, others on MAX_CV_ROWS."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, (MAX_CV_ROWS + 5000, 3)).astype(np.float64)
+    y = (X[:, 0] >= 2).astype(np.int64)
+    for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
+        choice = choose("decision-tree", fpb.StudySpec(mechanism=mechanism, seed=1), X, y,
+                        lambda p: DecisionTreeClassifier(random_state=0, **p), regression=False)
+        assert f"CV on {rows} pseudo rows" in choice.selection
+    assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000

@@ -23,8 +23,9 @@ The relaxation, for a set ``A`` of one or two categorical attributes (``A`` may 
 
 Each step only removes constraints, so the program's optimum is >= the accuracy of every
 admissible tree, for every ``A``; the bound reported is the least over the candidate sets. Where
-the program is small it is solved with integer variables (HiGHS's dual bound, still an upper bound
-when the time limit stops it early); with ``A`` equal to a table's only attribute this is exact,
+the program is small it is solved with integer variables: its linear optimum rounded down (the
+objective counts whole rows), then HiGHS's dual bound if lower (still an upper bound when the
+time limit stops it early, which the rounding makes short); with ``A`` equal to a table's only attribute this is exact,
 since every grouping of one categorical attribute's values is a tree.
 """
 
@@ -51,7 +52,13 @@ _INTEGER_VARIABLES = 4000
 """Programs with at most this many variables are solved with integer variables (tighter)."""
 
 _TIME_LIMIT = 1.0
-"""Seconds HiGHS may spend on one program (an integer one: before its dual bound is taken)."""
+"""Seconds HiGHS may spend on one linear program."""
+
+_INTEGER_TIME_LIMIT = 0.25
+"""Seconds HiGHS may spend on one integer program before its dual bound is taken."""
+
+_ROUNDING_SLACK = 1e-6
+"""Relative slack before a linear optimum is rounded down, so that solver round-off never drops a whole row."""
 
 _SMALL_TABLE = 2000
 """Tables of at most this many rows get the integer program on every candidate, not only the best."""
@@ -149,7 +156,8 @@ def _solve(types: np.ndarray, multiplicity: np.ndarray, member: np.ndarray, c: f
     """The relaxation's optimum (most correct rows) over the column types; see the module docstring.
 
     Variables: ``u[t, s, k]`` (columns of type t whose piece in product s is pooled with label k)
-    and ``z[s, k]`` (the pool is used). Returns the bound and whether the integer program gave it,
+    and ``z[s, k]`` (the pool is used). Returns the bound and whether it bounds the integer program (its
+    linear optimum rounded down, or its dual bound if lower),
     or None when no solver finished in time (the candidate is then left out, which keeps the bound valid).
     """
     T, n_cells, K = types.shape
@@ -203,14 +211,17 @@ def _solve(types: np.ndarray, multiplicity: np.ndarray, member: np.ndarray, c: f
     best = -float(relaxed.fun)
     if not integer or n_var > _INTEGER_VARIABLES:
         return best, False
+    # every objective coefficient is a row count and every variable an integer, so the integer optimum is a
+    # whole number: the linear optimum rounded down bounds it, and the solver need only beat that
+    whole = float(math.floor(best + _ROUNDING_SLACK * max(1.0, best)))
     result = milp(objective, constraints=[LinearConstraint(cover, need, need),
                                           LinearConstraint(inequalities, -np.inf, 0.0)],
                   bounds=Bounds(np.zeros(n_var), upper), integrality=np.ones(n_var),
-                  options={"time_limit": _TIME_LIMIT})
-    dual = getattr(result, "mip_dual_bound", None)
-    if dual is not None and np.isfinite(dual) and -float(dual) < best:
-        return -float(dual), True
-    return best, False
+                  options={"time_limit": _INTEGER_TIME_LIMIT})
+    dual = getattr(result, "mip_dual_bound", None)  # proven even when the time limit stops it: never the incumbent
+    if dual is not None and np.isfinite(dual):
+        return min(whole, -float(dual)), True
+    return whole, True
 
 
 def _relaxation(objective: np.ndarray, inequalities: sparse.csr_matrix, cover: sparse.csr_matrix, need: np.ndarray,
