@@ -54,13 +54,19 @@ from sklearn.utils.validation import check_is_fitted
 from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
 from common.trees.learners._data import check_x, check_xy
+from common.trees.learners._growing import (
+    CRITERIA,
+    TIE_TOLERANCE,
+    GrowerBase,
+    first_best,
+    gain_and_split_info,
+    midpoint,
+    xlog2x,
+)
 from common.trees.learners._params import check_schema
-from common.trees.learners.multiway import CRITERIA, _first_best, _gain_and_split_info, _xlog2x
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
-
-_TIE_TOLERANCE = 1e-12
 
 PAIRINGS = ("deferred", "eager")
 """``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
@@ -105,8 +111,8 @@ def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
     """Per group h: how much ``n * information gain`` drops when group ``b`` is merged into h (inf for h = b)."""
     merged = groups + groups[b]
     sizes = groups.sum(axis=1)
-    size_term = _xlog2x(merged.sum(axis=1)) - _xlog2x(sizes) - _xlog2x(sizes[b])
-    class_term = _xlog2x(merged).sum(axis=1) - _xlog2x(groups).sum(axis=1) - _xlog2x(groups[b]).sum()
+    size_term = xlog2x(merged.sum(axis=1)) - xlog2x(sizes) - xlog2x(sizes[b])
+    class_term = xlog2x(merged).sum(axis=1) - xlog2x(groups).sum(axis=1) - xlog2x(groups[b]).sum()
     loss = size_term - class_term
     loss[b] = np.inf
     return loss
@@ -132,7 +138,7 @@ def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
         deficit[b] = np.inf
         loss = _merge_loss(groups, b)
         best_deficit = deficit.min()
-        h = int(np.flatnonzero(deficit <= best_deficit + _TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + _TIE_TOLERANCE])])
+        h = int(np.flatnonzero(deficit <= best_deficit + TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + TIE_TOLERANCE])])
         members[h] = np.concatenate([members[h], members[b]])
         groups[h] = merged[h]
         keep = np.arange(len(members)) != b
@@ -295,23 +301,13 @@ def _renumbered(nodes: list[Node]) -> list[Node]:
                  [Edge(e.constraint, new_index[e.child]) for e in nodes[i].edges]) for i in kept]
 
 
-class _Grower:
+class _Grower(GrowerBase):
     """One fit's state: grows the node list depth-first with an explicit stack."""
 
     def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
                  max_depth: int | None, min_gain: float) -> None:
-        self.schema = schema
-        self.X = X
-        self.y = y
+        super().__init__(schema, X, y, criterion, max_depth, min_gain)
         self.rule = rule
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_gain = min_gain
-        self.k = schema.n_classes
-        self.categorical = schema.categorical_mask
-
-    def _counts(self, rows: np.ndarray) -> np.ndarray:
-        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
 
     def grow(self) -> list[Node]:
         """Build the nodes; node 0 is the root. Each stack entry carries the categories its path still allows."""
@@ -364,7 +360,7 @@ class _Grower:
     def _candidates(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> list[_Split]:
         """Every attribute's best admissible split gaining at least ``min_gain``."""
         Xn, yn = self.X[rows], self.y[rows]
-        parent_cells = float(_xlog2x(counts).sum())
+        parent_cells = float(xlog2x(counts).sum())
         candidates = []
         for j in range(self.schema.n_attributes):
             if self.categorical[j]:
@@ -377,18 +373,6 @@ class _Grower:
                 candidates.append(split)
         return candidates
 
-    def _pick(self, candidates: list[_Split]) -> _Split | None:
-        """The criterion's pick among ``candidates`` (C4.5's gain ratio among those of at least average gain), or None."""
-        if not candidates:
-            return None
-        gains = np.array([s.gain for s in candidates])
-        if self.criterion == "info_gain":
-            return candidates[_first_best(gains)]
-        positive = gains > _TIE_TOLERANCE
-        eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
-        ratios = np.array([s.gain / max(s.split_info, _TIE_TOLERANCE) for s in candidates])
-        return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
-
     def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
         """Group attribute ``j``'s categories into admissible branches (`group_categories`) and score the split."""
         size = self.schema.attributes[j].size  # type: ignore[union-attr]
@@ -397,7 +381,7 @@ class _Grower:
         if not members:
             return None
         grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
-        gain, split_info = _gain_and_split_info(grouped, yn.size, parent_cells)
+        gain, split_info = gain_and_split_info(grouped, yn.size, parent_cells)
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
@@ -414,14 +398,11 @@ class _Grower:
         positions = np.flatnonzero(admissible)
         if positions.size == 0:
             return None
-        gain, split_info = _gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), yn.size,
-                                                parent_cells)
-        best = _first_best(gain)
-        low, high = values[positions[best]], values[positions[best] + 1]
-        threshold = low / 2 + high / 2
-        if not low <= threshold < high:
-            threshold = low
-        return _Split(j, float(gain[best]), float(split_info[best]), threshold=float(threshold))
+        gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), yn.size,
+                                               parent_cells)
+        best = first_best(gain)
+        threshold = midpoint(values[positions[best]], values[positions[best] + 1])
+        return _Split(j, float(gain[best]), float(split_info[best]), threshold=threshold)
 
 
 def majority_cap(rule: _Rule, n_classes: int) -> float:
