@@ -21,9 +21,14 @@ none exists. Two things go beyond kADET:
   forces ties its partner's rows to that branch for the whole subtree. Where the criterion picks
   such a split, it is made only if no ungrouped split would let the leaves classify clearly more
   rows (`_DeferringGrower`), so the learner splits on other attributes first, groups anew in each
-  subtree, and never groups where the levels agree on the class. On Nursery under hit/miss
-  (5,2)-diversity it splits ``social`` first and leaves ``health`` unsplit where ``social =
-  problematic``. ``pairing="eager"`` keeps the earlier behaviour.
+  subtree, and never groups where the levels agree on the class. Where two partners tie on loss
+  (within a count's sampling noise), the one grouped least often with the category elsewhere in
+  the tree is taken, so the partner changes from subtree to subtree instead of following the
+  noise in the counts. On Nursery under hit/miss (5,2)-diversity it splits ``social`` first,
+  pairs ``health = not_recom`` with ``recommended`` under one of ``nonprob`` and ``slightly_prob``
+  and with ``priority`` under the other, and leaves ``health`` unsplit where ``social =
+  problematic``; the pooled pseudo-data then still tie ``not_recom`` to its class.
+  ``pairing="eager"`` keeps the earlier behaviour.
 * **numeric attributes** are split in two at the best admissible threshold among all thresholds at
   once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
   intervals of the public cells forms a branch whenever both sides are admissible.
@@ -118,13 +123,19 @@ def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
     return loss
 
 
-def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
+def group_categories(table: np.ndarray, rule: LeafRule, together: np.ndarray | None = None) -> list[np.ndarray]:
     """Group the rows of a category-by-class ``table`` so that every group is admissible; lists of category indices.
 
     Categories with no rows are left out (the caller places them). Greedy: while some group fails,
     the one with the fewest rows joins the partner whose union passes with the least loss of
     information gain, or, when no union passes, the partner leaving the smallest deficit. Fewer
     than two groups back means no admissible split on this attribute.
+
+    ``together`` (categories x categories): how often two categories were grouped elsewhere in the
+    tree. Among partners tied on loss (within the square root of the least loss, in ``rows x bits``:
+    a count's sampling noise on the scale of what is lost), the one grouped least often with the failing group's categories is taken, so that a category that may not stand
+    alone is paired with different partners in different subtrees rather than by the sampling
+    noise in the counts (on Nursery the two partners of ``health = not_recom`` tie to the row).
     """
     present = np.flatnonzero(table.sum(axis=1) > 0)
     members = [np.array([c]) for c in present]
@@ -139,6 +150,11 @@ def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
         loss = _merge_loss(groups, b)
         best_deficit = deficit.min()
         h = int(np.flatnonzero(deficit <= best_deficit + TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + TIE_TOLERANCE])])
+        if together is not None:
+            tied = np.flatnonzero((deficit <= best_deficit + TIE_TOLERANCE)
+                                  & (loss <= loss[h] + np.sqrt(max(loss[h], 0.0))))
+            used = np.array([together[np.ix_(members[b], members[t])].sum() for t in tied])
+            h = int(tied[np.flatnonzero(used == used.min())][np.argmin(loss[tied][used == used.min()])])
         members[h] = np.concatenate([members[h], members[b]])
         groups[h] = merged[h]
         keep = np.arange(len(members)) != b
@@ -324,6 +340,7 @@ class _Grower(GrowerBase):
             split = self._best_split(rows, node.counts, allowed)
             if split is None:
                 continue
+            self._made(split)
             node.attribute = split.attribute
             pending = []
             for constraint, child_rows in self._partition(split, rows, allowed):
@@ -336,6 +353,13 @@ class _Grower(GrowerBase):
                 pending.append((child, child_rows, depth + 1, narrowed))
             stack.extend(reversed(pending))
         return nodes
+
+    def _made(self, split: _Split) -> None:
+        """Note a split the tree makes (for the deferring grower's partner choice); nothing here."""
+
+    def _together(self, j: int) -> np.ndarray | None:
+        """How often attribute ``j``'s categories were grouped together so far (None: not tracked)."""
+        return None
 
     def _partition(self, split: _Split, rows: np.ndarray,
                    allowed: dict[int, frozenset[int]]) -> list[tuple[Constraint, np.ndarray]]:
@@ -377,7 +401,7 @@ class _Grower(GrowerBase):
         """Group attribute ``j``'s categories into admissible branches (`group_categories`) and score the split."""
         size = self.schema.attributes[j].size  # type: ignore[union-attr]
         table = np.bincount(column.astype(np.int64) * self.k + yn, minlength=size * self.k).reshape(size, self.k)
-        members = group_categories(table, self.rule)
+        members = group_categories(table, self.rule, self._together(j))
         if not members:
             return None
         grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
@@ -451,6 +475,17 @@ class _DeferringGrower(_Grower):
         super().__init__(schema, X, y, rule, criterion, max_depth, min_gain)
         self.cap = majority_cap(rule, self.k)
         self._columns: dict[int, np.ndarray] = {}
+        self._grouped = {j: np.zeros((a.size, a.size)) for j, a in enumerate(schema.attributes)  # type: ignore[union-attr]
+                         if self.categorical[j]}
+
+    def _made(self, split: _Split) -> None:
+        """Count the pairs of categories the split groups together (what partner choice spreads out)."""
+        for group in split.groups:
+            codes = np.array(sorted(group))
+            self._grouped[split.attribute][np.ix_(codes, codes)] += 1.0
+
+    def _together(self, j: int) -> np.ndarray | None:
+        return self._grouped[j]
 
     def _column_ids(self, j: int) -> np.ndarray:
         """Per row: its column with respect to attribute ``j`` (the value tuple of every other attribute)."""
