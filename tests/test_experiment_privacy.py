@@ -37,6 +37,7 @@ def test_files_rows_and_plots(serial):
     assert set(raw["model"]) == {"decision-tree", "naive-bayes"}
     weak = raw[raw["l"] == 2]
     assert weak["ppgen_yields_data"].all() and weak["ppgen_accuracy"].between(0, 1).all()
+    assert (raw["ppgen_releases_audited_ok"] == raw["ppgen_owners_released"]).all()  # every release re-audited
     # the requirement's price beside PPGEN: at most the leaf share cap c / (c + l - 1)
     assert (raw["bound_accuracy"] <= 5 / (5 + raw["l"] - 1) + 1e-9).all() and (raw["bound_accuracy"] > 0).all()
 

@@ -73,7 +73,7 @@ METHODS = ("basis", "ppgen", "ld")
 """Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
 
 SCORES = ("basis_accuracy", "ppgen_accuracy", "bound_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
-          "ppgen_owners_released", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
+          "ppgen_owners_released", "ppgen_releases_audited_ok", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
           "ld_equivalence_classes")
 """Per-row measurements the summary averages (a yields-data mean is the share of folds with data)."""
 
@@ -156,6 +156,7 @@ def _row(task: PrivacyTask, learner: str, name: str, pipeline: dict[tuple[str, s
         "ppgen_yields_data": ppgen["owners_released"] > 0,
         "ld_yields_data": ld.has_data,
         "ppgen_owners_released": ppgen["owners_released"],
+        "ppgen_releases_audited_ok": ppgen["releases_audited_ok"],
         "ppgen_train_rows": ppgen["train_rows"],
         "ld_train_rows": int(ld.y.shape[0]),
         "ld_suppressed_rows": ld.suppressed,
