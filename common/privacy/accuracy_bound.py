@@ -56,6 +56,9 @@ _TIME_LIMIT = 1.0
 _SMALL_TABLE = 2000
 """Tables of at most this many rows get the integer program on every candidate, not only the best."""
 
+_SOLVER_SLACK = 1e-6
+"""Share of the rows by which a skipping floor must clear the bound found, for the solver's optimality tolerance."""
+
 _MAX_CELLS = 20_000_000
 """Largest (columns x cells x classes) count tensor a candidate may build."""
 
@@ -270,7 +273,7 @@ def cl_hit_miss_bound(X: np.ndarray, y: np.ndarray, schema: Schema, c: float, l:
         floors = {j: _whole_columns(X, y, schema, j, c, l) for j in singles}
     skipped: dict[tuple[int, ...], float] = {}
     for j in sorted(singles, key=lambda j: floors[j]):
-        if floors[j] >= min(value for value, _ in found.values()):
+        if floors[j] - _SOLVER_SLACK * rows >= min(value for value, _ in found.values()):
             skipped[(j,)] = floors[j]  # its program's optimum is at least this: it cannot lower the bound
             continue
         value = _bound_for(X, y, schema, (j,), c, l, integer and small)
