@@ -84,16 +84,21 @@ def load_source(args: argparse.Namespace) -> LoadedTable:
 
 
 
-def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = None) -> None:
+def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = None, several: bool = False) -> None:
     """--learner: the owners' local tree learner; ``default`` None leaves it to `resolve_learner` (by mechanism).
 
     The experiments that reproduce the papers pass the paper's learner as ``default``, so their
-    documented commands keep their numbers.
+    documented commands keep their numbers. ``several``: one or more learners (a list, ``default``
+    its one element), for experiments that compare learners on the same folds.
     """
     said = (f"default {default}" if default else
             f"default {default_learner(DEFAULT_MECHANISM)} (grown to the requirement) for the path mechanisms "
             f"{', '.join(registry.names(family='path'))}; {DEFAULT_LEARNER} otherwise")
-    p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
+    if several:
+        p.add_argument("--learner", nargs="+", default=[default], choices=sorted(LEARNERS), metavar="LEARNER",
+                       help=f"{help} (one or more of {', '.join(sorted(LEARNERS))}; {said})")
+    else:
+        p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
 
 
 def resolve_learner(mechanism: str, given: str | None) -> str:

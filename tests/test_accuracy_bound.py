@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, Schema
 from common.privacy import accuracy_bound
-from common.privacy.accuracy_bound import cl_hit_miss_bound
+from common.privacy.accuracy_bound import _bound_for, _whole_columns, cl_hit_miss_bound
 from common.privacy.requirements import cl_diverse_hit_miss
 from modelshare.pipeline import stratified_parts
 from modelshare.simulate import requirement_bound
@@ -103,6 +103,38 @@ def test_nursery_pays_for_health() -> None:
     assert bound.attributes == ("health",)
     assert 0.6 < bound.accuracy < 0.66  # far below the leaf share cap 5/6, which any table pays
     assert bound.candidates["(leaf share cap)"] == pytest.approx(5 / 6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rng=tables, rows=st.integers(6, 60), c=st.sampled_from([1.5, 3.0, 5.0]), l=st.sampled_from([2, 3]))
+def test_whole_columns_never_exceed_the_attribute_program(rng: np.random.Generator, rows: int, c: float,
+                                                          l: int) -> None:  # noqa: E741
+    """The skip's premise: leaves taking all of an attribute's values are one solution of its program."""
+    sizes, n_classes = [2, 3, 2], 3
+    X, y = _table(rng, sizes, n_classes, rows)
+    schema = _schema(sizes, n_classes)
+    for j in range(len(sizes)):
+        solved = _bound_for(X, y, schema, (j,), c, l, False)
+        floor = _whole_columns(X, y, schema, j, c, l)
+        if solved is None:  # infeasible (no admissible partition): so is every restriction of it
+            assert floor == -np.inf
+        else:
+            assert floor <= solved[0] + 1e-6
+
+
+def test_large_table_skips_only_what_cannot_lower_the_bound() -> None:
+    """Above 2,000 rows, attributes whose whole-column floor reaches the bound found are not solved."""
+    table = load_dataset("nursery")
+    X, y = table.schema.encode(table.frame)
+    keep = np.random.default_rng(0).random(y.size) < 0.9
+    bound = cl_hit_miss_bound(X[keep], y[keep], table.schema, 5, 2)
+    assert bound.attributes == ("health",) and set(bound.skipped) == set(table.schema.names) - {"health"}
+    assert all(floor >= bound.accuracy for floor in bound.skipped.values())
+    schema = table.schema
+    for name in ("social", "has_nurs"):  # solving a skipped attribute's program confirms it
+        j = schema.names.index(name)
+        solved = _bound_for(X[keep], y[keep], schema, (j,), 5, 2, False)
+        assert solved is None or solved[0] / keep.sum() >= bound.accuracy
 
 
 def test_pure_table_pays_the_leaf_share_cap() -> None:

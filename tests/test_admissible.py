@@ -128,6 +128,43 @@ def test_deferred_pairing_keeps_agreeing_health_levels_together_and_classifies_m
     assert found.tree.n_leaves == deferred.n_leaves and audit(found.trees, found.report, seeded_ok=True).passed
 
 
+def test_a_tied_partner_grouped_less_often_elsewhere_is_taken():
+    """Category 2 (pure) may pair with 0 or 1 at the same loss; the one already grouped with it loses the tie."""
+    rule = path_rule("cl-diversity:c=5,l=2", "hit_miss")
+    table = np.array([[20, 10, 0], [10, 20, 0], [0, 0, 30]])
+
+    def grouped(table: np.ndarray, together: np.ndarray | None) -> list[list[int]]:
+        return sorted(sorted(g.tolist()) for g in group_categories(table, rule, together))
+
+    assert grouped(table, None) == [[0, 2], [1]]  # the lowest index on a tie
+    together = np.zeros((3, 3))
+    together[0, 2] = together[2, 0] = 1.0
+    assert grouped(table, together) == [[0], [1, 2]]
+    uneven = np.array([[20, 10, 0], [40, 80, 0], [0, 0, 30]])  # pairing with 1 loses 108 bits, with 0 only 60
+    assert grouped(uneven, together) == [[0, 2], [1]]
+
+
+def test_deferred_pairing_pairs_not_recom_with_different_levels_in_different_subtrees():
+    """On a fold of Nursery both partners of health = not_recom tie on loss; the tree pairs it with one
+    level under social = nonprob and with the other under slightly_prob, not by the counts' noise."""
+    table = load_dataset("nursery")
+    X, y = table.schema.encode(table.frame, source=table.source)
+    keep = np.random.default_rng(1).random(y.size) < 0.9
+    names = table.schema.names
+    social, health = names.index("social"), names.index("health")
+    tree = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2",
+                         disclosure="hit_miss").fit(X[keep], y[keep]).tree_
+    assert tree.root.attribute == social
+    not_recom = table.schema.attributes[health].categories.index("not_recom")  # type: ignore[union-attr]
+    partners = []
+    for edge in tree.root.edges[:2]:
+        node = tree.nodes[edge.child]
+        assert node.attribute == health
+        group = next(e.constraint.codes for e in node.edges if not_recom in e.constraint.codes)
+        partners.append(group - {not_recom})
+    assert len(partners[0]) == 1 and partners[0] != partners[1]
+
+
 def test_the_majority_cap_is_the_largest_share_a_leaf_may_hold():
     assert majority_cap(_Rule(path_rule("cl-diversity:c=5,l=2", "hit_miss"), 1), 3) == pytest.approx(5 / 6, abs=1e-6)
     assert majority_cap(_Rule(path_rule("k-anonymity:k=5", "hit_miss"), 1), 2) == 1.0

@@ -37,6 +37,7 @@ def test_files_rows_and_plots(serial):
     assert set(raw["model"]) == {"decision-tree", "naive-bayes"}
     weak = raw[raw["l"] == 2]
     assert weak["ppgen_yields_data"].all() and weak["ppgen_accuracy"].between(0, 1).all()
+    assert (raw["ppgen_releases_audited_ok"] == raw["ppgen_owners_released"]).all()  # every release re-audited
     # the requirement's price beside PPGEN: at most the leaf share cap c / (c + l - 1)
     assert (raw["bound_accuracy"] <= 5 / (5 + raw["l"] - 1) + 1e-9).all() and (raw["bound_accuracy"] > 0).all()
 
@@ -76,3 +77,24 @@ def test_jobs_do_not_change_the_numbers(serial, tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     pd.testing.assert_frame_equal(pd.read_csv(serial / "results.csv"), pd.read_csv(tmp_path / "results.csv"))
     assert printed["raw"] == json.loads((serial / "results.json").read_text())["raw"]
+
+
+def test_several_learners_share_folds_ld_and_the_bound(serial, tmp_path):
+    """--learner multiway admissible: one row per learner; multiway's rows are the single-learner run's,
+    and LD and the bound (computed once per fold and requirement) are the same on both learners' rows."""
+    argv = ["--dataset", "car", "--folds", "2", "--ls", "2", "--cs", "5", "--learner", "multiway", "admissible"]
+    assert main(["experiment", "privacy", *argv, "--jobs", "1", "--out", str(tmp_path)]) == 0
+    raw = pd.read_csv(tmp_path / "results.csv")
+    assert sorted(set(raw["learner"])) == ["admissible", "multiway"] and len(raw) == 2 * 2 * 2
+    alone = pd.read_csv(serial / "results.csv")
+    alone = alone[alone["l"] == 2].reset_index(drop=True)
+    multiway = raw[raw["learner"] == "multiway"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(multiway, alone)
+    keys = ["fold", "model"]
+    shared = ["bound_accuracy", "ld_accuracy", "basis_accuracy", "ld_suppressed_rows"]
+    admissible = raw[raw["learner"] == "admissible"].set_index(keys)[shared]
+    pd.testing.assert_frame_equal(admissible, multiway.set_index(keys)[shared])
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert len(summary) == 2 * 2 and set(summary["learner"]) == {"admissible", "multiway"}
+    assert [p.name for p in sorted(tmp_path.glob("*.png"))] == ["accuracy_vs_l_decision-tree.png",
+                                                                "accuracy_vs_l_naive-bayes.png"]

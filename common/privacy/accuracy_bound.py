@@ -63,6 +63,9 @@ _ROUNDING_SLACK = 1e-6
 _SMALL_TABLE = 2000
 """Tables of at most this many rows get the integer program on every candidate, not only the best."""
 
+_SOLVER_SLACK = 1e-6
+"""Share of the rows by which a skipping floor must clear the bound found, for the solver's optimality tolerance."""
+
 _MAX_CELLS = 20_000_000
 """Largest (columns x cells x classes) count tensor a candidate may build."""
 
@@ -74,7 +77,8 @@ class AccuracyBound:
     ``accuracy`` is ``correct / rows``: the share of the table's rows the best admissible tree could
     classify correctly, at most. ``attributes`` names the attribute set whose relaxation gave it
     (empty: finest cells only), ``candidates`` every set tried with its bound, ``integer`` whether
-    that bound came from the integer program.
+    that bound came from the integer program, ``skipped`` the sets whose program was not solved
+    because a lower bound on its optimum (given) already reached the least bound found.
     """
 
     requirement: str
@@ -84,12 +88,13 @@ class AccuracyBound:
     attributes: tuple[str, ...]
     integer: bool
     candidates: dict[str, float]
+    skipped: dict[str, float]
 
     def to_dict(self) -> dict[str, object]:
         """The bound as JSON-ready fields (what ``--json`` prints)."""
         return {"requirement": self.requirement, "accuracy": self.accuracy, "correct_rows": self.correct,
                 "rows": self.rows, "attributes": list(self.attributes), "integer": self.integer,
-                "candidates": dict(self.candidates)}
+                "candidates": dict(self.candidates), "skipped": dict(self.skipped)}
 
 
 def _check(X: np.ndarray, y: np.ndarray, schema: Schema, c: float, l: int) -> None:  # noqa: E741
@@ -273,7 +278,15 @@ def cl_hit_miss_bound(X: np.ndarray, y: np.ndarray, schema: Schema, c: float, l:
         found[()] = empty
     singles = [j for j, a in enumerate(schema.attributes)
                if isinstance(a, CategoricalAttribute) and 2 ** a.size - 1 <= max_subsets and a.size >= 2]
-    for j in singles:
+    if small:  # every candidate gets its integer program, so none may be skipped on a linear value
+        floors = {j: -math.inf for j in singles}
+    else:
+        floors = {j: _whole_columns(X, y, schema, j, c, l) for j in singles}
+    skipped: dict[tuple[int, ...], float] = {}
+    for j in sorted(singles, key=lambda j: floors[j]):
+        if floors[j] - _SOLVER_SLACK * rows >= min(value for value, _ in found.values()):
+            skipped[(j,)] = floors[j]  # its program's optimum is at least this: it cannot lower the bound
+            continue
         value = _bound_for(X, y, schema, (j,), c, l, integer and small)
         if value is not None:
             found[(j,)] = value
@@ -287,7 +300,19 @@ def cl_hit_miss_bound(X: np.ndarray, y: np.ndarray, schema: Schema, c: float, l:
     return AccuracyBound(
         requirement=f"cl-diversity:c={c:g},l={l}", accuracy=correct / rows, correct=correct, rows=rows,
         attributes=() if best is None else tuple(names[j] for j in best), integer=found[best][1],
-        candidates={_label(key, names): value / rows for key, (value, _) in found.items()})
+        candidates={_label(key, names): value / rows for key, (value, _) in found.items()},
+        skipped={_label(key, names): value / rows for key, value in skipped.items()})
+
+
+def _whole_columns(X: np.ndarray, y: np.ndarray, schema: Schema, j: int, c: float, l: int) -> float:  # noqa: E741
+    """A lower bound on attribute ``j``'s linear program: its optimum when every leaf takes all of ``j``'s values.
+
+    Every solution of that restricted program (the finest-cells program on the table without column
+    ``j``: each leaf takes whole columns) is a solution of ``j``'s, with ``S`` the full value set, so
+    ``j``'s optimum is at least this. -inf when no solver finishes (nothing may then be skipped).
+    """
+    value = _bound_for(np.delete(X, j, axis=1), y, schema, (), c, l, False)
+    return -math.inf if value is None else value[0]
 
 
 def _label(key: tuple[int, ...] | None, names: Sequence[str]) -> str:

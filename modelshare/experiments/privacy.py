@@ -3,11 +3,11 @@
 For each (c,l)-diversity requirement of the grid (``--ls`` x ``--cs``) and each cross-validation
 fold, the training part is used twice:
 
-- PPGEN: dealt among ``--owners`` owners, each owner's tree (``--learner``, multiway by default
-  as in the paper) pruned by APT to ``cl-diversity:c=C,l=L`` in the form ``--disclosure`` allows
-  (hit/miss by default: the paper's even spread of the misses over the other classes; an owner
-  whose tree cannot meet it releases nothing), PGEN pseudo-data pooled, global models learned
-  from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
+- PPGEN: dealt among ``--owners`` owners, each owner's tree (each learner of ``--learner``, multiway
+  by default as in the paper; several learners run on the same owners and folds) pruned by APT to
+  ``cl-diversity:c=C,l=L`` in the form ``--disclosure`` allows (hit/miss by default: the paper's
+  even spread of the misses over the other classes; an owner whose tree cannot meet it releases
+  nothing), PGEN pseudo-data pooled, global models learned from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
   training part, kept as the reference line);
 - LD: the training part itself (c,l)-diversified by full-domain generalisation and suppression
   (`modelshare.experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
@@ -15,12 +15,15 @@ fold, the training part is used twice:
 
 Beside PPGEN each row carries ``bound_accuracy``: the price of the requirement, an upper bound on
 the accuracy any tree whose leaves all meet it in hit/miss form can reach on the fold's training
-rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it does not cover).
+rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it does not cover). LD and
+the bound depend on the fold and the requirement only, so each is computed once per (fold, l, c)
+task and shared by every learner's rows.
 
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
 ``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
 there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
-methods side by side, so the PPGEN - LD difference is read off one row.
+methods side by side, so the PPGEN - LD difference is read off one row (with several learners,
+one row per learner).
 
 Folds and their seeds are drawn as `run_study` draws them (`modelshare.pipeline.fold_plan`); every requirement
 of a fold reuses the fold's seed, so the owners' partitions and local trees are the same across
@@ -49,7 +52,7 @@ from common.trees.tree import Disclosure
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import add_global_models, add_owners, float_list, int_list, out
 from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
-from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, diversify, fit_ld_model
+from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -70,7 +73,7 @@ METHODS = ("basis", "ppgen", "ld")
 """Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
 
 SCORES = ("basis_accuracy", "ppgen_accuracy", "bound_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
-          "ppgen_owners_released", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
+          "ppgen_owners_released", "ppgen_releases_audited_ok", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
           "ld_equivalence_classes")
 """Per-row measurements the summary averages (a yields-data mean is the share of folds with data)."""
 
@@ -82,7 +85,7 @@ class PrivacySettings:
     ls: tuple[int, ...] = (2, 3, 4, 5)
     cs: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0)
     owners: int = 1
-    learner: str = "multiway"
+    learners: tuple[str, ...] = ("multiway",)
     disclosure: Disclosure = "hit_miss"
     global_models: tuple[str, ...] = ("decision-tree", "naive-bayes")
     max_suppression: float = DEFAULT_MAX_SUPPRESSION
@@ -90,9 +93,11 @@ class PrivacySettings:
     repeats: int = 1
     seed: int = 0
 
-    def pipeline(self) -> PipelineConfig:
-        """PPGEN's pipeline settings (APT, BASIS and PGEN only); each task sets its own requirement."""
-        return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats, learner=self.learner,
+    def pipeline(self, learner: str | None = None) -> PipelineConfig:
+        """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
+        each task sets its own requirement."""
+        return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
+                              learner=learner or self.learners[0],
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
                               methods=("BASIS", "PGEN"), random_state=self.seed)
@@ -116,46 +121,59 @@ class PrivacyTask:
 
 
 def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], task: PrivacyTask) -> list[dict[str, Any]]:
-    """BASIS, PPGEN and LD accuracy per global model on one fold under one requirement."""
+    """BASIS, PPGEN (per learner) and LD accuracy per global model on one fold under one requirement.
+
+    Every learner's pipeline gets a generator seeded alike, so a learner's rows do not depend on
+    which other learners run beside it; LD and the bound are computed once for all of them.
+    """
     schema, X, y, settings = context
     train = ~task.test
     X_tr, y_tr, X_te, y_te = X[train], y[train], X[task.test], y[task.test]
-    config = replace(settings.pipeline(), requirement=requirement(task.c, task.l))
-    pipeline = {(r["method"], r["model"]): r for r in run_fold(schema, X_tr, y_tr, X_te, y_te, config,
-                                                               np.random.default_rng(task.seed))}
     ld = diversify(X_tr, y_tr, schema, c=task.c, l=task.l, max_suppression=settings.max_suppression)
+    ld_accuracy = {name: accuracy(y_te, fit_ld_model(ld, name, random_state=task.seed).predict(X_te))
+                   if ld.has_data else np.nan for name in settings.global_models}
     bound = (cl_hit_miss_bound(X_tr, y_tr, schema, task.c, task.l).accuracy if settings.disclosure == "hit_miss"
              else np.nan)
     rows: list[dict[str, Any]] = []
-    for name in settings.global_models:
-        ppgen = pipeline["PGEN", name]
-        ld_accuracy = (accuracy(y_te, fit_ld_model(ld, name, random_state=task.seed).predict(X_te))
-                       if ld.has_data else np.nan)
-        rows.append({
-            "repeat": task.repeat, "fold": task.fold, "l": task.l, "c": task.c, "model": name,
-            "basis_accuracy": pipeline["BASIS", name]["accuracy"],
-            "ppgen_accuracy": ppgen["accuracy"],
-            "bound_accuracy": bound,
-            "ld_accuracy": ld_accuracy,
-            "ppgen_yields_data": ppgen["owners_released"] > 0,
-            "ld_yields_data": ld.has_data,
-            "ppgen_owners_released": ppgen["owners_released"],
-            "ppgen_train_rows": ppgen["train_rows"],
-            "ld_train_rows": int(ld.y.shape[0]),
-            "ld_suppressed_rows": ld.suppressed,
-            "ld_equivalence_classes": ld.equivalence_classes,
-            "ld_node": None if ld.node is None else ",".join(map(str, ld.node)),
-        })
+    for learner in settings.learners:
+        config = replace(settings.pipeline(learner), requirement=requirement(task.c, task.l))
+        pipeline = {(r["method"], r["model"]): r for r in run_fold(schema, X_tr, y_tr, X_te, y_te, config,
+                                                                   np.random.default_rng(task.seed))}
+        rows += [_row(task, learner, name, pipeline, bound, ld, ld_accuracy[name]) for name in settings.global_models]
     return rows
+
+
+def _row(task: PrivacyTask, learner: str, name: str, pipeline: dict[tuple[str, str], dict[str, Any]], bound: float,
+         ld: LDResult, ld_accuracy: float) -> dict[str, Any]:
+    """One raw record: BASIS, one learner's PPGEN, the bound and LD for one global model."""
+    ppgen = pipeline["PGEN", name]
+    return {
+        "repeat": task.repeat, "fold": task.fold, "l": task.l, "c": task.c, "learner": learner, "model": name,
+        "basis_accuracy": pipeline["BASIS", name]["accuracy"],
+        "ppgen_accuracy": ppgen["accuracy"],
+        "bound_accuracy": bound,
+        "ld_accuracy": ld_accuracy,
+        "ppgen_yields_data": ppgen["owners_released"] > 0,
+        "ld_yields_data": ld.has_data,
+        "ppgen_owners_released": ppgen["owners_released"],
+        "ppgen_releases_audited_ok": ppgen["releases_audited_ok"],
+        "ppgen_train_rows": ppgen["train_rows"],
+        "ld_train_rows": int(ld.y.shape[0]),
+        "ld_suppressed_rows": ld.suppressed,
+        "ld_equivalence_classes": ld.equivalence_classes,
+        "ld_node": None if ld.node is None else ",".join(map(str, ld.node)),
+    }
 
 
 def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacySettings, *,
                 jobs: int = 1) -> pd.DataFrame:
-    """One record per (repeat, fold, l, c, global model) with BASIS, PPGEN and LD scores."""
+    """One record per (repeat, fold, l, c, learner, global model) with BASIS, PPGEN and LD scores."""
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     if not settings.global_models:
         raise ValueError("give at least one global model")
+    if not settings.learners or len(set(settings.learners)) != len(settings.learners):
+        raise ValueError(f"give one or more distinct learners, got {list(settings.learners)}")
     if not 0.0 <= settings.max_suppression < 1.0:
         raise ValueError(f"max suppression must lie in [0, 1), got {settings.max_suppression}")
     if any(c <= 0 for c in settings.cs):
@@ -168,33 +186,51 @@ def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacyS
 
 
 def summarize_privacy(raw: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation of every score per (l, c, global model); NaN accuracies are skipped."""
-    grouped = raw.astype({s: float for s in SCORES}).groupby(["l", "c", "model"], sort=True)[list(SCORES)]
+    """Mean and standard deviation of every score per (l, c, learner, global model); NaN accuracies are skipped."""
+    grouped = raw.astype({s: float for s in SCORES}).groupby(["l", "c", "learner", "model"], sort=True)[list(SCORES)]
     summary = grouped.mean().add_suffix("_mean").join(grouped.std().add_suffix("_std")).reset_index()
     summary["ppgen_minus_ld_mean"] = summary["ppgen_accuracy_mean"] - summary["ld_accuracy_mean"]
     return summary
 
 
-def _colors(cs: Sequence[float]) -> dict[str, str]:
-    """PPGEN lines in blues and LD lines in oranges, darker for larger c; BASIS in grey."""
+PPGEN_COLORMAPS = ("Blues", "Greens", "Purples", "Reds")
+"""PPGEN's line colours, one colour map per learner (in ``--learner`` order; LD's lines are orange)."""
+
+
+def _ppgen_label(learner: str, c: float, several: bool) -> str:
+    """A PPGEN line's label: the learner is named only when several ran."""
+    return f"PPGEN {learner} c={c:g}" if several else f"PPGEN c={c:g}"
+
+
+def _colors(cs: Sequence[float], learners: Sequence[str]) -> dict[str, str]:
+    """PPGEN lines in blues (greens, purples, reds for further learners) and LD lines in oranges, darker
+    for larger c; BASIS in grey."""
     colors = {"BASIS (raw training rows)": "tab:gray"}
-    for method, cmap in (("PPGEN", "Blues"), ("LD", "Oranges")):
-        for i, c in enumerate(cs):
-            colors[f"{method} c={c:g}"] = to_hex(colormaps[cmap](0.45 + 0.5 * i / max(len(cs) - 1, 1)))
+    shade = [0.45 + 0.5 * i / max(len(cs) - 1, 1) for i in range(len(cs))]
+    for learner, cmap in zip(learners, PPGEN_COLORMAPS):
+        for c, x in zip(cs, shade):
+            colors[_ppgen_label(learner, c, len(learners) > 1)] = to_hex(colormaps[cmap](x))
+    for c, x in zip(cs, shade):
+        colors[f"LD c={c:g}"] = to_hex(colormaps["Oranges"](x))
     return colors
 
 
 def plot_privacy(summary: pd.DataFrame, settings: PrivacySettings, source: str, out_dir: Path) -> list[PlotResult]:
-    """Per global model: accuracy against l, one line per (method, c), and BASIS for reference."""
-    colors = _colors(settings.cs)
+    """Per global model: accuracy against l, one line per (method, learner, c), and BASIS for reference."""
+    if len(settings.learners) > len(PPGEN_COLORMAPS):
+        raise ValueError(f"at most {len(PPGEN_COLORMAPS)} learners can be plotted, got {len(settings.learners)}")
+    colors = _colors(settings.cs, settings.learners)
+    several = len(settings.learners) > 1
     plots: list[PlotResult] = []
     for model in settings.global_models:
         rows = summary[summary["model"] == model]
-        series: list[Series] = series_by(rows[rows["c"] == settings.cs[0]], x="l", mean="basis_accuracy_mean",
+        once = rows[rows["learner"] == settings.learners[0]]  # BASIS and LD do not depend on the learner
+        series: list[Series] = series_by(once[once["c"] == settings.cs[0]], x="l", mean="basis_accuracy_mean",
                                          std="basis_accuracy_std", by=[], label=lambda key: "BASIS (raw training rows)")
-        for method, label in (("ppgen", "PPGEN"), ("ld", "LD")):
-            series += series_by(rows, x="l", mean=f"{method}_accuracy_mean", std=f"{method}_accuracy_std", by=["c"],
-                                label=lambda key, label=label: f"{label} c={key[0]:g}")
+        series += series_by(rows, x="l", mean="ppgen_accuracy_mean", std="ppgen_accuracy_std", by=["learner", "c"],
+                            label=lambda key: _ppgen_label(key[0], key[1], several))
+        series += series_by(once, x="l", mean="ld_accuracy_mean", std="ld_accuracy_std", by=["c"],
+                            label=lambda key: f"LD c={key[0]:g}")
         plots.append(plot_lines(
             out_dir / f"accuracy_vs_l_{model}.png", series,
             title=f"{source}: global {model}, {settings.owners} owner(s), APT vs LD "
@@ -203,17 +239,20 @@ def plot_privacy(summary: pd.DataFrame, settings: PrivacySettings, source: str, 
     return plots
 
 
-def _show(summary: pd.DataFrame, title: str) -> None:
-    """BASIS, PPGEN and LD accuracy per requirement and global model, and whether each yielded data."""
+def _show(summary: pd.DataFrame, title: str, several: bool) -> None:
+    """BASIS, PPGEN and LD accuracy per requirement, learner (when ``several``) and global model, and
+    whether each yielded data."""
     table = Table(title=title)
-    for col in ("l", "c", "global model", "BASIS", "PPGEN", "bound", "LD", "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed"):
-        table.add_column(col, justify="left" if col == "global model" else "right", no_wrap=True)
+    columns = ("l", "c", *(("learner",) if several else ()), "global model", "BASIS", "PPGEN", "bound", "LD",
+               "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("learner", "global model") else "right", no_wrap=True)
 
     def acc(mean: float, std: float) -> str:
         return "-" if np.isnan(mean) else f"{mean:.3f}±{0.0 if np.isnan(std) else std:.3f}"
 
     for row in summary.itertuples(index=False):
-        table.add_row(str(row.l), f"{row.c:g}", row.model, acc(row.basis_accuracy_mean, row.basis_accuracy_std),
+        table.add_row(str(row.l), f"{row.c:g}", *((row.learner,) if several else ()), row.model, acc(row.basis_accuracy_mean, row.basis_accuracy_std),
                       acc(row.ppgen_accuracy_mean, row.ppgen_accuracy_std),
                       "-" if np.isnan(row.bound_accuracy_mean) else f"{row.bound_accuracy_mean:.3f}",
                       acc(row.ld_accuracy_mean, row.ld_accuracy_std),
@@ -226,7 +265,7 @@ def _show(summary: pd.DataFrame, title: str) -> None:
 def cmd_privacy(args: argparse.Namespace) -> int:
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learner=args.learner,
+    settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learners=tuple(args.learner),
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
                                seed=args.seed)
@@ -236,7 +275,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     name = Path(table.source).name
     title = (f"{name}: PPGEN ({settings.owners} owner(s), APT) vs LD, {settings.folds}-fold CV x {settings.repeats} "
              f"(data = share of folds with data)")
-    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, title))
+    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, title, len(settings.learners) > 1))
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -248,8 +287,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                help="c values of the (c,l)-diversity requirement (default 5 10 15 20)")
     add_owners(p, default=PrivacySettings.owners, help="data owners the training part is dealt among for PPGEN "
                                                        "(default 1)")
-    add_learner(p, default=PrivacySettings.learner, help="owners' local learner (the paper's multiway: APT merges siblings of a multiway split; a "
-                        "binary CART tree collapses to its root under any l >= 2)")
+    add_learner(p, default=PrivacySettings.learners[0], several=True,
+                help="owners' local learners, each run on the same owners and folds (the paper's multiway: APT merges "
+                     "siblings of a multiway split; admissible: grown to the requirement; a binary CART tree collapses "
+                     "to its root under any l >= 2)")
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,

@@ -21,9 +21,14 @@ none exists. Beyond kADET:
   forces ties its partner's rows to that branch for the whole subtree. Where the criterion picks
   such a split, it is made only if no ungrouped split would let the leaves classify clearly more
   rows (`_DeferringGrower`), so the learner splits on other attributes first, groups anew in each
-  subtree, and never groups where the levels agree on the class. On Nursery under hit/miss
-  (5,2)-diversity it splits ``social`` first and leaves ``health`` unsplit where ``social =
-  problematic``. ``pairing="eager"`` keeps the earlier behaviour.
+  subtree, and never groups where the levels agree on the class. Where two partners tie on loss
+  (within a count's sampling noise), the one grouped least often with the category elsewhere in
+  the tree is taken, so the partner changes from subtree to subtree instead of following the
+  noise in the counts. On Nursery under hit/miss (5,2)-diversity it splits ``social`` first,
+  pairs ``health = not_recom`` with ``recommended`` under one of ``nonprob`` and ``slightly_prob``
+  and with ``priority`` under the other, and leaves ``health`` unsplit where ``social =
+  problematic``; the pooled pseudo-data then still tie ``not_recom`` to its class.
+  ``pairing="eager"`` keeps the earlier behaviour.
 * **binary category splits** (``category_split``): under ``"grouped"`` (the default) a categorical
   split has a branch per category or group, which spends the rows fastest; ``"binary"`` cuts the
   categories in two instead, ordered by their share of the node's majority class (for two classes
@@ -62,13 +67,19 @@ from sklearn.utils.validation import check_is_fitted
 from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
 from common.trees.learners._data import check_x, check_xy
+from common.trees.learners._growing import (
+    CRITERIA,
+    TIE_TOLERANCE,
+    GrowerBase,
+    first_best,
+    gain_and_split_info,
+    midpoint,
+    xlog2x,
+)
 from common.trees.learners._params import check_schema
-from common.trees.learners.multiway import CRITERIA, _first_best, _gain_and_split_info, _xlog2x
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
-
-_TIE_TOLERANCE = 1e-12
 
 CATEGORY_SPLITS = ("grouped", "binary", "either")
 """How a categorical attribute is split: a branch per (grouped) category, two groups, or the better of the two."""
@@ -116,20 +127,26 @@ def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
     """Per group h: how much ``n * information gain`` drops when group ``b`` is merged into h (inf for h = b)."""
     merged = groups + groups[b]
     sizes = groups.sum(axis=1)
-    size_term = _xlog2x(merged.sum(axis=1)) - _xlog2x(sizes) - _xlog2x(sizes[b])
-    class_term = _xlog2x(merged).sum(axis=1) - _xlog2x(groups).sum(axis=1) - _xlog2x(groups[b]).sum()
+    size_term = xlog2x(merged.sum(axis=1)) - xlog2x(sizes) - xlog2x(sizes[b])
+    class_term = xlog2x(merged).sum(axis=1) - xlog2x(groups).sum(axis=1) - xlog2x(groups[b]).sum()
     loss = size_term - class_term
     loss[b] = np.inf
     return loss
 
 
-def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
+def group_categories(table: np.ndarray, rule: LeafRule, together: np.ndarray | None = None) -> list[np.ndarray]:
     """Group the rows of a category-by-class ``table`` so that every group is admissible; lists of category indices.
 
     Categories with no rows are left out (the caller places them). Greedy: while some group fails,
     the one with the fewest rows joins the partner whose union passes with the least loss of
     information gain, or, when no union passes, the partner leaving the smallest deficit. Fewer
     than two groups back means no admissible split on this attribute.
+
+    ``together`` (categories x categories): how often two categories were grouped elsewhere in the
+    tree. Among partners tied on loss (within the square root of the least loss, in ``rows x bits``:
+    a count's sampling noise on the scale of what is lost), the one grouped least often with the failing group's categories is taken, so that a category that may not stand
+    alone is paired with different partners in different subtrees rather than by the sampling
+    noise in the counts (on Nursery the two partners of ``health = not_recom`` tie to the row).
     """
     present = np.flatnonzero(table.sum(axis=1) > 0)
     members = [np.array([c]) for c in present]
@@ -143,7 +160,12 @@ def group_categories(table: np.ndarray, rule: LeafRule) -> list[np.ndarray]:
         deficit[b] = np.inf
         loss = _merge_loss(groups, b)
         best_deficit = deficit.min()
-        h = int(np.flatnonzero(deficit <= best_deficit + _TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + _TIE_TOLERANCE])])
+        h = int(np.flatnonzero(deficit <= best_deficit + TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + TIE_TOLERANCE])])
+        if together is not None:
+            tied = np.flatnonzero((deficit <= best_deficit + TIE_TOLERANCE)
+                                  & (loss <= loss[h] + np.sqrt(max(loss[h], 0.0))))
+            used = np.array([together[np.ix_(members[b], members[t])].sum() for t in tied])
+            h = int(tied[np.flatnonzero(used == used.min())][np.argmin(loss[tied][used == used.min()])])
         members[h] = np.concatenate([members[h], members[b]])
         groups[h] = merged[h]
         keep = np.arange(len(members)) != b
@@ -313,24 +335,14 @@ def _renumbered(nodes: list[Node]) -> list[Node]:
                  [Edge(e.constraint, new_index[e.child]) for e in nodes[i].edges]) for i in kept]
 
 
-class _Grower:
+class _Grower(GrowerBase):
     """One fit's state: grows the node list depth-first with an explicit stack."""
 
     def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
                  max_depth: int | None, min_gain: float, category_split: str = "grouped") -> None:
-        self.schema = schema
-        self.category_split = category_split
-        self.X = X
-        self.y = y
+        super().__init__(schema, X, y, criterion, max_depth, min_gain)
         self.rule = rule
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_gain = min_gain
-        self.k = schema.n_classes
-        self.categorical = schema.categorical_mask
-
-    def _counts(self, rows: np.ndarray) -> np.ndarray:
-        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
+        self.category_split = category_split
 
     def grow(self) -> list[Node]:
         """Build the nodes; node 0 is the root. Each stack entry carries the categories its path still allows."""
@@ -347,6 +359,7 @@ class _Grower:
             split = self._best_split(rows, node.counts, allowed)
             if split is None:
                 continue
+            self._made(split)
             node.attribute = split.attribute
             pending = []
             for constraint, child_rows in self._partition(split, rows, allowed):
@@ -359,6 +372,13 @@ class _Grower:
                 pending.append((child, child_rows, depth + 1, narrowed))
             stack.extend(reversed(pending))
         return nodes
+
+    def _made(self, split: _Split) -> None:
+        """Note a split the tree makes (for the deferring grower's partner choice); nothing here."""
+
+    def _together(self, j: int) -> np.ndarray | None:
+        """How often attribute ``j``'s categories were grouped together so far (None: not tracked)."""
+        return None
 
     def _partition(self, split: _Split, rows: np.ndarray,
                    allowed: dict[int, frozenset[int]]) -> list[tuple[Constraint, np.ndarray]]:
@@ -383,7 +403,7 @@ class _Grower:
     def _candidates(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> list[_Split]:
         """Every attribute's best admissible split gaining at least ``min_gain``."""
         Xn, yn = self.X[rows], self.y[rows]
-        parent_cells = float(_xlog2x(counts).sum())
+        parent_cells = float(xlog2x(counts).sum())
         candidates = []
         for j in range(self.schema.n_attributes):
             if self.categorical[j]:
@@ -395,18 +415,6 @@ class _Grower:
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return candidates
-
-    def _pick(self, candidates: list[_Split]) -> _Split | None:
-        """The criterion's pick among ``candidates`` (C4.5's gain ratio among those of at least average gain), or None."""
-        if not candidates:
-            return None
-        gains = np.array([s.gain for s in candidates])
-        if self.criterion == "info_gain":
-            return candidates[_first_best(gains)]
-        positive = gains > _TIE_TOLERANCE
-        eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
-        ratios = np.array([_ratio(s) for s in candidates])
-        return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
 
     def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
         """Attribute ``j``'s split as ``category_split`` asks: grouped branches, two groups, or the better ratio."""
@@ -420,11 +428,11 @@ class _Grower:
 
     def _grouped_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
         """A branch per category, failing ones grouped into admissible branches (`group_categories`)."""
-        members = group_categories(table, self.rule)
+        members = group_categories(table, self.rule, self._together(j))
         if not members:
             return None
         grouped = np.stack([table[m].sum(axis=0) for m in members]).astype(np.float64)
-        gain, split_info = _gain_and_split_info(grouped, n, parent_cells)
+        gain, split_info = gain_and_split_info(grouped, n, parent_cells)
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
@@ -454,8 +462,8 @@ class _Grower:
         positions = np.flatnonzero(self.rule.ok(left) & self.rule.ok(right))
         if positions.size == 0:
             return None
-        gain, split_info = _gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
-        best = _first_best(gain)
+        gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
+        best = first_best(gain)
         return int(positions[best]), float(gain[best]), float(split_info[best])
 
     def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
@@ -468,16 +476,12 @@ class _Grower:
         if found is None:
             return None
         cut, gain, split_info = found
-        low, high = values[cut], values[cut + 1]
-        threshold = low / 2 + high / 2
-        if not low <= threshold < high:
-            threshold = low
-        return _Split(j, gain, split_info, threshold=float(threshold))
+        return _Split(j, gain, split_info, threshold=midpoint(values[cut], values[cut + 1]))
 
 
 def _ratio(split: _Split) -> float:
     """A split's gain ratio (C4.5), what ``category_split="either"`` compares."""
-    return split.gain / max(split.split_info, _TIE_TOLERANCE)
+    return split.gain / max(split.split_info, TIE_TOLERANCE)
 
 
 def majority_cap(rule: _Rule, n_classes: int) -> float:
@@ -526,6 +530,17 @@ class _DeferringGrower(_Grower):
         super().__init__(schema, X, y, rule, criterion, max_depth, min_gain, category_split)
         self.cap = majority_cap(rule, self.k)
         self._columns: dict[int, np.ndarray] = {}
+        self._grouped = {j: np.zeros((a.size, a.size)) for j, a in enumerate(schema.attributes)  # type: ignore[union-attr]
+                         if self.categorical[j]}
+
+    def _made(self, split: _Split) -> None:
+        """Count the pairs of categories the split groups together (what partner choice spreads out)."""
+        for group in split.groups:
+            codes = np.array(sorted(group))
+            self._grouped[split.attribute][np.ix_(codes, codes)] += 1.0
+
+    def _together(self, j: int) -> np.ndarray | None:
+        return self._grouped[j]
 
     def _column_ids(self, j: int) -> np.ndarray:
         """Per row: its column with respect to attribute ``j`` (the value tuple of every other attribute)."""

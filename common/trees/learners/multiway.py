@@ -24,60 +24,11 @@ from sklearn.utils.validation import check_is_fitted
 from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
 from common.trees.learners._data import check_x, check_xy
+from common.trees.learners._growing import CRITERIA, GrowerBase, first_best, gain_and_split_info, midpoint, xlog2x
 from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["CRITERIA", "MultiwayTreeClassifier"]
-
-CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
-
-# Gains and ratios that differ by less than this are treated as equal, so a tie between
-# attributes (or thresholds) whose scores differ only by rounding goes to the lowest index.
-_TIE_TOLERANCE = 1e-12
-
-
-def _xlog2x(values: np.ndarray) -> np.ndarray:
-    """Elementwise ``v * log2(v)`` with ``0 * log2(0) = 0``; the building block of entropies."""
-    values = np.asarray(values, dtype=np.float64)
-    out = np.zeros_like(values)
-    positive = values > 0
-    out[positive] = values[positive] * np.log2(values[positive])
-    return out
-
-
-def _gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tuple[np.ndarray, np.ndarray]:
-    """Information gain and split information of candidate splits, in bits.
-
-    Uses ``n * gain = n log n - sum_k C_k log C_k - sum_v n_v log n_v + sum_vk c_vk log c_vk``,
-    which needs no per-child division and evaluates any number of candidates at once.
-
-    Parameters
-    ----------
-    children:
-        Class counts per child, shape ``(..., children, classes)``; the leading axes index
-        candidate splits (e.g. every threshold of a numeric attribute).
-    n:
-        Rows at the node (the sum of each candidate's counts).
-    parent_cells:
-        ``sum_k C_k log2 C_k`` over the node's class counts ``C``.
-
-    Returns
-    -------
-    gain, split_info:
-        Arrays of the leading shape; gain is clipped at 0 to drop rounding noise.
-    """
-    n_log_n = n * math.log2(n)
-    size_cells = _xlog2x(children.sum(axis=-1)).sum(axis=-1)
-    class_cells = _xlog2x(children).sum(axis=(-2, -1))
-    gain = np.maximum((n_log_n - parent_cells - size_cells + class_cells) / n, 0.0)
-    split_info = (n_log_n - size_cells) / n
-    return gain, split_info
-
-
-def _first_best(scores: np.ndarray) -> int:
-    """Index of the first score within the tie tolerance of the maximum (lowest index wins ties)."""
-    return int(np.flatnonzero(scores >= scores.max() - _TIE_TOLERANCE)[0])
-
 
 @dataclass(frozen=True)
 class _Split:
@@ -188,31 +139,13 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
         return self.tree_.predict(check_x(self.schema, X))
 
 
-class _Grower:
+class _Grower(GrowerBase):
     """One fit's state: grows the node list depth-first with an explicit stack (no recursion limit)."""
 
-    def __init__(
-        self,
-        schema: Schema,
-        X: np.ndarray,
-        y: np.ndarray,
-        criterion: str,
-        max_depth: int | None,
-        min_samples_leaf: int,
-        min_gain: float,
-    ) -> None:
-        self.schema = schema
-        self.X = X
-        self.y = y
-        self.criterion = criterion
-        self.max_depth = max_depth
+    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, criterion: str, max_depth: int | None,
+                 min_samples_leaf: int, min_gain: float) -> None:
+        super().__init__(schema, X, y, criterion, max_depth, min_gain)
         self.min_samples_leaf = min_samples_leaf
-        self.min_gain = min_gain
-        self.n_classes = schema.n_classes
-        self.categorical = schema.categorical_mask
-
-    def _counts(self, rows: np.ndarray) -> np.ndarray:
-        return np.bincount(self.y[rows], minlength=self.n_classes).astype(np.float64)
 
     def grow(self) -> list[Node]:
         """Build and return the nodes; node 0 is the root, siblings get consecutive indices."""
@@ -238,7 +171,7 @@ class _Grower:
                     nodes.append(Node.from_counts(self._counts(child_rows)))
                     pending.append((child, child_rows, depth + 1, child_usable))
                 else:
-                    nodes.append(Node.from_counts(np.zeros(self.n_classes), label=node.label))
+                    nodes.append(Node.from_counts(np.zeros(self.k), label=node.label))
                 node.edges.append(Edge(constraint, child))
             stack.extend(reversed(pending))
         return nodes
@@ -270,7 +203,7 @@ class _Grower:
     def _best_split(self, rows: np.ndarray, counts: np.ndarray, usable: np.ndarray) -> _Split | None:
         """The split the criterion picks among admissible ones with gain >= min_gain, or None."""
         Xn, yn = self.X[rows], self.y[rows]
-        parent_cells = float(_xlog2x(counts).sum())
+        parent_cells = float(xlog2x(counts).sum())
         candidates = []
         for j in np.flatnonzero(usable):
             if self.categorical[j]:
@@ -279,26 +212,16 @@ class _Grower:
                 split = self._numeric_split(int(j), Xn[:, j], yn, counts, parent_cells)
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
-        if not candidates:
-            return None
-        gains = np.array([s.gain for s in candidates])
-        if self.criterion == "info_gain":
-            return candidates[_first_best(gains)]
-        # C4.5: gain ratio alone favours splits with tiny split information (e.g. one row split
-        # off), so only attributes with at least average gain compete on ratio.
-        positive = gains > _TIE_TOLERANCE
-        eligible = gains >= gains[positive].mean() - _TIE_TOLERANCE if positive.any() else np.ones_like(positive)
-        ratios = np.array([s.gain / s.split_info for s in candidates])
-        return candidates[_first_best(np.where(eligible, ratios, -np.inf))]
+        return self._pick(candidates)
 
     def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
         """Score the one-child-per-category split on attribute ``j``, if admissible."""
         size = self.schema.attributes[j].size  # type: ignore[union-attr]
-        k = self.n_classes
+        k = self.k
         table = np.bincount(column.astype(np.int64) * k + yn, minlength=size * k).reshape(size, k)
         if np.count_nonzero(table.sum(axis=1) >= self.min_samples_leaf) < 2:
             return None
-        gain, split_info = _gain_and_split_info(table.astype(np.float64), yn.size, parent_cells)
+        gain, split_info = gain_and_split_info(table.astype(np.float64), yn.size, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
 
     def _numeric_split(
@@ -312,7 +235,7 @@ class _Grower:
         n = yn.size
         order = np.argsort(column, kind="stable")
         values = column[order]
-        onehot = np.zeros((n, self.n_classes))
+        onehot = np.zeros((n, self.k))
         onehot[np.arange(n), yn[order]] = 1.0
         left_counts = np.cumsum(onehot, axis=0)[:-1]  # row i: counts of the first i + 1 sorted rows
         left_sizes = np.arange(1, n)
@@ -325,10 +248,7 @@ class _Grower:
         if positions.size == 0:
             return None
         left = left_counts[positions]
-        gain, split_info = _gain_and_split_info(np.stack([left, counts - left], axis=1), n, parent_cells)
-        best = _first_best(gain)
-        low, high = values[positions[best]], values[positions[best] + 1]
-        threshold = low / 2 + high / 2
-        if not low <= threshold < high:  # rounding between adjacent floats: keep x <= low on the left
-            threshold = low
-        return _Split(j, float(gain[best]), float(split_info[best]), float(threshold))
+        gain, split_info = gain_and_split_info(np.stack([left, counts - left], axis=1), n, parent_cells)
+        best = first_best(gain)
+        threshold = midpoint(values[positions[best]], values[positions[best] + 1])
+        return _Split(j, float(gain[best]), float(split_info[best]), threshold)

@@ -1,0 +1,124 @@
+"""What the C4.5-style growers share: entropy arithmetic, the criterion's pick, and a grower's state.
+
+The multiway learner (`common.trees.learners.multiway`, the paper's J48) and the requirement-aware
+`admissible` learner grow trees the same way: depth-first from the root, scoring candidate splits
+by information gain and split information, and taking C4.5's pick. They differ in which splits
+are candidates and how a split partitions the rows, so each keeps its own ``_best_split`` and
+``_partition``; what they would otherwise write twice lives here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol, Sequence, TypeVar
+
+import numpy as np
+
+from common.data.schema import Schema
+
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
+
+CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
+
+TIE_TOLERANCE = 1e-12
+"""Gains and ratios that differ by less than this are treated as equal, so a tie between
+attributes (or thresholds) whose scores differ only by rounding goes to the lowest index."""
+
+
+def xlog2x(values: np.ndarray) -> np.ndarray:
+    """Elementwise ``v * log2(v)`` with ``0 * log2(0) = 0``; the building block of entropies."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros_like(values)
+    positive = values > 0
+    out[positive] = values[positive] * np.log2(values[positive])
+    return out
+
+
+def gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tuple[np.ndarray, np.ndarray]:
+    """Information gain and split information of candidate splits, in bits.
+
+    Uses ``n * gain = n log n - sum_k C_k log C_k - sum_v n_v log n_v + sum_vk c_vk log c_vk``,
+    which needs no per-child division and evaluates any number of candidates at once.
+
+    Parameters
+    ----------
+    children:
+        Class counts per child, shape ``(..., children, classes)``; the leading axes index
+        candidate splits (e.g. every threshold of a numeric attribute).
+    n:
+        Rows at the node (the sum of each candidate's counts).
+    parent_cells:
+        ``sum_k C_k log2 C_k`` over the node's class counts ``C``.
+
+    Returns
+    -------
+    gain, split_info:
+        Arrays of the leading shape; gain is clipped at 0 to drop rounding noise.
+    """
+    n_log_n = n * math.log2(n)
+    size_cells = xlog2x(children.sum(axis=-1)).sum(axis=-1)
+    class_cells = xlog2x(children).sum(axis=(-2, -1))
+    gain = np.maximum((n_log_n - parent_cells - size_cells + class_cells) / n, 0.0)
+    split_info = (n_log_n - size_cells) / n
+    return gain, split_info
+
+
+def first_best(scores: np.ndarray) -> int:
+    """Index of the first score within the tie tolerance of the maximum (lowest index wins ties)."""
+    return int(np.flatnonzero(scores >= scores.max() - TIE_TOLERANCE)[0])
+
+
+def midpoint(low: float, high: float) -> float:
+    """The threshold between consecutive distinct values ``low < high``: their midpoint, or ``low``
+    when rounding between adjacent floats would put the midpoint outside ``[low, high)``."""
+    threshold = low / 2 + high / 2
+    return float(threshold) if low <= threshold < high else float(low)
+
+
+class Scored(Protocol):
+    """A candidate split as the criterion sees it."""
+
+    @property
+    def gain(self) -> float: ...
+
+    @property
+    def split_info(self) -> float: ...
+
+
+S = TypeVar("S", bound=Scored)
+
+
+class GrowerBase:
+    """One fit's state shared by the growers: the rows, the stopping parameters and the criterion."""
+
+    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, criterion: str, max_depth: int | None,
+                 min_gain: float) -> None:
+        self.schema = schema
+        self.X = X
+        self.y = y
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_gain = min_gain
+        self.k = schema.n_classes
+        self.categorical = schema.categorical_mask
+
+    def _counts(self, rows: np.ndarray) -> np.ndarray:
+        """Class counts of ``rows``."""
+        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
+
+    def _pick(self, candidates: Sequence[S]) -> S | None:
+        """The criterion's pick among ``candidates``, or None when there are none.
+
+        ``info_gain``: the highest gain. ``gain_ratio`` (C4.5): gain ratio alone favours splits with
+        tiny split information (e.g. one row split off), so only candidates with at least the
+        average positive gain compete on gain / split information.
+        """
+        if not candidates:
+            return None
+        gains = np.array([s.gain for s in candidates])
+        if self.criterion == "info_gain":
+            return candidates[first_best(gains)]
+        positive = gains > TIE_TOLERANCE
+        eligible = gains >= gains[positive].mean() - TIE_TOLERANCE if positive.any() else np.ones_like(positive)
+        ratios = np.array([s.gain / max(s.split_info, TIE_TOLERANCE) for s in candidates])
+        return candidates[first_best(np.where(eligible, ratios, -np.inf))]
