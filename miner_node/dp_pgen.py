@@ -41,7 +41,10 @@ points on a 2,000-row table whose real leaves are as small as the noise, so it i
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Mapping, Sequence
+
+from sklearn.ensemble import HistGradientBoostingClassifier
 
 from common.mechanisms import registry
 from common.trees.tree import Tree
@@ -51,7 +54,8 @@ __all__ = ["MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "PGEN_BOOSTING_LEAF_SHARE", "D
 
 PGEN_LEAF_SHARE = 0.005  # min_samples_leaf of a dp study's global decision tree, as a share of its rows
 PGEN_BOOSTING_LEAF_SHARE = 0.02  # min_samples_leaf of a dp study's gradient boosting, as a share of its rows
-BOOSTING_LEAF_ROWS = 20  # scikit-learn's HistGradientBoosting default leaf size, which the share never lowers
+BOOSTING_LEAF_ROWS: int = inspect.signature(HistGradientBoostingClassifier).parameters["min_samples_leaf"].default
+"""scikit-learn's own leaf size for gradient boosting (20), which the share never lowers."""
 
 #: Per global model, the fixed rule's leaf floor in a dp study: (share of the PGEN rows, fewest rows).
 DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": (PGEN_LEAF_SHARE, 1),
