@@ -50,7 +50,15 @@ from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
 from miner_node.global_models import GLOBAL_MODELS
-from modelshare.cli_common import add_global_models, add_owners, float_list, int_list, out
+from modelshare.cli_common import (
+    LEARNER_DEFAULT,
+    add_global_models,
+    add_owners,
+    float_list,
+    int_list,
+    out,
+    pruning_confidence,
+)
 from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
 from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
@@ -92,12 +100,16 @@ class PrivacySettings:
     folds: int = 10
     repeats: int = 1
     seed: int = 0
+    confidence: float | None | str = LEARNER_DEFAULT
+    """The admissible learner's pruning confidence (None: no pruning); `LEARNER_DEFAULT` keeps `local_learner`'s."""
 
     def pipeline(self, learner: str | None = None) -> PipelineConfig:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
         each task sets its own requirement."""
+        learner = learner or self.learners[0]
+        params = {"confidence": self.confidence} if learner == "admissible" and self.confidence != LEARNER_DEFAULT else {}
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
-                              learner=learner or self.learners[0],
+                              learner=learner, learner_params=params,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
                               methods=("BASIS", "PGEN"), random_state=self.seed)
@@ -174,6 +186,8 @@ def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacyS
         raise ValueError("give at least one global model")
     if not settings.learners or len(set(settings.learners)) != len(settings.learners):
         raise ValueError(f"give one or more distinct learners, got {list(settings.learners)}")
+    if settings.confidence != LEARNER_DEFAULT and "admissible" not in settings.learners:
+        raise ValueError(f"a pruning confidence applies to the admissible learner only, not to {list(settings.learners)}")
     if not 0.0 <= settings.max_suppression < 1.0:
         raise ValueError(f"max suppression must lie in [0, 1), got {settings.max_suppression}")
     if any(c <= 0 for c in settings.cs):
@@ -268,7 +282,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learners=tuple(args.learner),
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
-                               seed=args.seed)
+                               seed=args.seed, confidence=args.confidence)
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
     summary = summarize_privacy(raw)
     results = Results("privacy", table, asdict(settings), raw, summary)
@@ -291,6 +305,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                 help="owners' local learners, each run on the same owners and folds (the paper's multiway: APT merges "
                      "siblings of a multiway split; admissible: grown to the requirement; a binary CART tree collapses "
                      "to its root under any l >= 2)")
+    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
+                   help="the admissible learner's C4.5 pruning confidence (0 < CF < 1), or none to release the grown "
+                        "tree (default 0.25 under (c,l)-diversity)")
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,

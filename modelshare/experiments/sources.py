@@ -29,6 +29,7 @@ from common.mechanisms import registry
 from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
+    LEARNER_DEFAULT,
     add_global_models,
     add_max_depth,
     add_off_path,
@@ -37,6 +38,7 @@ from modelshare.cli_common import (
     leaf_size,
     out,
     positive_int,
+    pruning_confidence,
     tree_params,
 )
 from modelshare.cli_inputs import (
@@ -143,11 +145,12 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
 
 
 def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The owners' learner parameters from the flags; ``--pairing`` and ``--category-split`` are refused for a
-    learner that does not group."""
+    """The owners' learner parameters from the flags; ``--pairing``, ``--category-split`` and ``--confidence`` are
+    refused for a learner other than the admissible one."""
     params = tree_params(args.max_depth, args.min_samples_leaf)
-    for flag, key in (("--pairing", "pairing"), ("--category-split", "category_split")):
-        if getattr(args, key) is not None:
+    for flag, key, unset in (("--pairing", "pairing", None), ("--category-split", "category_split", None),
+                             ("--confidence", "confidence", LEARNER_DEFAULT)):
+        if getattr(args, key) != unset:
             if args.learner != "admissible":
                 raise ValueError(f"{flag} applies to the admissible learner only, not to --learner {args.learner}")
             params[key] = getattr(args, key)
@@ -218,6 +221,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
                    help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
                         "of the two (either); default either under k-anonymity, grouped otherwise")
+    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
+                   help="admissible learner only: C4.5's pruning confidence (0 < CF < 1), or none to release the grown "
+                        "tree; default none under k-anonymity, 0.25 otherwise")
     p.add_argument("--global-max-depth", type=positive_int, default=None,
                    help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
     p.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,
