@@ -219,7 +219,7 @@ def test_experiment_sources_passes_the_pruning_confidence_to_the_admissible_lear
     assert _learner_params(argparse.Namespace(learner="admissible", **{**flags, "confidence": LEARNER_DEFAULT})) == {}
     with pytest.raises(ValueError, match="--confidence applies to the admissible learner only"):
         _learner_params(argparse.Namespace(learner="multiway", **flags))
-    assert pruning_confidence("0.5") == 0.5
+    assert pruning_confidence("0.5") == 0.5 and pruning_confidence("default") == LEARNER_DEFAULT
     with pytest.raises(argparse.ArgumentTypeError, match="strictly between 0 and 1"):
         pruning_confidence("1.5")
 
