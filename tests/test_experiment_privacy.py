@@ -110,3 +110,20 @@ def test_the_pruning_confidence_reaches_the_admissible_learner_only():
     assert PrivacySettings(learners=("admissible",)).pipeline().learner_params == {}
     with pytest.raises(ValueError, match="admissible learner only"):
         run_privacy(None, np.zeros((2, 1)), np.zeros(2), PrivacySettings(confidence=0.5))  # type: ignore[arg-type]
+
+
+def test_model_settings_set_ppgen_and_ld_models_alike(serial, tmp_path):
+    """--model-setting decision-tree=fixed reproduces the grid; =auto changes PPGEN's and LD's tree, not naive Bayes."""
+    argv = ["--dataset", "car", "--folds", "2", "--ls", "2", "--cs", "5", "--learner", "admissible"]
+    runs = {}
+    for mode in ("fixed", "auto"):
+        out_dir = tmp_path / mode
+        assert main(["experiment", "privacy", *argv, "--model-setting", f"decision-tree={mode}", "--jobs", "1",
+                     "--out", str(out_dir)]) == 0
+        runs[mode] = pd.read_csv(out_dir / "results.csv")
+    assert main(["experiment", "privacy", *argv, "--jobs", "1", "--out", str(tmp_path / "plain")]) == 0
+    pd.testing.assert_frame_equal(runs["fixed"], pd.read_csv(tmp_path / "plain" / "results.csv"))
+    nb = runs["auto"]["model"] == "naive-bayes"
+    pd.testing.assert_frame_equal(runs["auto"][nb], runs["fixed"][nb])
+    tree = runs["auto"][~nb]
+    assert not (tree["ppgen_accuracy"].to_numpy() == runs["fixed"][~nb]["ppgen_accuracy"].to_numpy()).all()

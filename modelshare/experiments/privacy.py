@@ -35,7 +35,7 @@ paper markers.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,10 +49,12 @@ from common.data.schema import Schema
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
-from miner_node.global_models import GLOBAL_MODELS
+from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.selection import choose
 from modelshare.cli_common import (
     LEARNER_DEFAULT,
     add_global_models,
+    add_model_settings,
     add_owners,
     float_list,
     int_list,
@@ -60,7 +62,7 @@ from modelshare.cli_common import (
     pruning_confidence,
 )
 from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
-from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDResult, diversify, fit_ld_model
+from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -73,7 +75,7 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
-from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
+from modelshare.pipeline import PipelineConfig, fold_plan, model_spec, run_fold
 
 __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]
 
@@ -102,6 +104,8 @@ class PrivacySettings:
     seed: int = 0
     confidence: float | None | str = LEARNER_DEFAULT
     """The admissible learner's pruning confidence (None: no pruning); `LEARNER_DEFAULT` keeps `local_learner`'s."""
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    """How the miner sets PPGEN's global models (`PipelineConfig.model_settings`); none: the paper's fixed rules."""
 
     def pipeline(self, learner: str | None = None) -> PipelineConfig:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
@@ -109,7 +113,7 @@ class PrivacySettings:
         learner = learner or self.learners[0]
         params = {"confidence": self.confidence} if learner == "admissible" and self.confidence != LEARNER_DEFAULT else {}
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
-                              learner=learner, learner_params=params,
+                              learner=learner, learner_params=params, model_settings=self.model_settings,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
                               methods=("BASIS", "PGEN"), random_state=self.seed)
@@ -142,7 +146,7 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
     train = ~task.test
     X_tr, y_tr, X_te, y_te = X[train], y[train], X[task.test], y[task.test]
     ld = diversify(X_tr, y_tr, schema, c=task.c, l=task.l, max_suppression=settings.max_suppression)
-    ld_accuracy = {name: accuracy(y_te, fit_ld_model(ld, name, random_state=task.seed).predict(X_te))
+    ld_accuracy = {name: accuracy(y_te, _ld_model(ld, name, settings, task.seed).predict(X_te))
                    if ld.has_data else np.nan for name in settings.global_models}
     bound = (cl_hit_miss_bound(X_tr, y_tr, schema, task.c, task.l).accuracy if settings.disclosure == "hit_miss"
              else np.nan)
@@ -153,6 +157,20 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
                                                                    np.random.default_rng(task.seed))}
         rows += [_row(task, learner, name, pipeline, bound, ld, ld_accuracy[name]) for name in settings.global_models]
     return rows
+
+
+def _ld_model(ld: LDResult, name: str, settings: PrivacySettings, seed: int) -> LDModel:
+    """LD's global model ``name`` on its published table, its hyperparameters set as PPGEN's are (`model_settings`):
+    ``auto`` cross-validates on the published rows, which LD makes public, so both sides get the miner's choice."""
+    params: dict[str, Any] = {}
+    if name in settings.model_settings:
+        spec = model_spec("none", seed, settings.global_models, settings.model_settings)
+
+        def build(given: dict[str, Any]) -> Any:
+            return make_global_model(name, ld.generalised_schema, random_state=seed, **given)
+
+        params = choose(name, spec, ld.X, ld.y, build, regression=False).parameters
+    return fit_ld_model(ld, name, random_state=seed, **params)
 
 
 def _row(task: PrivacyTask, learner: str, name: str, pipeline: dict[tuple[str, str], dict[str, Any]], bound: float,
@@ -282,7 +300,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learners=tuple(args.learner),
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
-                               seed=args.seed, confidence=args.confidence)
+                               seed=args.seed, confidence=args.confidence, model_settings=dict(args.model_settings))
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
     summary = summarize_privacy(raw)
     results = Results("privacy", table, asdict(settings), raw, summary)
@@ -312,6 +330,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
                       help="global models learned from BASIS, PPGEN and LD data")
+    add_model_settings(p)
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)
