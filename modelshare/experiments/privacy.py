@@ -19,6 +19,11 @@ rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it doe
 the bound depend on the fold and the requirement only, so each is computed once per (fold, l, c)
 task and shared by every learner's rows.
 
+The global models are fitted by the paper's fixed rules unless ``--model-setting`` gives the miner's
+setting (``decision-tree=auto``: the leaf minimum cross-validated on the rows each side learns from,
+`miner_node.selection.choose`); it then applies to PPGEN's pseudo-data and to LD's published table
+alike, so neither side is tuned and the other not. BASIS keeps the fixed rules.
+
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
 ``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
 there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
