@@ -67,7 +67,7 @@ class PipelineConfig:
         tables, as a study's ``[global_models]`` (``"auto"``: cross-validated on those rows alone,
         `miner_node.selection.choose`; ``"fixed"``; or given parameters). A model without one is
         fitted by its fixed rule with ``global_params`` (the papers' reproductions); BASIS, the
-        reference on the raw rows, always is.
+        reference on the raw rows, always is. A model takes settings or parameters, not both.
     methods:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
@@ -127,6 +127,9 @@ class PipelineConfig:
         unset = sorted(set(self.model_settings) - set(self.global_models))
         if unset:
             raise ValueError(f"model settings for {unset}, which are not among the global models {list(self.global_models)}")
+        both = sorted(set(self.model_settings) & set(self.global_params))
+        if both:
+            raise ValueError(f"{both} have both model settings and global parameters; give one of the two")
         model_spec(self.mechanism, self.random_state, self.global_models, self.model_settings)  # ValueError on a bad setting
         bad = [m for m in self.methods if m not in METHODS]
         if bad or "BASIS" not in self.methods:
@@ -249,8 +252,9 @@ def run_fold(
         parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law)
                  for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
-        groups["PGEN"] = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, config.pgen_scale, part[1].shape[0])
-                                         for i, (r, part) in enumerate(zip(released.values(), parts))]) if parts else None
+        if config.model_settings and parts:  # which release each row came from: the miner's CV holds out whole trees
+            groups["PGEN"] = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, config.pgen_scale, part[1].shape[0])
+                                             for i, (r, part) in enumerate(zip(released.values(), parts))])
     if "BASEGEN" in config.methods:
         parts = [basegen(r.trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)
@@ -261,12 +265,13 @@ def run_fold(
     spec = model_spec(config.mechanism, model_seed, config.global_models, config.model_settings)
     for method, (X, y) in tables.items():
         for name in config.global_models:
-            model = make_global_model(name, schema, random_state=model_seed, **config.global_params.get(name, {}))
-            if method != "BASIS" and name in config.model_settings and y.shape[0] > 0:
-                def build(params: dict[str, Any], name: str = name) -> Any:
-                    return make_global_model(name, schema, random_state=model_seed, **params)
+            def build(params: dict[str, Any], name: str = name) -> Any:
+                return make_global_model(name, schema, random_state=model_seed, **params)
 
+            if method != "BASIS" and name in config.model_settings and y.shape[0] > 0:
                 model = build(choose(name, spec, X, y, build, regression=False, groups=groups.get(method)).parameters)
+            else:
+                model = build(config.global_params.get(name, {}))
             record: dict[str, Any] = {
                 "method": method,
                 "model": name,

@@ -84,6 +84,8 @@ def test_seed_makes_studies_reproducible(car):
         ({"pgen_scale": 0}, "pgen_scale"),
         ({"model_settings": {"naive-bayes": "auto"}}, "not among the global models"),
         ({"model_settings": {"decision-tree": "sometimes"}}, "decision-tree"),
+        ({"model_settings": {"decision-tree": "auto"}, "global_params": {"decision-tree": {"max_depth": 3}}},
+         "both model settings and global parameters"),
     ],
 )
 def test_config_validation(kwargs, message):
