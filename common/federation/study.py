@@ -27,9 +27,11 @@ owners and checked against each owner's local policy, so there is one parser for
     disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
 
     [training]
-    learner = "multiway"             # or "cart"; kanon-rdt and the dp mechanisms train their own trees
+    learner = "admissible"           # or "multiway", "cart"; kanon-rdt and the dp mechanisms train their own trees
     max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
+    category_split = "either"        # optional, admissible only: "grouped", "binary" or "either"
+    pairing = "deferred"             # optional, admissible only: "deferred" or "eager"
 
 A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
 other, a ``dp`` requirement with the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
@@ -81,6 +83,7 @@ from common.mechanisms import registry
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
+from common.trees.learners import CATEGORY_SPLITS, PAIRINGS, grouping_params
 from common.trees.learners import LEARNERS as TREE_LEARNERS
 
 __all__ = [
@@ -91,6 +94,7 @@ __all__ = [
     "spec_from_mapping",
     "spec_schema",
     "spec_requirement",
+    "spec_grouping",
     "describe_spec",
     "new_study_id",
     "check_spec",
@@ -190,6 +194,10 @@ class _TrainingTable(ConfigModel):
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
     """Minimum leaf size of the owners' trees."""
+    category_split: Literal[CATEGORY_SPLITS] | None = None  # type: ignore[valid-type]
+    """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups (`binary`) or the better of the two by gain ratio (`either`); default `either` under k-anonymity, `grouped` otherwise."""
+    pairing: Literal[PAIRINGS] | None = None  # type: ignore[valid-type]
+    """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where grouping pays, the partner chosen per subtree; the default) or `eager` (at the first node whose criterion picks its attribute)."""
 
 
 class _MiningTable(ConfigModel):
@@ -244,6 +252,10 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         spec.requirement = release.requirement
     if training.max_depth is not None:
         spec.max_depth = training.max_depth
+    if training.category_split is not None:
+        spec.category_split = training.category_split
+    if training.pairing is not None:
+        spec.pairing = training.pairing
     default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
     spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
     try:
@@ -295,6 +307,18 @@ def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | No
         raise StudyError(f"study requirement: {exc}") from None
 
 
+def spec_grouping(spec: fpb.StudySpec) -> dict[str, str]:
+    """The owners' category-grouping parameters the study sets (`common.trees.learners.grouping_params`), checked.
+
+    Raises
+    ------
+    ValueError
+        A value not among its choices, or one set for a learner other than ``admissible``.
+    """
+    return grouping_params(spec.learner, pairing=spec.pairing if spec.HasField("pairing") else None,
+                           category_split=spec.category_split if spec.HasField("category_split") else None)
+
+
 def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     """Field-level checks every party can make without the release registry or the roster."""
     if not STUDY_ID.match(spec.study_id):
@@ -310,6 +334,10 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     _check_whole_release(spec, requirement, where)
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
+    try:
+        spec_grouping(spec)
+    except ValueError as exc:
+        raise StudyError(f"{where} [training]: {exc}") from None
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
         raise StudyError(f"{where}: class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {spec.class_assignment!r}")
     if spec.pgen_off_path not in ("", *OFF_PATH_MODES):
@@ -373,6 +401,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "learner": spec.learner,
         "max_depth": spec.max_depth if spec.HasField("max_depth") else None,
         "min_samples_leaf": spec.min_samples_leaf,
+        **spec_grouping(spec),
         "global_models": list(spec.global_models),
         "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,

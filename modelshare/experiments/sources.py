@@ -26,7 +26,6 @@ from rich.table import Table
 
 from common.data.schema import Schema
 from common.mechanisms import registry
-from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_global_models,
@@ -42,9 +41,11 @@ from modelshare.cli_common import (
 from modelshare.cli_inputs import (
     DEFAULT_LEARNER,
     DEFAULT_MECHANISM,
+    add_grouping,
     add_learner,
     add_release_options,
     add_table_source,
+    learner_params,
     load_source,
     resolve_disclosure,
     resolve_requirement,
@@ -142,18 +143,6 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
     out.print(table)
 
 
-def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The owners' learner parameters from the flags; ``--pairing`` and ``--category-split`` are refused for a
-    learner that does not group."""
-    params = tree_params(args.max_depth, args.min_samples_leaf)
-    for flag, key in (("--pairing", "pairing"), ("--category-split", "category_split")):
-        if getattr(args, key) is not None:
-            if args.learner != "admissible":
-                raise ValueError(f"{flag} applies to the admissible learner only, not to --learner {args.learner}")
-            params[key] = getattr(args, key)
-    return params
-
-
 def cmd_sources(args: argparse.Namespace) -> int:
     """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
     args.requirement = resolve_requirement(args.mechanism, args.requirement)
@@ -165,7 +154,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=_learner_params(args),
+        learner_params=learner_params(args),
         mechanism=args.mechanism,
         requirement=args.requirement,
         disclosure=args.disclosure,
@@ -211,13 +200,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")
-    p.add_argument("--pairing", choices=PAIRINGS, default=None,
-                   help="admissible learner only: where a category that may not stand alone is grouped; "
-                        "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
-                        "eager at the first node whose criterion picks its attribute (the earlier behaviour)")
-    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
-                   help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
-                        "of the two (either); default either under k-anonymity, grouped otherwise")
+    add_grouping(p)
     p.add_argument("--global-max-depth", type=positive_int, default=None,
                    help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
     p.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,
