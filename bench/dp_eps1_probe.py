@@ -486,29 +486,56 @@ def _tree_proba(tree: Any, X: np.ndarray) -> np.ndarray:
     return ensemble_predict_proba([tree], X)
 
 
+def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """Refuse settings that would not spend a positive budget on every part, naming the option."""
+    if args.eps <= 0:
+        p.error(f"--eps must be positive, got {args.eps}")
+    if not 0 <= args.calibrate < 1:
+        p.error(f"--calibrate is a share of eps in [0, 1), got {args.calibrate}")
+    used = args.dpea_share + (args.select_share if args.select_k is not None else 0.0)
+    if not 0 < args.dpea_share or used >= 1:
+        p.error(f"--dpea-share (and --select-share with --select-k) must leave the histograms a share: got {used}")
+    if min(args.split) <= 0:
+        p.error(f"--split shares must be positive, got {args.split}")
+    if args.bins < 2 or args.depth < 1 or (args.edges is not None and args.edges < 1) or args.pgen_scale <= 0:
+        p.error("--bins >= 2, --depth >= 1, --edges >= 1 and --pgen-scale > 0 are required")
+    if args.select_k is not None and args.select_k < 1:
+        p.error(f"--select-k must be >= 1, got {args.select_k}")
+    if args.calibrate_by_leaf and not args.calibrate:
+        p.error("--calibrate-by-leaf needs --calibrate")
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--candidates", nargs="+", choices=("mst", "tan", "dpea-leaf"), default=["tan"])
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--eps", type=float, default=1.0)
-    p.add_argument("--split", nargs=3, type=float, default=[1.0, 1.0, 1.0], metavar=("ONE_WAY", "SELECT", "EDGES"))
-    p.add_argument("--bins", type=int, default=10)
-    p.add_argument("--scale", choices=("auto", "linear", "log"), default="auto")
-    p.add_argument("--smooth", type=float, default=1.0)
-    p.add_argument("--edges", type=int, default=None, help="edges measured (default: a spanning tree)")
-    p.add_argument("--floor", type=float, default=0.0, help="noise scales subtracted from edge counts before clamping")
-    p.add_argument("--pgen-scale", type=float, default=1.0)
-    p.add_argument("--dpea-share", type=float, default=0.5)
-    p.add_argument("--dpea-score", choices=("max", "gini"), default="max")
-    p.add_argument("--depth", type=int, default=3)
-    p.add_argument("--models", nargs="*", default=["gradient-boosting"], choices=("gradient-boosting", "decision-tree"))
+    p.add_argument("--candidates", nargs="+", choices=("mst", "tan", "dpea-leaf"), default=["tan"],
+                   help="the releases to try (module docstring)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="one seeded release per seed")
+    p.add_argument("--eps", type=float, default=1.0, help="total epsilon of a release (default 1)")
+    p.add_argument("--split", nargs=3, type=float, default=[1.0, 1.0, 1.0], metavar=("ONE_WAY", "SELECT", "EDGES"),
+                   help="mst/tan: relative shares of eps for 1-way marginals, edge selection, edge marginals")
+    p.add_argument("--bins", type=int, default=10, help="public bins per numeric attribute (default 10)")
+    p.add_argument("--scale", choices=("auto", "linear", "log"), default="auto",
+                   help="bin numeric ranges on x, on log(1 + x - low), or log where the range spans 10^3 (auto)")
+    p.add_argument("--smooth", type=float, default=1.0, help="smoothing pseudo-counts, in noise scales")
+    p.add_argument("--edges", type=int, default=None, help="mst/tan: edges measured (default: a spanning tree)")
+    p.add_argument("--floor", type=float, default=0.0,
+                   help="mst/tan: noise scales subtracted from edge counts before clamping")
+    p.add_argument("--pgen-scale", type=float, default=1.0, help="pseudo rows per released row (default 1)")
+    p.add_argument("--dpea-share", type=float, default=0.5, help="dpea-leaf: share of the release's eps for the tree")
+    p.add_argument("--dpea-score", choices=("max", "gini"), default="max", help="dpea-leaf: DPEA's selection score")
+    p.add_argument("--depth", type=int, default=3, help="dpea-leaf: depth of the DPEA tree (default 3)")
+    p.add_argument("--models", nargs="*", default=["gradient-boosting"], choices=("gradient-boosting", "decision-tree"),
+                   help="the miner's global models learned from the pseudo rows")
     p.add_argument("--calibrate", type=float, default=0.0, help="share of eps for the calibration histogram")
-    p.add_argument("--select-k", type=int, default=None, help="histograms for the k most informative attributes only")
-    p.add_argument("--select-share", type=float, default=0.05, help="share of eps spent choosing them")
-    p.add_argument("--drop", nargs="*", default=[], help="attributes given no leaf histograms (named from the schema)")
-    p.add_argument("--calibrate-by-leaf", action="store_true", help="one calibration map per released leaf")
-    p.add_argument("--show-edges", action="store_true")
-    run(p.parse_args(argv))
+    p.add_argument("--calibrate-by-leaf", action="store_true", help="dpea-leaf: one calibration map per released leaf")
+    p.add_argument("--select-k", type=int, default=None,
+                   help="dpea-leaf: histograms for the k attributes of most noisy mutual information only")
+    p.add_argument("--select-share", type=float, default=0.05,
+                   help="dpea-leaf: share of the release's eps spent choosing them (with --select-k)")
+    p.add_argument("--drop", nargs="*", default=[], help="dpea-leaf: attributes given no leaf histograms")
+    p.add_argument("--show-edges", action="store_true", help="mst/tan: print the chosen edges")
+    run(_check(p, p.parse_args(argv)))
 
 
 if __name__ == "__main__":
