@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -269,6 +270,29 @@ _NATIVE_LINE = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_native_line)  # kept ali
 _routed = threading.local()
 
 
+@functools.cache
+def _native_library() -> tuple[Any, str]:
+    """The loaded xgboost library through public interfaces, or None and why not (once per process).
+
+    `xgboost.build_info` (public) names the library file the package loaded; opening that path again
+    returns the same loaded library, whose C API (``c_api.h``, public) has ``XGBRegisterLogCallback``.
+    Python's xgboost offers no public function to register a log callback for another thread, and
+    neither its verbosity (the rank line is printed whatever it is, before the fit's configuration
+    applies) nor its Python loggers or training callbacks see the native lines.
+    """
+    import xgboost
+
+    path = xgboost.build_info().get("libxgboost")
+    if not isinstance(path, str):
+        return None, "xgboost.build_info() names no library file"
+    try:
+        library = ctypes.CDLL(path)
+        library.XGBRegisterLogCallback.restype = ctypes.c_int
+    except (OSError, AttributeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return library, ""
+
+
 def route_native_logs(partition: T) -> T:
     """``partition`` unchanged; in passing, the calling thread's native xgboost log lines go to `native_log`.
 
@@ -278,14 +302,25 @@ def route_native_logs(partition: T) -> T:
     that each worker logs when it joins the training group whatever the verbosity. Mapped over the
     partitions the workers train on (before the fit, in the threads the fit then runs in: the
     LocalCluster's workers have one), this routes those lines through Python logging instead, where
-    warnings stay warnings and the rest is debug.
+    warnings stay warnings and the rest is debug. Where the library cannot be reached through public
+    interfaces (`_native_library`) or refuses the callback, the worker logs why once and the lines keep
+    the library's default: nothing but where they are written changes.
     """
-    if not getattr(_routed, "done", False):
-        from xgboost.core import _LIB
-
-        _LIB.XGBRegisterLogCallback(_NATIVE_LINE)
-        _routed.done = True
+    if getattr(_routed, "done", False):
+        return partition
+    _routed.done = True
+    library, why = _native_library()
+    if library is not None and library.XGBRegisterLogCallback(_NATIVE_LINE) != 0:
+        library, why = None, "XGBRegisterLogCallback returned an error"
+    if library is None:
+        _unrouted(why)
     return partition
+
+
+@functools.cache
+def _unrouted(why: str) -> None:
+    """Say once per process and reason that xgboost's native lines stay on standard error."""
+    log.warning("xgboost's native log lines stay on standard error in this worker (%s)", why)
 
 
 def check_models(names: Sequence[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import signal
 import socket
@@ -274,6 +275,48 @@ def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     err = capfd.readouterr().err
     assert 'Parameters: { "not_a_parameter" } are not used.' in err
     assert "got rank" not in err
+
+
+
+def _in_a_new_thread(call):
+    """``call()`` in a fresh thread (xgboost keeps its log callback per thread, as in a Dask worker's task thread)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result(timeout=60)
+
+
+def test_native_xgboost_lines_of_another_thread_reach_python_logging(caplog, capfd):
+    """route_native_logs reaches xgboost's library through public interfaces: a thread's native warning is logged."""
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node.dask_engine import route_native_logs
+
+    def train():
+        route_native_logs(None)
+        xgboost.train({"not_a_parameter": 1, "nthread": 1}, xgboost.DMatrix(np.zeros((4, 1)), label=[0, 1, 0, 1]), 1)
+
+    with caplog.at_level(logging.DEBUG, logger="modelshare.miner.xgboost"):
+        _in_a_new_thread(train)
+    warned = [r for r in caplog.records if r.name == "modelshare.miner.xgboost" and r.levelno == logging.WARNING]
+    assert len(warned) == 1 and 'Parameters: { "not_a_parameter" } are not used.' in warned[0].getMessage()
+    assert "not_a_parameter" not in capfd.readouterr().err
+
+
+def test_without_xgboosts_library_path_the_native_lines_keep_their_default_and_the_worker_says_why(monkeypatch,
+                                                                                                  caplog):
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node import dask_engine
+
+    monkeypatch.setattr(xgboost, "build_info", lambda: {})
+    dask_engine._native_library.cache_clear()  # each once per process: cleared before and after
+    dask_engine._unrouted.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="modelshare.miner"):
+            assert _in_a_new_thread(lambda: dask_engine.route_native_logs("part")) == "part"
+            _in_a_new_thread(lambda: dask_engine.route_native_logs("part"))
+    finally:
+        dask_engine._native_library.cache_clear()
+        dask_engine._unrouted.cache_clear()
+    assert [r.getMessage() for r in caplog.records] == [
+        "xgboost's native log lines stay on standard error in this worker (xgboost.build_info() names no library file)"]
 
 
 # ------------------------------------------------------------------ study results --pseudo-data
