@@ -100,6 +100,12 @@ DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
 #: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here.
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
+#: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
+#: histogram boosting (every model here: ``tree_method`` "hist") reads, where `DaskDMatrix` first concatenates
+#: a worker's parts and copies them into a DMatrix, then quantises that; the trees are the same (module
+#: docstring). bench/scale_out.py sets "DaskDMatrix" for its comparison run.
+TRAINING_MATRIX = "DaskQuantileDMatrix"
+
 _SINGLE_ROUND = ("decision-tree", "random-forest")
 #: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).
 _RENAMED: dict[str, dict[str, str]] = {
@@ -410,7 +416,8 @@ class DaskEngine:
         read = self._frame(schema, files)
         # one partitioning for the attributes and the class; its tasks route the native log lines (route_native_logs)
         frame = self._client.persist(read.map_partitions(route_native_logs, meta=read._meta))
-        dtrain = dxgb.DaskDMatrix(self._client, frame[list(schema.names)], frame[schema.class_name])
+        dtrain = getattr(dxgb, TRAINING_MATRIX)(self._client, frame[list(schema.names)], frame[schema.class_name])
+        del frame  # the matrix holds its own attribute and class parts: the whole frame's may go
         train, rounds = _booster_params(params, schema.n_classes, seed)
         booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]
         return BoosterModel(booster, schema.n_classes, schema.names)

@@ -259,6 +259,31 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
                 assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
 
 
+
+@pytest.mark.slow
+def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypatch):
+    """One worker: every xgboost model is tree for tree the same on `DaskQuantileDMatrix` as on `DaskDMatrix`.
+
+    (On several workers the quantile sketch, and a forest's row sample, follow how the parts are spread over the
+    workers, which Dask may change from one fit to the next, whichever the matrix.)
+    """
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from miner_node import dask_engine
+
+    schema, accepted, _, spec = _study("adult", scale=1)
+    files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
+    dumps = {}
+    with dask_engine.DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
+        for matrix in ("DaskDMatrix", "DaskQuantileDMatrix"):
+            monkeypatch.setattr(dask_engine, "TRAINING_MATRIX", matrix)
+            for name, given in (("gradient-boosting", {"max_iter": 20}), ("random-forest", {"n_estimators": 10}),
+                                ("decision-tree", {"min_samples_leaf": 30})):
+                params = dask_engine.xgboost_parameters(name, schema.n_classes, given)
+                dumps[matrix, name] = engine.fit(name, schema, files, 0, params).booster.get_dump()
+    for name in ("gradient-boosting", "random-forest", "decision-tree"):
+        assert dumps["DaskQuantileDMatrix", name] == dumps["DaskDMatrix", name], name
+
 @pytest.mark.slow
 def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     """The workers' native xgboost lines go through Python logging: a real warning reaches standard error, the
