@@ -21,6 +21,7 @@ import pytest
 
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
@@ -489,6 +490,26 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
     X, y = read_all(files, schema)
     assert list(bayes.predictions) == MixedNaiveBayes(schema, alpha=0.5).fit(X, y).predict(evaluation.X).tolist()
 
+
+
+def test_a_dp_study_on_dask_cross_validates_on_as_many_pseudo_rows_as_on_the_local_engine(tmp_path):
+    """25,000 pseudo rows in Parquet: a dp study's auto tree is cross-validated on all of them (the local engine's
+    MAX_DP_CV_ROWS), any other study's on a sample of MAX_CV_ROWS."""
+    pytest.importorskip("xgboost")
+    from miner_node.mining import _dask_choice
+    from miner_node.selection import MAX_CV_ROWS, MAX_DP_CV_ROWS
+
+    schema = Schema((NumericAttribute("x", 0.0, 4.0, integer=True), CategoricalAttribute("k", ("a", "b"))),
+                    "c", ("n", "y"))
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 5, MAX_CV_ROWS + 5000), rng.integers(0, 2, MAX_CV_ROWS + 5000)])
+    y = (X[:, 0] >= 2).astype(np.int64)
+    files = write_owner(tmp_path, schema, "site-a", iter([(X.astype(np.float64), y, 0)])).files
+    for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
+        spec = fpb.StudySpec(mechanism=mechanism, seed=1, global_models=["decision-tree"])  # the tree: auto by default
+        choice = _dask_choice("decision-tree", spec, schema, files, np.zeros(1, dtype=np.int64), y.shape[0], [])
+        assert f"CV on {rows} pseudo rows" in choice.selection, choice.selection
+    assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000
 
 @pytest.mark.slow
 def test_a_given_tree_setting_reaches_the_xgboost_model_on_the_cluster(tmp_path):
