@@ -196,7 +196,7 @@ def main() -> None:
     elif len(args.engines) == 1:
         heading = f"{HEADING}, {args.engines[0]} engine only"
     else:
-        heading = f"{HEADING}, {' against '.join(args.engines)}"
+        heading = f"{HEADING}, {' against '.join(args.engines)}, {' and '.join(args.models)}"
     write_section(heading, section(results, args, skipped).replace(HEADING, heading, 1))
 
 

@@ -22,7 +22,10 @@ The global models, each learned from the study's Parquet files without pooling t
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
 Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
-study's evaluation table in the miner, as on the local engine.
+study's evaluation table in the miner, as on the local engine. The workers train on `DaskQuantileDMatrix`
+(`TRAINING_MATRIX`), which keeps only the quantised data: on one worker the same trees as `DaskDMatrix`;
+on several, the quantile sketch and a forest's row sample follow Dask's placement of the parts on the
+workers, whichever the matrix, so a re-run may differ slightly.
 
 The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
 named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
@@ -102,8 +105,8 @@ DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FL
 
 #: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
 #: histogram boosting (every model here: ``tree_method`` "hist") reads, where `DaskDMatrix` first concatenates
-#: a worker's parts and copies them into a DMatrix, then quantises that; the trees are the same (module
-#: docstring). bench/scale_out.py sets "DaskDMatrix" for its comparison run.
+#: a worker's parts and copies them into a DMatrix, then quantises that (module docstring).
+#: bench/scale_out.py sets "DaskDMatrix" for its comparison run.
 TRAINING_MATRIX = "DaskQuantileDMatrix"
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
