@@ -41,7 +41,9 @@ labels, which for two classes is the Gini decrease, so ``criterion = "gini"`` is
 already does (for K classes, per class one-against-the-rest). Boosting has no such equivalent for
 ``min_samples_leaf``: after its first round the logistic hessian differs from row to row, so no
 ``min_child_weight`` counts rows, and the parameter is refused; nor has ``criterion`` ``"entropy"`` /
-``"log_loss"`` one. ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate
+``"log_loss"`` one. Nor does a dp study's boosting get the local engine's leaf floor: the floor xgboost
+could guarantee (``min_child_weight`` = n times the largest hessian a row can have) also refuses larger
+leaves where the model is confident, and scored below the fixed parameters (docs/scale-out.md). ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate
 mappable) with the same xgboost models trained in the miner (`LocalBooster`) on a bounded sample of
 the Parquet files (`miner_node.pseudo_parquet.sample`).
 
@@ -100,7 +102,8 @@ DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 #: The dp leaf floors of the local engine's fixed rule that this engine honours: the single-round tree's
-#: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here.
+#: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here
+#: (a guaranteed floor scored lower: bench/dask_dp_boosting.py).
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
 #: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
