@@ -16,9 +16,9 @@ The global models, each learned from the study's Parquet files without pooling t
 * ``decision-tree``: one unshrunk round of a single xgboost tree (for more than two classes, one
   regression tree per class on the softmax gradient, which is xgboost's form of one tree), depth at
   most 12 - the documented equivalent of the local CART;
-* ``naive-bayes``: count tables, one Dask group-by per categorical attribute and per class sums of the
-  numeric ones, turned into exactly the local `MixedNaiveBayes` (Laplace ``alpha`` 1, GaussianNB's
-  variance smoothing);
+* ``naive-bayes``: count tables per class and category, and per class sums and squares of the numeric
+  attributes, counted partition by partition (`count_partition`) and added up, turned into exactly the
+  local `MixedNaiveBayes` (Laplace ``alpha`` 1, GaussianNB's variance smoothing);
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
 Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
@@ -76,7 +76,7 @@ from miner_node.pseudo_parquet import TREE_COLUMN
 from miner_node.selection import GRIDS
 
 __all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
-           "check_models", "check_settings", "first_round_hessian", "xgboost_parameters"]
+           "check_models", "check_settings", "count_partition", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
 #: xgboost's native log lines in the Dask workers' threads (`route_native_logs`).
@@ -431,27 +431,47 @@ class DaskEngine:
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         import dask
 
-        frame = self._frame(schema, files)
-        label = schema.class_name
-        categorical = [j for j, a in enumerate(schema.attributes) if isinstance(a, CategoricalAttribute)]
-        numeric = [a.name for a in schema.attributes if not isinstance(a, CategoricalAttribute)]
-        tables = [frame.groupby([label, schema.attributes[j].name]).size() for j in categorical]
-        sizes = frame.groupby(label).size()
-        values = frame[numeric].astype("float64")  # integer columns: their squares' sums overflow int64
-        sums = values.assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
-        squares = (values**2).assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
-        computed = dask.compute(tables, sizes, sums, squares)
-        c = schema.n_classes
-        counts = {}
-        for j, table in zip(categorical, computed[0]):
-            dense = np.zeros((c, schema.attributes[j].size))  # type: ignore[union-attr]
-            keys = np.array(table.index.tolist(), dtype=np.int64).reshape(-1, 2)
-            dense[keys[:, 0], keys[:, 1]] = table.to_numpy()
-            counts[j] = dense
-        n = np.zeros(c)
-        n[computed[1].index.to_numpy(dtype=np.int64)] = computed[1].to_numpy()
-        s, q = np.zeros((c, len(numeric))), np.zeros((c, len(numeric)))
-        if numeric:
-            s[computed[2].index.to_numpy(dtype=np.int64)] = computed[2][numeric].to_numpy(dtype=np.float64)
-            q[computed[3].index.to_numpy(dtype=np.int64)] = computed[3][numeric].to_numpy(dtype=np.float64)
-        return CountNaiveBayes(schema, alpha, counts, n, s, q)
+        partials = [dask.delayed(count_partition)(part, schema) for part in self._frame(schema, files).to_delayed()]
+        counts, n, sums, squares = dask.delayed(_add_counts)(partials).compute()
+        return CountNaiveBayes(schema, alpha, counts, n, sums, squares)
+
+
+Counts = tuple[dict[int, np.ndarray], np.ndarray, np.ndarray, np.ndarray]
+"""Naive Bayes' sufficient statistics (`CountNaiveBayes`): count tables, rows, sums and sums of squares per class."""
+
+
+def count_partition(part: Any, schema: Schema) -> Counts:
+    """The sufficient statistics of one partition (a pandas frame of the Parquet columns), counted in its task.
+
+    One task per partition reads it, counts and returns a few small arrays, so a worker holds one
+    partition at a time rather than every partition the group-bys of all attributes would share.
+    Sums and squares are in float64 (integer squares overflow int64).
+    """
+    c = schema.n_classes
+    y = _codes(part, schema.class_name, c)
+    counts = {}
+    for j, attribute in enumerate(schema.attributes):
+        if isinstance(attribute, CategoricalAttribute):
+            codes = _codes(part, attribute.name, attribute.size)
+            counts[j] = np.bincount(y * attribute.size + codes, minlength=c * attribute.size).reshape(c, attribute.size)
+    numeric = [a.name for a in schema.attributes if not isinstance(a, CategoricalAttribute)]
+    values = part[numeric].to_numpy(dtype=np.float64)
+    sums, squares = np.zeros((c, len(numeric))), np.zeros((c, len(numeric)))
+    for i in range(len(numeric)):
+        sums[:, i] = np.bincount(y, weights=values[:, i], minlength=c)
+        squares[:, i] = np.bincount(y, weights=values[:, i] ** 2, minlength=c)
+    return counts, np.bincount(y, minlength=c), sums, squares
+
+
+def _codes(part: Any, column: str, size: int) -> np.ndarray:
+    """Column ``column`` of a partition as codes; ValueError naming it if one is outside 0..size-1."""
+    codes = part[column].to_numpy(dtype=np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= size):
+        raise ValueError(f"pseudo-data column {column!r} holds codes outside 0..{size - 1}")
+    return codes
+
+
+def _add_counts(partials: Sequence[Counts]) -> Counts:
+    """The statistics of all partitions from each one's (`count_partition`)."""
+    counts = {j: sum(p[0][j] for p in partials) for j in partials[0][0]}
+    return (counts, sum(p[1] for p in partials), sum(p[2] for p in partials), sum(p[3] for p in partials))

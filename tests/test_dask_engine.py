@@ -391,6 +391,22 @@ def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_p
     assert np.allclose(model.predict_proba(X), local.predict_proba(X), atol=1e-6)
 
 
+
+def test_naive_bayes_statistics_of_the_partitions_add_up_to_the_whole_tables():
+    """count_partition on two halves, added, is the count on all rows; a code outside its domain is an error naming it."""
+    from miner_node.dask_engine import _add_counts, count_partition
+
+    schema = Schema((CategoricalAttribute("k", ("a", "b", "c")), NumericAttribute("x", 0.0, 10.0)), "cls", ("n", "y"))
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"k": rng.integers(0, 3, 100), "x": rng.uniform(0, 10, 100), "cls": rng.integers(0, 2, 100)})
+    counts, n, sums, squares = _add_counts([count_partition(frame[:40], schema), count_partition(frame[40:], schema)])
+    assert np.array_equal(counts[0], pd.crosstab(frame["cls"], frame["k"]).to_numpy())
+    assert np.array_equal(n, np.bincount(frame["cls"], minlength=2))
+    assert np.allclose(sums[:, 0], frame.groupby("cls")["x"].sum()) and np.allclose(
+        squares[:, 0], (frame["x"] ** 2).groupby(frame["cls"]).sum())
+    with pytest.raises(ValueError, match="pseudo-data column 'k' holds codes outside 0..2"):
+        count_partition(frame.assign(k=3), schema)
+
 # ------------------------------------------------------------------ [global_models] on Dask
 def test_the_studys_parameters_map_onto_xgboosts():
     from miner_node.dask_engine import DASK_MODELS, first_round_hessian, xgboost_parameters
