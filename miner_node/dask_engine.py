@@ -47,7 +47,7 @@ leaves where the model is confident, and scored below the fixed parameters (docs
 mappable) with the same xgboost models trained in the miner (`LocalBooster`) on a bounded sample of
 the Parquet files (`miner_node.pseudo_parquet.sample`).
 
-Faults: every call to the cluster (connecting, each fit, each group-by) has a deadline,
+Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
 deadline, which fails the study with that reason; the miner never waits on it longer. A worker
 that dies mid-fit is Dask's to retry (its tasks are recomputed on the others); a fit that fails for
