@@ -43,9 +43,10 @@ already does (for K classes, per class one-against-the-rest). Boosting has no su
 ``min_child_weight`` counts rows, and the parameter is refused; nor has ``criterion`` ``"entropy"`` /
 ``"log_loss"`` one. Nor does a dp study's boosting get the local engine's leaf floor: the floor xgboost
 could guarantee (``min_child_weight`` = n times the largest hessian a row can have) also refuses larger
-leaves where the model is confident, and scored below the fixed parameters (docs/scale-out.md). ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate
-mappable) with the same xgboost models trained in the miner (`LocalBooster`) on a bounded sample of
-the Parquet files (`miner_node.pseudo_parquet.sample`).
+leaves where the model is confident, and scored below the fixed parameters (docs/scale-out.md).
+``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate mappable) with the same
+xgboost models trained in the miner (`LocalBooster`) on a bounded sample of the Parquet files
+(`miner_node.pseudo_parquet.sample`; as many rows as the local engine's cross-validation takes).
 
 Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the

@@ -225,8 +225,8 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
     ``"auto"`` cross-validates `miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
     miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most
     `cv_rows` rows sampled from the Parquet files (drawn once into ``held``; a dp study's many, as on the
-    local engine), folds by released tree
-    (owner and tree column); leaf shares become rows of all ``total`` rows. The other modes read no rows.
+    local engine), folds by released tree (owner and tree column); leaf shares become rows of all
+    ``total`` rows. The other modes read no rows.
     """
     from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
     from miner_node.global_models import MixedNaiveBayes
