@@ -45,7 +45,7 @@ from common.federation.wire import DecodedModel
 from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
-from miner_node.selection import MAX_CV_ROWS, Choice, choose, mode_of
+from miner_node.selection import Choice, choose, cv_rows, mode_of
 from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
@@ -224,8 +224,9 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
 
     ``"auto"`` cross-validates `miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
     miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most
-    `MAX_CV_ROWS` rows sampled from the Parquet files (drawn once into ``held``), folds by released tree
-    (owner and tree column); leaf shares become rows of all ``total`` rows. The other modes read no rows.
+    `cv_rows` rows sampled from the Parquet files (drawn once into ``held``; a dp study's many, as on the
+    local engine), folds by released tree (owner and tree column); leaf shares become rows of all
+    ``total`` rows. The other modes read no rows.
     """
     from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
     from miner_node.global_models import MixedNaiveBayes
@@ -240,7 +241,7 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
                         regression=False, rows=total, grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     else:
         if not held:
-            held.append(sample(files, schema, MAX_CV_ROWS, np.random.default_rng(seed)))
+            held.append(sample(files, schema, cv_rows(spec), np.random.default_rng(seed)))
         rows = held[0]
         groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
         chosen = choose(name, spec, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
