@@ -161,13 +161,14 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
     _record_evaluation(spec, task, evaluation, results)
-    trees = [tree for item in owners for tree in item.model.trees]
+    releases = [(item.model.trees, item.model.report) for item in owners]
+    trees = sum(len(released) for released, _ in releases)
     for name in spec.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
             if trees:
-                task.score(entry, Fitted(build_release_model(name, trees),
-                                         Choice({}, f"built from the {len(trees)} released trees")), evaluation)
+                task.score(entry, Fitted(build_release_model(name, releases),
+                                         Choice({}, f"built from the {trees} released trees")), evaluation)
             continue
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:

@@ -24,6 +24,9 @@ from common.privacy.attacks import ensemble_attack_report
 from common.privacy.report import PrivacyReport, Release
 from common.privacy.requirements import DP
 from common.trees.tree import Interval, Tree
+from miner_node.calibrated_nb import CALIBRATED_NB
+from miner_node.global_models import build_release_model, make_global_model
+from miner_node.tasks import pseudo_data, pseudo_sources
 
 REQUIREMENT = "dp:epsilon=1,trees=1"
 
@@ -171,3 +174,34 @@ def test_the_empirical_dp_audit_runs_the_registered_trainer(adult):
     on_d, on_d1 = target.sample(3, np.random.default_rng(1))
     assert on_d.shape == on_d1.shape == (3,) and np.isfinite(on_d).all()
     assert "histogram-tree cells" in target.describe()["score"]
+
+
+# ------------------------------------------------------------------ the miner: release model and PGEN
+def test_the_calibrated_nb_release_model_is_the_releases_own_posterior(adult, released):
+    schema, X, y = adult
+    model = build_release_model(CALIBRATED_NB, [(released.trees, released.report)])
+    own = NaiveBayesRelease(released.trees, released.report.parameters).proba(X)
+    assert np.allclose(model.predict_proba(X), own) and (model.predict(X) == own.argmax(axis=1)).all()
+    other = release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=1, random_state=1)
+    pooled = build_release_model(CALIBRATED_NB, [(released.trees, released.report), (other.trees, other.report)])
+    mean = (own + NaiveBayesRelease(other.trees, other.report.parameters).proba(X)) / 2
+    assert np.allclose(pooled.predict_proba(X), mean)
+    dpea = release("dpea", schema=schema, X=X[:500], y=y[:500], requirement="dp:epsilon=1,trees=1", max_depth=2,
+                   random_state=0)
+    with pytest.raises(ValueError, match="'calibrated-nb' is built from 'dpea-nb' releases; this one is from 'dpea'"):
+        build_release_model(CALIBRATED_NB, [(dpea.trees, dpea.report)])
+
+
+def test_pgen_of_a_release_draws_free_attributes_from_its_histograms_and_labels_by_its_model(adult, released):
+    schema, X, y = adult
+    rng = np.random.default_rng(0)
+    Xp, yp = pseudo_data(released.trees, released.report, 3.0, rng, "exact")
+    root = released.trees[0]
+    assert len(yp) == round(3 * root.root.total) and Xp.shape[1] == schema.n_attributes
+    model = NaiveBayesRelease(released.trees, released.report.parameters)
+    assert (yp == model.proba(Xp).argmax(axis=1)).all()
+    age = schema.index("age")  # drawn from the histograms, not uniformly over the public range 0-120
+    assert abs(np.median(Xp[:, age]) - np.median(X[:, age])) < 8 and Xp[:, age].min() >= 0
+    assert (pseudo_sources(released.trees, released.report, 3.0, len(yp)) == 0).all()
+    learned = make_global_model("gradient-boosting", schema, random_state=0).fit(Xp, yp)
+    assert (learned.predict(X) == y).mean() > 0.8

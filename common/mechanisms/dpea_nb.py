@@ -209,10 +209,14 @@ class NaiveBayesRelease:
         smoothed = counts + strength * pooled[None] + 1e-12
         return smoothed / smoothed.sum(axis=1, keepdims=True)
 
+    def leaf_index(self, X: np.ndarray) -> np.ndarray:
+        """Per row, the index of its root leaf, -1 where no leaf admits it."""
+        return _leaf_index(self.root, self.children, X)
+
     def parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row and class: log P(class | root leaf) and sum over the attributes of log P(bin | leaf, class)."""
         X = np.asarray(X, dtype=np.float64)
-        leaf = _leaf_index(self.root, self.children, X)
+        leaf = self.leaf_index(X)
         prior = np.zeros((X.shape[0], self.n_classes))
         lik = np.zeros((X.shape[0], self.n_classes))
         rows = leaf >= 0

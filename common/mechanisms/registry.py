@@ -14,6 +14,9 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
 * ``release_shape``: ``(parameters, requirement) -> (trees, depth)``, the trees a release carries and
   the deepest of them, for a mechanism whose release is not ``requirement.trees`` trees of the stated
   depth (dpea-nb: one root and a histogram tree per free attribute, one level deeper); None: those;
+* ``max_trees`` and ``max_depth``: the most trees its requirement may ask for and the deepest tree it
+  trains (None: no bound of its own); `modelshare experiment dp` runs a mechanism at no more than these
+  (dpea-nb: one root of depth 1), and its trainer refuses more with the reason;
 * ``dp_audit_target``: the empirical DP audit's target factory (`common.audit.dp`), as a
   ``"module:function"`` reference because the audit layer sits above this one;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
@@ -104,6 +107,8 @@ class Mechanism:
     regression_audit_checks: RegressionAuditChecks | None = None
     dp_audit_target: str | Callable[..., Any] | None = None
     release_shape: ReleaseShape | None = None
+    max_trees: int | None = None
+    max_depth: int | None = None
     default_requirement: str | None = None
     default_max_depth: int | None = None
     disclosures: tuple[Disclosure, ...] | None = None
@@ -300,7 +305,7 @@ for _record in (
     Mechanism(dpea_nb.MECHANISM, "dp", "a depth-1 DPEA root, noisy per-leaf class histograms of every other "
               "attribute, a likelihood temperature chosen by the exponential mechanism (a calibrated naive Bayes)",
               train=dpea_nb.train_dpea_nb, audit_checks=dpea_nb.audit_checks, release_shape=dpea_nb.release_shape,
-              dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target",
+              dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
               default_requirement="dp:epsilon=1,trees=1", default_max_depth=1),
 ):
     register(_record)
