@@ -31,7 +31,11 @@ the owner scores its own rows with the released model (a function of the release
 counts per (group, class, public bin of the model's log-odds) (each row adds one to one cell: L1 sensitivity
 1, scale 1 / (F eps)); groups are one for all rows or, with ``--calibrate-by-leaf``, the DPEA tree's leaves.
 The miner fits an isotonic map from bin to P(>50K) per group (``calibrated``) and relabels the pseudo rows
-with it before the global models learn from them. ``--select-k K`` (dpea-leaf) first spends
+with it before the global models learn from them. ``--calibration temperature`` instead spends F * eps on
+choosing a likelihood temperature T from a public grid (log P(c | x) = log P(c | leaf) + sum log P(x_a | leaf, c) / T)
+by the exponential mechanism, utility = the owner's rows classified right (monotone, sensitivity 1: beta =
+``--beta-factor`` x F eps, 1 by default); pseudo rows are relabelled by drawing from the tempered posterior,
+or with ``--hard-labels`` by its argmax. (The registered mechanism ``dpea-nb`` is built on this variant.) ``--select-k K`` (dpea-leaf) first spends
 ``--select-share`` of the release's eps on noisy (class, attribute) counts of every attribute (L1 sensitivity
 |A|) and keeps histograms for the K of most noisy mutual information only; ``--drop`` names attributes that
 get none (a public choice made by whoever runs the probe).

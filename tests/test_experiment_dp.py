@@ -94,3 +94,13 @@ def test_model_settings_are_the_miners_and_checked(tmp_path, capsys):
                  "--out", str(tmp_path / "refused")]) != 0
     assert "naive-bayes: the study does not learn 'naive-bayes'" in capsys.readouterr().err
     assert not (tmp_path / "refused" / "results.csv").exists()
+
+
+def test_mechanisms_keeps_some_and_their_numbers_do_not_change(tiny_run, tmp_path):
+    out_dir, _ = tiny_run
+    assert main([*TINY, "--mechanisms", "dpea-nb", "--out", str(tmp_path)]) == 0
+    alone = pd.read_csv(tmp_path / "results.csv")
+    together = pd.read_csv(out_dir / "results.csv")
+    assert set(alone["mechanism"]) == {"dpea-nb"}
+    pd.testing.assert_frame_equal(alone.reset_index(drop=True),
+                                  together[together["mechanism"] == "dpea-nb"].reset_index(drop=True))

@@ -4,7 +4,7 @@ Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=
 stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
 ``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
 split, every ``dp`` mechanism of `common.mechanisms.registry` (the registry, not a fixed list, so
-a mechanism registered later is run too) releases ``trees`` trees at each total epsilon through
+a mechanism registered later is run too; ``--mechanisms`` keeps some) releases ``trees`` trees at each total epsilon through
 `common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
 on the test rows twice over:
 
@@ -379,7 +379,8 @@ def cmd_dp(args: argparse.Namespace) -> int:
                DPEA_NAME, args.seed)  # refuse faulty settings before any release
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
-    settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
+    chosen = tuple(m for m in _dp_mechanisms() if args.mechanisms is None or m in args.mechanisms)
+    settings = DpSettings(mechanisms=chosen, depths=depths, epsilons=args.epsilons, trees=args.trees,
                           dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models,
                           model_settings=dict(args.model_settings), folds=args.folds, pgen_scale=args.pgen_scale,
                           repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
@@ -412,6 +413,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_list(p, "--max-depth", _depth_item, default=(), metavar="[MECH=]D", what="D or MECH=D",
              help="depth of the released trees: D for every mechanism, MECH=D for one, e.g. --max-depth "
                   "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
+    p.add_argument("--mechanisms", nargs="+", choices=_dp_mechanisms(), default=None, metavar="MECH",
+                   help=f"run only these dp mechanisms (default: every one registered: {', '.join(_dp_mechanisms())}); "
+                        "a setting's numbers do not depend on which others run")
     p.add_argument("--pgen-scale", type=float, default=1.0,
                    help="pseudo rows per released row for the global models (default 1; at most 1,000,000 rows a release)")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
