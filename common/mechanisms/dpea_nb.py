@@ -53,7 +53,7 @@ from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms import dpea
 from common.params import check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import Randomness, noisy_counts
+from common.privacy.noise import Randomness, SecretNoise, noisy_counts
 from common.privacy.report import PrivacyReport
 from common.trees.rebuild import release_leaf_counts
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
@@ -344,9 +344,12 @@ class DpeaNb:
         stated["temperature"] = TEMPERATURES[randomness.secret.exponential_index(beta * utility)]
         return trees, stated
 
-    @staticmethod
-    def _histogram_tree(schema: Schema, root: Tree, children: Mapping[Constraint | None, int], bins: HistogramBins,
-                        a: int, row_leaf: np.ndarray, X: np.ndarray, y: np.ndarray, scale: float,
+    def noisy_histogram(self, true: np.ndarray, scale: float, noise: SecretNoise) -> np.ndarray:
+        """``true`` histogram counts plus discrete Laplace(``scale``) noise, clamped at 0: the one place they get noise."""
+        return noisy_counts(true, scale, noise)
+
+    def _histogram_tree(self, schema: Schema, root: Tree, children: Mapping[Constraint | None, int],
+                        bins: HistogramBins, a: int, row_leaf: np.ndarray, X: np.ndarray, y: np.ndarray, scale: float,
                         randomness: Randomness) -> Tree:
         """The root's split, then attribute ``a`` on its public bins, with noisy leaf class counts."""
         n_classes, size = schema.n_classes, bins.size(a)
@@ -367,7 +370,7 @@ class DpeaNb:
                 nodes.append(Node(0, 0.0, 0.0))
         cell = (row_leaf * size + bins.codes(X, a)) * n_classes + y
         true = np.bincount(cell, minlength=len(children) * size * n_classes).reshape(-1, n_classes)
-        return release_leaf_counts(schema, nodes, leaves, noisy_counts(true, scale, randomness.secret))
+        return release_leaf_counts(schema, nodes, leaves, self.noisy_histogram(true, scale, randomness.secret))
 
 
 def train_dpea_nb(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
