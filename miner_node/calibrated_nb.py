@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
-from common.mechanisms.dpea_nb import NaiveBayesRelease
+from common.mechanisms.dpea_nb import RELEASE_MODEL, NaiveBayesRelease
 from common.privacy.report import PrivacyReport
 from common.trees.learners._data import check_x
 from common.trees.tree import Tree
@@ -33,7 +33,7 @@ from miner_node.pgen import ClassAssignment, pgen
 
 __all__ = ["CALIBRATED_NB", "CalibratedNB", "OwnerRelease", "nb_model", "nb_pseudo_data"]
 
-CALIBRATED_NB = "calibrated-nb"
+CALIBRATED_NB = RELEASE_MODEL
 """The release model's name among a classification study's global models."""
 
 OwnerRelease = tuple[Sequence[Tree], "PrivacyReport | None"]

@@ -9,6 +9,7 @@ import pytest
 
 from common.audit.release import audit
 from common.data.datasets import load_dataset
+from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms import registry
 from common.mechanisms.dpea_nb import (
@@ -205,3 +206,21 @@ def test_pgen_of_a_release_draws_free_attributes_from_its_histograms_and_labels_
     assert (pseudo_sources(released.trees, released.report, 3.0, len(yp)) == 0).all()
     learned = make_global_model("gradient-boosting", schema, random_state=0).fit(Xp, yp)
     assert (learned.predict(X) == y).mean() > 0.8
+
+
+def test_a_study_refuses_what_dpea_nb_cannot_release_and_calibrated_nb_without_it():
+    def spec(**changes):
+        data = {"study": {"id": "nb"}, "schema": {"dataset": "adult"},
+                "release": {"mechanism": MECHANISM, "requirement": REQUIREMENT, "disclosure": "counts"},
+                "training": {"max_depth": 1}, "mining": {"global_models": [CALIBRATED_NB, "gradient-boosting"]}}
+        for key, value in changes.items():
+            data[key] = {**data[key], **value}
+        return spec_from_mapping(data).spec
+
+    assert spec().mechanism == MECHANISM
+    with pytest.raises(StudyError, match="'dpea-nb' releases at most 1 tree"):
+        spec(release={"requirement": "dp:epsilon=1,trees=3"})
+    with pytest.raises(StudyError, match="'dpea-nb' trains trees of depth at most 1; \\[training\\] max_depth is 3"):
+        spec(training={"max_depth": 3})
+    with pytest.raises(StudyError, match="'calibrated-nb' is built from 'dpea-nb' releases; this study's mechanism is 'dpea'"):
+        spec(release={"mechanism": "dpea", "requirement": "dp:epsilon=1,trees=1"}, training={"max_depth": 3})

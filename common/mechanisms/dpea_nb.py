@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MECHANISM",
+    "RELEASE_MODEL",
     "TREE_SHARE",
     "HISTOGRAM_SHARE",
     "CALIBRATION_SHARE",
@@ -79,6 +80,7 @@ __all__ = [
 ]
 
 MECHANISM = "dpea-nb"
+RELEASE_MODEL = "calibrated-nb"  # the miner's model of a dpea-nb release (`miner_node.calibrated_nb`)
 TREE_SHARE = 0.18  # of eps: the DPEA root (the probe's best setting, EXPERIMENTS.md)
 HISTOGRAM_SHARE = 0.72  # of eps: the per-leaf class histograms
 CALIBRATION_SHARE = 0.10  # of eps: the temperature's exponential mechanism
