@@ -134,8 +134,11 @@ class HistogramBins:
 
     def size(self, a: int) -> int:
         """The number of bins of attribute ``a``."""
-        cut = self.cuts[a]
-        return self.schema.attributes[a].size if cut is None else cut.size + 1  # type: ignore[union-attr]
+        cut, attr = self.cuts[a], self.schema.attributes[a]
+        if cut is None:
+            assert isinstance(attr, CategoricalAttribute)
+            return attr.size
+        return cut.size + 1
 
     def codes(self, X: np.ndarray, a: int) -> np.ndarray:
         """Bin index of attribute ``a`` per encoded row."""
@@ -414,15 +417,17 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP"
 
 def _budget_check(p: Mapping[str, Any], requirement: "DP") -> Check:
     name = "budget split recomputed (tree + histograms + calibration = epsilon)"
-    shares = [numeric_parameter(p, k) for k in ("tree_share", "histogram_share", "calibration_share")]
-    if any(s is None or not s > 0 for s in shares) or not math.isclose(sum(shares), 1.0, rel_tol=1e-9):  # type: ignore[arg-type]
-        return Check(name, False, f"shares {shares} are not positive numbers summing to 1")
+    stated = [numeric_parameter(p, k) for k in ("tree_share", "histogram_share", "calibration_share")]
+    shares = [s for s in stated if s is not None and s > 0]
+    if len(shares) != 3 or not math.isclose(sum(shares), 1.0, rel_tol=1e-9):
+        return Check(name, False, f"shares {stated} are not positive numbers summing to 1")
     eps = requirement.epsilon
-    wrong = recomputed(p, {"epsilon_tree": eps * shares[0], "epsilon_histograms": eps * shares[1],  # type: ignore[operator]
-                           "epsilon_calibration": eps * shares[2]})  # type: ignore[operator]
+    parts = {"epsilon_tree": eps * shares[0], "epsilon_histograms": eps * shares[1],
+             "epsilon_calibration": eps * shares[2]}
+    wrong = recomputed(p, parts)
     return Check(name, not wrong, "; ".join(wrong) if wrong else
-                 f"{shares[0]:g} + {shares[1]:g} + {shares[2]:g} of epsilon {eps:g}: tree {eps * shares[0]:g}, "  # type: ignore[operator]
-                 f"histograms {eps * shares[1]:g}, calibration {eps * shares[2]:g}")  # type: ignore[operator]
+                 f"shares {shares[0]:g} + {shares[1]:g} + {shares[2]:g} of epsilon {eps:g}: "
+                 + ", ".join(f"{key} {value:g}" for key, value in parts.items()))
 
 
 def _root_check(trees: Sequence[Tree], root: Mapping[str, Any], p: Mapping[str, Any]) -> Check:
