@@ -31,7 +31,11 @@ the owner scores its own rows with the released model (a function of the release
 counts per (group, class, public bin of the model's log-odds) (each row adds one to one cell: L1 sensitivity
 1, scale 1 / (F eps)); groups are one for all rows or, with ``--calibrate-by-leaf``, the DPEA tree's leaves.
 The miner fits an isotonic map from bin to P(>50K) per group (``calibrated``) and relabels the pseudo rows
-with it before the global models learn from them. ``--select-k K`` (dpea-leaf) first spends
+with it before the global models learn from them. ``--calibration temperature`` instead spends F * eps on
+choosing a likelihood temperature T from a public grid (log P(c | x) = log P(c | leaf) + sum log P(x_a | leaf, c) / T)
+by the exponential mechanism, utility = the owner's rows classified right (monotone, sensitivity 1: beta =
+``--beta-factor`` x F eps, 1 by default); pseudo rows are relabelled by drawing from the tempered posterior,
+or with ``--hard-labels`` by its argmax. (The registered mechanism ``dpea-nb`` is built on this variant.) ``--select-k K`` (dpea-leaf) first spends
 ``--select-share`` of the release's eps on noisy (class, attribute) counts of every attribute (L1 sensitivity
 |A|) and keeps histograms for the K of most noisy mutual information only; ``--drop`` names attributes that
 get none (a public choice made by whoever runs the probe).
@@ -287,22 +291,31 @@ class LeafNB:
                  n_classes: int) -> None:
         self.tree, self.disc, self.hist, self.free, self.n_classes = tree, disc, hist, free, n_classes
 
-    def proba(self, X: np.ndarray) -> np.ndarray:
+    def parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row and class, log P(class | leaf) and the sum of log P(free attribute | leaf, class) (0: no leaf)."""
         codes = self.disc.codes(X)
         node = self.tree.apply(X)
-        out = np.full((X.shape[0], self.n_classes), 1.0 / self.n_classes)
+        prior = np.zeros((X.shape[0], self.n_classes))
+        lik = np.zeros((X.shape[0], self.n_classes))
         for leaf, attrs in self.free.items():
             rows = np.flatnonzero(node == leaf)
             if not rows.size:
                 continue
             counts = np.asarray(self.tree.nodes[leaf].counts, dtype=float) + 1e-9
-            logp = np.log(np.broadcast_to(counts / counts.sum(), (rows.size, self.n_classes))).copy()
+            prior[rows] = np.log(counts / counts.sum())
             for a in attrs:
-                logp += np.log(self.hist[leaf][a][:, codes[rows, a]].T)
-            logp -= logp.max(axis=1, keepdims=True)
-            p = np.exp(logp)
-            out[rows] = p / p.sum(axis=1, keepdims=True)
-        return out
+                lik[rows] += np.log(self.hist[leaf][a][:, codes[rows, a]].T)
+        return prior, lik
+
+    def proba(self, X: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+        prior, lik = self.parts(X)
+        return _softmax(prior + lik / temperature)
+
+
+def _softmax(logp: np.ndarray) -> np.ndarray:
+    logp = logp - logp.max(axis=1, keepdims=True)
+    p = np.exp(logp)
+    return p / p.sum(axis=1, keepdims=True)
 
 
 def dpea_leaf_release(schema: Schema, X: np.ndarray, y: np.ndarray, disc: Discretiser, eps: float, share: float,
@@ -403,6 +416,22 @@ class Calibration:
         return np.column_stack([1 - q, q])
 
 
+TEMPERATURES = np.round(np.geomspace(1.0, 8.0, 31), 4)  # a public grid of likelihood temperatures
+
+
+def choose_temperature(model: "LeafNB", X: np.ndarray, y: np.ndarray, eps: float, noise: SecretNoise,
+                       beta_factor: float = 1.0) -> tuple[float, np.ndarray]:
+    """A temperature from `TEMPERATURES` by the exponential mechanism, utility = owner rows classified right.
+
+    Utility sensitivity 1 and monotone (adding a row adds 0 or 1 to every candidate's utility), so
+    beta = eps (``beta_factor`` 1) is eps-DP; ``beta_factor`` 0.5 is the general eps / (2 sensitivity).
+    """
+    prior, lik = model.parts(X)
+    utility = np.array([float((np.argmax(prior + lik / t, axis=1) == y).sum()) for t in TEMPERATURES])
+    pick = noise.exponential_index(beta_factor * eps * utility)
+    return float(TEMPERATURES[pick]), utility
+
+
 # ------------------------------------------------------------------ scoring
 def _scores(proba: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float((proba.argmax(axis=1) == y).mean()), float(roc_auc_score(y == 1, proba[:, 1]))
@@ -458,7 +487,15 @@ def run(args: argparse.Namespace) -> None:
             if args.calibrate_by_leaf:
                 leaf_ids = {leaf: i + 1 for i, leaf in enumerate(leaf_model.free)}  # group 0: rows no leaf admits
                 group = lambda X_: np.vectorize(lambda n: leaf_ids.get(n, 0))(leaf_model.tree.apply(X_))  # noqa: E731
-        if args.calibrate:
+        if args.calibrate and args.calibration == "temperature":
+            temp, utility = choose_temperature(leaf_model, X, y, args.eps * args.calibrate, randomness.secret,
+                                               args.beta_factor)
+            stated["temperature"] = temp
+            stated["best_temperature"] = float(TEMPERATURES[int(np.argmax(utility))])
+            row["calibrated"], row["calibrated_auc"] = _scores(leaf_model.proba(Xt, temp), yt)
+            pt = leaf_model.proba(Xp, temp)
+            yp = pt.argmax(axis=1) if args.hard_labels else (rng.random(len(yp))[:, None] > np.cumsum(pt, axis=1)).sum(axis=1).clip(max=pt.shape[1] - 1)
+        elif args.calibrate:
             n_groups = 1 + (len(leaf_ids) if args.calibrate_by_leaf and cand == "dpea-leaf" else 0)
             if n_groups == 1:
                 group = lambda X_: np.zeros(len(X_), dtype=np.int64)  # noqa: E731
@@ -528,6 +565,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--models", nargs="*", default=["gradient-boosting"], choices=("gradient-boosting", "decision-tree"),
                    help="the miner's global models learned from the pseudo rows")
     p.add_argument("--calibrate", type=float, default=0.0, help="share of eps for the calibration histogram")
+    p.add_argument("--calibration", choices=("histogram", "temperature"), default="histogram",
+                   help="dpea-leaf: release a calibration histogram, or choose a likelihood temperature from a "
+                        "public grid by the exponential mechanism")
+    p.add_argument("--hard-labels", action="store_true", help="temperature: pseudo rows labelled by the argmax")
+    p.add_argument("--beta-factor", type=float, default=1.0,
+                   help="temperature: beta = factor * eps_c (1: monotone utility; 0.5: the general bound)")
     p.add_argument("--calibrate-by-leaf", action="store_true", help="dpea-leaf: one calibration map per released leaf")
     p.add_argument("--select-k", type=int, default=None,
                    help="dpea-leaf: histograms for the k attributes of most noisy mutual information only")

@@ -12,8 +12,9 @@ contributes about ``pgen_scale`` times its owner's table size; the global models
 union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
 path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
 estimated once per study from all of them), and the results say so. A model built from the releases
-themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote) is built from every
-accepted tree instead and trains on no pseudo row (its results say 0 training rows). Each global
+themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
+calibrated naive Bayes) is built from every accepted release instead and trains on no pseudo row (its
+results say 0 training rows). A dpea-nb release's pseudo rows are its own (`miner_node.calibrated_nb`). Each global
 model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the
 pooled pseudo rows, one released tree's rows in one fold; or the fixed rule, under which the global
 decision tree of a dp study gets a leaf-size floor, `miner_node.dp_pgen`; or given values).
@@ -161,13 +162,14 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
     _record_evaluation(spec, task, evaluation, results)
-    trees = [tree for item in owners for tree in item.model.trees]
+    releases = [(item.model.trees, item.model.report) for item in owners]
+    trees = sum(len(released) for released, _ in releases)
     for name in spec.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
             if trees:
-                task.score(entry, Fitted(build_release_model(name, trees),
-                                         Choice({}, f"built from the {len(trees)} released trees")), evaluation)
+                task.score(entry, Fitted(build_release_model(name, releases),
+                                         Choice({}, f"built from the {trees} released trees")), evaluation)
             continue
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:

@@ -509,13 +509,13 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
         return None
     limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {}),
               **args.grouping}
-    trees = []
+    releases = []
     for owner in range(args.owners):
         rows = data["parts"] == owner
         learner = local_learner(args.learner, schema, "none", requirement=None, disclosure=args.disclosure,
                                 random_state=args.seed % (2**32), **limits)
-        trees.append(learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_)
-    return build_release_model(name, trees)
+        releases.append(((learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_,), None))
+    return build_release_model(name, releases)
 
 
 def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str],

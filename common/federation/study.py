@@ -80,6 +80,8 @@ from common.federation.wire import (
     schema_to_pb,
 )
 from common.mechanisms import registry
+from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
+from common.mechanisms.dpea_nb import RELEASE_MODEL as DPEA_NB_MODEL
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
@@ -203,7 +205,8 @@ class _TrainingTable(ConfigModel):
 class _MiningTable(ConfigModel):
     global_models: list[str] | None = None  # None: the task's default
     """Global models the miner learns from the pooled pseudo-data; default: the task's. A classification study may
-    also list "tree-vote", the released trees' vote, which the miner builds from the releases themselves."""
+    also list "tree-vote", the released trees' vote, which the miner builds from the releases themselves, and a
+    dpea-nb study "calibrated-nb", the releases' calibrated naive Bayes."""
     pgen_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     """PGEN rows per disclosed tuple (1: the paper's hit + miss per path)."""
     class_assignment: str = "exact"
@@ -351,6 +354,9 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: pgen_scale must be positive, got {spec.pgen_scale}")
     if not spec.global_models or not all(isinstance(m, str) and m for m in spec.global_models):
         raise StudyError(f"{where}: global_models must list at least one model name")
+    if DPEA_NB_MODEL in spec.global_models and spec.mechanism != DPEA_NB:
+        raise StudyError(f"{where}: global model {DPEA_NB_MODEL!r} is built from {DPEA_NB!r} releases; this study's "
+                         f"mechanism is {spec.mechanism!r}")
     faults = check_settings(spec)
     if faults:
         raise StudyError("\n".join(f"{where}: {fault}" for fault in faults))
@@ -381,6 +387,12 @@ def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, w
     if requirement.trees > MAX_TREES:
         raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
                          f"a miner accepts at most {MAX_TREES} per model")
+    if record.max_trees is not None and requirement.trees > record.max_trees:
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} releases at most {record.max_trees} tree(s) of its "
+                         f"own; requirement {requirement} asks for {requirement.trees}")
+    if record.max_depth is not None and spec.HasField("max_depth") and spec.max_depth > record.max_depth:
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} trains trees of depth at most {record.max_depth}; "
+                         f"[training] max_depth is {spec.max_depth}")
     if spec.disclosure != disclosure_to_pb("counts"):
         raise StudyError(f"{where}: mechanism {spec.mechanism!r} discloses class counts; set disclosure = \"counts\"")
     if not spec.HasField("max_depth"):
