@@ -31,10 +31,14 @@ from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.pgen import ClassAssignment, pgen
 
-__all__ = ["CALIBRATED_NB", "CalibratedNB", "OwnerRelease", "nb_model", "nb_pseudo_data"]
+__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "CalibratedNB", "OwnerRelease", "nb_model", "nb_pseudo_data"]
 
 CALIBRATED_NB = RELEASE_MODEL
 """The release model's name among a classification study's global models."""
+
+NB_PSEUDO_ROWS = ("dpea-nb: attributes the root leaves free drawn from each release's per-leaf class histograms, "
+                  "rows labelled by its calibrated naive Bayes (the study's off_path does not apply)")
+"""What a dpea-nb study's results say in place of the off-path rule (`nb_pseudo_data`)."""
 
 OwnerRelease = tuple[Sequence[Tree], "PrivacyReport | None"]
 """One owner's released trees and the report that came with them."""

@@ -39,7 +39,7 @@ from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
-from miner_node.calibrated_nb import nb_pseudo_data
+from miner_node.calibrated_nb import NB_PSEUDO_ROWS, nb_pseudo_data
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
@@ -267,6 +267,8 @@ class ClassificationTask:
 
     def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         mode = spec.pgen_off_path or "uniform"
+        if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses another mode
+            return None, NB_PSEUDO_ROWS
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH

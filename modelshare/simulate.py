@@ -339,6 +339,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
     parties: list[Party] = []
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
+    study = load_study_file(root / "study.toml")  # checked before any process starts
     try:
         miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
         parties.append(miner)
@@ -348,7 +349,6 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
         progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
-        study = load_study_file(root / "study.toml")
         request = fpb.CreateStudyRequest(spec=study.spec, evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
         with channel:

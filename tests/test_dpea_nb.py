@@ -25,9 +25,10 @@ from common.privacy.attacks import ensemble_attack_report
 from common.privacy.report import PrivacyReport, Release
 from common.privacy.requirements import DP
 from common.trees.tree import Interval, Tree
-from miner_node.calibrated_nb import CALIBRATED_NB
+from miner_node.calibrated_nb import CALIBRATED_NB, NB_PSEUDO_ROWS
 from miner_node.global_models import build_release_model, make_global_model
-from miner_node.tasks import pseudo_data, pseudo_sources
+from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources
+from modelshare.legend import LEGEND, legend_lines
 
 REQUIREMENT = "dp:epsilon=1,trees=1"
 
@@ -224,3 +225,19 @@ def test_a_study_refuses_what_dpea_nb_cannot_release_and_calibrated_nb_without_i
         spec(training={"max_depth": 3})
     with pytest.raises(StudyError, match="'calibrated-nb' is built from 'dpea-nb' releases; this study's mechanism is 'dpea'"):
         spec(release={"mechanism": "dpea", "requirement": "dp:epsilon=1,trees=1"}, training={"max_depth": 3})
+    with pytest.raises(StudyError, match="off_path 'marginal' does not apply to 'dpea-nb' releases"):
+        spec(mining={"off_path": "marginal"})
+    assert spec(mining={"off_path": "uniform"}).pgen_off_path == "uniform"
+
+
+def test_the_results_say_where_dpea_nb_pseudo_rows_come_from_and_the_legend_explains_calibrated_nb():
+    """The off-path line names the histograms, not PGEN's uniform draws; simulate's legend names calibrated-nb."""
+    spec = spec_from_mapping({"study": {"id": "nb"}, "schema": {"dataset": "adult"},
+                              "release": {"mechanism": MECHANISM, "requirement": REQUIREMENT, "disclosure": "counts"},
+                              "training": {"max_depth": 1}}).spec
+    schema = load_dataset("adult").schema
+    law, said = ClassificationTask(schema).off_path_law(spec, [])
+    assert law is None and said == NB_PSEUDO_ROWS
+    report = {"mechanism": MECHANISM, "task": "classification", "requirement": REQUIREMENT,
+              "models": [{"model": CALIBRATED_NB, "basis_accuracy": None, "accuracy": 0.84, "path_match": None}]}
+    assert LEGEND["calibrated-nb"] in legend_lines(report)

@@ -354,6 +354,9 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: pgen_scale must be positive, got {spec.pgen_scale}")
     if not spec.global_models or not all(isinstance(m, str) and m for m in spec.global_models):
         raise StudyError(f"{where}: global_models must list at least one model name")
+    if spec.mechanism == DPEA_NB and spec.pgen_off_path not in ("", "uniform"):
+        raise StudyError(f"{where}: off_path {spec.pgen_off_path!r} does not apply to {DPEA_NB!r} releases, whose pseudo "
+                         "rows draw the free attributes from the released class histograms; leave off_path unset")
     if DPEA_NB_MODEL in spec.global_models and spec.mechanism != DPEA_NB:
         raise StudyError(f"{where}: global model {DPEA_NB_MODEL!r} is built from {DPEA_NB!r} releases; this study's "
                          f"mechanism is {spec.mechanism!r}")
