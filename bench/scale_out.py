@@ -9,7 +9,10 @@ fresh child process (the "miner process"):
 * ``local``: PGEN pooled in memory, the global models fitted in the process;
 * ``dask``: PGEN streamed to Parquet in chunks of the memory budget (``--budget-mb``), the models
   fitted on a LocalCluster of ``--workers`` single-threaded worker processes on loopback (started and
-  stopped inside the timed mining, as the miner does for each study).
+  stopped inside the timed mining, as the miner does for each study);
+* ``dask-dmatrix``: the same, the workers training on xgboost's `DaskDMatrix` (a copy of their parts,
+  then quantised) instead of the engine's `DaskQuantileDMatrix` (`miner_node.dask_engine.TRAINING_MATRIX`),
+  to compare the workers' memory in one run.
 
 Measured: the child's wall time of `mine`, its own peak resident memory (``ru_maxrss``) and the peak of
 the summed resident memory of its whole process tree (the Dask scheduler runs in it, the workers
@@ -18,7 +21,8 @@ run fails (out of memory) is recorded as such; sizes beyond ``--local-max-rows``
 (they would exhaust this machine's memory, estimated in the table). Results go to bench/RESULTS.md.
 
     python bench/scale_out.py [--rows 1000000 10000000] [--models gradient-boosting naive-bayes]
-                              [--workers 2] [--budget-mb 256] [--local-max-rows 20000000] [--engines local dask]
+                              [--workers 2] [--budget-mb 256] [--local-max-rows 20000000]
+                              [--engines local dask dask-dmatrix]
                               [--dir DIR]
 """
 
@@ -44,15 +48,19 @@ from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release
 from common.trees.learners import CartTreeClassifier
+from miner_node import dask_engine
 from miner_node.config import MiningConfig
 from miner_node.mining import AcceptedModel, Evaluation, mine
 
 HEADING = "## Scale-out: the local and the Dask engine (bench/scale_out.py)"
+ENGINES = ("local", "dask", "dask-dmatrix")
 SAMPLE_SECONDS = 0.1
 
 
 def child(engine: str, rows: int, models: list[str], workers: int, budget_mb: int, directory: Path) -> dict[str, Any]:
     """Mine the Adult study at ``rows`` pseudo rows on ``engine`` in this process; its timings, memory and accuracies."""
+    if engine == "dask-dmatrix":
+        dask_engine.TRAINING_MATRIX = "DaskDMatrix"
     table = load_dataset("adult")
     schema = table.schema
     X, y = schema.encode(table.frame)
@@ -65,12 +73,14 @@ def child(engine: str, rows: int, models: list[str], workers: int, budget_mb: in
         released_rows += tree.root.total
     spec = spec_from_mapping({"study": {"id": "scale", "seed": 1}, "schema": {"dataset": "adult"},
                               "mining": {"global_models": models, "pgen_scale": rows / released_rows}}).spec
-    mining = MiningConfig(engine=engine, workers=workers if engine == "dask" else None, memory_budget_mb=budget_mb)
+    on_dask = engine != "local"
+    mining = MiningConfig(engine="dask" if on_dask else "local", workers=workers if on_dask else None,
+                          memory_budget_mb=budget_mb)
     started = time.perf_counter()
     results = mine(spec, schema, accepted, Evaluation(X[test], y[test], test), mining=mining,
                    pseudo_dir=directory / "pseudo")
     wall = time.perf_counter() - started
-    return {"engine": results.engine, "rows": sum(o.pseudo_rows for o in results.owners), "wall": wall,
+    return {"engine": engine, "rows": sum(o.pseudo_rows for o in results.owners), "wall": wall,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "accuracy": {m.name: m.accuracy for m in results.models}}
 
@@ -96,10 +106,10 @@ def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> di
         started = time.perf_counter()
         process = subprocess.Popen(command, stdout=out, stderr=err)
         watched = psutil.Process(process.pid)
-        peak_own = peak_tree = 0
+        peak_own = peak_tree = peak_rest = 0
         while process.poll() is None:
             own, total = tree_rss(watched)
-            peak_own, peak_tree = max(peak_own, own), max(peak_tree, total)
+            peak_own, peak_tree, peak_rest = max(peak_own, own), max(peak_tree, total), max(peak_rest, total - own)
             try:
                 process.wait(timeout=SAMPLE_SECONDS)
             except subprocess.TimeoutExpired:
@@ -112,7 +122,7 @@ def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> di
             return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode}: {' / '.join(tail)}"}
         result = json.loads(out.read().decode().strip().splitlines()[-1])
     return {**result, "process_seconds": elapsed, "tree_peak_mb": peak_tree / 2**20,
-            "sampled_own_peak_mb": peak_own / 2**20}
+            "sampled_own_peak_mb": peak_own / 2**20, "workers_peak_mb": peak_rest / 2**20}
 
 
 def section(results: list[dict[str, Any]], args: argparse.Namespace, skipped: list[int]) -> str:
@@ -121,21 +131,38 @@ def section(results: list[dict[str, Any]], args: argparse.Namespace, skipped: li
              "(load above the 2 cores), so wall times are upper bounds. Adult schema, two owners' CART trees, "
              f"global models {', '.join(args.models)}; Dask: LocalCluster of {args.workers} single-threaded workers "
              f"on loopback, started inside the timing; chunks of the {args.budget_mb} MB budget.", "",
-             "| pseudo rows | engine | wall s | miner peak RSS | process-tree peak RSS | accuracy |",
-             "|---|---|---|---|---|---|"]
+             "| pseudo rows | engine | wall s | miner peak RSS | process-tree peak RSS | workers' peak RSS | accuracy |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         if "failed" in r:
-            lines.append(f"| {r['rows']:,} | {r['engine']} | failed: {r['failed']} | | | |")
+            lines.append(f"| {r['rows']:,} | {r['engine']} | failed: {r['failed']} | | | | |")
             continue
         accuracy = ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items())
         lines.append(f"| {r['rows']:,} | {r['engine']} | {r['wall']:.1f} | {r['maxrss_mb']:,.0f} MB | "
-                     f"{r['tree_peak_mb']:,.0f} MB | {accuracy} |")
+                     f"{r['tree_peak_mb']:,.0f} MB | {r['workers_peak_mb']:,.0f} MB | {accuracy} |")
     for rows in skipped:
-        lines.append(f"| {rows:,} | local | not run: over --local-max-rows {args.local_max_rows:,} | | | |")
+        lines.append(f"| {rows:,} | local | not run: over --local-max-rows {args.local_max_rows:,} | | | | |")
+    lines += ratios(results)
+    engines = "" if args.engines == ["local", "dask"] else f" --engines {' '.join(args.engines)}"
     lines += ["", f"`python bench/scale_out.py --rows {' '.join(str(r) for r in args.rows)} --models "
-              f"{' '.join(args.models)}`. Miner peak RSS is the mining process's own `ru_maxrss`; the tree peak is "
-              "the largest sampled sum over it and its descendants (the Dask workers).", ""]
+              f"{' '.join(args.models)}{engines}`. Miner peak RSS is the mining process's own `ru_maxrss`; the tree "
+              "peak is the largest sampled sum over it and its descendants (the Dask workers), the workers' peak the "
+              "largest sampled sum over the descendants alone.", ""]
     return "\n".join(lines)
+
+
+def ratios(results: list[dict[str, Any]]) -> list[str]:
+    """Per size run both ways, the engine's `DaskQuantileDMatrix` against `DaskDMatrix` (lines for the section)."""
+    done = {(r["rows"], r["engine"]): r for r in results if "failed" not in r}
+    out = []
+    for (rows, engine), quantile in done.items():
+        plain = done.get((rows, "dask-dmatrix"))
+        if engine == "dask" and plain is not None:
+            out.append(f"- {rows:,} rows, dask / dask-dmatrix: workers' peak "
+                       f"{quantile['workers_peak_mb'] / plain['workers_peak_mb']:.2f}, process-tree peak "
+                       f"{quantile['tree_peak_mb'] / plain['tree_peak_mb']:.2f}, wall "
+                       f"{quantile['wall'] / plain['wall']:.2f}")
+    return ["", *out] if out else []
 
 
 def main() -> None:
@@ -145,9 +172,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-mb", type=int, default=256)
     parser.add_argument("--local-max-rows", type=int, default=20_000_000)
-    parser.add_argument("--engines", nargs="+", choices=("local", "dask"), default=["local", "dask"])
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=["local", "dask"])
     parser.add_argument("--dir", type=Path, default=None)
-    parser.add_argument("--child", choices=("local", "dask"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=ENGINES, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child, args.rows[0], args.models, args.workers, args.budget_mb, args.dir)))
@@ -164,7 +191,12 @@ def main() -> None:
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
             print(json.dumps(results[-1]), flush=True)
-    heading = HEADING if len(args.engines) == 2 else f"{HEADING}, {args.engines[0]} engine only"
+    if sorted(args.engines) == ["dask", "local"]:
+        heading = HEADING
+    elif len(args.engines) == 1:
+        heading = f"{HEADING}, {args.engines[0]} engine only"
+    else:
+        heading = f"{HEADING}, {' against '.join(args.engines)}, {' and '.join(args.models)}"
     write_section(heading, section(results, args, skipped).replace(HEADING, heading, 1))
 
 

@@ -24,7 +24,7 @@
     workers = 2                         # dask: a LocalCluster of N worker processes on loopback, or ...
     # scheduler = "tcp://10.0.0.5:8786" # dask: ... an existing cluster (exactly one of the two)
     memory_budget_mb = 256              # pseudo-data is written to Parquet in chunks that fit this budget
-    engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, group-by)
+    engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, counts)
 
     [tls]
     ca = "ca.crt"
@@ -147,7 +147,7 @@ class _MiningTable(ConfigModel):
     """Memory one chunk of pseudo-data may take while it is generated and written to Parquet; the chunk's rows
     follow from it and the schema's width."""
     engine_timeout_seconds: _Count = int(MiningConfig.engine_timeout_seconds)
-    """Engine dask: the deadline of every call to the cluster (starting or connecting, each fit, each group-by); a lost
+    """Engine dask: the deadline of every call to the cluster (starting or connecting, each fit, each count); a lost
     cluster fails the study with the reason instead of hanging the miner."""
 
     @model_validator(mode="after")

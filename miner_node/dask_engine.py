@@ -16,13 +16,16 @@ The global models, each learned from the study's Parquet files without pooling t
 * ``decision-tree``: one unshrunk round of a single xgboost tree (for more than two classes, one
   regression tree per class on the softmax gradient, which is xgboost's form of one tree), depth at
   most 12 - the documented equivalent of the local CART;
-* ``naive-bayes``: count tables, one Dask group-by per categorical attribute and per class sums of the
-  numeric ones, turned into exactly the local `MixedNaiveBayes` (Laplace ``alpha`` 1, GaussianNB's
-  variance smoothing);
+* ``naive-bayes``: count tables per class and category, and per class sums and squares of the numeric
+  attributes, counted partition by partition (`count_partition`) and added up, turned into exactly the
+  local `MixedNaiveBayes` (Laplace ``alpha`` 1, GaussianNB's variance smoothing);
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
 Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
-study's evaluation table in the miner, as on the local engine.
+study's evaluation table in the miner, as on the local engine. The workers train on `DaskQuantileDMatrix`
+(`TRAINING_MATRIX`), which keeps only the quantised data: on one worker the same trees as `DaskDMatrix`;
+on several, the quantile sketch and a forest's row sample follow Dask's placement of the parts on the
+workers, whichever the matrix, so a re-run may differ slightly.
 
 The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
 named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
@@ -38,11 +41,14 @@ labels, which for two classes is the Gini decrease, so ``criterion = "gini"`` is
 already does (for K classes, per class one-against-the-rest). Boosting has no such equivalent for
 ``min_samples_leaf``: after its first round the logistic hessian differs from row to row, so no
 ``min_child_weight`` counts rows, and the parameter is refused; nor has ``criterion`` ``"entropy"`` /
-``"log_loss"`` one. ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate
-mappable) with the same xgboost models trained in the miner (`LocalBooster`) on a bounded sample of
-the Parquet files (`miner_node.pseudo_parquet.sample`).
+``"log_loss"`` one. Nor does a dp study's boosting get the local engine's leaf floor: the floor xgboost
+could guarantee (``min_child_weight`` = n times the largest hessian a row can have) also refuses larger
+leaves where the model is confident, and scored below the fixed parameters (docs/scale-out.md).
+``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate mappable) with the same
+xgboost models trained in the miner (`LocalBooster`) on a bounded sample of the Parquet files
+(`miner_node.pseudo_parquet.sample`; as many rows as the local engine's cross-validation takes).
 
-Faults: every call to the cluster (connecting, each fit, each group-by) has a deadline,
+Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
 deadline, which fails the study with that reason; the miner never waits on it longer. A worker
 that dies mid-fit is Dask's to retry (its tasks are recomputed on the others); a fit that fails for
@@ -53,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -70,7 +77,7 @@ from miner_node.pseudo_parquet import TREE_COLUMN
 from miner_node.selection import GRIDS
 
 __all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
-           "check_models", "check_settings", "first_round_hessian", "xgboost_parameters"]
+           "check_models", "check_settings", "count_partition", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
 #: xgboost's native log lines in the Dask workers' threads (`route_native_logs`).
@@ -96,8 +103,15 @@ DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
 }
 
 #: The dp leaf floors of the local engine's fixed rule that this engine honours: the single-round tree's
-#: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here.
+#: (a leaf size maps exactly, module docstring), not boosting's, which keeps its fixed parameters here
+#: (a guaranteed floor scored lower: bench/dask_dp_boosting.py).
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
+
+#: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
+#: histogram boosting (every model here: ``tree_method`` "hist") reads, where `DaskDMatrix` first concatenates
+#: a worker's parts and copies them into a DMatrix, then quantises that (module docstring).
+#: bench/scale_out.py sets "DaskDMatrix" for its comparison run.
+TRAINING_MATRIX = "DaskQuantileDMatrix"
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
 #: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).
@@ -269,6 +283,29 @@ _NATIVE_LINE = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_native_line)  # kept ali
 _routed = threading.local()
 
 
+@functools.cache
+def _native_library() -> tuple[Any, str]:
+    """The loaded xgboost library through public interfaces, or None and why not (once per process).
+
+    `xgboost.build_info` (public) names the library file the package loaded; opening that path again
+    returns the same loaded library, whose C API (``c_api.h``, public) has ``XGBRegisterLogCallback``.
+    Python's xgboost offers no public function to register a log callback for another thread, and
+    neither its verbosity (the rank line is printed whatever it is, before the fit's configuration
+    applies) nor its Python loggers or training callbacks see the native lines.
+    """
+    import xgboost
+
+    path = xgboost.build_info().get("libxgboost")
+    if not isinstance(path, str):
+        return None, "xgboost.build_info() names no library file"
+    try:
+        library = ctypes.CDLL(path)
+        library.XGBRegisterLogCallback.restype = ctypes.c_int
+    except (OSError, AttributeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return library, ""
+
+
 def route_native_logs(partition: T) -> T:
     """``partition`` unchanged; in passing, the calling thread's native xgboost log lines go to `native_log`.
 
@@ -278,14 +315,25 @@ def route_native_logs(partition: T) -> T:
     that each worker logs when it joins the training group whatever the verbosity. Mapped over the
     partitions the workers train on (before the fit, in the threads the fit then runs in: the
     LocalCluster's workers have one), this routes those lines through Python logging instead, where
-    warnings stay warnings and the rest is debug.
+    warnings stay warnings and the rest is debug. Where the library cannot be reached through public
+    interfaces (`_native_library`) or refuses the callback, the worker logs why once and the lines keep
+    the library's default: nothing but where they are written changes.
     """
-    if not getattr(_routed, "done", False):
-        from xgboost.core import _LIB
-
-        _LIB.XGBRegisterLogCallback(_NATIVE_LINE)
-        _routed.done = True
+    if getattr(_routed, "done", False):
+        return partition
+    _routed.done = True
+    library, why = _native_library()
+    if library is not None and library.XGBRegisterLogCallback(_NATIVE_LINE) != 0:
+        library, why = None, "XGBRegisterLogCallback returned an error"
+    if library is None:
+        _unrouted(why)
     return partition
+
+
+@functools.cache
+def _unrouted(why: str) -> None:
+    """Say once per process and reason that xgboost's native lines stay on standard error."""
+    log.warning("xgboost's native log lines stay on standard error in this worker (%s)", why)
 
 
 def check_models(names: Sequence[str]) -> None:
@@ -375,7 +423,8 @@ class DaskEngine:
         read = self._frame(schema, files)
         # one partitioning for the attributes and the class; its tasks route the native log lines (route_native_logs)
         frame = self._client.persist(read.map_partitions(route_native_logs, meta=read._meta))
-        dtrain = dxgb.DaskDMatrix(self._client, frame[list(schema.names)], frame[schema.class_name])
+        dtrain = getattr(dxgb, TRAINING_MATRIX)(self._client, frame[list(schema.names)], frame[schema.class_name])
+        del frame  # the matrix holds its own attribute and class parts: the whole frame's may go
         train, rounds = _booster_params(params, schema.n_classes, seed)
         booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]
         return BoosterModel(booster, schema.n_classes, schema.names)
@@ -383,27 +432,47 @@ class DaskEngine:
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         import dask
 
-        frame = self._frame(schema, files)
-        label = schema.class_name
-        categorical = [j for j, a in enumerate(schema.attributes) if isinstance(a, CategoricalAttribute)]
-        numeric = [a.name for a in schema.attributes if not isinstance(a, CategoricalAttribute)]
-        tables = [frame.groupby([label, schema.attributes[j].name]).size() for j in categorical]
-        sizes = frame.groupby(label).size()
-        values = frame[numeric].astype("float64")  # integer columns: their squares' sums overflow int64
-        sums = values.assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
-        squares = (values**2).assign(**{label: frame[label]}).groupby(label).sum() if numeric else None
-        computed = dask.compute(tables, sizes, sums, squares)
-        c = schema.n_classes
-        counts = {}
-        for j, table in zip(categorical, computed[0]):
-            dense = np.zeros((c, schema.attributes[j].size))  # type: ignore[union-attr]
-            keys = np.array(table.index.tolist(), dtype=np.int64).reshape(-1, 2)
-            dense[keys[:, 0], keys[:, 1]] = table.to_numpy()
-            counts[j] = dense
-        n = np.zeros(c)
-        n[computed[1].index.to_numpy(dtype=np.int64)] = computed[1].to_numpy()
-        s, q = np.zeros((c, len(numeric))), np.zeros((c, len(numeric)))
-        if numeric:
-            s[computed[2].index.to_numpy(dtype=np.int64)] = computed[2][numeric].to_numpy(dtype=np.float64)
-            q[computed[3].index.to_numpy(dtype=np.int64)] = computed[3][numeric].to_numpy(dtype=np.float64)
-        return CountNaiveBayes(schema, alpha, counts, n, s, q)
+        partials = [dask.delayed(count_partition)(part, schema) for part in self._frame(schema, files).to_delayed()]
+        counts, n, sums, squares = dask.delayed(_add_counts)(partials).compute()
+        return CountNaiveBayes(schema, alpha, counts, n, sums, squares)
+
+
+Counts = tuple[dict[int, np.ndarray], np.ndarray, np.ndarray, np.ndarray]
+"""Naive Bayes' sufficient statistics (`CountNaiveBayes`): count tables, rows, sums and sums of squares per class."""
+
+
+def count_partition(part: Any, schema: Schema) -> Counts:
+    """The sufficient statistics of one partition (a pandas frame of the Parquet columns), counted in its task.
+
+    One task per partition reads it, counts and returns a few small arrays, so a worker holds one
+    partition at a time rather than every partition the group-bys of all attributes would share.
+    Sums and squares are in float64 (integer squares overflow int64).
+    """
+    c = schema.n_classes
+    y = _codes(part, schema.class_name, c)
+    counts = {}
+    for j, attribute in enumerate(schema.attributes):
+        if isinstance(attribute, CategoricalAttribute):
+            codes = _codes(part, attribute.name, attribute.size)
+            counts[j] = np.bincount(y * attribute.size + codes, minlength=c * attribute.size).reshape(c, attribute.size)
+    numeric = [a.name for a in schema.attributes if not isinstance(a, CategoricalAttribute)]
+    values = part[numeric].to_numpy(dtype=np.float64)
+    sums, squares = np.zeros((c, len(numeric))), np.zeros((c, len(numeric)))
+    for i in range(len(numeric)):
+        sums[:, i] = np.bincount(y, weights=values[:, i], minlength=c)
+        squares[:, i] = np.bincount(y, weights=values[:, i] ** 2, minlength=c)
+    return counts, np.bincount(y, minlength=c), sums, squares
+
+
+def _codes(part: Any, column: str, size: int) -> np.ndarray:
+    """Column ``column`` of a partition as codes; ValueError naming it if one is outside 0..size-1."""
+    codes = part[column].to_numpy(dtype=np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= size):
+        raise ValueError(f"pseudo-data column {column!r} holds codes outside 0..{size - 1}")
+    return codes
+
+
+def _add_counts(partials: Sequence[Counts]) -> Counts:
+    """The statistics of all partitions from each one's (`count_partition`)."""
+    counts = {j: sum(p[0][j] for p in partials) for j in partials[0][0]}
+    return (counts, sum(p[1] for p in partials), sum(p[2] for p in partials), sum(p[3] for p in partials))

@@ -32,7 +32,8 @@ them would *lower* the floor: Vote lost 4 points that way). On Adult (one DPEA t
 adult.data to adult.test, the same 5 releases each) that raised boosting from 0.818 ± 0.007 to
 0.829 ± 0.004 at eps = 0.1 (AUC 0.80 -> 0.82) and from 0.831 to 0.832 at eps = 1; shares of 0.5 %
 and 1 % did less, 5 % lost (EXPERIMENTS.md, "Issue 23 at eps = 0.1"). Its leaf size has no faithful
-equivalent on the Dask engine (`miner_node.dask_engine`), which keeps boosting's fixed parameters.
+equivalent on the Dask engine (`miner_node.dask_engine`), which keeps boosting's fixed parameters (the floor
+xgboost could guarantee scored lower there: bench/dask_dp_boosting.py).
 
 Considered and left out: zeroing leaf counts below a few noise scales before PGEN, to drop the
 rows that the clamped noise of empty leaves adds. It helped on Adult (30,000 rows) but cost 3

@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
-from common.trees.tree import Tree
+from miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
 from miner_node.dp_pgen import PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 from miner_node.tree_vote import TREE_VOTE, TreeVote
@@ -314,12 +314,17 @@ class ReleaseModelSpec:
     description:
         One line saying what the model is.
     build:
-        ``build(trees)`` returns the model of every accepted owner's released trees (at least one).
+        ``build(releases)`` returns the model of every accepted owner's release (at least one), each
+        its released trees and its report (`miner_node.calibrated_nb.OwnerRelease`).
     """
 
     name: str
     description: str
-    build: Callable[[Sequence[Tree]], ReleaseModel]
+    build: Callable[[Sequence[OwnerRelease]], ReleaseModel]
+
+
+def _tree_vote(releases: Sequence[OwnerRelease]) -> TreeVote:
+    return TreeVote([tree for trees, _ in releases for tree in trees])
 
 
 RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
@@ -328,7 +333,13 @@ RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
         ReleaseModelSpec(
             TREE_VOTE,
             "the released trees' vote: every tree's leaf class distribution summed, the largest predicted",
-            TreeVote,
+            _tree_vote,
+        ),
+        ReleaseModelSpec(
+            CALIBRATED_NB,
+            "dpea-nb releases' calibrated naive Bayes (root leaf counts, class histograms, the chosen temperature), "
+            "averaged over owners",
+            CalibratedNB,
         ),
     )
 }
@@ -337,19 +348,20 @@ RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
 CLASSIFICATION_MODELS: tuple[str, ...] = (*GLOBAL_MODELS, *RELEASE_MODELS)
 
 
-def build_release_model(name: str, trees: Sequence[Tree]) -> ReleaseModel:
-    """The release model ``name`` (a key of `RELEASE_MODELS`) built from ``trees``.
+def build_release_model(name: str, releases: Sequence[OwnerRelease]) -> ReleaseModel:
+    """The release model ``name`` (a key of `RELEASE_MODELS`) built from the owners' ``releases``.
 
     Raises
     ------
     ValueError
-        If ``name`` is not a release model (the message lists them), or ``trees`` is empty.
+        If ``name`` is not a release model (the message lists them), ``releases`` is empty, or the
+        model cannot be built from them (``calibrated-nb`` from anything but dpea-nb releases).
     """
     try:
         spec = RELEASE_MODELS[name]
     except KeyError:
         raise ValueError(f"{name!r} is not built from releases; those are: {', '.join(RELEASE_MODELS)}") from None
-    return spec.build(trees)
+    return spec.build(releases)
 
 
 def _spec(name: str) -> GlobalModelSpec:

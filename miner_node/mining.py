@@ -12,8 +12,9 @@ contributes about ``pgen_scale`` times its owner's table size; the global models
 union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
 path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
 estimated once per study from all of them), and the results say so. A model built from the releases
-themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote) is built from every
-accepted tree instead and trains on no pseudo row (its results say 0 training rows). Each global
+themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
+calibrated naive Bayes) is built from every accepted release instead and trains on no pseudo row (its
+results say 0 training rows). A dpea-nb release's pseudo rows are its own (`miner_node.calibrated_nb`). Each global
 model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the
 pooled pseudo rows, one released tree's rows in one fold; or the fixed rule, under which the global
 decision tree of a dp study gets a leaf-size floor, `miner_node.dp_pgen`; or given values).
@@ -45,7 +46,7 @@ from common.federation.wire import DecodedModel
 from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
-from miner_node.selection import MAX_CV_ROWS, Choice, choose, mode_of
+from miner_node.selection import Choice, choose, cv_rows, mode_of
 from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
@@ -161,13 +162,14 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
     _record_evaluation(spec, task, evaluation, results)
-    trees = [tree for item in owners for tree in item.model.trees]
+    releases = [(item.model.trees, item.model.report) for item in owners]
+    trees = sum(len(released) for released, _ in releases)
     for name in spec.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
             if trees:
-                task.score(entry, Fitted(build_release_model(name, trees),
-                                         Choice({}, f"built from the {len(trees)} released trees")), evaluation)
+                task.score(entry, Fitted(build_release_model(name, releases),
+                                         Choice({}, f"built from the {trees} released trees")), evaluation)
             continue
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
@@ -224,8 +226,9 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
 
     ``"auto"`` cross-validates `miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
     miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most
-    `MAX_CV_ROWS` rows sampled from the Parquet files (drawn once into ``held``), folds by released tree
-    (owner and tree column); leaf shares become rows of all ``total`` rows. The other modes read no rows.
+    `cv_rows` rows sampled from the Parquet files (drawn once into ``held``; a dp study's many, as on the
+    local engine), folds by released tree (owner and tree column); leaf shares become rows of all
+    ``total`` rows. The other modes read no rows.
     """
     from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
     from miner_node.global_models import MixedNaiveBayes
@@ -240,7 +243,7 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
                         regression=False, rows=total, grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     else:
         if not held:
-            held.append(sample(files, schema, MAX_CV_ROWS, np.random.default_rng(seed)))
+            held.append(sample(files, schema, cv_rows(spec), np.random.default_rng(seed)))
         rows = held[0]
         groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
         chosen = choose(name, spec, rows.X, rows.y, build, regression=False, groups=groups, rows=total,

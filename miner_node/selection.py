@@ -46,7 +46,7 @@ from common.mechanisms import registry
 from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
 
 __all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
-           "mode_of"]
+           "cv_rows", "mode_of"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
 MAX_DP_CV_ROWS = 250_000  # the same in a dp study, whose pseudo rows are mostly noise (module docstring)
@@ -134,6 +134,11 @@ def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterVa
     return setting.mode, {k: parameter_from_pb(v) for k, v in setting.parameters.items()}
 
 
+def cv_rows(spec: fpb.StudySpec) -> int:
+    """The most pseudo rows ``"auto"`` cross-validates on in the study: `MAX_DP_CV_ROWS` in a dp study, else `MAX_CV_ROWS`."""
+    return MAX_DP_CV_ROWS if spec.mechanism in registry.names(family="dp") else MAX_CV_ROWS
+
+
 def mode_of(spec: fpb.StudySpec, name: str) -> str:
     """How the study sets model ``name``'s hyperparameters: its setting's mode, else `DEFAULT_MODES`' (else fixed)."""
     return _setting(spec, name)[0]
@@ -161,9 +166,8 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
         grids = REGRESSION_GRIDS if regression else GRIDS
     if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
-        max_rows = MAX_DP_CV_ROWS if spec.mechanism in registry.names(family="dp") else MAX_CV_ROWS
         best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score,
-                                               max_rows)
+                                               cv_rows(spec))
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
         return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")

@@ -35,9 +35,11 @@ from common.federation.global_model_settings import parameter_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
 from common.mechanisms import registry
+from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
+from miner_node.calibrated_nb import NB_PSEUDO_ROWS, nb_pseudo_data
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
@@ -142,9 +144,13 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    A dpea-nb release's rows come from its root tree and its class histograms, labelled by its calibrated
+    model (`miner_node.calibrated_nb.nb_pseudo_data`; the off-path ``law`` does not apply to it).
     With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
     their path leaves free redrawn from it; without, they stay PGEN's uniform draws (the paper's).
     """
+    if report is not None and report.mechanism == DPEA_NB:  # a model, not a partition: `miner_node.calibrated_nb`
+        return nb_pseudo_data(trees, report, scale, rng, class_assignment)
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
@@ -171,6 +177,11 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     each chunk's free attributes are redrawn from it, as `pseudo_data` does.
     """
+    if report is not None and report.mechanism == DPEA_NB:  # drawn whole (at most MAX_DP_PGEN_ROWS rows), then cut
+        X, y = nb_pseudo_data(trees, report, scale, rng, class_assignment)
+        for start in range(0, len(y), chunk_rows):
+            yield X[start:start + chunk_rows], y[start:start + chunk_rows], 0
+        return
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
@@ -222,7 +233,7 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if len(trees) == 1 and beta == 1.0:
+    if (len(trees) == 1 and beta == 1.0) or (report is not None and report.mechanism == DPEA_NB):
         return np.zeros(rows, dtype=np.int64)
     return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
 
@@ -256,6 +267,8 @@ class ClassificationTask:
 
     def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         mode = spec.pgen_off_path or "uniform"
+        if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses another mode
+            return None, NB_PSEUDO_ROWS
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH

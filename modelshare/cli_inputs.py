@@ -16,22 +16,25 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Collection
+from typing import Any, Collection
 
 from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.mechanisms.release import default_learner
-from common.trees.learners import LEARNERS
+from common.trees.learners import CATEGORY_SPLITS, LEARNERS, PAIRINGS, grouping_params
 from common.trees.tree import DISCLOSURES
-from modelshare.cli_common import err, note_dropped
+from modelshare.cli_common import err, note_dropped, tree_params
 
 __all__ = [
     "DEFAULT_DISCLOSURE",
     "DEFAULT_LEARNER",
     "DEFAULT_MECHANISM",
     "add_disclosure",
+    "add_grouping",
     "add_learner",
+    "learner_params",
+    "resolve_grouping",
     "add_release_options",
     "add_table_source",
     "load_source",
@@ -99,6 +102,34 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
                        help=f"{help} (one or more of {', '.join(sorted(LEARNERS))}; {said})")
     else:
         p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
+
+
+def add_grouping(p: argparse.ArgumentParser) -> None:
+    """--pairing and --category-split: the admissible learner's category grouping (`learner_params` checks them)."""
+    p.add_argument("--pairing", choices=PAIRINGS, default=None,
+                   help="admissible learner only: where a category that may not stand alone is grouped; "
+                        "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
+                        "eager at the first node whose criterion picks its attribute (the earlier behaviour)")
+    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
+                   help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
+                        "of the two (either); default either under k-anonymity, grouped otherwise")
+
+
+def resolve_grouping(args: argparse.Namespace) -> dict[str, str]:
+    """``--pairing`` and ``--category-split`` as the learner's parameters (those given; ``args.learner`` resolved).
+
+    Raises
+    ------
+    ValueError
+        A grouping flag given with a learner other than ``admissible``, which alone groups categories.
+    """
+    return grouping_params(args.learner, pairing=args.pairing, category_split=args.category_split,
+                           spell=lambda key: "--" + key.replace("_", "-"))
+
+
+def learner_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The local learner's parameters from ``--max-depth``, ``--min-samples-leaf`` and `resolve_grouping`'s flags."""
+    return {**tree_params(args.max_depth, args.min_samples_leaf), **resolve_grouping(args)}
 
 
 def resolve_learner(mechanism: str, given: str | None) -> str:

@@ -37,12 +37,13 @@ from modelshare.cli_common import (
     out,
     positive_int,
     titled_table,
-    tree_params,
 )
 from modelshare.cli_inputs import (
+    add_grouping,
     add_learner,
     add_release_options,
     add_table_source,
+    learner_params,
     load_source,
     resolve_disclosure,
     resolve_learner,
@@ -65,7 +66,7 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
     """Train the local learner and apply a tree mechanism; the release and what to report about it."""
     seed = 0 if args.seed is None else args.seed
     learner = local_learner(args.learner, schema, args.mechanism, requirement=args.requirement,
-                            disclosure=args.disclosure, random_state=seed, **tree_params(args.max_depth, args.min_samples_leaf))
+                            disclosure=args.disclosure, random_state=seed, **learner_params(args))
     trained = learner.fit(X, y).tree_
     release = release_model(args.mechanism, tree=trained, requirement=args.requirement, disclosure=args.disclosure)
     summary = {
@@ -203,6 +204,7 @@ def configure_release(rel: argparse.ArgumentParser) -> None:
     deprecated_alias(rel, "--depth", depth)
     rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
                      help="minimum leaf size (default 1; not used by kanon-rdt and the dp mechanisms)")
+    add_grouping(rel)
     add_release_options(rel, registry.names(), mechanism_default=None,
                         mechanism_help=f"release mechanism (required: the model file leaves the site; "
                                        f"'{UNPROTECTED}' releases the tree unprotected)",

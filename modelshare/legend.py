@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from miner_node.calibrated_nb import CALIBRATED_NB
 from miner_node.tree_vote import TREE_VOTE
 
 __all__ = ["ACCURACY_GAP_POINTS", "RMSE_GAP_RATIO", "LEGEND", "pseudo_data_name", "legend_lines", "vote_basis_key"]
@@ -45,6 +46,10 @@ LEGEND = {
     "vote-basis": "tree-vote's BASIS: the same vote of the owners' local trees trained by the same learner on "
                   "their raw rows with no privacy mechanism (as --mechanism none releases them: no requirement, "
                   "full class counts).",
+    "calibrated-nb": "calibrated-nb: the owners' dpea-nb releases read as the calibrated naive Bayes they describe "
+                     "(root leaf class counts, per-leaf class histograms, the owner's privately chosen temperature), "
+                     "averaged over owners; built from the releases themselves, it reads no pseudo-data and has no "
+                     "BASIS (-).",
     "vote-no-basis": "tree-vote's BASIS is shown as -: under a whole-release mechanism the owners' trees are the "
                      "mechanism's own random trees, which have no version without the mechanism to train.",
 }
@@ -67,6 +72,8 @@ def legend_lines(report: dict[str, Any]) -> list[str]:
         for m in report["models"]:
             if m["model"] == TREE_VOTE:
                 lines += [LEGEND["vote"], LEGEND[vote_basis_key(m["basis_accuracy"])]]
+            elif m["model"] == CALIBRATED_NB:
+                lines.append(LEGEND["calibrated-nb"])
     cost = _cost_sentence(report)
     return lines + ([cost] if cost else [])
 

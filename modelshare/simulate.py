@@ -104,11 +104,13 @@ from modelshare.cli_common import (
 )
 from modelshare.cli_inputs import (
     DEFAULT_MECHANISM,
+    add_grouping,
     add_learner,
     add_release_options,
     add_table_source,
     load_source,
     resolve_disclosure,
+    resolve_grouping,
     resolve_learner,
     resolve_requirement,
     warn_data_derived,
@@ -193,7 +195,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
     """study.toml for the simulated study (`common.federation.study`), relative to its directory."""
     release = {"mechanism": args.mechanism, "disclosure": args.disclosure}
     release |= {"requirement": requirement} if requirement is not None else {}
-    training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf}
+    training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf, **args.grouping}
     training |= {"max_depth": args.max_depth} if args.max_depth else {}
     return tomli_w.dumps({
         "study": {"id": STUDY_ID, "title": "modelshare simulate", "owners": owners, "quorum": 1,
@@ -256,6 +258,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.learner = resolve_learner(args.mechanism, args.learner)
+    args.grouping = resolve_grouping(args)
     args.models = args.models or list(DEFAULT_MODELS[task])
     args.off_path = args.off_path or DEFAULT_OFF_PATH[task]
     if task == REGRESSION_TASK and args.off_path != "uniform":
@@ -336,6 +339,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
     parties: list[Party] = []
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
+    study = load_study_file(root / "study.toml")  # checked before any process starts
     try:
         miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
         parties.append(miner)
@@ -345,7 +349,6 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
         progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
-        study = load_study_file(root / "study.toml")
         request = fpb.CreateStudyRequest(spec=study.spec, evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
         with channel:
@@ -504,14 +507,15 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
         return make_global_model(name, schema, random_state=args.seed % (2**31)).fit(data["X_train"], data["y_train"])
     if registry.get(args.mechanism).whole_release:
         return None
-    limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {})}
-    trees = []
+    limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {}),
+              **args.grouping}
+    releases = []
     for owner in range(args.owners):
         rows = data["parts"] == owner
         learner = local_learner(args.learner, schema, "none", requirement=None, disclosure=args.disclosure,
                                 random_state=args.seed % (2**32), **limits)
-        trees.append(learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_)
-    return build_release_model(name, trees)
+        releases.append(((learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_,), None))
+    return build_release_model(name, releases)
 
 
 def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str],
@@ -587,7 +591,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               "hints": refusal_hints(status, {"learner": args.learner, "mechanism": args.mechanism,
                                               "requirement": data["requirement"], "disclosure": args.disclosure}),
               "requirement": data["requirement"],
-              "disclosure": args.disclosure, "owners": owner_rows, "models": models,
+              "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release else args.learner,
+              "learner_grouping": args.grouping,
+              "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path, "wall_seconds": wall,
               "engine": results.engine or "local", "requirement_bound": bound,
               "dir": str(root) if args.keep_dir else None}
@@ -699,6 +705,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_learner(p, help="owners' local learner")
     add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
+    add_grouping(p)
     add_global_models(p, choices={*CLASSIFICATION_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
                       help="global models the miner learns from pseudo-data, or builds from the releases: "
                            "tree-vote, for classification on the local engine",

@@ -26,7 +26,7 @@ from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
-from common.federation.study import spec_schema
+from common.federation.study import spec_grouping, spec_schema
 from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import local_learner, release
@@ -128,11 +128,12 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> 
     return LocalTable(X, y, dropped)
 
 
-def _learner_limits(spec: fpb.StudySpec) -> dict[str, int]:
-    limits = {"min_samples_leaf": int(spec.min_samples_leaf)}
+def _learner_params(spec: fpb.StudySpec) -> dict[str, int | str]:
+    """The study's settings of the owners' learner: its limits and (admissible only) its category grouping."""
+    params: dict[str, int | str] = {"min_samples_leaf": int(spec.min_samples_leaf), **spec_grouping(spec)}
     if spec.HasField("max_depth"):
-        limits["max_depth"] = int(spec.max_depth)
-    return limits
+        params["max_depth"] = int(spec.max_depth)
+    return params
 
 
 def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
@@ -157,7 +158,7 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
         return release(spec.mechanism, requirement=requirement, schema=schema, X=X, y=y,
                        max_depth=int(spec.max_depth), disclosure=disclosure)
     learner = local_learner(spec.learner, schema, spec.mechanism, requirement=requirement, disclosure=disclosure,
-                            random_state=spec.seed % _SEED_MODULUS, **_learner_limits(spec))
+                            random_state=spec.seed % _SEED_MODULUS, **_learner_params(spec))
     tree = learner.fit(X, y).tree_
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 

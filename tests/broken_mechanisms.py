@@ -15,6 +15,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.mechanisms.diffpets import DiffPets
 from common.mechanisms.dpea import DPEA, release_domain
+from common.mechanisms.dpea_nb import DpeaNb
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt
 from common.mechanisms.registry import Mechanism
@@ -45,6 +46,13 @@ class _DpeaNoEmptyNoise(DPEA):
 
     def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
         return np.where(np.asarray(true) == 0, 0.0, super().noisy_counts(true, noise))
+
+
+class _DpeaNbNoEmptyNoise(DpeaNb):
+    """dpea-nb that releases an empty histogram cell as an exact 0: its privacy loss is unbounded."""
+
+    def noisy_histogram(self, true: np.ndarray, scale: float, noise: SecretNoise) -> np.ndarray:
+        return np.where(np.asarray(true) == 0, 0.0, super().noisy_histogram(true, scale, noise))
 
 
 class _DataRangeThresholds(DiffPets):
@@ -93,6 +101,14 @@ def _dpea(cls: type[DPEA]) -> Callable[..., Trained]:
     return train
 
 
+def _dpea_nb(cls: type[DpeaNb]) -> Callable[..., Trained]:
+    """dpea-nb's registry trainer with ``cls`` in place of `DpeaNb`."""
+    def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
+              rng: Randomness) -> Trained:
+        return cls(requirement.epsilon, depth=depth).fit(schema, X, y, rng)
+    return train
+
+
 def _kanon(**flaw: Any) -> Callable[..., Trained]:
     """kanon-rdt's trainer (`kanon_rdt`) run with ``flaw`` (beta or k) overriding the claimed requirement."""
     def train(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DPS, depth: int,
@@ -111,11 +127,13 @@ def _record(name: str, family: str, train: Callable[..., Trained], target: str) 
 LAPLACE = {"laplace-rdt-no-empty-noise": _NoEmptyNoise, "laplace-rdt-half-noise": _HalfNoise}
 DIFFPETS = {"diffpets-data-thresholds": _DataRangeThresholds, "diffpets-raw-purity": _RawPurityStop}
 DPEA_ = {"dpea-no-empty-noise": _DpeaNoEmptyNoise}
+DPEA_NB = {"dpea-nb-no-empty-noise": _DpeaNbNoEmptyNoise}
 KANON = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
 
 RECORDS = (
     *(_record(name, "dp", _laplace(cls), "rdt:laplace_rdt_target") for name, cls in LAPLACE.items()),
     *(_record(name, "dp", _diffpets(cls), "diffpets:diffpets_target") for name, cls in DIFFPETS.items()),
     *(_record(name, "dp", _dpea(cls), "dpea:dpea_target") for name, cls in DPEA_.items()),
+    *(_record(name, "dp", _dpea_nb(cls), "dpea_nb:dpea_nb_target") for name, cls in DPEA_NB.items()),
     *(_record(name, "dps", _kanon(**flaw), "rdt:kanon_rdt_target") for name, flaw in KANON.items()),
 )

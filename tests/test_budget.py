@@ -27,7 +27,7 @@ def dp_study(study_id: str, requirement: str = DP, mechanism: str = "laplace-rdt
 # ------------------------------------------------------------------ studies
 def test_a_dp_study_is_checked_like_a_dps_one():
     check_spec(dp_study("ok"))
-    with pytest.raises(StudyError, match="dp:epsilon=1,trees=4 is met only by mechanism 'diffpets' or 'dpea' or 'laplace-rdt', not 'apt'"):
+    with pytest.raises(StudyError, match="dp:epsilon=1,trees=4 is met only by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt', not 'apt'"):
         check_spec(study_spec("x", mechanism="apt", requirement=DP, disclosure="counts", max_depth=3))
     with pytest.raises(StudyError, match=r"mechanism 'laplace-rdt' needs a requirement 'dp:epsilon=E,trees=T'"):
         check_spec(dp_study("x", requirement="k-anonymity:k=5"))

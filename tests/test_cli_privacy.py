@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from common.data.datasets import load_dataset
+from common.federation.model_io import read_tree
 from modelshare.cli import main
 from modelshare.experiments.pruning import (
     PruningSettings,
@@ -64,6 +65,17 @@ def test_release_errors_are_specific(tmp_path, capsys):
     assert main(["release", "--mechanism", "apt", "--out", str(tmp_path / "x.json")]) == 2
     assert "--dataset NAME or --data FILE" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+    assert _release(tmp_path, "--mechanism", "apt", "--requirement", "k-anonymity:k=5", "--pairing", "eager")[0] == 2
+    assert "--pairing applies to the admissible learner only, not to learner 'multiway'" in capsys.readouterr().err
+    assert not (tmp_path / "model.json").exists()
+
+
+def test_release_takes_the_admissible_learners_category_split(tmp_path, capsys):
+    path = tmp_path / "binary.json"
+    assert main(["release", "--dataset", "car", "--learner", "admissible", "--mechanism", "apt", "--requirement",
+                 "k-anonymity:k=10", "--disclosure", "counts", "--category-split", "binary", "--out", str(path)]) == 0
+    tree = read_tree(path)
+    assert all(len(node.edges) == 2 for node in tree.nodes if not node.is_leaf)
 
 
 def test_simulate_ppgen_audits_every_release(capsys, tmp_path):

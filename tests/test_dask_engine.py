@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import pytest
 
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
@@ -258,6 +260,31 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
                 assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
 
 
+
+@pytest.mark.slow
+def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypatch):
+    """One worker: every xgboost model is tree for tree the same on `DaskQuantileDMatrix` as on `DaskDMatrix`.
+
+    (On several workers the quantile sketch, and a forest's row sample, follow how the parts are spread over the
+    workers, which Dask may change from one fit to the next, whichever the matrix.)
+    """
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from miner_node import dask_engine
+
+    schema, accepted, _, spec = _study("adult", scale=1)
+    files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
+    dumps = {}
+    with dask_engine.DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
+        for matrix in ("DaskDMatrix", "DaskQuantileDMatrix"):
+            monkeypatch.setattr(dask_engine, "TRAINING_MATRIX", matrix)
+            for name, given in (("gradient-boosting", {"max_iter": 20}), ("random-forest", {"n_estimators": 10}),
+                                ("decision-tree", {"min_samples_leaf": 30})):
+                params = dask_engine.xgboost_parameters(name, schema.n_classes, given)
+                dumps[matrix, name] = engine.fit(name, schema, files, 0, params).booster.get_dump()
+    for name in ("gradient-boosting", "random-forest", "decision-tree"):
+        assert dumps["DaskQuantileDMatrix", name] == dumps["DaskDMatrix", name], name
+
 @pytest.mark.slow
 def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     """The workers' native xgboost lines go through Python logging: a real warning reaches standard error, the
@@ -274,6 +301,48 @@ def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     err = capfd.readouterr().err
     assert 'Parameters: { "not_a_parameter" } are not used.' in err
     assert "got rank" not in err
+
+
+
+def _in_a_new_thread(call):
+    """``call()`` in a fresh thread (xgboost keeps its log callback per thread, as in a Dask worker's task thread)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result(timeout=60)
+
+
+def test_native_xgboost_lines_of_another_thread_reach_python_logging(caplog, capfd):
+    """route_native_logs reaches xgboost's library through public interfaces: a thread's native warning is logged."""
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node.dask_engine import route_native_logs
+
+    def train():
+        route_native_logs(None)
+        xgboost.train({"not_a_parameter": 1, "nthread": 1}, xgboost.DMatrix(np.zeros((4, 1)), label=[0, 1, 0, 1]), 1)
+
+    with caplog.at_level(logging.DEBUG, logger="modelshare.miner.xgboost"):
+        _in_a_new_thread(train)
+    warned = [r for r in caplog.records if r.name == "modelshare.miner.xgboost" and r.levelno == logging.WARNING]
+    assert len(warned) == 1 and 'Parameters: { "not_a_parameter" } are not used.' in warned[0].getMessage()
+    assert "not_a_parameter" not in capfd.readouterr().err
+
+
+def test_without_xgboosts_library_path_the_native_lines_keep_their_default_and_the_worker_says_why(monkeypatch,
+                                                                                                  caplog):
+    xgboost = pytest.importorskip("xgboost")
+    from miner_node import dask_engine
+
+    monkeypatch.setattr(xgboost, "build_info", lambda: {})
+    dask_engine._native_library.cache_clear()  # each once per process: cleared before and after
+    dask_engine._unrouted.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="modelshare.miner"):
+            assert _in_a_new_thread(lambda: dask_engine.route_native_logs("part")) == "part"
+            _in_a_new_thread(lambda: dask_engine.route_native_logs("part"))
+    finally:
+        dask_engine._native_library.cache_clear()
+        dask_engine._unrouted.cache_clear()
+    assert [r.getMessage() for r in caplog.records] == [
+        "xgboost's native log lines stay on standard error in this worker (xgboost.build_info() names no library file)"]
 
 
 # ------------------------------------------------------------------ study results --pseudo-data
@@ -321,6 +390,22 @@ def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_p
     local = MixedNaiveBayes(schema).fit(X, y)
     assert np.allclose(model.predict_proba(X), local.predict_proba(X), atol=1e-6)
 
+
+
+def test_naive_bayes_statistics_of_the_partitions_add_up_to_the_whole_tables():
+    """count_partition on two halves, added, is the count on all rows; a code outside its domain is an error naming it."""
+    from miner_node.dask_engine import _add_counts, count_partition
+
+    schema = Schema((CategoricalAttribute("k", ("a", "b", "c")), NumericAttribute("x", 0.0, 10.0)), "cls", ("n", "y"))
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"k": rng.integers(0, 3, 100), "x": rng.uniform(0, 10, 100), "cls": rng.integers(0, 2, 100)})
+    counts, n, sums, squares = _add_counts([count_partition(frame[:40], schema), count_partition(frame[40:], schema)])
+    assert np.array_equal(counts[0], pd.crosstab(frame["cls"], frame["k"]).to_numpy())
+    assert np.array_equal(n, np.bincount(frame["cls"], minlength=2))
+    assert np.allclose(sums[:, 0], frame.groupby("cls")["x"].sum()) and np.allclose(
+        squares[:, 0], (frame["x"] ** 2).groupby(frame["cls"]).sum())
+    with pytest.raises(ValueError, match="pseudo-data column 'k' holds codes outside 0..2"):
+        count_partition(frame.assign(k=3), schema)
 
 # ------------------------------------------------------------------ [global_models] on Dask
 def test_the_studys_parameters_map_onto_xgboosts():
@@ -421,6 +506,26 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
     X, y = read_all(files, schema)
     assert list(bayes.predictions) == MixedNaiveBayes(schema, alpha=0.5).fit(X, y).predict(evaluation.X).tolist()
 
+
+
+def test_a_dp_study_on_dask_cross_validates_on_as_many_pseudo_rows_as_on_the_local_engine(tmp_path):
+    """25,000 pseudo rows in Parquet: a dp study's auto tree is cross-validated on all of them (the local engine's
+    MAX_DP_CV_ROWS), any other study's on a sample of MAX_CV_ROWS."""
+    pytest.importorskip("xgboost")
+    from miner_node.mining import _dask_choice
+    from miner_node.selection import MAX_CV_ROWS, MAX_DP_CV_ROWS
+
+    schema = Schema((NumericAttribute("x", 0.0, 4.0, integer=True), CategoricalAttribute("k", ("a", "b"))),
+                    "c", ("n", "y"))
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 5, MAX_CV_ROWS + 5000), rng.integers(0, 2, MAX_CV_ROWS + 5000)])
+    y = (X[:, 0] >= 2).astype(np.int64)
+    files = write_owner(tmp_path, schema, "site-a", iter([(X.astype(np.float64), y, 0)])).files
+    for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
+        spec = fpb.StudySpec(mechanism=mechanism, seed=1, global_models=["decision-tree"])  # the tree: auto by default
+        choice = _dask_choice("decision-tree", spec, schema, files, np.zeros(1, dtype=np.int64), y.shape[0], [])
+        assert f"CV on {rows} pseudo rows" in choice.selection, choice.selection
+    assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000
 
 @pytest.mark.slow
 def test_a_given_tree_setting_reaches_the_xgboost_model_on_the_cluster(tmp_path):

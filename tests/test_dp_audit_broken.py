@@ -31,6 +31,7 @@ SETTINGS: dict[str, tuple[str, str, int, int, dict[str, Any]]] = {
     "kanon-sparse": ("nursery", KANON, 2, 400, {"aim": "sparse"}),
     "diffpets": ("corner", "dp:epsilon=2,trees=1", 1, 1000, {}),
     "dpea": ("tiny", "dp:epsilon=2,trees=1", 2, 300, {}),
+    "dpea-nb": ("nursery", "dp:epsilon=1,trees=1", 1, 300, {}),
 }
 BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or more)
     ("laplace-rdt-no-empty-noise", "laplace-light", 3.0),
@@ -40,8 +41,10 @@ BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or mo
     ("diffpets-data-thresholds", "diffpets", 3.5),
     ("diffpets-raw-purity", "diffpets", 3.0),
     ("dpea-no-empty-noise", "dpea", 2.5),
+    ("dpea-nb-no-empty-noise", "dpea-nb", 2.0),
 ]
-REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea"}
+REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea",
+        "dpea-nb": "dpea-nb"}
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,9 @@ def test_one_row_per_mechanism_epsilon_repeat_and_scorer(tiny_run):
     assert len(raw) == len(registry.names(family="dp")) * 2 * 2 * len(SCORERS)
     assert set(raw["mechanism"]) == set(registry.names(family="dp")) and "kanon-rdt" not in set(raw["mechanism"])
     assert set(raw["scored_as"]) == set(SCORERS) and set(raw["epsilon"]) == {0.1, 10.0}
-    assert raw["accuracy"].between(0, 1).all() and (raw["trees"] == 2).all()
+    nb = raw["mechanism"] == "dpea-nb"  # one root of depth 1 whatever --trees and --max-depth say
+    assert raw["accuracy"].between(0, 1).all() and (raw["trees"][~nb] == 2).all()
+    assert (raw["trees"][nb] == 1).all() and (raw["depth"][nb] == 1).all()
     assert raw["auc"].between(0, 1).all()  # Vote has two classes: every scorer reports its AUC
     pgen = raw[raw["scored_as"] == "pgen->decision-tree"]
     assert pgen["selection"].str.startswith("auto: min_samples_leaf=").all()  # the miner's default for the tree
@@ -92,3 +94,13 @@ def test_model_settings_are_the_miners_and_checked(tmp_path, capsys):
                  "--out", str(tmp_path / "refused")]) != 0
     assert "naive-bayes: the study does not learn 'naive-bayes'" in capsys.readouterr().err
     assert not (tmp_path / "refused" / "results.csv").exists()
+
+
+def test_mechanisms_keeps_some_and_their_numbers_do_not_change(tiny_run, tmp_path):
+    out_dir, _ = tiny_run
+    assert main([*TINY, "--mechanisms", "dpea-nb", "--out", str(tmp_path)]) == 0
+    alone = pd.read_csv(tmp_path / "results.csv")
+    together = pd.read_csv(out_dir / "results.csv")
+    assert set(alone["mechanism"]) == {"dpea-nb"}
+    pd.testing.assert_frame_equal(alone.reset_index(drop=True),
+                                  together[together["mechanism"] == "dpea-nb"].reset_index(drop=True))

@@ -81,7 +81,8 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [
         "inner nodes derive from leaves", "mechanism", f"parameters restate {REQUIREMENT}",
-        "public domain", "secret draws from a secure sampler", "delta recomputed from (k, beta, epsilon, trees)", "no released nonzero count below k=5",
+        "public domain", "secret draws from a secure sampler", "delta recomputed from (k, beta, epsilon, trees)",
+        "numeric threshold rule is the mechanism's", "no released nonzero count below k=5",
         "claims",
         "reported attack counts",
     ]
@@ -106,6 +107,22 @@ def test_the_log_variant_states_its_thresholds_and_passes_the_same_audit(mixed):
     result = audit(log.trees, log.report)
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [c.name for c in audit(plain.trees, plain.report).checks]
+
+
+def test_the_audit_fails_a_release_whose_threshold_rule_is_not_its_mechanisms(mixed):
+    """A report that names one variant and states the other's threshold rule fails that check alone."""
+    schema, X, y = mixed
+    log = release_model("kanon-rdt-log", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
+    plain = release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
+    rule = "numeric threshold rule is the mechanism's"
+    dropped = dataclasses.replace(log.report, parameters=plain.report.parameters)
+    [bad] = failing(audit(log.trees, dropped))
+    assert bad.name == rule and "thresholds='uniform' stated, but kanon-rdt-log draws them 'log'" in bad.detail
+    claimed = dataclasses.replace(plain.report, parameters=log.report.parameters)
+    [bad] = failing(audit(plain.trees, claimed))
+    assert bad.name == rule and "thresholds='log' stated, but kanon-rdt draws them 'uniform'" in bad.detail
+    stated = dataclasses.replace(plain.report, parameters={**plain.report.parameters, "thresholds": "uniform"})
+    assert audit(plain.trees, stated).passed  # the paper's rule, said explicitly, is the paper's rule
 
 
 def test_the_sampling_is_secret_unless_a_seed_is_given(nursery):

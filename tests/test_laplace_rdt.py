@@ -199,7 +199,7 @@ def test_the_release_refuses_other_requirements_and_hit_miss(nursery):
     with pytest.raises(ValueError, match="depth"):
         release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=0)
     tree = release("none", tree=Tree(schema, [Node.from_counts(np.ones(schema.n_classes))])).tree
-    with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'"):
+    with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'"):
         release("apt", tree=tree, requirement=REQUIREMENT)
     with pytest.raises(ValueError, match="'laplace-rdt' trains its own trees from the rows; pass schema="):
         release("laplace-rdt", tree=tree, requirement=REQUIREMENT)
@@ -263,7 +263,7 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     assert "needs --requirement 'dp:epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
     assert main(["release", "--mechanism", "apt", "--requirement", "dp:epsilon=1,trees=10", "--dataset", "car",
                  "--out", str(model)]) == 2
-    assert "a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'laplace-rdt'" in capsys.readouterr().err
+    assert "a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'" in capsys.readouterr().err
 
 
 def test_auditors_do_not_import_the_random_tree_code():

@@ -28,9 +28,10 @@ from common.federation.signing import (
     save_signing_key,
     verify_envelope,
 )
-from common.federation.study import spec_from_mapping
-from common.federation.wire import decode_model
+from common.federation.study import StudyError, check_spec, describe_spec, spec_from_mapping
+from common.federation.wire import decode_model, tree_to_pb
 from common.mechanisms.pruning import RequirementUnsatisfiable
+from common.mechanisms.release import local_learner, release
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
 from owner_node.policy import Policy
@@ -41,12 +42,12 @@ NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)
 
 
 def study(study_id: str = "car-1", mechanism: str = "apt", requirement: str | None = "k-anonymity:k=5",
-          disclosure: str = "hit_miss", learner: str = "multiway") -> fpb.StudySpec:
+          disclosure: str = "hit_miss", learner: str = "multiway", **training: Any) -> fpb.StudySpec:
     release: dict[str, Any] = {"mechanism": mechanism, "disclosure": disclosure}
     if requirement is not None:
         release["requirement"] = requirement
     data = {"study": {"id": study_id, "seed": 3}, "schema": {"dataset": "car"}, "release": release,
-            "training": {"learner": learner, "min_samples_leaf": 1}}
+            "training": {"learner": learner, "min_samples_leaf": 1, **training}}
     return spec_from_mapping(data).spec
 
 
@@ -131,6 +132,42 @@ def test_training_is_deterministic_in_the_study_seed(key, car):
     first, second = (fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="a", key=key).payload)
                      for _ in range(2))
     assert first.trees == second.trees and first.nonce != second.nonce
+
+
+def test_the_study_sets_the_admissible_learners_category_grouping(key, car):
+    """[training] category_split and pairing reach the owner's learner: the tree is the one local_learner grows."""
+    schema, X, y = car
+    trees = {}
+    for split in ("grouped", "binary"):
+        spec = study(learner="admissible", requirement="k-anonymity:k=10", disclosure="counts", category_split=split,
+                     pairing="eager")
+        assert describe_spec(spec)["category_split"] == split and describe_spec(spec)["pairing"] == "eager"
+        trees[split] = decode_model(fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="a", key=key)
+                                                                .payload)).trees[0]
+        local = local_learner("admissible", schema, "apt", requirement="k-anonymity:k=10", disclosure="counts",
+                              random_state=3, min_samples_leaf=1, category_split=split, pairing="eager")
+        released = release("apt", tree=local.fit(X, y).tree_, requirement="k-anonymity:k=10", disclosure="counts")
+        assert tree_to_pb(trees[split]) == tree_to_pb(released.tree)
+    assert tree_to_pb(trees["grouped"]) != tree_to_pb(trees["binary"])
+    assert all(len(node.edges) == 2 for node in trees["binary"].nodes if not node.is_leaf)
+
+
+@pytest.mark.parametrize("training, said", [
+    ({"learner": "multiway", "category_split": "binary"}, "category_split applies to the admissible learner only"),
+    ({"learner": "admissible", "pairing": "lazy"}, "pairing"),
+    ({"learner": "admissible", "grouping": "binary"}, "grouping"),
+])
+def test_a_study_refuses_grouping_it_cannot_apply(training, said):
+    with pytest.raises(StudyError, match=said):
+        study(**training)
+
+
+def test_an_announced_spec_with_grouping_for_another_learner_is_refused():
+    """The owner re-checks the spec it receives: grouping set on the wire for a multiway study fails check_spec."""
+    spec = study(learner="multiway")
+    spec.category_split = "binary"
+    with pytest.raises(StudyError, match=r"\[training\]: category_split applies to the admissible learner only"):
+        check_spec(spec)
 
 
 def test_an_unsatisfiable_requirement_raises_for_the_caller_to_refuse(key, car):

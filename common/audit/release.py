@@ -198,16 +198,29 @@ def _path_check(stats: LeafStats, requirement: PathRequirement) -> tuple[Check, 
     return check, ok
 
 
-def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, n_trees: int) -> str | None:
-    """Why the trees do not match the stated count and depth (an integer >= 1 none exceeds), or None."""
-    if len(trees) != n_trees:
-        return f"the model carries {len(trees)} trees; the report states {n_trees}"
+def _forest_failure(trees: Sequence[Tree], report: PrivacyReport, requirement: DP | DPS) -> str | None:
+    """Why the trees do not match the stated count and depth (an integer >= 1 none exceeds), or None.
+
+    A mechanism with a ``release_shape`` (dpea-nb) says from its stated parameters how many trees it
+    releases and how deep they go; the others release ``requirement.trees`` trees of the stated depth.
+    """
     depth = numeric_parameter(report.parameters, "depth")
     if depth is None or not depth.is_integer() or depth < 1:
         return f"depth={report.parameters.get('depth')!r} is not an integer >= 1"
-    deep = [t for t, tree in enumerate(trees) if tree.depth > depth]
+    record = registry.get(report.mechanism) if report.mechanism in registry.names() else None
+    n_trees, deepest, said = requirement.trees, depth, "the report states"
+    if record is not None and record.release_shape is not None:
+        try:
+            n_trees, deepest = record.release_shape(report.parameters, requirement)
+        except ValueError as exc:
+            return str(exc)
+        said = f"{report.mechanism} releases for the stated setting"
+    if len(trees) != n_trees:
+        return f"the model carries {len(trees)} trees; {said} {n_trees}"
+    deep = [t for t, tree in enumerate(trees) if tree.depth > deepest]
     if deep:
-        return f"trees {deep[:10]} are deeper than the stated depth {depth:g}"
+        allowed = f"the stated depth {depth:g}" if deepest == depth else f"{deepest:g} (the stated depth {depth:g} + 1)"
+        return f"trees {deep[:10]} are deeper than {allowed}"
     return None
 
 
@@ -226,7 +239,7 @@ def _parameter_check(trees: Sequence[Tree], report: PrivacyReport, requirement: 
         said = requirement.describe()
     if wrong:
         return Check(name, False, "the report states " + ", ".join(wrong))
-    why = _forest_failure(trees, report, requirement.trees)
+    why = _forest_failure(trees, report, requirement)
     if why is not None:
         return Check(name, False, why)
     return Check(name, True, f"{len(trees)} trees of depth <= {report.parameters['depth']:g}, {said}")

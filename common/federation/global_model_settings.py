@@ -64,7 +64,7 @@ MODEL_PARAMETERS: dict[str, dict[str, str]] = {
 
 #: Global models a study may list that have no setting: built from the releases, never fitted on rows
 #: (`miner_node.global_models.RELEASE_MODELS`, whose test keeps the two in step).
-WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote",)
+WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote", "calibrated-nb")
 
 
 def parameter_to_pb(value: ParameterValue) -> fpb.ModelParameter:

@@ -27,9 +27,11 @@ owners and checked against each owner's local policy, so there is one parser for
     disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
 
     [training]
-    learner = "multiway"             # or "cart"; kanon-rdt and the dp mechanisms train their own trees
+    learner = "admissible"           # or "multiway", "cart"; kanon-rdt and the dp mechanisms train their own trees
     max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
+    category_split = "either"        # optional, admissible only: "grouped", "binary" or "either"
+    pairing = "deferred"             # optional, admissible only: "deferred" or "eager"
 
 A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
 other, a ``dp`` requirement with the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
@@ -78,9 +80,12 @@ from common.federation.wire import (
     schema_to_pb,
 )
 from common.mechanisms import registry
+from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
+from common.mechanisms.dpea_nb import RELEASE_MODEL as DPEA_NB_MODEL
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
+from common.trees.learners import CATEGORY_SPLITS, PAIRINGS, grouping_params
 from common.trees.learners import LEARNERS as TREE_LEARNERS
 
 __all__ = [
@@ -91,6 +96,7 @@ __all__ = [
     "spec_from_mapping",
     "spec_schema",
     "spec_requirement",
+    "spec_grouping",
     "describe_spec",
     "new_study_id",
     "check_spec",
@@ -190,12 +196,17 @@ class _TrainingTable(ConfigModel):
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
     """Minimum leaf size of the owners' trees."""
+    category_split: Literal[CATEGORY_SPLITS] | None = None  # type: ignore[valid-type]
+    """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups (`binary`) or the better of the two by gain ratio (`either`); default `either` under k-anonymity, `grouped` otherwise."""
+    pairing: Literal[PAIRINGS] | None = None  # type: ignore[valid-type]
+    """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where grouping pays, the partner chosen per subtree; the default) or `eager` (at the first node whose criterion picks its attribute)."""
 
 
 class _MiningTable(ConfigModel):
     global_models: list[str] | None = None  # None: the task's default
     """Global models the miner learns from the pooled pseudo-data; default: the task's. A classification study may
-    also list "tree-vote", the released trees' vote, which the miner builds from the releases themselves."""
+    also list "tree-vote", the released trees' vote, which the miner builds from the releases themselves, and a
+    dpea-nb study "calibrated-nb", the releases' calibrated naive Bayes."""
     pgen_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     """PGEN rows per disclosed tuple (1: the paper's hit + miss per path)."""
     class_assignment: str = "exact"
@@ -244,6 +255,10 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         spec.requirement = release.requirement
     if training.max_depth is not None:
         spec.max_depth = training.max_depth
+    if training.category_split is not None:
+        spec.category_split = training.category_split
+    if training.pairing is not None:
+        spec.pairing = training.pairing
     default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
     spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
     try:
@@ -295,6 +310,18 @@ def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | No
         raise StudyError(f"study requirement: {exc}") from None
 
 
+def spec_grouping(spec: fpb.StudySpec) -> dict[str, str]:
+    """The owners' category-grouping parameters the study sets (`common.trees.learners.grouping_params`), checked.
+
+    Raises
+    ------
+    ValueError
+        A value not among its choices, or one set for a learner other than ``admissible``.
+    """
+    return grouping_params(spec.learner, pairing=spec.pairing if spec.HasField("pairing") else None,
+                           category_split=spec.category_split if spec.HasField("category_split") else None)
+
+
 def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     """Field-level checks every party can make without the release registry or the roster."""
     if not STUDY_ID.match(spec.study_id):
@@ -310,6 +337,10 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     _check_whole_release(spec, requirement, where)
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
+    try:
+        spec_grouping(spec)
+    except ValueError as exc:
+        raise StudyError(f"{where} [training]: {exc}") from None
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
         raise StudyError(f"{where}: class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {spec.class_assignment!r}")
     if spec.pgen_off_path not in ("", *OFF_PATH_MODES):
@@ -323,6 +354,12 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
         raise StudyError(f"{where}: pgen_scale must be positive, got {spec.pgen_scale}")
     if not spec.global_models or not all(isinstance(m, str) and m for m in spec.global_models):
         raise StudyError(f"{where}: global_models must list at least one model name")
+    if spec.mechanism == DPEA_NB and spec.pgen_off_path not in ("", "uniform"):
+        raise StudyError(f"{where}: off_path {spec.pgen_off_path!r} does not apply to {DPEA_NB!r} releases, whose pseudo "
+                         "rows draw the free attributes from the released class histograms; leave off_path unset")
+    if DPEA_NB_MODEL in spec.global_models and spec.mechanism != DPEA_NB:
+        raise StudyError(f"{where}: global model {DPEA_NB_MODEL!r} is built from {DPEA_NB!r} releases; this study's "
+                         f"mechanism is {spec.mechanism!r}")
     faults = check_settings(spec)
     if faults:
         raise StudyError("\n".join(f"{where}: {fault}" for fault in faults))
@@ -353,6 +390,12 @@ def _check_whole_release(spec: fpb.StudySpec, requirement: Requirement | None, w
     if requirement.trees > MAX_TREES:
         raise StudyError(f"{where}: requirement {requirement} asks for {requirement.trees} trees; "
                          f"a miner accepts at most {MAX_TREES} per model")
+    if record.max_trees is not None and requirement.trees > record.max_trees:
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} releases at most {record.max_trees} tree(s) of its "
+                         f"own; requirement {requirement} asks for {requirement.trees}")
+    if record.max_depth is not None and spec.HasField("max_depth") and spec.max_depth > record.max_depth:
+        raise StudyError(f"{where}: mechanism {spec.mechanism!r} trains trees of depth at most {record.max_depth}; "
+                         f"[training] max_depth is {spec.max_depth}")
     if spec.disclosure != disclosure_to_pb("counts"):
         raise StudyError(f"{where}: mechanism {spec.mechanism!r} discloses class counts; set disclosure = \"counts\"")
     if not spec.HasField("max_depth"):
@@ -373,6 +416,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "learner": spec.learner,
         "max_depth": spec.max_depth if spec.HasField("max_depth") else None,
         "min_samples_leaf": spec.min_samples_leaf,
+        **spec_grouping(spec),
         "global_models": list(spec.global_models),
         "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,

@@ -41,6 +41,7 @@ __all__ = ["MECHANISM", "LOG_MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_r
 
 MECHANISM = "kanon-rdt"  # the release mechanism's registry name in reports, studies and policies
 LOG_MECHANISM = "kanon-rdt-log"  # the variant whose numeric thresholds are drawn on the log scale (module docstring)
+THRESHOLD_RULES: dict[str, ThresholdScale] = {MECHANISM: "uniform", LOG_MECHANISM: "log"}  # each name's public rule
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,23 @@ def _low_count_check(trees: Sequence[Tree], k: int) -> Check:
     return Check(name, True, f"every nonzero class count of the {len(trees)} trees is at least {k}")
 
 
+def _threshold_rule_check(report: PrivacyReport) -> Check:
+    """The numeric threshold rule the parameters state is the one the mechanism's name stands for.
+
+    The rule is public (it reads the schema alone), so either keeps the guarantee; what this catches is a
+    release that says it is one mechanism while stating, or dropping, the other's rule. A release of the
+    paper's ``kanon-rdt`` states no rule (its reports predate the variant); ``"uniform"`` is read as absent.
+    """
+    name = "numeric threshold rule is the mechanism's"
+    expected = THRESHOLD_RULES.get(report.mechanism)
+    stated = report.parameters.get("thresholds", "uniform")
+    if expected is None:
+        return Check(name, False, f"mechanism {report.mechanism!r} is not one of {sorted(THRESHOLD_RULES)}")
+    if stated != expected:
+        return Check(name, False, f"thresholds={stated!r} stated, but {report.mechanism} draws them {expected!r}")
+    return Check(name, True, f"{report.mechanism} draws numeric thresholds {expected!r} over the public range")
+
+
 def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DPS) -> list[Check]:
-    """kanon-rdt's accounting (delta of Corollary 1, recomputed) and its k threshold on every released count."""
-    return [_delta_check(report, requirement), _low_count_check(trees, requirement.k)]
+    """kanon-rdt's accounting (delta of Corollary 1, recomputed), its threshold rule, and k on every released count."""
+    return [_delta_check(report, requirement), _threshold_rule_check(report), _low_count_check(trees, requirement.k)]

@@ -11,6 +11,12 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
   (``dp:epsilon,trees``); ``accepts`` narrows the requirement classes (Methods 1 and 2 take k-anonymity only);
 * ``audit_checks`` (and ``regression_audit_checks``): the checks that re-derive the mechanism's own
   accounting from the released numbers, run by `common.audit.release` after the family's checks;
+* ``release_shape``: ``(parameters, requirement) -> (trees, depth)``, the trees a release carries and
+  the deepest of them, for a mechanism whose release is not ``requirement.trees`` trees of the stated
+  depth (dpea-nb: one root and a histogram tree per free attribute, one level deeper); None: those;
+* ``max_trees`` and ``max_depth``: the most trees its requirement may ask for and the deepest tree it
+  trains (None: no bound of its own); `modelshare experiment dp` runs a mechanism at no more than these
+  (dpea-nb: one root of depth 1), and its trainer refuses more with the reason;
 * ``dp_audit_target``: the empirical DP audit's target factory (`common.audit.dp`), as a
   ``"module:function"`` reference because the audit layer sits above this one;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
@@ -29,13 +35,13 @@ import importlib
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
 from common.data.regression import REGRESSION_TASK, RegressionSchema
 from common.data.schema import CLASSIFICATION_TASK, Schema
-from common.mechanisms import diffpets, dpea, kanon_rdt, laplace_rdt, pruning
+from common.mechanisms import diffpets, dpea, dpea_nb, kanon_rdt, laplace_rdt, pruning
 from common.privacy.checks import Check
 from common.privacy.noise import Randomness
 from common.privacy.report import PrivacyReport
@@ -63,6 +69,7 @@ Train = Callable[[Schema, np.ndarray, np.ndarray, Any, int, Randomness], tuple[l
 TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, Randomness],
                            tuple[RegressionForest, dict[str, Any]]]
 AuditChecks = Callable[[Sequence[Tree], PrivacyReport, Any], list[Check]]
+ReleaseShape = Callable[[Mapping[str, Any], Any], tuple[int, float]]
 RegressionAuditChecks = Callable[[RegressionForest, PrivacyReport, DP], list[Check]]
 
 PLUGINS_VARIABLE = "MODELSHARE_PLUGINS"
@@ -99,6 +106,9 @@ class Mechanism:
     audit_checks: AuditChecks | None = None
     regression_audit_checks: RegressionAuditChecks | None = None
     dp_audit_target: str | Callable[..., Any] | None = None
+    release_shape: ReleaseShape | None = None
+    max_trees: int | None = None
+    max_depth: int | None = None
     default_requirement: str | None = None
     default_max_depth: int | None = None
     disclosures: tuple[Disclosure, ...] | None = None
@@ -292,6 +302,11 @@ for _record in (
               "noisy leaf counts", train=dpea.train_dpea, audit_checks=dpea.audit_checks,
               dp_audit_target="common.audit.dp.dpea:dpea_target",
               default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
+    Mechanism(dpea_nb.MECHANISM, "dp", "a depth-1 DPEA root, noisy per-leaf class histograms of every other "
+              "attribute, a likelihood temperature chosen by the exponential mechanism (a calibrated naive Bayes)",
+              train=dpea_nb.train_dpea_nb, audit_checks=dpea_nb.audit_checks, release_shape=dpea_nb.release_shape,
+              dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
+              default_requirement="dp:epsilon=1,trees=1", default_max_depth=1),
 ):
     register(_record)
 del _record

@@ -4,7 +4,7 @@ Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=
 stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
 ``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
 split, every ``dp`` mechanism of `common.mechanisms.registry` (the registry, not a fixed list, so
-a mechanism registered later is run too) releases ``trees`` trees at each total epsilon through
+a mechanism registered later is run too; ``--mechanisms`` keeps some) releases ``trees`` trees at each total epsilon through
 `common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
 on the test rows twice over:
 
@@ -24,7 +24,15 @@ The non-private references, per split: the training rows' majority class, and a 
 CART of depth 5 (the miner's decision tree with ``max_depth=5``) trained on the real rows.
 
 Depth per mechanism (``--max-depth MECH=D``, or ``--max-depth D`` for all, else `default_depth`): laplace-rdt 4, dpea 3,
-diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism 4. ``--dpea-steps`` (only
+diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism its registry default (dpea-nb 1) or 4. A
+mechanism whose record bounds its trees or depth (``max_trees``, ``max_depth``: dpea-nb releases one root of
+depth 1) runs at no more than those; the rows state the trees and depth it ran at.
+
+dpea-nb (`common.mechanisms.dpea_nb`) releases a model rather than a partition, so it is scored as the miner
+scores it: ``ensemble`` is its calibrated naive Bayes (`miner_node.calibrated_nb.CalibratedNB`, the
+``calibrated-nb`` release model) and its PGEN rows are the miner's for it (`miner_node.tasks.pseudo_data`:
+root rows, histogram attributes redrawn, calibrated labels). ``--pgen-scale`` multiplies every release's
+pseudo rows (default 1). ``--dpea-steps`` (only
 while ``dpea`` is registered) sweeps DPEA's embedding depth d, which its registry trainer fixes at
 d = D; those releases are trained by `common.mechanisms.dpea.DPEA` itself, the same trainer with d set.
 
@@ -52,14 +60,17 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
+from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.mechanisms.release import release
+from common.privacy.report import PrivacyReport
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
+from miner_node.calibrated_nb import CalibratedNB
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
 from miner_node.selection import choose
-from miner_node.tasks import pseudo_sources, two_class_auc
+from miner_node.tasks import pseudo_data, pseudo_sources, two_class_auc
 from modelshare.cli_common import (
     add_global_models,
     add_list,
@@ -109,7 +120,13 @@ def default_depth(mechanism: str, schema: Schema) -> int:
     """The depth a mechanism runs at without ``--max-depth``: floor(|A| / 2) for diffpets, as its paper does."""
     if mechanism == "diffpets":
         return max(1, schema.n_attributes // 2)
-    return DEFAULT_DEPTHS.get(mechanism, FALLBACK_DEPTH)
+    return DEFAULT_DEPTHS.get(mechanism) or registry.get(mechanism).default_max_depth or FALLBACK_DEPTH
+
+
+def _bounded(mechanism: str, trees: int, depth: int) -> tuple[int, int]:
+    """(trees, depth) capped at the mechanism's own ``max_trees`` and ``max_depth`` (module docstring)."""
+    record = registry.get(mechanism)
+    return min(trees, record.max_trees or trees), min(depth, record.max_depth or depth)
 
 
 @dataclass(frozen=True)
@@ -125,6 +142,7 @@ class DpSettings:
     global_models: tuple[str, ...] = ("decision-tree",)
     model_settings: dict[str, Any] = field(default_factory=dict)  # study.toml's [global_models], as --model-setting gives them
     folds: int = 1
+    pgen_scale: float = 1.0
     repeats: int = 3
     test_size: float = 0.2
     seed: int = 0
@@ -139,14 +157,15 @@ class DpSettings:
 
 
 def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps: int | None, epsilon: float,
-             trees: int, depth: int, seed: int, dpea_domain: str = "compact") -> list[Tree]:
-    """The released trees: through `release`, or DPEA's own trainer when its d is swept or its domain is the paper's."""
+             trees: int, depth: int, seed: int, dpea_domain: str = "compact") -> tuple[list[Tree], PrivacyReport | None]:
+    """The released trees and report: through `release`, or DPEA's own trainer (no report) when its d is swept
+    or its domain is the paper's."""
     if mechanism == DPEA_NAME and (steps is not None or dpea_domain != "compact"):
         dpea = registered_dpea(epsilon, trees, depth, schema, dpea_domain, embedding_depth=steps)
-        return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees
+        return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees, None
     found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                     max_depth=depth, random_state=seed)
-    return list(found.trees)
+    return list(found.trees), found.report
 
 
 @dataclass(frozen=True)
@@ -192,16 +211,21 @@ def _score(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[fl
 def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     schema, X, y, X_eval, y_eval, settings = context
     mechanism, steps, epsilon = settings.grid[task.index]
-    depth = settings.depths[mechanism]
+    n_trees, depth = _bounded(mechanism, settings.trees, settings.depths[mechanism])
     X_tr, y_tr = X[task.split.train], y[task.split.train]
     X_te, y_te = X_eval[task.split.test], y_eval[task.split.test]
     rng = np.random.default_rng(task.seed)
-    trees = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, settings.trees, depth, task.seed,
-                     settings.dpea_domain)
-    scores = {ENSEMBLE: _score(_Proba(trees), X_te, y_te, schema.n_classes)}
-    scale = dp_pgen_scale(1.0, mechanism, trees)
-    Xp, yp = pgen_ensemble(trees, scale=scale, beta=1.0, rng=rng)
-    groups = pseudo_sources(trees, None, scale, len(yp)) if len(trees) > 1 else None
+    trees, report = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, n_trees, depth, task.seed,
+                             settings.dpea_domain)
+    if mechanism == DPEA_NB:  # a model, scored and regenerated as the miner does (module docstring)
+        scores = {ENSEMBLE: _score(CalibratedNB([(trees, report)]), X_te, y_te, schema.n_classes)}
+        Xp, yp = pseudo_data(trees, report, settings.pgen_scale, rng, "exact")
+        groups = None
+    else:
+        scores = {ENSEMBLE: _score(_Proba(trees), X_te, y_te, schema.n_classes)}
+        scale = dp_pgen_scale(settings.pgen_scale, mechanism, trees)
+        Xp, yp = pgen_ensemble(trees, scale=scale, beta=1.0, rng=rng)
+        groups = pseudo_sources(trees, None, scale, len(yp)) if len(trees) > 1 else None
     spec = study_spec(settings, mechanism, task.seed)
     chosen: dict[str, str] = {}
     for name in settings.global_models:
@@ -215,7 +239,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
             chosen[f"pgen->{name}"] = choice.selection
         scores[f"pgen->{name}"] = result
     return [{"repeat": task.split.repeat, "fold": task.split.fold, "mechanism": mechanism, "steps": steps,
-             "depth": depth, "trees": settings.trees, "epsilon": epsilon, "scored_as": scored_as,
+             "depth": depth, "trees": n_trees, "epsilon": epsilon, "scored_as": scored_as,
              "accuracy": acc, "auc": auc, "pgen_rows": int(len(yp)), "selection": chosen.get(scored_as, "")}
             for scored_as, (acc, auc) in scores.items()]
 
@@ -333,6 +357,8 @@ def _depths(given: Sequence[tuple[str | None, int]], schema: Schema) -> dict[str
 def cmd_dp(args: argparse.Namespace) -> int:
     if any(e <= 0 for e in args.epsilons):
         raise ValueError(f"--epsilons must be positive, got {args.epsilons}")
+    if not args.pgen_scale > 0:
+        raise ValueError(f"--pgen-scale must be positive, got {args.pgen_scale:g}")
     if args.test_data is not None and args.folds != 1:
         raise ValueError("--test-data replaces the held-out rows: use it with --folds 1")
     table = load_source(args)
@@ -348,9 +374,10 @@ def cmd_dp(args: argparse.Namespace) -> int:
                DPEA_NAME, args.seed)  # refuse faulty settings before any release
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")
-    settings = DpSettings(mechanisms=tuple(_dp_mechanisms()), depths=depths, epsilons=args.epsilons, trees=args.trees,
+    chosen = tuple(m for m in _dp_mechanisms() if args.mechanisms is None or m in args.mechanisms)
+    settings = DpSettings(mechanisms=chosen, depths=depths, epsilons=args.epsilons, trees=args.trees,
                           dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models,
-                          model_settings=dict(args.model_settings), folds=args.folds,
+                          model_settings=dict(args.model_settings), folds=args.folds, pgen_scale=args.pgen_scale,
                           repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
@@ -381,6 +408,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_list(p, "--max-depth", _depth_item, default=(), metavar="[MECH=]D", what="D or MECH=D",
              help="depth of the released trees: D for every mechanism, MECH=D for one, e.g. --max-depth "
                   "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
+    p.add_argument("--mechanisms", nargs="+", choices=_dp_mechanisms(), default=None, metavar="MECH",
+                   help=f"run only these dp mechanisms (default: every one registered: {', '.join(_dp_mechanisms())}); "
+                        "a setting's numbers do not depend on which others run")
+    p.add_argument("--pgen-scale", type=float, default=1.0,
+                   help="pseudo rows per released row for the global models (default 1; at most 1,000,000 rows a release)")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
                       help="global models learned from each release's PGEN data (the experiment compares trees)")
     add_model_settings(p)

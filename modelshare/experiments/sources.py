@@ -26,7 +26,6 @@ from rich.table import Table
 
 from common.data.schema import Schema
 from common.mechanisms import registry
-from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     LEARNER_DEFAULT,
@@ -44,9 +43,11 @@ from modelshare.cli_common import (
 from modelshare.cli_inputs import (
     DEFAULT_LEARNER,
     DEFAULT_MECHANISM,
+    add_grouping,
     add_learner,
     add_release_options,
     add_table_source,
+    learner_params,
     load_source,
     resolve_disclosure,
     resolve_requirement,
@@ -144,16 +145,13 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
     out.print(table)
 
 
-def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The owners' learner parameters from the flags; ``--pairing``, ``--category-split`` and ``--confidence`` are
-    refused for a learner other than the admissible one."""
-    params = tree_params(args.max_depth, args.min_samples_leaf)
-    for flag, key, unset in (("--pairing", "pairing", None), ("--category-split", "category_split", None),
-                             ("--confidence", "confidence", LEARNER_DEFAULT)):
-        if getattr(args, key) != unset:
-            if args.learner != "admissible":
-                raise ValueError(f"{flag} applies to the admissible learner only, not to --learner {args.learner}")
-            params[key] = getattr(args, key)
+def owner_params(args: argparse.Namespace) -> dict[str, Any]:
+    """`learner_params` and ``--confidence``, the admissible learner's pruning (refused for another learner)."""
+    params = learner_params(args)
+    if args.confidence != LEARNER_DEFAULT:
+        if args.learner != "admissible":
+            raise ValueError(f"--confidence applies to the admissible learner only, not to learner {args.learner!r}")
+        params["confidence"] = args.confidence
     return params
 
 
@@ -168,7 +166,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=_learner_params(args),
+        learner_params=owner_params(args),
         mechanism=args.mechanism,
         requirement=args.requirement,
         disclosure=args.disclosure,
@@ -214,13 +212,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")
-    p.add_argument("--pairing", choices=PAIRINGS, default=None,
-                   help="admissible learner only: where a category that may not stand alone is grouped; "
-                        "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
-                        "eager at the first node whose criterion picks its attribute (the earlier behaviour)")
-    p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
-                   help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
-                        "of the two (either); default either under k-anonymity, grouped otherwise")
+    add_grouping(p)
     p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
                    help="admissible learner only: C4.5's pruning confidence (0 < CF < 1), or none to release the grown "
                         "tree; default none under k-anonymity, 0.25 otherwise")

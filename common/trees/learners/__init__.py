@@ -5,19 +5,47 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from common.data.schema import Schema
-from common.trees.learners.admissible import AdmissibleTreeClassifier, LeafRule
+from common.params import check_choice
+from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, AdmissibleTreeClassifier, LeafRule
 from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
 
 __all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS",
-           "REQUIREMENT_AWARE", "make_learner"]
+           "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "grouping_params",
+           "make_learner"]
 
 LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifier, "cart": CartTreeClassifier,
                                            "multiway": MultiwayTreeClassifier}
 
 #: Learners that grow to the release's requirement and so take a ``leaf_rule`` (the others ignore it).
 REQUIREMENT_AWARE: frozenset[str] = frozenset({"admissible"})
+
+#: The admissible learner's category-grouping parameters and their values (`AdmissibleTreeClassifier`).
+GROUPING_PARAMETERS: dict[str, tuple[str, ...]] = {"pairing": PAIRINGS, "category_split": CATEGORY_SPLITS}
+
+
+def grouping_params(learner: str, *, pairing: str | None = None, category_split: str | None = None,
+                    spell: Callable[[str], str] = str) -> dict[str, str]:
+    """The grouping parameters that are set (not None), checked against their values (`GROUPING_PARAMETERS`).
+
+    Only the ``admissible`` learner groups categories, so setting one for another learner is an error
+    rather than a setting silently ignored. ``spell`` says a parameter's name as the caller's user wrote
+    it (a command-line flag, a config key).
+
+    Raises
+    ------
+    ValueError
+        A value not among its choices, or a parameter set for another learner.
+    """
+    given = {"pairing": pairing, "category_split": category_split}
+    chosen = {key: check_choice(spell(key), value, GROUPING_PARAMETERS[key]) for key, value in given.items()
+              if value is not None}
+    if chosen and learner != "admissible":
+        said = " and ".join(spell(key) for key in chosen)
+        raise ValueError(f"{said} {'applies' if len(chosen) == 1 else 'apply'} to the admissible learner only, "
+                         f"not to learner {learner!r}")
+    return chosen
 
 
 def make_learner(name: str, schema: Schema, *, random_state: int | None = None, public_cuts: bool = False,
