@@ -30,7 +30,7 @@ from common.trees.metrics import accuracy
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
 from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
 from miner_node.tree_vote import TreeVote
-from modelshare.cli_common import model_setting
+from modelshare.cli_common import LEARNER_DEFAULT, model_setting, pruning_confidence
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 
 
@@ -55,6 +55,8 @@ def learner_params(args: argparse.Namespace) -> dict[str, object]:
         params["max_depth"] = args.max_depth
     if args.category_split is not None:
         params["category_split"] = args.category_split
+    if args.confidence != LEARNER_DEFAULT:
+        params["confidence"] = args.confidence
     return params
 
 
@@ -68,6 +70,8 @@ def main() -> None:
     p.add_argument("--max-depth", type=int, default=None, help="the owners' tree depth (default: the mechanism's)")
     p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
                    help="the admissible learner's categorical splits (default: local_learner's, either under k-anonymity)")
+    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
+                   help="the admissible learner's pruning confidence, or none (default: local_learner's)")
     p.add_argument("--owners", type=int, default=5)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--pgen-scale", type=float, default=10.0)

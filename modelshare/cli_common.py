@@ -144,6 +144,19 @@ def fraction(text: str) -> float:
     return value
 
 
+LEARNER_DEFAULT = "default"
+"""The value of a learner flag left unset: the learner's own default for the requirement (`local_learner`)."""
+
+
+def pruning_confidence(text: str) -> float | None | str:
+    """C4.5's pruning confidence for the admissible learner: a number strictly between 0 and 1, ``none`` (no
+    pruning) or ``default`` (`LEARNER_DEFAULT`: the learner's own for the requirement)."""
+    word = text.strip().lower()
+    if word in ("none", LEARNER_DEFAULT):
+        return None if word == "none" else LEARNER_DEFAULT
+    return fraction(text)
+
+
 def leaf_size(text: str) -> int | float:
     """An integer >= 1 (rows) or a float in (0, 1) (fraction of the training rows)."""
     try:

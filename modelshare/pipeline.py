@@ -20,6 +20,8 @@ from sklearn.model_selection import StratifiedKFold
 
 from common.audit.release import audit
 from common.data.schema import Schema
+from common.federation.global_model_settings import check_settings, settings_to_pb
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import OFF_PATH_MODES
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
@@ -31,7 +33,8 @@ from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.offpath import ReleasedLaw
 from miner_node.pgen import ClassAssignment, basegen
-from miner_node.tasks import pseudo_data
+from miner_node.selection import choose
+from miner_node.tasks import pseudo_data, pseudo_sources
 
 __all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
 
@@ -59,6 +62,12 @@ class PipelineConfig:
     global_params:
         Per global model name, parameters that override its registry defaults (the same for
         BASIS, PGEN and BASEGEN, so they compare like with like).
+    model_settings:
+        Per global model name, how the miner sets its hyperparameters on the PGEN and BASEGEN
+        tables, as a study's ``[global_models]`` (``"auto"``: cross-validated on those rows alone,
+        `miner_node.selection.choose`; ``"fixed"``; or given parameters). A model without one is
+        fitted by its fixed rule with ``global_params`` (the papers' reproductions); BASIS, the
+        reference on the raw rows, always is. A model takes settings or parameters, not both.
     methods:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
@@ -85,6 +94,7 @@ class PipelineConfig:
     disclosure: Disclosure = "counts"
     global_models: tuple[str, ...] = ("decision-tree",)
     global_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_settings: dict[str, Any] = field(default_factory=dict)
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
     off_path: str = "uniform"
@@ -114,6 +124,13 @@ class PipelineConfig:
             )
         if self.requirement is not None:
             parse_requirement(self.requirement)
+        unset = sorted(set(self.model_settings) - set(self.global_models))
+        if unset:
+            raise ValueError(f"model settings for {unset}, which are not among the global models {list(self.global_models)}")
+        both = sorted(set(self.model_settings) & set(self.global_params))
+        if both:
+            raise ValueError(f"{both} have both model settings and global parameters; give one of the two")
+        model_spec(self.mechanism, self.random_state, self.global_models, self.model_settings)  # ValueError on a bad setting
         bad = [m for m in self.methods if m not in METHODS]
         if bad or "BASIS" not in self.methods:
             raise ValueError(f"methods must include BASIS and come from {list(METHODS)}, got {list(self.methods)}")
@@ -133,6 +150,20 @@ def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> n
     parts = np.empty(y.shape[0], dtype=np.int64)
     parts[order] = np.arange(y.shape[0]) % n_parts
     return parts
+
+
+def model_spec(mechanism: str, seed: int, global_models: tuple[str, ...] | list[str],
+               model_settings: dict[str, Any]) -> fpb.StudySpec:
+    """The part of a study the miner's model choice reads: mechanism, seed, global models and their settings.
+
+    Raises ValueError naming every fault of the settings, as a study's validation would.
+    """
+    spec = fpb.StudySpec(mechanism=mechanism, seed=seed, global_models=list(global_models))
+    for name, setting in settings_to_pb(model_settings).items():
+        spec.global_model_settings[name].CopyFrom(setting)
+    if faults := check_settings(spec):
+        raise ValueError("; ".join(faults))
+    return spec
 
 
 def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -214,12 +245,16 @@ def run_fold(
     """Run one fold: BASIS, the owners' releases, PGEN/BASEGEN, global models, and their scores."""
     sources, released, audited_ok = release_owners(schema, X_train, y_train, config, rng)
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
+    groups: dict[str, np.ndarray | None] = {}
     if "PGEN" in config.methods:
         trees = [tree for r in released.values() for tree in r.trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
         parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law)
                  for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
+        if config.model_settings and parts:  # which release each row came from: the miner's CV holds out whole trees
+            groups["PGEN"] = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, config.pgen_scale, part[1].shape[0])
+                                             for i, (r, part) in enumerate(zip(released.values(), parts))])
     if "BASEGEN" in config.methods:
         parts = [basegen(r.trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)
@@ -227,9 +262,16 @@ def run_fold(
     records: list[dict[str, Any]] = []
     basis: dict[str, tuple[Any, np.ndarray]] = {}
     model_seed = _seed(rng)
+    spec = model_spec(config.mechanism, model_seed, config.global_models, config.model_settings)
     for method, (X, y) in tables.items():
         for name in config.global_models:
-            model = make_global_model(name, schema, random_state=model_seed, **config.global_params.get(name, {}))
+            def build(params: dict[str, Any], name: str = name) -> Any:
+                return make_global_model(name, schema, random_state=model_seed, **params)
+
+            if method != "BASIS" and name in config.model_settings and y.shape[0] > 0:
+                model = build(choose(name, spec, X, y, build, regression=False, groups=groups.get(method)).parameters)
+            else:
+                model = build(config.global_params.get(name, {}))
             record: dict[str, Any] = {
                 "method": method,
                 "model": name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
@@ -13,6 +14,7 @@ from modelshare.cli import main
 from modelshare.experiments.privacy import (
     PrivacySettings,
     plot_privacy,
+    run_privacy,
     summarize_privacy,
 )
 
@@ -98,3 +100,30 @@ def test_several_learners_share_folds_ld_and_the_bound(serial, tmp_path):
     assert len(summary) == 2 * 2 and set(summary["learner"]) == {"admissible", "multiway"}
     assert [p.name for p in sorted(tmp_path.glob("*.png"))] == ["accuracy_vs_l_decision-tree.png",
                                                                 "accuracy_vs_l_naive-bayes.png"]
+
+
+def test_the_pruning_confidence_reaches_the_admissible_learner_only():
+    """--confidence none: the admissible learner releases its grown tree; a grid without it refuses the flag."""
+    settings = PrivacySettings(learners=("multiway", "admissible"), confidence=None)
+    assert settings.pipeline("admissible").learner_params == {"confidence": None}
+    assert settings.pipeline("multiway").learner_params == {}
+    assert PrivacySettings(learners=("admissible",)).pipeline().learner_params == {}
+    with pytest.raises(ValueError, match="admissible learner only"):
+        run_privacy(None, np.zeros((2, 1)), np.zeros(2), PrivacySettings(confidence=0.5))  # type: ignore[arg-type]
+
+
+def test_model_settings_set_ppgen_and_ld_models_alike(serial, tmp_path):
+    """--model-setting decision-tree=fixed reproduces the grid; =auto changes PPGEN's and LD's tree, not naive Bayes."""
+    argv = ["--dataset", "car", "--folds", "2", "--ls", "2", "--cs", "5", "--learner", "admissible"]
+    runs = {}
+    for mode in ("fixed", "auto"):
+        out_dir = tmp_path / mode
+        assert main(["experiment", "privacy", *argv, "--model-setting", f"decision-tree={mode}", "--jobs", "1",
+                     "--out", str(out_dir)]) == 0
+        runs[mode] = pd.read_csv(out_dir / "results.csv")
+    assert main(["experiment", "privacy", *argv, "--jobs", "1", "--out", str(tmp_path / "plain")]) == 0
+    pd.testing.assert_frame_equal(runs["fixed"], pd.read_csv(tmp_path / "plain" / "results.csv"))
+    nb = runs["auto"]["model"] == "naive-bayes"
+    pd.testing.assert_frame_equal(runs["auto"][nb], runs["fixed"][nb])
+    tree = runs["auto"][~nb]
+    assert not (tree["ppgen_accuracy"].to_numpy() == runs["fixed"][~nb]["ppgen_accuracy"].to_numpy()).all()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,10 @@ def test_seed_makes_studies_reproducible(car):
         ({"global_models": ("svm",)}, "unknown global models"),
         ({"methods": ("PGEN",)}, "must include BASIS"),
         ({"pgen_scale": 0}, "pgen_scale"),
+        ({"model_settings": {"naive-bayes": "auto"}}, "not among the global models"),
+        ({"model_settings": {"decision-tree": "sometimes"}}, "decision-tree"),
+        ({"model_settings": {"decision-tree": "auto"}, "global_params": {"decision-tree": {"max_depth": 3}}},
+         "both model settings and global parameters"),
     ],
 )
 def test_config_validation(kwargs, message):
@@ -97,3 +103,17 @@ def test_the_pipeline_accepts_every_registered_mechanism_dp_ones_included(car):
         row = summary[summary.method == method]
         assert len(row) == 1 and row.owners_released_mean.iloc[0] == 2 and row.releases_audited_ok_mean.iloc[0] == 2
         assert row.accuracy_mean.iloc[0] > 0.7
+
+
+def test_model_settings_reach_pgen_and_basegen_and_fixed_reproduces_the_fixed_rule(car):
+    """``fixed`` through the miner's choice is the registry's rule (the same numbers); ``auto`` changes
+    PGEN's and BASEGEN's tree only, never BASIS, the reference on the raw rows."""
+    schema, X, y = car
+    config = PipelineConfig(n_sources=2, folds=2, random_state=1)
+    plain = run_study(schema, X, y, config)
+    fixed = run_study(schema, X, y, replace(config, model_settings={"decision-tree": "fixed"}))
+    assert plain.equals(fixed)
+    auto = run_study(schema, X, y, replace(config, model_settings={"decision-tree": "auto"}))
+    basis = auto.method == "BASIS"
+    assert auto[basis].equals(plain[basis])
+    assert not np.array_equal(auto[~basis].accuracy.to_numpy(), plain[~basis].accuracy.to_numpy())

@@ -56,7 +56,6 @@ from rich.table import Table
 
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
-from common.federation.global_model_settings import check_settings, settings_to_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.mechanisms.dpea import DOMAINS, registered_dpea
@@ -98,6 +97,7 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
+from modelshare.pipeline import model_spec
 
 __all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "configure"]
 
@@ -186,12 +186,7 @@ def study_spec(settings: DpSettings, mechanism: str, seed: int) -> fpb.StudySpec
 
     Raises ValueError naming every fault of the settings, as a study's validation would.
     """
-    spec = fpb.StudySpec(mechanism=mechanism, seed=seed, global_models=list(settings.global_models))
-    for name, setting in settings_to_pb(settings.model_settings).items():
-        spec.global_model_settings[name].CopyFrom(setting)
-    if faults := check_settings(spec):
-        raise ValueError("; ".join(faults))
-    return spec
+    return model_spec(mechanism, seed, settings.global_models, settings.model_settings)
 
 
 class _Proba:

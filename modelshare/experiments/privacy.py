@@ -19,6 +19,11 @@ rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it doe
 the bound depend on the fold and the requirement only, so each is computed once per (fold, l, c)
 task and shared by every learner's rows.
 
+The global models are fitted by the paper's fixed rules unless ``--model-setting`` gives the miner's
+setting (``decision-tree=auto``: the leaf minimum cross-validated on the rows each side learns from,
+`miner_node.selection.choose`); it then applies to PPGEN's pseudo-data and to LD's published table
+alike, so neither side is tuned and the other not. BASIS keeps the fixed rules.
+
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
 ``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
 there is no pseudo-data). One raw row per (repeat, fold, l, c, global model) holds all three
@@ -35,7 +40,7 @@ paper markers.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,10 +54,20 @@ from common.data.schema import Schema
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
-from miner_node.global_models import GLOBAL_MODELS
-from modelshare.cli_common import add_global_models, add_owners, float_list, int_list, out
+from miner_node.global_models import GLOBAL_MODELS, make_global_model
+from miner_node.selection import choose
+from modelshare.cli_common import (
+    LEARNER_DEFAULT,
+    add_global_models,
+    add_model_settings,
+    add_owners,
+    float_list,
+    int_list,
+    out,
+    pruning_confidence,
+)
 from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
-from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDResult, diversify, fit_ld_model
+from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -65,7 +80,7 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
-from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
+from modelshare.pipeline import PipelineConfig, fold_plan, model_spec, run_fold
 
 __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]
 
@@ -92,12 +107,18 @@ class PrivacySettings:
     folds: int = 10
     repeats: int = 1
     seed: int = 0
+    confidence: float | None | str = LEARNER_DEFAULT
+    """The admissible learner's pruning confidence (None: no pruning); `LEARNER_DEFAULT` keeps `local_learner`'s."""
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    """How the miner sets PPGEN's global models (`PipelineConfig.model_settings`); none: the paper's fixed rules."""
 
     def pipeline(self, learner: str | None = None) -> PipelineConfig:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
         each task sets its own requirement."""
+        learner = learner or self.learners[0]
+        params = {"confidence": self.confidence} if learner == "admissible" and self.confidence != LEARNER_DEFAULT else {}
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
-                              learner=learner or self.learners[0],
+                              learner=learner, learner_params=params, model_settings=self.model_settings,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
                               methods=("BASIS", "PGEN"), random_state=self.seed)
@@ -130,7 +151,7 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
     train = ~task.test
     X_tr, y_tr, X_te, y_te = X[train], y[train], X[task.test], y[task.test]
     ld = diversify(X_tr, y_tr, schema, c=task.c, l=task.l, max_suppression=settings.max_suppression)
-    ld_accuracy = {name: accuracy(y_te, fit_ld_model(ld, name, random_state=task.seed).predict(X_te))
+    ld_accuracy = {name: accuracy(y_te, _ld_model(ld, name, settings, task.seed).predict(X_te))
                    if ld.has_data else np.nan for name in settings.global_models}
     bound = (cl_hit_miss_bound(X_tr, y_tr, schema, task.c, task.l).accuracy if settings.disclosure == "hit_miss"
              else np.nan)
@@ -141,6 +162,20 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
                                                                    np.random.default_rng(task.seed))}
         rows += [_row(task, learner, name, pipeline, bound, ld, ld_accuracy[name]) for name in settings.global_models]
     return rows
+
+
+def _ld_model(ld: LDResult, name: str, settings: PrivacySettings, seed: int) -> LDModel:
+    """LD's global model ``name`` on its published table, its hyperparameters set as PPGEN's are (`model_settings`):
+    ``auto`` cross-validates on the published rows, which LD makes public, so both sides get the miner's choice."""
+    params: dict[str, Any] = {}
+    if name in settings.model_settings:
+        spec = model_spec("none", seed, settings.global_models, settings.model_settings)
+
+        def build(given: dict[str, Any]) -> Any:
+            return make_global_model(name, ld.generalised_schema, random_state=seed, **given)
+
+        params = choose(name, spec, ld.X, ld.y, build, regression=False).parameters
+    return fit_ld_model(ld, name, random_state=seed, **params)
 
 
 def _row(task: PrivacyTask, learner: str, name: str, pipeline: dict[tuple[str, str], dict[str, Any]], bound: float,
@@ -174,6 +209,8 @@ def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacyS
         raise ValueError("give at least one global model")
     if not settings.learners or len(set(settings.learners)) != len(settings.learners):
         raise ValueError(f"give one or more distinct learners, got {list(settings.learners)}")
+    if settings.confidence != LEARNER_DEFAULT and "admissible" not in settings.learners:
+        raise ValueError(f"a pruning confidence applies to the admissible learner only, not to {list(settings.learners)}")
     if not 0.0 <= settings.max_suppression < 1.0:
         raise ValueError(f"max suppression must lie in [0, 1), got {settings.max_suppression}")
     if any(c <= 0 for c in settings.cs):
@@ -268,7 +305,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learners=tuple(args.learner),
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
-                               seed=args.seed)
+                               seed=args.seed, confidence=args.confidence, model_settings=dict(args.model_settings))
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
     summary = summarize_privacy(raw)
     results = Results("privacy", table, asdict(settings), raw, summary)
@@ -291,10 +328,14 @@ def configure(p: argparse.ArgumentParser) -> None:
                 help="owners' local learners, each run on the same owners and folds (the paper's multiway: APT merges "
                      "siblings of a multiway split; admissible: grown to the requirement; a binary CART tree collapses "
                      "to its root under any l >= 2)")
+    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
+                   help="the admissible learner's C4.5 pruning confidence (0 < CF < 1), or none to release the grown "
+                        "tree (default 0.25 under (c,l)-diversity)")
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
                       help="global models learned from BASIS, PPGEN and LD data")
+    add_model_settings(p)
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)
