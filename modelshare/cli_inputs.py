@@ -22,19 +22,19 @@ from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.mechanisms.release import default_learner
-from common.trees.learners import CATEGORY_SPLITS, LEARNERS, PAIRINGS, grouping_params
+from common.trees.learners import CATEGORY_SPLITS, LEARNERS, PAIRINGS, UNPRUNED, admissible_params
 from common.trees.tree import DISCLOSURES
-from modelshare.cli_common import err, note_dropped, tree_params
+from modelshare.cli_common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 
 __all__ = [
     "DEFAULT_DISCLOSURE",
     "DEFAULT_LEARNER",
     "DEFAULT_MECHANISM",
     "add_disclosure",
-    "add_grouping",
+    "add_admissible_options",
     "add_learner",
     "learner_params",
-    "resolve_grouping",
+    "resolve_admissible",
     "add_release_options",
     "add_table_source",
     "load_source",
@@ -104,8 +104,8 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
         p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
 
 
-def add_grouping(p: argparse.ArgumentParser) -> None:
-    """--pairing and --category-split: the admissible learner's category grouping (`learner_params` checks them)."""
+def add_admissible_options(p: argparse.ArgumentParser) -> None:
+    """--pairing, --category-split and --confidence: the admissible learner's options (`resolve_admissible` checks them)."""
     p.add_argument("--pairing", choices=PAIRINGS, default=None,
                    help="admissible learner only: where a category that may not stand alone is grouped; "
                         "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
@@ -113,23 +113,30 @@ def add_grouping(p: argparse.ArgumentParser) -> None:
     p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
                    help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
                         "of the two (either); default either under k-anonymity, grouped otherwise")
+    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
+                   help="admissible learner only: C4.5's pruning confidence (0 < CF < 1), or none to release the grown "
+                        "tree (every leaf meets the requirement by construction; APT and the audit still check it); "
+                        "default: the learner's own for the requirement (0.25; no pruning under k-anonymity)")
 
 
-def resolve_grouping(args: argparse.Namespace) -> dict[str, str]:
-    """``--pairing`` and ``--category-split`` as the learner's parameters (those given; ``args.learner`` resolved).
+def resolve_admissible(args: argparse.Namespace) -> dict[str, str | float]:
+    """The admissible options the flags set, as study.toml's [training] writes them (``args.learner`` resolved).
 
     Raises
     ------
     ValueError
-        A grouping flag given with a learner other than ``admissible``, which alone groups categories.
+        An option given with a learner other than ``admissible``, which alone takes them.
     """
-    return grouping_params(args.learner, pairing=args.pairing, category_split=args.category_split,
-                           spell=lambda key: "--" + key.replace("_", "-"))
+    confidence = None if args.confidence == LEARNER_DEFAULT else UNPRUNED if args.confidence is None else args.confidence
+    given = {"pairing": args.pairing, "category_split": args.category_split, "confidence": confidence}
+    admissible_params(args.learner, **given, spell=lambda key: "--" + key.replace("_", "-"))  # type: ignore[arg-type]
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The local learner's parameters from ``--max-depth``, ``--min-samples-leaf`` and `resolve_grouping`'s flags."""
-    return {**tree_params(args.max_depth, args.min_samples_leaf), **resolve_grouping(args)}
+    """The local learner's parameters from ``--max-depth``, ``--min-samples-leaf`` and `resolve_admissible`'s flags."""
+    return {**tree_params(args.max_depth, args.min_samples_leaf),
+            **admissible_params(args.learner, **resolve_admissible(args))}  # type: ignore[arg-type]
 
 
 def resolve_learner(mechanism: str, given: str | None) -> str:

@@ -39,7 +39,7 @@ from modelshare.cli_common import (
     titled_table,
 )
 from modelshare.cli_inputs import (
-    add_grouping,
+    add_admissible_options,
     add_learner,
     add_release_options,
     add_table_source,
@@ -204,7 +204,7 @@ def configure_release(rel: argparse.ArgumentParser) -> None:
     deprecated_alias(rel, "--depth", depth)
     rel.add_argument("--min-samples-leaf", type=positive_int, default=None,
                      help="minimum leaf size (default 1; not used by kanon-rdt and the dp mechanisms)")
-    add_grouping(rel)
+    add_admissible_options(rel)
     add_release_options(rel, registry.names(), mechanism_default=None,
                         mechanism_help=f"release mechanism (required: the model file leaves the site; "
                                        f"'{UNPROTECTED}' releases the tree unprotected)",

@@ -69,7 +69,7 @@ from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner, local_learner
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
-from common.trees.learners import REQUIREMENT_AWARE
+from common.trees.learners import REQUIREMENT_AWARE, admissible_params
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.config import ENGINES
 from miner_node.dask_engine import EngineError, check_models
@@ -104,13 +104,13 @@ from modelshare.cli_common import (
 )
 from modelshare.cli_inputs import (
     DEFAULT_MECHANISM,
-    add_grouping,
+    add_admissible_options,
     add_learner,
     add_release_options,
     add_table_source,
     load_source,
+    resolve_admissible,
     resolve_disclosure,
-    resolve_grouping,
     resolve_learner,
     resolve_requirement,
     warn_data_derived,
@@ -195,7 +195,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
     """study.toml for the simulated study (`common.federation.study`), relative to its directory."""
     release = {"mechanism": args.mechanism, "disclosure": args.disclosure}
     release |= {"requirement": requirement} if requirement is not None else {}
-    training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf, **args.grouping}
+    training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf, **args.admissible}
     training |= {"max_depth": args.max_depth} if args.max_depth else {}
     return tomli_w.dumps({
         "study": {"id": STUDY_ID, "title": "modelshare simulate", "owners": owners, "quorum": 1,
@@ -258,7 +258,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.learner = resolve_learner(args.mechanism, args.learner)
-    args.grouping = resolve_grouping(args)
+    args.admissible = resolve_admissible(args)
     args.models = args.models or list(DEFAULT_MODELS[task])
     args.off_path = args.off_path or DEFAULT_OFF_PATH[task]
     if task == REGRESSION_TASK and args.off_path != "uniform":
@@ -508,7 +508,7 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
     if registry.get(args.mechanism).whole_release:
         return None
     limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {}),
-              **args.grouping}
+              **admissible_params(args.learner, **args.admissible)}
     releases = []
     for owner in range(args.owners):
         rows = data["parts"] == owner
@@ -592,7 +592,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                               "requirement": data["requirement"], "disclosure": args.disclosure}),
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release else args.learner,
-              "learner_grouping": args.grouping,
+              "learner_options": args.admissible,
               "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path, "wall_seconds": wall,
               "engine": results.engine or "local", "requirement_bound": bound,
@@ -705,7 +705,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_learner(p, help="owners' local learner")
     add_max_depth(p, help="depth limit of the owners' trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
-    add_grouping(p)
+    add_admissible_options(p)
     add_global_models(p, choices={*CLASSIFICATION_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
                       help="global models the miner learns from pseudo-data, or builds from the releases: "
                            "tree-vote, for classification on the local engine",

@@ -14,7 +14,7 @@ import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
-from common.federation.study import spec_grouping, spec_schema
+from common.federation.study import spec_learner_options, spec_schema
 from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import local_learner, release
@@ -128,9 +128,9 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> 
     return LocalTable(X, y, dropped)
 
 
-def _learner_params(spec: fpb.StudySpec) -> dict[str, int | str]:
-    """The study's settings of the owners' learner: its limits and (admissible only) its category grouping."""
-    params: dict[str, int | str] = {"min_samples_leaf": int(spec.min_samples_leaf), **spec_grouping(spec)}
+def _learner_params(spec: fpb.StudySpec) -> dict[str, Any]:
+    """The study's settings of the owners' learner: its limits and (admissible only) its grouping and pruning."""
+    params: dict[str, Any] = {"min_samples_leaf": int(spec.min_samples_leaf), **spec_learner_options(spec)}
     if spec.HasField("max_depth"):
         params["max_depth"] = int(spec.max_depth)
     return params

@@ -21,7 +21,6 @@ from common.trees.learners import make_learner
 from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
 from modelshare.cli_common import LEARNER_DEFAULT, pruning_confidence
 from modelshare.cli_inputs import learner_params
-from modelshare.experiments.sources import owner_params
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
@@ -206,19 +205,20 @@ def test_either_keeps_every_leaf_at_k_on_adult_and_the_owner_learner_uses_it_und
 
 
 def test_the_commands_pass_category_split_to_the_admissible_learner_only():
-    flags = {"max_depth": None, "min_samples_leaf": None, "pairing": None, "category_split": "grouped"}
+    flags = {"max_depth": None, "min_samples_leaf": None, "pairing": None, "category_split": "grouped",
+             "confidence": LEARNER_DEFAULT}
     assert learner_params(argparse.Namespace(learner="admissible", **flags))["category_split"] == "grouped"
     with pytest.raises(ValueError, match="--category-split applies to the admissible learner only"):
         learner_params(argparse.Namespace(learner="multiway", **flags))
 
 
-def test_experiment_sources_passes_the_pruning_confidence_to_the_admissible_learner_only():
+def test_the_commands_pass_the_pruning_confidence_to_the_admissible_learner_only():
     flags = {"max_depth": None, "min_samples_leaf": None, "pairing": None, "category_split": None,
              "confidence": pruning_confidence("none")}
-    assert owner_params(argparse.Namespace(learner="admissible", **flags)) == {"confidence": None}
-    assert owner_params(argparse.Namespace(learner="admissible", **{**flags, "confidence": LEARNER_DEFAULT})) == {}
+    assert learner_params(argparse.Namespace(learner="admissible", **flags)) == {"confidence": None}
+    assert learner_params(argparse.Namespace(learner="admissible", **{**flags, "confidence": LEARNER_DEFAULT})) == {}
     with pytest.raises(ValueError, match="--confidence applies to the admissible learner only"):
-        owner_params(argparse.Namespace(learner="multiway", **flags))
+        learner_params(argparse.Namespace(learner="multiway", **flags))
     assert pruning_confidence("0.5") == 0.5 and pruning_confidence("default") == LEARNER_DEFAULT
     with pytest.raises(argparse.ArgumentTypeError, match="strictly between 0 and 1"):
         pruning_confidence("1.5")

@@ -156,10 +156,30 @@ def test_the_study_sets_the_admissible_learners_category_grouping(key, car):
     ({"learner": "multiway", "category_split": "binary"}, "category_split applies to the admissible learner only"),
     ({"learner": "admissible", "pairing": "lazy"}, "pairing"),
     ({"learner": "admissible", "grouping": "binary"}, "grouping"),
+    ({"learner": "multiway", "confidence": "none"}, "confidence applies to the admissible learner only"),
+    ({"learner": "admissible", "confidence": 1.5}, "confidence"),
+    ({"learner": "admissible", "confidence": "off"}, "confidence"),
 ])
-def test_a_study_refuses_grouping_it_cannot_apply(training, said):
+def test_a_study_refuses_learner_options_it_cannot_apply(training, said):
     with pytest.raises(StudyError, match=said):
         study(**training)
+
+
+def test_the_study_releases_the_grown_tree_with_confidence_none(key, car):
+    """[training] confidence = "none" reaches the owner: the released tree is the unpruned one local_learner grows."""
+    schema, X, y = car
+    requirement = "cl-diversity:c=5,l=2"
+    trees = {}
+    for confidence in ("none", 0.25):
+        spec = study(learner="admissible", requirement=requirement, confidence=confidence)
+        assert describe_spec(spec)["confidence"] == confidence
+        trees[confidence] = decode_model(fpb.ModelMessage.FromString(
+            build_submission(spec, X, y, owner_id="a", key=key).payload)).trees[0]
+        local = local_learner("admissible", schema, "apt", requirement=requirement, disclosure="hit_miss",
+                              random_state=3, min_samples_leaf=1, confidence=None if confidence == "none" else confidence)
+        released = release("apt", tree=local.fit(X, y).tree_, requirement=requirement, disclosure="hit_miss")
+        assert tree_to_pb(trees[confidence]) == tree_to_pb(released.tree)
+    assert trees["none"].n_leaves > trees[0.25].n_leaves
 
 
 def test_an_announced_spec_with_grouping_for_another_learner_is_refused():
@@ -167,6 +187,10 @@ def test_an_announced_spec_with_grouping_for_another_learner_is_refused():
     spec = study(learner="multiway")
     spec.category_split = "binary"
     with pytest.raises(StudyError, match=r"\[training\]: category_split applies to the admissible learner only"):
+        check_spec(spec)
+    spec = study(learner="admissible")
+    spec.confidence = 1.0
+    with pytest.raises(StudyError, match=r"\[training\]: confidence must lie strictly between 0 and 1"):
         check_spec(spec)
 
 

@@ -35,7 +35,7 @@ OWNERS = 3
 def _args(mechanism: str, learner: str, disclosure: str) -> argparse.Namespace:
     """The simulate flags `compare` and `basis_model` read."""
     return argparse.Namespace(mechanism=mechanism, learner=learner, disclosure=disclosure, min_samples_leaf=1,
-                              max_depth=None, seed=0, owners=OWNERS, models=[TREE_VOTE], grouping={})
+                              max_depth=None, seed=0, owners=OWNERS, models=[TREE_VOTE], admissible={})
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ owners and checked against each owner's local policy, so there is one parser for
     min_samples_leaf = 1
     category_split = "either"        # optional, admissible only: "grouped", "binary" or "either"
     pairing = "deferred"             # optional, admissible only: "deferred" or "eager"
+    confidence = 0.25                # optional, admissible only: C4.5 pruning, or "none" for the grown tree
 
 A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
 other, a ``dp`` requirement with the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
@@ -85,7 +86,7 @@ from common.mechanisms.dpea_nb import RELEASE_MODEL as DPEA_NB_MODEL
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
-from common.trees.learners import CATEGORY_SPLITS, PAIRINGS, grouping_params
+from common.trees.learners import CATEGORY_SPLITS, PAIRINGS, UNPRUNED, admissible_params
 from common.trees.learners import LEARNERS as TREE_LEARNERS
 
 __all__ = [
@@ -96,7 +97,8 @@ __all__ = [
     "spec_from_mapping",
     "spec_schema",
     "spec_requirement",
-    "spec_grouping",
+    "spec_admissible",
+    "spec_learner_options",
     "describe_spec",
     "new_study_id",
     "check_spec",
@@ -200,6 +202,8 @@ class _TrainingTable(ConfigModel):
     """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups (`binary`) or the better of the two by gain ratio (`either`); default `either` under k-anonymity, `grouped` otherwise."""
     pairing: Literal[PAIRINGS] | None = None  # type: ignore[valid-type]
     """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where grouping pays, the partner chosen per subtree; the default) or `eager` (at the first node whose criterion picks its attribute)."""
+    confidence: Annotated[float, Field(gt=0, lt=1)] | Literal["none"] | None = None
+    """The admissible learner only: C4.5's pruning confidence (0 < CF < 1; default 0.25, no pruning under k-anonymity), or "none" to release the grown tree (every leaf meets the requirement by construction; APT and the audit still check it)."""
 
 
 class _MiningTable(ConfigModel):
@@ -259,6 +263,10 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         spec.category_split = training.category_split
     if training.pairing is not None:
         spec.pairing = training.pairing
+    if training.confidence == UNPRUNED:
+        spec.unpruned = True
+    elif training.confidence is not None:
+        spec.confidence = training.confidence
     default_models = ["regression-tree"] if isinstance(schema, RegressionSchema) else ["decision-tree"]
     spec.global_models.extend(default_models if mining.global_models is None else mining.global_models)
     try:
@@ -310,16 +318,25 @@ def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | No
         raise StudyError(f"study requirement: {exc}") from None
 
 
-def spec_grouping(spec: fpb.StudySpec) -> dict[str, str]:
-    """The owners' category-grouping parameters the study sets (`common.trees.learners.grouping_params`), checked.
+def spec_admissible(spec: fpb.StudySpec) -> dict[str, str | float]:
+    """The admissible learner's options the study sets, as study.toml's [training] writes them (unchecked)."""
+    options: dict[str, str | float] = {key: getattr(spec, key) for key in ("pairing", "category_split")
+                                       if spec.HasField(key)}
+    pruning = spec.WhichOneof("pruning")
+    if pruning is not None:
+        options["confidence"] = UNPRUNED if pruning == "unpruned" else spec.confidence
+    return options
+
+
+def spec_learner_options(spec: fpb.StudySpec) -> dict[str, Any]:
+    """`spec_admissible` checked and as the learner's keyword arguments (`common.trees.learners.admissible_params`).
 
     Raises
     ------
     ValueError
-        A value not among its choices, or one set for a learner other than ``admissible``.
+        A value out of its range, or an option set for a learner other than ``admissible``.
     """
-    return grouping_params(spec.learner, pairing=spec.pairing if spec.HasField("pairing") else None,
-                           category_split=spec.category_split if spec.HasField("category_split") else None)
+    return admissible_params(spec.learner, **spec_admissible(spec))  # type: ignore[arg-type]
 
 
 def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
@@ -338,7 +355,7 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     if spec.learner not in LEARNERS:
         raise StudyError(f"{where}: learner must be one of {list(LEARNERS)}, got {spec.learner!r}")
     try:
-        spec_grouping(spec)
+        spec_learner_options(spec)
     except ValueError as exc:
         raise StudyError(f"{where} [training]: {exc}") from None
     if spec.class_assignment not in CLASS_ASSIGNMENTS:
@@ -416,7 +433,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "learner": spec.learner,
         "max_depth": spec.max_depth if spec.HasField("max_depth") else None,
         "min_samples_leaf": spec.min_samples_leaf,
-        **spec_grouping(spec),
+        **spec_admissible(spec),
         "global_models": list(spec.global_models),
         "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,

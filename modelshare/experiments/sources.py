@@ -28,7 +28,6 @@ from common.data.schema import Schema
 from common.mechanisms import registry
 from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
-    LEARNER_DEFAULT,
     add_global_models,
     add_max_depth,
     add_off_path,
@@ -37,13 +36,12 @@ from modelshare.cli_common import (
     leaf_size,
     out,
     positive_int,
-    pruning_confidence,
     tree_params,
 )
 from modelshare.cli_inputs import (
     DEFAULT_LEARNER,
     DEFAULT_MECHANISM,
-    add_grouping,
+    add_admissible_options,
     add_learner,
     add_release_options,
     add_table_source,
@@ -145,16 +143,6 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
     out.print(table)
 
 
-def owner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """`learner_params` and ``--confidence``, the admissible learner's pruning (refused for another learner)."""
-    params = learner_params(args)
-    if args.confidence != LEARNER_DEFAULT:
-        if args.learner != "admissible":
-            raise ValueError(f"--confidence applies to the admissible learner only, not to learner {args.learner!r}")
-        params["confidence"] = args.confidence
-    return params
-
-
 def cmd_sources(args: argparse.Namespace) -> int:
     """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
     args.requirement = resolve_requirement(args.mechanism, args.requirement)
@@ -166,7 +154,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         folds=args.folds,
         repeats=args.repeats,
         learner=args.learner,
-        learner_params=owner_params(args),
+        learner_params=learner_params(args),
         mechanism=args.mechanism,
         requirement=args.requirement,
         disclosure=args.disclosure,
@@ -212,10 +200,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_max_depth(p, help="depth limit of the owners' local trees")
     p.add_argument("--min-samples-leaf", type=positive_int, default=None,
                    help="minimum leaf size of the owners' local trees (default 1: fully grown)")
-    add_grouping(p)
-    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
-                   help="admissible learner only: C4.5's pruning confidence (0 < CF < 1), or none to release the grown "
-                        "tree; default none under k-anonymity, 0.25 otherwise")
+    add_admissible_options(p)
     p.add_argument("--global-max-depth", type=positive_int, default=None,
                    help="depth limit of the miner's global tree models (BASIS, PGEN and BASEGEN alike)")
     p.add_argument("--global-min-samples-leaf", type=leaf_size, default=None,

@@ -81,7 +81,7 @@ class SignedEnvelope(_message.Message):
     def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class StudySpec(_message.Message):
-    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split")
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split", "confidence", "unpruned")
     class GlobalModelSettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,8 @@ class StudySpec(_message.Message):
     PGEN_OFF_PATH_FIELD_NUMBER: _ClassVar[int]
     PAIRING_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SPLIT_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    UNPRUNED_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     title: str
     schema: _model_pb2.Schema
@@ -133,7 +135,9 @@ class StudySpec(_message.Message):
     pgen_off_path: str
     pairing: str
     category_split: str
-    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ...) -> None: ...
+    confidence: float
+    unpruned: bool
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ..., confidence: _Optional[float] = ..., unpruned: _Optional[bool] = ...) -> None: ...
 
 class ModelParameter(_message.Message):
     __slots__ = ("int_value", "float_value", "string_value", "bool_value")

@@ -12,7 +12,8 @@ from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
 
 __all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS",
-           "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "grouping_params",
+           "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
+           "admissible_params",
            "make_learner"]
 
 LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifier, "cart": CartTreeClassifier,
@@ -24,23 +25,35 @@ REQUIREMENT_AWARE: frozenset[str] = frozenset({"admissible"})
 #: The admissible learner's category-grouping parameters and their values (`AdmissibleTreeClassifier`).
 GROUPING_PARAMETERS: dict[str, tuple[str, ...]] = {"pairing": PAIRINGS, "category_split": CATEGORY_SPLITS}
 
+UNPRUNED = "none"
+"""The ``confidence`` a user writes for an admissible tree released as grown (the learner's ``confidence=None``)."""
 
-def grouping_params(learner: str, *, pairing: str | None = None, category_split: str | None = None,
-                    spell: Callable[[str], str] = str) -> dict[str, str]:
-    """The grouping parameters that are set (not None), checked against their values (`GROUPING_PARAMETERS`).
 
-    Only the ``admissible`` learner groups categories, so setting one for another learner is an error
-    rather than a setting silently ignored. ``spell`` says a parameter's name as the caller's user wrote
-    it (a command-line flag, a config key).
+def admissible_params(learner: str, *, pairing: str | None = None, category_split: str | None = None,
+                      confidence: float | str | None = None, spell: Callable[[str], str] = str) -> dict[str, Any]:
+    """The admissible learner's options that are set (not None), checked, as its keyword arguments.
+
+    ``pairing`` and ``category_split`` are checked against `GROUPING_PARAMETERS`; ``confidence`` is C4.5's
+    pruning confidence strictly between 0 and 1, or `UNPRUNED` for the grown tree (the requirement holds
+    by construction either way; APT and the audit re-check it). Only the ``admissible`` learner takes them,
+    so setting one for another learner is an error rather than a setting silently ignored. ``spell`` says a
+    parameter's name as the caller's user wrote it (a command-line flag, a config key).
 
     Raises
     ------
     ValueError
-        A value not among its choices, or a parameter set for another learner.
+        A value not among its choices or out of range, or an option set for another learner.
     """
-    given = {"pairing": pairing, "category_split": category_split}
-    chosen = {key: check_choice(spell(key), value, GROUPING_PARAMETERS[key]) for key, value in given.items()
-              if value is not None}
+    chosen: dict[str, Any] = {key: check_choice(spell(key), value, GROUPING_PARAMETERS[key])
+                              for key, value in (("pairing", pairing), ("category_split", category_split))
+                              if value is not None}
+    if confidence == UNPRUNED:
+        chosen["confidence"] = None
+    elif confidence is not None:
+        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 < confidence < 1.0:
+            raise ValueError(f"{spell('confidence')} must lie strictly between 0 and 1, or be {UNPRUNED!r}, "
+                             f"got {confidence!r}")
+        chosen["confidence"] = float(confidence)
     if chosen and learner != "admissible":
         said = " and ".join(spell(key) for key in chosen)
         raise ValueError(f"{said} {'applies' if len(chosen) == 1 else 'apply'} to the admissible learner only, "
