@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_MECHANISM",
     "add_disclosure",
     "add_admissible_options",
+    "add_confidence",
     "add_learner",
     "learner_params",
     "resolve_admissible",
@@ -113,10 +114,15 @@ def add_admissible_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
                    help="admissible learner only: a branch per category (grouped), two groups (binary) or the better "
                         "of the two (either); default either under k-anonymity, grouped otherwise")
+    add_confidence(p, "admissible learner only: ")
+
+
+def add_confidence(p: argparse.ArgumentParser, scope: str) -> None:
+    """--confidence: the admissible learner's C4.5 pruning confidence, none, or (unset) the learner's own default."""
     p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
-                   help="admissible learner only: C4.5's pruning confidence (0 < CF < 1), or none to release the grown "
-                        "tree (every leaf meets the requirement by construction; APT and the audit still check it); "
-                        "default: the learner's own for the requirement (0.25; no pruning under k-anonymity)")
+                   help=scope + "C4.5's pruning confidence (0 < CF < 1), or none to release the grown tree (every "
+                                "leaf meets the requirement by construction; APT and the audit still check it); "
+                                "default: the learner's own for the requirement (0.25; no pruning under k-anonymity)")
 
 
 def resolve_admissible(args: argparse.Namespace) -> dict[str, str | float]:

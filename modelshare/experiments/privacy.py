@@ -64,9 +64,15 @@ from modelshare.cli_common import (
     float_list,
     int_list,
     out,
-    pruning_confidence,
 )
-from modelshare.cli_inputs import add_disclosure, add_learner, add_table_source, load_source, resolve_disclosure
+from modelshare.cli_inputs import (
+    add_confidence,
+    add_disclosure,
+    add_learner,
+    add_table_source,
+    load_source,
+    resolve_disclosure,
+)
 from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
@@ -328,9 +334,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                 help="owners' local learners, each run on the same owners and folds (the paper's multiway: APT merges "
                      "siblings of a multiway split; admissible: grown to the requirement; a binary CART tree collapses "
                      "to its root under any l >= 2)")
-    p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
-                   help="the admissible learner's C4.5 pruning confidence (0 < CF < 1), or none to release the grown "
-                        "tree (default 0.25 under (c,l)-diversity)")
+    add_confidence(p, "for the admissible learner among --learner: ")
     add_disclosure(p, help="what the released trees disclose, and so the form APT checks (hit_miss: misses spread "
                            "evenly over the other classes)")
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
