@@ -19,7 +19,7 @@ class counts and the class histograms of every other attribute, and the temperat
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, TypeGuard
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.pgen import ClassAssignment, pgen
 
-__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "CalibratedNB", "OwnerRelease", "nb_model", "nb_pseudo_data"]
+__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
+           "nb_pseudo_data"]
 
 CALIBRATED_NB = RELEASE_MODEL
 """The release model's name among a classification study's global models."""
@@ -44,10 +45,15 @@ OwnerRelease = tuple[Sequence[Tree], "PrivacyReport | None"]
 """One owner's released trees and the report that came with them."""
 
 
+def is_nb_release(report: PrivacyReport | None) -> TypeGuard[PrivacyReport]:
+    """True for a dpea-nb release: a model, not a partition, whose pseudo rows are `nb_pseudo_data`'s."""
+    return report is not None and report.mechanism == DPEA_NB
+
+
 def nb_model(trees: Sequence[Tree], report: PrivacyReport | None) -> NaiveBayesRelease:
     """The calibrated naive Bayes a dpea-nb release describes; ValueError naming the mechanism otherwise."""
     mechanism = None if report is None else report.mechanism
-    if mechanism != DPEA_NB or report is None:
+    if not is_nb_release(report):
         raise ValueError(f"{CALIBRATED_NB!r} is built from {DPEA_NB!r} releases; this one is from {mechanism!r}")
     return NaiveBayesRelease(trees, report.parameters)
 

@@ -39,7 +39,7 @@ from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.privacy.report import PrivacyReport
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
-from miner_node.calibrated_nb import NB_PSEUDO_ROWS, nb_pseudo_data
+from miner_node.calibrated_nb import NB_PSEUDO_ROWS, is_nb_release, nb_pseudo_data
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
@@ -149,7 +149,7 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
     their path leaves free redrawn from it; without, they stay PGEN's uniform draws (the paper's).
     """
-    if report is not None and report.mechanism == DPEA_NB:  # a model, not a partition: `miner_node.calibrated_nb`
+    if is_nb_release(report):  # a model, not a partition: `miner_node.calibrated_nb`
         return nb_pseudo_data(trees, report, scale, rng, class_assignment)
     beta = _sampling_rate(report)
     if report is not None:
@@ -177,7 +177,7 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     each chunk's free attributes are redrawn from it, as `pseudo_data` does.
     """
-    if report is not None and report.mechanism == DPEA_NB:  # drawn whole (at most MAX_DP_PGEN_ROWS rows), then cut
+    if is_nb_release(report):  # drawn whole (at most MAX_DP_PGEN_ROWS rows), then cut
         X, y = nb_pseudo_data(trees, report, scale, rng, class_assignment)
         for start in range(0, len(y), chunk_rows):
             yield X[start:start + chunk_rows], y[start:start + chunk_rows], 0
@@ -233,7 +233,7 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if (len(trees) == 1 and beta == 1.0) or (report is not None and report.mechanism == DPEA_NB):
+    if (len(trees) == 1 and beta == 1.0) or is_nb_release(report):
         return np.zeros(rows, dtype=np.int64)
     return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
 
