@@ -60,12 +60,11 @@ from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
-from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.mechanisms.release import release
 from common.privacy.report import PrivacyReport
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
-from miner_node.calibrated_nb import CalibratedNB
+from miner_node.calibrated_nb import CalibratedNB, is_nb_release
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
@@ -217,7 +216,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     rng = np.random.default_rng(task.seed)
     trees, report = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, n_trees, depth, task.seed,
                              settings.dpea_domain)
-    if mechanism == DPEA_NB:  # a model, scored and regenerated as the miner does (module docstring)
+    if is_nb_release(report):  # a model, scored and regenerated as the miner does (module docstring)
         scores = {ENSEMBLE: _score(CalibratedNB([(trees, report)]), X_te, y_te, schema.n_classes)}
         Xp, yp = pseudo_data(trees, report, settings.pgen_scale, rng, "exact")
         groups = None
