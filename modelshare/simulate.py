@@ -35,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tomli_w
@@ -61,15 +61,15 @@ from common.data.task import (
 from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
-from common.federation.wire import disclosure_from_pb, tree_from_pb
+from common.federation.wire import tree_from_pb
 from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
-from common.mechanisms.release import default_learner, local_learner
+from common.mechanisms.release import local_learner
 from common.privacy.accuracy_bound import cl_hit_miss_bound
-from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement
-from common.trees.learners import REQUIREMENT_AWARE, admissible_params
+from common.privacy.requirements import CLDiversity, parse_requirement
+from common.trees.learners import admissible_params
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.config import ENGINES
 from miner_node.dask_engine import EngineError, check_models
@@ -119,8 +119,9 @@ from modelshare.legend import legend_lines, pseudo_data_name
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
+from modelshare.simulate_hints import refusal_hints, spec_settings, whole_table_hints
 
-__all__ = ["configure", "cmd_simulate", "refusal_hints", "spec_settings", "unsatisfiable_hint", "SimulationError"]
+__all__ = ["configure", "cmd_simulate", "SimulationError"]
 
 STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
@@ -326,6 +327,14 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
+def _table_hints(schema: Schema, data: Mapping[str, Any], disclosure: str) -> list[str]:
+    """`simulate_hints.whole_table_hints` for the owners' tables `prepare` dealt (none for a regression study)."""
+    if isinstance(schema, RegressionSchema):
+        return []
+    return whole_table_hints(data["requirement"], disclosure, data["y_train"], data["parts"], list(data["rows"]),
+                             schema.n_classes)
+
+
 def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
     """Append the miner's ``[mining]`` table for ``--engine dask``: a LocalCluster of ``workers`` processes on loopback."""
     if engine == "local":
@@ -334,8 +343,12 @@ def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
     atomic_write(miner_toml, text + f'\n[mining]\nengine = "dask"\nworkers = {workers or 2}\n')
 
 
-def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
-    """Start the miner and the owners, create the study, wait for it, return its status and results."""
+def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float,
+                   table_hints: Sequence[str] = ()) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
+    """Start the miner and the owners, create the study, wait for it, return its status and results.
+
+    ``table_hints`` (`simulate_hints.whole_table_hints`) follow the refusal hints when the study fails.
+    """
     parties: list[Party] = []
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
@@ -356,23 +369,12 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
             progress_step(f"simulate: created study {STUDY_ID}")
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
-                raise SimulationError(_failure(status), hints=refusal_hints(status, spec_settings(study.spec)))
+                raise SimulationError(_failure(status),
+                                      hints=[*refusal_hints(status, spec_settings(study.spec)), *table_hints])
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
         _stop(parties)
-
-
-_REFUSAL_HINTS = {
-    "unsatisfiable": "the release requirement is too strict for this table (their learner found no admissible "
-                     "split, or pruning reached the root of their trees); choose a weaker one, e.g. --requirement k-anonymity:k=5, or fewer, larger owners "
-                     "(--owners)",
-    "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
-                     "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
-                     "or a weaker requirement (e.g. a smaller k)",
-    "too-large": "their encoded releases exceed the study's message size limit; raise max_message_bytes in the "
-                 "miner's config, or ask for smaller releases (a lower max_depth, fewer trees)",
-}
 
 
 def _failure(status: fpb.StudyStatus) -> str:
@@ -380,60 +382,6 @@ def _failure(status: fpb.StudyStatus) -> str:
     data = status_dict(status)
     refused = [f"{a['owner']} refused: {a['reason']}" for a in data["answers"] if a["state"] == "refused"]
     return "; ".join([study_headline(data), *refused])
-
-
-def _weaker(requirement: str | None) -> str:
-    """A concrete weaker requirement to suggest in place of ``requirement`` (empty when there is none to name)."""
-    try:
-        parsed = parse_requirement(requirement) if requirement else None
-    except RequirementError:
-        return ""
-    if isinstance(parsed, CLDiversity):
-        looser = f"cl-diversity:c={parsed.c * 2:g},l={parsed.l}" if parsed.l == 2 else \
-            f"cl-diversity:c={parsed.c:g},l={parsed.l - 1}"
-        return f"a larger c or a smaller l (e.g. --requirement {looser}), "
-    if isinstance(parsed, KAnonymity) and parsed.k > 2:
-        return f"a smaller k (e.g. --requirement k-anonymity:k={parsed.k // 2}), "
-    return ""
-
-
-def unsatisfiable_hint(learner: str | None, mechanism: str | None, requirement: str | None,
-                       disclosure: str | None) -> str:
-    """Why owners refused as unsatisfiable, told from the study's public settings, and what to change."""
-    if not (learner and mechanism and requirement):
-        return _REFUSAL_HINTS["unsatisfiable"]
-    said = f"{requirement} with {disclosure} disclosure" if disclosure else requirement
-    if learner in REQUIREMENT_AWARE:
-        why = (f"no split of their tables has children that all meet {said} (the {learner} learner grows only such "
-               "splits, and a root-only tree is no model)")
-    else:
-        why = (f"{mechanism} pruned their {learner} trees to the root to meet {said}; --learner "
-               f"{default_learner(mechanism)} grows the tree to the requirement and often releases where pruning cannot")
-    return f"{why}; choose {_weaker(requirement) or 'a weaker requirement, '}or fewer, larger owners (--owners)"
-
-
-def spec_settings(spec: fpb.StudySpec) -> dict[str, str | None]:
-    """The public settings of a study that `refusal_hints` explains an unsatisfiable refusal with."""
-    return {"learner": spec.learner, "mechanism": spec.mechanism,
-            "requirement": spec.requirement if spec.HasField("requirement") else None,
-            "disclosure": disclosure_from_pb(spec.disclosure, where="study disclosure")}
-
-
-def refusal_hints(status: fpb.StudyStatus, settings: Mapping[str, str | None] | None = None) -> list[str]:
-    """One hint per refusal code the simulator can advise on, naming the owners that refused with it.
-
-    ``settings`` (the study's ``learner``, ``mechanism``, ``requirement`` and ``disclosure``) makes the
-    unsatisfiable hint say which requirement failed, why, and a concrete weaker one.
-    """
-    hints = []
-    for code, hint in _REFUSAL_HINTS.items():
-        owners = [o.owner_id for o in status.owners if o.state == "refused" and o.reason.startswith(f"{code}:")]
-        if code == "unsatisfiable" and settings is not None:
-            hint = unsatisfiable_hint(settings.get("learner"), settings.get("mechanism"), settings.get("requirement"),
-                                      settings.get("disclosure"))
-        if owners:
-            hints.append(f"{', '.join(owners)} refused with {code}: {hint}")
-    return hints
 
 
 def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
@@ -567,7 +515,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         owners = sorted(data["rows"])
         progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
                       f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
-        status, results = run_federation(root, data["kits"], owners, args.timeout)
+        table_hints = _table_hints(schema, data, args.disclosure)
+        status, results = run_federation(root, data["kits"], owners, args.timeout, table_hints)
         progress_step("simulate: fetched the results; training BASIS on the pooled rows to compare")
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models, args.seed)
@@ -588,8 +537,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     refusals = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "reason": o.reason}
                 for o in status.owners if o.state == "refused"]
     report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism, "refusals": refusals,
-              "hints": refusal_hints(status, {"learner": args.learner, "mechanism": args.mechanism,
-                                              "requirement": data["requirement"], "disclosure": args.disclosure}),
+              "hints": [*refusal_hints(status, {"learner": args.learner, "mechanism": args.mechanism,
+                                                "requirement": data["requirement"], "disclosure": args.disclosure}),
+                        *table_hints],
               "requirement": data["requirement"],
               "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release else args.learner,
               "learner_options": args.admissible,

@@ -15,7 +15,8 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
 from common.federation.signing import generate_signing_key
 from modelshare.cli import main
-from modelshare.simulate import _REFUSAL_HINTS, _owners_table, refusal_hints
+from modelshare.simulate import _owners_table
+from modelshare.simulate_hints import REFUSAL_HINTS, refusal_hints
 from owner_node.budget import Ledger
 from owner_node.daemon import OwnerDaemon
 from owner_node.status import read_status
@@ -23,7 +24,7 @@ from owner_node.training import EmptyRelease, build_submission
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
 SECRET = "secret-cell-7731"
-_EMPTY_HINT = _REFUSAL_HINTS["empty-release"]
+_EMPTY_HINT = REFUSAL_HINTS["empty-release"]
 
 
 def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys():
