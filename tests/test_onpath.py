@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.study import StudyError, describe_spec, spec_from_mapping
+from common.federation.study import StudyError, describe_spec, load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
@@ -16,6 +16,9 @@ from miner_node.onpath import ClassSetLaw, OnPathTree, class_set_law, redraw_on_
 from miner_node.pgen import PathTable, pgen
 from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict
+from modelshare.cli import build_parser
+from modelshare.pipeline import PipelineConfig, run_study
+from modelshare.simulate import prepare
 from tests.federation_helpers import REGRESSION_SCHEMA
 
 SCHEMA = Schema((CategoricalAttribute("h", ("a", "b", "c")), NumericAttribute("x", 0.0, 10.0)), "k", ("no", "yes"))
@@ -136,3 +139,25 @@ def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
     assert informed.pgen_on_path.startswith("class: ") and "EM, 10 iterations" in informed.pgen_on_path
     assert results_dict(informed)["on_path"] == informed.pgen_on_path
     assert [o.pseudo_rows for o in informed.owners] == [o.pseudo_rows for o in uniform.owners]
+
+
+def test_simulate_writes_on_path_into_the_study_and_experiments_take_it(tmp_path):
+    args = build_parser().parse_args(["simulate", "--dataset", "car", "--owners", "2", "--on-path", "class"])
+    prepare(args, tmp_path)
+    assert load_study_file(tmp_path / "study.toml").spec.pgen_on_path == "class"
+    assert build_parser().parse_args(["simulate", "--dataset", "car"]).on_path == "uniform"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["simulate", "--dataset", "car", "--on-path", "path"])
+    for command in ("sources", "privacy"):
+        assert build_parser().parse_args(["experiment", command, "--on-path", "class"]).on_path == "class"
+
+
+def test_the_in_process_pipeline_takes_on_path_and_keeps_uniform_by_default(car):
+    schema, X, y = car
+    assert PipelineConfig().on_path == "uniform"  # the paper reproductions' PGEN
+    with pytest.raises(ValueError, match=r"on_path must be one of \['uniform', 'class'\], got 'marginal'"):
+        PipelineConfig(on_path="marginal")
+    config = PipelineConfig(n_sources=2, folds=2, mechanism="none", global_models=("naive-bayes",), on_path="class",
+                            methods=("BASIS", "PGEN"))
+    results = run_study(schema, X, y, config)
+    assert set(results["method"]) == {"BASIS", "PGEN"} and results["accuracy"].notna().all()
