@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,11 @@ from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
 from common.trees.tree import CategorySet, Edge, Node, Tree
+from miner_node.config import MiningConfig
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.onpath import ClassSetLaw, OnPathTree, class_set_law, redraw_on_path
 from miner_node.pgen import PathTable, pgen
+from miner_node.pseudo_parquet import chunk_rows, read_all
 from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict
 from modelshare.cli import build_parser
@@ -161,3 +165,42 @@ def test_the_in_process_pipeline_takes_on_path_and_keeps_uniform_by_default(car)
                             methods=("BASIS", "PGEN"))
     results = run_study(schema, X, y, config)
     assert set(results["method"]) == {"BASIS", "PGEN"} and results["accuracy"].notna().all()
+
+
+@pytest.mark.slow  # a LocalCluster of one worker process
+def test_the_dask_engine_redraws_each_chunk_as_the_local_engine_does(car, tmp_path):
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    schema, X, y = car
+    models = [AcceptedModel(owner, decode_model(model_message(release_model(
+        "none", tree=CartTreeClassifier(schema, max_depth=3, random_state=0).fit(X[rows], y[rows]).tree_))))
+        for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(y.shape[0]), 2))]
+    spec = spec_from_mapping(study({"on_path": "class"})).spec
+    evaluation = Evaluation(X, y, np.arange(y.shape[0]))
+    local = mine(spec, schema, models, evaluation)
+    dask = mine(spec, schema, models, evaluation, mining=MiningConfig(engine="dask", workers=1, memory_budget_mb=1),
+                pseudo_dir=tmp_path)
+    assert dask.engine == "dask" and dask.pgen_on_path == local.pgen_on_path and dask.pgen_on_path.startswith("class: ")
+    X_dask, y_dask = read_all(sorted(tmp_path.glob("owner=*/part-*.parquet")), schema)
+    law = ClassSetLaw.from_trees([t for m in models for t in m.model.trees])
+    rows = chunk_rows(schema, 1)
+    expected, uniform = [], []
+    for i, m in enumerate(models):
+        for on_path, out in ((law, expected), (None, uniform)):
+            chunks = pseudo_tree_chunks(m.model.trees, None, spec.pgen_scale, np.random.default_rng([3, i]), "exact", rows,
+                                        None, on_path)
+            out.extend(X for X, _, _ in chunks)
+    assert np.array_equal(X_dask, np.vstack(expected)) and y_dask.shape[0] == sum(o.pseudo_rows for o in local.owners)
+    moved = np.flatnonzero((X_dask != np.vstack(uniform)).any(axis=0))
+    assert moved.size and set(moved) <= set(law.theta)  # only categories the law covers were redrawn
+
+
+@pytest.mark.slow  # a miner and two owner processes
+def test_simulate_with_on_path_class_end_to_end(tmp_path, capsys):
+    from modelshare.cli import main
+
+    assert main(["simulate", "--dataset", "car", "--owners", "2", "--mechanism", "none", "--pgen-scale", "2",
+                 "--global-models", "naive-bayes", "--on-path", "class", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["on_path"].startswith("class: values inside a path's allowed category set")
+    assert report["off_path"].startswith("uniform: ") and report["models"][0]["accuracy"] is not None
