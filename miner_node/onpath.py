@@ -9,7 +9,10 @@ partner inside one leaf, e.g. Nursery's ``health = not_recom``, whose rows are a
 estimates, per constrained categorical attribute ``j``, the class-conditional law ``theta_j[v, c]``
 by EM over every released path of the study (each path's class mass spread over its allowed set in
 proportion to ``theta``), and `redraw_on_path` draws each pseudo row's value of ``j`` inside its
-path's set from ``theta_j[., class]`` restricted to that set.
+path's set from ``theta_j[., class]`` restricted to that set. A path that leaves ``j`` free allows
+its whole domain, so its rows draw ``j`` from ``theta_j[., class]`` itself (the algorithm as
+measured); a study's ``off_path`` other than ``uniform`` then redraws those free values from its own
+law (`miner_node.tasks` applies this redraw first).
 
 The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their class masses
 (paths, classes; `miner_node.offpath.class_mass`, as PGEN reads them), from ``theta = 1 / V``::
@@ -21,8 +24,8 @@ The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their 
 ``EM_ITERATIONS`` times. Only released numbers are read (allowed sets and class masses), so this is
 post-processing of the releases and no privacy guarantee changes. Every pseudo row still satisfies
 its path and each path's class counts are unchanged: only values inside allowed sets move. Numeric
-attributes and the attributes a path leaves free (those are `miner_node.offpath`'s) are not touched;
-a path whose set is one category keeps it.
+attributes, and categorical ones no released path constrains, are not touched; a path whose set is
+one category keeps it (its rows are not even drawn again).
 """
 
 from __future__ import annotations
@@ -103,8 +106,9 @@ class ClassSetLaw:
     def describe(self) -> str:
         """The law in words, for the study's results: which attributes it covers and how it was fitted."""
         names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.theta]
-        return (f"class: values inside a path's allowed category set drawn from the class law all released paths "
-                f"determine (EM, {self.iterations} iterations; {', '.join(names) or 'no attribute constrained'})")
+        return (f"class: values inside a path's allowed category set (the whole domain where the path leaves the "
+                f"attribute free) drawn from the class law all released paths determine (EM, {self.iterations} "
+                f"iterations; {', '.join(names) or 'no attribute constrained'})")
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ class OnPathTree:
 
     Built once per tree (`of`) and handed to `redraw_on_path` for every chunk of its rows:
     ``leaf_to_path`` (`miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
-    constrain it (``constrained[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
+    allow more than one category of it (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
     classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
     set's last category on, so that a uniform number below 1 always lands on an allowed category.
     """
@@ -121,36 +125,36 @@ class OnPathTree:
     tree: Tree
     law: ClassSetLaw
     leaf_to_path: np.ndarray
-    constrained: dict[int, np.ndarray]
+    moves: dict[int, np.ndarray]
     cum: dict[int, np.ndarray]
 
     @classmethod
     def of(cls, tree: Tree, law: ClassSetLaw) -> "OnPathTree":
         """Prepare ``tree`` for redraws from ``law``."""
         table = PathTable.from_tree(tree)
-        constrained, cum = {}, {}
+        moves, cum = {}, {}
         for j, theta in law.theta.items():
             allowed = table.allowed[j]
-            constrained[j] = ~allowed.all(axis=1)
+            moves[j] = table.n_allowed[j] > 1
             weights = allowed[:, None, :] * theta.T[None, :, :]  # (paths, classes, categories)
             running = np.cumsum(weights, axis=2).reshape(-1, allowed.shape[1])
             total = running[:, -1:]
             cum[j] = np.where(running >= total, 1.0, running / total)
-        return cls(tree, law, leaf_paths(tree), constrained, cum)
+        return cls(tree, law, leaf_paths(tree), moves, cum)
 
 
 def redraw_on_path(tree: OnPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``X`` (PGEN rows of ``tree.tree``, classes ``y``) with each constrained category redrawn inside its path's set.
+    """``X`` (PGEN rows of ``tree.tree``, classes ``y``) with each category of the law redrawn inside its path's set.
 
     The row's path is found by routing (`miner_node.offpath.row_paths`); per attribute of the law,
-    one uniform number per row whose path constrains it, compared with the row's (path, class)
+    one uniform number per row whose path allows more than one category, compared with the row's (path, class)
     cumulative table in blocks of `miner_node.pgen.BLOCK_ROWS` rows.
     """
     pid = row_paths(tree.tree, tree.leaf_to_path, X)
     out = np.array(X, dtype=np.float64, order="F", copy=True)
     n_classes = tree.law.schema.n_classes
-    for j, constrained in tree.constrained.items():
-        rows = np.flatnonzero(constrained[pid])
+    for j, moves in tree.moves.items():
+        rows = np.flatnonzero(moves[pid])
         if rows.size == 0:
             continue
         group = pid[rows] * n_classes + y[rows].astype(np.int64)

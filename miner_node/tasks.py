@@ -147,12 +147,16 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
 
 def _redraw(prepared: tuple[OffPathTree | None, OnPathTree | None], X: np.ndarray, y: np.ndarray,
             rng: np.random.Generator) -> np.ndarray:
-    """One tree's PGEN rows with the study's off-path, then on-path redraws (each only when its law is given)."""
+    """One tree's PGEN rows with the study's on-path, then off-path redraws (each only when its law is given).
+
+    The on-path law also draws the categories a path leaves free (their set is the whole domain); a
+    study's off-path law, applied after it, has the last word on those.
+    """
     off, on = prepared
-    if off is not None:
-        X = redraw_off_path(off, X, y, rng)
     if on is not None:
         X = redraw_on_path(on, X, y, rng)
+    if off is not None:
+        X = redraw_off_path(off, X, y, rng)
     return X
 
 

@@ -334,7 +334,8 @@ def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, de
     return parser.add_argument("--on-path", choices=ON_PATH_MODES, default=default, metavar="MODE",
                                help="PGEN's values inside a path's allowed category set: uniform in the set (the "
                                     "paper's), or class, drawn from the class law all released paths determine "
-                                    f"(EM); classification only (default {default}; from {', '.join(ON_PATH_MODES)})")
+                                    "(EM; a free category too, unless --off-path draws it); classification only "
+                                    f"(default {default}; from {', '.join(ON_PATH_MODES)})")
 
 
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],

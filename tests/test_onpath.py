@@ -63,7 +63,7 @@ def _tables(trees):
     return [PathTable.from_tree(t) for t in trees]
 
 
-def test_redraws_keep_paths_class_counts_single_sets_numeric_and_free_values(car):
+def test_redraws_keep_paths_class_counts_single_sets_and_numeric_values(car):
     schema, X, y = car
     tree = CartTreeClassifier(schema, max_depth=3, random_state=0).fit(X, y).tree_
     law = ClassSetLaw.from_trees([tree])
@@ -74,12 +74,14 @@ def test_redraws_keep_paths_class_counts_single_sets_numeric_and_free_values(car
     assert np.array_equal(tree.apply(redrawn), leaf)  # every row still satisfies its own path
     assert not np.array_equal(redrawn, Xp)
     table = _tables([tree])[0]
+    free = [(path.leaf, j) for p, path in enumerate(tree.paths()) for j in law.theta if table.allowed[j][p].all()]
+    assert free and any(not np.array_equal(redrawn[leaf == k, j], Xp[leaf == k, j]) for k, j in free)  # free: whole domain
     for p, path in enumerate(tree.paths()):
         rows = leaf == path.leaf
         for j in range(schema.n_attributes):
             moved = not np.array_equal(redrawn[rows, j], Xp[rows, j])
-            if moved:  # only a constrained attribute with more than one allowed category moves
-                assert j in law.theta and 1 < table.n_allowed[j][p] < schema.attributes[j].size, (path.describe(schema), j)
+            if moved:  # only an attribute of the law with more than one allowed category moves
+                assert j in law.theta and table.n_allowed[j][p] > 1, (path.describe(schema), j)
             assert set(np.unique(redrawn[rows, j])) <= set(np.flatnonzero(table.allowed[j][p])) if j in table.allowed else True
 
 
@@ -202,5 +204,5 @@ def test_simulate_with_on_path_class_end_to_end(tmp_path, capsys):
     assert main(["simulate", "--dataset", "car", "--owners", "2", "--mechanism", "none", "--pgen-scale", "2",
                  "--global-models", "naive-bayes", "--on-path", "class", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["on_path"].startswith("class: values inside a path's allowed category set")
+    assert report["on_path"].startswith("class: values inside a path's allowed category set (the whole domain")
     assert report["off_path"].startswith("uniform: ") and report["models"][0]["accuracy"] is not None
