@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
 import pytest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import StudyError, describe_spec, load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
@@ -19,9 +21,12 @@ from miner_node.onpath import ClassSetLaw, OnPathTree, class_set_law, redraw_on_
 from miner_node.pgen import PathTable, pgen
 from miner_node.pseudo_parquet import chunk_rows, read_all
 from miner_node.tasks import pseudo_data, pseudo_tree_chunks
-from modelshare.admin import results_dict
+from modelshare.admin import results_dict, status_dict
 from modelshare.cli import build_parser
+from modelshare.cli_common import out
+from modelshare.cli_federation import results_renderables
 from modelshare.pipeline import PipelineConfig, run_study
+from modelshare.report_html import render_report, study_report
 from modelshare.simulate import prepare
 from tests.federation_helpers import REGRESSION_SCHEMA
 
@@ -144,6 +149,13 @@ def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
     assert uniform.pgen_on_path.startswith("uniform: ")
     assert informed.pgen_on_path.startswith("class: ") and "EM, 10 iterations" in informed.pgen_on_path
     assert results_dict(informed)["on_path"] == informed.pgen_on_path
+    status = fpb.StudyStatus(spec=spec_from_mapping(study({"on_path": "class"})).spec, state="done")
+    with out.capture() as captured:
+        for renderable in results_renderables(status_dict(status), results_dict(informed)):
+            out.print(renderable)
+    assert "PGEN on-path values: class: " in captured.get()  # `study results`
+    page = html.unescape(render_report(study_report(status, informed, made_by="modelshare study results")))
+    assert "PGEN on-path values" in page and informed.pgen_on_path in page
     assert [o.pseudo_rows for o in informed.owners] == [o.pseudo_rows for o in uniform.owners]
 
 
@@ -188,10 +200,10 @@ def test_the_dask_engine_redraws_each_chunk_as_the_local_engine_does(car, tmp_pa
     rows = chunk_rows(schema, 1)
     expected, uniform = [], []
     for i, m in enumerate(models):
-        for on_path, out in ((law, expected), (None, uniform)):
+        for on_path, drawn in ((law, expected), (None, uniform)):
             chunks = pseudo_tree_chunks(m.model.trees, None, spec.pgen_scale, np.random.default_rng([3, i]), "exact", rows,
                                         None, on_path)
-            out.extend(X for X, _, _ in chunks)
+            drawn.extend(X for X, _, _ in chunks)
     assert np.array_equal(X_dask, np.vstack(expected)) and y_dask.shape[0] == sum(o.pseudo_rows for o in local.owners)
     moved = np.flatnonzero((X_dask != np.vstack(uniform)).any(axis=0))
     assert moved.size and set(moved) <= set(law.theta)  # only categories the law covers were redrawn
