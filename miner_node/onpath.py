@@ -31,21 +31,18 @@ one category keeps it (its rows are not even drawn again).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.federation.study import ON_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.offpath import class_mass, leaf_paths, row_paths
 from miner_node.pgen import BLOCK_ROWS, PathTable
 
-__all__ = ["ON_PATH_MODES", "OnPathMode", "UNIFORM_ON_PATH", "EM_ITERATIONS", "ClassSetLaw", "class_set_law",
+__all__ = ["UNIFORM_ON_PATH", "EM_ITERATIONS", "ClassSetLaw", "class_set_law",
            "OnPathTree", "redraw_on_path"]
 
-#: ``uniform``: the paper's PGEN; ``class``: the class law every released path determines (EM).
-OnPathMode = Literal["uniform", "class"]
 #: What the results say of a study whose PGEN drew values inside allowed sets uniformly.
 UNIFORM_ON_PATH = "uniform: values inside a path's allowed category set drawn uniformly (the paper's PGEN)"
 #: EM iterations of `class_set_law` (the setting's measured runs used 10).
