@@ -11,7 +11,9 @@ path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's path
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
 union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
 path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
-estimated once per study from all of them), and the results say so. A model built from the releases
+estimated once per study from all of them); under ``on_path = "class"`` a category inside a path's allowed
+set is drawn from the class law all accepted paths determine (`miner_node.onpath`), and the results say
+both. A model built from the releases
 themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
 calibrated naive Bayes) is built from every accepted release instead and trains on no pseudo row (its
 results say 0 training rows). A dpea-nb release's pseudo rows are its own (`miner_node.calibrated_nb`). Each global
@@ -152,8 +154,9 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
     results.engine = "local"
     parts_X, parts_y, parts_groups = [], [], []
     law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
+    on_path, results.pgen_on_path = task.on_path_law(spec, [item.model for item in owners])
     for i, item in enumerate(owners):
-        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]), law)
+        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]), law, on_path)
         parts_X.append(X)
         parts_y.append(y)
         parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))
@@ -196,10 +199,11 @@ def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[Ac
     files: list[Path] = []
     owner_of_file: list[int] = []
     law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
+    on_path, results.pgen_on_path = task.on_path_law(spec, [item.model for item in owners])
     for i, item in enumerate(owners):
         rng = np.random.default_rng([int(spec.seed), i])
         chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
-                                    spec.class_assignment, rows_per_chunk, law)  # type: ignore[arg-type]
+                                    spec.class_assignment, rows_per_chunk, law, on_path)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)
         owner_of_file.extend([i] * len(written.files))

@@ -43,7 +43,8 @@ from common.federation.study import OFF_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.pgen import PathTable
 
-__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "OffPathTree", "redraw_off_path"]
+__all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "OffPathTree", "redraw_off_path",
+           "class_mass", "leaf_paths", "row_paths"]
 
 #: ``uniform``: the paper's PGEN; ``marginal``: each attribute's pooled released law; ``class``: its law given the
 #: class; ``path``: its law given the region the row's path fixes.
@@ -77,7 +78,7 @@ def _constrained_numeric(table: PathTable, j: int) -> np.ndarray:
     return (table.low[j] > full_low) | (table.high[j] < full_high)
 
 
-def _class_mass(table: PathTable) -> np.ndarray:
+def class_mass(table: PathTable) -> np.ndarray:
     """(paths, classes): each path's released tuples shared by its class distribution (a noisy negative total: none)."""
     return table.class_probs * np.clip(table.totals, 0, None)[:, None]
 
@@ -170,7 +171,7 @@ def _categorical_law(tables: Sequence[PathTable], j: int, size: int) -> _Categor
             continue
         allowed = table.allowed[j][constrained]
         share = allowed / allowed.sum(axis=1, keepdims=True)
-        mass += _class_mass(table)[constrained].T @ share
+        mass += class_mass(table)[constrained].T @ share
     probs = _normalise(mass)
     return None if probs is None else _Categorical(probs)
 
@@ -183,7 +184,7 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
         constrained = _constrained_numeric(table, j)
         if constrained.any():
             high = table.high[j][constrained] + (1.0 if integer else 0.0)
-            parts.append((table.low[j][constrained], high, _class_mass(table)[constrained]))
+            parts.append((table.low[j][constrained], high, class_mass(table)[constrained]))
     if not parts:
         return None
     attr = tables[0].schema.attributes[j]
@@ -363,9 +364,7 @@ class OffPathTree:
     @classmethod
     def of(cls, tree: Tree, law: ReleasedLaw) -> "OffPathTree":
         """Prepare ``tree`` (paths in `Tree.paths` order, the order `PathTable` keeps) for redraws from ``law``."""
-        leaves = [p.leaf for p in tree.paths()]
-        leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
-        leaf_to_path[leaves] = np.arange(len(leaves))
+        leaf_to_path = leaf_paths(tree)
         table = PathTable.from_tree(tree)
         free = {j: (table.n_allowed[j] == attr.size) if isinstance(attr, CategoricalAttribute)
                 else ~_constrained_numeric(table, j) for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
@@ -375,15 +374,33 @@ class OffPathTree:
         return cls(tree, law, table, leaf_to_path, free, weights)
 
 
+def leaf_paths(tree: Tree) -> np.ndarray:
+    """Per node of ``tree``, the index of the path it ends (`Tree.paths` order, the order `PathTable` keeps); -1: inner."""
+    leaves = [p.leaf for p in tree.paths()]
+    leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
+    leaf_to_path[leaves] = np.arange(len(leaves))
+    return leaf_to_path
+
+
+def row_paths(tree: Tree, leaf_to_path: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Each row's path index in ``tree`` (``leaf_to_path`` from `leaf_paths`), found by routing it down the tree.
+
+    PGEN's rows satisfy their paths and a tree's paths partition the domain, so routing finds the
+    path a row was drawn from; a row that ends on no leaf is not the tree's own and is refused.
+    """
+    pid = leaf_to_path[tree.apply(X)]
+    if np.any(pid < 0):
+        raise ValueError("a pseudo row reaches no leaf of its tree; a redraw needs the tree's own PGEN rows")
+    return pid
+
+
 def redraw_off_path(tree: OffPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``X`` (PGEN rows of ``tree.tree``) with every attribute its row's path leaves unconstrained drawn from ``tree.law``.
 
     A row's path is found by routing it down the tree (PGEN's rows satisfy their paths, and a
     tree's paths partition the domain); values on constrained attributes are kept as drawn.
     """
-    pid = tree.leaf_to_path[tree.tree.apply(X)]
-    if np.any(pid < 0):
-        raise ValueError("a pseudo row reaches no leaf of its tree; redraw_off_path needs the tree's own PGEN rows")
+    pid = row_paths(tree.tree, tree.leaf_to_path, X)
     out = np.array(X, dtype=np.float64, order="F", copy=True)
     if tree.law.pool is not None:
         _redraw_given_path(tree, pid, out, rng)

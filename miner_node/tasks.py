@@ -43,6 +43,7 @@ from miner_node.calibrated_nb import NB_PSEUDO_ROWS, is_nb_release, nb_pseudo_da
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
+from miner_node.onpath import UNIFORM_ON_PATH, ClassSetLaw, OnPathTree, redraw_on_path
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
@@ -84,15 +85,20 @@ class MiningTask(Protocol):
         ...
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         """PGEN on one accepted model: encoded attributes and labels (or target values).
 
-        ``law`` is the study's off-path law (`off_path_law`; classification only), None for uniform draws.
+        ``law`` is the study's off-path law (`off_path_law`; classification only), None for uniform draws;
+        ``on_path`` the study's on-path law (`on_path_law`; classification only), None for uniform draws.
         """
         ...
 
     def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         """The law PGEN draws free attributes from under the study's ``off_path`` (None: uniform), and that in words."""
+        ...
+
+    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+        """The law PGEN draws values inside allowed category sets from under the study's ``on_path``, and that in words."""
         ...
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
@@ -139,15 +145,37 @@ def _sampling_rate(report: PrivacyReport | None) -> float:
     return float(report.parameters["beta"])
 
 
+def _redraw(prepared: tuple[OffPathTree | None, OnPathTree | None], X: np.ndarray, y: np.ndarray,
+            rng: np.random.Generator) -> np.ndarray:
+    """One tree's PGEN rows with the study's on-path, then off-path redraws (each only when its law is given).
+
+    The on-path law also draws the categories a path leaves free (their set is the whole domain); a
+    study's off-path law, applied after it, has the last word on those.
+    """
+    off, on = prepared
+    if on is not None:
+        X = redraw_on_path(on, X, y, rng)
+    if off is not None:
+        X = redraw_off_path(off, X, y, rng)
+    return X
+
+
+def _prepare(tree: Tree, law: ReleasedLaw | None, on_path: ClassSetLaw | None) -> tuple[OffPathTree | None, OnPathTree | None]:
+    """What `_redraw` needs of ``tree``, built once per tree."""
+    return (None if law is None else OffPathTree.of(tree, law), None if on_path is None else OnPathTree.of(tree, on_path))
+
+
 def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                class_assignment: ClassAssignment, law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                class_assignment: ClassAssignment, law: ReleasedLaw | None = None,
+                on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
     A dpea-nb release's rows come from its root tree and its class histograms, labelled by its calibrated
-    model (`miner_node.calibrated_nb.nb_pseudo_data`; the off-path ``law`` does not apply to it).
+    model (`miner_node.calibrated_nb.nb_pseudo_data`; neither ``law`` nor ``on_path`` applies to it).
     With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
-    their path leaves free redrawn from it; without, they stay PGEN's uniform draws (the paper's).
+    their path leaves free redrawn from it; with ``on_path`` (`miner_node.onpath.ClassSetLaw`), their
+    categories inside the path's allowed sets; without, they stay PGEN's uniform draws (the paper's).
     """
     if is_nb_release(report):  # a model, not a partition: `miner_node.calibrated_nb`
         return nb_pseudo_data(trees, report, scale, rng, class_assignment)
@@ -155,7 +183,7 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
     single = len(trees) == 1 and beta == 1.0
-    if law is None:
+    if law is None and on_path is None:
         if single:
             return pgen(trees[0], rows=_pgen_rows(trees[0], scale), rng=rng, class_assignment=class_assignment)
         return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
@@ -163,19 +191,19 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
     parts = []
     for tree, rows in zip(trees, sizes):
         X, y = pgen(tree, rows=rows, rng=rng, class_assignment=class_assignment)
-        parts.append((redraw_off_path(OffPathTree.of(tree, law), X, y, rng), y))
+        parts.append((_redraw(_prepare(tree, law, on_path), X, y, rng), y))
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
 def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                       class_assignment: ClassAssignment, chunk_rows: int,
-                       law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+                       class_assignment: ClassAssignment, chunk_rows: int, law: ReleasedLaw | None = None,
+                       on_path: ClassSetLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks ``(X, y, tree)`` of at most ``chunk_rows`` rows.
 
     ``tree`` is the index of the released tree the chunk was drawn from (a chunk never spans two).
     What the Parquet writer (`miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
-    each chunk's free attributes are redrawn from it, as `pseudo_data` does.
+    and ``on_path`` each chunk is redrawn from them, as `pseudo_data` does.
     """
     if is_nb_release(report):  # drawn whole (at most MAX_DP_PGEN_ROWS rows), then cut
         X, y = nb_pseudo_data(trees, report, scale, rng, class_assignment)
@@ -190,16 +218,16 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     else:
         sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
     for index, (tree, rows) in enumerate(zip(trees, sizes)):
-        prepared = None if law is None else OffPathTree.of(tree, law)  # once per tree, used by every chunk
+        prepared = _prepare(tree, law, on_path)  # once per tree, used by every chunk
         for X, y in pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows):
-            yield (X if prepared is None else redraw_off_path(prepared, X, y, rng)), y, index
+            yield _redraw(prepared, X, y, rng), y, index
 
 
 def pseudo_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
-                  class_assignment: ClassAssignment, chunk_rows: int,
-                  law: ReleasedLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                  class_assignment: ClassAssignment, chunk_rows: int, law: ReleasedLaw | None = None,
+                  on_path: ClassSetLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """`pseudo_tree_chunks`' chunks without their tree (what bench/pgen_parquet.py times)."""
-    for X, y, _ in pseudo_tree_chunks(trees, report, scale, rng, class_assignment, chunk_rows, law):
+    for X, y, _ in pseudo_tree_chunks(trees, report, scale, rng, class_assignment, chunk_rows, law, on_path):
         yield X, y
 
 
@@ -261,9 +289,9 @@ class ClassificationTask:
         return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment,  # type: ignore[arg-type]
-                           law)
+                           law, on_path)
 
     def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         mode = spec.pgen_off_path or "uniform"
@@ -273,6 +301,15 @@ class ClassificationTask:
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH
         law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
+        return law, law.describe()
+
+    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+        if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses "class"
+            return None, NB_PSEUDO_ROWS
+        trees = [tree for model in models for tree in model.trees]
+        if (spec.pgen_on_path or "uniform") == "uniform" or not trees:
+            return None, UNIFORM_ON_PATH
+        law = ClassSetLaw.from_trees(trees)
         return law, law.describe()
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
@@ -329,11 +366,14 @@ class RegressionTask:
         return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
 
     def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.federation.study`)
+
+    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+        return None, UNIFORM_ON_PATH  # a regression study's on_path is "uniform" (`common.federation.study`)
 
     def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
         return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group

@@ -154,6 +154,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         "engine": results.engine or "local",
         "pseudo_data": results.pseudo_data or None,
         "off_path": results.pgen_off_path,
+        "on_path": results.pgen_on_path,
         "owners": [
             {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,
              "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows}

@@ -327,6 +327,17 @@ def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, d
                                     f"(default {default_text or default}; from {', '.join(OFF_PATH_MODES)})")
 
 
+def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str) -> argparse.Action:
+    """``--on-path MODE``: how PGEN draws a category inside a path's allowed set (study.toml's ``[mining] on_path``)."""
+    from common.federation.study import ON_PATH_MODES  # the study's own list, imported when the parser is built
+
+    return parser.add_argument("--on-path", choices=ON_PATH_MODES, default=default, metavar="MODE",
+                               help="PGEN's values inside a path's allowed category set: uniform in the set (the "
+                                    "paper's), or class, drawn from the class law all released paths determine "
+                                    "(EM; a free category too, unless --off-path draws it); classification only "
+                                    f"(default {default}; from {', '.join(ON_PATH_MODES)})")
+
+
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],
                       default: Sequence[str] | None, help: str, allow_none: bool = False,
                       dest: str = "global_models", default_text: str | None = None) -> argparse.Action:

@@ -177,6 +177,8 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
     lines = [Text(study_headline(status)), table]
     if results.get("off_path"):
         lines.append(Text(f"PGEN off-path values: {results['off_path']}"))
+    if results.get("on_path"):
+        lines.append(Text(f"PGEN on-path values: {results['on_path']}"))
     return [*lines, Text(engine_line(results))]
 
 

@@ -22,7 +22,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.global_model_settings import check_settings, settings_to_pb
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import OFF_PATH_MODES
+from common.federation.study import OFF_PATH_MODES, ON_PATH_MODES
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from common.mechanisms.release import local_learner, release
@@ -32,6 +32,7 @@ from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.offpath import ReleasedLaw
+from miner_node.onpath import ClassSetLaw
 from miner_node.pgen import ClassAssignment, basegen
 from miner_node.selection import choose
 from miner_node.tasks import pseudo_data, pseudo_sources
@@ -75,6 +76,9 @@ class PipelineConfig:
     off_path:
         PGEN's values for attributes a path leaves free (`miner_node.offpath`): ``uniform`` (the paper's)
         or drawn from the fold's released paths' law, ``marginal`` or ``class``.
+    on_path:
+        PGEN's values inside a path's allowed category set (`miner_node.onpath`): ``uniform`` (the paper's)
+        or ``class``, drawn from the class law the fold's released paths determine (EM).
     pgen_scale:
         PGEN rows per released tree as a multiple of the tuples it discloses. 1 is the paper's
         hit + miss per path; the default 10 gives the global learner a far less noisy view of the
@@ -98,6 +102,7 @@ class PipelineConfig:
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
     off_path: str = "uniform"
+    on_path: str = "uniform"
     pgen_scale: float = 10.0
     random_state: int = 0
 
@@ -110,6 +115,8 @@ class PipelineConfig:
             raise ValueError(f"pgen_scale must be positive, got {self.pgen_scale}")
         if self.off_path not in OFF_PATH_MODES:
             raise ValueError(f"off_path must be one of {list(OFF_PATH_MODES)}, got {self.off_path!r}")
+        if self.on_path not in ON_PATH_MODES:
+            raise ValueError(f"on_path must be one of {list(ON_PATH_MODES)}, got {self.on_path!r}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, got {self.repeats}")
         unknown = [m for m in (*self.global_models, *self.global_params) if m not in GLOBAL_MODELS]
@@ -249,7 +256,8 @@ def run_fold(
     if "PGEN" in config.methods:
         trees = [tree for r in released.values() for tree in r.trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
-        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law)
+        on_path = None if config.on_path == "uniform" or not trees else ClassSetLaw.from_trees(trees)
+        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
                  for r in released.values()]
         tables["PGEN"] = _pooled(parts, schema)
         if config.model_settings and parts:  # which release each row came from: the miner's CV holds out whole trees

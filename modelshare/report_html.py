@@ -101,6 +101,7 @@ class StudyReport:
     basis_known: bool
     source: str | None = None
     off_path: str = ""  # how PGEN drew the attributes a path leaves free, in the miner's words
+    on_path: str = ""  # how PGEN drew the categories inside a path's allowed sets, in the miner's words
 
     @property
     def regression(self) -> bool:
@@ -177,7 +178,7 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
         evaluation_rows=int(results.evaluation_rows),
         evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None,
-        source=source, off_path=results.pgen_off_path)
+        source=source, off_path=results.pgen_off_path, on_path=results.pgen_on_path)
 
 
 # ------------------------------------------------------------------ plots
@@ -326,6 +327,7 @@ def _settings(report: StudyReport) -> str:
         ("global models", ", ".join(s["global_models"])),
         ("PGEN scale", f"{s['pgen_scale']:g} pseudo rows per released tuple"),
         ("PGEN off-path values", report.off_path or s["off_path"]),
+        ("PGEN on-path values", report.on_path or s["on_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
         ("evaluation table", (f"{report.evaluation_rows} rows" + (f" ({report.evaluation_rows_dropped} with a missing "

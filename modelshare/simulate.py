@@ -91,6 +91,7 @@ from modelshare.cli_common import (
     add_max_depth,
     add_model_settings,
     add_off_path,
+    add_on_path,
     add_owners,
     add_seed,
     add_test_fraction,
@@ -205,7 +206,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
         "release": release,
         "training": training,
         "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "off_path": args.off_path,
-                   "evaluation": "test.csv"},
+                   "on_path": args.on_path, "evaluation": "test.csv"},
         **({"global_models": dict(args.model_settings)} if args.model_settings else {}),
     })
 
@@ -264,6 +265,8 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     args.off_path = args.off_path or DEFAULT_OFF_PATH[task]
     if task == REGRESSION_TASK and args.off_path != "uniform":
         raise ValueError(f"--off-path {args.off_path} draws by class; a regression study's PGEN draws uniformly")
+    if task == REGRESSION_TASK and args.on_path != "uniform":
+        raise ValueError(f"--on-path {args.on_path} draws by class; a regression study's PGEN draws uniformly")
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")
     wrong = [m for m in args.models if m not in MODELS[task]]
@@ -544,7 +547,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release else args.learner,
               "learner_options": args.admissible,
               "owners": owner_rows, "models": models,
-              "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path, "wall_seconds": wall,
+              "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path,
+              "on_path": results.pgen_on_path, "wall_seconds": wall,
               "engine": results.engine or "local", "requirement_bound": bound,
               "dir": str(root) if args.keep_dir else None}
     if args.json:
@@ -594,6 +598,8 @@ def _print(report: dict[str, Any]) -> None:
                   f"on the pooled training rows classifies more of them correctly ({on})", highlight=False)
     if report.get("off_path"):  # what the miner said it did (a report built by hand may not say)
         out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
+    if report.get("on_path"):
+        out.print(f"PGEN on-path values: {report['on_path']}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback; "
               f"global models on the {report.get('engine', 'local')} engine)")
     out.print()
@@ -670,6 +676,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_off_path(p, default=None, default_text=f"{DEFAULT_OFF_PATH[CLASSIFICATION_TASK]}; with --task regression "
                                                f"{DEFAULT_OFF_PATH[REGRESSION_TASK]}")
+    add_on_path(p, default="uniform")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")

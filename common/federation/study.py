@@ -49,6 +49,8 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     class_assignment = "exact"       # or "sample"
     off_path = "uniform"             # or "marginal", "class", "path": attributes a path leaves free drawn from
                                      # the released paths' own law (`miner_node.offpath`)
+    on_path = "uniform"              # or "class": values inside a path's allowed category set drawn from the
+                                     # class law all released paths determine (`miner_node.onpath`)
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
     [global_models]                  # optional: how the miner sets each global model's hyperparameters
@@ -110,6 +112,9 @@ CLASS_ASSIGNMENTS = ("exact", "sample")
 #: PGEN's values for attributes a path leaves free (`miner_node.offpath`): the paper's uniform draw, or the
 #: law the released paths that constrain the attribute disclose: pooled, given the class, or given the path's region.
 OFF_PATH_MODES = ("uniform", "marginal", "class", "path")
+#: PGEN's values inside a path's allowed category set (`miner_node.onpath`): the paper's uniform draw, or the
+#: class-conditional law every released path together determines (EM).
+ON_PATH_MODES = ("uniform", "class")
 
 
 class StudyError(ValueError):
@@ -217,6 +222,8 @@ class _MiningTable(ConfigModel):
     """PGEN's class assignment: `exact` (each path's counts reproduced) or `sample`."""
     off_path: str = "uniform"
     """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
+    on_path: str = "uniform"
+    """PGEN's values of a categorical attribute inside the category set a path allows: `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (a path that leaves the attribute free allows its whole domain; an off_path other than `uniform` then redraws those free values); classification only, not for dpea-nb."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
@@ -251,6 +258,7 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
         pgen_scale=mining.pgen_scale,
         class_assignment=mining.class_assignment,
         pgen_off_path=mining.off_path,
+        pgen_on_path=mining.on_path,
         quorum=study.quorum,
         seed=study.seed,
         owners=study.owners,
@@ -365,6 +373,11 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     if isinstance(schema, RegressionSchema) and spec.pgen_off_path not in ("", "uniform"):
         raise StudyError(f"{where}: off_path {spec.pgen_off_path!r} needs class labels; a regression study's PGEN "
                          "draws uniformly (off_path = \"uniform\")")
+    if spec.pgen_on_path not in ("", *ON_PATH_MODES):
+        raise StudyError(f"{where}: on_path must be one of {list(ON_PATH_MODES)}, got {spec.pgen_on_path!r}")
+    if isinstance(schema, RegressionSchema) and spec.pgen_on_path not in ("", "uniform"):
+        raise StudyError(f"{where}: on_path {spec.pgen_on_path!r} needs class labels; a regression study's PGEN "
+                         "draws uniformly (on_path = \"uniform\")")
     if spec.min_samples_leaf < 1 or (spec.HasField("max_depth") and spec.max_depth < 1):
         raise StudyError(f"{where}: min_samples_leaf and max_depth must be at least 1")
     if not spec.pgen_scale > 0:
@@ -374,6 +387,9 @@ def check_spec(spec: fpb.StudySpec, *, where: str = "study") -> None:
     if spec.mechanism == DPEA_NB and spec.pgen_off_path not in ("", "uniform"):
         raise StudyError(f"{where}: off_path {spec.pgen_off_path!r} does not apply to {DPEA_NB!r} releases, whose pseudo "
                          "rows draw the free attributes from the released class histograms; leave off_path unset")
+    if spec.mechanism == DPEA_NB and spec.pgen_on_path not in ("", "uniform"):
+        raise StudyError(f"{where}: on_path {spec.pgen_on_path!r} does not apply to {DPEA_NB!r} releases, whose pseudo "
+                         "rows come from the released class histograms; leave on_path unset")
     if DPEA_NB_MODEL in spec.global_models and spec.mechanism != DPEA_NB:
         raise StudyError(f"{where}: global model {DPEA_NB_MODEL!r} is built from {DPEA_NB!r} releases; this study's "
                          f"mechanism is {spec.mechanism!r}")
@@ -438,6 +454,7 @@ def describe_spec(spec: fpb.StudySpec) -> dict[str, Any]:
         "global_model_settings": describe_settings(spec),
         "pgen_scale": spec.pgen_scale,
         "off_path": spec.pgen_off_path or "uniform",
+        "on_path": spec.pgen_on_path or "uniform",
         "owners": list(spec.owners),
         "quorum": spec.quorum,
         "deadline": spec.deadline.ToDatetime(tzinfo=timezone.utc).isoformat(),

@@ -60,6 +60,7 @@ from modelshare.cli_common import (
     LEARNER_DEFAULT,
     add_global_models,
     add_model_settings,
+    add_on_path,
     add_owners,
     float_list,
     int_list,
@@ -117,6 +118,8 @@ class PrivacySettings:
     """The admissible learner's pruning confidence (None: no pruning); `LEARNER_DEFAULT` keeps `local_learner`'s."""
     model_settings: dict[str, Any] = field(default_factory=dict)
     """How the miner sets PPGEN's global models (`PipelineConfig.model_settings`); none: the paper's fixed rules."""
+    on_path: str = "uniform"
+    """PGEN's values inside a path's allowed category set (`PipelineConfig.on_path`); uniform: the paper's."""
 
     def pipeline(self, learner: str | None = None) -> PipelineConfig:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
@@ -127,7 +130,7 @@ class PrivacySettings:
                               learner=learner, learner_params=params, model_settings=self.model_settings,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
                               disclosure=self.disclosure, global_models=self.global_models,
-                              methods=("BASIS", "PGEN"), random_state=self.seed)
+                              methods=("BASIS", "PGEN"), on_path=self.on_path, random_state=self.seed)
 
 
 def requirement(c: float, l: int) -> str:  # noqa: E741 - the paper's name
@@ -311,7 +314,8 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     settings = PrivacySettings(ls=args.ls, cs=args.cs, owners=args.owners, learners=tuple(args.learner),
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
-                               seed=args.seed, confidence=args.confidence, model_settings=dict(args.model_settings))
+                               seed=args.seed, confidence=args.confidence, model_settings=dict(args.model_settings),
+                               on_path=args.on_path)
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
     summary = summarize_privacy(raw)
     results = Results("privacy", table, asdict(settings), raw, summary)
@@ -340,6 +344,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_global_models(p, choices=GLOBAL_MODELS, default=PrivacySettings.global_models,
                       help="global models learned from BASIS, PPGEN and LD data")
     add_model_settings(p)
+    add_on_path(p, default=PrivacySettings.on_path)
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)

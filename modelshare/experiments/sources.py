@@ -31,6 +31,7 @@ from modelshare.cli_common import (
     add_global_models,
     add_max_depth,
     add_off_path,
+    add_on_path,
     add_owners,
     deprecated_alias,
     leaf_size,
@@ -166,6 +167,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         },
         pgen_scale=args.pgen_scale,
         off_path=args.off_path,
+        on_path=args.on_path,
         random_state=args.seed,
     )
     raw = run_sources(table.schema, X, y, config, args.owners, jobs=args.jobs)
@@ -209,6 +211,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
                    help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
     add_off_path(p, default=PipelineConfig.off_path)
+    add_on_path(p, default=PipelineConfig.on_path)
     models = add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree", "naive-bayes"),
                                help="global models learned from BASIS, PGEN and BASEGEN data")
     deprecated_alias(p, "--models", models)

@@ -81,7 +81,7 @@ class SignedEnvelope(_message.Message):
     def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class StudySpec(_message.Message):
-    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split", "confidence", "unpruned")
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split", "confidence", "unpruned", "pgen_on_path")
     class GlobalModelSettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +113,7 @@ class StudySpec(_message.Message):
     CATEGORY_SPLIT_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     UNPRUNED_FIELD_NUMBER: _ClassVar[int]
+    PGEN_ON_PATH_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     title: str
     schema: _model_pb2.Schema
@@ -137,7 +138,8 @@ class StudySpec(_message.Message):
     category_split: str
     confidence: float
     unpruned: bool
-    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ..., confidence: _Optional[float] = ..., unpruned: _Optional[bool] = ...) -> None: ...
+    pgen_on_path: str
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ..., confidence: _Optional[float] = ..., unpruned: _Optional[bool] = ..., pgen_on_path: _Optional[str] = ...) -> None: ...
 
 class ModelParameter(_message.Message):
     __slots__ = ("int_value", "float_value", "string_value", "bool_value")
@@ -304,7 +306,7 @@ class GlobalModelResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ..., auc: _Optional[float] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., selection: _Optional[str] = ...) -> None: ...
 
 class StudyResults(_message.Message):
-    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped", "engine", "pseudo_data", "pgen_off_path")
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped", "engine", "pseudo_data", "pgen_off_path", "pgen_on_path")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +319,7 @@ class StudyResults(_message.Message):
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     PSEUDO_DATA_FIELD_NUMBER: _ClassVar[int]
     PGEN_OFF_PATH_FIELD_NUMBER: _ClassVar[int]
+    PGEN_ON_PATH_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
     models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
@@ -329,7 +332,8 @@ class StudyResults(_message.Message):
     engine: str
     pseudo_data: str
     pgen_off_path: str
-    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ..., engine: _Optional[str] = ..., pseudo_data: _Optional[str] = ..., pgen_off_path: _Optional[str] = ...) -> None: ...
+    pgen_on_path: str
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ..., engine: _Optional[str] = ..., pseudo_data: _Optional[str] = ..., pgen_off_path: _Optional[str] = ..., pgen_on_path: _Optional[str] = ...) -> None: ...
 
 class CancelStudyRequest(_message.Message):
     __slots__ = ("study_id", "reason")

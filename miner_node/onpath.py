@@ -1,0 +1,162 @@
+"""On-path values: a categorical value inside a path's allowed set drawn from a class law, not uniformly.
+
+PGEN (`miner_node.pgen`) draws a categorical attribute that a path constrains to a set ``S``
+uniformly within ``S`` (the paper's choice), and `miner_node.offpath` redraws only the attributes a
+path leaves free. Under (c,l)-diversity a learner (the admissible one) pairs a category with a
+partner inside one leaf, e.g. Nursery's ``health = not_recom``, whose rows are all of class
+``not_recom``, with different partners in different subtrees. A uniform draw inside
+``{not_recom, partner}`` hides that, but the released paths together determine it: `ClassSetLaw`
+estimates, per constrained categorical attribute ``j``, the class-conditional law ``theta_j[v, c]``
+by EM over every released path of the study (each path's class mass spread over its allowed set in
+proportion to ``theta``), and `redraw_on_path` draws each pseudo row's value of ``j`` inside its
+path's set from ``theta_j[., class]`` restricted to that set. A path that leaves ``j`` free allows
+its whole domain, so its rows draw ``j`` from ``theta_j[., class]`` itself (the algorithm as
+measured); a study's ``off_path`` other than ``uniform`` then redraws those free values from its own
+law (`miner_node.tasks` applies this redraw first).
+
+The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their class masses
+(paths, classes; `miner_node.offpath.class_mass`, as PGEN reads them), from ``theta = 1 / V``::
+
+    Z = A @ theta
+    N = theta * (A.T @ (W / Z, 0 where Z == 0)) + 0.5
+    theta = N / N.sum(axis=0)
+
+``EM_ITERATIONS`` times. Only released numbers are read (allowed sets and class masses), so this is
+post-processing of the releases and no privacy guarantee changes. Every pseudo row still satisfies
+its path and each path's class counts are unchanged: only values inside allowed sets move. Numeric
+attributes, and categorical ones no released path constrains, are not touched; a path whose set is
+one category keeps it (its rows are not even drawn again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from common.data.schema import CategoricalAttribute, Schema
+from common.trees.tree import Tree
+from miner_node.offpath import class_mass, leaf_paths, row_paths
+from miner_node.pgen import BLOCK_ROWS, PathTable
+
+__all__ = ["UNIFORM_ON_PATH", "EM_ITERATIONS", "ClassSetLaw", "class_set_law",
+           "OnPathTree", "redraw_on_path"]
+
+#: What the results say of a study whose PGEN drew values inside allowed sets uniformly.
+UNIFORM_ON_PATH = "uniform: values inside a path's allowed category set drawn uniformly (the paper's PGEN)"
+#: EM iterations of `class_set_law` (the setting's measured runs used 10).
+EM_ITERATIONS = 10
+#: Pseudo-count added to every (category, class) cell per iteration, so no allowed category gets probability 0.
+_SMOOTHING = 0.5
+
+
+def class_set_law(allowed: np.ndarray, mass: np.ndarray, iterations: int = EM_ITERATIONS) -> np.ndarray:
+    """``theta`` (categories, classes): each class's law over the categories, by EM (module docstring).
+
+    ``allowed`` (paths, categories) is each path's allowed set, ``mass`` (paths, classes) its class mass.
+    """
+    if allowed.ndim != 2 or mass.ndim != 2 or allowed.shape[0] != mass.shape[0]:
+        raise ValueError(f"allowed {allowed.shape} and mass {mass.shape} must be (paths, categories) and (paths, classes)")
+    if iterations < 1:
+        raise ValueError(f"iterations must be at least 1, got {iterations}")
+    A = allowed.astype(np.float64)
+    theta = np.full((A.shape[1], mass.shape[1]), 1.0 / A.shape[1])
+    for _ in range(iterations):
+        Z = A @ theta
+        ratio = np.divide(mass, Z, out=np.zeros_like(Z), where=Z > 0)
+        N = theta * (A.T @ ratio) + _SMOOTHING
+        theta = N / N.sum(axis=0)
+    return theta
+
+
+@dataclass(frozen=True)
+class ClassSetLaw:
+    """Per categorical attribute some released path constrains, ``theta[j]`` (categories, classes) from `class_set_law`.
+
+    Build with `from_trees` on every tree the miner accepted in a study (attributes no path
+    constrains are absent: nothing on-path to redraw).
+    """
+
+    schema: Schema
+    theta: dict[int, np.ndarray]
+    iterations: int
+
+    @classmethod
+    def from_trees(cls, trees: Sequence[Tree], iterations: int = EM_ITERATIONS) -> "ClassSetLaw":
+        """Fit ``theta`` for each constrained categorical attribute over all paths of ``trees`` (all on one schema)."""
+        if not trees:
+            raise ValueError("a class law needs at least one released tree")
+        schema = trees[0].schema
+        tables = [PathTable.from_tree(tree) for tree in trees]
+        mass = np.vstack([class_mass(t) for t in tables])
+        theta = {}
+        for j, attr in enumerate(schema.attributes):
+            if not isinstance(attr, CategoricalAttribute):
+                continue
+            allowed = np.vstack([t.allowed[j] for t in tables])
+            if allowed.all():
+                continue
+            theta[j] = class_set_law(allowed, mass, iterations)
+        return cls(schema, theta, iterations)
+
+    def describe(self) -> str:
+        """The law in words, for the study's results: which attributes it covers and how it was fitted."""
+        names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.theta]
+        return (f"class: values inside a path's allowed category set (the whole domain where the path leaves the "
+                f"attribute free) drawn from the class law all released paths determine (EM, {self.iterations} "
+                f"iterations; {', '.join(names) or 'no attribute constrained'})")
+
+
+@dataclass(frozen=True)
+class OnPathTree:
+    """One released tree prepared for redrawing its PGEN rows' on-path categories from ``law``.
+
+    Built once per tree (`of`) and handed to `redraw_on_path` for every chunk of its rows:
+    ``leaf_to_path`` (`miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
+    allow more than one category of it (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
+    classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
+    set's last category on, so that a uniform number below 1 always lands on an allowed category.
+    """
+
+    tree: Tree
+    law: ClassSetLaw
+    leaf_to_path: np.ndarray
+    moves: dict[int, np.ndarray]
+    cum: dict[int, np.ndarray]
+
+    @classmethod
+    def of(cls, tree: Tree, law: ClassSetLaw) -> "OnPathTree":
+        """Prepare ``tree`` for redraws from ``law``."""
+        table = PathTable.from_tree(tree)
+        moves, cum = {}, {}
+        for j, theta in law.theta.items():
+            allowed = table.allowed[j]
+            moves[j] = table.n_allowed[j] > 1
+            weights = allowed[:, None, :] * theta.T[None, :, :]  # (paths, classes, categories)
+            running = np.cumsum(weights, axis=2).reshape(-1, allowed.shape[1])
+            total = running[:, -1:]
+            cum[j] = np.where(running >= total, 1.0, running / total)
+        return cls(tree, law, leaf_paths(tree), moves, cum)
+
+
+def redraw_on_path(tree: OnPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``X`` (PGEN rows of ``tree.tree``, classes ``y``) with each category of the law redrawn inside its path's set.
+
+    The row's path is found by routing (`miner_node.offpath.row_paths`); per attribute of the law,
+    one uniform number per row whose path allows more than one category, compared with the row's (path, class)
+    cumulative table in blocks of `miner_node.pgen.BLOCK_ROWS` rows.
+    """
+    pid = row_paths(tree.tree, tree.leaf_to_path, X)
+    out = np.array(X, dtype=np.float64, order="F", copy=True)
+    n_classes = tree.law.schema.n_classes
+    for j, moves in tree.moves.items():
+        rows = np.flatnonzero(moves[pid])
+        if rows.size == 0:
+            continue
+        group = pid[rows] * n_classes + y[rows].astype(np.int64)
+        u = rng.random(rows.size)
+        for start in range(0, rows.size, BLOCK_ROWS):
+            block = slice(start, start + BLOCK_ROWS)
+            out[rows[block], j] = (tree.cum[j][group[block]] <= u[block, None]).sum(axis=1)
+    return out
