@@ -33,6 +33,7 @@ from common.data.schema import Schema
 from common.data.task import load_regression_table
 from common.federation.global_model_settings import parameter_to_pb
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.study import spec_on_path
 from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
 from common.mechanisms import registry
 from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
@@ -307,7 +308,7 @@ class ClassificationTask:
         if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses "class"
             return None, NB_PSEUDO_ROWS
         trees = [tree for model in models for tree in model.trees]
-        if (spec.pgen_on_path or "uniform") == "uniform" or not trees:
+        if spec_on_path(spec) == "uniform" or not trees:
             return None, UNIFORM_ON_PATH
         law = ClassSetLaw.from_trees(trees)
         return law, law.describe()

@@ -327,7 +327,8 @@ def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, d
                                     f"(default {default_text or default}; from {', '.join(OFF_PATH_MODES)})")
 
 
-def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str) -> argparse.Action:
+def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
+                default_text: str | None = None) -> argparse.Action:
     """``--on-path MODE``: how PGEN draws a category inside a path's allowed set (study.toml's ``[mining] on_path``)."""
     from common.federation.study import ON_PATH_MODES  # the study's own list, imported when the parser is built
 
@@ -335,7 +336,7 @@ def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, de
                                help="PGEN's values inside a path's allowed category set: uniform in the set (the "
                                     "paper's), or class, drawn from the class law all released paths determine "
                                     "(EM; a free category too, unless --off-path draws it); classification only "
-                                    f"(default {default}; from {', '.join(ON_PATH_MODES)})")
+                                    f"(default {default_text or default}; from {', '.join(ON_PATH_MODES)})")
 
 
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],

@@ -206,7 +206,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
         "release": release,
         "training": training,
         "mining": {"global_models": list(args.models), "pgen_scale": args.pgen_scale, "off_path": args.off_path,
-                   "on_path": args.on_path, "evaluation": "test.csv"},
+                   **({"on_path": args.on_path} if args.on_path else {}), "evaluation": "test.csv"},
         **({"global_models": dict(args.model_settings)} if args.model_settings else {}),
     })
 
@@ -265,7 +265,7 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
     args.off_path = args.off_path or DEFAULT_OFF_PATH[task]
     if task == REGRESSION_TASK and args.off_path != "uniform":
         raise ValueError(f"--off-path {args.off_path} draws by class; a regression study's PGEN draws uniformly")
-    if task == REGRESSION_TASK and args.on_path != "uniform":
+    if task == REGRESSION_TASK and args.on_path not in (None, "uniform"):
         raise ValueError(f"--on-path {args.on_path} draws by class; a regression study's PGEN draws uniformly")
     if isinstance(schema, RegressionSchema) and (why := regression_refusal(args.mechanism, schema.target.name)):
         raise ValueError(f"--mechanism: {why}")
@@ -676,7 +676,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_off_path(p, default=None, default_text=f"{DEFAULT_OFF_PATH[CLASSIFICATION_TASK]}; with --task regression "
                                                f"{DEFAULT_OFF_PATH[REGRESSION_TASK]}")
-    add_on_path(p, default="uniform")
+    add_on_path(p, default=None, default_text="the study's: class under (c,l)-diversity with hit/miss disclosure, "
+                                               "else uniform")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")

@@ -10,7 +10,14 @@ import pytest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, describe_spec, load_study_file, spec_from_mapping
+from common.federation.study import (
+    StudyError,
+    default_on_path,
+    describe_spec,
+    load_study_file,
+    spec_from_mapping,
+    spec_on_path,
+)
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
@@ -118,7 +125,7 @@ def study(mining: dict) -> dict:
 
 
 def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
-    assert describe_spec(spec_from_mapping(study({})).spec)["on_path"] == "uniform"  # the paper's PGEN by default
+    assert describe_spec(spec_from_mapping(study({})).spec)["on_path"] == "uniform"  # no requirement: the paper's PGEN
     spec = spec_from_mapping(study({"on_path": "class"})).spec
     assert type(spec).FromString(spec.SerializeToString()).pgen_on_path == "class"
     with pytest.raises(StudyError, match=r"study.toml: on_path must be one of \['uniform', 'class'\], got 'path'"):
@@ -137,6 +144,21 @@ def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
                           base=tmp_path)
 
 
+@pytest.mark.parametrize(("release", "expected"), [
+    ({"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "hit_miss"}, "class"),
+    ({"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "counts"}, "uniform"),
+    ({"mechanism": "apt", "requirement": "k-anonymity:k=10", "disclosure": "hit_miss"}, "uniform"),
+    ({"mechanism": "prune-leaf", "requirement": "k-anonymity:k=10", "disclosure": "counts"}, "uniform"),
+])
+def test_a_study_without_on_path_gets_the_default_of_its_requirement(release, expected):
+    spec = spec_from_mapping({**study({}), "release": release}).spec
+    assert spec.pgen_on_path == "" and spec_on_path(spec) == expected == describe_spec(spec)["on_path"]
+    assert default_on_path(release["requirement"], release["disclosure"]) == expected
+    assert default_on_path(release["requirement"], release["disclosure"], regression=True) == "uniform"
+    said = spec_from_mapping({**study({"on_path": "uniform"}), "release": release}).spec
+    assert spec_on_path(said) == "uniform"  # a study that says keeps what it says
+
+
 def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
     schema, X, y = car
     models = []
@@ -144,7 +166,7 @@ def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
         tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
-    uniform = mine(spec_from_mapping(study({})).spec, schema, models, evaluation)
+    uniform = mine(spec_from_mapping(study({"on_path": "uniform"})).spec, schema, models, evaluation)
     informed = mine(spec_from_mapping(study({"on_path": "class"})).spec, schema, models, evaluation)
     assert uniform.pgen_on_path.startswith("uniform: ")
     assert informed.pgen_on_path.startswith("class: ") and "EM, 10 iterations" in informed.pgen_on_path
@@ -163,7 +185,11 @@ def test_simulate_writes_on_path_into_the_study_and_experiments_take_it(tmp_path
     args = build_parser().parse_args(["simulate", "--dataset", "car", "--owners", "2", "--on-path", "class"])
     prepare(args, tmp_path)
     assert load_study_file(tmp_path / "study.toml").spec.pgen_on_path == "class"
-    assert build_parser().parse_args(["simulate", "--dataset", "car"]).on_path == "uniform"
+    default = build_parser().parse_args(["simulate", "--dataset", "car", "--owners", "2"])
+    assert default.on_path is None  # the study decides: class under simulate's default (5,2) hit/miss
+    prepare(default, tmp_path / "default")
+    spec = load_study_file(tmp_path / "default" / "study.toml").spec
+    assert spec.pgen_on_path == "" and spec_on_path(spec) == "class"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["simulate", "--dataset", "car", "--on-path", "path"])
     for command in ("sources", "privacy"):
