@@ -300,6 +300,9 @@ class ClassificationTask:
             return None, NB_PSEUDO_ROWS
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
+            if trees and spec_on_path(spec) == "class":  # `miner_node.onpath` draws the free categories too
+                return None, ("uniform: numeric attributes a path leaves free drawn uniformly over the public "
+                              "domain; categorical ones from the on-path class law")
             return None, UNIFORM_OFF_PATH
         law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
         return law, law.describe()
