@@ -315,16 +315,22 @@ def add_owners(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, def
     return parser.add_argument("--owners", type=positive_int, default=default, metavar="N", help=help)
 
 
+def _pgen_mode(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, modes: Sequence[str],
+               default: str | None, default_text: str | None, help: str) -> argparse.Action:
+    """A PGEN mode flag whose choices are the study's own list and whose help ends with the default and the choices."""
+    return parser.add_argument(flag, choices=modes, default=default, metavar="MODE",
+                               help=f"{help} (default {default_text or default}; from {', '.join(modes)})")
+
+
 def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
                  default_text: str | None = None) -> argparse.Action:
     """``--off-path MODE``: how PGEN fills the attributes a path leaves free (study.toml's ``[mining] off_path``)."""
     from common.federation.study import OFF_PATH_MODES  # the study's own list, imported when the parser is built
 
-    return parser.add_argument("--off-path", choices=OFF_PATH_MODES, default=default, metavar="MODE",
-                               help="PGEN's values for attributes a path leaves free: uniform over the public domain "
-                                    "(the paper's), or drawn from the law the released paths that constrain the "
-                                    "attribute disclose, marginal (pooled) or class (given the row's class) "
-                                    f"(default {default_text or default}; from {', '.join(OFF_PATH_MODES)})")
+    return _pgen_mode(parser, "--off-path", OFF_PATH_MODES, default, default_text,
+                      "PGEN's values for attributes a path leaves free: uniform over the public domain (the paper's), "
+                      "or drawn from the law the released paths that constrain the attribute disclose, marginal "
+                      "(pooled) or class (given the row's class)")
 
 
 def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
@@ -332,11 +338,10 @@ def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, de
     """``--on-path MODE``: how PGEN draws a category inside a path's allowed set (study.toml's ``[mining] on_path``)."""
     from common.federation.study import ON_PATH_MODES  # the study's own list, imported when the parser is built
 
-    return parser.add_argument("--on-path", choices=ON_PATH_MODES, default=default, metavar="MODE",
-                               help="PGEN's values inside a path's allowed category set: uniform in the set (the "
-                                    "paper's), or class, drawn from the class law all released paths determine "
-                                    "(EM; a free category too, unless --off-path draws it); classification only "
-                                    f"(default {default_text or default}; from {', '.join(ON_PATH_MODES)})")
+    return _pgen_mode(parser, "--on-path", ON_PATH_MODES, default, default_text,
+                      "PGEN's values inside a path's allowed category set: uniform in the set (the paper's), or "
+                      "class, drawn from the class law all released paths determine (EM; a free category too, "
+                      "unless --off-path draws it); classification only")
 
 
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],
