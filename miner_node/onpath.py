@@ -9,10 +9,11 @@ partner inside one leaf, e.g. Nursery's ``health = not_recom``, whose rows are a
 estimates, per constrained categorical attribute ``j``, the class-conditional law ``theta_j[v, c]``
 by EM over every released path of the study (each path's class mass spread over its allowed set in
 proportion to ``theta``), and `redraw_on_path` draws each pseudo row's value of ``j`` inside its
-path's set from ``theta_j[., class]`` restricted to that set. A path that leaves ``j`` free allows
-its whole domain, so its rows draw ``j`` from ``theta_j[., class]`` itself (the algorithm as
-measured); a study's ``off_path`` other than ``uniform`` then redraws those free values from its own
-law (`miner_node.tasks` applies this redraw first).
+path's set from ``theta_j[., class]`` restricted to that set. A path that leaves ``j`` free keeps
+PGEN's value, which the study's ``off_path`` decides (`miner_node.offpath`): redrawing free categories
+from the class law too gained more on Nursery and Car with 10 owners but cost Adult's boosting up to
+3 points at 1 and 5 owners and Car's 1.2 with one owner, where the constrained sets alone were level
+with uniform (EXPERIMENTS.md, "The class law inside allowed sets").
 
 The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their class masses
 (paths, classes; `miner_node.offpath.class_mass`, as PGEN reads them), from ``theta = 1 / V``::
@@ -24,8 +25,8 @@ The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their 
 ``EM_ITERATIONS`` times. Only released numbers are read (allowed sets and class masses), so this is
 post-processing of the releases and no privacy guarantee changes. Every pseudo row still satisfies
 its path and each path's class counts are unchanged: only values inside allowed sets move. Numeric
-attributes, and categorical ones no released path constrains, are not touched; a path whose set is
-one category keeps it (its rows are not even drawn again).
+attributes, categorical ones no released path constrains, and a path's free categories are not
+touched; a path whose set is one category keeps it (its rows are not even drawn again).
 """
 
 from __future__ import annotations
@@ -103,9 +104,9 @@ class ClassSetLaw:
     def describe(self) -> str:
         """The law in words, for the study's results: which attributes it covers and how it was fitted."""
         names = [a.name for j, a in enumerate(self.schema.attributes) if j in self.theta]
-        return (f"class: values inside a path's allowed category set (the whole domain where the path leaves the "
-                f"attribute free) drawn from the class law all released paths determine (EM, {self.iterations} "
-                f"iterations; {', '.join(names) or 'no attribute constrained'})")
+        return (f"class: values inside a path's allowed category set drawn from the class law all released paths "
+                f"determine (EM, {self.iterations} iterations; {', '.join(names) or 'no attribute constrained'}); "
+                "values a path leaves free as off_path says")
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class OnPathTree:
 
     Built once per tree (`of`) and handed to `redraw_on_path` for every chunk of its rows:
     ``leaf_to_path`` (`miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
-    allow more than one category of it (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
+    constrain it to a set of more than one category (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
     classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
     set's last category on, so that a uniform number below 1 always lands on an allowed category.
     """
@@ -132,7 +133,7 @@ class OnPathTree:
         moves, cum = {}, {}
         for j, theta in law.theta.items():
             allowed = table.allowed[j]
-            moves[j] = table.n_allowed[j] > 1
+            moves[j] = (table.n_allowed[j] > 1) & (table.n_allowed[j] < allowed.shape[1])  # a set, not all or one
             weights = allowed[:, None, :] * theta.T[None, :, :]  # (paths, classes, categories)
             running = np.cumsum(weights, axis=2).reshape(-1, allowed.shape[1])
             total = running[:, -1:]

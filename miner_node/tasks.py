@@ -150,8 +150,8 @@ def _redraw(prepared: tuple[OffPathTree | None, OnPathTree | None], X: np.ndarra
             rng: np.random.Generator) -> np.ndarray:
     """One tree's PGEN rows with the study's on-path, then off-path redraws (each only when its law is given).
 
-    The on-path law also draws the categories a path leaves free (their set is the whole domain); a
-    study's off-path law, applied after it, has the last word on those.
+    The two touch different values: the on-path law the categories a path constrains to a set, the
+    off-path law the attributes it leaves free.
     """
     off, on = prepared
     if on is not None:
@@ -300,9 +300,6 @@ class ClassificationTask:
             return None, NB_PSEUDO_ROWS
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
-            if trees and spec_on_path(spec) == "class":  # `miner_node.onpath` draws the free categories too
-                return None, ("uniform: numeric attributes a path leaves free drawn uniformly over the public "
-                              "domain; categorical ones from the on-path class law")
             return None, UNIFORM_OFF_PATH
         law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
         return law, law.describe()

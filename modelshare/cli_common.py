@@ -340,8 +340,8 @@ def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, de
 
     return _pgen_mode(parser, "--on-path", ON_PATH_MODES, default, default_text,
                       "PGEN's values inside a path's allowed category set: uniform in the set (the paper's), or "
-                      "class, drawn from the class law all released paths determine (EM; a free category too, "
-                      "unless --off-path draws it); classification only")
+                      "class, drawn from the class law all released paths determine (EM; free values follow "
+                      "--off-path); classification only")
 
 
 def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, choices: Collection[str],

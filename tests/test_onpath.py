@@ -87,7 +87,7 @@ def test_redraws_keep_paths_class_counts_single_sets_and_numeric_values(car):
     assert not np.array_equal(redrawn, Xp)
     table = _tables([tree])[0]
     free = [(path.leaf, j) for p, path in enumerate(tree.paths()) for j in law.theta if table.allowed[j][p].all()]
-    assert free and any(not np.array_equal(redrawn[leaf == k, j], Xp[leaf == k, j]) for k, j in free)  # free: whole domain
+    assert free and all(np.array_equal(redrawn[leaf == k, j], Xp[leaf == k, j]) for k, j in free)  # free: off_path's
     for p, path in enumerate(tree.paths()):
         rows = leaf == path.leaf
         for j in range(schema.n_attributes):
@@ -242,5 +242,5 @@ def test_simulate_with_on_path_class_end_to_end(tmp_path, capsys):
     assert main(["simulate", "--dataset", "car", "--owners", "2", "--mechanism", "none", "--pgen-scale", "2",
                  "--global-models", "naive-bayes", "--on-path", "class", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["on_path"].startswith("class: values inside a path's allowed category set (the whole domain")
+    assert report["on_path"].startswith("class: values inside a path's allowed category set drawn from the class law")
     assert report["off_path"].startswith("uniform: ") and report["models"][0]["accuracy"] is not None

@@ -226,7 +226,7 @@ class _MiningTable(ConfigModel):
     off_path: str = "uniform"
     """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
     on_path: str | None = None
-    """PGEN's values of a categorical attribute inside the category set a path allows (default: `class` under (c,l)-diversity with hit/miss disclosure, else `uniform`): `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (a path that leaves the attribute free allows its whole domain; an off_path other than `uniform` then redraws those free values); classification only, not for dpea-nb."""
+    """PGEN's values of a categorical attribute inside the category set a path allows (default: `class` under (c,l)-diversity with hit/miss disclosure, else `uniform`): `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (values a path leaves free follow off_path); classification only, not for dpea-nb."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
