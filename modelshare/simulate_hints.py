@@ -24,7 +24,14 @@ import numpy as np
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import disclosure_from_pb
 from common.mechanisms.release import default_learner
-from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, parse_requirement, path_rule
+from common.privacy.requirements import (
+    CLDiversity,
+    KAnonymity,
+    PathRule,
+    RequirementError,
+    parse_requirement,
+    path_rule,
+)
 from common.trees.learners import REQUIREMENT_AWARE
 
 __all__ = ["REFUSAL_HINTS", "refusal_hints", "spec_settings", "unsatisfiable_hint", "whole_table_hints"]
@@ -108,9 +115,9 @@ def _loosest_passing(parsed: CLDiversity, disclosure: str, counts: np.ndarray) -
     above it at the same l, else the same search at l - 1 ... 2; None when no such setting exists."""
     for l in range(parsed.l, 1, -1):  # noqa: E741 - the paper's name
         for c in range(math.floor(parsed.c) + 1, _LARGEST_C + 1):
-            text = f"cl-diversity:c={c},l={l}"
-            if path_rule(text, disclosure, n_classes=counts.shape[1]).ok(counts).all():
-                return text
+            looser = CLDiversity(c=c, l=l)
+            if PathRule(looser, disclosure).ok(counts).all():  # type: ignore[arg-type]
+                return str(looser)
     return None
 
 
