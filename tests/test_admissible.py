@@ -64,9 +64,16 @@ def test_every_leaf_meets_the_requirement_and_the_release_passes_the_audit(pairi
     shown = tree if disclosure == "counts" else tree.to_hit_miss()
     rule = path_rule(requirement, disclosure)
     assert rule.requirement.check(leaf_stats(shown)).all()
-    found = release("apt", tree=tree, requirement=requirement, disclosure=disclosure)
-    assert found.tree.n_leaves == tree.n_leaves  # the final guard had nothing to prune
+    per_leaf = requirement + ",scope=leaf" if requirement.startswith("cl-diversity") else requirement
+    found = release("apt", tree=tree, requirement=per_leaf, disclosure=disclosure)
+    assert found.tree.n_leaves == tree.n_leaves  # APT had nothing to prune per leaf
     assert audit(found.trees, found.report).passed
+    try:  # the default promise holds for the whole release: the guard may prune, and what it releases passes
+        guarded = release("apt", tree=tree, requirement=requirement, disclosure=disclosure)
+    except RequirementUnsatisfiable:
+        return
+    assert guarded.tree.n_leaves <= tree.n_leaves
+    assert audit(guarded.trees, guarded.report).passed
 
 
 def test_numeric_thresholds_sit_on_public_cut_points_of_a_real_table():
@@ -107,9 +114,12 @@ def test_nursery_diversity_releases_more_than_apt_on_a_multiway_tree():
     X, y = table.schema.encode(table.frame, source=table.source)
     grown = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2",
                           disclosure="hit_miss").fit(X, y).tree_
-    found = release("apt", tree=grown, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    found = release("apt", tree=grown, requirement="cl-diversity:c=5,l=2,scope=leaf", disclosure="hit_miss")
     assert found.tree.n_leaves == grown.n_leaves and audit(found.trees, found.report, seeded_ok=True).passed
     assert (found.tree.predict(X) == y).mean() > 0.55
+    whole = release("apt", tree=grown, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    assert whole.tree.n_leaves < grown.n_leaves and audit(whole.trees, whole.report).passed
+    assert (whole.tree.predict(X) == y).mean() > 0.55
 
 
 def test_deferred_pairing_keeps_agreeing_health_levels_together_and_classifies_more_of_nursery():
@@ -125,7 +135,7 @@ def test_deferred_pairing_keeps_agreeing_health_levels_together_and_classifies_m
     assert accuracy["deferred"] > accuracy["eager"] + 0.005
     deferred = fitted["deferred"]
     assert any(all(j != health for j, _ in path.constraints) for path in deferred.paths())
-    found = release("apt", tree=deferred, requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    found = release("apt", tree=deferred, requirement="cl-diversity:c=5,l=2,scope=leaf", disclosure="hit_miss")
     assert found.tree.n_leaves == deferred.n_leaves and audit(found.trees, found.report, seeded_ok=True).passed
 
 

@@ -96,7 +96,7 @@ def test_releases_pass_audit(request, tmp_path, mechanism, requirement, fixture,
         assert release.report.parameters["s"] == parsed.k - 1
     result = audit(released, release.report)
     assert result.passed, failing(result)
-    assert len(result.checks) == 6 and all(c.passed for c in result.checks)
+    assert len(result.checks) == 7 and all(c.passed for c in result.checks)
     assert [p.leaf for p in result.paths] == released.leaves and all(p.passed for p in result.paths)
     assert result.attacks == release.report.attacks
     assert result.to_dict()["passed"] is True
@@ -141,8 +141,9 @@ def test_hit_miss_leaf_violating_cl_diversity():
     tree = flat(SCHEMA3, (10, 1, 1), (5, 5, 5)).to_hit_miss()
     # leaf 1: hit 10, miss 2 -> 10 < 5 * 2 / 2 = 5 fails; leaf 2: 5 < 5 * 10 / 2 passes
     result = audit(tree, honest_report(tree, "cl-diversity:c=5,l=3"))
-    [bad] = failing(result)
+    bad, reader = failing(result)  # the leaf fails on its own, and so does the reader's belief in it
     assert bad.name == "every path meets cl-diversity:c=5,l=3 (hit/miss)"
+    assert reader.name == "a reader of the whole release"
     assert "failing leaves [1]" in bad.detail
 
 

@@ -135,7 +135,7 @@ def test_release_file_round_trips(tmp_path, car_release):
     (tree,), report = read_model(path)
     assert same_tree(tree, car_release.tree)
     assert report == car_release.report
-    assert report.parameters == {"disclosure": "hit_miss"}
+    assert report.parameters == {"disclosure": "hit_miss", "guard_pruned_leaves": 0}
 
 
 def test_bare_tree_file_reads_with_no_report(tmp_path, mixed_release):

@@ -38,11 +38,13 @@ from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
 from common.privacy.attacks import AttackReport, ensemble_attack_report
 from common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
+from common.privacy.combining import release_verdict
 from common.privacy.noise import SecureNoise, SeededNoise
 from common.privacy.report import PrivacyReport
 from common.privacy.requirements import (
     DP,
     DPS,
+    CLDiversity,
     LeafStats,
     PathRequirement,
     RequirementError,
@@ -339,7 +341,24 @@ def _requirement_checks(
                                             f"this model carries {len(trees)} trees")], None
     check, ok = _path_check(stats[0], requirement)
     structure = [single_child_check(trees), public_cuts_check(trees)]  # what the claims do not cover
-    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves), *structure], (ok,)
+    return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves), *structure,
+            reader_check(trees, requirement)], (ok,)
+
+
+READER_CHECK = "a reader of the whole release"
+
+
+def reader_check(trees: Sequence[Tree], requirement: PathRequirement) -> Check:
+    """The release-level check (`common.privacy.combining`): under (c,l)-diversity of the whole release no leaf
+    lets the combining reader believe beyond the requirement; a per-leaf promise and k-anonymity are measured only."""
+    judged = isinstance(requirement, CLDiversity) and not requirement.per_leaf
+    verdict = release_verdict(trees, requirement if isinstance(requirement, CLDiversity) else None)
+    if not judged:
+        scope = ("the release promises each leaf only (scope=leaf)" if isinstance(requirement, CLDiversity)
+                 else "k-anonymity bounds group sizes, not beliefs")
+        return Check(READER_CHECK, True, f"measured, not required ({scope}): {verdict.describe()}")
+    worst = "; ".join(f.describe() for f in verdict.findings[:3])
+    return Check(READER_CHECK, verdict.passed, verdict.describe() + (f"; e.g. {worst}" if worst else ""))
 
 
 @overload

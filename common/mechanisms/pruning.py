@@ -13,12 +13,20 @@ from typing import Sequence
 import numpy as np
 
 from common.privacy.checks import public_cuts_check
-from common.privacy.requirements import KAnonymity, LeafStats, PathRequirement, RequirementError
+from common.privacy.combining import release_verdict
+from common.privacy.requirements import (
+    CLDiversity,
+    KAnonymity,
+    LeafStats,
+    PathRequirement,
+    RequirementError,
+    leaf_stats,
+)
 from common.trees.rebuild import merge_stats, rebuild, splice_single_children
 from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents", "release_unchanged", "release_apt",
-           "release_prune_leaf", "release_prune_parent", "check_public_thresholds"]
+           "release_prune_leaf", "release_prune_parent", "check_public_thresholds", "release_guard"]
 
 
 class RequirementUnsatisfiable(ValueError):
@@ -250,9 +258,14 @@ def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosur
 
 
 def release_apt(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
-    """``apt``: anonymity-based tree pruning to the path requirement."""
+    """``apt``: anonymity-based tree pruning to the path requirement, then (for (c,l)-diversity of the whole
+    release, the default) `release_guard`; the parameters say how many leaves the guard pruned away."""
     assert requirement is not None
-    return apt(tree, requirement, disclosure=disclosure), {}
+    pruned = apt(tree, requirement, disclosure=disclosure)
+    if not isinstance(requirement, CLDiversity) or requirement.per_leaf:
+        return pruned, {}
+    guarded = release_guard(pruned, requirement)
+    return guarded, {"guard_pruned_leaves": pruned.n_leaves - guarded.n_leaves}
 
 
 def _threshold(requirement: PathRequirement | None, mechanism: str) -> int:
@@ -284,3 +297,34 @@ def check_public_thresholds(tree: Tree, mechanism: str) -> None:
     if not found.passed:
         raise ValueError(f"{mechanism}: {found.detail.replace('tree 0 ', 'the trained tree ')}; train the local tree on "
                          "the schema's public cut points (make_learner(..., public_cuts=True))")
+
+
+def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
+    """Prune a released tree until the combining reader's beliefs meet ``requirement`` (`common.privacy.combining`).
+
+    Each round reads the whole release as the combining reader does (`release_verdict`) and turns
+    the parent of every leaf where some person's belief breaks the requirement into a leaf (its
+    released statistics kept, so inner nodes still derive from the leaves); a leaf so made that
+    fails the requirement on its own statistics has its parent turned too. Fewer paths constrain
+    fewer attributes, so the reader's law flattens; the root alone believes only the table's class shares.
+
+    Raises
+    ------
+    RequirementUnsatisfiable
+        Pruning reached the root.
+    """
+    current = tree
+    while True:
+        verdict = release_verdict([current], requirement)
+        stats = leaf_stats(current)
+        bad = {f.leaf for f in verdict.findings} | {int(i) for i in stats.leaves[~requirement.check(stats)]}
+        if not bad:
+            return current
+        parents = {int(current.parents[i]) for i in bad if i != 0}
+        if not parents or 0 in parents:
+            raise RequirementUnsatisfiable(
+                f"APT cannot meet {requirement} for a reader of the whole release: pruning reached the root; "
+                "a root-only tree is no model, so nothing is released")
+        parent = min(parents, key=lambda i: (_n_leaves(current.nodes, i), i))
+        nodes = [replace(n, attribute=None, edges=[]) if i == parent else n for i, n in enumerate(current.nodes)]
+        current = rebuild(current.schema, nodes, current.disclosure)

@@ -216,12 +216,21 @@ def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclo
     report = PrivacyReport(
         mechanism=record.name,
         parameters={"disclosure": disclosure, **extra, **_domain(tree.schema)},
-        guarantee="none" if parsed is None else f"every released path meets {parsed}",
+        guarantee="none" if parsed is None else _path_guarantee(parsed),
         requirement=None if parsed is None else str(parsed),
         claims=claims,
         attacks=attack_report(released),
     )
     return Release((released,), report)
+
+
+def _path_guarantee(requirement: PathRequirement) -> str:
+    """A path requirement's guarantee in words, saying whom (c,l)-diversity holds against."""
+    said = f"every released path meets {requirement}"
+    if isinstance(requirement, CLDiversity):
+        return said + ("; per leaf only: a reader who combines the leaves is not bounded" if requirement.per_leaf
+                       else ", and a reader who combines every released path believes no person's class beyond it")
+    return said
 
 
 def _whole_requirement(record: Mechanism, requirement: str | None, n_classes: int | None, what: str = "") -> DP | DPS:

@@ -61,7 +61,8 @@ __all__ = [
 
 GRAMMAR = (
     "a requirement is NAME:PARAM=VALUE[,PARAM=VALUE]; accepted: "
-    "'k-anonymity:k=K' (integer K >= 1), 'cl-diversity:c=C,l=L' (real C > 0, integer L >= 2) or "
+    "'k-anonymity:k=K' (integer K >= 1), 'cl-diversity:c=C,l=L[,scope=leaf]' (real C > 0, integer L >= 2; "
+    "scope=leaf promises each leaf only, not the whole release) or "
     "'dps:k=K,beta=B,epsilon=E,trees=T' (integer K >= 1, 0 < B < 1, total E > 0 with E/T >= -ln(1 - B), "
     "integer T >= 1) or 'dp:epsilon=E,trees=T' (total E > 0, integer T >= 1)"
 )
@@ -97,13 +98,20 @@ class KAnonymity:
 
 @dataclass(frozen=True)
 class CLDiversity:
-    """Every path is (c,l)-diverse, in the form its disclosure allows (see the module docstring)."""
+    """Every path is (c,l)-diverse, in the form its disclosure allows (see the module docstring).
+
+    By default the promise holds for the whole release: a reader who combines every released path
+    (`common.privacy.combining`) believes no person's class beyond what a (c,l)-diverse leaf shows.
+    ``per_leaf`` (``scope=leaf`` in the string) promises it leaf by leaf only, the paper's
+    requirement, kept for the reproductions; it is weaker (`weaker_than`).
+    """
 
     c: float
     l: int  # noqa: E741 - the papers' name
+    per_leaf: bool = False
 
     def __str__(self) -> str:
-        return f"cl-diversity:c={_number(self.c)},l={self.l}"
+        return f"cl-diversity:c={_number(self.c)},l={self.l}" + (",scope=leaf" if self.per_leaf else "")
 
     def check(self, stats: "LeafStats") -> np.ndarray:
         """Per leaf: exact form under counts disclosure, hit/miss form otherwise."""
@@ -225,6 +233,8 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
         return None if have >= required.k else f"{claimed} guarantees at most {have} tuples per path; {required} needs {required.k}"
     if not isinstance(claimed, CLDiversity):
         return f"{claimed} says nothing about class diversity; {required} is required"
+    if claimed.per_leaf and not required.per_leaf:
+        return f"{claimed} holds per leaf only; {required} must hold for a reader of the whole release"
     if claimed.l < required.l:
         return f"{claimed} has l={claimed.l}, below the required l={required.l}"
     if claimed.c > required.c:
@@ -232,8 +242,8 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
     return None
 
 
-def _params(text: str, body: str, expected: set[str]) -> dict[str, str]:
-    """Split ``a=1,b=2`` into a dict, insisting on exactly the expected names."""
+def _params(text: str, body: str, expected: set[str], optional: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Split ``a=1,b=2`` into a dict, insisting on exactly the expected names (and any of ``optional``)."""
     params: dict[str, str] = {}
     for item in body.split(","):
         name, eq, value = item.partition("=")
@@ -243,8 +253,9 @@ def _params(text: str, body: str, expected: set[str]) -> dict[str, str]:
         if name in params:
             raise RequirementError(text, f"parameter {name!r} is given twice")
         params[name] = value
-    if set(params) != expected:
-        raise RequirementError(text, f"expected parameters {sorted(expected)}, got {sorted(params)}")
+    if not expected <= set(params) <= expected | optional:
+        also = f" (optionally {sorted(optional)})" if optional else ""
+        raise RequirementError(text, f"expected parameters {sorted(expected)}{also}, got {sorted(params)}")
     return params
 
 
@@ -291,7 +302,11 @@ def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement
         params = _params(text, body, {"k"})
         return KAnonymity(_integer(text, "k", params["k"], 1))
     if name == "cl-diversity":
-        params = _params(text, body, {"c", "l"})
+        params = _params(text, body, {"c", "l"}, frozenset({"scope"}))
+        scope = params.get("scope", "release")
+        if scope not in ("release", "leaf"):
+            raise RequirementError(text, f"scope={scope!r} must be 'release' (the default: the whole release keeps the "
+                                         "promise) or 'leaf' (each leaf only, the paper's requirement)")
         try:
             c = float(params["c"])
         except ValueError:
@@ -301,7 +316,7 @@ def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement
         l = _integer(text, "l", params["l"], 2)  # noqa: E741
         if n_classes is not None and l > n_classes:
             raise RequirementError(text, f"l={l} exceeds the {n_classes} classes of the schema")
-        return CLDiversity(c, l)
+        return CLDiversity(c, l, per_leaf=scope == "leaf")
     if name == "dps":
         return _parse_dps(text, body)
     if name == "dp":
