@@ -46,6 +46,8 @@ REFUSAL_HINTS = {
                      "or a weaker requirement (e.g. a smaller k)",
     "too-large": "their encoded releases exceed the study's message size limit; raise max_message_bytes in the "
                  "miner's config, or ask for smaller releases (a lower max_depth, fewer trees)",
+    "failed-audit": "their own audit of the release failed before signing: the mechanism is broken (a plugin's "
+                    "trainer or pruner); their logs name the failing checks",
 }
 
 _LARGEST_C = 1000  # the loosest c a whole-table hint searches up to

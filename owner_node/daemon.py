@@ -72,10 +72,11 @@ from owner_node.status import StatusFile, utc_now
 from owner_node.training import (
     DataUnavailable,
     EmptyRelease,
+    FailedAudit,
     LocalDataError,
     build_refusal,
-    build_submission,
     load_local_table,
+    prepare_submission,
 )
 
 __all__ = [
@@ -595,7 +596,10 @@ class OwnerDaemon:
             log.warning("study %s: dropped %d row(s) of %s with a missing value (the [data] missing policy is %r)",
                         spec.study_id, table.dropped, self.config.data_path, self.config.missing)
         try:
-            envelope = build_submission(spec, X, y, owner_id=self.config.name, key=self.key)
+            submission = prepare_submission(spec, X, y, owner_id=self.config.name, key=self.key)
+        except FailedAudit as exc:  # before any charge: a correct mechanism never fails, and nothing was signed
+            log.error("study %s: %s", spec.study_id, exc)
+            return self._refusal(spec, Refusal("failed-audit"), str(exc))
         except RequirementUnsatisfiable as exc:
             return self._refusal(spec, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
                                                                  f"{spec.requirement}: {exc}")
@@ -607,6 +611,7 @@ class OwnerDaemon:
             return self._refusal(spec, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
             return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
+        envelope = submission.envelope
         limit = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
         if (size := envelope.ByteSize()) > limit:
             # measured here, not learnt from RESOURCE_EXHAUSTED: no retries, and the cause stays at the site.
@@ -618,7 +623,8 @@ class OwnerDaemon:
         self._check_still_waiting(spec.study_id)
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
-        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){dropped}"
+        reader = f"; {submission.account()}" if submission.account() else ""
+        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){dropped}{reader}"
 
     def _check_still_waiting(self, study_id: str) -> None:
         """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.

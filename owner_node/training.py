@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from common.audit.release import audit
 from common.data.datasets.loading import read_frame, settle_missing
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
@@ -30,11 +31,13 @@ from common.federation.study import spec_learner_options, spec_schema
 from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import local_learner, release
+from common.privacy.combining import ReaderFigures, cap, reader_figures
 from common.privacy.report import Release
+from common.privacy.requirements import CLDiversity, parse_requirement
 from owner_node.config import OwnerConfig
 
-__all__ = ["DataUnavailable", "EmptyRelease", "LocalDataError", "LocalTable", "build_refusal", "build_submission",
-           "load_local_table"]
+__all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "Submission",
+           "build_refusal", "build_submission", "prepare_submission", "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
@@ -54,6 +57,26 @@ class DataUnavailable(LocalDataError):
 
 class EmptyRelease(ValueError):
     """The release carries no rows (every tree's released total is 0): nothing to submit; the caller refuses."""
+
+
+class FailedAudit(ValueError):
+    """The owner's own audit (`common.audit.release.audit`, what the miner re-runs) failed: nothing is signed.
+
+    A correct mechanism never gets here; the message names the failing checks and stays at the site.
+    """
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A signed release and what the owner alone learns of it: the combining reader on its own rows (never sent)."""
+
+    envelope: fpb.SignedEnvelope
+    release: Release
+    reader: ReaderFigures | None
+
+    def account(self) -> str:
+        """The reader's figures in words for the owner's log, or '' when the release has no (c,l) leaves to read."""
+        return "" if self.reader is None else self.reader.describe()
 
 
 def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column: str, path: Path) -> pd.DataFrame:
@@ -163,10 +186,31 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 
 
+def _owner_reader(release: Release, X: np.ndarray, y: np.ndarray) -> ReaderFigures | None:
+    """The combining reader of a one-tree path release on the owner's own rows, against the per-leaf cap (else None)."""
+    requirement = release.report.requirement
+    if release.task != "classification" or len(release.trees) != 1 or requirement is None:
+        return None
+    parsed = parse_requirement(requirement)
+    if not isinstance(parsed, CLDiversity):
+        return None
+    return reader_figures(release.trees, X, y, cap(parsed))  # type: ignore[arg-type]
+
+
 def build_submission(
     spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
 ) -> fpb.SignedEnvelope:
-    """Train on ``(X, y)`` and release as the study asks (`_release`), and sign the model message.
+    """The signed envelope of `prepare_submission`."""
+    return prepare_submission(spec, X, y, owner_id=owner_id, key=key).envelope
+
+
+def prepare_submission(
+    spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
+) -> Submission:
+    """Train on ``(X, y)`` and release as the study asks (`_release`), audit the release as the miner will, and sign it.
+
+    The audit runs before anything is signed (and, in the daemon, before the budget is charged);
+    the combining reader's figures on the owner's own rows come back for its log only.
 
     Raises
     ------
@@ -175,6 +219,8 @@ def build_submission(
     EmptyRelease
         The release carries no rows (e.g. k-AnonToRdt suppressed every count of a small table):
         it would pass the audit yet give the miner nothing to mine; the caller refuses the study.
+    FailedAudit
+        The owner's own audit of the release failed (a broken mechanism); nothing is signed.
     RequirementError, ValueError
         The mechanism does not take the study's requirement (or similar spec faults).
     """
@@ -182,8 +228,12 @@ def build_submission(
     if release.released_total <= 0:
         raise EmptyRelease(f"the {spec.mechanism} release of {len(y)} local rows carries no rows "
                            f"({len(release.trees)} tree(s), every released total 0)")
+    result = audit(release.forest if release.task == "regression" else release.trees, release.report)
+    if not result.passed:
+        failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
+        raise FailedAudit(f"the {spec.mechanism} release fails the owner's own audit: {failed}")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
-    return sign_payload(message.SerializeToString(), key)
+    return Submission(sign_payload(message.SerializeToString(), key), release, _owner_reader(release, X, y))
 
 
 def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:

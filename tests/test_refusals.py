@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 
@@ -14,6 +15,8 @@ from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
 from common.federation.signing import generate_signing_key
+from common.mechanisms import registry
+from common.mechanisms.pruning import release_unchanged
 from modelshare.cli import main
 from modelshare.simulate import _owners_table
 from modelshare.simulate_hints import REFUSAL_HINTS, refusal_hints
@@ -206,3 +209,33 @@ def test_a_release_above_the_studys_size_limit_is_refused_at_once_with_the_sizes
     assert re.fullmatch(r"too-large: the encoded apt release is \d{4,} bytes; the study's limit is 1000 bytes",
                         local["last_decision"]["detail"])
     assert charged == ["small"]  # the answer depends on the computed release: charged like one
+
+
+def test_a_release_that_fails_the_owners_own_audit_is_refused_before_any_charge(tmp_path):
+    """A broken path mechanism (APT's record, but its pruner returns the trained tree unpruned while the release
+    still claims the requirement): the owner audits before it signs, refuses with failed-audit, charges nothing."""
+    broken = dataclasses.replace(registry.get("apt"), name="apt-unpruned", prune=_unpruned)
+    registry.register(broken)
+    try:
+        fed = make_federation(tmp_path, ["site-a"], owner_data=car_tables(tmp_path, ["site-a"]),
+                              policy={"mechanisms": ["apt-unpruned"], "min_k": 5, "miners": ["miner"]})
+        with fed:
+            admin = fed.stub("admin")
+            admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("broken", mechanism="apt-unpruned")), timeout=10)
+            with OwnerDaemon(fed.owner_config("site-a")) as daemon:
+                [outcome] = daemon.run_once(0)
+                local = read_status(daemon.config.state_dir)
+                charged = [c.study_id for c in Ledger(daemon.config.state_dir).charges]
+            [answer] = admin.GetStudy(fpb.StudyRef(study_id="broken"), timeout=10).owners
+    finally:
+        registry.unregister("apt-unpruned")
+    assert outcome.outcome == "refused"
+    assert answer.reason == f"failed-audit: {Refusal('failed-audit').sentence}"
+    assert local is not None and local["last_decision"]["kind"] == "refuse"
+    assert "every path meets k-anonymity:k=5" in local["last_decision"]["detail"]  # the failing check stays local
+    assert charged == []
+
+
+def _unpruned(tree, requirement, disclosure):
+    """A broken pruner: the trained tree as it is, although the release will claim ``requirement`` of every path."""
+    return release_unchanged(tree, None, disclosure)

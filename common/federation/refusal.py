@@ -26,7 +26,7 @@ from common.federation.wire import new_nonce, now_timestamp
 __all__ = ["CODES", "SENTENCES", "Code", "Refusal", "describe", "refusal_message"]
 
 Code = Literal["policy", "bad-study", "budget", "bad-local-data", "unsatisfiable", "empty-release", "internal",
-               "too-large"]
+               "too-large", "failed-audit"]
 CODES: tuple[Code, ...] = get_args(Code)
 
 SENTENCES: dict[Code, str] = {
@@ -38,6 +38,7 @@ SENTENCES: dict[Code, str] = {
     "empty-release": "the release would carry no rows (every tree's released total is zero); nothing is released",
     "internal": "this owner could not compute a release for the study",
     "too-large": "the encoded release exceeds the study's message size limit; nothing is released",
+    "failed-audit": "this owner's own audit of its release failed, so it was not signed; nothing is released",
 }
 _DETAILS = "the details stay in the site's own log"
 
@@ -45,7 +46,7 @@ _TO_PB: dict[Code, int] = {
     "policy": fpb.REFUSAL_CODE_POLICY, "bad-study": fpb.REFUSAL_CODE_BAD_STUDY, "budget": fpb.REFUSAL_CODE_BUDGET,
     "bad-local-data": fpb.REFUSAL_CODE_BAD_LOCAL_DATA, "unsatisfiable": fpb.REFUSAL_CODE_UNSATISFIABLE,
     "empty-release": fpb.REFUSAL_CODE_EMPTY_RELEASE, "internal": fpb.REFUSAL_CODE_INTERNAL,
-    "too-large": fpb.REFUSAL_CODE_TOO_LARGE,
+    "too-large": fpb.REFUSAL_CODE_TOO_LARGE, "failed-audit": fpb.REFUSAL_CODE_FAILED_AUDIT,
 }
 _FROM_PB: dict[int, Code] = {value: code for code, value in _TO_PB.items()}
 
