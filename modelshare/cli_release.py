@@ -26,7 +26,9 @@ from common.mechanisms import registry
 from common.mechanisms.release import DataDerivedDomain, local_learner
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
+from common.privacy.combining import cap, reader_figures
 from common.privacy.report import Release
+from common.privacy.requirements import CLDiversity, parse_requirement
 from common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.cli_common import (
     add_json,
@@ -76,6 +78,11 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
         "training_accuracy": float((release.tree.predict(X) == y).mean()),
         "owner_attacks": attack_report(release.tree, X, y).to_dict(),
     }
+    requirement = release.report.requirement
+    parsed = None if requirement is None else parse_requirement(requirement)
+    if isinstance(parsed, CLDiversity):
+        figures = reader_figures(release.trees, X, y, cap(parsed))
+        summary["owner_reader"] = {**figures.to_dict(), "text": figures.describe()}
     return release, summary
 
 
@@ -126,6 +133,8 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     for row, mine in zip(released, own):
         attacks.add_row(*row, *mine[2:])
     out.print(attacks)
+    if "owner_reader" in summary:
+        err.print(f"a reader of the whole release, on your rows (not in the model file): {summary['owner_reader']['text']}")
     err.print(f"wrote {args.out}")
 
 
