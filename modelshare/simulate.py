@@ -676,8 +676,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
     add_off_path(p, default=None, default_text=f"{DEFAULT_OFF_PATH[CLASSIFICATION_TASK]}; with --task regression "
                                                f"{DEFAULT_OFF_PATH[REGRESSION_TASK]}")
-    add_on_path(p, default=None, default_text="the study's: class under (c,l)-diversity with hit/miss disclosure, "
-                                               "else uniform")
+    add_on_path(p, default=None, default_text="the study's: uniform unless it says class")
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")

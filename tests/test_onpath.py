@@ -12,7 +12,6 @@ from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import (
     StudyError,
-    default_on_path,
     describe_spec,
     load_study_file,
     spec_from_mapping,
@@ -145,7 +144,7 @@ def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
 
 
 @pytest.mark.parametrize(("release", "expected"), [
-    ({"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "hit_miss"}, "class"),
+    ({"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "hit_miss"}, "uniform"),
     ({"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "counts"}, "uniform"),
     ({"mechanism": "apt", "requirement": "k-anonymity:k=10", "disclosure": "hit_miss"}, "uniform"),
     ({"mechanism": "prune-leaf", "requirement": "k-anonymity:k=10", "disclosure": "counts"}, "uniform"),
@@ -153,8 +152,6 @@ def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
 def test_a_study_without_on_path_gets_the_default_of_its_requirement(release, expected):
     spec = spec_from_mapping({**study({}), "release": release}).spec
     assert spec.pgen_on_path == "" and spec_on_path(spec) == expected == describe_spec(spec)["on_path"]
-    assert default_on_path(release["requirement"], release["disclosure"]) == expected
-    assert default_on_path(release["requirement"], release["disclosure"], regression=True) == "uniform"
     said = spec_from_mapping({**study({"on_path": "uniform"}), "release": release}).spec
     assert spec_on_path(said) == "uniform"  # a study that says keeps what it says
 
@@ -186,10 +183,10 @@ def test_simulate_writes_on_path_into_the_study_and_experiments_take_it(tmp_path
     prepare(args, tmp_path)
     assert load_study_file(tmp_path / "study.toml").spec.pgen_on_path == "class"
     default = build_parser().parse_args(["simulate", "--dataset", "car", "--owners", "2"])
-    assert default.on_path is None  # the study decides: class under simulate's default (5,2) hit/miss
+    assert default.on_path is None  # the study decides: uniform unless it says class
     prepare(default, tmp_path / "default")
     spec = load_study_file(tmp_path / "default" / "study.toml").spec
-    assert spec.pgen_on_path == "" and spec_on_path(spec) == "class"
+    assert spec.pgen_on_path == "" and spec_on_path(spec) == "uniform"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["simulate", "--dataset", "car", "--on-path", "path"])
     for command in ("sources", "privacy"):

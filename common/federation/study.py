@@ -49,9 +49,9 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     class_assignment = "exact"       # or "sample"
     off_path = "uniform"             # or "marginal", "class", "path": attributes a path leaves free drawn from
                                      # the released paths' own law (`miner_node.offpath`)
-    on_path = "class"                # or "uniform" (the paper's): values inside a path's allowed category set drawn
-                                     # from the class law all released paths determine (`miner_node.onpath`);
-                                     # unset: "class" under (c,l)-diversity with hit/miss disclosure, else "uniform"
+    on_path = "uniform"              # the paper's, and the default; or "class": values inside a path's allowed
+                                     # category set drawn from the class law all released paths determine
+                                     # (`miner_node.onpath`), the inference across leaves the owners meant to hide
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
     [global_models]                  # optional: how the miner sets each global model's hyperparameters
@@ -88,7 +88,7 @@ from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.mechanisms.dpea_nb import RELEASE_MODEL as DPEA_NB_MODEL
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import default_learner
-from common.privacy.requirements import DP, DPS, CLDiversity, Requirement, RequirementError, parse_requirement
+from common.privacy.requirements import DP, DPS, Requirement, RequirementError, parse_requirement
 from common.trees.learners import CATEGORY_SPLITS, PAIRINGS, UNPRUNED, admissible_params
 from common.trees.learners import LEARNERS as TREE_LEARNERS
 
@@ -102,7 +102,6 @@ __all__ = [
     "spec_requirement",
     "spec_admissible",
     "spec_on_path",
-    "default_on_path",
     "spec_learner_options",
     "describe_spec",
     "new_study_id",
@@ -226,7 +225,7 @@ class _MiningTable(ConfigModel):
     off_path: str = "uniform"
     """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
     on_path: str | None = None
-    """PGEN's values of a categorical attribute inside the category set a path allows (default: `class` under (c,l)-diversity with hit/miss disclosure, else `uniform`): `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (values a path leaves free follow off_path); classification only, not for dpea-nb."""
+    """PGEN's values of a categorical attribute inside the category set a path allows (default `uniform`): `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (values a path leaves free follow off_path); classification only, not for dpea-nb; `class` carries into the global models the inference across leaves and owners that (c,l)-diversity is meant to hide."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
@@ -330,30 +329,14 @@ def spec_requirement(spec: fpb.StudySpec, schema: Schema | RegressionSchema | No
 
 
 def spec_on_path(spec: fpb.StudySpec) -> str:
-    """The study's on-path mode: its ``on_path`` if set, else `default_on_path` of its requirement and disclosure."""
-    if spec.pgen_on_path:
-        return spec.pgen_on_path
-    return default_on_path(spec.requirement if spec.HasField("requirement") else None,
-                           disclosure_from_pb(spec.disclosure, where="disclosure"), regression=spec.schema.HasField("target"))
+    """The study's on-path mode: its ``on_path`` if set, else ``"uniform"`` (the paper's PGEN).
 
-
-def default_on_path(requirement: str | None, disclosure: str, *, regression: bool = False) -> str:
-    """``on_path`` of a study that does not set it: ``"class"`` under (c,l)-diversity with hit/miss disclosure, else ``"uniform"``.
-
-    Under hit/miss (c,l)-diversity the admissible learner pairs a category that decides the class with
-    different partners in different leaves, and the class law over every released path recovers it
-    (EXPERIMENTS.md, "The class law inside allowed sets": Nursery (5,2), 1 owner, best model 0.677 -> 0.859;
-    Car, Vote and Adult within 0.2 points of uniform); under k-anonymity with counts it was measured worse
-    (Adult k-anonymity:k=10, 10 owners: best model 0.848 -> 0.837), so there the paper's uniform draw stays.
-    A regression study draws uniformly.
+    ``"class"`` is a study's explicit choice, never a default: its gain is the class law that every
+    released path together determines, the inference across leaves and across owners a (c,l)-diverse
+    release is meant to hide (docs/privacy.md, "A reader of the whole release"; EXPERIMENTS.md measures
+    what it recovers from guarded releases).
     """
-    if regression or disclosure != "hit_miss" or requirement is None:
-        return "uniform"
-    try:
-        parsed = parse_requirement(requirement)
-    except RequirementError:
-        return "uniform"
-    return "class" if isinstance(parsed, CLDiversity) else "uniform"
+    return spec.pgen_on_path or "uniform"
 
 
 def spec_admissible(spec: fpb.StudySpec) -> dict[str, str | float]:
