@@ -299,19 +299,40 @@ def check_public_thresholds(tree: Tree, mechanism: str) -> None:
                          "the schema's public cut points (make_learner(..., public_cuts=True))")
 
 
-def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
-    """Prune a released tree until the combining reader's beliefs meet ``requirement`` (`common.privacy.combining`).
+def _guard_step(tree: Tree, leaf: int) -> tuple[int, list[Node]]:
+    """The least destructive coarsening that changes ``leaf``'s path: (leaves lost, the new node list).
 
-    Each round reads the whole release as the combining reader does (`release_verdict`) and turns
-    the parent of every leaf where some person's belief breaks the requirement into a leaf (its
-    released statistics kept, so inner nodes still derive from the leaves); a leaf so made that
-    fails the requirement on its own statistics has its parent turned too. Fewer paths constrain
-    fewer attributes, so the reader's law flattens; the root alone believes only the table's class shares.
+    Under a parent with more than two children the leaf merges with the sibling whose subtree has the
+    fewest leaves (an interval only with a neighbour), as APT merges; under a binary parent the parent
+    becomes a leaf. Merged or collapsed nodes keep their released statistics (Eq. 1 under hit/miss).
+    """
+    nodes = [replace(n, edges=list(n.edges)) for n in tree.nodes]
+    parent = int(tree.parents[leaf])
+    edges = nodes[parent].edges
+    if len(edges) > 2:
+        b = next(j for j, e in enumerate(edges) if e.child == leaf)
+        s = min(_candidates(edges, b), key=lambda j: (_n_leaves(nodes, edges[j].child), nodes[edges[j].child].total))
+        merged = merge_stats([nodes[leaf], nodes[edges[s].child]], tree.schema.n_classes, tree.disclosure)
+        nodes.append(merged)
+        keep = [e for j, e in enumerate(edges) if j not in (b, s)]
+        nodes[parent].edges = [*keep, Edge(_union(edges[b].constraint, edges[s].constraint), len(nodes) - 1)]
+        return _n_leaves(nodes, edges[s].child), nodes
+    nodes[parent] = replace(nodes[parent], attribute=None, edges=[])
+    return _n_leaves(tree.nodes, parent) - 1, nodes
+
+
+def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
+    """Coarsen a released tree until the combining reader's beliefs meet ``requirement`` (`common.privacy.combining`).
+
+    Each round reads the whole release as the combining reader does (`release_verdict`), and of the
+    leaves where some person's belief breaks the requirement (or that fail it on their own statistics)
+    coarsens the one whose change loses the fewest leaves (`_guard_step`): fewer paths tell the grouped
+    categories apart, so the reader's law flattens, and the root alone believes only the table's shares.
 
     Raises
     ------
     RequirementUnsatisfiable
-        Pruning reached the root.
+        Coarsening reached the root.
     """
     current = tree
     while True:
@@ -320,11 +341,9 @@ def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
         bad = {f.leaf for f in verdict.findings} | {int(i) for i in stats.leaves[~requirement.check(stats)]}
         if not bad:
             return current
-        parents = {int(current.parents[i]) for i in bad if i != 0}
-        if not parents or 0 in parents:
-            raise RequirementUnsatisfiable(
-                f"APT cannot meet {requirement} for a reader of the whole release: pruning reached the root; "
-                "a root-only tree is no model, so nothing is released")
-        parent = min(parents, key=lambda i: (_n_leaves(current.nodes, i), i))
-        nodes = [replace(n, attribute=None, edges=[]) if i == parent else n for i, n in enumerate(current.nodes)]
+        lost, nodes = min((_guard_step(current, leaf) for leaf in sorted(bad)), key=lambda step: step[0])
         current = rebuild(current.schema, nodes, current.disclosure)
+        if current.root.is_leaf:
+            raise RequirementUnsatisfiable(
+                f"APT cannot meet {requirement} for a reader of the whole release: coarsening reached the root; "
+                "a root-only tree is no model, so nothing is released")
