@@ -120,6 +120,9 @@ class Policy(ConfigModel):
     """Disclosures this site allows: `counts` (class counts) and/or `hit_miss` (majority class, hit, miss)."""
     miners: _Names = ()
     """Miner TLS identities this site answers; empty: any miner of the federation."""
+    per_leaf_diversity: bool = False
+    """True: also answer a (c,l)-diversity study that promises each leaf only (``scope=leaf``, the paper's);
+    by default such a study is refused, since a reader who combines its leaves is not bounded."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str) -> Policy:
@@ -133,9 +136,11 @@ class Policy(ConfigModel):
         if self.min_k is not None:
             k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}", "min_k"))
         if self.min_l is not None:
-            div_bounds.append((CLDiversity(math.inf, self.min_l), f"(c,l)-diversity with l >= {self.min_l}", "min_l"))
-        if self.max_c is not None:
-            div_bounds.append((CLDiversity(self.max_c, 2), f"(c,l)-diversity with c <= {self.max_c:g}", "max_c"))
+            div_bounds.append((CLDiversity(math.inf, self.min_l, per_leaf=True), f"(c,l)-diversity with l >= {self.min_l}",
+                               "min_l"))
+        if self.max_c is not None:  # per_leaf: these bound c and l; the scope is `_scope_reasons`'
+            div_bounds.append((CLDiversity(self.max_c, 2, per_leaf=True), f"(c,l)-diversity with c <= {self.max_c:g}",
+                               "max_c"))
         return k_bounds, div_bounds
 
     def check(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[str]:
@@ -159,8 +164,18 @@ class Policy(ConfigModel):
                                                      f"policy (allowed: {', '.join(self.mechanisms)})"))
         findings += self._disclosure_reasons(spec)
         findings += self._bound_reasons(spec)
+        findings += self._scope_reasons(spec)
         findings += self._dps_reasons(spec)
         return findings
+
+    def _scope_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
+        """A per-leaf (c,l)-diversity study, unless ``per_leaf_diversity`` allows it."""
+        claimed, _ = _claimed_requirement(spec)
+        if self.per_leaf_diversity or not (isinstance(claimed, CLDiversity) and claimed.per_leaf):
+            return []
+        return [Finding(("per_leaf_diversity",), f"study requires {claimed}, a promise per leaf only that a reader "
+                                                 "combining the leaves can break; this site's policy does not allow "
+                                                 "it (per_leaf_diversity = false)")]
 
     def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
         try:

@@ -72,6 +72,17 @@ DPS_STRICT = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
     pytest.param(Policy(min_l=3, max_c=10), lambda: study(requirement="cl-diversity:c=12,l=3"),
                  ["study requires cl-diversity:c=12,l=3; this site requires (c,l)-diversity with c <= 10"],
                  id="c-above-max_c"),
+    # a per-leaf (c,l) promise needs the site's explicit consent, whatever its bounds
+    pytest.param(Policy(min_l=2), lambda: study(requirement="cl-diversity:c=5,l=2,scope=leaf"),
+                 ["study requires cl-diversity:c=5,l=2,scope=leaf, a promise per leaf only that a reader combining "
+                  "the leaves can break; this site's policy does not allow it (per_leaf_diversity = false)"],
+                 id="per-leaf-refused"),
+    pytest.param(Policy(min_l=2, per_leaf_diversity=True), lambda: study(requirement="cl-diversity:c=5,l=2,scope=leaf"),
+                 [], id="per-leaf-allowed"),
+    pytest.param(Policy(), lambda: study(requirement="cl-diversity:c=5,l=2,scope=leaf"),
+                 ["study requires cl-diversity:c=5,l=2,scope=leaf, a promise per leaf only that a reader combining "
+                  "the leaves can break; this site's policy does not allow it (per_leaf_diversity = false)"],
+                 id="per-leaf-refused-without-bounds"),
     # mechanism none fails every bound and the mechanism list
     pytest.param(Policy(min_k=5, min_l=2), lambda: study("none", None),
                  ["mechanism 'none' is not allowed by this site's policy (allowed: apt, prune-leaf, prune-parent)",
