@@ -120,6 +120,9 @@ class PrivacySettings:
     """How the miner sets PPGEN's global models (`PipelineConfig.model_settings`); none: the paper's fixed rules."""
     on_path: str = "uniform"
     """PGEN's values inside a path's allowed category set (`PipelineConfig.on_path`); uniform: the paper's."""
+    scope: str = "release"
+    """Whom the promise holds against: ``release`` (the default: APT's release guard keeps the combining reader within
+    it) or ``leaf`` (the paper's per-leaf requirement, for the reproductions)."""
 
     def pipeline(self, learner: str | None = None) -> PipelineConfig:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
@@ -128,14 +131,14 @@ class PrivacySettings:
         params = {"confidence": self.confidence} if learner == "admissible" and self.confidence != LEARNER_DEFAULT else {}
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
                               learner=learner, learner_params=params, model_settings=self.model_settings,
-                              mechanism="apt", requirement=requirement(self.cs[0], self.ls[0]),
+                              mechanism="apt", requirement=requirement(self.cs[0], self.ls[0], self.scope),
                               disclosure=self.disclosure, global_models=self.global_models,
                               methods=("BASIS", "PGEN"), on_path=self.on_path, random_state=self.seed)
 
 
-def requirement(c: float, l: int) -> str:  # noqa: E741 - the paper's name
-    """The requirement string APT prunes to, e.g. ``cl-diversity:c=5,l=2``."""
-    return f"cl-diversity:c={c:g},l={l}"
+def requirement(c: float, l: int, scope: str = "release") -> str:  # noqa: E741 - the paper's name
+    """The requirement string APT prunes to, e.g. ``cl-diversity:c=5,l=2`` (``...,scope=leaf`` per leaf only)."""
+    return f"cl-diversity:c={c:g},l={l}" + (",scope=leaf" if scope == "leaf" else "")
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], t
              else np.nan)
     rows: list[dict[str, Any]] = []
     for learner in settings.learners:
-        config = replace(settings.pipeline(learner), requirement=requirement(task.c, task.l))
+        config = replace(settings.pipeline(learner), requirement=requirement(task.c, task.l, settings.scope))
         pipeline = {(r["method"], r["model"]): r for r in run_fold(schema, X_tr, y_tr, X_te, y_te, config,
                                                                    np.random.default_rng(task.seed))}
         rows += [_row(task, learner, name, pipeline, bound, ld, ld_accuracy[name]) for name in settings.global_models]
@@ -315,7 +318,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
                                disclosure=resolve_disclosure("apt", args.disclosure), global_models=args.global_models,
                                max_suppression=args.max_suppression, folds=args.folds, repeats=args.repeats,
                                seed=args.seed, confidence=args.confidence, model_settings=dict(args.model_settings),
-                               on_path=args.on_path)
+                               on_path=args.on_path, scope=args.scope)
     raw = run_privacy(table.schema, X, y, settings, jobs=args.jobs)
     summary = summarize_privacy(raw)
     results = Results("privacy", table, asdict(settings), raw, summary)
@@ -345,6 +348,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                       help="global models learned from BASIS, PPGEN and LD data")
     add_model_settings(p)
     add_on_path(p, default=PrivacySettings.on_path)
+    p.add_argument("--scope", choices=("release", "leaf"), default=PrivacySettings.scope,
+                   help="whom each requirement holds against: release (the default: no reader combining the released "
+                        "leaves believes beyond it, APT's release guard) or leaf (the paper's per-leaf requirement)")
     p.add_argument("--max-suppression", type=float, default=PrivacySettings.max_suppression,
                    help="share of the training rows LD may suppress, in [0, 1) (default %(default)s)")
     add_common_options(p, name="privacy", default_folds=PrivacySettings.folds, default_repeats=PrivacySettings.repeats)
