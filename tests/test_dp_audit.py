@@ -13,6 +13,7 @@ from scipy.stats import binom
 
 from common.audit.dp.estimate import audit_dp, clopper_pearson
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kanon_rdt_log_target
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, parse_requirement
 from modelshare.cli import main
@@ -181,3 +182,30 @@ def test_cli_exit_codes(small, tmp_path, capsys):
     assert "below -ln(1 - beta)" in capsys.readouterr().err
     assert main(["privacy", "audit-dp", "laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--trials", "10"]) == 2
     assert "at least 100 trials" in capsys.readouterr().err
+
+
+def test_the_cli_never_shows_a_row_of_the_table(tmp_path, capsys):
+    """kanon-rdt's target may add a copy of a real row (here: a row alone in its cells); text and JSON describe it
+    by where it was chosen and its cells' sizes, never by its values or class."""
+    rng = np.random.default_rng(5)
+    schema = Schema((NumericAttribute("income", 0.0, 1000.0), CategoricalAttribute("colour", ("ochre", "teal", "umber")),
+                     NumericAttribute("height", 100.0, 220.0)), "label", ("no_label", "yes_label"))
+    X = np.column_stack([np.round(rng.uniform(0, 1000, 10), 4), rng.integers(0, 3, 10), np.round(rng.uniform(100, 220, 10), 4)])
+    y = rng.integers(0, 2, 10)
+    data, schema_file = tmp_path / "owner.csv", tmp_path / "owner.schema.json"
+    frame = schema.decode(X, y)
+    frame.to_csv(data, index=False)
+    schema.save(schema_file)
+    argv = ["privacy", "audit-dp", "kanon-rdt", "--data", str(data), "--class-column", "label", "--schema",
+            str(schema_file), "--epsilon", "2", "--k", "2", "--beta", "0.5", "--trees", "2", "--max-depth", "3",
+            "--trials", "100", "--seed", "1"]
+    assert main([*argv, "--json"]) == 0
+    as_json = capsys.readouterr()
+    assert json.loads(as_json.out)["neighbours"]["added_row"].startswith("a copy of one row of the table, where its cells")
+    assert main(argv) == 0
+    as_text = capsys.readouterr()
+    shown = as_json.out + as_json.err + as_text.out + as_text.err
+    assert "a copy of one row of the table" in as_text.err and "r's cell counts in D: [1, 1, 4]" in as_text.err
+    values = {str(v) for v in frame[["income", "height"]].to_numpy().ravel()} | {*schema.attributes[1].categories,
+                                                                                  *schema.classes}
+    assert not [v for v in values if v in shown]

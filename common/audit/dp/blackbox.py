@@ -11,6 +11,12 @@ deliberately broken trainer) is audited by naming it; nothing of its internals i
 `released_cell` reads, per released tree, what a score needs about the added row r: the count the
 tree releases for r's class at the node r stops at (0 when r stops at an inner node, because its
 leaf was dropped as all-zero), and how many rows of D stop at that node, of r's class and of any.
+
+*What an audit says about r.* The table is the owner's, and a target may pick r among its rows (the
+random-tree and DPEA targets try the table's rows as candidates). So no target describes r by its
+values, its class or its row index, in the text or JSON the CLI prints or in anything stored:
+`describe_added_row` says only whether r copies a row of the table or is a point of the public
+domain, and where the target chose it; the targets add aggregate sizes (rows of D in r's cells).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from common.mechanisms import registry
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
-__all__ = ["ReleasePath", "Cells", "released_cell"]
+__all__ = ["ReleasePath", "Cells", "released_cell", "describe_added_row"]
 
 Score = Callable[[Sequence[Tree]], float]
 
@@ -50,6 +56,13 @@ def released_cell(trees: Sequence[Tree], row: np.ndarray, label: int, X: np.ndar
         same[t] = np.count_nonzero(here & (y == label))
         anyone[t] = np.count_nonzero(here)
     return Cells(released, same, anyone)
+
+
+def describe_added_row(X: np.ndarray, row: np.ndarray, where: str) -> str:
+    """r described without its values, class or index (module docstring): its origin, then ``where`` it was chosen."""
+    copied = bool((np.asarray(X, dtype=np.float64) == np.asarray(row, dtype=np.float64)).all(axis=1).any())
+    origin = "a copy of one row of the table" if copied else "a point of the public domain that is no row of the table"
+    return f"{origin}, {where} (its values are not shown: they may be a real row's)"
 
 
 class ReleasePath:
@@ -97,7 +110,6 @@ class ReleasePath:
         on_d1 = np.array([score(self.release(True, rng)) for _ in range(trials)], dtype=np.float64)
         return on_d, on_d1
 
-    def decoded_row(self) -> dict[str, Any]:
-        """r with its class, decoded to the table's values (JSON-ready)."""
-        row = self.schema.decode(self.row[None, :], np.array([self.label])).iloc[0]
-        return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+    def added_row(self, where: str) -> str:
+        """`describe_added_row` of this pair's r: never its values."""
+        return describe_added_row(self.X, self.row, where)

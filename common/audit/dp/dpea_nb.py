@@ -76,7 +76,7 @@ class DpeaNbTarget:
         return self.path.scores(trials, rng, self._score)
 
     def describe(self) -> dict[str, Any]:
-        return {"added_row": self.path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+        return {"added_row": self.path.added_row("where its (bin, class) cells hold the fewest rows of D"), "release_path": f"registry trainer of {self.mechanism!r}",
                 "score": "log-likelihood ratio D'/D of r's histogram-tree cells at the claimed noise scale "
                          f"(histogram trees / {self.epsilon_histograms:g})"}
 
