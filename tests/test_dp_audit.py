@@ -78,6 +78,30 @@ def test_delta_is_subtracted():
     assert not result.passed and result.threshold == 2.0 and result.p_d == 0.0
 
 
+class _TwoScores(_RandomisedResponse):
+    """Randomised response reported as a second score beside a first that says nothing (the same law on D and D')."""
+
+    score_names = ("noise", "bit")
+
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        on_d, on_d1 = super().sample(trials, rng)
+        return (np.column_stack([rng.normal(size=trials), on_d]), np.column_stack([rng.normal(size=trials), on_d1]))
+
+
+def test_the_event_is_chosen_over_every_score_of_a_release():
+    result = audit_dp(_TwoScores(2.0, 1.0), 4000, np.random.default_rng(0))
+    assert not result.passed and result.score == "bit" and result.bounds[0].event.startswith("bit ")
+    assert result.to_dict()["score"] == "bit" and 1.5 < result.epsilon_lower <= 2.0
+    with pytest.raises(ValueError, match=r"expected \(100,\) or \(100, k\) each"):
+        audit_dp(_Mismatched(1.0, 1.0), 100, np.random.default_rng(0))
+
+
+class _Mismatched(_RandomisedResponse):
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        on_d, on_d1 = super().sample(trials, rng)
+        return on_d[:, None], np.column_stack([on_d1, on_d1])
+
+
 def test_the_audit_refuses_too_few_trials_and_a_bad_alpha():
     with pytest.raises(ValueError, match="trials must be an integer >= 100"):
         audit_dp(_RandomisedResponse(1, 1), 99, np.random.default_rng(0))
