@@ -80,8 +80,8 @@ class _ArgmaxPicks:
     def bernoulli(self, p: float, size: int) -> np.ndarray:
         return self.noise.bernoulli(p, size)
 
-    def unvetted_generator(self) -> np.random.Generator:
-        return self.noise.unvetted_generator()
+    def numpy_generator(self) -> np.random.Generator:
+        return self.noise.numpy_generator()
 
 
 class _DpeaNbNoiselessPicks(DpeaNb):
