@@ -78,7 +78,7 @@ def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarr
 
 def _print(result: DPAuditResult, seed: int, claim: str) -> None:
     neighbours = result.neighbours
-    err.print(f"added row r (D' = D + r): {json.dumps(neighbours['added_row'])}", highlight=False)
+    err.print(f"added row r (D' = D + r): {neighbours['added_row']}", highlight=False)
     counts = neighbours.get("cell_counts_in_D")
     err.print((f"r's cell counts in D: {counts}; " if counts is not None else "") + f"score: {neighbours['score']}",
               highlight=False)

@@ -32,7 +32,7 @@ from modelshare.logs import configure_logging
 from owner_node.budget import Ledger, non_dp_note
 from owner_node.config import OwnerConfig
 from owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
-from owner_node.training import LocalDataError, load_local_table
+from owner_node.training import LocalDataError, LocalTable, fits_domain, load_local_table
 
 __all__ = ["budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "configure_budget", "configure_check",
            "configure_serve"]
@@ -72,14 +72,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[int | None, int | None, str | None]:
-    """Rows the local table yields under the study's schema and rows dropped for a missing value, or the full
-    (local) reason it cannot."""
+def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[LocalTable | None, str | None]:
+    """The local table under the study's schema (fitted into its domain for a dp or dps study, as the daemon
+    does), or the full (local) reason it cannot be read."""
     try:
-        table = load_local_table(config, spec_schema(spec))
+        return load_local_table(config, spec_schema(spec), fit_domain=fits_domain(spec.mechanism)), None
     except LocalDataError as exc:
-        return None, None, str(exc)
-    return int(table.X.shape[0]), table.dropped, None
+        return None, str(exc)
 
 
 def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
@@ -90,15 +89,19 @@ def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
     over = ledger.over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
     if over is not None:
         reasons.append(over)
-    rows, dropped, problem = _data_problem(config, spec)
+    table, problem = _data_problem(config, spec)
     if problem is not None:
         reasons.append(problem)
+    fit = None if table is None else table.fitted
+    fitted = fit.describe() if fit is not None and fit.changed else None  # a dp or dps study only
     return {
         "study": describe_spec(spec),
         "miner": config.miner_name,
         "accept": not reasons,
         "reasons": reasons,
-        "data": {"path": str(config.data_path), "rows": rows, "dropped_rows": dropped, "missing": config.missing},
+        "data": {"path": str(config.data_path), "rows": None if table is None else int(table.X.shape[0]),
+                 "dropped_rows": None if table is None else table.dropped, "missing": config.missing,
+                 "domain_fit": fitted},
     }
 
 
@@ -116,7 +119,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.print(f"accept: {config.name} would answer study {result['study']['id']} with an "
                   f"{result['study']['mechanism']} release of {result['data']['rows']} rows"
                   + (f" ({result['data']['dropped_rows']} row(s) with a missing value dropped)"
-                     if result["data"]["dropped_rows"] else ""), highlight=False)
+                     if result["data"]["dropped_rows"] else "")
+                  + (f"; fitted to the schema's domain: {result['data']['domain_fit']}"
+                     if result["data"]["domain_fit"] else ""), highlight=False)
     else:
         out.print(f"refuse: {config.name} would refuse study {result['study']['id']}:", highlight=False)
         for reason in result["reasons"]:

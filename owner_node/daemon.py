@@ -75,6 +75,7 @@ from owner_node.training import (
     FailedAudit,
     LocalDataError,
     build_refusal,
+    fits_domain,
     load_local_table,
     prepare_submission,
 )
@@ -585,16 +586,20 @@ class OwnerDaemon:
         if over is not None:
             return self._refusal(spec, Refusal("budget"), over)
         try:
-            table = load_local_table(self.config, spec_schema(spec))
+            table = load_local_table(self.config, spec_schema(spec), fit_domain=fits_domain(spec.mechanism))
         except DataUnavailable:
             raise  # `answer` waits for it (it may pass) rather than refusing
         except LocalDataError as exc:
             return self._refusal(spec, Refusal("bad-local-data"), f"local table: {exc}")
         X, y = table
-        dropped = f"; {table.dropped} row(s) with a missing value dropped" if table.dropped else ""
+        notes = f"; {table.dropped} row(s) with a missing value dropped" if table.dropped else ""
         if table.dropped:
             log.warning("study %s: dropped %d row(s) of %s with a missing value (the [data] missing policy is %r)",
                         spec.study_id, table.dropped, self.config.data_path, self.config.missing)
+        if table.fitted is not None and table.fitted.changed:  # the site's log and status only, never the answer
+            notes += f"; fitted to the schema's domain: {table.fitted.describe()}"
+            log.warning("study %s: fitted %s to the schema's public domain (a %s study refuses no row for it): %s",
+                        spec.study_id, self.config.data_path, spec.mechanism, table.fitted.describe())
         try:
             submission = prepare_submission(spec, X, y, owner_id=self.config.name, key=self.key)
         except FailedAudit as exc:  # before any charge: a correct mechanism never fails, and nothing was signed
@@ -624,7 +629,7 @@ class OwnerDaemon:
         self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
         claim = spec.requirement if spec.HasField("requirement") else "no requirement"
         reader = f"; {submission.account()}" if submission.account() else ""
-        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){dropped}{reader}"
+        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){notes}{reader}"
 
     def _check_still_waiting(self, study_id: str) -> None:
         """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.

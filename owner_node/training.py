@@ -6,6 +6,12 @@ the only thing that leaves the site: a released model (`ModelMessage`) or a refu
 `LocalDataError`, whose message (file, row, column and the offending value) is for the site's own
 log and ``modelshare owner check`` only: a refusal carries a reason code and its fixed sentence
 (`common.federation.refusal`), never a fact read off the table.
+
+A dp or dps study (`fits_domain`) does not refuse a row for a value outside the schema's public
+domain: `load_local_table` clamps it, or drops its row, by the fixed per-row rules of
+`common.data.domain_fit`, and counts what changed for the site's log only (`LocalTable.fitted`);
+such a refusal would be a data-dependent answer outside the mechanism's accounting. A path study
+still refuses with `LocalDataError`, naming file, row, column and value.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.audit.release import audit
 from common.data.datasets.loading import read_frame, settle_missing
+from common.data.domain_fit import DomainFit, fit_to_domain
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
@@ -37,7 +44,7 @@ from common.privacy.requirements import CLDiversity, parse_requirement
 from owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "Submission",
-           "build_refusal", "build_submission", "prepare_submission", "load_local_table"]
+           "build_refusal", "build_submission", "fits_domain", "prepare_submission", "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
@@ -110,28 +117,43 @@ def _unavailable(path: Path, exc: SchemaError) -> bool:
 
 @dataclass(frozen=True)
 class LocalTable:
-    """The site's table encoded with a study's schema, and how many rows the missing-value policy dropped.
+    """The site's table encoded with a study's schema, how many rows the missing-value policy dropped, and
+    (dp and dps studies only, else None) what fitting the rows into the public domain changed.
 
-    It unpacks as ``X, y``.
+    It unpacks as ``X, y``. Both counts are for the site's log, never for a message.
     """
 
     X: np.ndarray
     y: np.ndarray
     dropped: int
+    fitted: DomainFit | None = None
 
     def __iter__(self) -> Iterator[np.ndarray]:
         return iter((self.X, self.y))
 
 
-def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> LocalTable:
+def fits_domain(mechanism: str) -> bool:
+    """Whether a study of ``mechanism`` fits the local rows into the schema's domain rather than refusing them.
+
+    True for the mechanisms with an add/remove-one-row guarantee (families ``dp`` and ``dps``), whose
+    guarantee the per-row fit keeps (`common.data.domain_fit`); a path or ``none`` study refuses.
+    """
+    return registry.get(mechanism).family in ("dp", "dps")
+
+
+def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
+                     fit_domain: bool = False) -> LocalTable:
     """Read ``config.data_path`` and encode it with the study's schema.
 
     The class column is ``config.class_column`` or, by default, the schema's class name; for a
     regression schema it is the numeric target (``y`` float64 within its public bounds). Missing
     values are settled by ``config.missing`` (`common.data.datasets.loading.settle_missing`: drop
     the row, the default, or keep a categorical one as its own category); a table left empty is an
-    error. A file that cannot be read at all (absent, unreadable) raises `DataUnavailable`, which
-    may pass; any other read or schema error becomes `LocalDataError`.
+    error. With ``fit_domain`` (a dp or dps study, `fits_domain`) a value outside the schema's domain
+    is clamped, or its row dropped (`common.data.domain_fit.fit_to_domain`), and the table left
+    without a row is the error; without it such a value is a `LocalDataError`. A file that cannot be
+    read at all (absent, unreadable) raises `DataUnavailable`, which may pass; any other read or
+    schema error becomes `LocalDataError`.
     """
     path = config.data_path
     class_column = config.class_column or schema.class_name
@@ -145,10 +167,16 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema) -> 
         frame, dropped = settle_missing(_select(frame, schema, class_column, path), schema, config.missing, str(path))
         if frame.empty:
             raise SchemaError("no row to learn from: the table has a header and no data rows", source=str(path))
+        fitted = None
+        if fit_domain:
+            frame, fitted = fit_to_domain(frame, schema, source=str(path))
+            if frame.empty:
+                raise SchemaError(f"no row to learn from: every row was dropped ({fitted.describe()})",
+                                  source=str(path))
         X, y = schema.encode(frame, source=str(path))
     except SchemaError as exc:
         raise LocalDataError(str(exc)) from None
-    return LocalTable(X, y, dropped)
+    return LocalTable(X, y, dropped, fitted)
 
 
 def _learner_params(spec: fpb.StudySpec) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import numpy as np
 from common.data.schema import Schema
 from common.mechanisms.diffpets import DiffPets
 from common.mechanisms.dpea import DPEA, release_domain
-from common.mechanisms.dpea_nb import DpeaNb
+from common.mechanisms.dpea_nb import TEMPERATURES, DpeaNb
 from common.mechanisms.kanon_rdt import kanon_rdt
 from common.mechanisms.laplace_rdt import LaplaceRdt
 from common.mechanisms.registry import Mechanism
@@ -53,6 +53,53 @@ class _DpeaNbNoEmptyNoise(DpeaNb):
 
     def noisy_histogram(self, true: np.ndarray, scale: float, noise: SecretNoise) -> np.ndarray:
         return np.where(np.asarray(true) == 0, 0.0, super().noisy_histogram(true, scale, noise))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ArgmaxPicks:
+    """Secret draws whose exponential-mechanism picks are noiseless (the largest logit's index); the rest as ``noise``.
+
+    With ``only_options`` set, only the picks among that many options are noiseless (the temperature grid's).
+    """
+
+    noise: SecretNoise
+    only_options: int | None = None
+
+    @property
+    def source(self) -> str:
+        return self.noise.source
+
+    def discrete_laplace(self, true: np.ndarray, scale: float) -> np.ndarray:
+        return self.noise.discrete_laplace(true, scale)
+
+    def exponential_index(self, logits: np.ndarray) -> int:
+        if self.only_options is not None and len(logits) != self.only_options:
+            return self.noise.exponential_index(logits)
+        return int(np.argmax(logits))
+
+    def bernoulli(self, p: float, size: int) -> np.ndarray:
+        return self.noise.bernoulli(p, size)
+
+    def numpy_generator(self) -> np.random.Generator:
+        return self.noise.numpy_generator()
+
+
+class _DpeaNbNoiselessPicks(DpeaNb):
+    """dpea-nb whose root split and temperature are picked without noise (argmax): 19% of the budget unspent."""
+
+    only_options: int | None = None
+
+    def fit(self, schema: Schema, X: np.ndarray, y: np.ndarray,
+            rng: int | np.random.Generator | Randomness | None = None) -> Trained:
+        randomness = Randomness.of(rng)
+        noiseless = _ArgmaxPicks(randomness.secret, self.only_options)
+        return super().fit(schema, X, y, Randomness(randomness.public, noiseless))
+
+
+class _DpeaNbNoiselessTemperature(_DpeaNbNoiselessPicks):
+    """dpea-nb whose temperature alone is picked without noise (its 10% of the budget unspent)."""
+
+    only_options = len(TEMPERATURES)
 
 
 class _DataRangeThresholds(DiffPets):
@@ -127,7 +174,8 @@ def _record(name: str, family: str, train: Callable[..., Trained], target: str) 
 LAPLACE = {"laplace-rdt-no-empty-noise": _NoEmptyNoise, "laplace-rdt-half-noise": _HalfNoise}
 DIFFPETS = {"diffpets-data-thresholds": _DataRangeThresholds, "diffpets-raw-purity": _RawPurityStop}
 DPEA_ = {"dpea-no-empty-noise": _DpeaNoEmptyNoise}
-DPEA_NB = {"dpea-nb-no-empty-noise": _DpeaNbNoEmptyNoise}
+DPEA_NB = {"dpea-nb-no-empty-noise": _DpeaNbNoEmptyNoise, "dpea-nb-noiseless-picks": _DpeaNbNoiselessPicks,
+           "dpea-nb-noiseless-temperature": _DpeaNbNoiselessTemperature}
 KANON = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
 
 RECORDS = (

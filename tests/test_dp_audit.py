@@ -13,6 +13,7 @@ from scipy.stats import binom
 
 from common.audit.dp.estimate import audit_dp, clopper_pearson
 from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kanon_rdt_log_target
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, parse_requirement
 from modelshare.cli import main
@@ -75,6 +76,30 @@ def test_delta_is_subtracted():
     too_small = _RandomisedResponse(0.5, 0.5, delta=0.01, leak=0.05)
     result = audit_dp(too_small, 20_000, np.random.default_rng(0))
     assert not result.passed and result.threshold == 2.0 and result.p_d == 0.0
+
+
+class _TwoScores(_RandomisedResponse):
+    """Randomised response reported as a second score beside a first that says nothing (the same law on D and D')."""
+
+    score_names = ("noise", "bit")
+
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        on_d, on_d1 = super().sample(trials, rng)
+        return (np.column_stack([rng.normal(size=trials), on_d]), np.column_stack([rng.normal(size=trials), on_d1]))
+
+
+def test_the_event_is_chosen_over_every_score_of_a_release():
+    result = audit_dp(_TwoScores(2.0, 1.0), 4000, np.random.default_rng(0))
+    assert not result.passed and result.score == "bit" and result.bounds[0].event.startswith("bit ")
+    assert result.to_dict()["score"] == "bit" and 1.5 < result.epsilon_lower <= 2.0
+    with pytest.raises(ValueError, match=r"expected \(100,\) or \(100, k\) each"):
+        audit_dp(_Mismatched(1.0, 1.0), 100, np.random.default_rng(0))
+
+
+class _Mismatched(_RandomisedResponse):
+    def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        on_d, on_d1 = super().sample(trials, rng)
+        return on_d[:, None], np.column_stack([on_d1, on_d1])
 
 
 def test_the_audit_refuses_too_few_trials_and_a_bad_alpha():
@@ -181,3 +206,30 @@ def test_cli_exit_codes(small, tmp_path, capsys):
     assert "below -ln(1 - beta)" in capsys.readouterr().err
     assert main(["privacy", "audit-dp", "laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--trials", "10"]) == 2
     assert "at least 100 trials" in capsys.readouterr().err
+
+
+def test_the_cli_never_shows_a_row_of_the_table(tmp_path, capsys):
+    """kanon-rdt's target may add a copy of a real row (here: a row alone in its cells); text and JSON describe it
+    by where it was chosen and its cells' sizes, never by its values or class."""
+    rng = np.random.default_rng(5)
+    schema = Schema((NumericAttribute("income", 0.0, 1000.0), CategoricalAttribute("colour", ("ochre", "teal", "umber")),
+                     NumericAttribute("height", 100.0, 220.0)), "label", ("no_label", "yes_label"))
+    X = np.column_stack([np.round(rng.uniform(0, 1000, 10), 4), rng.integers(0, 3, 10), np.round(rng.uniform(100, 220, 10), 4)])
+    y = rng.integers(0, 2, 10)
+    data, schema_file = tmp_path / "owner.csv", tmp_path / "owner.schema.json"
+    frame = schema.decode(X, y)
+    frame.to_csv(data, index=False)
+    schema.save(schema_file)
+    argv = ["privacy", "audit-dp", "kanon-rdt", "--data", str(data), "--class-column", "label", "--schema",
+            str(schema_file), "--epsilon", "2", "--k", "2", "--beta", "0.5", "--trees", "2", "--max-depth", "3",
+            "--trials", "100", "--seed", "1"]
+    assert main([*argv, "--json"]) == 0
+    as_json = capsys.readouterr()
+    assert json.loads(as_json.out)["neighbours"]["added_row"].startswith("a copy of one row of the table, where its cells")
+    assert main(argv) == 0
+    as_text = capsys.readouterr()
+    shown = as_json.out + as_json.err + as_text.out + as_text.err
+    assert "a copy of one row of the table" in as_text.err and "r's cell counts in D: [1, 1, 4]" in as_text.err
+    values = {str(v) for v in frame[["income", "height"]].to_numpy().ravel()} | {*schema.attributes[1].categories,
+                                                                                  *schema.classes}
+    assert not [v for v in values if v in shown]

@@ -15,7 +15,7 @@ import pytest
 
 from common.audit.dp.dpea import tiny_table
 from common.audit.dp.estimate import DPAuditResult, audit_dp
-from common.data.schema import NumericAttribute, Schema
+from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms import registry
 from common.privacy.requirements import parse_requirement
 from tests import broken_mechanisms
@@ -32,6 +32,7 @@ SETTINGS: dict[str, tuple[str, str, int, int, dict[str, Any]]] = {
     "diffpets": ("corner", "dp:epsilon=2,trees=1", 1, 1000, {}),
     "dpea": ("tiny", "dp:epsilon=2,trees=1", 2, 300, {}),
     "dpea-nb": ("nursery", "dp:epsilon=1,trees=1", 1, 300, {}),
+    "dpea-nb-tie": ("tie", "dp:epsilon=1,trees=1", 1, 400, {}),
 }
 BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or more)
     ("laplace-rdt-no-empty-noise", "laplace-light", 3.0),
@@ -42,22 +43,29 @@ BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or mo
     ("diffpets-raw-purity", "diffpets", 3.0),
     ("dpea-no-empty-noise", "dpea", 2.5),
     ("dpea-nb-no-empty-noise", "dpea-nb", 2.0),
+    ("dpea-nb-noiseless-picks", "dpea-nb-tie", 2.0),
+    ("dpea-nb-noiseless-temperature", "dpea-nb-tie", 1.5),
 ]
 REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea",
-        "dpea-nb": "dpea-nb"}
+        "dpea-nb": "dpea-nb", "dpea-nb-tie": "dpea-nb"}
 
 
 @pytest.fixture(scope="module")
 def tables(nursery):
-    """The audits' D: 300 rows of Nursery, 20 rows in one corner of [0, 1]^2 (DiffPETs' isolated-row pair), and
-    DPEA's six-row table whose structures the target lists."""
+    """The audits' D: 300 rows of Nursery, 20 rows in one corner of [0, 1]^2 (DiffPETs' isolated-row pair),
+    DPEA's six-row table whose structures the target lists, and dpea-nb's tie: 200 rows whose class is both a
+    and b (so a one-row r decides the root's most likely split, and which temperature classifies the most rows)."""
     schema, X, y = nursery
     rows = np.random.default_rng(0).choice(len(y), 300, replace=False)
     corner = Schema((NumericAttribute("x1", 0.0, 1.0), NumericAttribute("x2", 0.0, 1.0)), "label", ("a", "b"))
     rng = np.random.default_rng(0)
     X2 = np.column_stack([rng.uniform(0.0, 0.25, 20), rng.uniform(0.0, 1.0, 20)])
+    tie = Schema(tuple(CategoricalAttribute(name, size) for name, size in (("a", ("0", "1")), ("b", ("0", "1")),
+                                                                         ("c", ("0", "1", "2")))), "label", ("no", "yes"))
+    halves = np.repeat([0, 1], 100)
+    X3 = np.column_stack([halves, halves, rng.integers(0, 3, 200)]).astype(np.float64)
     return {"nursery": (schema, X[rows], y[rows]), "corner": (corner, X2, np.zeros(20, dtype=np.int64)),
-            "tiny": tiny_table()}
+            "tiny": tiny_table(), "tie": (tie, X3, halves.astype(np.int64))}
 
 
 @pytest.fixture(scope="module", autouse=True)

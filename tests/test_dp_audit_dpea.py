@@ -152,7 +152,8 @@ def test_the_registered_release_path_passes_and_scores_an_exact_likelihood_ratio
 def test_the_target_describes_the_pair_and_refuses_what_it_cannot_list():
     _, target = _audit(DPEA(2.0, 1, 2))
     described = target.describe()
-    assert described["added_row"] == {"a": "0", "b": "0", "c": "0", "label": "yes"}  # contradicts class = c
+    assert target.row.tolist() == [0, 0, 0] and target.label == 1  # "yes" with c = 0: contradicts class = c
+    assert described["added_row"].startswith("a point of the public domain that is no row of the table")
     assert described["rows"] == 6 and described["structures"] == 12
     assert described["exact_epsilon"] == pytest.approx(target.exact_epsilon) and "claimed law" in described["score"]
     with pytest.raises(ValueError, match="sampler 'mcmc' claims no exact guarantee"):

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from common.audit.dp.dpea_nb import SCORES
 from common.audit.release import audit
 from common.data.datasets import load_dataset
 from common.federation.study import StudyError, spec_from_mapping
@@ -174,8 +175,10 @@ def test_the_empirical_dp_audit_runs_the_registered_trainer(adult):
     factory = registry.get(MECHANISM).resolve_dp_audit_target()
     target = factory(DP(1.0, 1), 1, schema, X[:300], y[:300], np.random.default_rng(0))
     on_d, on_d1 = target.sample(3, np.random.default_rng(1))
-    assert on_d.shape == on_d1.shape == (3,) and np.isfinite(on_d).all()
-    assert "histogram-tree cells" in target.describe()["score"]
+    assert on_d.shape == on_d1.shape == (3, len(SCORES)) and np.isfinite(on_d).all()
+    assert target.score_names == SCORES == ("LLR of the release", "LLR of the root split", "LLR of the temperature")
+    assert "the root's split, r's root and histogram-tree cells" in target.describe()["score"]
+    assert "temperature" in target.describe()["score"]
 
 
 # ------------------------------------------------------------------ the miner: release model and PGEN

@@ -15,9 +15,9 @@ from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal
 from modelshare.cli_owner_status import owner_health
-from owner_node.daemon import Backoff, OwnerDaemon
+from owner_node.daemon import Backoff, Outbox, OwnerDaemon
 from owner_node.status import read_status
-from owner_node.training import LocalDataError, load_local_table
+from owner_node.training import LocalDataError, fits_domain, load_local_table
 from tests.federation_helpers import make_federation, make_owner_config, study_spec
 
 
@@ -187,3 +187,65 @@ def test_a_table_still_unreadable_as_the_deadline_nears_is_refused_so_the_miner_
     finally:
         daemon.close()
         fed.close()
+
+
+# --------------------------------------------------------- dp and dps studies fit the rows instead of refusing
+def _spoilt(frame):
+    """Adult rows with two ages outside the public range [0, 120], one non-whole age (an integer attribute), an
+    unknown category, an unknown class and an age that is no number."""
+    frame.loc[11, "age"], frame.loc[12, "age"], frame.loc[20, "age"] = 150, -3, 41.6
+    frame.loc[7, "workclass"], frame.loc[30, "income"], frame.loc[40, "age"] = "Astronaut", "maybe", "forty-two"
+    return frame
+
+
+def test_a_dp_study_fits_values_into_the_domain_where_a_path_study_refuses_them(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    path = tmp_path / "site.csv"
+    _spoilt(frame).to_csv(path, index=False)
+    config = make_owner_config(tmp_path, path)
+    assert fits_domain("laplace-rdt") and fits_domain("kanon-rdt") and fits_domain("dpea-nb")
+    assert not fits_domain("apt") and not fits_domain("none")
+    table = load_local_table(config, schema, fit_domain=True)
+    assert table.fitted is not None and len(table.y) == 200 - 3
+    assert (table.fitted.clamped, table.fitted.rounded) == ({"age": 2}, {"age": 1})
+    assert table.fitted.dropped == {"age": 1, "workclass": 1, "income": 1} and table.fitted.dropped_rows == 3
+    ages = table.X[:, 0]
+    assert ages.max() == 120 and ages.min() == 0 and 42 in ages and (ages == ages.round()).all()
+    assert table.fitted.describe().startswith("clamped 2 value(s) to the public range (age 2); rounded 1")
+    error = _load(tmp_path, schema, path)  # a path study: refused at the first bad value, named locally
+    assert "row 41, column 'age', value 'forty-two': not a finite number" in str(error)
+
+
+def test_a_row_only_outside_the_domain_is_no_row_to_learn_from(tmp_path, adult_rows):
+    schema, frame = adult_rows
+    frame["income"] = "maybe"
+    path = tmp_path / "site.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(LocalDataError, match=r"no row to learn from: every row was dropped \(.*income 200\)"):
+        load_local_table(make_owner_config(tmp_path, path), schema, fit_domain=True)
+
+
+def test_the_daemon_releases_a_dp_study_over_values_outside_the_domain_and_logs_the_fit_locally(
+        tmp_path, adult_rows, caplog, monkeypatch):
+    schema, frame = adult_rows
+    path = tmp_path / "site-a.csv"
+    _spoilt(frame).to_csv(path, index=False)
+    sent: list[bytes] = []
+    put = Outbox.put
+    monkeypatch.setattr(Outbox, "put", lambda self, study_id, data: sent.append(data) or put(self, study_id, data))
+    fed = make_federation(tmp_path, ["site-a"], owner_data={"site-a": (str(path), schema.class_name)},
+                          policy={"mechanisms": ["laplace-rdt"], "miners": ["miner"]})
+    fed.start()
+    daemon = OwnerDaemon(fed.owner_config("site-a"))
+    try:
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec(
+            "dp", dataset="adult", mechanism="laplace-rdt", requirement="dp:epsilon=1,trees=2", disclosure="counts",
+            max_depth=2)), timeout=10)
+        assert [o.outcome for o in daemon.run_once(wait_seconds=5, stop=threading.Event())] == ["submitted"]
+        detail = read_status(daemon.config.state_dir)["last_decision"]["detail"]
+    finally:
+        daemon.close()
+        fed.close()
+    fit = "clamped 2 value(s) to the public range (age 2); rounded 1 non-whole value(s)"
+    assert fit in caplog.text and fit in detail and "release of 197 local rows" in detail  # the site's log and status
+    assert len(sent) == 1 and not any(word in sent[0] for word in (b"value(s) to the public range", b"non-whole", b"fitted", b"(age 2)"))

@@ -320,3 +320,21 @@ def test_check_config_or_study_errors_exit_2(kit, capsys):
     edit(kit, "min_k = 0", "min_k = 4")
     code, captured = check(kit, write_study(kit, 'mechanism = "apt"\nrequirement = "k-anon:k=5"'), capsys)
     assert code == 2 and "unknown requirement 'k-anon'" in captured.err
+
+
+def test_check_previews_the_domain_fit_of_a_dp_study_and_the_refusal_of_a_path_study(kit, capsys):
+    frame = load_dataset("car").frame
+    frame.loc[5, "buying"] = "priceless"
+    frame.to_csv(kit / "table.csv", index=False)
+    edit(kit, 'mechanisms = ["apt", "prune-leaf", "prune-parent"]', 'mechanisms = ["apt", "laplace-rdt"]')
+    dp = write_study(kit, 'mechanism = "laplace-rdt"\nrequirement = "dp:epsilon=1,trees=2"\ndisclosure = "counts"\n'
+                          '[training]\nmax_depth = 3')
+    code, result = check(kit, dp, capsys)
+    assert code == 0 and result["data"]["rows"] == 1727
+    assert result["data"]["domain_fit"] == ("dropped 1 row(s) with an unknown category or class or a value that is "
+                                            "not a number (buying 1)")
+    code, captured = check(kit, dp, capsys, as_json=False)
+    assert code == 0 and "fitted to the schema's domain: dropped 1 row(s)" in captured.out
+    code, result = check(kit, write_study(kit, 'mechanism = "apt"\nrequirement = "k-anonymity:k=5"'), capsys)
+    assert code == 1 and result["data"]["domain_fit"] is None
+    assert "row 6, column 'buying', value 'priceless': unknown category" in result["reasons"][0]

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from common.data.domain_fit import fit_to_domain
+from common.data.regression import RegressionSchema
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 
@@ -143,3 +145,27 @@ def test_encode_is_vectorized_on_large_tables():
     big = pd.concat([frame()] * 100_000, ignore_index=True)
     X, y = s.encode(big)
     assert X.shape == (300_000, 2) and np.bincount(y).tolist() == [200_000, 100_000]
+
+
+def test_fit_to_domain_clamps_rounds_and_drops_row_by_row():
+    """What a dp or dps study does with values outside the public domain (`common.data.domain_fit`)."""
+    schema = Schema((NumericAttribute("age", 0.5, 99.5, integer=True), NumericAttribute("w", -1.0, 1.0),
+                     CategoricalAttribute("job", ("a", "b"))), "cls", ("x", "y"))
+    raw = pd.DataFrame({"age": ["30", "120", "-4", "7.6", "n/a", "40"], "w": [0.5, 3.0, -9.0, 0.0, 0.0, 0.0],
+                        "job": ["a", "b", "a", "c", "a", "b"], "cls": ["x", "y", "x", "x", "x", "z"]}, index=[3, 4, 5, 6, 7, 8])
+    fitted, fit = fit_to_domain(raw, schema, source="t.csv")
+    assert fitted.index.tolist() == [3, 4, 5]  # row 6: job c, row 7: not a number, row 8: class z
+    assert fit.dropped == {"age": 1, "job": 1, "cls": 1} and fit.dropped_rows == 3
+    assert fit.clamped == {"age": 2, "w": 2} and fit.rounded == {} and fitted["age"].tolist() == [30, 99, 1]
+    assert fitted["w"].tolist() == [0.5, 1.0, -1.0]
+    X, y = schema.encode(fitted, source="t.csv")  # the fitted table is within the domain
+    assert X.shape == (3, 3) and y.tolist() == [0, 1, 0]
+    _, whole = fit_to_domain(raw.loc[[6]].assign(job="a"), schema)
+    assert whole.rounded == {"age": 1} and not whole.clamped
+    regression = RegressionSchema((NumericAttribute("w", -1.0, 1.0),), NumericAttribute("t", 2.0, 4.0))
+    fitted, fit = fit_to_domain(pd.DataFrame({"w": [0.0, 0.1], "t": [5.0, 3.0]}), regression)
+    assert fit.clamped == {"t": 1} and fitted["t"].tolist() == [4.0, 3.0]
+    unchanged = fit_to_domain(fitted, regression)[1]
+    assert not unchanged.changed and unchanged.describe() == "every value within the schema's domain"
+    with pytest.raises(SchemaError, match="column 'w'"):
+        fit_to_domain(pd.DataFrame({"t": [3.0]}), regression, source="t.csv")

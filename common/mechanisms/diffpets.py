@@ -461,7 +461,7 @@ class _DiffPetsBase:
 
     # ---------------------------------------------------------------- growth
     def _samples(self, n: int, rng: np.random.Generator) -> list[np.ndarray | None]:
-        """Per tree, the bootstrap row indices (``bootstrap``, from a secret but unvetted stream) or None."""
+        """Per tree, the bootstrap row indices (``bootstrap``, from a secret numpy stream, no OpenDP sampler) or None."""
         return [rng.integers(0, n, n) if self.bootstrap else None for _ in range(self.n_trees)]
 
     def _grow(self, task: _Task, attributes: Sequence[Attribute], X: np.ndarray, target: np.ndarray,
@@ -594,7 +594,7 @@ class DiffPets(_DiffPetsBase):
         task = _Classification(schema.n_classes)
         k, theta = self._candidates(schema.n_attributes), self._theta(schema.n_classes)
         trees = []
-        for sample in self._samples(y.size, randomness.secret.unvetted_generator()):
+        for sample in self._samples(y.size, randomness.secret.numpy_generator()):
             Xt, yt = (X, y) if sample is None else (X[sample], y[sample])
             trees.append(self._release(schema, self._grow(task, schema.attributes, Xt, yt, theta, k, randomness)))
         return DiffPetsRelease(trees)
@@ -667,7 +667,7 @@ class DiffPetsRegressor(_DiffPetsBase):
         randomness = Randomness.of(rng)
         k, theta = self._candidates(schema.n_attributes), self._theta(1)
         trees = []
-        for sample in self._samples(target.size, randomness.secret.unvetted_generator()):
+        for sample in self._samples(target.size, randomness.secret.numpy_generator()):
             Xt, yt = (X, target) if sample is None else (X[sample], target[sample])
             grown = self._grow(_Regression(), schema.attributes, Xt, yt, theta, k, randomness)
             trees.append(self._release(schema, grown))

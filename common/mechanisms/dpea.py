@@ -944,7 +944,7 @@ class _Grower:
             logits = beta * np.array([q for _, q in found])
             return found[self.noise.exponential_index(logits)][0]
         if mechanism.sampler == "mcmc" and k > MCMC_EXACT_STEPS and rows.size:  # no rows: the chain's target is uniform
-            chain = _Chain(self.data, rows, k, avail, beta, self.noise.unvetted_generator())
+            chain = _Chain(self.data, rows, k, avail, beta, self.noise.numpy_generator())
             return chain.run(mechanism.buffer_size, mechanism.var_threshold, mechanism.step_limit)
         if key not in self.selections:
             self.selections[key] = _ExactSelection(self.data, rows, k, avail, beta, self.empty)

@@ -9,7 +9,11 @@ samples) are what the guarantee rests on: anyone who can replay them can subtrac
 Secret draws go through `SecretNoise`, one small interface with two implementations:
 
 * `SecureNoise` (the default of every release, `Randomness.fresh`): the OpenDP library's samplers,
-  which are exact and floating-point safe, drawing from the operating system's CSPRNG.
+  which are exact and floating-point safe, drawing from the operating system's CSPRNG. Both
+  constructors used, ``make_laplace`` and ``make_noisy_max``, are in OpenDP's ``contrib`` feature:
+  OpenDP documents those as functions whose proofs of correctness have not completed its vetting
+  process, and they run only after ``enable_features("contrib")`` (`_opendp_laplace`,
+  `_opendp_gumbel_max`). They are maintained, exact samplers, not vetted ones.
   Counts get discrete Laplace noise (``make_laplace`` on 64-bit integers: P[Z = z] proportional to
   exp(-|z| / scale), Canonne, Kamath & Steinke 2020), so a released count is an integer whose bits say
   nothing beyond its value; the floating-point attack on continuous Laplace outputs (Mironov 2012)
@@ -66,9 +70,9 @@ class SecretNoise(Protocol):
         """``size`` independent Bernoulli(``p``) draws, as booleans."""
         ...
 
-    def unvetted_generator(self) -> np.random.Generator:
-        """A numpy Generator for secret draws with no vetted sampler here: DPEA's MCMC and DiffPETs'
-        bootstrap, both of which void the stated guarantee anyway (audits refuse them)."""
+    def numpy_generator(self) -> np.random.Generator:
+        """A numpy Generator (PCG64) for the secret draws that have no OpenDP sampler here: DPEA's MCMC and
+        DiffPETs' bootstrap, both of which void the stated guarantee anyway (audits refuse them)."""
         ...
 
 
@@ -137,7 +141,7 @@ class SecureNoise:
         words = np.frombuffer(os.urandom(8 * size), dtype=np.uint64)
         return words < np.uint64(min(math.floor(p * 2.0**64), 2**64 - 1))
 
-    def unvetted_generator(self) -> np.random.Generator:
+    def numpy_generator(self) -> np.random.Generator:
         return np.random.default_rng()  # seeded from OS entropy; PCG64 is not a CSPRNG (see the docstring)
 
 
@@ -162,7 +166,7 @@ class SeededNoise:
     def bernoulli(self, p: float, size: int) -> np.ndarray:
         return self.generator.random(size) < p
 
-    def unvetted_generator(self) -> np.random.Generator:
+    def numpy_generator(self) -> np.random.Generator:
         return self.generator
 
 

@@ -101,7 +101,7 @@ class DiffPetsTarget:
 
     def describe(self) -> dict[str, Any]:
         path = self.path
-        return {"added_row": path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+        return {"added_row": path.added_row("at the public ranges' far ends, the rarest categories and class of D"), "release_path": f"registry trainer of {self.mechanism!r}",
                 "rows_in_D": int(path.y.size), "rows_of_r_class_in_D": int(np.count_nonzero(path.y == path.label)),
                 "score": f"per tree: {ISOLATED:g} if r's leaf holds no row of D, plus the released count of r's "
                          f"class there minus D's rows of that class there"}

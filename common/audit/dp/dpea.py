@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from common.audit.dp.blackbox import ReleasePath
+from common.audit.dp.blackbox import ReleasePath, describe_added_row
 from common.data.schema import CategoricalAttribute, Schema
 from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, registered_dpea
 from common.privacy.noise import SeededNoise, discrete_laplace_log_pmf
@@ -66,6 +66,7 @@ __all__ = ["DpeaReleaseTarget", "DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATE
 ADDED_ROW_CANDIDATES = 64  # domain points tried as r (each with every class) when the domain is larger
 MAX_STRUCTURES = 20_000  # full structures the target lists; more is refused (lower the depth)
 _IMPOSSIBLE = 50.0  # score of a tree the claimed law allows under one table only
+_WHERE = "where it moves the claimed law of the structures the most"
 _COUNT_MARGIN = 3  # released counts max(0, m - 3) .. m + 2 take every value of the count log-ratio (constant beyond)
 
 
@@ -220,8 +221,7 @@ class DpeaTarget(_Pair):
         return float(self.audited.n_trees * loss)
 
     def describe(self) -> dict[str, Any]:
-        row = self.schema.decode(self.row[None, :], np.array([self.label])).iloc[0]
-        return {"added_row": {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()},
+        return {"added_row": describe_added_row(self.X, self.row, _WHERE),
                 "rows": int(self.y.size), "structures": len(self.structures),
                 "cell_counts_in_D": sorted({int(m) for m in self.counts}),
                 "exact_epsilon": self.exact_epsilon,
@@ -334,7 +334,7 @@ class DpeaReleaseTarget(_Pair):
         return self.path.scores(trials, rng, self.score)
 
     def describe(self) -> dict[str, Any]:
-        return {"added_row": self.path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+        return {"added_row": self.path.added_row(_WHERE), "release_path": f"registry trainer of {self.mechanism!r}",
                 "rows": int(self.y.size), "structures": len(self.structures),
                 "score": f"exact log-likelihood ratio D'/D of the released trees under the claimed law: selections "
                          f"at beta {self.claimed.selection_beta:g}, noise scale {self.claimed.noise_scale:g}"}

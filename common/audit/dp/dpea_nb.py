@@ -1,84 +1,181 @@
-"""Audit target (`common.audit.dp.estimate.AuditTarget`) for dpea-nb: its histogram trees' cells of the added row.
+"""Audit target (`common.audit.dp.estimate.AuditTarget`) for dpea-nb: every part of its release, choices included.
 
 Every trial runs dpea-nb's registered trainer end to end (`common.audit.dp.blackbox.ReleasePath`) on D or
-on D' = D + r and scores the release by r's cells in its histogram trees: in each, the released count of
-r's class at the leaf r reaches (the root's leaf, then r's bin of that tree's attribute; 0 where that leaf
-was dropped) and the rows m_t of D of r's class there. The score is sum_t ln P[c_t | m_t + 1] - ln P[c_t |
-m_t] at the *claimed* histogram noise scale (histogram trees / (histogram share x epsilon),
-`common.privacy.noise.discrete_laplace_log_pmf`): the Neyman-Pearson statistic of the histograms, the
-part that spends most of the budget. A release whose histograms carry less noise than claimed moves it.
+on D' = D + r, and scores the whole release, its trees and the temperature its parameters state. Four
+log-likelihood ratios ln P'/P under the *claimed* law (the real `DpeaNb` at the claimed epsilon and its
+public shares) read one thing the release shows each:
 
-The root's selection and the temperature's choice are not scored (a score of part of a release bounds
-the loss of the whole from below, so the audit stays sound, only less sharp about those parts); DPEA's
-own target audits DPEA's selection. r is the domain point, among `CANDIDATES` drawn from the schema's
-public ranges with each class, that has the fewest rows of D in its cells under a noiseless root-free
-count (its bin of every attribute): where r's count is smallest, the noise alone hides it.
+* *the root's split* (``tree_share``, the selection half): ln P'(a) - ln P(a) of the released root
+  attribute under the claimed root's exact selection law (`DPEA.structure_log_probs` of the registered root
+  setting, over its depth-1 structures; 0 when the root released no split because every count was 0);
+* *r's root cell*: the released count c of r's class at r's root leaf against D's rows m of that class there,
+  ln P[c | m + 1] - ln P[c | m] at the claimed root noise scale (`discrete_laplace_log_pmf`);
+* *r's histogram cells* (``histogram_share``): the same ratio for r's (leaf, bin, class) cell of each
+  histogram tree at the claimed histogram scale (histogram trees / (histogram share x epsilon));
+* *the temperature* (``calibration_share``): given the released root and histograms, the claimed law picks
+  T with probability proportional to exp(beta u(T)), u(T) the rows of the table the released model
+  classifies right at T and beta = calibration share x epsilon. The auditor holds both tables, so it
+  computes u_D from the released trees, and u_D' = u_D + [r right at T]: the ratio is
+  beta [r right at T] - ln sum_T' P_D(T') exp(beta [r right at T']).
+
+A release gets three scores (`SCORES`; `common.audit.dp.estimate` chooses the column and threshold of its
+event on the first half of the trials): the sum of the four, the Neyman-Pearson statistic of a correct
+release, which histograms with less noise than claimed move; the root split's ratio alone; and the
+temperature's alone. The two choices spend only 19% of the budget (half the root's share and the
+temperature's), so in the sum their evidence drowns in the cells' noise; alone, a split or temperature
+picked without the exponential mechanism's noise shows as an event of probability 0 under one table and 1
+under the other, wherever r changes the pick (`tests/test_dp_audit_broken.py`, the ``tie`` table). A score
+is any function of the release, so the audit stays sound whatever it reads.
+
+*The added row.* r is chosen among `CANDIDATES` domain points drawn from the schema's public ranges, each
+with every class: first one that changes the claimed root law's most likely split (where one row can,
+which is where a noiseless selection shows: under D and D' it then picks different splits every time),
+then the fewest rows of D in its histogram cells (its bin of every attribute, with its class; where r's
+count is smallest, the noise alone hides it), then the largest change of the root law (symmetrised KL).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
 from common.audit.dp.blackbox import ReleasePath
 from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.dpea_nb import HISTOGRAM_SHARE, MECHANISM, HistogramBins
+from common.mechanisms.dpea import Domain, registered_dpea
+from common.mechanisms.dpea_nb import (
+    CALIBRATION_SHARE,
+    HISTOGRAM_SHARE,
+    MECHANISM,
+    TEMPERATURES,
+    TREE_SHARE,
+    DpeaNb,
+    HistogramBins,
+    NaiveBayesRelease,
+)
 from common.privacy.noise import discrete_laplace_log_pmf
 from common.privacy.requirements import DP
 from common.trees.learners._data import check_xy
 from common.trees.tree import Tree
 
-__all__ = ["CANDIDATES", "DpeaNbTarget", "dpea_nb_target"]
+__all__ = ["CANDIDATES", "SCORES", "DpeaNbTarget", "dpea_nb_target"]
 
-CANDIDATES = 256  # random domain points tried as the added row
+CANDIDATES = 256  # random domain points tried as the added row (each with every class)
+SCORES = ("LLR of the release", "LLR of the root split", "LLR of the temperature")  # the columns of a trial's scores
 
 
-def _candidate(schema: Schema, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """The domain point and class whose (bin, class) cells over every attribute hold the fewest rows of D."""
-    bins = HistogramBins.of(schema)
-    columns = [rng.integers(0, a.size, CANDIDATES).astype(np.float64) if isinstance(a, CategoricalAttribute)
-               else rng.uniform(a.low, a.high, CANDIDATES) for a in schema.attributes]
-    points = np.column_stack(columns)
-    crowd = np.zeros((CANDIDATES, schema.n_classes))
-    for a in range(schema.n_attributes):
-        table = np.zeros((bins.size(a), schema.n_classes))
-        np.add.at(table, (bins.codes(X, a), y), 1)
-        crowd += table[bins.codes(points, a)]
-    i, c = np.unravel_index(int(np.argmin(crowd)), crowd.shape)
-    return points[i], int(c)
+def _count_llr(released: np.ndarray, m: np.ndarray, scale: float) -> float:
+    """sum of ln P[released | m + 1] - ln P[released | m] of clamped discrete Laplace counts at ``scale``."""
+    ratio = discrete_laplace_log_pmf(released, m + 1, scale) - discrete_laplace_log_pmf(released, m, scale)
+    return float(ratio.sum())
 
 
 class DpeaNbTarget:
-    """dpea-nb's registered release on (D, D' = D + r); the score is the LLR of r's histogram cells (module docstring)."""
+    """dpea-nb's registered release on (D, D' = D + r); the scores are claimed LLRs of its parts (module docstring)."""
+
+    score_names = SCORES
 
     def __init__(self, requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
                  rng: np.random.Generator, *, mechanism: str = MECHANISM) -> None:
         X, y = check_xy(schema, X, y)
-        row, label = _candidate(schema, X, y, rng)
+        claimed = DpeaNb(requirement.epsilon, depth=depth)  # the claimed setting; refuses a depth it does not run
         self.mechanism = mechanism
         self.epsilon, self.delta = float(requirement.epsilon), 0.0
-        self.path = ReleasePath(mechanism, requirement, depth, schema, X, y, row, label)
         self.epsilon_histograms = requirement.epsilon * HISTOGRAM_SHARE
+        self.calibration_beta = requirement.epsilon * CALIBRATION_SHARE
+        self.root = registered_dpea(requirement.epsilon * TREE_SHARE, 1, claimed.depth, schema)
+        self.structures = Domain.of(schema, self.root.bins, self.root.max_arity).structures(claimed.depth)
+        self._structure_of = {structure[0]: s for s, structure in enumerate(self.structures) if structure is not None}
+        row, label, self.root_laws = self._choose(schema, X, y, rng)
+        self.path = ReleasePath(mechanism, requirement, depth, schema, X, y, row, label)
 
-    def _score(self, trees: list[Tree]) -> float:
-        histograms = trees[1:]
-        if not histograms:
+    # ------------------------------------------------------------------ the pair
+    def _root_law(self, schema: Schema, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """log P(root split) per depth-1 structure under the claimed root's selection law on (X, y)."""
+        return self.root.structure_log_probs(schema, X, y, self.structures)
+
+    def _choose(self, schema: Schema, X: np.ndarray, y: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray]]:
+        """r, its class, and the claimed root laws on D and D' (module docstring, "The added row")."""
+        bins = HistogramBins.of(schema)
+        columns = [rng.integers(0, a.size, CANDIDATES).astype(np.float64) if isinstance(a, CategoricalAttribute)
+                   else rng.uniform(a.low, a.high, CANDIDATES) for a in schema.attributes]
+        points = np.column_stack(columns)
+        crowd = np.zeros((CANDIDATES, schema.n_classes))
+        for a in range(schema.n_attributes):
+            table = np.zeros((bins.size(a), schema.n_classes))
+            np.add.at(table, (bins.codes(X, a), y), 1)
+            crowd += table[bins.codes(points, a)]
+        log_d = self._root_law(schema, X, y)
+        mode = int(np.argmax(log_d))
+        best: tuple[tuple[bool, float, float], np.ndarray, int, np.ndarray] | None = None
+        laws: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
+        domain = Domain.of(schema, self.root.bins, self.root.max_arity)
+        for i, point in enumerate(points):
+            key_codes = tuple(int(c) for c in domain.codes(point[None, :])[0])
+            for label in range(schema.n_classes):
+                if (key_codes, label) not in laws:  # r moves the root law only through its codes and class
+                    laws[(key_codes, label)] = self._root_law(schema, np.vstack([X, point]), np.append(y, label))
+                log_d1 = laws[(key_codes, label)]
+                divergence = float(((np.exp(log_d1) - np.exp(log_d)) * (log_d1 - log_d)).sum())
+                key = (int(np.argmax(log_d1)) != mode, -float(crowd[i, label]), divergence)
+                if best is None or key > best[0]:
+                    best = (key, point, label, log_d1)
+        assert best is not None
+        return best[1], best[2], (log_d, best[3])
+
+    # ------------------------------------------------------------------ the score
+    def _root_split(self, root: Tree) -> float:
+        """ln P'(split) - ln P(split) of the released root's split (0 when the root released none)."""
+        node = root.nodes[0]
+        s = None if node.is_leaf else self._structure_of.get(node.attribute)
+        return 0.0 if s is None else float(self.root_laws[1][s] - self.root_laws[0][s])
+
+    def _temperature(self, trees: Sequence[Tree], parameters: Mapping[str, Any]) -> float:
+        """ln P'(T) - ln P(T) of the stated temperature given the released trees (0 when it is off the grid)."""
+        stated, grid = parameters.get("temperature"), np.asarray(TEMPERATURES)
+        if isinstance(stated, bool) or not isinstance(stated, (int, float)):
             return 0.0
-        cells = self.path.cells(histograms)
-        scale = len(histograms) / self.epsilon_histograms
-        m = cells.same_class
-        return float((discrete_laplace_log_pmf(cells.released, m + 1, scale)
-                      - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
+        matches = np.flatnonzero(np.isclose(grid, float(stated), rtol=1e-9, atol=0.0))
+        if not matches.size:
+            return 0.0
+        X, y, row = self.path.X, self.path.y, self.path.row
+        prior, lik = NaiveBayesRelease(trees, parameters).parts(np.vstack([X, row]))
+        right = np.argmax(prior[:, None, :] + lik[:, None, :] / grid[None, :, None], axis=2) == \
+            np.append(y, self.path.label)[:, None]  # (rows, temperatures)
+        utility, r_right = right[:-1].sum(axis=0).astype(np.float64), right[-1].astype(np.float64)
+        beta = self.calibration_beta
+        log_p = beta * utility - logsumexp(beta * utility)
+        return float(beta * r_right[matches[0]] - logsumexp(log_p + beta * r_right))
+
+    def scores(self, trees: Sequence[Tree], parameters: Mapping[str, Any]) -> np.ndarray:
+        """The `SCORES` of one release: the claimed LLR D'/D of the whole, of its root split, of its temperature."""
+        if not trees:
+            return np.zeros(len(SCORES))
+        root, histograms = trees[0], list(trees[1:])
+        split, temperature = self._root_split(root), self._temperature(trees, parameters)
+        root_cell = self.path.cells([root])
+        counts = _count_llr(root_cell.released, root_cell.same_class, self.root.noise_scale)
+        if histograms:
+            cells = self.path.cells(histograms)
+            counts += _count_llr(cells.released, cells.same_class, len(histograms) / self.epsilon_histograms)
+        return np.array([split + counts + temperature, split, temperature])
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Scores of ``trials`` registered releases on D, then on D'."""
-        return self.path.scores(trials, rng, self._score)
+        """The `SCORES` of ``trials`` registered releases on D, then on D' (arrays of shape (trials, 3))."""
+        return self.path.release_scores(trials, rng, self.scores)
 
     def describe(self) -> dict[str, Any]:
-        return {"added_row": self.path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
-                "score": "log-likelihood ratio D'/D of r's histogram-tree cells at the claimed noise scale "
-                         f"(histogram trees / {self.epsilon_histograms:g})"}
+        flips = bool(np.argmax(self.root_laws[1]) != np.argmax(self.root_laws[0]))
+        where = ("where it changes the root's most likely split, then its histogram cells hold the fewest rows of D"
+                 if flips else "where its histogram cells hold the fewest rows of D (no row changes the root's "
+                               "most likely split)")
+        return {"added_row": self.path.added_row(where), "release_path": f"registry trainer of {self.mechanism!r}",
+                "score": "log-likelihood ratio D'/D under the claimed law of the root's split, r's root and "
+                         "histogram-tree cells (noise scales: root "
+                         f"{self.root.noise_scale:g}, histograms histogram trees / {self.epsilon_histograms:g}) and "
+                         f"the temperature given the released trees (beta {self.calibration_beta:g})"}
 
 
 def dpea_nb_target(requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,

@@ -10,7 +10,10 @@ frequencies of an event into a lower bound on eps that holds with confidence 1 -
 1. *Event choice on held-out trials.* The trials of each table are split in halves. On the first
    half every threshold t of the pooled scores is tried for the events {score >= t} and its
    complement in both directions, and the t whose bound (step 3, on the first half) is largest is
-   kept. Choosing on data the bound never sees keeps the bound honest.
+   kept. Choosing on data the bound never sees keeps the bound honest. A target may reduce a
+   release to several scores (one column each, e.g. one per part of the release, named by its
+   ``score_names``): the choice then runs over every column and threshold, still on the first half
+   only, so the bound needs no correction for it.
 2. *Clopper-Pearson intervals.* On the second half, p = P[E|D] and p' = P[E|D'] get exact two-sided
    binomial intervals (scipy.stats.beta) at level 1 - alpha/2 each, so both hold together with
    probability >= 1 - alpha (Bonferroni).
@@ -48,7 +51,8 @@ class AuditTarget(Protocol):
     delta: float  # the claimed delta (0 for pure eps-DP)
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Scores of ``trials`` independent releases on D and of as many on D' (two float arrays)."""
+        """Scores of ``trials`` independent releases on D and of as many on D': two float arrays of shape
+        ``(trials,)``, or ``(trials, k)`` for k scores per release (`score_names` names them when k > 1)."""
         ...
 
     def describe(self) -> dict[str, Any]:
@@ -84,6 +88,7 @@ class DPAuditResult:
     interval_d1: tuple[float, float]
     bounds: tuple[EventBound, ...]
     neighbours: dict[str, Any] = field(default_factory=dict)
+    score: str = "score"  # the score the event thresholds (a column's name when the target gives several)
 
     @property
     def epsilon_lower(self) -> float:
@@ -99,7 +104,7 @@ class DPAuditResult:
         return {
             "mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "trials": self.trials,
             "alpha": self.alpha, "passed": self.passed, "epsilon_lower": _finite_or_none(self.epsilon_lower),
-            "threshold": self.threshold, "p_d": self.p_d, "p_d1": self.p_d1,
+            "score": self.score, "threshold": self.threshold, "p_d": self.p_d, "p_d1": self.p_d1,
             "interval_d": list(self.interval_d), "interval_d1": list(self.interval_d1),
             "bounds": [b.to_dict() for b in self.bounds], "neighbours": self.neighbours,
         }
@@ -158,16 +163,26 @@ def audit_dp(target: AuditTarget, trials: int, rng: np.random.Generator, *, alph
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie strictly between 0 and 1; got {alpha!r}")
     scores_d, scores_d1 = (np.asarray(s, dtype=np.float64) for s in target.sample(trials, rng))
-    if scores_d.shape != (trials,) or scores_d1.shape != (trials,):
+    if scores_d.ndim == 1 and scores_d1.ndim == 1:
+        scores_d, scores_d1 = scores_d[:, None], scores_d1[:, None]
+    if scores_d.ndim != 2 or scores_d.shape != scores_d1.shape or scores_d.shape[0] != trials:
         raise ValueError(f"{target.mechanism}: the target returned scores of shapes {scores_d.shape} and "
-                         f"{scores_d1.shape}; expected ({trials},) each")
+                         f"{scores_d1.shape}; expected ({trials},) or ({trials}, k) each")
+    names = tuple(getattr(target, "score_names", ())) if scores_d.shape[1] > 1 else ("score",)
+    if len(names) != scores_d.shape[1]:
+        names = tuple(f"score[{j}]" for j in range(scores_d.shape[1]))
     half = trials // 2
-    choose_d, bound_d = scores_d[:half], scores_d[half:]
-    choose_d1, bound_d1 = scores_d1[:half], scores_d1[half:]
-    candidates = _thresholds(np.concatenate([choose_d, choose_d1]))
-    chosen = _bounds(clopper_pearson(_at_least(choose_d, candidates), half, alpha / 2),
-                     clopper_pearson(_at_least(choose_d1, candidates), half, alpha / 2), target.delta)
-    threshold = float(candidates[int(np.argmax(chosen.max(axis=1)))])
+    best = (-math.inf, 0, 0.0)  # (bound on the first half, column, threshold)
+    for j in range(scores_d.shape[1]):
+        choose_d, choose_d1 = scores_d[:half, j], scores_d1[:half, j]
+        candidates = _thresholds(np.concatenate([choose_d, choose_d1]))
+        chosen = _bounds(clopper_pearson(_at_least(choose_d, candidates), half, alpha / 2),
+                         clopper_pearson(_at_least(choose_d1, candidates), half, alpha / 2), target.delta).max(axis=1)
+        i = int(np.argmax(chosen))
+        if j == 0 or chosen[i] > best[0]:
+            best = (float(chosen[i]), j, float(candidates[i]))
+    _, column, threshold = best
+    bound_d, bound_d1 = scores_d[half:, column], scores_d1[half:, column]
     n = trials - half
     hits_d = int(_at_least(bound_d, np.array([threshold]))[0])
     hits_d1 = int(_at_least(bound_d1, np.array([threshold]))[0])
@@ -177,7 +192,7 @@ def audit_dp(target: AuditTarget, trials: int, rng: np.random.Generator, *, alph
         mechanism=target.mechanism, epsilon=float(target.epsilon), delta=float(target.delta), trials=trials,
         alpha=alpha, threshold=threshold, p_d=hits_d / n, p_d1=hits_d1 / n,
         interval_d=(float(low), float(high)), interval_d1=(float(low1), float(high1)),
-        bounds=tuple(EventBound(f"score {op} {threshold:.6g}", ratio, float(b))
+        bounds=tuple(EventBound(f"{names[column]} {op} {threshold:.6g}", ratio, float(b))
                      for (op, ratio), b in zip(_EVENTS, bounds)),
-        neighbours=target.describe(),
+        neighbours=target.describe(), score=names[column],
     )

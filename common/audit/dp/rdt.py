@@ -51,6 +51,7 @@ DOMAIN_CANDIDATES = 1024  # random points of the schema's domain tried as the ad
 STRUCTURE_SAMPLES = 32  # public random structures the added row is chosen on
 _IMPOSSIBLE = 50.0  # score of a tree's outcome that one table's claimed law rules out (ln 1e21 or so)
 _MAX_SEED = 2**64
+_FEWEST = "where its cells hold the fewest rows of D over the public structures sampled"
 
 Aim = Literal["threshold", "sparse"]
 
@@ -108,9 +109,10 @@ class _RdtTarget(ABC):
         """Scores of ``trials`` registered releases on D, then on D'."""
         return self.path.scores(trials, rng, self._score)
 
-    def _neighbour(self) -> dict[str, Any]:
+    def _neighbour(self, where: str) -> dict[str, Any]:
+        """r without its values (`common.audit.dp.blackbox.describe_added_row`) and its cells' sizes in D."""
         counts = self.expected_counts
-        return {"added_row": self.path.decoded_row(), "release_path": f"registry trainer of {self.mechanism!r}",
+        return {"added_row": self.path.added_row(where), "release_path": f"registry trainer of {self.mechanism!r}",
                 "cell_counts_in_D": [int(counts.min()), int(np.median(counts)), int(counts.max())]}
 
 
@@ -134,7 +136,7 @@ class LaplaceRdtTarget(_RdtTarget):
         return float((discrete_laplace_log_pmf(cells.released, m + 1, scale) - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
 
     def describe(self) -> dict[str, Any]:
-        return {**self._neighbour(), "score": f"log-likelihood ratio D'/D of r's released cells at the claimed "
+        return {**self._neighbour(_FEWEST), "score": f"log-likelihood ratio D'/D of r's released cells at the claimed "
                                               f"noise scale {self.claimed_scale:g}"}
 
 
@@ -172,7 +174,9 @@ class KAnonRdtTarget(_RdtTarget):
         return float(np.nan_to_num(ratio, nan=0.0, posinf=_IMPOSSIBLE, neginf=-_IMPOSSIBLE).sum())
 
     def describe(self) -> dict[str, Any]:
-        return {**self._neighbour(), "aim": self.aim,
+        where = (_FEWEST if self.aim == "sparse" else
+                 f"where its cells hold k - 1 = {self.requirement.k - 1} rows of D in the most public structures sampled")
+        return {**self._neighbour(where), "aim": self.aim,
                 "score": f"log-likelihood ratio D'/D of r's released cells under the claimed beta "
                          f"{self.requirement.beta:g} and k {self.requirement.k}"}
 
