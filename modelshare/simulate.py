@@ -323,6 +323,9 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
+    parsed = None if requirement is None else parse_requirement(requirement)
+    if isinstance(parsed, CLDiversity) and parsed.per_leaf:  # the user asked for the per-leaf promise
+        policy["per_leaf_diversity"] = True
     kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
