@@ -88,8 +88,9 @@ class Choice:
 
     @property
     def text(self) -> str:
-        """How they were set and their values in one phrase: ``auto``'s sentence names its values, else ``mode: k=v``."""
-        values = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        """How they were set and their values in one phrase: ``auto``'s sentence names its values, else ``mode: k=v``
+        (by name, whatever order the values came in)."""
+        values = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
         if self.selection.startswith(AUTO):  # the chosen values are in its text
             return self.selection
         return f"{self.selection}: {values}" if values and self.selection else (values or self.selection)

@@ -129,7 +129,7 @@ def test_model_settings_reach_every_table_and_fixed_reproduces_the_fixed_rule(ca
 
 
 @pytest.mark.parametrize("setting, selection", [
-    ({"min_samples_leaf": 7, "max_depth": 4}, "given: min_samples_leaf=7, max_depth=4"),
+    ({"min_samples_leaf": 7, "max_depth": 4}, "given: max_depth=4, min_samples_leaf=7"),
     ("fixed", "fixed"),
 ])
 def test_basis_gets_the_same_given_values_and_fixed_rule_as_pgen(car, setting, selection):
