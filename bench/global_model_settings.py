@@ -5,8 +5,10 @@ mechanism (`modelshare.pipeline.release_owners`), the miner regenerates and pool
 (`miner_node.tasks.pseudo_data`), and then every variant ``MODEL=MODE`` is fitted by the miner's own
 code (`miner_node.tasks.ClassificationTask.fit`, which chooses hyperparameters on the pseudo-data
 only) on that same pooled table and scored on the held-out fold: accuracy and, for two classes,
-AUC. BASIS (the model's fixed rule on the raw pooled training rows) is printed beside it. So
-old and new settings are compared on identical releases, in one run (EXPERIMENTS.md).
+AUC. BASIS (the same model on the raw pooled training rows, set by the same variant:
+`miner_node.selection.choose_basis`, ``auto`` cross-validating the same grid on the raw training
+rows) is printed beside each variant. So old and new settings are compared on identical releases,
+in one run (EXPERIMENTS.md), each against a BASIS tuned alike.
 
     python bench/global_model_settings.py --dataset nursery --mechanism kanon-rdt --owners 5 --folds 5 \\
         --variants decision-tree=fixed decision-tree=auto naive-bayes=fixed gradient-boosting=fixed
@@ -27,8 +29,10 @@ from common.mechanisms import registry
 from common.trees.learners.admissible import CATEGORY_SPLITS
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
+from miner_node.global_models import make_global_model
 from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
-from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources, two_class_auc
+from miner_node.selection import choose_basis
+from miner_node.tasks import ClassificationTask, Fitted, pseudo_data, pseudo_sources, two_class_auc
 from miner_node.tree_vote import TreeVote
 from modelshare.cli_common import LEARNER_DEFAULT, model_setting, pruning_confidence
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
@@ -46,6 +50,17 @@ def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.n
     if len(trees) == 1:
         return y
     return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
+
+
+def basis_fit(model: str, spec: fpb.StudySpec, schema: object, X: np.ndarray, y: np.ndarray) -> Fitted:
+    """BASIS: ``model`` on the raw training rows, set by the same setting as the pseudo-data variant (choose_basis)."""
+    seed = int(spec.seed) % 2**31
+
+    def build(params: dict) -> object:
+        return make_global_model(model, schema, random_state=seed, **params)
+
+    choice = choose_basis(model, spec, X, y, build, regression=False)
+    return Fitted(build(choice.parameters).fit(X, y), choice)
 
 
 def learner_params(args: argparse.Namespace) -> dict[str, object]:
@@ -121,16 +136,15 @@ def main() -> None:
             model, setting = model_setting(variant)
             mode = setting if isinstance(setting, str) else ",".join(f"{k}={v}" for k, v in setting.items())
             started = time.perf_counter()
+            spec = spec_for(model, setting, args.mechanism, args.seed)
             for method, (Xt, yt, gt) in tables:
-                if method == "BASIS" and mode != "fixed":
-                    continue
-                fitted = task.fit(model, spec_for(model, setting, args.mechanism, args.seed), Xt, yt, gt)
-                label = {"PGEN": f"{model} {mode}", "BASIS": f"{model} BASIS"}.get(method, f"{model} {mode} {method}")
+                fitted = basis_fit(model, spec, schema, Xt, yt) if method == "BASIS" else task.fit(model, spec, Xt, yt, gt)
+                label = {"PGEN": f"{model} {mode}"}.get(method, f"{model} {mode} {method}")
                 scores[label]["accuracy"].append(accuracy(y[test], fitted.model.predict(X[test])))
                 auc = two_class_auc(fitted.model, X[test], y[test], schema.n_classes)
                 scores[label]["auc"].append(np.nan if auc is None else auc)
                 scores[label]["seconds"].append(time.perf_counter() - started)
-                if method != "BASIS" and mode == "auto":
+                if mode == "auto":
                     chosen[label].append(fitted.choice.selection.split(" by ")[0].removeprefix("auto: "))
                 if fold == 0 and mode == "auto":
                     print(f"  {label}: {fitted.choice.selection}", flush=True)

@@ -30,6 +30,11 @@ The other modes: ``"fixed"`` is the rule the miner used before studies could cho
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
 `miner_node.dp_pgen.DP_LEAF_FLOORS`), and
 ``"given"`` is the study's values over those. A model without a setting gets `DEFAULT_MODES`'.
+
+BASIS, the same model fitted on the owners' pooled raw training rows (which only a simulation or an
+experiment holds), is set by the same study setting through `choose_basis`, so that a pseudo-data
+model and its BASIS differ in their rows, not in their tuning: the same values, the same fixed
+rule, or the same grid cross-validated on the raw training rows.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from common.mechanisms import registry
 from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
 
 __all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
-           "cv_rows", "mode_of"]
+           "choose_basis", "cv_rows", "mode_of"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
 MAX_DP_CV_ROWS = 250_000  # the same in a dp study, whose pseudo rows are mostly noise (module docstring)
@@ -81,6 +86,15 @@ class Choice:
     parameters: dict[str, Any]
     selection: str
 
+    @property
+    def text(self) -> str:
+        """How they were set and their values in one phrase: ``auto``'s sentence names its values, else ``mode: k=v``
+        (by name, whatever order the values came in)."""
+        values = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
+        if self.selection.startswith(AUTO):  # the chosen values are in its text
+            return self.selection
+        return f"{self.selection}: {values}" if values and self.selection else (values or self.selection)
+
 
 def concrete(params: Mapping[str, Any], rows: int) -> dict[str, Any]:
     """``params`` with a leaf share (a float ``min_samples_leaf`` in (0, 1)) turned into rows of ``rows``."""
@@ -109,8 +123,11 @@ def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tu
 def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str, Any]], X: np.ndarray,
                     y: np.ndarray, groups: np.ndarray | None, seed: int,
                     score: Callable[[np.ndarray, np.ndarray], float],
-                    max_rows: int) -> tuple[dict[str, Any], float, str]:
-    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of ``X, y`` (at most ``max_rows``)."""
+                    max_rows: int, kind: str) -> tuple[dict[str, Any], float, str]:
+    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of ``X, y`` (at most ``max_rows``).
+
+    ``kind`` names the rows (``pseudo`` or ``raw``) in the sentence that says what was cross-validated.
+    """
     rng = np.random.default_rng(seed)
     if X.shape[0] > max_rows:
         keep = np.sort(rng.choice(X.shape[0], max_rows, replace=False))
@@ -123,7 +140,7 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str,
                   for train, test in folds]
         if (mean := float(np.mean(scores))) > best_score:
             best, best_score = candidate, mean
-    return best, best_score, f"{X.shape[0]} pseudo rows, folds by {by}"
+    return best, best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
 
 
 def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterValue]]:
@@ -147,7 +164,7 @@ def mode_of(spec: fpb.StudySpec, name: str) -> str:
 def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
            *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
            grids: Mapping[str, list[dict[str, Any]]] | None = None,
-           floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS) -> Choice:
+           floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS, kind: str = "pseudo") -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
     ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
@@ -156,7 +173,8 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
     cross-validated score on pseudo rows. ``rows`` is how many rows the chosen model is fitted on
     when ``X, y`` is only a sample of them (the Dask engine's; leaf shares become rows of it), and
     ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`), ``floors`` the dp
-    leaf floors of the fixed rule that the engine can honour (`miner_node.dp_pgen.global_model_params`).
+    leaf floors of the fixed rule that the engine can honour (`miner_node.dp_pgen.global_model_params`),
+    ``kind`` what the rows are in the result's sentence (`choose_basis` passes ``raw``).
     """
     mode, given = _setting(spec, name)
     rows = int(y.shape[0]) if rows is None else rows
@@ -167,9 +185,25 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
     if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
         best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score,
-                                               cv_rows(spec))
+                                               cv_rows(spec), kind)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
         return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
     fixed = {} if regression else global_model_params(name, spec.mechanism, rows, floors)
     return Choice(dict(fixed), FIXED)
+
+
+def choose_basis(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
+                 *, regression: bool) -> Choice:
+    """The hyperparameters BASIS's model ``name`` is fitted with on the pooled raw training rows ``X, y``.
+
+    The study's setting for ``name`` (`choose`), applied to the raw rows instead of the pseudo rows:
+    ``"given"`` the same values and ``"fixed"`` the same rule (a leaf share, and a dp study's leaf
+    floor, becomes rows of the raw table), ``"auto"`` the same grid, `CV_FOLDS` and row cap
+    (`cv_rows`), cross-validated on ordinary shuffled folds of the raw training rows: those are
+    independent draws, and there are no released trees to hold out. ``X, y`` are the training rows
+    only; the caller holds the evaluation rows apart, and nothing here could tell them from
+    training rows, so they must never be passed. The result says ``raw rows`` where the miner's says
+    ``pseudo rows``.
+    """
+    return choose(name, spec, X, y, build, regression=regression, groups=None, kind="raw")

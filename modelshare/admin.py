@@ -38,6 +38,7 @@ from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.study import describe_spec, spec_schema
 from common.federation.wire import model_message, tree_from_pb
 from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
+from miner_node.selection import Choice
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
            "write_results", "auc_text", "settings_text"]
@@ -178,12 +179,8 @@ def auc_text(model: dict[str, Any]) -> str:
 
 
 def settings_text(model: dict[str, Any]) -> str:
-    """How a model's hyperparameters were set and their values, for a table cell."""
-    values = ", ".join(f"{k}={v}" for k, v in (model.get("parameters") or {}).items())
-    selection = model.get("selection") or ""
-    if selection.startswith("auto"):  # the chosen values are in its text
-        return selection
-    return f"{selection}: {values}" if values and selection else (values or selection)
+    """How a model's hyperparameters were set and their values, for a table cell (`Choice.text`)."""
+    return Choice(dict(model.get("parameters") or {}), model.get("selection") or "").text
 
 
 def _prediction_lines(results: fpb.StudyResults, schema: Schema | RegressionSchema,

@@ -29,7 +29,8 @@ RMSE_GAP_RATIO = 1.25
 #: The fixed lines, by key; `legend_lines` picks those that apply. Quoted verbatim in the README.
 LEGEND = {
     "basis": "BASIS: the same global model trained on the owners' pooled raw training rows, which only a "
-             "simulation can see; the best the study could do.",
+             "simulation can see, its hyperparameters set by the same setting (auto: the same grid, "
+             "cross-validated on those rows); the best the study could do.",
     "pgen": "PGEN: the global model the miner learned from pseudo-data regenerated from the owners' "
             "unpruned trees (--mechanism none).",
     "ppgen": "PPGEN: the global model the miner learned from pseudo-data regenerated from the owners' "

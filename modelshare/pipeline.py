@@ -4,9 +4,11 @@ For each cross-validation fold: the training part is dealt into ``n_sources`` pr
 (stratified, seeded); each source trains a local tree, releases it through a mechanism, and the
 miner regenerates pseudo-data from every released tree (each release is re-audited with
 `common.audit.release`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
-it, and trains the global models. BASIS models are trained on the pooled raw training part. Every
-global model is scored on the held-out fold: accuracy, class match with the BASIS model of the same
-kind, and path match with the BASIS tree for tree models.
+it, and trains the global models. BASIS models are trained on the pooled raw training part, their
+hyperparameters set as the pseudo-data models' are (`PipelineConfig.model_settings`), so the two
+differ in their rows only. Every global model is scored on the held-out fold: accuracy, class match
+with the BASIS model of the same kind, and path match with the BASIS tree for tree models; each
+record says how the model's hyperparameters were set (``selection``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.offpath import ReleasedLaw
 from miner_node.onpath import ClassSetLaw
 from miner_node.pgen import ClassAssignment, basegen
-from miner_node.selection import choose
+from miner_node.selection import Choice, choose, choose_basis
 from miner_node.tasks import pseudo_data, pseudo_sources
 
 __all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
@@ -64,11 +66,13 @@ class PipelineConfig:
         Per global model name, parameters that override its registry defaults (the same for
         BASIS, PGEN and BASEGEN, so they compare like with like).
     model_settings:
-        Per global model name, how the miner sets its hyperparameters on the PGEN and BASEGEN
-        tables, as a study's ``[global_models]`` (``"auto"``: cross-validated on those rows alone,
-        `miner_node.selection.choose`; ``"fixed"``; or given parameters). A model without one is
-        fitted by its fixed rule with ``global_params`` (the papers' reproductions); BASIS, the
-        reference on the raw rows, always is. A model takes settings or parameters, not both.
+        Per global model name, how its hyperparameters are set, as a study's ``[global_models]``
+        (``"auto"``: cross-validated; ``"fixed"``; or given parameters): on the PGEN and BASEGEN
+        tables as the miner sets them (`miner_node.selection.choose`, those rows alone), and on
+        BASIS's raw training part by the same setting (`miner_node.selection.choose_basis`: the same
+        values or grid, ``"auto"`` on shuffled folds of the raw training rows, never the held-out
+        fold). A model without one is fitted by its fixed rule with ``global_params`` on every table
+        (the papers' reproductions). A model takes settings or parameters, not both.
     methods:
         Which of BASIS / PGEN / BASEGEN to run.
     class_assignment:
@@ -180,6 +184,11 @@ def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple
     return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
+def _fixed_choice(params: dict[str, Any]) -> Choice:
+    """A model without a setting: ``global_params``' values (the same on every table), or the fixed rule without any."""
+    return Choice(dict(params), "given" if params else "fixed")
+
+
 def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**31 - 1))
 
@@ -276,13 +285,16 @@ def run_fold(
             def build(params: dict[str, Any], name: str = name) -> Any:
                 return make_global_model(name, schema, random_state=model_seed, **params)
 
-            if method != "BASIS" and name in config.model_settings and y.shape[0] > 0:
-                model = build(choose(name, spec, X, y, build, regression=False, groups=groups.get(method)).parameters)
+            if name in config.model_settings and y.shape[0] > 0:
+                choice = (choose_basis(name, spec, X, y, build, regression=False) if method == "BASIS" else
+                          choose(name, spec, X, y, build, regression=False, groups=groups.get(method)))
             else:
-                model = build(config.global_params.get(name, {}))
+                choice = _fixed_choice(config.global_params.get(name, {}))
+            model = build(choice.parameters)
             record: dict[str, Any] = {
                 "method": method,
                 "model": name,
+                "selection": choice.text if y.shape[0] > 0 else "",
                 "train_rows": int(y.shape[0]),
                 "owners_released": config.n_sources if method == "BASIS" else len(released),
                 "releases_audited_ok": audited_ok,

@@ -83,6 +83,7 @@ class ModelRow:
     auc: float | None = None  # two-class studies: ROC AUC of the pseudo-data model, and of BASIS where known
     basis_auc: float | None = None
     settings: str = ""  # how the miner set the model's hyperparameters (`admin.settings_text`)
+    basis_settings: str = ""  # how BASIS's were set, by the same setting on the raw rows, where known
 
 
 @dataclass(frozen=True)
@@ -150,15 +151,18 @@ def _model_rows(results: fpb.StudyResults, schema: Schema | RegressionSchema,
         tree = tree_from_pb(m.tree, schema, where=f"global {m.name}") if m.HasField("tree") else None
         settings = settings_text({"parameters": {k: parameter_from_pb(v) for k, v in sorted(m.parameters.items())},
                                   "selection": m.selection})
+        basis_settings = settings_text({"parameters": known.get("basis_parameters"),
+                                        "selection": known.get("basis_selection")})
         if isinstance(schema, RegressionSchema):
             out.append(ModelRow(m.name, m.train_rows, m.rmse if m.HasField("rmse") else None, known.get("basis_rmse"),
-                                m.mae if m.HasField("mae") else None, known.get("basis_mae"), settings=settings))
+                                m.mae if m.HasField("mae") else None, known.get("basis_mae"), settings=settings,
+                                basis_settings=basis_settings))
         else:
             out.append(ModelRow(m.name, m.train_rows, m.accuracy if m.HasField("accuracy") else None,
                                 known.get("basis_accuracy"), class_match=known.get("class_match"),
                                 path_match=known.get("path_match"), tree=tree,
                                 auc=m.auc if m.HasField("auc") else None, basis_auc=known.get("basis_auc"),
-                                settings=settings))
+                                settings=settings, basis_settings=basis_settings))
     return tuple(out)
 
 
@@ -168,8 +172,9 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
     """What the page shows of a finished study.
 
     ``rows`` (each owner's table size) and ``basis`` (per global model its ``basis_accuracy``,
-    ``class_match`` and ``path_match``, or ``basis_rmse`` and ``basis_mae``: `modelshare.simulate`'s
-    comparison rows) are what only a simulation knows; without them the page says "not known".
+    ``class_match`` and ``path_match``, or ``basis_rmse`` and ``basis_mae``, and the hyperparameters
+    BASIS used, ``basis_parameters`` and ``basis_selection``: `modelshare.simulate`'s comparison rows)
+    are what only a simulation knows; without them the page says "not known".
     """
     schema = spec_schema(status.spec)
     by_model = {b["model"]: b for b in basis or ()}
@@ -380,6 +385,10 @@ def _models_table(report: StudyReport) -> str:
         head.append("hyperparameters")
         for row, m in zip(rows, report.models):
             row.append(_e(m.settings) or "-")
+    if any(m.basis_settings for m in report.models):
+        head.append("BASIS hyperparameters")
+        for row, m in zip(rows, report.models):
+            row.append(_e(m.basis_settings) or "-")
     return _table(head, rows, numeric=numeric)
 
 
@@ -393,7 +402,9 @@ def _models_text(report: StudyReport) -> str:
         parts.append(f"{_e(LEGEND['vote'])} ")
     if report.basis_known:
         parts.append("<b>BASIS</b>: the same model trained on every owner's raw rows pooled, which only a "
-                     "simulation can do; it is the utility a release could at best keep. ")
+                     "simulation can do, its hyperparameters set by the same setting as the global model's "
+                     "(<code>auto</code>: the same grid, cross-validated on the raw training rows); it is the "
+                     "utility a release could at best keep. ")
         if vote is not None:
             parts.append(f"{_e(LEGEND[vote_basis_key(vote.basis)])} ")
         if not report.regression:

@@ -5,8 +5,10 @@ throw-away CA and kits (exactly as ``modelshare provision`` does), starts ``mode
 serve`` and one ``modelshare owner serve`` per owner as separate processes talking gRPC over
 mutual TLS on loopback, creates one study as the admin, waits for it, and compares the miner's
 global models with BASIS models trained here on the pooled raw training rows (which only a
-simulation can see); the released trees' vote (``tree-vote``) is compared with the vote of the
-owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
+simulation can see), each set by the study's setting for it as the miner's is (`fitted_basis`:
+``auto`` cross-validates the same grid on the raw training rows, never the held-out ones; the
+local engine's grid, also under ``--engine dask``); the released trees' vote (``tree-vote``) is
+compared with the vote of the owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
 process that dies or stalls is named with the tail of its log. Processes are always stopped, also
 on Ctrl-C, and the directory is removed unless ``--keep-dir`` is given (it then holds the kits,
 the owners' tables, study.toml and every log).
@@ -81,6 +83,7 @@ from miner_node.global_models import (
     make_global_model,
     make_regression_model,
 )
+from miner_node.selection import Choice, choose_basis
 from miner_node.server import read_ready
 from miner_node.tasks import two_class_auc
 from modelshare.admin import AdminConfig, admin_stub, settings_text, status_dict, study_headline
@@ -288,6 +291,9 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
 def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSchema, dict[str, Any]]:
     """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``.
 
+    The returned data holds the split (``X_train`` .. ``y_test``, each owner's ``parts`` and ``rows``)
+    and the study's ``spec`` as study.toml gives it to the miner.
+
     A regression table is split like a classification one (`stratified_parts` deals the rows
     sorted by target, so every part spans the target's range).
     """
@@ -322,6 +328,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     if record.whole_release:
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
+    spec = load_study_file(root / "study.toml").spec  # checked before any process starts
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     parsed = None if requirement is None else parse_requirement(requirement)
     if isinstance(parsed, CLDiversity) and parsed.per_leaf:  # the user asked for the per-leaf promise
@@ -329,7 +336,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
-                    "parts": parts,
+                    "parts": parts, "spec": spec,
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
@@ -349,16 +356,15 @@ def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
     atomic_write(miner_toml, text + f'\n[mining]\nengine = "dask"\nworkers = {workers or 2}\n')
 
 
-def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout: float,
+def run_federation(root: Path, spec: fpb.StudySpec, kits: dict[str, Path], owners: list[str], timeout: float,
                    table_hints: Sequence[str] = ()) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
-    """Start the miner and the owners, create the study, wait for it, return its status and results.
+    """Start the miner and the owners, create study ``spec``, wait for it, return its status and results.
 
     ``table_hints`` (`simulate_hints.whole_table_hints`) follow the refusal hints when the study fails.
     """
     parties: list[Party] = []
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
-    study = load_study_file(root / "study.toml")  # checked before any process starts
     try:
         miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
         parties.append(miner)
@@ -368,7 +374,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
         progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
-        request = fpb.CreateStudyRequest(spec=study.spec, evaluation_csv=(root / "test.csv").read_bytes())
+        request = fpb.CreateStudyRequest(spec=spec, evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
         with channel:
             stub.CreateStudy(request, timeout=30)
@@ -376,7 +382,7 @@ def run_federation(root: Path, kits: dict[str, Path], owners: list[str], timeout
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
                 raise SimulationError(_failure(status),
-                                      hints=[*refusal_hints(status, spec_settings(study.spec)), *table_hints])
+                                      hints=[*refusal_hints(status, spec_settings(spec)), *table_hints])
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
@@ -419,15 +425,20 @@ def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: flo
 
 
 def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """BASIS (`basis_model`) against the miner's models: accuracy (AUC for two classes), class match, path match.
+    """BASIS against the miner's models: accuracy (AUC for two classes), class match, path match.
 
-    A model without a BASIS (`basis_model` says when) has None for every comparison with it.
+    BASIS is `fitted_basis` for a model fitted on pseudo-data, with the hyperparameters it used
+    (``basis_parameters``, ``basis_selection``), and `basis_model` for one built from the releases;
+    a model without a BASIS (`basis_model` says when) has None for every comparison with it.
     """
     rows = []
     by_name = {m.name: m for m in results.models}
     two_class = schema.n_classes == 2
     for name in args.models:
-        basis = basis_model(name, schema, data, args)
+        if name in RELEASE_MODELS:
+            basis, choice = basis_model(name, schema, data, args), None
+        else:
+            basis, choice = fitted_basis(name, schema, data)
         basis_pred = None if basis is None else np.asarray(basis.predict(data["X_test"]))
         mined = by_name[name]
         pred = np.asarray(mined.predictions, dtype=np.int64)
@@ -438,6 +449,8 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, arg
                 "auc": mined.auc if mined.HasField("auc") else None} if two_class else {}),
             "parameters": {k: parameter_from_pb(v) for k, v in sorted(mined.parameters.items())},
             "selection": mined.selection,
+            "basis_parameters": None if choice is None else choice.parameters,
+            "basis_selection": None if choice is None else choice.selection,
             "class_match": class_match(pred, basis_pred) if len(pred) and basis_pred is not None else None,
             "path_match": None, "train_rows": mined.train_rows}
         basis_tree = getattr(basis, "tree_", None)
@@ -447,18 +460,32 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, arg
     return rows
 
 
-def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.Namespace) -> Any | None:
-    """Global model ``name`` as it would be without privacy, from the raw training rows only a simulation sees.
+def fitted_basis(name: str, schema: Schema, data: dict[str, Any]) -> tuple[Any, Choice]:
+    """Global model ``name`` fitted on the owners' pooled raw training rows, and the hyperparameters it used.
 
-    A model fitted on pseudo-data is fitted on the owners' pooled raw rows instead. A model built
-    from the releases (`miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
+    They are set by the study's setting for the model (``data["spec"]``), as the miner sets the model
+    it fits on pseudo-data (`miner_node.selection.choose_basis`: the same values, fixed rule or grid;
+    ``auto`` cross-validated on the raw training rows), with the miner's seed; the held-out rows are
+    never read here.
+    """
+    spec = data["spec"]
+
+    def build(params: dict[str, Any]) -> Any:
+        return make_global_model(name, schema, random_state=int(spec.seed) % (2**31), **params)
+
+    choice = choose_basis(name, spec, data["X_train"], data["y_train"], build, regression=False)
+    return build(choice.parameters).fit(data["X_train"], data["y_train"]), choice
+
+
+def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.Namespace) -> Any | None:
+    """Release model ``name`` as it would be without privacy, from the raw training rows only a simulation sees.
+
+    A model built from the releases (`miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
     each owner's tree trained by the study's learner on the owner's raw rows with no requirement and
     full class counts, exactly what ``--mechanism none`` with the same ``--learner`` releases (the
     ``admissible`` learner then grows and prunes as it does with no requirement); None (no BASIS)
     under a whole-release mechanism, whose random trees have no version without the mechanism to train.
     """
-    if name not in RELEASE_MODELS:
-        return make_global_model(name, schema, random_state=args.seed % (2**31)).fit(data["X_train"], data["y_train"])
     if registry.get(args.mechanism).whole_release:
         return None
     limits = {"min_samples_leaf": args.min_samples_leaf, **({"max_depth": args.max_depth} if args.max_depth else {}),
@@ -472,19 +499,27 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
     return build_release_model(name, releases)
 
 
-def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str],
-                       seed: int) -> list[dict[str, Any]]:
-    """BASIS (the regressor on the raw pooled rows) against the miner's regression models: RMSE and MAE."""
+def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: list[str]) -> list[dict[str, Any]]:
+    """BASIS (the regressor on the raw pooled rows, set by the study's setting as `fitted_basis` sets a classifier)
+    against the miner's regression models: RMSE and MAE, and the hyperparameters each used."""
     rows = []
     by_name = {m.name: m for m in results.models}
+    spec = data["spec"]
     for name in models:
-        basis = make_regression_model(name, random_state=seed % (2**31)).fit(data["X_train"], data["y_train"])
+        def build(params: dict[str, Any], name: str = name) -> Any:
+            return make_regression_model(name, random_state=int(spec.seed) % (2**31), **params)
+
+        choice = choose_basis(name, spec, data["X_train"], data["y_train"], build, regression=True)
+        basis = build(choice.parameters).fit(data["X_train"], data["y_train"])
         predicted = np.asarray(basis.predict(data["X_test"]), dtype=np.float64)
         mined = by_name[name]
         scored = mined.HasField("rmse")
         rows.append({"model": name, "basis_rmse": rmse(data["y_test"], predicted),
                      "basis_mae": mae(data["y_test"], predicted), "rmse": mined.rmse if scored else None,
-                     "mae": mined.mae if scored else None, "train_rows": mined.train_rows})
+                     "mae": mined.mae if scored else None, "train_rows": mined.train_rows,
+                     "parameters": {k: parameter_from_pb(v) for k, v in sorted(mined.parameters.items())},
+                     "selection": mined.selection, "basis_parameters": choice.parameters,
+                     "basis_selection": choice.selection})
     return rows
 
 
@@ -522,10 +557,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
                       f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
         table_hints = _table_hints(schema, data, args.disclosure)
-        status, results = run_federation(root, data["kits"], owners, args.timeout, table_hints)
+        status, results = run_federation(root, data["spec"], data["kits"], owners, args.timeout, table_hints)
         progress_step("simulate: fetched the results; training BASIS on the pooled rows to compare")
         if isinstance(schema, RegressionSchema):
-            models = compare_regression(data, results, args.models, args.seed)
+            models = compare_regression(data, results, args.models)
         else:
             models = compare(schema, data, results, args)
     except SimulationError as exc:
@@ -594,6 +629,9 @@ def _print(report: dict[str, Any]) -> None:
         out.print(_models_table(report, fmt))
     for m in report["models"]:
         out.print(f"{m['model']} hyperparameters: {settings_text(m)}", highlight=False)
+        if m.get("basis_selection"):  # a model fitted on pseudo-data: its BASIS was set by the same setting
+            basis = settings_text({"parameters": m["basis_parameters"], "selection": m["basis_selection"]})
+            out.print(f"{m['model']} BASIS hyperparameters: {basis}", highlight=False)
     bound = report.get("requirement_bound")
     if bound is not None:
         on = f"grouping {'+'.join(bound['attributes'])}" if bound["attributes"] else "leaf share cap"

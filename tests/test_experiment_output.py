@@ -26,7 +26,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # Tiny configurations: (experiment arguments, raw columns, raw rows, {plot: (series, paper markers)}).
 SOURCES = (["sources", "--dataset", "car", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree"],
-           {"repeat", "fold", "n_sources", "method", "model", "train_rows", "owners_released", "releases_audited_ok",
+           {"repeat", "fold", "n_sources", "method", "model", "selection", "train_rows", "owners_released", "releases_audited_ok",
             "accuracy", "class_match", "path_match"},
            2 * 2 * 3,  # owners x folds x methods
            {"accuracy_decision-tree.png": (3, 0), "class_match_decision-tree.png": (2, 0),

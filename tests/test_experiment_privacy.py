@@ -112,8 +112,9 @@ def test_the_pruning_confidence_reaches_the_admissible_learner_only():
         run_privacy(None, np.zeros((2, 1)), np.zeros(2), PrivacySettings(confidence=0.5))  # type: ignore[arg-type]
 
 
-def test_model_settings_set_ppgen_and_ld_models_alike(serial, tmp_path):
-    """--model-setting decision-tree=fixed reproduces the grid; =auto changes PPGEN's and LD's tree, not naive Bayes."""
+def test_model_settings_set_ppgen_ld_and_basis_models_alike(serial, tmp_path, capsys):
+    """--model-setting decision-tree=fixed reproduces the grid; =auto changes PPGEN's, LD's and BASIS's tree, not
+    naive Bayes, and the rows and the printout say how BASIS and PPGEN were set."""
     argv = ["--dataset", "car", "--folds", "2", "--ls", "2", "--cs", "5", "--learner", "admissible"]
     runs = {}
     for mode in ("fixed", "auto"):
@@ -127,3 +128,10 @@ def test_model_settings_set_ppgen_and_ld_models_alike(serial, tmp_path):
     pd.testing.assert_frame_equal(runs["auto"][nb], runs["fixed"][nb])
     tree = runs["auto"][~nb]
     assert not (tree["ppgen_accuracy"].to_numpy() == runs["fixed"][~nb]["ppgen_accuracy"].to_numpy()).all()
+    assert not (tree["basis_accuracy"].to_numpy() == runs["fixed"][~nb]["basis_accuracy"].to_numpy()).all()
+    assert tree["basis_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ raw rows, .*").all()
+    assert tree["ppgen_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, .*").all()
+    assert set(runs["fixed"]["basis_selection"]) == set(runs["fixed"]["ppgen_selection"]) == {"fixed"}
+    printed = capsys.readouterr().out
+    assert "decision-tree hyperparameters over the folds: BASIS auto: min_samples_leaf=" in printed
+    assert "naive-bayes hyperparameters over the folds: BASIS fixed (2x); PPGEN fixed (2x)" in printed

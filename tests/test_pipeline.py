@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from modelshare.pipeline import PipelineConfig, fold_plan, run_study, stratified_parts, summarize
+from miner_node.selection import GRIDS
+from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, run_study, stratified_parts, summarize
 
 
 def test_stratified_parts_are_balanced_and_seeded():
@@ -105,15 +107,51 @@ def test_the_pipeline_accepts_every_registered_mechanism_dp_ones_included(car):
         assert row.accuracy_mean.iloc[0] > 0.7
 
 
-def test_model_settings_reach_pgen_and_basegen_and_fixed_reproduces_the_fixed_rule(car):
-    """``fixed`` through the miner's choice is the registry's rule (the same numbers); ``auto`` changes
-    PGEN's and BASEGEN's tree only, never BASIS, the reference on the raw rows."""
+def test_model_settings_reach_every_table_and_fixed_reproduces_the_fixed_rule(car):
+    """``fixed`` through the miner's choice is the registry's rule (the same numbers); ``auto`` changes PGEN's
+    and BASEGEN's tree and BASIS's too, each cross-validated on its own rows from the same grid (two owners'
+    trees are too few to hold out by tree, so every table's folds are of rows)."""
     schema, X, y = car
     config = PipelineConfig(n_sources=2, folds=2, random_state=1)
     plain = run_study(schema, X, y, config)
     fixed = run_study(schema, X, y, replace(config, model_settings={"decision-tree": "fixed"}))
-    assert plain.equals(fixed)
+    assert plain.equals(fixed) and set(plain.selection) == {"fixed"}
     auto = run_study(schema, X, y, replace(config, model_settings={"decision-tree": "auto"}))
     basis = auto.method == "BASIS"
-    assert auto[basis].equals(plain[basis])
+    assert not np.array_equal(auto[basis].accuracy.to_numpy(), plain[basis].accuracy.to_numpy())
     assert not np.array_equal(auto[~basis].accuracy.to_numpy(), plain[~basis].accuracy.to_numpy())
+    shares = "|".join(re.escape(f"{g['min_samples_leaf']:g}") for g in GRIDS["decision-tree"])
+    for method, rows in (("BASIS", "raw rows, folds by rows"), ("PGEN", "pseudo rows, folds by rows"),
+                         ("BASEGEN", "pseudo rows, folds by rows")):
+        for text in auto[auto.method == method].selection:
+            assert re.fullmatch(rf"auto: min_samples_leaf=({shares}) by 3-fold CV on \d+ {rows} \(accuracy 0\.\d{{4}}\)",
+                                text), (method, text)
+
+
+@pytest.mark.parametrize("setting, selection", [
+    ({"min_samples_leaf": 7, "max_depth": 4}, "given: max_depth=4, min_samples_leaf=7"),
+    ("fixed", "fixed"),
+])
+def test_basis_gets_the_same_given_values_and_fixed_rule_as_pgen(car, setting, selection):
+    schema, X, y = car
+    config = PipelineConfig(n_sources=2, folds=2, random_state=1, global_models=("decision-tree", "naive-bayes"),
+                            model_settings={"decision-tree": setting, "naive-bayes": {"alpha": 0.5}})
+    results = run_study(schema, X, y, config)
+    tree = results[results.model == "decision-tree"]
+    assert set(tree.selection) == {selection} and set(tree.method) == {"BASIS", "PGEN", "BASEGEN"}
+    assert set(results[results.model == "naive-bayes"].selection) == {"given: alpha=0.5"}
+
+
+def test_basis_auto_reads_only_the_training_rows(car):
+    """BASIS's ``auto`` choice is made on the training part: held-out rows with every label flipped, or other
+    held-out rows altogether, leave its choice and its predictions' agreement with itself unchanged."""
+    schema, X, y = car
+    train = np.random.default_rng(0).permutation(y.shape[0]) % 3 != 0
+    config = PipelineConfig(n_sources=2, global_models=("decision-tree",), methods=("BASIS",),
+                            model_settings={"decision-tree": "auto"})
+    runs = [run_fold(schema, X[train], y[train], X_test, y_test, config, np.random.default_rng(4))[0]
+            for X_test, y_test in ((X[~train], y[~train]), (X[~train], (y[~train] + 1) % schema.n_classes),
+                                   (X[~train][:50], y[~train][:50]))]
+    assert runs[0]["selection"].startswith("auto: ") and "raw rows" in runs[0]["selection"]
+    assert runs[0]["selection"] == runs[1]["selection"] == runs[2]["selection"]
+    assert runs[0]["accuracy"] > 0.9 and runs[1]["accuracy"] < 0.1

@@ -253,6 +253,7 @@ def test_simulate_runs_a_regression_study_and_reports_rmse_and_mae(tmp_path, cap
     far_off = float(np.sqrt(np.mean(np.square(y - SCHEMA.target.low))))
     for m in report["models"]:
         assert 0 < m["mae"] <= m["rmse"] < far_off / 3 and math.isfinite(m["basis_rmse"]) and m["basis_mae"] > 0
+        assert m["selection"] == m["basis_selection"] == "fixed", "BASIS set by the study's setting, as the miner's"
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -158,6 +158,10 @@ def test_simulate_writes_a_report_that_embeds_the_plots_and_the_trees(tmp_path: 
     assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
     assert page.svgs >= len(simulated["owners"]) + 1, "every release and the global decision tree drawn"
     assert "BASIS accuracy" in page.words and f"{simulated['models'][0]['basis_accuracy']:.4f}" in page.words
+    tree = simulated["models"][0]  # the decision tree, auto by default: BASIS's grid cross-validated on raw rows
+    assert tree["selection"].startswith("auto: ") and " pseudo rows, " in tree["selection"]
+    assert tree["basis_selection"].startswith("auto: ") and " raw rows, " in tree["basis_selection"]
+    assert "BASIS hyperparameters" in page.words and tree["basis_selection"] in page.words
     assert sorted(p.name for p in out.iterdir()) == ["report.html"], "the plots are embedded, not separate files"
 
 

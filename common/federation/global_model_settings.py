@@ -9,7 +9,8 @@ Each global model a study learns (``[mining] global_models``) may get one settin
 
 A model without a setting gets the miner's default for it (`miner_node.selection.DEFAULT_MODES`).
 ``"auto"`` never reads anyone's raw rows nor the evaluation table: the miner cross-validates on the
-pooled pseudo-data it learns from. The parameters a study may give are those of `MODEL_PARAMETERS`,
+pooled pseudo-data it learns from. (A simulation's or experiment's BASIS, which alone holds the raw
+training rows, gets the same setting on them: `miner_node.selection.choose_basis`.) The parameters a study may give are those of `MODEL_PARAMETERS`,
 each with the values it accepts; anything else is an error naming the model and the parameter.
 Both the admin (reading study.toml) and the miner (checking a spec it is sent) run `check_settings`.
 """

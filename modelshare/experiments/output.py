@@ -56,6 +56,7 @@ __all__ = [
     "plot_lines",
     "plot_bars",
     "spread",
+    "selections",
     "ACCURACY",
 ]
 
@@ -438,3 +439,12 @@ def plot_bars(path: Path, series: Sequence[Series], *, title: str, xlabel: str, 
     ax.set_xticks(range(len(categories)), [tick(c) for c in categories])
     _save(figure, ax, path, title=title, xlabel=xlabel, ylabel=ylabel, marked=marked, reference_label=reference_label)
     return PlotResult(path, len(series), marked)
+
+
+def selections(texts: Sequence[str]) -> str:
+    """How a model's hyperparameters were set over the folds, one phrase: each distinct setting (``auto`` by the values
+    it chose, without its CV sentence) with how many folds had it, most frequent first; ``-`` when none is known."""
+    picks = pd.Series([t.split(" by ")[0] for t in texts if t], dtype=object)
+    if picks.empty:
+        return "-"
+    return "; ".join(f"{pick} ({count}x)" for pick, count in picks.value_counts(sort=True).items())

@@ -21,8 +21,10 @@ task and shared by every learner's rows.
 
 The global models are fitted by the paper's fixed rules unless ``--model-setting`` gives the miner's
 setting (``decision-tree=auto``: the leaf minimum cross-validated on the rows each side learns from,
-`miner_node.selection.choose`); it then applies to PPGEN's pseudo-data and to LD's published table
-alike, so neither side is tuned and the other not. BASIS keeps the fixed rules.
+`miner_node.selection.choose`); it then applies to PPGEN's pseudo-data, to LD's published table and
+to BASIS's raw training rows alike (`miner_node.selection.choose_basis`: the same grid, cross-validated
+on shuffled folds of the training part, never the test fold), so no side is tuned and another not. Each
+raw row says how BASIS's and PPGEN's hyperparameters were set (``basis_selection``, ``ppgen_selection``).
 
 When LD publishes nothing (no node of the lattice qualifies) its accuracy is NaN and
 ``ld_yields_data`` False; likewise PPGEN when no owner released a tree (APT reached the root, so
@@ -84,6 +86,7 @@ from modelshare.experiments.output import (
     finish,
     plot_lines,
     run_tasks,
+    selections,
     series_by,
     spread,
 )
@@ -117,7 +120,8 @@ class PrivacySettings:
     confidence: float | None | str = LEARNER_DEFAULT
     """The admissible learner's pruning confidence (None: no pruning); `LEARNER_DEFAULT` keeps `local_learner`'s."""
     model_settings: dict[str, Any] = field(default_factory=dict)
-    """How the miner sets PPGEN's global models (`PipelineConfig.model_settings`); none: the paper's fixed rules."""
+    """How the global models' hyperparameters are set, for PPGEN, LD and BASIS alike (`PipelineConfig.model_settings`);
+    none: the paper's fixed rules."""
     on_path: str = "uniform"
     """PGEN's values inside a path's allowed category set (`PipelineConfig.on_path`); uniform: the paper's."""
     scope: str = "release"
@@ -198,6 +202,8 @@ def _row(task: PrivacyTask, learner: str, name: str, pipeline: dict[tuple[str, s
         "repeat": task.repeat, "fold": task.fold, "l": task.l, "c": task.c, "learner": learner, "model": name,
         "basis_accuracy": pipeline["BASIS", name]["accuracy"],
         "ppgen_accuracy": ppgen["accuracy"],
+        "basis_selection": pipeline["BASIS", name]["selection"],
+        "ppgen_selection": ppgen["selection"],
         "bound_accuracy": bound,
         "ld_accuracy": ld_accuracy,
         "ppgen_yields_data": ppgen["owners_released"] > 0,
@@ -288,9 +294,9 @@ def plot_privacy(summary: pd.DataFrame, settings: PrivacySettings, source: str, 
     return plots
 
 
-def _show(summary: pd.DataFrame, title: str, several: bool) -> None:
+def _show(summary: pd.DataFrame, raw: pd.DataFrame, title: str, several: bool) -> None:
     """BASIS, PPGEN and LD accuracy per requirement, learner (when ``several``) and global model, and
-    whether each yielded data."""
+    whether each yielded data; then how BASIS's and PPGEN's hyperparameters were set (from the ``raw`` rows)."""
     table = Table(title=title)
     columns = ("l", "c", *(("learner",) if several else ()), "global model", "BASIS", "PPGEN", "bound", "LD",
                "PPGEN - LD", "PPGEN data", "LD data", "LD suppressed")
@@ -309,6 +315,9 @@ def _show(summary: pd.DataFrame, title: str, several: bool) -> None:
                       f"{row.ppgen_yields_data_mean:.0%}", f"{row.ld_yields_data_mean:.0%}",
                       f"{row.ld_suppressed_rows_mean:.0f}")
     out.print(table)
+    for model, rows in raw.groupby("model", sort=False):
+        out.print(f"{model} hyperparameters over the folds: BASIS {selections(list(rows.basis_selection))}; "
+                  f"PPGEN {selections(list(rows.ppgen_selection))}", highlight=False)
 
 
 def cmd_privacy(args: argparse.Namespace) -> int:
@@ -325,7 +334,7 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     name = Path(table.source).name
     title = (f"{name}: PPGEN ({settings.owners} owner(s), APT) vs LD, {settings.folds}-fold CV x {settings.repeats} "
              f"(data = share of folds with data)")
-    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, title, len(settings.learners) > 1))
+    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, raw, title, len(settings.learners) > 1))
 
 
 def configure(p: argparse.ArgumentParser) -> None:

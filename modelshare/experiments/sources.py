@@ -59,6 +59,7 @@ from modelshare.experiments.output import (
     finish,
     plot_lines,
     run_tasks,
+    selections,
     series_by,
     spread,
 )
@@ -128,7 +129,9 @@ def _plots(summary: pd.DataFrame, config: PipelineConfig, source: str, out_dir: 
     return plots
 
 
-def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
+def _show(summary: pd.DataFrame, raw: pd.DataFrame, title: str, *, with_owners: bool) -> None:
+    """Accuracy, class match and path match per (owners,) global model and method; then how each method's
+    hyperparameters were set over the folds (from the ``raw`` rows)."""
     table = Table(title=title)
     columns = (["N"] if with_owners else []) + ["global model", "method", "accuracy", "class match", "path match"]
     for col in columns:
@@ -142,6 +145,9 @@ def _show(summary: pd.DataFrame, title: str, *, with_owners: bool) -> None:
                  fmt(row.class_match_mean, row.class_match_std), fmt(row.path_match_mean, row.path_match_std)]
         table.add_row(*([str(row.n_sources)] if with_owners else []), *cells)
     out.print(table)
+    for model, rows in raw.groupby("model", sort=False):
+        chosen = "; ".join(f"{method} {selections(list(by.selection))}" for method, by in rows.groupby("method", sort=False))
+        out.print(f"{model} hyperparameters over the folds: {chosen}", highlight=False)
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
@@ -181,7 +187,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     title = (f"{name}: {_owners(args.owners)} owners, mechanism {args.mechanism}{claim}, "
              f"{args.folds}-fold CV x {args.repeats}")
     return finish(args, results, lambda out_dir: _plots(summary, config, name, out_dir),
-                  lambda: _show(summary, title, with_owners=len(args.owners) > 1))
+                  lambda: _show(summary, raw, title, with_owners=len(args.owners) > 1))
 
 
 def configure(p: argparse.ArgumentParser) -> None:
