@@ -15,14 +15,12 @@ from the class law too gained more on Nursery and Car with 10 owners but cost Ad
 3 points at 1 and 5 owners and Car's 1.2 with one owner, where the constrained sets alone were level
 with uniform (EXPERIMENTS.md, "The class law inside allowed sets").
 
-The EM, with ``A`` the paths' allowed masks (paths, categories) and ``W`` their class masses
-(paths, classes; `miner_node.offpath.class_mass`, as PGEN reads them), from ``theta = 1 / V``::
-
-    Z = A @ theta
-    N = theta * (A.T @ (W / Z, 0 where Z == 0)) + 0.5
-    theta = N / N.sum(axis=0)
-
-``EM_ITERATIONS`` times. Only released numbers are read (allowed sets and class masses), so this is
+The EM is `common.privacy.combining.class_set_law`, the combining reader's own law (the reader a
+(c,l)-diverse release is checked against), with ``A`` the paths' allowed masks and ``W`` their class
+masses (`miner_node.offpath.class_mass`, as PGEN reads them), ``EM_ITERATIONS`` times. Under a
+guarded release the reader's belief inside a leaf stays within the requirement, but naive Bayes on
+these pseudo rows applies the law to every attribute of a person; that is why ``class`` is a study's
+explicit choice, never a default (docs/privacy.md, "A reader of the whole release"). Only released numbers are read (allowed sets and class masses), so this is
 post-processing of the releases and no privacy guarantee changes. Every pseudo row still satisfies
 its path and each path's class counts are unchanged: only values inside allowed sets move. Numeric
 attributes, categorical ones no released path constrains, and a path's free categories are not
@@ -37,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
+from common.privacy.combining import EM_ITERATIONS, class_set_law
 from common.trees.tree import Tree
 from miner_node.offpath import class_mass, leaf_paths, row_paths
 from miner_node.pgen import BLOCK_ROWS, PathTable
@@ -46,29 +45,6 @@ __all__ = ["UNIFORM_ON_PATH", "EM_ITERATIONS", "ClassSetLaw", "class_set_law",
 
 #: What the results say of a study whose PGEN drew values inside allowed sets uniformly.
 UNIFORM_ON_PATH = "uniform: values inside a path's allowed category set drawn uniformly (the paper's PGEN)"
-#: EM iterations of `class_set_law` (the setting's measured runs used 10).
-EM_ITERATIONS = 10
-#: Pseudo-count added to every (category, class) cell per iteration, so no allowed category gets probability 0.
-_SMOOTHING = 0.5
-
-
-def class_set_law(allowed: np.ndarray, mass: np.ndarray, iterations: int = EM_ITERATIONS) -> np.ndarray:
-    """``theta`` (categories, classes): each class's law over the categories, by EM (module docstring).
-
-    ``allowed`` (paths, categories) is each path's allowed set, ``mass`` (paths, classes) its class mass.
-    """
-    if allowed.ndim != 2 or mass.ndim != 2 or allowed.shape[0] != mass.shape[0]:
-        raise ValueError(f"allowed {allowed.shape} and mass {mass.shape} must be (paths, categories) and (paths, classes)")
-    if iterations < 1:
-        raise ValueError(f"iterations must be at least 1, got {iterations}")
-    A = allowed.astype(np.float64)
-    theta = np.full((A.shape[1], mass.shape[1]), 1.0 / A.shape[1])
-    for _ in range(iterations):
-        Z = A @ theta
-        ratio = np.divide(mass, Z, out=np.zeros_like(Z), where=Z > 0)
-        N = theta * (A.T @ ratio) + _SMOOTHING
-        theta = N / N.sum(axis=0)
-    return theta
 
 
 @dataclass(frozen=True)
