@@ -27,6 +27,14 @@ the study's directory (`miner_node.pseudo_parquet`), never pooled in the miner, 
 are learned from those files on a Dask cluster (`miner_node.dask_engine`), their settings chosen as on
 the local engine (``"auto"`` on a bounded sample of the files) and mapped onto xgboost's parameters;
 the results name the engine and the directory.
+
+On either engine the results then carry what a reader of every release believes (`_read_releases`,
+`common.privacy.combining.read_study`): one combining reader fitted over every accepted single tree
+released under a path requirement (k-anonymity, (c,l)-diversity), each owner's leaves judged with it
+against that owner's own requirement. No owner can run it, since none sees the others' releases.
+dp and dps ensembles (their guarantee composes; their noisy or sampled counts are not a partition
+the reader may take at face value) and regression releases (no class to believe) are not read: the
+results name a skipped classification release, and carry no reader when none was read.
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ from common.data.schema import Schema
 from common.federation.global_model_settings import AUTO
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
+from common.privacy.combining import StudyReading, read_study
+from common.privacy.requirements import CLDiversity, KAnonymity, PathRequirement, RequirementError, parse_requirement
+from common.trees.tree import Tree
 from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
@@ -116,23 +127,78 @@ def mine(
         _mine_on_dask(spec, task, owners, evaluation, mining, pseudo_dir, results)
     else:
         _mine_locally(spec, schema, task, owners, evaluation, results)
+    if isinstance(task, ClassificationTask):  # a regression release has no class to believe
+        _read_releases(spec, owners, results)
     results.mining_seconds = time.perf_counter() - started
     return results
 
 
 def _owner_entry(results: fpb.StudyResults, task: MiningTask, item: AcceptedModel, rows: int) -> None:
     """One owner's summary in the results: its size, claim, re-audit verdict, pseudo rows and released trees."""
-    report = item.model.report
     tuples, leaves = task.size(item.model)
     entry = results.owners.add(
         owner_id=item.owner_id,
         tuples=tuples,
         leaves=leaves,
-        claim=(report.requirement or report.guarantee) if report is not None else "none",
-        audit_passed=audit(item.model.released, report).passed,
+        claim=_claim(item.model),
+        audit_passed=audit(item.model.released, item.model.report).passed,
         pseudo_rows=rows,
     )
     task.released(entry, item.model)
+
+
+def _claim(model: DecodedModel) -> str:
+    """What a release claims: its requirement, else its guarantee in words ("none" without a report)."""
+    report = model.report
+    return (report.requirement or report.guarantee) if report is not None else "none"
+
+
+def _path_requirement(model: DecodedModel) -> PathRequirement | None:
+    """The path requirement a single-tree release claims; None for an ensemble, a dp/dps claim or no claim."""
+    report = model.report
+    if report is None or report.requirement is None or len(model.trees) != 1:
+        return None
+    try:
+        requirement = parse_requirement(report.requirement)
+    except RequirementError:  # the re-audit has already failed it (its owner's audit column says so)
+        return None
+    return requirement if isinstance(requirement, (KAnonymity, CLDiversity)) else None
+
+
+def _read_releases(spec: fpb.StudySpec, owners: list[AcceptedModel], results: fpb.StudyResults) -> None:
+    """What a reader of every path release believes (module docstring), into ``results.reader``."""
+    releases: list[tuple[str, tuple[Tree, ...], PathRequirement]] = []
+    skipped = []
+    for item in owners:
+        requirement = _path_requirement(item.model)
+        if requirement is None:
+            skipped.append(f"{item.owner_id} ({len(item.model.trees)} trees claiming {_claim(item.model)}: "
+                           "not one tree under a path requirement)")
+        else:
+            releases.append((item.owner_id, item.model.trees, requirement))
+    reading = read_study(releases, skipped)
+    if reading is None:
+        log.info("study %s: no release for a reader of every release to read (%d skipped)", spec.study_id,
+                 len(skipped), extra={"study": spec.study_id})
+        return
+    results.reader.CopyFrom(_reader_pb(reading))
+
+
+def _reader_pb(reading: StudyReading) -> fpb.StudyReader:
+    """A `StudyReading` as the results carry it."""
+    message = fpb.StudyReader(summary=reading.describe(), trees=reading.trees, largest_belief=reading.largest_belief,
+                              smallest_group=reading.smallest_group, skipped=list(reading.skipped))
+    if reading.cap is not None:
+        message.cap = reading.cap
+    if reading.confident_share is not None:
+        message.confident_share = reading.confident_share
+    for owner in reading.owners:
+        v = owner.verdict
+        entry = message.owners.add(owner_id=owner.owner, requirement=str(owner.requirement),
+                                   largest_belief=v.largest_belief, persons=v.persons, leaves_beyond=len(v.findings))
+        if v.requirement is not None:
+            entry.confident_share = v.confident_share
+    return message
 
 
 def _record_evaluation(spec: fpb.StudySpec, task: MiningTask, evaluation: Evaluation | None,

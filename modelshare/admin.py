@@ -41,7 +41,7 @@ from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 from miner_node.selection import Choice
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
-           "write_results", "auc_text", "settings_text"]
+           "reader_dict", "write_results", "auc_text", "settings_text"]
 
 CALL_TIMEOUT = 30.0
 
@@ -156,6 +156,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         "pseudo_data": results.pseudo_data or None,
         "off_path": results.pgen_off_path,
         "on_path": results.pgen_on_path,
+        "reader": reader_dict(results),
         "owners": [
             {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,
              "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows}
@@ -170,6 +171,23 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
              **({"rmse": m.rmse, "mae": m.mae} if m.HasField("rmse") else {})}  # a scored regression model
             for m in results.models
         ],
+    }
+
+
+def reader_dict(results: fpb.StudyResults) -> dict[str, Any] | None:
+    """What a reader of every release believes (`common.privacy.combining.read_study`), None when nothing was read."""
+    if not results.HasField("reader"):
+        return None
+    r = results.reader
+    return {
+        "summary": r.summary, "trees": r.trees, "cap": r.cap if r.HasField("cap") else None,
+        "largest_belief": r.largest_belief,
+        "confident_share": r.confident_share if r.HasField("confident_share") else None,
+        "smallest_group": r.smallest_group,
+        "owners": [{"owner": o.owner_id, "requirement": o.requirement, "largest_belief": o.largest_belief,
+                    "confident_share": o.confident_share if o.HasField("confident_share") else None,
+                    "persons": o.persons, "leaves_beyond": o.leaves_beyond} for o in r.owners],
+        "skipped": list(r.skipped),
     }
 
 

@@ -179,6 +179,8 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
         lines.append(Text(f"PGEN off-path values: {results['off_path']}"))
     if results.get("on_path"):
         lines.append(Text(f"PGEN on-path values: {results['on_path']}"))
+    if results.get("reader"):  # a miner from before the reader, or a study with no path release, sends none
+        lines.append(Text(f"privacy: {results['reader']['summary']}"))
     return [*lines, Text(engine_line(results))]
 
 

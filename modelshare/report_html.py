@@ -6,7 +6,9 @@ BASIS models trained on the pooled raw rows); `write_report` renders it. The pag
 
 * the study's settings and claims (mechanism, requirement, disclosure, schema and its fingerprint);
 * one row per owner: its rows (where known), its release (leaves, tuples, claim, the miner's
-  re-audit) or its refusal (reason code and its data-independent sentence);
+  re-audit) or its refusal (reason code and its data-independent sentence), and what a reader of
+  every release believes (the miner's figure across owners, `common.privacy.combining.read_study`),
+  when the miner read any release;
 * every global model's score next to BASIS where known (``study results`` cannot know BASIS: the
   miner never sees raw rows, so the page says "not known");
 * the privacy/utility picture: the scores per global model (BASIS against PGEN/PPGEN) and per owner
@@ -37,7 +39,7 @@ from common.files import atomic_write
 from common.trees.regression import RegressionTree
 from common.trees.tree import Tree
 from miner_node.tree_vote import TREE_VOTE
-from modelshare.admin import settings_text
+from modelshare.admin import reader_dict, settings_text
 from modelshare.legend import LEGEND, pseudo_data_name, vote_basis_key
 from modelshare.report_trees import class_legend, draw_tree
 
@@ -103,6 +105,7 @@ class StudyReport:
     source: str | None = None
     off_path: str = ""  # how PGEN drew the attributes a path leaves free, in the miner's words
     on_path: str = ""  # how PGEN drew the categories inside a path's allowed sets, in the miner's words
+    reader: dict[str, Any] | None = None  # what a reader of every release believes (`admin.reader_dict`)
 
     @property
     def regression(self) -> bool:
@@ -183,7 +186,7 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
         evaluation_rows=int(results.evaluation_rows),
         evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None,
-        source=source, off_path=results.pgen_off_path, on_path=results.pgen_on_path)
+        source=source, off_path=results.pgen_off_path, on_path=results.pgen_on_path, reader=reader_dict(results))
 
 
 # ------------------------------------------------------------------ plots
@@ -366,6 +369,18 @@ def _owners_table(report: StudyReport) -> str:
     return _table(head, rows, numeric=(1, 3, 4, 7)) + note
 
 
+def _reader(report: StudyReport) -> str:
+    """The reader of every release: the miner's sentence and, per owner, its largest belief and share beyond."""
+    if report.reader is None:
+        return ""
+    rows = [[_e(o["owner"]), f'<span class="nowrap">{_e(o["requirement"])}</span>', _fmt(o["largest_belief"]),
+             "measured" if o["confident_share"] is None else f"{100 * o['confident_share']:.1f}%",
+             str(o["leaves_beyond"])] for o in report.reader["owners"]]
+    head = ["owner", "claim", "largest belief", "persons believed beyond the claim", "leaves beyond"]
+    return (f"<h3>A reader of every release</h3><p>{_e(report.reader['summary'])}.</p>"
+            + _table(head, rows, numeric=(2, 3, 4)))
+
+
 def _models_table(report: StudyReport) -> str:
     label, known = report.released_label, report.basis_known
     if report.regression:
@@ -477,7 +492,7 @@ def render_report(report: StudyReport) -> str:
         f"<h1>Study {_e(s['id'])}: {_e(report.state)}</h1>",
         f'<p class="sub">written by <code>{_e(report.made_by)}</code>. {_e(summary)}</p>',
         "<h2>Settings and claims</h2>", _settings(report),
-        "<h2>Owners' releases</h2>", _owners_table(report),
+        "<h2>Owners' releases</h2>", _owners_table(report), _reader(report),
         "<h2>Global models</h2>", _models_table(report), _models_text(report),
         "<h2>Privacy and utility</h2>",
         _scores_plot(report) if report.models else "<p>No global models.</p>", _owners_plot(report),

@@ -86,7 +86,7 @@ from miner_node.global_models import (
 from miner_node.selection import Choice, choose_basis
 from miner_node.server import read_ready
 from miner_node.tasks import two_class_auc
-from modelshare.admin import AdminConfig, admin_stub, settings_text, status_dict, study_headline
+from modelshare.admin import AdminConfig, admin_stub, reader_dict, settings_text, status_dict, study_headline
 from modelshare.cli_common import (
     CommandFailed,
     add_global_models,
@@ -586,7 +586,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               "learner_options": args.admissible,
               "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path,
-              "on_path": results.pgen_on_path, "wall_seconds": wall,
+              "on_path": results.pgen_on_path, "reader": reader_dict(results), "wall_seconds": wall,
               "engine": results.engine or "local", "requirement_bound": bound,
               "dir": str(root) if args.keep_dir else None}
     if args.json:
@@ -641,6 +641,8 @@ def _print(report: dict[str, Any]) -> None:
         out.print(f"PGEN off-path values: {report['off_path']}", highlight=False)
     if report.get("on_path"):
         out.print(f"PGEN on-path values: {report['on_path']}", highlight=False)
+    if report.get("reader"):
+        out.print(f"privacy: {report['reader']['summary']}", highlight=False)
     out.print(f"wall time {report['wall_seconds']:.1f} s (miner and owners as separate processes, mTLS on loopback; "
               f"global models on the {report.get('engine', 'local')} engine)")
     out.print()

@@ -28,6 +28,13 @@ estimated group of persons sharing a leaf and their set values.
 
 `row_beliefs` is the same reader applied to the owner's own rows (each row's leaf and values):
 the figures an owner sees locally and never sends (`ReaderFigures`).
+
+`read_study` is the reader of every release of a study, which no owner can run: the miner fits one
+reader over every owner's released paths and judges each owner's leaves with it against that
+owner's own requirement (`StudyReading`). Sites group categories differently, so a study can let
+this reader believe beyond the per-leaf promise although every owner's own release passes its
+reader: syntactic requirements do not compose across owners (docs/privacy.md, "A reader of every
+release").
 """
 
 from __future__ import annotations
@@ -39,11 +46,12 @@ from typing import Sequence
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.requirements import CLDiversity, cl_diverse_exact
+from common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact
 from common.trees.tree import CategorySet, Tree
 
 __all__ = ["EM_ITERATIONS", "MAX_COMBINATIONS", "class_set_law", "ReleasedPaths", "CombiningReader",
-           "LeafFinding", "ReaderVerdict", "release_verdict", "ReaderFigures", "reader_figures", "cap"]
+           "LeafFinding", "ReaderVerdict", "release_verdict", "OwnerReading", "StudyReading", "read_study",
+           "ReaderFigures", "reader_figures", "cap"]
 
 #: EM iterations of `class_set_law`.
 EM_ITERATIONS = 10
@@ -254,7 +262,8 @@ class ReaderVerdict:
 
     ``confident_share`` is the estimated share of released persons whose belief breaks the
     requirement (a leaf checked on its bound counts whole); ``smallest_group`` the fewest estimated
-    persons sharing a leaf and its set values (the k-anonymity analogue), ``leaves`` how many were read.
+    persons sharing a leaf and its set values (the k-anonymity analogue), ``leaves`` how many were read,
+    ``persons`` the released persons read (every leaf's class mass added up).
     """
 
     requirement: CLDiversity | None
@@ -264,6 +273,7 @@ class ReaderVerdict:
     smallest_group: float
     leaves: int
     bounded_leaves: int
+    persons: float
 
     @property
     def passed(self) -> bool:
@@ -273,7 +283,7 @@ class ReaderVerdict:
         return {"requirement": None if self.requirement is None else str(self.requirement), "passed": self.passed,
                 "largest_belief": self.largest_belief, "confident_share": self.confident_share,
                 "smallest_group": self.smallest_group, "leaves": self.leaves, "bounded_leaves": self.bounded_leaves,
-                "findings": [f.describe() for f in self.findings]}
+                "persons": self.persons, "findings": [f.describe() for f in self.findings]}
 
     def describe(self) -> str:
         cap_text = "" if self.requirement is None else f" (a {self.requirement} leaf shows at most {cap(self.requirement):.3f})"
@@ -340,7 +350,88 @@ def release_verdict(trees: Sequence[Tree], requirement: CLDiversity | None,
                 findings.append(LeafFinding(t, int(paths.leaves[p]), _describe_values(schema, attributes, combos[worst]),
                                             tuple(float(v) for v in beliefs[worst]), float(persons[bad].sum())))
     return ReaderVerdict(requirement, tuple(findings), largest, confident / total if total > 0 else 0.0,
-                         smallest if math.isfinite(smallest) else 0.0, leaves, bounded)
+                         smallest if math.isfinite(smallest) else 0.0, leaves, bounded, total)
+
+
+#: What every study-level sentence ends with: the reason the figure exists.
+NO_COMPOSITION = ("syntactic requirements do not compose across owners and studies — use a dp mechanism "
+                  "(laplace-rdt, dpea, dpea-nb, diffpets) for a guarantee that does")
+
+
+@dataclass(frozen=True)
+class OwnerReading:
+    """One owner's leaves read by the reader of every release: its requirement and the verdict against it.
+
+    The verdict judges a (c,l)-diversity requirement and only measures under k-anonymity (its ``requirement`` None).
+    """
+
+    owner: str
+    requirement: PathRequirement
+    verdict: ReaderVerdict
+
+
+@dataclass(frozen=True)
+class StudyReading:
+    """What a reader of every release of a study believes (`read_study`).
+
+    ``cap`` is the per-leaf promise's top share ``c / (c + l - 1)``, the loosest over the owners that
+    claim (c,l)-diversity (None when none does); ``confident_share`` the estimated share of those
+    owners' released persons, each owner weighted by the persons its release holds, whom the reader
+    believes beyond their owner's requirement (None when no owner claims (c,l)-diversity);
+    ``largest_belief`` and ``smallest_group`` are over every owner read; ``skipped`` names the
+    releases not read and why.
+    """
+
+    owners: tuple[OwnerReading, ...]
+    trees: int
+    cap: float | None
+    largest_belief: float
+    confident_share: float | None
+    smallest_group: float
+    skipped: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        owners = len(self.owners)
+        read = (f"a reader of every release ({self.trees} tree{'s' * (self.trees != 1)} of {owners} "
+                f"owner{'s' * (owners != 1)})")
+        if self.cap is None or self.confident_share is None:
+            text = (f"{read} believes at most {self.largest_belief:.3f} of a person's class; the smallest estimated "
+                    f"group sharing a leaf and its set values holds {self.smallest_group:.3g} persons")
+        elif self.confident_share > 0:
+            text = (f"{read} believes some class beyond the per-leaf promise (top share c/(c+l-1) = {self.cap:.3f}) "
+                    f"for about {100 * self.confident_share:.1f}% of released persons "
+                    f"(largest belief {self.largest_belief:.3f})")
+        else:
+            text = (f"{read} believes no class beyond the per-leaf promise (top share c/(c+l-1) = {self.cap:.3f}) "
+                    f"of any released person (largest belief {self.largest_belief:.3f})")
+        skipped = f"; not read: {'; '.join(self.skipped)}" if self.skipped else ""
+        return f"{text}; {NO_COMPOSITION}{skipped}"
+
+
+def read_study(releases: Sequence[tuple[str, Sequence[Tree], PathRequirement]],
+               skipped: Sequence[str] = ()) -> StudyReading | None:
+    """The reader of every release of a study: ``(owner, trees, requirement)`` per path release, one schema.
+
+    Fits one `CombiningReader` over every tree of every owner and judges each owner's leaves with it
+    (`release_verdict`) against the owner's requirement when it is (c,l)-diversity (its scope
+    aside: the figure is what the study discloses, not what the owner promised), measures them only
+    under k-anonymity, and aggregates (`StudyReading`). ``skipped`` (releases not read, each with why)
+    is carried into the reading. None when there is no release to read.
+    """
+    if not releases:
+        return None
+    reader = CombiningReader.from_trees([tree for _, trees, _ in releases for tree in trees])
+    owners = tuple(OwnerReading(owner, requirement, release_verdict(
+        trees, requirement if isinstance(requirement, CLDiversity) else None, reader=reader))
+        for owner, trees, requirement in releases)
+    judged = [(o.verdict, o.requirement) for o in owners if isinstance(o.requirement, CLDiversity)]
+    persons = sum(v.persons for v, _ in judged)
+    share = (sum(v.confident_share * v.persons for v, _ in judged) / persons if persons > 0 else 0.0) if judged else None
+    groups = [o.verdict.smallest_group for o in owners if o.verdict.smallest_group > 0]  # 0: no leaf enumerated
+    return StudyReading(owners, sum(len(trees) for _, trees, _ in releases),
+                        max((cap(r) for _, r in judged), default=None),
+                        max(o.verdict.largest_belief for o in owners), share, min(groups, default=0.0),
+                        tuple(skipped))
 
 
 @dataclass(frozen=True)

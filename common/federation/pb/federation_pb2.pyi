@@ -308,7 +308,7 @@ class GlobalModelResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., train_rows: _Optional[int] = ..., accuracy: _Optional[float] = ..., predictions: _Optional[_Iterable[int]] = ..., tree: _Optional[_Union[_model_pb2.Tree, _Mapping]] = ..., rmse: _Optional[float] = ..., mae: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ..., auc: _Optional[float] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., selection: _Optional[str] = ...) -> None: ...
 
 class StudyResults(_message.Message):
-    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped", "engine", "pseudo_data", "pgen_off_path", "pgen_on_path")
+    __slots__ = ("study_id", "owners", "models", "evaluation_rows", "mining_seconds", "evaluation_row", "evaluation_class", "evaluation_value", "evaluation_rows_dropped", "engine", "pseudo_data", "pgen_off_path", "pgen_on_path", "reader")
     STUDY_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +322,7 @@ class StudyResults(_message.Message):
     PSEUDO_DATA_FIELD_NUMBER: _ClassVar[int]
     PGEN_OFF_PATH_FIELD_NUMBER: _ClassVar[int]
     PGEN_ON_PATH_FIELD_NUMBER: _ClassVar[int]
+    READER_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerResult]
     models: _containers.RepeatedCompositeFieldContainer[GlobalModelResult]
@@ -335,7 +336,44 @@ class StudyResults(_message.Message):
     pseudo_data: str
     pgen_off_path: str
     pgen_on_path: str
-    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ..., engine: _Optional[str] = ..., pseudo_data: _Optional[str] = ..., pgen_off_path: _Optional[str] = ..., pgen_on_path: _Optional[str] = ...) -> None: ...
+    reader: StudyReader
+    def __init__(self, study_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerResult, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[GlobalModelResult, _Mapping]]] = ..., evaluation_rows: _Optional[int] = ..., mining_seconds: _Optional[float] = ..., evaluation_row: _Optional[_Iterable[int]] = ..., evaluation_class: _Optional[_Iterable[int]] = ..., evaluation_value: _Optional[_Iterable[float]] = ..., evaluation_rows_dropped: _Optional[int] = ..., engine: _Optional[str] = ..., pseudo_data: _Optional[str] = ..., pgen_off_path: _Optional[str] = ..., pgen_on_path: _Optional[str] = ..., reader: _Optional[_Union[StudyReader, _Mapping]] = ...) -> None: ...
+
+class StudyReader(_message.Message):
+    __slots__ = ("summary", "trees", "cap", "largest_belief", "confident_share", "smallest_group", "owners", "skipped")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    TREES_FIELD_NUMBER: _ClassVar[int]
+    CAP_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_BELIEF_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    SMALLEST_GROUP_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    summary: str
+    trees: int
+    cap: float
+    largest_belief: float
+    confident_share: float
+    smallest_group: float
+    owners: _containers.RepeatedCompositeFieldContainer[OwnerReader]
+    skipped: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, summary: _Optional[str] = ..., trees: _Optional[int] = ..., cap: _Optional[float] = ..., largest_belief: _Optional[float] = ..., confident_share: _Optional[float] = ..., smallest_group: _Optional[float] = ..., owners: _Optional[_Iterable[_Union[OwnerReader, _Mapping]]] = ..., skipped: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class OwnerReader(_message.Message):
+    __slots__ = ("owner_id", "requirement", "largest_belief", "confident_share", "persons", "leaves_beyond")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_BELIEF_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    PERSONS_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_BEYOND_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    requirement: str
+    largest_belief: float
+    confident_share: float
+    persons: float
+    leaves_beyond: int
+    def __init__(self, owner_id: _Optional[str] = ..., requirement: _Optional[str] = ..., largest_belief: _Optional[float] = ..., confident_share: _Optional[float] = ..., persons: _Optional[float] = ..., leaves_beyond: _Optional[int] = ...) -> None: ...
 
 class CancelStudyRequest(_message.Message):
     __slots__ = ("study_id", "reason")
