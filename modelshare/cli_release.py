@@ -81,8 +81,8 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
     requirement = release.report.requirement
     parsed = None if requirement is None else parse_requirement(requirement)
     if isinstance(parsed, CLDiversity):
-        figures = reader_figures(release.trees, X, y, cap(parsed))
-        summary["owner_reader"] = {**figures.to_dict(), "text": figures.describe()}
+        figures = [reader_figures(release.trees, X, y, cap(parsed), population=p) for p in (False, True)]
+        summary["owner_readers"] = [{**f.to_dict(), "text": f.describe()} for f in figures]
     return release, summary
 
 
@@ -133,8 +133,8 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     for row, mine in zip(released, own):
         attacks.add_row(*row, *mine[2:])
     out.print(attacks)
-    if "owner_reader" in summary:
-        err.print(f"a reader of the whole release, on your rows (not in the model file): {summary['owner_reader']['text']}")
+    for reader in summary.get("owner_readers", ()):
+        err.print(f"on your rows (not in the model file): {reader['text']}")
     err.print(f"wrote {args.out}")
 
 

@@ -79,11 +79,11 @@ class Submission:
 
     envelope: fpb.SignedEnvelope
     release: Release
-    reader: ReaderFigures | None
+    readers: tuple[ReaderFigures, ...]
 
     def account(self) -> str:
-        """The reader's figures in words for the owner's log, or '' when the release has no (c,l) leaves to read."""
-        return "" if self.reader is None else self.reader.describe()
+        """The readers' figures in words for the owner's log, or '' when the release has no (c,l) leaves to read."""
+        return "; ".join(reader.describe() for reader in self.readers)
 
 
 def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column: str, path: Path) -> pd.DataFrame:
@@ -214,15 +214,17 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 
 
-def _owner_reader(release: Release, X: np.ndarray, y: np.ndarray) -> ReaderFigures | None:
-    """The combining reader of a one-tree path release on the owner's own rows, against the per-leaf cap (else None)."""
+def _owner_readers(release: Release, X: np.ndarray, y: np.ndarray) -> tuple[ReaderFigures, ...]:
+    """The combining reader and the population reader of a one-tree (c,l) release on the owner's own rows, against the
+    per-leaf cap (none for other releases)."""
     requirement = release.report.requirement
     if release.task != "classification" or len(release.trees) != 1 or requirement is None:
-        return None
+        return ()
     parsed = parse_requirement(requirement)
     if not isinstance(parsed, CLDiversity):
-        return None
-    return reader_figures(release.trees, X, y, cap(parsed))  # type: ignore[arg-type]
+        return ()
+    return tuple(reader_figures(release.trees, X, y, cap(parsed), population=population)  # type: ignore[arg-type]
+                 for population in (False, True))
 
 
 def build_submission(
@@ -261,7 +263,7 @@ def prepare_submission(
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise FailedAudit(f"the {spec.mechanism} release fails the owner's own audit: {failed}")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
-    return Submission(sign_payload(message.SerializeToString(), key), release, _owner_reader(release, X, y))
+    return Submission(sign_payload(message.SerializeToString(), key), release, _owner_readers(release, X, y))
 
 
 def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:

@@ -142,6 +142,7 @@ class CombiningReader:
     theta: dict[int, np.ndarray]
     iterations: int
     free: bool = False
+    """Also apply the law to attributes a path leaves free (the population reader, measured for owners only)."""
 
     @classmethod
     def from_trees(cls, trees: Sequence[Tree | ReleasedPaths], iterations: int = EM_ITERATIONS,
@@ -446,6 +447,14 @@ class ReaderFigures:
     confident: int
     right: int
     largest_belief: float
+    population: bool = False
+    """The population reader: the same law applied also to the attributes a path leaves free (not bounded)."""
+
+    @property
+    def who(self) -> str:
+        return ("a reader who also applies the released law to the attributes a path leaves free (the population "
+                "law, which no syntactic requirement bounds)" if self.population
+                else "a reader who combines the released leaves")
 
     @property
     def confident_share(self) -> float:
@@ -457,27 +466,28 @@ class ReaderFigures:
 
     def describe(self) -> str:
         if not self.confident:
-            return (f"a reader who combines the released leaves believes at most {self.largest_belief:.3f} of any of "
+            return (f"{self.who} believes at most {self.largest_belief:.3f} of any of "
                     f"the {self.rows} persons' classes; none above {self.cap:.3f}")
-        return (f"a reader who combines the released leaves believes some class above {self.cap:.3f} for "
+        return (f"{self.who} believes some class above {self.cap:.3f} for "
                 f"{self.confident} of {self.rows} persons ({100 * self.confident_share:.1f}%), right for "
                 f"{100 * self.right_share:.0f}% of them; largest belief {self.largest_belief:.3f}")
 
     def to_dict(self) -> dict[str, float | int]:
         return {"rows": self.rows, "cap": self.cap, "confident": self.confident, "right": self.right,
-                "largest_belief": self.largest_belief}
+                "largest_belief": self.largest_belief, "population": self.population}
 
 
 def reader_figures(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray, cap_share: float,
-                   reader: CombiningReader | None = None) -> ReaderFigures:
+                   reader: CombiningReader | None = None, *, population: bool = False) -> ReaderFigures:
     """The combining reader of ``trees`` (or ``reader``) on the owner's rows ``X``, ``y`` against ``cap_share``.
 
-    A one-tree release reads each row in its leaf; for an ensemble each row's largest belief over the trees counts.
+    ``population`` reads as the population reader (``CombiningReader.free``). A one-tree release reads each
+    row in its leaf; for an ensemble each row's largest belief over the trees counts.
     """
-    reader = reader or CombiningReader.from_trees(list(trees))
+    reader = reader or CombiningReader.from_trees(list(trees), free=population)
     y = np.asarray(y, dtype=np.int64)
     if y.size == 0:
-        return ReaderFigures(0, cap_share, 0, 0, 0.0)
+        return ReaderFigures(0, cap_share, 0, 0, 0.0, reader.free)
     best = np.zeros(y.size)
     guess = np.zeros(y.size, dtype=np.int64)
     for tree in trees:
@@ -488,4 +498,4 @@ def reader_figures(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray, cap_shar
         guess = np.where(better, q.argmax(axis=1), guess)
     confident = best > cap_share
     return ReaderFigures(int(y.size), cap_share, int(confident.sum()), int((confident & (guess == y)).sum()),
-                         float(best.max()))
+                         float(best.max()), reader.free)
