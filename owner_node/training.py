@@ -43,7 +43,7 @@ from common.privacy.report import Release
 from common.privacy.requirements import CLDiversity, parse_requirement
 from owner_node.config import OwnerConfig
 
-__all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "Submission",
+__all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "SignedRelease",
            "build_refusal", "build_submission", "fits_domain", "prepare_submission", "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
@@ -74,11 +74,10 @@ class FailedAudit(ValueError):
 
 
 @dataclass(frozen=True)
-class Submission:
-    """A signed release and what the owner alone learns of it: the combining reader on its own rows (never sent)."""
+class SignedRelease:
+    """A signed release envelope and what the owner alone learns of it: the readers on its own rows (never sent)."""
 
     envelope: fpb.SignedEnvelope
-    release: Release
     readers: tuple[ReaderFigures, ...]
 
     def account(self) -> str:
@@ -236,7 +235,7 @@ def build_submission(
 
 def prepare_submission(
     spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
-) -> Submission:
+) -> SignedRelease:
     """Train on ``(X, y)`` and release as the study asks (`_release`), audit the release as the miner will, and sign it.
 
     The audit runs before anything is signed (and, in the daemon, before the budget is charged);
@@ -263,7 +262,7 @@ def prepare_submission(
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise FailedAudit(f"the {spec.mechanism} release fails the owner's own audit: {failed}")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
-    return Submission(sign_payload(message.SerializeToString(), key), release, _owner_readers(release, X, y))
+    return SignedRelease(sign_payload(message.SerializeToString(), key), _owner_readers(release, X, y))
 
 
 def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
