@@ -26,9 +26,8 @@ from common.mechanisms import registry
 from common.mechanisms.release import DataDerivedDomain, local_learner
 from common.mechanisms.release import release as release_model
 from common.privacy.attacks import attack_report
-from common.privacy.combining import cap, reader_figures
+from common.privacy.combining import owner_readers
 from common.privacy.report import Release
-from common.privacy.requirements import CLDiversity, parse_requirement
 from common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.cli_common import (
     add_json,
@@ -78,10 +77,8 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
         "training_accuracy": float((release.tree.predict(X) == y).mean()),
         "owner_attacks": attack_report(release.tree, X, y).to_dict(),
     }
-    requirement = release.report.requirement
-    parsed = None if requirement is None else parse_requirement(requirement)
-    if isinstance(parsed, CLDiversity):
-        figures = [reader_figures(release.trees, X, y, cap(parsed), population=p) for p in (False, True)]
+    figures = owner_readers(release.trees, X, y, release.report.requirement)
+    if figures:
         summary["owner_readers"] = [{**f.to_dict(), "text": f.describe()} for f in figures]
     return release, summary
 

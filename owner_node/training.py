@@ -38,9 +38,8 @@ from common.federation.study import spec_learner_options, spec_schema
 from common.federation.wire import disclosure_from_pb, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import local_learner, release
-from common.privacy.combining import ReaderFigures, cap, reader_figures
+from common.privacy.combining import ReaderFigures, owner_readers
 from common.privacy.report import Release
-from common.privacy.requirements import CLDiversity, parse_requirement
 from owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "SignedRelease",
@@ -213,19 +212,6 @@ def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
     return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
 
 
-def _owner_readers(release: Release, X: np.ndarray, y: np.ndarray) -> tuple[ReaderFigures, ...]:
-    """The combining reader and the population reader of a one-tree (c,l) release on the owner's own rows, against the
-    per-leaf cap (none for other releases)."""
-    requirement = release.report.requirement
-    if release.task != "classification" or len(release.trees) != 1 or requirement is None:
-        return ()
-    parsed = parse_requirement(requirement)
-    if not isinstance(parsed, CLDiversity):
-        return ()
-    return tuple(reader_figures(release.trees, X, y, cap(parsed), population=population)  # type: ignore[arg-type]
-                 for population in (False, True))
-
-
 def build_submission(
     spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
 ) -> fpb.SignedEnvelope:
@@ -262,7 +248,7 @@ def prepare_submission(
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise FailedAudit(f"the {spec.mechanism} release fails the owner's own audit: {failed}")
     message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
-    return SignedRelease(sign_payload(message.SerializeToString(), key), _owner_readers(release, X, y))
+    return SignedRelease(sign_payload(message.SerializeToString(), key), owner_readers(release.trees, X, y, release.report.requirement))
 
 
 def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:

@@ -46,12 +46,12 @@ from typing import Sequence
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact
+from common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact, parse_requirement
 from common.trees.tree import CategorySet, Tree
 
 __all__ = ["EM_ITERATIONS", "MAX_COMBINATIONS", "class_set_law", "ReleasedPaths", "CombiningReader",
            "LeafFinding", "ReaderVerdict", "release_verdict", "OwnerReading", "StudyReading", "read_study",
-           "ReaderFigures", "reader_figures", "cap"]
+           "ReaderFigures", "reader_figures", "owner_readers", "cap"]
 
 #: EM iterations of `class_set_law`.
 EM_ITERATIONS = 10
@@ -499,3 +499,15 @@ def reader_figures(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray, cap_shar
     confident = best > cap_share
     return ReaderFigures(int(y.size), cap_share, int(confident.sum()), int((confident & (guess == y)).sum()),
                          float(best.max()), reader.free)
+
+
+def owner_readers(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray,
+                  requirement: str | None) -> tuple[ReaderFigures, ...]:
+    """What an owner sees of its one-tree (c,l) release on its own rows: the combining reader, then the population
+    reader, each against the per-leaf cap; none for any other release (never sent: `ReaderFigures`)."""
+    if len(trees) != 1 or not isinstance(trees[0], Tree) or requirement is None:
+        return ()
+    parsed = parse_requirement(requirement)
+    if not isinstance(parsed, CLDiversity):
+        return ()
+    return tuple(reader_figures(trees, X, y, cap(parsed), population=population) for population in (False, True))
