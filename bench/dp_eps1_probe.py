@@ -71,7 +71,7 @@ from miner_node.dp_pgen import global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
 from miner_node.selection import choose
-from modelshare.experiments.dp import DpSettings, study_spec
+from modelshare.experiments.dp import DpSettings, model_plan
 
 ADULT_TRAIN_ROWS = 32561  # adult.data's rows come first in the bundled table, adult.test's after
 LOG_DECADES = 3.0  # ``--scale auto``: log bins when high - low >= 10^3 (a public property of the range)
@@ -444,8 +444,8 @@ def _global(name: str, schema: Schema, Xp: np.ndarray, yp: np.ndarray, seed: int
 
     if name == "gradient-boosting":
         return build(global_model_params(name, "dpea", len(yp))).fit(Xp, yp)
-    spec = study_spec(DpSettings((), {}, global_models=(name,)), "dpea", seed)
-    return build(choose(name, spec, Xp, yp, build, regression=False).parameters).fit(Xp, yp)
+    plan = model_plan(DpSettings((), {}, global_models=(name,)), "dpea", seed)
+    return build(choose(name, plan, Xp, yp, build, regression=False).parameters).fit(Xp, yp)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -23,9 +23,8 @@ from collections import defaultdict
 import numpy as np
 
 from common.data.datasets import load_dataset
-from common.federation.global_model_settings import settings_to_pb
-from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
+from common.study import ModelPlan
 from common.trees.learners.admissible import CATEGORY_SPLITS
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.metrics import accuracy
@@ -38,11 +37,9 @@ from modelshare.cli_common import LEARNER_DEFAULT, model_setting, pruning_confid
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 
 
-def spec_for(model: str, setting: str | dict, mechanism: str, seed: int) -> fpb.StudySpec:
-    """A study spec carrying only what the miner's fit reads: seed, mechanism and the model's setting."""
-    spec = fpb.StudySpec(seed=seed, mechanism=mechanism, global_models=[model])
-    spec.global_model_settings[model].CopyFrom(settings_to_pb({model: setting})[model])
-    return spec
+def plan_for(model: str, setting: str | dict, mechanism: str, seed: int) -> ModelPlan:
+    """What the miner's fit reads of a study: seed, mechanism and the model's setting."""
+    return ModelPlan.checked([model], {model: setting}, seed=seed, mechanism=mechanism)
 
 
 def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -52,14 +49,14 @@ def distilled(trees: list, report: object, X: np.ndarray, y: np.ndarray) -> np.n
     return np.argmax(ensemble_predict_proba(trees, X), axis=1).astype(np.int64)
 
 
-def basis_fit(model: str, spec: fpb.StudySpec, schema: object, X: np.ndarray, y: np.ndarray) -> Fitted:
+def basis_fit(model: str, plan: ModelPlan, schema: object, X: np.ndarray, y: np.ndarray) -> Fitted:
     """BASIS: ``model`` on the raw training rows, set by the same setting as the pseudo-data variant (choose_basis)."""
-    seed = int(spec.seed) % 2**31
+    seed = plan.seed % 2**31
 
     def build(params: dict) -> object:
         return make_global_model(model, schema, random_state=seed, **params)
 
-    choice = choose_basis(model, spec, X, y, build, regression=False)
+    choice = choose_basis(model, plan, X, y, build, regression=False)
     return Fitted(build(choice.parameters).fit(X, y), choice)
 
 
@@ -136,9 +133,9 @@ def main() -> None:
             model, setting = model_setting(variant)
             mode = setting if isinstance(setting, str) else ",".join(f"{k}={v}" for k, v in setting.items())
             started = time.perf_counter()
-            spec = spec_for(model, setting, args.mechanism, args.seed)
+            plan = plan_for(model, setting, args.mechanism, args.seed)
             for method, (Xt, yt, gt) in tables:
-                fitted = basis_fit(model, spec, schema, Xt, yt) if method == "BASIS" else task.fit(model, spec, Xt, yt, gt)
+                fitted = basis_fit(model, plan, schema, Xt, yt) if method == "BASIS" else task.fit(model, plan, Xt, yt, gt)
                 label = {"PGEN": f"{model} {mode}"}.get(method, f"{model} {mode} {method}")
                 scores[label]["accuracy"].append(accuracy(y[test], fitted.model.predict(X[test])))
                 auc = two_class_auc(fitted.model, X[test], y[test], schema.n_classes)

@@ -25,13 +25,14 @@ import numpy as np
 
 from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
 from common.mechanisms.dpea_nb import RELEASE_MODEL, NaiveBayesRelease
+from common.mechanisms.registry import PseudoData
 from common.privacy.report import PrivacyReport
 from common.trees.learners._data import check_x
 from common.trees.tree import Tree
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.pgen import ClassAssignment, pgen
 
-__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
+__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
            "nb_pseudo_data"]
 
 CALIBRATED_NB = RELEASE_MODEL
@@ -93,3 +94,7 @@ def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, r
         codes = np.minimum((rng.random(rows.size)[:, None] > cumulative).sum(axis=1), cumulative.shape[1] - 1)
         X[rows, a] = model.bins.values(a, codes, rng)
     return X, np.argmax(model.proba(X), axis=1).astype(np.int64)
+
+
+PSEUDO_DATA = PseudoData(nb_pseudo_data, NB_PSEUDO_ROWS)  # type: ignore[arg-type]
+"""dpea-nb's pseudo-data step, which its registry record names (`common.mechanisms.registry.PseudoData`)."""

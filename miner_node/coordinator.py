@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import spec_schema
+from common.federation.serde import study_from_pb
 from common.federation.wire import decode_model
 from miner_node.config import MINING_TIMEOUT_SECONDS, MiningConfig
 from miner_node.mining import AcceptedModel, load_evaluation, mine
@@ -238,16 +238,15 @@ class Coordinator:
 
     def _mine(self, study_id: str, row: StudyRow) -> bytes:
         """The serialized results of mining the study's accepted models."""
-        spec = fpb.StudySpec.FromString(row.spec)
-        schema = spec_schema(spec)
+        study = study_from_pb(fpb.StudySpec.FromString(row.spec))
         accepted = []
         for sub in self.store.submissions(study_id):
             message = fpb.ModelMessage.FromString(fpb.SignedEnvelope.FromString(sub.envelope).payload)
             accepted.append(AcceptedModel(sub.owner_id, decode_model(message)))
         table = self.store.evaluation(study_id)
-        evaluation = load_evaluation(table, schema) if table else None
+        evaluation = load_evaluation(table, study.schema) if table else None
         pseudo_dir = None if self.state_dir is None else study_pseudo_dir(self.state_dir, study_id)
-        results = mine(spec, schema, accepted, evaluation, mining=self.mining, pseudo_dir=pseudo_dir)
+        results = mine(study, accepted, evaluation, mining=self.mining, pseudo_dir=pseudo_dir)
         log.info("study %s: mined %d models from %d owners in %.2f s (engine %s)", study_id, len(results.models),
                  len(accepted), results.mining_seconds, results.engine)
         return results.SerializeToString()

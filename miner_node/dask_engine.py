@@ -69,8 +69,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.federation.global_model_settings import GIVEN, parameter_from_pb
-from common.federation.pb import federation_pb2 as fpb
+from common.study import GIVEN, ModelPlan
 from miner_node.config import MiningConfig
 from miner_node.dp_pgen import DP_LEAF_FLOORS
 from miner_node.pseudo_parquet import TREE_COLUMN
@@ -232,13 +231,13 @@ def xgboost_parameters(name: str, n_classes: int, params: Mapping[str, Any]) -> 
     return out
 
 
-def check_settings(spec: fpb.StudySpec, n_classes: int) -> None:
+def check_settings(plan: ModelPlan, n_classes: int) -> None:
     """EngineError naming the first model and parameter the study gives that the Dask engine cannot honour faithfully."""
-    for name in spec.global_models:
-        setting = spec.global_model_settings.get(name)
+    for name in plan.models:
+        setting = plan.settings.get(name)
         if setting is not None and setting.mode == GIVEN:
             for key in sorted(setting.parameters):
-                _mapped(name, key, parameter_from_pb(setting.parameters[key]), n_classes)
+                _mapped(name, key, setting.parameters[key], n_classes)
 
 
 def _booster_params(params: Mapping[str, Any], n_classes: int, seed: int) -> tuple[dict[str, Any], int]:

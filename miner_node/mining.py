@@ -50,11 +50,11 @@ import numpy as np
 from common.audit.release import audit
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
-from common.federation.global_model_settings import AUTO
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import DecodedModel
 from common.privacy.combining import StudyReading, read_study
 from common.privacy.requirements import CLDiversity, KAnonymity, PathRequirement, RequirementError, parse_requirement
+from common.study import AUTO, ModelPlan, Study
 from common.trees.tree import Tree
 from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
@@ -82,8 +82,7 @@ def load_evaluation(csv_bytes: bytes, schema: Schema | RegressionSchema) -> Eval
 
 
 def mine(
-    spec: fpb.StudySpec,
-    schema: Schema | RegressionSchema,
+    study: Study,
     accepted: list[AcceptedModel],
     evaluation: Evaluation | None,
     *,
@@ -94,10 +93,9 @@ def mine(
 
     Parameters
     ----------
-    spec:
-        The study (its seed, ``pgen_scale``, class assignment and global models).
-    schema:
-        The study's schema; its type picks the task (`miner_node.tasks.task_for`).
+    study:
+        The study (its seed, ``pgen_scale``, class assignment and global models); its schema's type picks the
+        task (`miner_node.tasks.task_for`).
     accepted:
         The accepted, decoded submissions.
     evaluation:
@@ -118,17 +116,17 @@ def mine(
         pseudo-data's directory.
     """
     started = time.perf_counter()
-    task = task_for(schema)
-    results = fpb.StudyResults(study_id=spec.study_id)
+    task = task_for(study.schema)
+    results = fpb.StudyResults(study_id=study.study_id)
     owners = sorted(accepted, key=lambda a: a.owner_id)
     if mining is not None and mining.engine == "dask":
         if not isinstance(task, ClassificationTask) or pseudo_dir is None:
             raise ValueError("engine dask learns classification studies only; use engine local for regression")
-        _mine_on_dask(spec, task, owners, evaluation, mining, pseudo_dir, results)
+        _mine_on_dask(study, task, owners, evaluation, mining, pseudo_dir, results)
     else:
-        _mine_locally(spec, schema, task, owners, evaluation, results)
+        _mine_locally(study, task, owners, evaluation, results)
     if isinstance(task, ClassificationTask):  # a regression release has no class to believe
-        _read_releases(spec, owners, results)
+        _read_releases(study, owners, results)
     results.mining_seconds = time.perf_counter() - started
     return results
 
@@ -165,7 +163,7 @@ def _path_requirement(model: DecodedModel) -> PathRequirement | None:
     return requirement if isinstance(requirement, (KAnonymity, CLDiversity)) else None
 
 
-def _read_releases(spec: fpb.StudySpec, owners: list[AcceptedModel], results: fpb.StudyResults) -> None:
+def _read_releases(study: Study, owners: list[AcceptedModel], results: fpb.StudyResults) -> None:
     """What a reader of every path release believes (module docstring), into ``results.reader``."""
     releases: list[tuple[str, tuple[Tree, ...], PathRequirement]] = []
     skipped = []
@@ -178,8 +176,8 @@ def _read_releases(spec: fpb.StudySpec, owners: list[AcceptedModel], results: fp
             releases.append((item.owner_id, item.model.trees, requirement))
     reading = read_study(releases, skipped)
     if reading is None:
-        log.info("study %s: no release for a reader of every release to read (%d skipped)", spec.study_id,
-                 len(skipped), extra={"study": spec.study_id})
+        log.info("study %s: no release for a reader of every release to read (%d skipped)", study.study_id,
+                 len(skipped), extra={"study": study.study_id})
         return
     results.reader.CopyFrom(_reader_pb(reading))
 
@@ -201,7 +199,7 @@ def _reader_pb(reading: StudyReading) -> fpb.StudyReader:
     return message
 
 
-def _record_evaluation(spec: fpb.StudySpec, task: MiningTask, evaluation: Evaluation | None,
+def _record_evaluation(study: Study, task: MiningTask, evaluation: Evaluation | None,
                        results: fpb.StudyResults) -> None:
     """The evaluation table's size, dropped rows and truth, once for all models."""
     if evaluation is None:
@@ -210,30 +208,30 @@ def _record_evaluation(spec: fpb.StudySpec, task: MiningTask, evaluation: Evalua
     results.evaluation_rows_dropped = evaluation.dropped
     if evaluation.dropped:
         log.warning("study %s: the evaluation table lost %d row(s) with a missing value; %d are scored",
-                    spec.study_id, evaluation.dropped, results.evaluation_rows, extra={"study": spec.study_id})
+                    study.study_id, evaluation.dropped, results.evaluation_rows, extra={"study": study.study_id})
     task.truth(results, evaluation)
 
 
-def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: MiningTask, owners: list[AcceptedModel],
+def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
                   evaluation: Evaluation | None, results: fpb.StudyResults) -> None:
     """The local engine: every owner's PGEN rows pooled in memory, the global models fitted in this process."""
     results.engine = "local"
     parts_X, parts_y, parts_groups = [], [], []
-    law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
-    on_path, results.pgen_on_path = task.on_path_law(spec, [item.model for item in owners])
+    law, results.pgen_off_path = task.off_path_law(study, [item.model for item in owners])
+    on_path, results.pgen_on_path = task.on_path_law(study, [item.model for item in owners])
     for i, item in enumerate(owners):
-        X, y = task.pseudo_data(item.model, spec, np.random.default_rng([int(spec.seed), i]), law, on_path)
+        X, y = task.pseudo_data(item.model, study, np.random.default_rng([study.seed, i]), law, on_path)
         parts_X.append(X)
         parts_y.append(y)
-        parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, spec, int(y.shape[0])))
+        parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, study, int(y.shape[0])))
         _owner_entry(results, task, item, int(y.shape[0]))
-    X = np.vstack(parts_X) if parts_X else np.empty((0, schema.n_attributes))
+    X = np.vstack(parts_X) if parts_X else np.empty((0, study.schema.n_attributes))
     y = np.concatenate(parts_y) if parts_y else task.empty_labels()
     groups = np.concatenate(parts_groups) if parts_groups else None
-    _record_evaluation(spec, task, evaluation, results)
+    _record_evaluation(study, task, evaluation, results)
     releases = [(item.model.trees, item.model.report) for item in owners]
     trees = sum(len(released) for released, _ in releases)
-    for name in spec.global_models:
+    for name in study.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
             if trees:
@@ -243,10 +241,10 @@ def _mine_locally(spec: fpb.StudySpec, schema: Schema | RegressionSchema, task: 
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             continue
-        task.score(entry, task.fit(name, spec, X, y, groups), evaluation)
+        task.score(entry, task.fit(name, study.model_plan, X, y, groups), evaluation)
 
 
-def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[AcceptedModel],
+def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedModel],
                   evaluation: Evaluation | None, mining: MiningConfig, pseudo_dir: Path,
                   results: fpb.StudyResults) -> None:
     """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask.
@@ -258,39 +256,39 @@ def _mine_on_dask(spec: fpb.StudySpec, task: ClassificationTask, owners: list[Ac
     from miner_node.dask_engine import DaskEngine, check_models, check_settings  # dask only for studies on it
 
     schema = task.schema
-    check_models(spec.global_models)
-    check_settings(spec, schema.n_classes)
+    check_models(study.global_models)
+    check_settings(study.model_plan, schema.n_classes)
     results.engine, results.pseudo_data = "dask", str(pseudo_dir)
     rows_per_chunk = chunk_rows(schema, mining.memory_budget_mb)
     files: list[Path] = []
     owner_of_file: list[int] = []
-    law, results.pgen_off_path = task.off_path_law(spec, [item.model for item in owners])
-    on_path, results.pgen_on_path = task.on_path_law(spec, [item.model for item in owners])
+    law, results.pgen_off_path = task.off_path_law(study, [item.model for item in owners])
+    on_path, results.pgen_on_path = task.on_path_law(study, [item.model for item in owners])
     for i, item in enumerate(owners):
-        rng = np.random.default_rng([int(spec.seed), i])
-        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, rng,
-                                    spec.class_assignment, rows_per_chunk, law, on_path)  # type: ignore[arg-type]
+        rng = np.random.default_rng([study.seed, i])
+        chunks = pseudo_tree_chunks(item.model.trees, item.model.report, study.pgen_scale, rng,
+                                    study.class_assignment, rows_per_chunk, law, on_path)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)
         owner_of_file.extend([i] * len(written.files))
         _owner_entry(results, task, item, written.rows)
     total = sum(o.pseudo_rows for o in results.owners)
-    log.info("study %s: %d pseudo rows written to %s in chunks of at most %d rows", spec.study_id, total,
-             pseudo_dir, rows_per_chunk, extra={"study": spec.study_id})
-    _record_evaluation(spec, task, evaluation, results)
-    seed = int(spec.seed) % 2**31
+    log.info("study %s: %d pseudo rows written to %s in chunks of at most %d rows", study.study_id, total,
+             pseudo_dir, rows_per_chunk, extra={"study": study.study_id})
+    _record_evaluation(study, task, evaluation, results)
+    seed = study.seed % 2**31
     held: list[Sample] = []  # the sample "auto" cross-validates on, drawn once for all models
     with DaskEngine(mining) as engine:
-        for name in spec.global_models:
+        for name in study.global_models:
             entry = results.models.add(name=name, train_rows=total)
             if total == 0:
                 continue
-            choice = _dask_choice(name, spec, schema, files, np.asarray(owner_of_file), total, held)
+            choice = _dask_choice(name, study.model_plan, schema, files, np.asarray(owner_of_file), total, held)
             model = engine.fit(name, schema, files, seed, choice.parameters)
             task.score(entry, Fitted(model, choice), evaluation)
 
 
-def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Path], owner_of_file: np.ndarray,
+def _dask_choice(name: str, plan: ModelPlan, schema: Schema, files: list[Path], owner_of_file: np.ndarray,
                  total: int, held: list[Sample]) -> Choice:
     """Model ``name``'s setting on the dask engine: chosen as the local engine chooses, reported in xgboost's parameters.
 
@@ -303,19 +301,19 @@ def _dask_choice(name: str, spec: fpb.StudySpec, schema: Schema, files: list[Pat
     from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
     from miner_node.global_models import MixedNaiveBayes
 
-    seed = int(spec.seed) % 2**31
+    seed = plan.seed % 2**31
 
     def build(params: dict[str, Any]) -> Any:
         return MixedNaiveBayes(schema, **params) if name == "naive-bayes" else LocalBooster(name, schema, params, seed)
 
-    if mode_of(spec, name) != AUTO:  # fixed or given: no rows needed
-        chosen = choose(name, spec, np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), build,
+    if mode_of(plan, name) != AUTO:  # fixed or given: no rows needed
+        chosen = choose(name, plan, np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), build,
                         regression=False, rows=total, grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     else:
         if not held:
-            held.append(sample(files, schema, cv_rows(spec), np.random.default_rng(seed)))
+            held.append(sample(files, schema, cv_rows(plan), np.random.default_rng(seed)))
         rows = held[0]
         groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
-        chosen = choose(name, spec, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
+        chosen = choose(name, plan, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
                         grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     return Choice(xgboost_parameters(name, schema.n_classes, chosen.parameters), chosen.selection)

@@ -39,7 +39,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, Schema
-from common.federation.study import OFF_PATH_MODES
+from common.study import OFF_PATH_MODES
 from common.trees.tree import Tree
 from miner_node.pgen import PathTable
 

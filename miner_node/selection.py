@@ -4,7 +4,7 @@ PGEN draws every attribute a released path does not constrain uniformly, so much
 noise, and a model that fits it learns nothing that holds on real rows (a fully grown tree on the
 Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). How much to
 regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
-for all, so the miner can choose it (mode ``"auto"``, `common.federation.global_model_settings`):
+for all, so the miner can choose it (mode ``"auto"``, `common.study.settings`):
 it cross-validates each candidate of the model's grid (`GRIDS`) on the pooled pseudo-data it
 learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with the
 study's seed — and refits the best
@@ -45,9 +45,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from sklearn.model_selection import GroupKFold, KFold
 
-from common.federation.global_model_settings import AUTO, FIXED, GIVEN, ParameterValue, parameter_from_pb
-from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
+from common.study import AUTO, FIXED, GIVEN, ModelPlan
 from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
 
 __all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
@@ -143,25 +142,17 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str,
     return best, best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
 
 
-def _setting(spec: fpb.StudySpec, name: str) -> tuple[str, dict[str, ParameterValue]]:
-    """The study's mode for model ``name`` and its given parameters (none unless the mode is ``"given"``)."""
-    if name not in spec.global_model_settings:
-        return DEFAULT_MODES.get(name, FIXED), {}
-    setting = spec.global_model_settings[name]
-    return setting.mode, {k: parameter_from_pb(v) for k, v in setting.parameters.items()}
-
-
-def cv_rows(spec: fpb.StudySpec) -> int:
+def cv_rows(plan: ModelPlan) -> int:
     """The most pseudo rows ``"auto"`` cross-validates on in the study: `MAX_DP_CV_ROWS` in a dp study, else `MAX_CV_ROWS`."""
-    return MAX_DP_CV_ROWS if spec.mechanism in registry.names(family="dp") else MAX_CV_ROWS
+    return MAX_DP_CV_ROWS if plan.mechanism in registry.names(family="dp") else MAX_CV_ROWS
 
 
-def mode_of(spec: fpb.StudySpec, name: str) -> str:
+def mode_of(plan: ModelPlan, name: str) -> str:
     """How the study sets model ``name``'s hyperparameters: its setting's mode, else `DEFAULT_MODES`' (else fixed)."""
-    return _setting(spec, name)[0]
+    return plan.setting(name, DEFAULT_MODES.get(name, FIXED))[0]
 
 
-def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
+def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
            *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
            grids: Mapping[str, list[dict[str, Any]]] | None = None,
            floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS, kind: str = "pseudo") -> Choice:
@@ -176,7 +167,7 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
     leaf floors of the fixed rule that the engine can honour (`miner_node.dp_pgen.global_model_params`),
     ``kind`` what the rows are in the result's sentence (`choose_basis` passes ``raw``).
     """
-    mode, given = _setting(spec, name)
+    mode, given = plan.setting(name, DEFAULT_MODES.get(name, FIXED))
     rows = int(y.shape[0]) if rows is None else rows
     if mode == GIVEN:
         return Choice(concrete(given, rows), GIVEN)
@@ -184,16 +175,16 @@ def choose(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: 
         grids = REGRESSION_GRIDS if regression else GRIDS
     if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
-        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, int(spec.seed) % 2**31, score,
-                                               cv_rows(spec), kind)
+        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, plan.seed % 2**31, score,
+                                               cv_rows(plan), kind)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
         return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
-    fixed = {} if regression else global_model_params(name, spec.mechanism, rows, floors)
+    fixed = {} if regression else global_model_params(name, plan.mechanism, rows, floors)
     return Choice(dict(fixed), FIXED)
 
 
-def choose_basis(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
+def choose_basis(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
                  *, regression: bool) -> Choice:
     """The hyperparameters BASIS's model ``name`` is fitted with on the pooled raw training rows ``X, y``.
 
@@ -206,4 +197,4 @@ def choose_basis(name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, b
     training rows, so they must never be passed. The result says ``raw rows`` where the miner's says
     ``pseudo rows``.
     """
-    return choose(name, spec, X, y, build, regression=regression, groups=None, kind="raw")
+    return choose(name, plan, X, y, build, regression=regression, groups=None, kind="raw")

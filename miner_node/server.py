@@ -30,8 +30,9 @@ import grpc
 
 from common.federation.kit import RosterWatcher
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, load_study_file
+from common.federation.study import load_study_file
 from common.files import atomic_write
+from common.study import StudyError
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
 from miner_node.service import MinerService, tolerant_deserializer
@@ -131,11 +132,10 @@ def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
             study = load_study_file(path)
         except StudyError as exc:
             raise ConfigError(str(exc)) from None
-        if service.store.study(study.spec.study_id) is not None:
+        if service.store.study(study.study.study_id) is not None:
             continue
         evaluation = study.evaluation.read_bytes() if study.evaluation else None
-        spec = fpb.StudySpec()
-        spec.CopyFrom(study.spec)
+        spec = study.spec
         try:
             service.complete_spec(spec)
         except Rejection as rej:

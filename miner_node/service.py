@@ -37,7 +37,6 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.data.regression import RegressionSchema
 from common.data.schema import SchemaError
 from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, ChunkError, Reassembly, too_large_message
 from common.federation.freshness import sent_at, staleness
@@ -45,15 +44,16 @@ from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_i
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.refusal import describe
+from common.federation.serde import study_from_pb
 from common.federation.signing import SignatureError, verify_envelope
-from common.federation.study import StudyError, check_spec, spec_schema
 from common.federation.wire import NONCE_BYTES
+from common.study import Study, StudyError
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
 from miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
 from miner_node.mining import load_evaluation
 from miner_node.store import Store, StoreError, Submission
-from miner_node.verify import ModelVerifier, Rejection
+from miner_node.verify import ModelVerifier, Rejection, StudyTerms
 
 __all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserializer"]
 
@@ -151,6 +151,12 @@ class _OpenStudy:
 
     spec: fpb.StudySpec
     answered: frozenset[str]
+
+
+@functools.lru_cache(maxsize=256)
+def _terms(spec: bytes) -> StudyTerms:
+    """What a submission to the study stored as ``spec`` is checked against, decoded once per study."""
+    return StudyTerms.of(study_from_pb(fpb.StudySpec.FromString(spec)))
 
 
 def _remaining(context: grpc.ServicerContext) -> float | None:
@@ -501,7 +507,7 @@ class MinerService(fgrpc.MinerServicer):
         if previous is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             f"{signer.name!r} already submitted a different model to {message.study_id!r}")
-        self.verifier.check(message, payload, spec, _remaining(context))
+        self.verifier.check(message, payload, _terms(spec.SerializeToString()), _remaining(context))
         sub = Submission(message.study_id, signer.name, submission_id, envelope, self.clock())
         outcome = self.store.accept(sub, message.nonce)
         if outcome == "duplicate":
@@ -608,12 +614,11 @@ class MinerService(fgrpc.MinerServicer):
         admin = self._require_admin(context)
         spec = fpb.StudySpec()
         spec.CopyFrom(request.spec)
-        self.complete_spec(spec)
+        study = self.complete_spec(spec)
         evaluation = bytes(request.evaluation_csv) or None
         if evaluation is not None:
-            schema = spec_schema(spec)
             try:
-                load_evaluation(evaluation, schema)
+                load_evaluation(evaluation, study.schema)
             except SchemaError as exc:
                 raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
         if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
@@ -623,17 +628,20 @@ class MinerService(fgrpc.MinerServicer):
         self.coordinator.notify()
         return self._status(spec.study_id)
 
-    def complete_spec(self, spec: fpb.StudySpec) -> None:
+    def complete_spec(self, spec: fpb.StudySpec) -> Study:
         """Validate a new study and fill its defaults: every roster owner, a quorum of all of them, this
-        miner's message size limit (owners refuse to send a larger answer)."""
+        miner's message size limit (owners refuse to send a larger answer). Returns the study as decoded
+        before the defaults were filled (its schema and models are what the defaults leave alone)."""
         try:
-            check_spec(spec, where="study")
+            study = study_from_pb(spec, where="study")
         except StudyError as exc:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if faults := study.mining_faults():
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "\n".join(f"study: {fault}" for fault in faults))
         if spec.mechanism not in self.mechanisms:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"unknown mechanism {spec.mechanism!r}; available: {', '.join(sorted(self.mechanisms))}")
-        regression = isinstance(spec_schema(spec), RegressionSchema)
+        regression = study.regression
         models = list(REGRESSION_MODELS if regression else CLASSIFICATION_MODELS)
         unknown = [m for m in spec.global_models if m not in models]
         if unknown:
@@ -659,6 +667,7 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
         if _seconds(spec.deadline, "the deadline") <= self.clock():
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
+        return study
 
     @_handler
     def GetStudy(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyStatus:

@@ -31,16 +31,15 @@ from common.data.datasets.loading import load_table
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.data.task import load_regression_table
-from common.federation.global_model_settings import parameter_to_pb
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import spec_on_path
+from common.federation.serde import parameter_to_pb
 from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
 from common.mechanisms import registry
-from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
+from common.mechanisms.registry import PseudoData
 from common.privacy.report import PrivacyReport
+from common.study import ModelPlan, Study
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
-from miner_node.calibrated_nb import NB_PSEUDO_ROWS, is_nb_release, nb_pseudo_data
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
@@ -85,7 +84,7 @@ class MiningTask(Protocol):
         """Encode the study's evaluation table; SchemaError naming the row and column on bad input."""
         ...
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+    def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
                     law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         """PGEN on one accepted model: encoded attributes and labels (or target values).
 
@@ -94,15 +93,15 @@ class MiningTask(Protocol):
         """
         ...
 
-    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+    def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         """The law PGEN draws free attributes from under the study's ``off_path`` (None: uniform), and that in words."""
         ...
 
-    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+    def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
         """The law PGEN draws values inside allowed category sets from under the study's ``on_path``, and that in words."""
         ...
 
-    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+    def sources(self, model: DecodedModel, study: Study, rows: int) -> np.ndarray:
         """Per pseudo row of the model, the index of the released tree it was drawn from (0 where unknown)."""
         ...
 
@@ -114,7 +113,7 @@ class MiningTask(Protocol):
         """Copy the model's released trees into the owner's result (what a report draws)."""
         ...
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
         """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
 
         ``groups`` names each row's released tree (`miner_node.selection`), None when unknown.
@@ -166,20 +165,25 @@ def _prepare(tree: Tree, law: ReleasedLaw | None, on_path: ClassSetLaw | None) -
     return (None if law is None else OffPathTree.of(tree, law), None if on_path is None else OnPathTree.of(tree, on_path))
 
 
+def own_step(mechanism: str) -> PseudoData | None:
+    """The mechanism's own pseudo-data step (its registry record's), or None for PGEN on the released paths."""
+    return registry.get(mechanism).resolve_pseudo_data()
+
+
 def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
                 class_assignment: ClassAssignment, law: ReleasedLaw | None = None,
                 on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
     A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
-    A dpea-nb release's rows come from its root tree and its class histograms, labelled by its calibrated
-    model (`miner_node.calibrated_nb.nb_pseudo_data`; neither ``law`` nor ``on_path`` applies to it).
+    A release whose mechanism has its own pseudo-data step (`common.mechanisms.registry.PseudoData`, such as
+    dpea-nb's calibrated naive Bayes) gets that step's rows; neither ``law`` nor ``on_path`` applies to it.
     With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
     their path leaves free redrawn from it; with ``on_path`` (`miner_node.onpath.ClassSetLaw`), their
     categories inside the path's allowed sets; without, they stay PGEN's uniform draws (the paper's).
     """
-    if is_nb_release(report):  # a model, not a partition: `miner_node.calibrated_nb`
-        return nb_pseudo_data(trees, report, scale, rng, class_assignment)
+    if report is not None and (step := own_step(report.mechanism)) is not None:  # a model, not a partition
+        return step.rows(trees, report, scale, rng, class_assignment)
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
@@ -206,8 +210,8 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     and ``on_path`` each chunk is redrawn from them, as `pseudo_data` does.
     """
-    if is_nb_release(report):  # drawn whole (at most MAX_DP_PGEN_ROWS rows), then cut
-        X, y = nb_pseudo_data(trees, report, scale, rng, class_assignment)
+    if report is not None and (step := own_step(report.mechanism)) is not None:  # drawn whole, then cut
+        X, y = step.rows(trees, report, scale, rng, class_assignment)
         for start in range(0, len(y), chunk_rows):
             yield X[start:start + chunk_rows], y[start:start + chunk_rows], 0
         return
@@ -262,7 +266,7 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if (len(trees) == 1 and beta == 1.0) or is_nb_release(report):
+    if (len(trees) == 1 and beta == 1.0) or (report is not None and own_step(report.mechanism) is not None):
         return np.zeros(rows, dtype=np.int64)
     return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
 
@@ -289,32 +293,32 @@ class ClassificationTask:
         X, y = self.schema.encode(table.frame, source="evaluation table")
         return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+    def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
                     law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return pseudo_data(model.trees, model.report, spec.pgen_scale, rng, spec.class_assignment,  # type: ignore[arg-type]
+        return pseudo_data(model.trees, model.report, study.pgen_scale, rng, study.class_assignment,  # type: ignore[arg-type]
                            law, on_path)
 
-    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
-        mode = spec.pgen_off_path or "uniform"
-        if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses another mode
-            return None, NB_PSEUDO_ROWS
+    def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        mode = study.off_path
+        if (step := own_step(study.mechanism)) is not None:  # its own rows (`pseudo_data`); `Study` refuses another mode
+            return None, step.describe
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH
         law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
         return law, law.describe()
 
-    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
-        if spec.mechanism == DPEA_NB:  # its rows come from its histograms (`pseudo_data`); check_spec refuses "class"
-            return None, NB_PSEUDO_ROWS
+    def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+        if (step := own_step(study.mechanism)) is not None:  # its own rows (`pseudo_data`); `Study` refuses "class"
+            return None, step.describe
         trees = [tree for model in models for tree in model.trees]
-        if spec_on_path(spec) == "uniform" or not trees:
+        if study.on_path == "uniform" or not trees:
             return None, UNIFORM_ON_PATH
         law = ClassSetLaw.from_trees(trees)
         return law, law.describe()
 
-    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
-        return pseudo_sources(model.trees, model.report, spec.pgen_scale, rows)
+    def sources(self, model: DecodedModel, study: Study, rows: int) -> np.ndarray:
+        return pseudo_sources(model.trees, model.report, study.pgen_scale, rows)
 
     def size(self, model: DecodedModel) -> tuple[float, int]:
         return float(np.mean([t.root.total for t in model.trees])), sum(t.n_leaves for t in model.trees)
@@ -322,13 +326,13 @@ class ClassificationTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.trees.extend(tree_to_pb(t) for t in model.trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
-        seed = int(spec.seed) % _SEED_MODULUS
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        seed = plan.seed % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:
             return make_global_model(name, self.schema, random_state=seed, **params)
 
-        choice = choose(name, spec, X, y, build, regression=False, groups=groups)
+        choice = choose(name, plan, X, y, build, regression=False, groups=groups)
         return Fitted(build(choice.parameters).fit(X, y), choice)
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
@@ -366,17 +370,17 @@ class RegressionTask:
             path, self.schema.target.name, schema=self.schema, source="evaluation table"))
         return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
-    def pseudo_data(self, model: DecodedModel, spec: fpb.StudySpec, rng: np.random.Generator,
+    def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
                     law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return pgen_regression(self._forest(model), scale=spec.pgen_scale, rng=rng)
+        return pgen_regression(self._forest(model), scale=study.pgen_scale, rng=rng)
 
-    def off_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
-        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.federation.study`)
+    def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
+        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.study.Study`)
 
-    def on_path_law(self, spec: fpb.StudySpec, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
-        return None, UNIFORM_ON_PATH  # a regression study's on_path is "uniform" (`common.federation.study`)
+    def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
+        return None, UNIFORM_ON_PATH  # a regression study's on_path is "uniform" (`common.study.Study`)
 
-    def sources(self, model: DecodedModel, spec: fpb.StudySpec, rows: int) -> np.ndarray:
+    def sources(self, model: DecodedModel, study: Study, rows: int) -> np.ndarray:
         return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group
 
     def size(self, model: DecodedModel) -> tuple[float, int]:
@@ -387,13 +391,13 @@ class RegressionTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.regression_trees.extend(regression_tree_to_pb(t) for t in self._forest(model).trees)
 
-    def fit(self, name: str, spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
-        seed = int(spec.seed) % _SEED_MODULUS
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+        seed = plan.seed % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:
             return make_regression_model(name, random_state=seed, **params)
 
-        choice = choose(name, spec, X, y, build, regression=True, groups=groups)
+        choice = choose(name, plan, X, y, build, regression=True, groups=groups)
         return Fitted(build(choice.parameters).fit(X, y), choice)
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:

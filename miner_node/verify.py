@@ -15,17 +15,19 @@ import multiprocessing
 import queue
 import signal
 import threading
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import grpc
 
 from common.audit.release import audit
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import spec_requirement
-from common.federation.wire import MAX_TREES, OVER_MINER_LIMIT, WireError, decode_model, disclosure_from_pb
-from common.privacy.requirements import RequirementError, parse_requirement, weaker_than
+from common.federation.wire import OVER_MINER_LIMIT, WireError, decode_model
+from common.privacy.requirements import Requirement, RequirementError, parse_requirement, weaker_than
+from common.study import MAX_TREES, Study
+from common.trees.tree import Disclosure
 
-__all__ = ["Rejection", "check_model", "ModelVerifier"]
+__all__ = ["Rejection", "StudyTerms", "check_model", "ModelVerifier"]
 
 log = logging.getLogger("modelshare.miner")
 WORKER_START_SECONDS = 120.0  # a spawned interpreter importing numpy on a loaded machine
@@ -40,7 +42,21 @@ class Rejection(Exception):
         self.message = message
 
 
-def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) -> None:
+@dataclass(frozen=True)
+class StudyTerms:
+    """What a submitted model is checked against: the study's mechanism, disclosure and requirement."""
+
+    mechanism: str
+    disclosure: Disclosure
+    requirement: Requirement | None
+
+    @classmethod
+    def of(cls, study: Study) -> StudyTerms:
+        """The terms of ``study``."""
+        return cls(study.mechanism, study.disclosure, study.requirement)
+
+
+def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) -> None:
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
     A model carries one tree or, for a whole-release mechanism (kanon-rdt, laplace-rdt, diffpets, dpea),
@@ -66,10 +82,10 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
     trees, report = model.trees, model.report
     if report is None:
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the model carries no privacy report")
-    if report.mechanism != spec.mechanism:
+    if report.mechanism != terms.mechanism:
         raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                        f"released with {report.mechanism!r}; the study requires {spec.mechanism!r}")
-    wanted = disclosure_from_pb(spec.disclosure, where="study")
+                        f"released with {report.mechanism!r}; the study requires {terms.mechanism!r}")
+    wanted = terms.disclosure
     for i, tree in enumerate(trees):
         if tree.disclosure != wanted:
             which = "the tree" if len(trees) == 1 else f"tree {i}"
@@ -83,7 +99,7 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
-    required = spec_requirement(spec)
+    required = terms.requirement
     if required is None:
         return
     if report.requirement is None:
@@ -96,10 +112,10 @@ def check_model(message: fpb.ModelMessage, spec: fpb.StudySpec, max_nodes: int) 
         raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"weaker than the study requires: {reason}")
 
 
-def _verify_in_worker(payload: bytes, spec: bytes, max_nodes: int) -> tuple[str, str] | None:
+def _verify_in_worker(payload: bytes, terms: StudyTerms, max_nodes: int) -> tuple[str, str] | None:
     """Worker-process entry point: None if the model passes, else (status code name, message)."""
     try:
-        check_model(fpb.ModelMessage.FromString(payload), fpb.StudySpec.FromString(spec), max_nodes)
+        check_model(fpb.ModelMessage.FromString(payload), terms, max_nodes)
     except Rejection as rej:
         return rej.code.name, rej.message
     except Exception:  # a verifier bug: answer INTERNAL, as in-thread verification would, and keep this worker
@@ -185,10 +201,10 @@ class ModelVerifier:
             worker.wait_ready(WORKER_START_SECONDS)
             self._idle.put(worker)
 
-    def check(self, message: fpb.ModelMessage, payload: bytes, spec: fpb.StudySpec, timeout: float | None) -> None:
+    def check(self, message: fpb.ModelMessage, payload: bytes, terms: StudyTerms, timeout: float | None) -> None:
         """Raise `Rejection` unless the model is acceptable; ``payload`` is ``message`` serialized."""
         if self.processes == 0:
-            check_model(message, spec, self.max_nodes)
+            check_model(message, terms, self.max_nodes)
             return
         self.start()
         try:
@@ -200,7 +216,7 @@ class ModelVerifier:
             self._idle.put(None)
             raise Rejection(grpc.StatusCode.UNAVAILABLE, "the miner is shutting down; nothing was stored")
         try:
-            worker.conn.send((payload, spec.SerializeToString(), self.max_nodes))
+            worker.conn.send((payload, terms, self.max_nodes))
             if not worker.conn.poll(timeout):
                 self._replace(worker)
                 worker = None

@@ -30,12 +30,11 @@ from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.federation.config_file import ConfigModel, Text, load_config
 from common.federation.dial import dial_miner
-from common.federation.global_model_settings import parameter_from_pb
 from common.federation.kit import TlsFiles, TlsTable
 from common.federation.model_io import write_message
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.study import describe_spec, spec_schema
+from common.federation.serde import parameter_from_pb, study_from_pb
 from common.federation.wire import model_message, tree_from_pb
 from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 from miner_node.selection import Choice
@@ -98,7 +97,7 @@ def _time(ts: Any) -> str | None:
 def status_dict(status: fpb.StudyStatus) -> dict[str, Any]:
     """A study's state as JSON-ready data: spec summary, state, reason, each owner's answer."""
     return {
-        **describe_spec(status.spec),
+        **study_from_pb(status.spec).describe(),
         "state": status.state,
         "reason": status.reason,
         "created_at": _time(status.created_at),
@@ -227,7 +226,7 @@ def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "results.json"]
     written[0].write_text(json.dumps({"status": status_dict(status), **results_dict(results)}, indent=2) + "\n")
-    schema = spec_schema(status.spec)
+    schema = study_from_pb(status.spec).schema
     for m in results.models:
         if m.HasField("tree"):
             path = out / f"global-{m.name}.json"

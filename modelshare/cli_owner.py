@@ -25,8 +25,8 @@ from typing import Any
 
 import grpc
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import describe_spec, load_study_file, spec_schema
+from common.federation.study import load_study_file
+from common.study import Study
 from modelshare.cli_common import add_json, err, out, titled_table
 from modelshare.logs import configure_logging
 from owner_node.budget import Ledger, non_dp_note
@@ -72,30 +72,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _data_problem(config: OwnerConfig, spec: fpb.StudySpec) -> tuple[LocalTable | None, str | None]:
+def _data_problem(config: OwnerConfig, study: Study) -> tuple[LocalTable | None, str | None]:
     """The local table under the study's schema (fitted into its domain for a dp or dps study, as the daemon
     does), or the full (local) reason it cannot be read."""
     try:
-        return load_local_table(config, spec_schema(spec), fit_domain=fits_domain(spec.mechanism)), None
+        return load_local_table(config, study.schema, fit_domain=fits_domain(study.mechanism)), None
     except LocalDataError as exc:
         return None, str(exc)
 
 
 def check_study(config: OwnerConfig, study: Path) -> dict[str, Any]:
     """The preview `owner check` prints: decision, every reason, and what the local table yields."""
-    spec = load_study_file(study).spec
+    decoded = load_study_file(study).study
     ledger = Ledger(config.state_dir)
-    reasons = config.policy.check(spec, config.miner_name, ledger)
-    over = ledger.over_cap(spec, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
+    reasons = config.policy.check(decoded, config.miner_name, ledger)
+    over = ledger.over_cap(decoded, config.policy.lifetime_epsilon, config.policy.lifetime_delta)
     if over is not None:
         reasons.append(over)
-    table, problem = _data_problem(config, spec)
+    table, problem = _data_problem(config, decoded)
     if problem is not None:
         reasons.append(problem)
     fit = None if table is None else table.fitted
     fitted = fit.describe() if fit is not None and fit.changed else None  # a dp or dps study only
     return {
-        "study": describe_spec(spec),
+        "study": decoded.describe(),
         "miner": config.miner_name,
         "accept": not reasons,
         "reasons": reasons,

@@ -22,14 +22,12 @@ from sklearn.model_selection import StratifiedKFold
 
 from common.audit.release import audit
 from common.data.schema import Schema
-from common.federation.global_model_settings import check_settings, settings_to_pb
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import OFF_PATH_MODES, ON_PATH_MODES
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from common.mechanisms.release import local_learner, release
 from common.privacy.report import Release
 from common.privacy.requirements import parse_requirement
+from common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
 from common.trees.metrics import accuracy, class_match, path_match
 from common.trees.tree import Disclosure, Tree
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
@@ -141,7 +139,8 @@ class PipelineConfig:
         both = sorted(set(self.model_settings) & set(self.global_params))
         if both:
             raise ValueError(f"{both} have both model settings and global parameters; give one of the two")
-        model_spec(self.mechanism, self.random_state, self.global_models, self.model_settings)  # ValueError on a bad setting
+        ModelPlan.checked(self.global_models, self.model_settings, seed=self.random_state,
+                          mechanism=self.mechanism)  # ValueError on a bad setting
         bad = [m for m in self.methods if m not in METHODS]
         if bad or "BASIS" not in self.methods:
             raise ValueError(f"methods must include BASIS and come from {list(METHODS)}, got {list(self.methods)}")
@@ -161,20 +160,6 @@ def stratified_parts(y: np.ndarray, n_parts: int, rng: np.random.Generator) -> n
     parts = np.empty(y.shape[0], dtype=np.int64)
     parts[order] = np.arange(y.shape[0]) % n_parts
     return parts
-
-
-def model_spec(mechanism: str, seed: int, global_models: tuple[str, ...] | list[str],
-               model_settings: dict[str, Any]) -> fpb.StudySpec:
-    """The part of a study the miner's model choice reads: mechanism, seed, global models and their settings.
-
-    Raises ValueError naming every fault of the settings, as a study's validation would.
-    """
-    spec = fpb.StudySpec(mechanism=mechanism, seed=seed, global_models=list(global_models))
-    for name, setting in settings_to_pb(model_settings).items():
-        spec.global_model_settings[name].CopyFrom(setting)
-    if faults := check_settings(spec):
-        raise ValueError("; ".join(faults))
-    return spec
 
 
 def _pooled(parts: list[tuple[np.ndarray, np.ndarray]], schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -279,15 +264,15 @@ def run_fold(
     records: list[dict[str, Any]] = []
     basis: dict[str, tuple[Any, np.ndarray]] = {}
     model_seed = _seed(rng)
-    spec = model_spec(config.mechanism, model_seed, config.global_models, config.model_settings)
+    plan = ModelPlan.checked(config.global_models, config.model_settings, seed=model_seed, mechanism=config.mechanism)
     for method, (X, y) in tables.items():
         for name in config.global_models:
             def build(params: dict[str, Any], name: str = name) -> Any:
                 return make_global_model(name, schema, random_state=model_seed, **params)
 
             if name in config.model_settings and y.shape[0] > 0:
-                choice = (choose_basis(name, spec, X, y, build, regression=False) if method == "BASIS" else
-                          choose(name, spec, X, y, build, regression=False, groups=groups.get(method)))
+                choice = (choose_basis(name, plan, X, y, build, regression=False) if method == "BASIS" else
+                          choose(name, plan, X, y, build, regression=False, groups=groups.get(method)))
             else:
                 choice = _fixed_choice(config.global_params.get(name, {}))
             model = build(choice.parameters)

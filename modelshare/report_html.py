@@ -30,10 +30,9 @@ from typing import Any, Mapping, Sequence
 
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
-from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import CODES
-from common.federation.study import describe_spec, spec_schema
+from common.federation.serde import parameter_from_pb, study_from_pb
 from common.federation.wire import regression_tree_from_pb, tree_from_pb
 from common.files import atomic_write
 from common.trees.regression import RegressionTree
@@ -179,10 +178,11 @@ def study_report(status: fpb.StudyStatus, results: fpb.StudyResults, *, made_by:
     BASIS used, ``basis_parameters`` and ``basis_selection``: `modelshare.simulate`'s comparison rows)
     are what only a simulation knows; without them the page says "not known".
     """
-    schema = spec_schema(status.spec)
+    study = study_from_pb(status.spec)
+    schema = study.schema
     by_model = {b["model"]: b for b in basis or ()}
     return StudyReport(
-        study=describe_spec(status.spec), state=status.state, reason=status.reason, schema=schema,
+        study=study.describe(), state=status.state, reason=status.reason, schema=schema,
         owners=_owner_rows(status, results, schema, rows or {}), models=_model_rows(results, schema, by_model),
         evaluation_rows=int(results.evaluation_rows),
         evaluation_rows_dropped=int(results.evaluation_rows_dropped), made_by=made_by, basis_known=basis is not None,

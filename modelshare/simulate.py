@@ -60,8 +60,8 @@ from common.data.task import (
     load_schema,
     task_of,
 )
-from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import parameter_from_pb, study_to_pb
 from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
 from common.files import atomic_write
@@ -71,6 +71,7 @@ from common.mechanisms.registry import regression_refusal
 from common.mechanisms.release import local_learner
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, parse_requirement
+from common.study import Study
 from common.trees.learners import admissible_params
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from miner_node.config import ENGINES
@@ -123,7 +124,7 @@ from modelshare.legend import legend_lines, pseudo_data_name
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
-from modelshare.simulate_hints import refusal_hints, spec_settings, whole_table_hints
+from modelshare.simulate_hints import refusal_hints, study_settings, whole_table_hints
 
 __all__ = ["configure", "cmd_simulate", "SimulationError"]
 
@@ -292,7 +293,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``.
 
     The returned data holds the split (``X_train`` .. ``y_test``, each owner's ``parts`` and ``rows``)
-    and the study's ``spec`` as study.toml gives it to the miner.
+    and the ``study`` as study.toml gives it to the miner.
 
     A regression table is split like a classification one (`stratified_parts` deals the rows
     sorted by target, so every part spans the target's range).
@@ -328,7 +329,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     if record.whole_release:
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
-    spec = load_study_file(root / "study.toml").spec  # checked before any process starts
+    study = load_study_file(root / "study.toml").study  # checked before any process starts
     policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     parsed = None if requirement is None else parse_requirement(requirement)
     if isinstance(parsed, CLDiversity) and parsed.per_leaf:  # the user asked for the per-leaf promise
@@ -336,7 +337,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
     return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
-                    "parts": parts, "spec": spec,
+                    "parts": parts, "study": study,
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
@@ -356,9 +357,9 @@ def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
     atomic_write(miner_toml, text + f'\n[mining]\nengine = "dask"\nworkers = {workers or 2}\n')
 
 
-def run_federation(root: Path, spec: fpb.StudySpec, kits: dict[str, Path], owners: list[str], timeout: float,
+def run_federation(root: Path, study: Study, kits: dict[str, Path], owners: list[str], timeout: float,
                    table_hints: Sequence[str] = ()) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
-    """Start the miner and the owners, create study ``spec``, wait for it, return its status and results.
+    """Start the miner and the owners, create ``study``, wait for it, return its status and results.
 
     ``table_hints`` (`simulate_hints.whole_table_hints`) follow the refusal hints when the study fails.
     """
@@ -374,7 +375,7 @@ def run_federation(root: Path, spec: fpb.StudySpec, kits: dict[str, Path], owner
         for owner in owners:
             parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
         progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
-        request = fpb.CreateStudyRequest(spec=spec, evaluation_csv=(root / "test.csv").read_bytes())
+        request = fpb.CreateStudyRequest(spec=study_to_pb(study), evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
         with channel:
             stub.CreateStudy(request, timeout=30)
@@ -382,7 +383,7 @@ def run_federation(root: Path, spec: fpb.StudySpec, kits: dict[str, Path], owner
             status = _wait_study(stub, parties, owners, timeout)
             if status.state != "done":
                 raise SimulationError(_failure(status),
-                                      hints=[*refusal_hints(status, spec_settings(spec)), *table_hints])
+                                      hints=[*refusal_hints(status, study_settings(study)), *table_hints])
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
@@ -463,17 +464,17 @@ def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, arg
 def fitted_basis(name: str, schema: Schema, data: dict[str, Any]) -> tuple[Any, Choice]:
     """Global model ``name`` fitted on the owners' pooled raw training rows, and the hyperparameters it used.
 
-    They are set by the study's setting for the model (``data["spec"]``), as the miner sets the model
+    They are set by the study's setting for the model (``data["study"]``), as the miner sets the model
     it fits on pseudo-data (`miner_node.selection.choose_basis`: the same values, fixed rule or grid;
     ``auto`` cross-validated on the raw training rows), with the miner's seed; the held-out rows are
     never read here.
     """
-    spec = data["spec"]
+    study = data["study"]
 
     def build(params: dict[str, Any]) -> Any:
-        return make_global_model(name, schema, random_state=int(spec.seed) % (2**31), **params)
+        return make_global_model(name, schema, random_state=study.seed % (2**31), **params)
 
-    choice = choose_basis(name, spec, data["X_train"], data["y_train"], build, regression=False)
+    choice = choose_basis(name, study.model_plan, data["X_train"], data["y_train"], build, regression=False)
     return build(choice.parameters).fit(data["X_train"], data["y_train"]), choice
 
 
@@ -504,12 +505,12 @@ def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: 
     against the miner's regression models: RMSE and MAE, and the hyperparameters each used."""
     rows = []
     by_name = {m.name: m for m in results.models}
-    spec = data["spec"]
+    study = data["study"]
     for name in models:
         def build(params: dict[str, Any], name: str = name) -> Any:
-            return make_regression_model(name, random_state=int(spec.seed) % (2**31), **params)
+            return make_regression_model(name, random_state=study.seed % (2**31), **params)
 
-        choice = choose_basis(name, spec, data["X_train"], data["y_train"], build, regression=True)
+        choice = choose_basis(name, study.model_plan, data["X_train"], data["y_train"], build, regression=True)
         basis = build(choice.parameters).fit(data["X_train"], data["y_train"])
         predicted = np.asarray(basis.predict(data["X_test"]), dtype=np.float64)
         mined = by_name[name]
@@ -557,7 +558,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
                       f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
         table_hints = _table_hints(schema, data, args.disclosure)
-        status, results = run_federation(root, data["spec"], data["kits"], owners, args.timeout, table_hints)
+        status, results = run_federation(root, data["study"], data["kits"], owners, args.timeout, table_hints)
         progress_step("simulate: fetched the results; training BASIS on the pooled rows to compare")
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models)

@@ -22,7 +22,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import disclosure_from_pb
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import (
     CLDiversity,
@@ -32,9 +31,10 @@ from common.privacy.requirements import (
     parse_requirement,
     path_rule,
 )
+from common.study import Study
 from common.trees.learners import REQUIREMENT_AWARE
 
-__all__ = ["REFUSAL_HINTS", "refusal_hints", "spec_settings", "unsatisfiable_hint", "whole_table_hints"]
+__all__ = ["REFUSAL_HINTS", "refusal_hints", "study_settings", "unsatisfiable_hint", "whole_table_hints"]
 
 #: The hint per refusal code when the study's settings say nothing more specific.
 REFUSAL_HINTS = {
@@ -83,11 +83,11 @@ def unsatisfiable_hint(learner: str | None, mechanism: str | None, requirement: 
     return f"{why}; choose {_weaker(requirement) or 'a weaker requirement, '}or fewer, larger owners (--owners)"
 
 
-def spec_settings(spec: fpb.StudySpec) -> dict[str, str | None]:
+def study_settings(study: Study) -> dict[str, str | None]:
     """The public settings of a study that `refusal_hints` explains an unsatisfiable refusal with."""
-    return {"learner": spec.learner, "mechanism": spec.mechanism,
-            "requirement": spec.requirement if spec.HasField("requirement") else None,
-            "disclosure": disclosure_from_pb(spec.disclosure, where="study disclosure")}
+    return {"learner": study.training.learner, "mechanism": study.mechanism,
+            "requirement": None if study.requirement is None else str(study.requirement),
+            "disclosure": study.disclosure}
 
 
 def refusal_hints(status: fpb.StudyStatus, settings: Mapping[str, str | None] | None = None) -> list[str]:

@@ -30,11 +30,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, spec_requirement
 from common.files import atomic_write
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS
+from common.study import Study
 
 __all__ = ["DP_KINDS", "KINDS", "LEDGER_FILE", "Charge", "Ledger", "LedgerError", "non_dp_note", "release_kind",
            "study_cost"]
@@ -68,22 +67,19 @@ class Charge:
         return self.kind in DP_KINDS
 
 
-def release_kind(spec: fpb.StudySpec) -> str:
-    """The kind of a release for ``spec``: its mechanism's registry family (none, path, dps or dp)."""
-    return registry.get(spec.mechanism).family
+def release_kind(study: Study) -> str:
+    """The kind of a release for ``study``: its mechanism's registry family (none, path, dps or dp)."""
+    return registry.get(study.mechanism).family
 
 
-def _version_1_kind(entry: dict) -> str:
+def _version_1_kind(entry: dict[str, object]) -> str:
     """The kind of a version-1 charge, which only dp and dps releases had: read off its requirement."""
     return "dps" if str(entry.get("requirement", "")).startswith("dps:") else "dp"
 
 
-def study_cost(spec: fpb.StudySpec) -> tuple[float, float] | None:
-    """(epsilon, delta) a release for ``spec`` spends, or None when its mechanism promises no epsilon."""
-    try:
-        requirement = spec_requirement(spec)
-    except StudyError:
-        return None
+def study_cost(study: Study) -> tuple[float, float] | None:
+    """(epsilon, delta) a release for ``study`` spends, or None when its mechanism promises no epsilon."""
+    requirement = study.requirement
     if isinstance(requirement, DP):
         return float(requirement.epsilon), 0.0
     if isinstance(requirement, DPS):
@@ -137,10 +133,10 @@ class Ledger:
         """The charge of ``study_id``, if it was charged."""
         return next((c for c in self.charges if c.study_id == study_id), None)
 
-    def over_cap(self, spec: fpb.StudySpec, lifetime_epsilon: float | None, lifetime_delta: float | None) -> str | None:
-        """Why answering ``spec`` would exceed the site's lifetime caps, or None when it fits (or is charged already)."""
-        cost = study_cost(spec)
-        if cost is None or self.charged(spec.study_id) is not None:
+    def over_cap(self, study: Study, lifetime_epsilon: float | None, lifetime_delta: float | None) -> str | None:
+        """Why answering ``study`` would exceed the site's lifetime caps, or None when it fits (or is charged already)."""
+        cost = study_cost(study)
+        if cost is None or self.charged(study.study_id) is not None:
             return None
         (eps, delta), (spent_eps, spent_delta) = cost, self.spent
         count = sum(c.is_dp for c in self.charges)
@@ -153,28 +149,28 @@ class Ledger:
                     f"lifetime cap is delta={lifetime_delta:g} ({max(lifetime_delta - spent_delta, 0.0):.3g} left)")
         return None
 
-    def mixing(self, spec: fpb.StudySpec) -> str | None:
-        """Why a release for ``spec`` would mix DP and non-DP releases of this table, or None when it would not.
+    def mixing(self, study: Study) -> str | None:
+        """Why a release for ``study`` would mix DP and non-DP releases of this table, or None when it would not.
 
         A dp or dps release mixes with any earlier none or path release, and the other way round
-        (``spec``'s own study, when recorded, is of its own kind and so never counts).
+        (``study``'s own study, when recorded, is of its own kind and so never counts).
         """
-        wants_dp = release_kind(spec) in DP_KINDS
+        wants_dp = release_kind(study) in DP_KINDS
         other = [c for c in self.charges if c.is_dp != wants_dp]
         if not other:
             return None
         earlier = ", ".join(f"{c.mechanism} in study {c.study_id}" for c in other)
-        return (f"study asks for a {'DP' if wants_dp else 'non-DP'} release ({spec.mechanism}); this table already "
+        return (f"study asks for a {'DP' if wants_dp else 'non-DP'} release ({study.mechanism}); this table already "
                 f"has {len(other)} {'non-DP' if wants_dp else 'DP'} release{'s' if len(other) != 1 else ''} ({earlier})")
 
-    def charge(self, spec: fpb.StudySpec) -> Charge:
-        """Record a release for ``spec`` with its kind and what it spends (0 when it promises no epsilon),
+    def charge(self, study: Study) -> Charge:
+        """Record a release for ``study`` with its kind and what it spends (0 when it promises no epsilon),
         once per study, durably."""
-        if (earlier := self.charged(spec.study_id)) is not None:
+        if (earlier := self.charged(study.study_id)) is not None:
             return earlier
-        epsilon, delta = study_cost(spec) or (0.0, 0.0)
-        charge = Charge(spec.study_id, spec.mechanism, spec.requirement, epsilon, delta,
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(spec))
+        epsilon, delta = study_cost(study) or (0.0, 0.0)
+        charge = Charge(study.study_id, study.mechanism, "" if study.requirement is None else str(study.requirement), epsilon, delta,
+                        datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(study))
         self._write([*self.charges, charge])
         self.charges.append(charge)
         return charge

@@ -61,11 +61,12 @@ from common.federation.kit import Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.refusal import Refusal
+from common.federation.serde import study_from_pb
 from common.federation.signing import key_id, load_signing_key, sign_payload
-from common.federation.study import STUDY_ID, StudyError, check_spec, spec_schema
 from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES, OVER_MINER_LIMIT
 from common.files import atomic_write, fsync_dir
 from common.mechanisms.pruning import RequirementUnsatisfiable
+from common.study import STUDY_ID, Study, StudyError
 from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.status import StatusFile, utc_now
@@ -528,7 +529,7 @@ class OwnerDaemon:
         left = spec.deadline.ToSeconds() - self.clock() - DATA_LAST_CALL_SECONDS
         if left <= 0:
             self._data_waits.pop(study_id, None)
-            return self._refusal(spec, Refusal("bad-local-data"), f"the local table stayed unreadable through "
+            return self._refusal(study_id, Refusal("bad-local-data"), f"the local table stayed unreadable through "
                                                                   f"{attempts} attempt(s) until the deadline neared: {exc}")
         delay = min(self.data_retry.ceiling(attempts - 1), left)
         self._data_waits[study_id] = (attempts, time.monotonic() + delay)
@@ -570,66 +571,71 @@ class OwnerDaemon:
     def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
         """The signed answer to ``spec``: a release if policy, budget, data and the mechanism allow it, else a refusal.
 
+        The study is decoded here, once (`common.federation.serde`); everything after takes the `Study`.
         The third element is the local account of the answer (for the log and the status file);
         for a refusal it holds the details the refusal itself does not send.
         """
         try:
-            check_spec(spec, where="study")
+            study = study_from_pb(spec, where="study")
         except StudyError as exc:
-            return self._refusal(spec, Refusal("bad-study"), str(exc))
+            return self._refusal(spec.study_id, Refusal("bad-study"), str(exc))
+        return self._answer_study(study)
+
+    def _answer_study(self, study: Study) -> tuple[fpb.SignedEnvelope, Kind, str]:
+        """`_decide` for a decoded study."""
         policy = self.config.policy
-        findings = policy.findings(spec, self.config.miner_name, self.ledger)
+        findings = policy.findings(study, self.config.miner_name, self.ledger)
         if findings:
             keys = tuple(key for finding in findings for key in finding.keys)
-            return self._refusal(spec, Refusal("policy", keys), "; ".join(finding.text for finding in findings))
-        over = self.ledger.over_cap(spec, policy.lifetime_epsilon, policy.lifetime_delta)
+            return self._refusal(study.study_id, Refusal("policy", keys), "; ".join(finding.text for finding in findings))
+        over = self.ledger.over_cap(study, policy.lifetime_epsilon, policy.lifetime_delta)
         if over is not None:
-            return self._refusal(spec, Refusal("budget"), over)
+            return self._refusal(study.study_id, Refusal("budget"), over)
         try:
-            table = load_local_table(self.config, spec_schema(spec), fit_domain=fits_domain(spec.mechanism))
+            table = load_local_table(self.config, study.schema, fit_domain=fits_domain(study.mechanism))
         except DataUnavailable:
             raise  # `answer` waits for it (it may pass) rather than refusing
         except LocalDataError as exc:
-            return self._refusal(spec, Refusal("bad-local-data"), f"local table: {exc}")
+            return self._refusal(study.study_id, Refusal("bad-local-data"), f"local table: {exc}")
         X, y = table
         notes = f"; {table.dropped} row(s) with a missing value dropped" if table.dropped else ""
         if table.dropped:
             log.warning("study %s: dropped %d row(s) of %s with a missing value (the [data] missing policy is %r)",
-                        spec.study_id, table.dropped, self.config.data_path, self.config.missing)
+                        study.study_id, table.dropped, self.config.data_path, self.config.missing)
         if table.fitted is not None and table.fitted.changed:  # the site's log and status only, never the answer
             notes += f"; fitted to the schema's domain: {table.fitted.describe()}"
             log.warning("study %s: fitted %s to the schema's public domain (a %s study refuses no row for it): %s",
-                        spec.study_id, self.config.data_path, spec.mechanism, table.fitted.describe())
+                        study.study_id, self.config.data_path, study.mechanism, table.fitted.describe())
         try:
-            submission = prepare_submission(spec, X, y, owner_id=self.config.name, key=self.key)
+            submission = prepare_submission(study, X, y, owner_id=self.config.name, key=self.key)
         except FailedAudit as exc:  # before any charge: a correct mechanism never fails, and nothing was signed
-            log.error("study %s: %s", spec.study_id, exc)
-            return self._refusal(spec, Refusal("failed-audit"), str(exc))
+            log.error("study %s: %s", study.study_id, exc)
+            return self._refusal(study.study_id, Refusal("failed-audit"), str(exc))
         except RequirementUnsatisfiable as exc:
-            return self._refusal(spec, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
-                                                                 f"{spec.requirement}: {exc}")
+            return self._refusal(study.study_id, Refusal("unsatisfiable"), f"no pruning of the local tree meets "
+                                                                 f"{study.requirement}: {exc}")
         except EmptyRelease as exc:
             # the dp/dps mechanism ran, and whether its output was empty is what the code tells the miner:
             # that answer is charged like a release, or repeated studies would learn it for free
-            self._check_still_waiting(spec.study_id)
-            self.ledger.charge(spec)
-            return self._refusal(spec, Refusal("empty-release"), str(exc))
+            self._check_still_waiting(study.study_id)
+            self.ledger.charge(study)
+            return self._refusal(study.study_id, Refusal("empty-release"), str(exc))
         except ValueError as exc:  # RequirementError: the mechanism does not take the requirement; learner faults
-            return self._refusal(spec, Refusal("internal"), f"cannot release the local tree: {exc}")
+            return self._refusal(study.study_id, Refusal("internal"), f"cannot release the local tree: {exc}")
         envelope = submission.envelope
-        limit = spec.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        limit = study.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
         if (size := envelope.ByteSize()) > limit:
             # measured here, not learnt from RESOURCE_EXHAUSTED: no retries, and the cause stays at the site.
             # Which answer is sent depends on the computed release, so it is charged like one (see refusal)
-            self._check_still_waiting(spec.study_id)
-            self.ledger.charge(spec)
-            return self._refusal(spec, Refusal("too-large", limit_bytes=limit),
-                                 f"the encoded {spec.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
-        self._check_still_waiting(spec.study_id)
-        self.ledger.charge(spec)  # before the answer enters the outbox: no release leaves unrecorded
-        claim = spec.requirement if spec.HasField("requirement") else "no requirement"
+            self._check_still_waiting(study.study_id)
+            self.ledger.charge(study)
+            return self._refusal(study.study_id, Refusal("too-large", limit_bytes=limit),
+                                 f"the encoded {study.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
+        self._check_still_waiting(study.study_id)
+        self.ledger.charge(study)  # before the answer enters the outbox: no release leaves unrecorded
+        claim = study.requirement_text
         reader = f"; {submission.account()}" if submission.account() else ""
-        return envelope, "submit", f"{spec.mechanism} release of {len(y)} local rows ({claim}){notes}{reader}"
+        return envelope, "submit", f"{study.mechanism} release of {len(y)} local rows ({claim}){notes}{reader}"
 
     def _check_still_waiting(self, study_id: str) -> None:
         """Raise `StudyClosed` unless the miner still waits for this owner's answer to ``study_id``.
@@ -643,7 +649,7 @@ class OwnerDaemon:
         if not any(a.spec.study_id == study_id for a in reply.studies):
             raise StudyClosed(study_id)
 
-    def _refusal(self, spec: fpb.StudySpec, refusal: Refusal, detail: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
+    def _refusal(self, study_id: str, refusal: Refusal, detail: str) -> tuple[fpb.SignedEnvelope, Kind, str]:
         """The signed ``refusal`` (code and sentence only) and its local account ``code: detail``."""
-        envelope = build_refusal(spec, refusal, owner_id=self.config.name, key=self.key)
+        envelope = build_refusal(study_id, refusal, owner_id=self.config.name, key=self.key)
         return envelope, "refuse", f"{refusal.code}: {detail}"

@@ -44,13 +44,10 @@ from typing import Annotated, Any, Callable, Mapping
 
 from pydantic import AfterValidator, Field
 
-from common.data.schema import Schema
 from common.federation.config_file import ConfigModel, validate_config
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, spec_requirement, spec_schema
-from common.federation.wire import WireError, disclosure_from_pb
 from common.mechanisms import registry
 from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from common.study import Study
 from owner_node.budget import Ledger
 
 __all__ = ["DISCLOSURES", "Finding", "Policy", "PolicyError"]
@@ -143,51 +140,48 @@ class Policy(ConfigModel):
                                "max_c"))
         return k_bounds, div_bounds
 
-    def check(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[str]:
-        """Every reason this site refuses ``spec`` from ``miner_name``, in words; an empty list accepts it.
+    def check(self, study: Study, miner_name: str, ledger: Ledger | None = None) -> list[str]:
+        """Every reason this site refuses ``study`` from ``miner_name``, in words; an empty list accepts it.
 
         With the site's ``ledger`` the releases its table has made are checked too (``mix_dp_with_non_dp``).
         """
-        return [finding.text for finding in self.findings(spec, miner_name, ledger)]
+        return [finding.text for finding in self.findings(study, miner_name, ledger)]
 
-    def findings(self, spec: fpb.StudySpec, miner_name: str, ledger: Ledger | None = None) -> list[Finding]:
-        """Every reason this site refuses ``spec`` from ``miner_name``, each with its keys; empty accepts it."""
+    def findings(self, study: Study, miner_name: str, ledger: Ledger | None = None) -> list[Finding]:
+        """Every reason this site refuses ``study`` from ``miner_name``, each with its keys; empty accepts it."""
         findings: list[Finding] = []
-        if ledger is not None and not self.mix_dp_with_non_dp and (mixing := ledger.mixing(spec)) is not None:
+        if ledger is not None and not self.mix_dp_with_non_dp and (mixing := ledger.mixing(study)) is not None:
             findings.append(Finding(("mix_dp_with_non_dp",), f"{mixing}; this site's policy does not mix DP and "
                                                              "non-DP releases of its table"))
         if self.miners and miner_name not in self.miners:
             findings.append(Finding(("miners",), f"miner {miner_name!r} is not one this site answers "
                                                  f"(allowed: {', '.join(self.miners)})"))
-        if spec.mechanism not in self.mechanisms:
-            findings.append(Finding(("mechanisms",), f"mechanism {spec.mechanism!r} is not allowed by this site's "
+        if study.mechanism not in self.mechanisms:
+            findings.append(Finding(("mechanisms",), f"mechanism {study.mechanism!r} is not allowed by this site's "
                                                      f"policy (allowed: {', '.join(self.mechanisms)})"))
-        findings += self._disclosure_reasons(spec)
-        findings += self._bound_reasons(spec)
-        findings += self._scope_reasons(spec)
-        findings += self._dps_reasons(spec)
+        findings += self._disclosure_reasons(study)
+        findings += self._bound_reasons(study)
+        findings += self._scope_reasons(study)
+        findings += self._dps_reasons(study)
         return findings
 
-    def _scope_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
+    def _scope_reasons(self, study: Study) -> list[Finding]:
         """A per-leaf (c,l)-diversity study, unless ``per_leaf_diversity`` allows it."""
-        claimed, _ = _claimed_requirement(spec)
+        claimed, _ = _claimed_requirement(study)
         if self.per_leaf_diversity or not (isinstance(claimed, CLDiversity) and claimed.per_leaf):
             return []
         return [Finding(("per_leaf_diversity",), f"study requires {claimed}, a promise per leaf only that a reader "
                                                  "combining the leaves can break; this site's policy does not allow "
                                                  "it (per_leaf_diversity = false)")]
 
-    def _disclosure_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
-        try:
-            disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
-        except WireError as exc:
-            return [Finding(("disclosures",), str(exc))]
+    def _disclosure_reasons(self, study: Study) -> list[Finding]:
+        disclosure = study.disclosure
         if disclosure in self.disclosures:
             return []
         return [Finding(("disclosures",), f"disclosure {disclosure!r} is not allowed by this site's policy "
                                           f"(allowed: {', '.join(self.disclosures)})")]
 
-    def _bound_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
+    def _bound_reasons(self, study: Study) -> list[Finding]:
         """Each bound of the study's requirement family that its requirement fails to imply.
 
         ``min_k`` bounds k-anonymity studies and ``min_l``/``max_c`` bound (c,l)-diversity
@@ -202,7 +196,7 @@ class Policy(ConfigModel):
         k_bounds, div_bounds = self.bounds()
         if not k_bounds and not div_bounds:
             return []
-        claimed, problem = _claimed_requirement(spec)
+        claimed, problem = _claimed_requirement(study)
         if claimed is None:
             return [Finding((key,), f"{problem}; this site requires {say}") for _, say, key in (*k_bounds, *div_bounds)]
         if isinstance(claimed, DP):  # a whole-release eps-DP promise: bounded by max_epsilon (`_epsilon_reasons`)
@@ -223,7 +217,7 @@ class Policy(ConfigModel):
                 ("max_delta", self.max_delta, "composed delta <= {:g}")]
         return [(key, say.format(limit)) for key, limit, say in said if limit is not None]
 
-    def _dps_reasons(self, spec: fpb.StudySpec) -> list[Finding]:
+    def _dps_reasons(self, study: Study) -> list[Finding]:
         """Each of ``max_beta``, ``max_epsilon`` and ``max_delta`` a dps or dp study's requirement exceeds.
 
         Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
@@ -232,11 +226,10 @@ class Policy(ConfigModel):
         nothing, so only ``max_epsilon`` can bound it.
         """
         bounds = self._dps_bounds()
-        stated = spec.requirement.strip() if spec.HasField("requirement") else ""
-        asks = spec.mechanism in registry.names(kind="whole-release") or stated.startswith(("dps:", "dp:"))
+        asks = study.mechanism in registry.names(kind="whole-release") or isinstance(study.requirement, (DPS, DP))
         if not bounds or not asks:
             return []
-        claimed, problem = _claimed_requirement(spec)
+        claimed, problem = _claimed_requirement(study)
         if isinstance(claimed, DP):
             if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon:
                 return [Finding(("max_epsilon",), f"study requires {claimed}; this site allows at most "
@@ -259,18 +252,10 @@ class Policy(ConfigModel):
         return reasons
 
 
-def _claimed_requirement(spec: fpb.StudySpec) -> tuple[Requirement | None, str]:
+def _claimed_requirement(study: Study) -> tuple[Requirement | None, str]:
     """The requirement the study's release will meet, or None and why none can be relied on."""
-    if spec.mechanism in registry.names(family="none"):
-        return None, f"study releases the tree as trained (mechanism {spec.mechanism!r}), which guarantees nothing"
-    if not spec.HasField("requirement"):
+    if study.mechanism in registry.names(family="none"):
+        return None, f"study releases the tree as trained (mechanism {study.mechanism!r}), which guarantees nothing"
+    if study.requirement is None:
         return None, "study states no privacy requirement"
-    schema: Schema | None
-    try:
-        schema = spec_schema(spec)
-    except StudyError:
-        schema = None  # the fingerprint check is reported by the spec check; bounds need no schema
-    try:
-        return spec_requirement(spec, schema), ""
-    except StudyError as exc:
-        return None, f"study requirement {spec.requirement!r} cannot be checked here ({exc})"
+    return study.requirement, ""

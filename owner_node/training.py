@@ -20,7 +20,7 @@ import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -34,12 +34,12 @@ from common.data.schema import Schema, SchemaError
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
-from common.federation.study import spec_learner_options, spec_schema
-from common.federation.wire import disclosure_from_pb, model_message
+from common.federation.wire import model_message
 from common.mechanisms import registry
 from common.mechanisms.release import local_learner, release
 from common.privacy.combining import ReaderFigures, owner_readers
 from common.privacy.report import Release
+from common.study import Study
 from owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "SignedRelease",
@@ -177,50 +177,35 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
     return LocalTable(X, y, dropped, fitted)
 
 
-def _learner_params(spec: fpb.StudySpec) -> dict[str, Any]:
-    """The study's settings of the owners' learner: its limits and (admissible only) its grouping and pruning."""
-    params: dict[str, Any] = {"min_samples_leaf": int(spec.min_samples_leaf), **spec_learner_options(spec)}
-    if spec.HasField("max_depth"):
-        params["max_depth"] = int(spec.max_depth)
-    return params
-
-
-def _release(spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray) -> Release:
+def _release(study: Study, X: np.ndarray, y: np.ndarray) -> Release:
     """The release the study asks for: k-AnonToRdt or eps-DP trees, or the study's learner's tree made safe.
 
     A regression study (its schema has a numeric target) is answered by a DiffPETs regression
-    forest, and any other mechanism is refused for it. The whole-release mechanisms draw their
+    forest (the `Study` refuses any other mechanism for it). The whole-release mechanisms draw their
     structure, samples and noise from fresh OS entropy, never from the study's public seed: their
     privacy rests on nobody knowing which rows each tree sampled or what noise was added.
     """
-    schema = spec_schema(spec)
-    requirement = spec.requirement if spec.HasField("requirement") else None
-    disclosure = disclosure_from_pb(spec.disclosure, where="study disclosure")
-    record = registry.get(spec.mechanism)
-    if isinstance(schema, RegressionSchema) and (why := registry.regression_refusal(spec.mechanism,
-                                                                                     schema.target.name)):
-        raise ValueError(why)
-    if record.whole_release:
-        if requirement is None or not spec.HasField("max_depth"):
-            raise ValueError(f"a {spec.mechanism} study needs a {record.requirement_form} requirement "
-                             "and [training] max_depth")
-        return release(spec.mechanism, requirement=requirement, schema=schema, X=X, y=y,
-                       max_depth=int(spec.max_depth), disclosure=disclosure)
-    learner = local_learner(spec.learner, schema, spec.mechanism, requirement=requirement, disclosure=disclosure,
-                            random_state=spec.seed % _SEED_MODULUS, **_learner_params(spec))
+    requirement = None if study.requirement is None else str(study.requirement)  # release() takes the public string
+    if study.record.whole_release:
+        assert requirement is not None and study.training.max_depth is not None  # `Study` checks both
+        return release(study.mechanism, requirement=requirement, schema=study.schema, X=X, y=y,
+                       max_depth=study.training.max_depth, disclosure=study.disclosure)
+    learner = local_learner(study.training.learner, study.schema, study.mechanism, requirement=requirement,
+                            disclosure=study.disclosure, random_state=study.seed % _SEED_MODULUS,
+                            **study.training.learner_params())
     tree = learner.fit(X, y).tree_
-    return release(spec.mechanism, tree=tree, requirement=requirement, disclosure=disclosure)
+    return release(study.mechanism, tree=tree, requirement=requirement, disclosure=study.disclosure)
 
 
 def build_submission(
-    spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
+    study: Study, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
 ) -> fpb.SignedEnvelope:
     """The signed envelope of `prepare_submission`."""
-    return prepare_submission(spec, X, y, owner_id=owner_id, key=key).envelope
+    return prepare_submission(study, X, y, owner_id=owner_id, key=key).envelope
 
 
 def prepare_submission(
-    spec: fpb.StudySpec, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
+    study: Study, X: np.ndarray, y: np.ndarray, *, owner_id: str, key: Ed25519PrivateKey
 ) -> SignedRelease:
     """Train on ``(X, y)`` and release as the study asks (`_release`), audit the release as the miner will, and sign it.
 
@@ -239,19 +224,20 @@ def prepare_submission(
     RequirementError, ValueError
         The mechanism does not take the study's requirement (or similar spec faults).
     """
-    release = _release(spec, X, y)
+    release = _release(study, X, y)
     if release.released_total <= 0:
-        raise EmptyRelease(f"the {spec.mechanism} release of {len(y)} local rows carries no rows "
+        raise EmptyRelease(f"the {study.mechanism} release of {len(y)} local rows carries no rows "
                            f"({len(release.trees)} tree(s), every released total 0)")
     result = audit(release.forest if release.task == "regression" else release.trees, release.report)
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
-        raise FailedAudit(f"the {spec.mechanism} release fails the owner's own audit: {failed}")
-    message = model_message(release, study_id=spec.study_id, owner_id=owner_id)
+        raise FailedAudit(f"the {study.mechanism} release fails the owner's own audit: {failed}")
+    message = model_message(release, study_id=study.study_id, owner_id=owner_id)
     return SignedRelease(sign_payload(message.SerializeToString(), key), owner_readers(release.trees, X, y, release.report.requirement))
 
 
-def build_refusal(spec: fpb.StudySpec, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
-    """A signed `OwnerRefusal` of ``spec``: ``refusal``'s code and data-independent sentence, a fresh nonce, the time."""
-    message = refusal_message(refusal, study_id=spec.study_id, owner_id=owner_id)
+def build_refusal(study_id: str, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:
+    """A signed `OwnerRefusal` of study ``study_id``: ``refusal``'s code and data-independent sentence, a fresh
+    nonce, the time."""
+    message = refusal_message(refusal, study_id=study_id, owner_id=owner_id)
     return sign_payload(message.SerializeToString(), key)

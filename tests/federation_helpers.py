@@ -27,6 +27,7 @@ from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.serde import study_from_pb
 from common.federation.signing import load_signing_key, sign_payload
 from common.federation.study import spec_from_mapping
 from common.federation.wire import model_message, new_nonce, now_timestamp
@@ -264,10 +265,9 @@ def study_spec(study_id: str, *, dataset: str = "car", owners: list[str] | None 
 def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requirement: str | None = None,
                  mechanism: str | None = None, mutate=None) -> fpb.SignedEnvelope:
     """Train, release as the study asks (or as overridden), and sign as ``owner``."""
-    from common.federation.study import spec_schema
     from common.federation.wire import disclosure_from_pb
 
-    schema = spec_schema(spec)
+    schema = study_from_pb(spec).schema
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_
     req = requirement if requirement is not None else (spec.requirement if spec.HasField("requirement") else None)
     release = release_model(mechanism or spec.mechanism, tree=tree, requirement=req, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))

@@ -47,6 +47,7 @@ from common.federation.chunks import envelope_chunks
 from common.federation.model_io import read_model
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
+from common.federation.serde import study_from_pb
 from common.federation.signing import sign_payload
 from common.federation.wire import (
     MAX_TREES,
@@ -59,7 +60,7 @@ from common.federation.wire import (
 from common.trees.learners import make_learner
 from common.trees.tree import TreeError
 from miner_node.pgen import pgen
-from miner_node.verify import Rejection, check_model
+from miner_node.verify import Rejection, StudyTerms, check_model
 
 OWNERS = ["site-a", "site-b", "absent"]  # "absent" never answers, so no fuzz study is ever mined
 PARTIES = ("site-a", "site-b", "admin")
@@ -941,7 +942,7 @@ def run_local(case: LocalCase) -> Outcome:
         ok = isinstance(exc, (DecodeError, RecursionError))
         return Outcome("local", "undecodable", time.perf_counter() - started, None if ok else f"parse raised {exc!r}")
     try:
-        check_model(message, base.spec, MAX_NODES)
+        check_model(message, StudyTerms.of(study_from_pb(base.spec)), MAX_NODES)
         code = "OK"
     except Rejection as rej:
         code = rej.code.name
@@ -1224,7 +1225,7 @@ class MinerTarget:
             envelope = fpb.SignedEnvelope.FromString(request) if isinstance(request, bytes) else request
             signed = fpb.ModelMessage.FromString(envelope.payload)
             try:
-                check_model(signed, self._spec_of(signed.study_id), MAX_NODES)
+                check_model(signed, StudyTerms.of(study_from_pb(self._spec_of(signed.study_id))), MAX_NODES)
             except Rejection as rej:
                 return f"the miner accepted a model check_model rejects: {rej.message[:200]}"
             return None

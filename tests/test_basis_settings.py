@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.federation.global_model_settings import parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import parameter_from_pb, study_to_pb
 from common.federation.wire import decode_model
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.selection import GRIDS
@@ -39,15 +39,15 @@ def simulated(tmp_path_factory):
                                       "--model-setting", "naive-bayes:alpha=0.5",
                                       "--model-setting", "gradient-boosting=fixed"])
     schema, data = simulate.prepare(args, tmp_path_factory.mktemp("simulate"))
-    spec, key = data["spec"], Ed25519PrivateKey.generate()
+    study, key = data["study"], Ed25519PrivateKey.generate()
     accepted = []
     for i in range(args.owners):
         rows = data["parts"] == i
-        envelope = build_submission(spec, data["X_train"][rows], data["y_train"][rows], owner_id=f"owner-{i + 1}",
+        envelope = build_submission(study, data["X_train"][rows], data["y_train"][rows], owner_id=f"owner-{i + 1}",
                                     key=key)
         accepted.append(AcceptedModel(f"owner-{i + 1}", decode_model(fpb.ModelMessage.FromString(envelope.payload))))
     evaluation = Evaluation(data["X_test"], data["y_test"], np.arange(data["y_test"].shape[0]))
-    return schema, data, args, mine(spec, schema, accepted, evaluation)
+    return schema, data, args, mine(study, accepted, evaluation)
 
 
 def test_basis_and_the_miners_models_get_the_same_setting(simulated):
@@ -92,7 +92,7 @@ def test_the_printout_and_the_report_say_how_basis_was_set(simulated, tmp_path: 
     assert f"decision-tree BASIS hyperparameters: {tree['basis_selection']}" in printed
     assert "naive-bayes BASIS hyperparameters: given: alpha=0.5" in printed
     assert "gradient-boosting BASIS hyperparameters: fixed" in printed
-    status = fpb.StudyStatus(spec=data["spec"], state="done")
+    status = fpb.StudyStatus(spec=study_to_pb(data["study"]), state="done")
     page = write_report(study_report(status, results, made_by="modelshare simulate", basis=models), tmp_path)
     text = " ".join(re.sub(r"<[^>]+>", " ", page.read_text()).split())
     assert "BASIS hyperparameters" in text and tree["basis_selection"] in text and "given: alpha=0.5" in text

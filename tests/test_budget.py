@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, check_spec
+from common.federation.serde import study_from_pb
+from common.federation.study import StudyError
 from modelshare.cli import main
 from owner_node.budget import LEDGER_FILE, Ledger, LedgerError, study_cost
 from owner_node.config import OwnerConfig
@@ -26,49 +27,49 @@ def dp_study(study_id: str, requirement: str = DP, mechanism: str = "laplace-rdt
 
 # ------------------------------------------------------------------ studies
 def test_a_dp_study_is_checked_like_a_dps_one():
-    check_spec(dp_study("ok"))
+    study_from_pb(dp_study("ok"))
     with pytest.raises(StudyError, match="dp:epsilon=1,trees=4 is met only by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt', not 'apt'"):
-        check_spec(study_spec("x", mechanism="apt", requirement=DP, disclosure="counts", max_depth=3))
+        study_from_pb(study_spec("x", mechanism="apt", requirement=DP, disclosure="counts", max_depth=3))
     with pytest.raises(StudyError, match=r"mechanism 'laplace-rdt' needs a requirement 'dp:epsilon=E,trees=T'"):
-        check_spec(dp_study("x", requirement="k-anonymity:k=5"))
+        study_from_pb(dp_study("x", requirement="k-anonymity:k=5"))
     with pytest.raises(StudyError, match="needs \\[training\\] max_depth"):
-        check_spec(study_spec("x", mechanism="laplace-rdt", requirement=DP, disclosure="counts"))
+        study_from_pb(study_spec("x", mechanism="laplace-rdt", requirement=DP, disclosure="counts"))
     with pytest.raises(StudyError, match="discloses class counts"):
-        check_spec(study_spec("x", mechanism="laplace-rdt", requirement=DP, max_depth=3))
+        study_from_pb(study_spec("x", mechanism="laplace-rdt", requirement=DP, max_depth=3))
 
 
 def test_max_epsilon_bounds_dp_studies_and_k_bounds_do_not_apply():
     policy = Policy(mechanisms=("laplace-rdt",), min_k=10, max_epsilon=0.5)
-    assert policy.check(dp_study("a", "dp:epsilon=0.5,trees=2"), "m") == []
-    assert policy.check(dp_study("b"), "m") == [
+    assert policy.check(study_from_pb(dp_study("a", "dp:epsilon=0.5,trees=2")), "m") == []
+    assert policy.check(study_from_pb(dp_study("b")), "m") == [
         "study requires dp:epsilon=1,trees=4; this site allows at most epsilon=0.5 in total"]
 
 
 # ------------------------------------------------------------------ the ledger
 def test_study_cost_per_requirement_family():
-    assert study_cost(dp_study("a")) == (1.0, 0.0)
-    eps, delta = study_cost(dp_study("b", DPS, "kanon-rdt"))
+    assert study_cost(study_from_pb(dp_study("a"))) == (1.0, 0.0)
+    eps, delta = study_cost(study_from_pb(dp_study("b", DPS, "kanon-rdt")))
     assert eps == 2.0 and 0 < delta < 1
-    assert study_cost(study_spec("c")) is None  # k-anonymity spends no epsilon
+    assert study_cost(study_from_pb(study_spec("c"))) is None  # k-anonymity spends no epsilon
 
 
 def test_charges_are_durable_idempotent_and_capped(tmp_path):
     ledger = Ledger(tmp_path)
     assert ledger.spent == (0.0, 0.0) and not (tmp_path / LEDGER_FILE).exists()
-    first = ledger.charge(dp_study("s1"))
-    assert ledger.charge(dp_study("s1")) == first  # the same study spends once
-    apt = ledger.charge(study_spec("apt"))  # a non-DP release is recorded too, spending nothing
+    first = ledger.charge(study_from_pb(dp_study("s1")))
+    assert ledger.charge(study_from_pb(dp_study("s1"))) == first  # the same study spends once
+    apt = ledger.charge(study_from_pb(study_spec("apt")))  # a non-DP release is recorded too, spending nothing
     assert (apt.kind, apt.epsilon, apt.delta, apt.is_dp) == ("path", 0.0, 0.0, False)
     reloaded = Ledger(tmp_path)
     assert reloaded.charges == [first, apt] and reloaded.spent == (1.0, 0.0)
     assert first.kind == "dp" and reloaded.non_dp == [apt]
-    assert reloaded.over_cap(dp_study("s2"), 2.0, None) is None
-    why = reloaded.over_cap(dp_study("s2", "dp:epsilon=1.5,trees=4"), 2.0, None)
+    assert reloaded.over_cap(study_from_pb(dp_study("s2")), 2.0, None) is None
+    why = reloaded.over_cap(study_from_pb(dp_study("s2", "dp:epsilon=1.5,trees=4")), 2.0, None)
     assert why == ("study spends epsilon=1.5; this site has spent 1 over 1 earlier release and its lifetime cap "
                    "is epsilon=2 (1 left)")
-    assert reloaded.over_cap(dp_study("s1"), 0.5, None) is None  # already charged: a resend costs nothing
+    assert reloaded.over_cap(study_from_pb(dp_study("s1")), 0.5, None) is None  # already charged: a resend costs nothing
     dps = dp_study("s3", DPS, "kanon-rdt")
-    assert "lifetime cap is delta=1e-09" in reloaded.over_cap(dps, None, 1e-9)
+    assert "lifetime cap is delta=1e-09" in reloaded.over_cap(study_from_pb(dps), None, 1e-9)
 
 
 @pytest.mark.parametrize("content, message", [
@@ -97,7 +98,7 @@ def test_a_version_1_ledger_is_read_and_rewritten_as_version_2(tmp_path):
     ledger = Ledger(tmp_path)
     assert [(c.study_id, c.kind) for c in ledger.charges] == [("d1", "dp"), ("k1", "dps")]
     assert ledger.spent == (3.0, 1e-4) and ledger.non_dp == []
-    ledger.charge(study_spec("a1", mechanism="none", requirement=None))
+    ledger.charge(study_from_pb(study_spec("a1", mechanism="none", requirement=None)))
     data = json.loads((tmp_path / LEDGER_FILE).read_text())
     assert data["version"] == 2 and [c["kind"] for c in data["charges"]] == ["dp", "dps", "none"]
     assert [c.study_id for c in Ledger(tmp_path).charges] == ["d1", "k1", "a1"]
@@ -155,9 +156,9 @@ def test_owner_budget_says_plainly_when_non_dp_releases_of_the_table_exist(tmp_p
     empty = json.loads(capsys.readouterr().out)
     assert (empty["non_dp_releases"], empty["note"], empty["mix_dp_with_non_dp"]) == ([], None, True)
     ledger = Ledger(OwnerConfig.load(config).state_dir)
-    ledger.charge(dp_study("d1"))
-    ledger.charge(study_spec("a1"))
-    ledger.charge(study_spec("n1", mechanism="none", requirement=None))
+    ledger.charge(study_from_pb(dp_study("d1")))
+    ledger.charge(study_from_pb(study_spec("a1")))
+    ledger.charge(study_from_pb(study_spec("n1", mechanism="none", requirement=None)))
     assert main(["owner", "budget", "--config", str(config), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [(c["study_id"], c["kind"], c["epsilon"]) for c in report["charges"]] == [
@@ -180,18 +181,18 @@ def test_mix_dp_with_non_dp_false_refuses_either_kind_once_the_other_left(tmp_pa
     with pytest.raises(PolicyError, match="mix_dp_with_non_dp"):
         Policy.from_mapping({"mix_dp_with_non_dp": "no"}, "owner.toml [policy]")
     non_dp, dp = Ledger(tmp_path / "a"), Ledger(tmp_path / "b")
-    non_dp.charge(study_spec("a1"))
-    dp.charge(dp_study("d1"))
-    assert policy.check(dp_study("d2"), "m", non_dp) == [
+    non_dp.charge(study_from_pb(study_spec("a1")))
+    dp.charge(study_from_pb(dp_study("d1")))
+    assert policy.check(study_from_pb(dp_study("d2")), "m", non_dp) == [
         "study asks for a DP release (laplace-rdt); this table already has 1 non-DP release (apt in study a1); "
         "this site's policy does not mix DP and non-DP releases of its table"]
-    assert policy.check(study_spec("a2"), "m", dp) == [
+    assert policy.check(study_from_pb(study_spec("a2")), "m", dp) == [
         "study asks for a non-DP release (apt); this table already has 1 DP release (laplace-rdt in study d1); "
         "this site's policy does not mix DP and non-DP releases of its table"]
-    assert policy.check(study_spec("a2"), "m", non_dp) == [] and policy.check(dp_study("d2"), "m", dp) == []
-    assert policy.check(dp_study("d1"), "m", dp) == []  # the recorded study itself (owner check after answering)
+    assert policy.check(study_from_pb(study_spec("a2")), "m", non_dp) == [] and policy.check(study_from_pb(dp_study("d2")), "m", dp) == []
+    assert policy.check(study_from_pb(dp_study("d1")), "m", dp) == []  # the recorded study itself (owner check after answering)
     mixing = policy.model_copy(update={"mix_dp_with_non_dp": True})
-    assert mixing.check(dp_study("d2"), "m", non_dp) == [] and mixing.check(study_spec("a2"), "m", dp) == []
+    assert mixing.check(study_from_pb(dp_study("d2")), "m", non_dp) == [] and mixing.check(study_from_pb(study_spec("a2")), "m", dp) == []
 
 
 def test_a_site_that_does_not_mix_refuses_a_dp_study_after_an_apt_release(tmp_path):

@@ -22,9 +22,12 @@ import pytest
 from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.study import load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
+from common.privacy.requirements import parse_requirement
+from common.study import ModelPlan, Study, Training
 from common.trees.learners import CartTreeClassifier
 from common.trees.metrics import accuracy
 from miner_node.config import ConfigError, MinerConfig, MiningConfig
@@ -134,7 +137,7 @@ def test_an_owners_pseudo_data_is_written_in_bounded_typed_chunks(tmp_path):
 
 def test_the_local_engine_keeps_no_files_and_says_so(tmp_path):
     schema, accepted, evaluation, spec = _study("car", scale=1)
-    results = mine(spec, schema, accepted, evaluation, mining=MiningConfig(), pseudo_dir=tmp_path / "pseudo")
+    results = mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(), pseudo_dir=tmp_path / "pseudo")
     assert results.engine == "local" and not results.pseudo_data and not (tmp_path / "pseudo").exists()
 
 
@@ -152,7 +155,7 @@ def test_a_cluster_that_does_not_answer_fails_the_study_with_the_reason_by_the_d
     schema, accepted, evaluation, spec = _study("car", scale=1)
     lost = MiningConfig(engine="dask", scheduler=f"tcp://127.0.0.1:{_free_port()}", engine_timeout_seconds=2)
     with pytest.raises(EngineError, match=r"connecting to the Dask scheduler at tcp://127\.0\.0\.1:\d+"):
-        mine(spec, schema, accepted, evaluation, mining=lost, pseudo_dir=tmp_path)
+        mine(study_from_pb(spec), accepted, evaluation, mining=lost, pseudo_dir=tmp_path)
 
 
 def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is_written(tmp_path):
@@ -162,14 +165,16 @@ def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is
     schema, accepted, evaluation, spec = _study("car", scale=1)
     spec.global_models.append("rules")
     with pytest.raises(EngineError, match="the dask engine has no 'rules' global model; it learns gradient-boosting, "):
-        mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path / "p")
+        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path / "p")
     assert not (tmp_path / "p").exists()
 
 
 def test_regression_studies_stay_on_the_local_engine(tmp_path):
-    spec = spec_from_mapping({"study": {"id": "r"}, "schema": {"dataset": "car"}}).spec  # the schema argument decides
+    study = Study(study_id="r", schema=REGRESSION_SCHEMA, mechanism="diffpets",
+                  requirement=parse_requirement("dp:epsilon=1,trees=2"), disclosure="counts",
+                  training=Training("multiway", max_depth=3), global_models=("regression-tree",))
     with pytest.raises(ValueError, match="engine dask learns classification studies only"):
-        mine(spec, REGRESSION_SCHEMA, [], None, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path)
+        mine(study, [], None, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path)
     assert not any(tmp_path.iterdir())
 
 
@@ -185,20 +190,20 @@ def test_dask_engine_matches_the_local_engine_on_the_same_pseudo_data(tmp_path):
     pytest.importorskip("xgboost")
     schema, accepted, evaluation, spec = _study("nursery")
     mining = MiningConfig(engine="dask", workers=2, memory_budget_mb=1)
-    results = mine(spec, schema, accepted, evaluation, mining=mining, pseudo_dir=tmp_path)
+    results = mine(study_from_pb(spec), accepted, evaluation, mining=mining, pseudo_dir=tmp_path)
     assert results.engine == "dask" and results.pseudo_data == str(tmp_path)
     files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
     assert len(files) > 2 and sum(o.pseudo_rows for o in results.owners) == results.models[0].train_rows
     X, y = read_all(files, schema)
     task = ClassificationTask(schema)
     for model in results.models:
-        local = task.fit(model.name, spec, X, y, None).model
+        local = task.fit(model.name, study_from_pb(spec).model_plan, X, y, None).model
         local_accuracy = accuracy(evaluation.y, local.predict(evaluation.X))
         above = model.name == "random-forest" and model.accuracy > local_accuracy
         assert above or abs(model.accuracy - local_accuracy) <= 0.003, (model.name, model.accuracy, local_accuracy)
         assert model.selection == "fixed"
     naive_bayes = next(m for m in results.models if m.name == "naive-bayes")
-    local = task.fit("naive-bayes", spec, X, y, None).model
+    local = task.fit("naive-bayes", study_from_pb(spec).model_plan, X, y, None).model
     assert list(naive_bayes.predictions) == local.predict(evaluation.X).tolist()  # the count tables are exact
 
 
@@ -230,7 +235,7 @@ def test_a_simulated_study_on_the_dask_engine_end_to_end(tmp_path, capsys):
     test = pd.read_csv(keep / "test.csv", dtype=str)
     X_test, y_test = schema.encode(test)
     task = ClassificationTask(schema)
-    local = {m["model"]: accuracy(y_test, task.fit(m["model"], spec, X, y, None).model.predict(X_test))
+    local = {m["model"]: accuracy(y_test, task.fit(m["model"], study_from_pb(spec).model_plan, X, y, None).model.predict(X_test))
              for m in report["models"]}
     dask = {m["model"]: m["accuracy"] for m in report["models"]}
     assert dask["naive-bayes"] == pytest.approx(local["naive-bayes"], abs=1e-12)
@@ -347,7 +352,6 @@ def test_without_xgboosts_library_path_the_native_lines_keep_their_default_and_t
 
 # ------------------------------------------------------------------ study results --pseudo-data
 def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
-    from common.federation.pb import federation_pb2 as fpb
     from modelshare.admin import results_dict
     from modelshare.cli_federation import copy_pseudo_data, engine_line
 
@@ -454,7 +458,7 @@ def test_a_setting_without_an_xgboost_equivalent_is_refused_before_any_pseudo_da
 
     schema, accepted, evaluation, spec = _study("car", scale=1, settings=setting)
     with pytest.raises(EngineError) as caught:
-        mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path / "p")
+        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path / "p")
     assert message in str(caught.value)
     assert not (tmp_path / "p").exists()
 
@@ -490,14 +494,14 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
 
     schema, accepted, evaluation, spec = _study("car", scale=3, models=("decision-tree", "naive-bayes"),
                                                 settings={"naive-bayes": {"alpha": 0.5}})
-    results = mine(spec, schema, accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path)
+    results = mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path)
     tree, bayes = results.models
     total = tree.train_rows
     assert tree.selection.startswith("auto: min_samples_leaf=") and f"3-fold CV on {total} pseudo rows" in tree.selection
     files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
     drawn = sample(files, schema, 20_000, np.random.default_rng(spec.seed))
     owner = np.array([0 if f.parent.name == "owner=site-a" else 1 for f in files])
-    again = choose("decision-tree", spec, drawn.X, drawn.y, lambda p: LocalBooster("decision-tree", schema, p, spec.seed),
+    again = choose("decision-tree", study_from_pb(spec).model_plan, drawn.X, drawn.y, lambda p: LocalBooster("decision-tree", schema, p, spec.seed),
                    regression=False, groups=owner[drawn.file] * (1 << 16) + drawn.tree, rows=total, grids=DASK_GRIDS)
     assert tree.selection == again.selection
     weight = tree.parameters["min_child_weight"].float_value
@@ -522,8 +526,8 @@ def test_a_dp_study_on_dask_cross_validates_on_as_many_pseudo_rows_as_on_the_loc
     y = (X[:, 0] >= 2).astype(np.int64)
     files = write_owner(tmp_path, schema, "site-a", iter([(X.astype(np.float64), y, 0)])).files
     for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
-        spec = fpb.StudySpec(mechanism=mechanism, seed=1, global_models=["decision-tree"])  # the tree: auto by default
-        choice = _dask_choice("decision-tree", spec, schema, files, np.zeros(1, dtype=np.int64), y.shape[0], [])
+        plan = ModelPlan(("decision-tree",), {}, seed=1, mechanism=mechanism)  # the tree: auto by default
+        choice = _dask_choice("decision-tree", plan, schema, files, np.zeros(1, dtype=np.int64), y.shape[0], [])
         assert f"CV on {rows} pseudo rows" in choice.selection, choice.selection
     assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000
 

@@ -17,7 +17,8 @@ import pytest
 from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, check_spec, spec_from_mapping
+from common.federation.serde import study_from_pb
+from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import decode_model, model_message, schema_from_pb, schema_to_pb
 from common.mechanisms.release import release
 from modelshare.simulate import prepare
@@ -76,7 +77,7 @@ def test_a_dp_study_refuses_a_data_derived_schema(tmp_path, outlier_table):
     with pytest.raises(StudyError, match="needs a public domain; the study's schema was read from a table"):
         spec_from_mapping(data, base=tmp_path)
     data["release"] = {"mechanism": "apt", "requirement": "k-anonymity:k=5", "disclosure": "hit_miss"}
-    check_spec(spec_from_mapping(data, base=tmp_path).spec)  # anonymity studies only warn (at the CLI)
+    study_from_pb(spec_from_mapping(data, base=tmp_path).spec)  # anonymity studies only warn (at the CLI)
 
 
 def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsys):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
+from common.study import ModelPlan
 from miner_node import dp_pgen
 from miner_node.dask_engine import DASK_DP_LEAF_FLOORS
 from miner_node.dp_pgen import PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE, global_model_params
@@ -35,9 +35,9 @@ def test_a_dp_studys_boosting_gets_a_leaf_floor_never_below_its_default(mixed):
 
 
 def test_the_miner_fits_a_dp_studys_fixed_boosting_with_the_floor():
-    spec = fpb.StudySpec(mechanism="dpea", seed=0, global_models=["gradient-boosting"])
+    plan = ModelPlan(("gradient-boosting",), {}, seed=0, mechanism="dpea")
     rows = np.zeros((5_000, 1)), np.zeros(5_000, dtype=np.int64)
-    choice = choose("gradient-boosting", spec, *rows, lambda params: None, regression=False)
+    choice = choose("gradient-boosting", plan, *rows, lambda params: None, regression=False)
     assert choice.selection == "fixed" and choice.parameters == {"min_samples_leaf": 100}
 
 

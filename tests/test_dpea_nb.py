@@ -237,7 +237,7 @@ def test_the_results_say_where_dpea_nb_pseudo_rows_come_from_and_the_legend_expl
     """The off-path line names the histograms, not PGEN's uniform draws; simulate's legend names calibrated-nb."""
     spec = spec_from_mapping({"study": {"id": "nb"}, "schema": {"dataset": "adult"},
                               "release": {"mechanism": MECHANISM, "requirement": REQUIREMENT, "disclosure": "counts"},
-                              "training": {"max_depth": 1}}).spec
+                              "training": {"max_depth": 1}}).study
     schema = load_dataset("adult").schema
     law, said = ClassificationTask(schema).off_path_law(spec, [])
     assert law is None and said == NB_PSEUDO_ROWS

@@ -34,7 +34,7 @@ from common.mechanisms.release import release
 from common.trees.learners import make_learner
 from miner_node.server import start_miner
 from miner_node.store import verify_log
-from miner_node.verify import Rejection, check_model
+from miner_node.verify import Rejection, StudyTerms, check_model
 from modelshare.cli import main
 from owner_node.daemon import OwnerDaemon, is_final_failure
 from owner_node.status import read_status
@@ -306,7 +306,7 @@ def test_a_model_over_the_miners_tree_or_node_limit_is_final_at_the_owner(trees,
     for _ in range(trees):
         message.trees.add().nodes.add()
     with pytest.raises(Rejection) as info:
-        check_model(message, fpb.StudySpec(), max_nodes)
+        check_model(message, StudyTerms("apt", "hit_miss", None), max_nodes)
     assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert is_final_failure(info.value.code, info.value.message)
     assert not is_final_failure(grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")

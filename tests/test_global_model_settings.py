@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -9,11 +10,12 @@ import pytest
 from rich.console import Console
 from sklearn.tree import DecisionTreeClassifier
 
-from common.federation.global_model_settings import MODEL_PARAMETERS, parameter_from_pb
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, describe_spec, spec_from_mapping
+from common.federation.serde import parameter_from_pb, study_from_pb
+from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
+from common.study import MODEL_PARAMETERS, ModelPlan
 from common.trees.learners import CartTreeClassifier
 from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS, make_regression_model
 from miner_node.mining import AcceptedModel, Evaluation, mine
@@ -21,6 +23,11 @@ from miner_node.selection import DEFAULT_MODES, GRIDS, MAX_CV_ROWS, MAX_DP_CV_RO
 from modelshare.admin import results_dict
 from modelshare.cli_common import model_setting
 from modelshare.cli_federation import results_renderables
+
+
+def _on(schema, spec):
+    """The study ``spec`` asks for, over the table ``schema`` these rows were encoded with."""
+    return dataclasses.replace(study_from_pb(spec), schema=schema)
 
 
 def study(settings: dict | None = None, models: tuple[str, ...] = ("decision-tree", "naive-bayes")) -> dict:
@@ -40,7 +47,7 @@ def test_settings_travel_in_the_spec_and_its_summary():
     assert {k: parameter_from_pb(v) for k, v in tree.parameters.items()} == {"min_samples_leaf": 50, "max_depth": 8}
     assert spec.global_model_settings["naive-bayes"].mode == "auto"
     again = fpb.StudySpec.FromString(spec.SerializeToString())  # as the miner and the owners receive it
-    assert describe_spec(again)["global_model_settings"] == {
+    assert study_from_pb(again).describe()["global_model_settings"] == {
         "decision-tree": {"max_depth": 8, "min_samples_leaf": 50}, "naive-bayes": "auto"}
     assert not spec_from_mapping(study()).spec.global_model_settings  # none given: the miner's defaults
 
@@ -110,7 +117,7 @@ def _evaluation(X, y) -> Evaluation:
 def test_auto_chooses_by_cross_validation_on_pseudo_rows_and_reports_it(mixed):
     schema, X, y = mixed
     spec = _spec(("decision-tree", "naive-bayes", "rules"), {"naive-bayes": "fixed", "rules": {"min_samples_leaf": 7}})
-    results = mine(spec, schema, _accepted(schema, X, y), _evaluation(X, y))
+    results = mine(_on(schema, spec), _accepted(schema, X, y), _evaluation(X, y))
     tree, bayes, rules = results.models
     assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, folds by released trees \(accuracy 0\.\d{4}\)",
                         tree.selection)  # the decision tree's default mode
@@ -133,9 +140,9 @@ def test_the_choice_never_reads_the_evaluation_rows(mixed):
                  {"naive-bayes": "auto", "gradient-boosting": "auto"})
     accepted = _accepted(schema, X, y)
     flipped = _evaluation(X[:300], 1 - y[:300])  # another evaluation table, every class wrong
-    first = mine(spec, schema, accepted, _evaluation(X, y))
-    second = mine(spec, schema, accepted, flipped)
-    none = mine(spec, schema, accepted, None)
+    first = mine(_on(schema, spec), accepted, _evaluation(X, y))
+    second = mine(_on(schema, spec), accepted, flipped)
+    none = mine(_on(schema, spec), accepted, None)
     for a, b, c in zip(first.models, second.models, none.models):
         assert a.selection.startswith("auto: ")
         assert a.selection == b.selection == c.selection and a.parameters == b.parameters == c.parameters
@@ -144,7 +151,7 @@ def test_the_choice_never_reads_the_evaluation_rows(mixed):
 
 def test_gradient_boosting_trains_and_scores(car, mixed):
     schema, X, y = car
-    results = mine(_spec(("gradient-boosting",)), schema, _accepted(schema, X, y), _evaluation(X, y))
+    results = mine(_on(schema, _spec(("gradient-boosting",))), _accepted(schema, X, y), _evaluation(X, y))
     [boosted] = results.models
     assert boosted.selection == "fixed" and boosted.accuracy > 0.85 and len(boosted.predictions) == y.shape[0]
     assert not boosted.HasField("auc")  # four classes: no AUC
@@ -157,7 +164,7 @@ def test_gradient_boosting_trains_and_scores(car, mixed):
 
 def test_auc_for_two_classes_from_probabilities_and_dash_without_them(mixed, car):
     schema, X, y = mixed
-    results = mine(_spec(("decision-tree", "naive-bayes", "gradient-boosting", "rules")), schema,
+    results = mine(_on(schema, _spec(("decision-tree", "naive-bayes", "gradient-boosting", "rules"))),
                    _accepted(schema, X, y), _evaluation(X, y))
     by_name = {m.name: m for m in results.models}
     assert by_name["decision-tree"].auc > 0.9 and by_name["gradient-boosting"].auc > 0.9
@@ -166,7 +173,7 @@ def test_auc_for_two_classes_from_probabilities_and_dash_without_them(mixed, car
     rows = {m["model"]: m for m in results_dict(results)["models"]}
     assert rows["rules"]["auc"] is None and rows["naive-bayes"]["auc"] == by_name["naive-bayes"].auc
     schema, X, y = car
-    multi = mine(_spec(("decision-tree",)), schema, _accepted(schema, X, y), _evaluation(X, y))
+    multi = mine(_on(schema, _spec(("decision-tree",))), _accepted(schema, X, y), _evaluation(X, y))
     assert not multi.models[0].HasField("auc")
 
 
@@ -178,12 +185,12 @@ def test_folds_hold_out_whole_released_trees_when_there_are_enough(mixed):
         return CartTreeClassifier(schema, random_state=0, **params)
 
     trees = np.repeat(np.arange(4), X.shape[0] // 4)
-    assert "folds by released trees" in choose("decision-tree", spec, X, y, build, regression=False, groups=trees).selection
+    assert "folds by released trees" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False, groups=trees).selection
     two = np.repeat(np.arange(2), X.shape[0] // 2)
-    assert "folds by rows" in choose("decision-tree", spec, X, y, build, regression=False, groups=two).selection
-    assert "folds by rows" in choose("decision-tree", spec, X, y, build, regression=False).selection
+    assert "folds by rows" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False, groups=two).selection
+    assert "folds by rows" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False).selection
     [owner] = _accepted(schema, X, y)[:1]
-    single = mine(spec, schema, [owner], None)  # one owner, one tree: nothing to group by
+    single = mine(_on(schema, spec), [owner], None)  # one owner, one tree: nothing to group by
     assert "folds by rows" in single.models[0].selection
 
 
@@ -193,7 +200,7 @@ def test_a_dp_study_cross_validates_on_more_pseudo_rows() -> None:
     X = rng.integers(0, 4, (MAX_CV_ROWS + 5000, 3)).astype(np.float64)
     y = (X[:, 0] >= 2).astype(np.int64)
     for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
-        choice = choose("decision-tree", fpb.StudySpec(mechanism=mechanism, seed=1), X, y,
+        choice = choose("decision-tree", ModelPlan((), {}, seed=1, mechanism=mechanism), X, y,
                         lambda p: DecisionTreeClassifier(random_state=0, **p), regression=False)
         assert f"CV on {rows} pseudo rows" in choice.selection
     assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000

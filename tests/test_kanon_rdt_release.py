@@ -14,6 +14,7 @@ import pytest
 from common.audit.release import audit
 from common.federation.model_io import read_model, read_tree, write_release
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.signing import sign_payload
 from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
@@ -32,7 +33,7 @@ from common.trees.rebuild import rebuild
 from common.trees.tree import Node, Tree, TreeError
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.pgen import ensemble_rows, pgen_ensemble
-from miner_node.verify import Rejection, check_model
+from miner_node.verify import Rejection, StudyTerms, check_model
 from modelshare.cli import main
 from owner_node.training import build_submission
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec
@@ -283,7 +284,7 @@ def test_mining_an_ensemble_trains_global_models_on_its_pseudo_rows(forest, nurs
     schema, X, y = nursery
     spec = spec_from_mapping(kanon_study(mining={"pgen_scale": 2, "global_models": ["decision-tree", "naive-bayes"]})).spec
     model = decode_model(model_message(forest))
-    results = mine(spec, schema, [AcceptedModel("site-a", model)], Evaluation(X, y, np.arange(len(y))))
+    results = mine(study_from_pb(spec), [AcceptedModel("site-a", model)], Evaluation(X, y, np.arange(len(y))))
     [owner] = results.owners
     expected = int(ensemble_rows(forest.trees, scale=2.0, beta=0.3).sum())
     assert owner.pseudo_rows == expected and owner.audit_passed and owner.claim == REQUIREMENT
@@ -303,25 +304,25 @@ def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nurse
     schema, X, y = nursery
     key = generate_signing_key()
     spec = spec_from_mapping(kanon_study()).spec
-    message = fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="site-a", key=key).payload)
+    message = fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="site-a", key=key).payload)
     assert len(message.trees) == 4
-    check_model(message, spec, max_nodes=100_000)
+    check_model(message, StudyTerms.of(study_from_pb(spec)), max_nodes=100_000)
     nodes = sum(len(t.nodes) for t in message.trees)
     with pytest.raises(Rejection, match=f"the model has {nodes} nodes in 4 trees; this miner accepts at most 10"):
-        check_model(message, spec, max_nodes=10)
+        check_model(message, StudyTerms.of(study_from_pb(spec)), max_nodes=10)
     log_spec = spec_from_mapping(kanon_study(release={"mechanism": "kanon-rdt-log"})).spec
-    log_message = fpb.ModelMessage.FromString(build_submission(log_spec, X, y, owner_id="site-a", key=key).payload)
-    check_model(log_message, log_spec, max_nodes=100_000)  # the variant's study and submission pass the same checks
+    log_message = fpb.ModelMessage.FromString(build_submission(study_from_pb(log_spec), X, y, owner_id="site-a", key=key).payload)
+    check_model(log_message, StudyTerms.of(study_from_pb(log_spec)), max_nodes=100_000)  # the variant's study and submission pass the same checks
     with pytest.raises(Rejection, match="released with 'kanon-rdt'; the study requires 'kanon-rdt-log'"):
-        check_model(message, log_spec, max_nodes=100_000)
+        check_model(message, StudyTerms.of(study_from_pb(log_spec)), max_nodes=100_000)
     stricter = spec_from_mapping(kanon_study("dps:k=5,beta=0.2,epsilon=4,trees=4")).spec
     with pytest.raises(Rejection, match="weaker than the study requires: .* allows at most beta=0.2"):
-        check_model(message, stricter, max_nodes=100_000)
+        check_model(message, StudyTerms.of(study_from_pb(stricter)), max_nodes=100_000)
     k_study = study_spec("k2", dataset="nursery", mechanism="kanon-rdt", requirement=REQUIREMENT, disclosure="counts",
                          max_depth=DEPTH)
     k_study.mechanism, k_study.requirement = "apt", "k-anonymity:k=5"
     with pytest.raises(Rejection, match="released with 'kanon-rdt'; the study requires 'apt'"):
-        check_model(message, k_study, max_nodes=100_000)
+        check_model(message, StudyTerms.of(study_from_pb(k_study)), max_nodes=100_000)
 
 
 # -------------------------------------------------------- the real miner
@@ -352,7 +353,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
     weaker = fpb.StudySpec()
     weaker.CopyFrom(spec)
     weaker.requirement = "dps:k=5,beta=0.6,epsilon=8,trees=4"
-    code, why = _rejection(fed, "site-a", build_submission(weaker, Xa, ya, owner_id="site-a", key=fed.key("site-a")))
+    code, why = _rejection(fed, "site-a", build_submission(study_from_pb(weaker), Xa, ya, owner_id="site-a", key=fed.key("site-a")))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "weaker than the study requires" in why and "beta=0.5" in why
 
     code, why = _rejection(fed, "site-a", signed_model(fed, "site-a", spec, Xa, ya, mechanism="apt",
@@ -367,7 +368,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
 
     submitted = {}
     for owner in OWNERS:
-        envelope = build_submission(spec, *tables[owner], owner_id=owner, key=fed.key(owner))
+        envelope = build_submission(study_from_pb(spec), *tables[owner], owner_id=owner, key=fed.key(owner))
         assert fed.stub(owner).Submit(envelope, timeout=30).owner_id == owner
         submitted[owner] = decode_model(fpb.ModelMessage.FromString(envelope.payload))
     assert fed.wait_study("r1").state == "done"

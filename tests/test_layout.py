@@ -1,4 +1,4 @@
-"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, test
+"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, mypy, test
 modules that share helpers only through helper modules (never by importing one another), and a quick loop
 (``-m "not slow"``) that starts no miner or owner process."""
 
@@ -30,6 +30,12 @@ def test_the_layer_contracts_hold():
 
 def test_ruff_finds_nothing():
     run = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_mypy_strict_finds_nothing_in_the_typed_modules():
+    """mypy --strict over the modules pyproject.toml's [tool.mypy] lists (the decoded Study and its readers)."""
+    run = subprocess.run([_tool("mypy"), "--no-incremental"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from common.data.datasets import load_dataset
+from common.federation.serde import study_from_pb
 from common.federation.wire import model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import make_learner
 from miner_node.store import Store, Submission, verify_log
-from miner_node.verify import ModelVerifier, Rejection, check_model
+from miner_node.verify import ModelVerifier, Rejection, StudyTerms, check_model
 from tests.federation_helpers import study_spec
 
 
@@ -109,12 +110,12 @@ def messages():
 def test_worker_processes_give_the_same_verdicts_as_the_calling_thread(messages):
     spec, good, bad = messages
     with pytest.raises(Rejection) as in_thread:
-        check_model(bad, spec, 200_000)
+        check_model(bad, StudyTerms.of(study_from_pb(spec)), 200_000)
     verifier = ModelVerifier(1, 200_000)
     try:
-        verifier.check(good, good.SerializeToString(), spec, timeout=60)
+        verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)
         with pytest.raises(Rejection) as in_worker:
-            verifier.check(bad, bad.SerializeToString(), spec, timeout=60)
+            verifier.check(bad, bad.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)
         assert (in_worker.value.code, in_worker.value.message) == (in_thread.value.code, in_thread.value.message)
         assert in_worker.value.code == grpc.StatusCode.INVALID_ARGUMENT and "re-audit" in in_worker.value.message
     finally:
@@ -131,9 +132,9 @@ def test_a_dead_worker_answers_unavailable_and_is_replaced(messages):
         worker.process.join()
         verifier._idle.put(worker)
         with pytest.raises(Rejection) as dead:
-            verifier.check(good, good.SerializeToString(), spec, timeout=60)
+            verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)
         assert dead.value.code == grpc.StatusCode.UNAVAILABLE
-        verifier.check(good, good.SerializeToString(), spec, timeout=60)  # the replacement serves
+        verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)  # the replacement serves
     finally:
         verifier.close()
         verifier.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.study import StudyError, describe_spec, spec_from_mapping
+from common.federation.serde import study_from_pb
+from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
@@ -29,6 +31,11 @@ SCHEMA = Schema(
     "k",
     ("no", "yes"),
 )
+
+
+def _on(schema, spec):
+    """The study ``spec`` asks for, over the table ``schema`` these rows were encoded with."""
+    return dataclasses.replace(study_from_pb(spec), schema=schema)
 
 
 def split_tree(attribute: int, left, right, left_counts, right_counts) -> Tree:
@@ -157,7 +164,7 @@ def study(mining: dict) -> dict:
 
 
 def test_off_path_travels_in_the_spec_and_is_checked():
-    assert describe_spec(spec_from_mapping(study({})).spec)["off_path"] == "uniform"  # the paper's PGEN by default
+    assert study_from_pb(spec_from_mapping(study({})).spec).describe()["off_path"] == "uniform"  # the paper's PGEN by default
     spec = spec_from_mapping(study({"off_path": "class"})).spec
     assert fpb_roundtrip(spec).pgen_off_path == "class"
     with pytest.raises(StudyError, match=r"study.toml: off_path must be one of \['uniform', 'marginal', 'class', 'path'\], got 'clas'"):
@@ -178,8 +185,8 @@ def test_the_miner_draws_off_path_values_as_the_study_says_and_reports_it(mixed)
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
     spec = spec_from_mapping(study({"off_path": "class"})).spec
-    uniform = mine(spec_from_mapping(study({})).spec, schema, models, evaluation)  # mine reads the schema given
-    informed = mine(spec, schema, models, evaluation)
+    uniform = mine(_on(schema, spec_from_mapping(study({})).spec), models, evaluation)
+    informed = mine(_on(schema, spec), models, evaluation)
     assert uniform.pgen_off_path.startswith("uniform: ")
     assert informed.pgen_off_path.startswith("class: ") and "given the class" in informed.pgen_off_path
     assert results_dict(informed)["off_path"] == informed.pgen_off_path

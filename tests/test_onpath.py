@@ -10,13 +10,8 @@ import pytest
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import (
-    StudyError,
-    describe_spec,
-    load_study_file,
-    spec_from_mapping,
-    spec_on_path,
-)
+from common.federation.serde import study_from_pb
+from common.federation.study import StudyError, load_study_file, spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.trees.learners import CartTreeClassifier
@@ -124,7 +119,7 @@ def study(mining: dict) -> dict:
 
 
 def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
-    assert describe_spec(spec_from_mapping(study({})).spec)["on_path"] == "uniform"  # no requirement: the paper's PGEN
+    assert study_from_pb(spec_from_mapping(study({})).spec).describe()["on_path"] == "uniform"  # no requirement: the paper's PGEN
     spec = spec_from_mapping(study({"on_path": "class"})).spec
     assert type(spec).FromString(spec.SerializeToString()).pgen_on_path == "class"
     with pytest.raises(StudyError, match=r"study.toml: on_path must be one of \['uniform', 'class'\], got 'path'"):
@@ -151,9 +146,10 @@ def test_on_path_travels_in_the_spec_and_is_checked(tmp_path):
 ])
 def test_a_study_without_on_path_gets_the_default_of_its_requirement(release, expected):
     spec = spec_from_mapping({**study({}), "release": release}).spec
-    assert spec.pgen_on_path == "" and spec_on_path(spec) == expected == describe_spec(spec)["on_path"]
+    # the admin's study says its mode on the wire, the default included
+    assert spec.pgen_on_path == expected == study_from_pb(spec).on_path == study_from_pb(spec).describe()["on_path"]
     said = spec_from_mapping({**study({"on_path": "uniform"}), "release": release}).spec
-    assert spec_on_path(said) == "uniform"  # a study that says keeps what it says
+    assert study_from_pb(said).on_path == "uniform"  # a study that says keeps what it says
 
 
 def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
@@ -163,8 +159,8 @@ def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
         tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
-    uniform = mine(spec_from_mapping(study({"on_path": "uniform"})).spec, schema, models, evaluation)
-    informed = mine(spec_from_mapping(study({"on_path": "class"})).spec, schema, models, evaluation)
+    uniform = mine(study_from_pb(spec_from_mapping(study({"on_path": "uniform"})).spec), models, evaluation)
+    informed = mine(study_from_pb(spec_from_mapping(study({"on_path": "class"})).spec), models, evaluation)
     assert uniform.pgen_on_path.startswith("uniform: ")
     assert informed.pgen_on_path.startswith("class: ") and "EM, 10 iterations" in informed.pgen_on_path
     assert results_dict(informed)["on_path"] == informed.pgen_on_path
@@ -186,7 +182,7 @@ def test_simulate_writes_on_path_into_the_study_and_experiments_take_it(tmp_path
     assert default.on_path is None  # the study decides: uniform unless it says class
     prepare(default, tmp_path / "default")
     spec = load_study_file(tmp_path / "default" / "study.toml").spec
-    assert spec.pgen_on_path == "" and spec_on_path(spec) == "uniform"
+    assert spec.pgen_on_path == "uniform" == study_from_pb(spec).on_path
     with pytest.raises(SystemExit):
         build_parser().parse_args(["simulate", "--dataset", "car", "--on-path", "path"])
     for command in ("sources", "privacy"):
@@ -214,8 +210,8 @@ def test_the_dask_engine_redraws_each_chunk_as_the_local_engine_does(car, tmp_pa
         for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(y.shape[0]), 2))]
     spec = spec_from_mapping(study({"on_path": "class"})).spec
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
-    local = mine(spec, schema, models, evaluation)
-    dask = mine(spec, schema, models, evaluation, mining=MiningConfig(engine="dask", workers=1, memory_budget_mb=1),
+    local = mine(study_from_pb(spec), models, evaluation)
+    dask = mine(study_from_pb(spec), models, evaluation, mining=MiningConfig(engine="dask", workers=1, memory_budget_mb=1),
                 pseudo_dir=tmp_path)
     assert dask.engine == "dask" and dask.pgen_on_path == local.pgen_on_path and dask.pgen_on_path.startswith("class: ")
     X_dask, y_dask = read_all(sorted(tmp_path.glob("owner=*/part-*.parquet")), schema)

@@ -10,6 +10,7 @@ import pytest
 
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal
+from common.federation.serde import study_from_pb
 from modelshare import simulate
 from modelshare.admin import results_dict, status_dict, study_headline
 from modelshare.cli import main
@@ -179,8 +180,8 @@ def test_datasets_release_audit_and_budget_tables_fit(tmp_path, capsys, width, m
     fed = make_federation(tmp_path / "fed", ["site-a"], owner_data=car_tables(tmp_path, ["site-a"]))
     config = fed.kits["site-a"] / "owner.toml"
     ledger = Ledger(OwnerConfig.load(config).state_dir)
-    ledger.charge(study_spec("outcome-study-2026-11-25-hospitals-laplace", mechanism="laplace-rdt",
-                             requirement="dp:epsilon=1,trees=4", disclosure="counts", max_depth=4))
-    ledger.charge(study_spec("outcome-study-2026-11-25-hospitals-apt", requirement="cl-diversity:c=5,l=2"))
+    ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-laplace", mechanism="laplace-rdt",
+                             requirement="dp:epsilon=1,trees=4", disclosure="counts", max_depth=4)))
+    ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-apt", requirement="cl-diversity:c=5,l=2")))
     assert main(["owner", "budget", "--config", str(config)]) == 0
     check(capsys.readouterr().out, "privacy budget of site-a")

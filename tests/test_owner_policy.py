@@ -10,7 +10,9 @@ import pytest
 
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.study import spec_from_mapping
+from common.study import StudyError
 from modelshare.cli import main
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.policy import Policy, PolicyError
@@ -29,8 +31,8 @@ def study(mechanism: str = "apt", requirement: str | None = "cl-diversity:c=5,l=
 
 # ------------------------------------------------------------------ policy
 def test_a_study_within_every_bound_is_accepted():
-    assert SITE.check(study(), "miner") == []
-    assert SITE.check(study(requirement="cl-diversity:c=20,l=3"), "miner") == []
+    assert SITE.check(study_from_pb(study()), "miner") == []
+    assert SITE.check(study_from_pb(study(requirement="cl-diversity:c=20,l=3")), "miner") == []
 
 
 def dps_study(requirement: str = "dps:k=5,beta=0.01,epsilon=2,trees=10") -> fpb.StudySpec:
@@ -112,11 +114,11 @@ DPS_STRICT = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
                   "l >= 2"], id="dps-refused-by-min_l"),
 ])
 def test_the_policy_accepts_or_refuses_with_exact_reasons(policy, spec, reasons):
-    assert policy.check(spec(), "any") == reasons
+    assert policy.check(study_from_pb(spec()), "any") == reasons
 
 
 def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
-    reasons = SITE.check(study("none", None, "counts"), "rogue")
+    reasons = SITE.check(study_from_pb(study("none", None, "counts")), "rogue")
     assert reasons[0] == "miner 'rogue' is not one this site answers (allowed: miner)"
     assert reasons[1].startswith("mechanism 'none' is not allowed")
     assert reasons[2] == "disclosure 'counts' is not allowed by this site's policy (allowed: hit_miss)"
@@ -125,14 +127,11 @@ def test_disclosure_and_miner_are_checked_and_every_reason_is_listed():
 
 def test_dps_bounds_leave_other_studies_alone_and_a_malformed_dps_study_fails_them():
     policy = Policy(mechanisms=("apt", "kanon-rdt"), max_beta=0.1, max_epsilon=2.0)
-    assert policy.check(study("apt", "cl-diversity:c=5,l=3", "counts"), "any") == []
+    assert policy.check(study_from_pb(study("apt", "cl-diversity:c=5,l=3", "counts")), "any") == []
     spec = dps_study()
-    spec.requirement = "dps:k=5,epsilon=lots"
-    reasons = policy.check(spec, "any")
-    assert len(reasons) == 2 and all(r.startswith("study requirement 'dps:k=5,epsilon=lots' cannot be checked here (")
-                                     for r in reasons)
-    assert reasons[0].endswith("; this site requires beta <= 0.1")
-    assert reasons[1].endswith("; this site requires total epsilon <= 2")
+    spec.requirement = "dps:k=5,epsilon=lots"  # a malformed study never reaches the policy: it does not decode
+    with pytest.raises(StudyError, match="study requirement: bad requirement 'dps:k=5,epsilon=lots'"):
+        study_from_pb(spec)
 
 
 @pytest.mark.parametrize(

@@ -22,13 +22,14 @@ from common.data.datasets import load_dataset
 from common.federation.kit import Party, Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import SENTENCES, Refusal
+from common.federation.serde import study_from_pb
 from common.federation.signing import (
     generate_signing_key,
     key_id,
     save_signing_key,
     verify_envelope,
 )
-from common.federation.study import StudyError, check_spec, describe_spec, spec_from_mapping
+from common.federation.study import StudyError, spec_from_mapping
 from common.federation.wire import decode_model, tree_to_pb
 from common.mechanisms.pruning import RequirementUnsatisfiable
 from common.mechanisms.release import local_learner, release
@@ -90,7 +91,7 @@ def test_a_bad_value_is_named_locally_and_its_refusal_says_only_the_code(tmp_pat
     full = str(info.value)
     assert str(path) in full and "row 7" in full and "column 'buying'" in full and "'secret-value'" in full
     assert "unknown category" in full
-    envelope = build_refusal(study(), Refusal("bad-local-data"), owner_id="site-a", key=key)
+    envelope = build_refusal(study().study_id, Refusal("bad-local-data"), owner_id="site-a", key=key)
     refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
     assert refusal.code == fpb.REFUSAL_CODE_BAD_LOCAL_DATA
     assert refusal.reason == f"{SENTENCES['bad-local-data']}; the details stay in the site's own log"
@@ -114,7 +115,7 @@ def test_missing_columns_and_missing_files_are_local_data_errors(tmp_path, car):
 def test_a_submission_verifies_decodes_and_passes_the_audit(key, car):
     _, X, y = car
     spec = study(requirement="cl-diversity:c=10,l=3")
-    envelope = build_submission(spec, X, y, owner_id="site-a", key=key)
+    envelope = build_submission(study_from_pb(spec), X, y, owner_id="site-a", key=key)
     message = fpb.ModelMessage.FromString(verify_envelope(envelope, key.public_key()))
     assert (message.study_id, message.owner_id) == ("car-1", "site-a")
     assert message.schema_fingerprint == spec.schema_fingerprint and len(message.nonce) == 16
@@ -129,7 +130,7 @@ def test_training_is_deterministic_in_the_study_seed(key, car):
     _, X, y = car
     spec = study(learner="cart", mechanism="prune-parent", requirement="k-anonymity:k=10", disclosure="counts")
     spec.seed = 2**40 + 5  # a uint64 seed beyond scikit-learn's 32 bits still works
-    first, second = (fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="a", key=key).payload)
+    first, second = (fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="a", key=key).payload)
                      for _ in range(2))
     assert first.trees == second.trees and first.nonce != second.nonce
 
@@ -141,8 +142,8 @@ def test_the_study_sets_the_admissible_learners_category_grouping(key, car):
     for split in ("grouped", "binary"):
         spec = study(learner="admissible", requirement="k-anonymity:k=10", disclosure="counts", category_split=split,
                      pairing="eager")
-        assert describe_spec(spec)["category_split"] == split and describe_spec(spec)["pairing"] == "eager"
-        trees[split] = decode_model(fpb.ModelMessage.FromString(build_submission(spec, X, y, owner_id="a", key=key)
+        assert study_from_pb(spec).describe()["category_split"] == split and study_from_pb(spec).describe()["pairing"] == "eager"
+        trees[split] = decode_model(fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="a", key=key)
                                                                 .payload)).trees[0]
         local = local_learner("admissible", schema, "apt", requirement="k-anonymity:k=10", disclosure="counts",
                               random_state=3, min_samples_leaf=1, category_split=split, pairing="eager")
@@ -172,9 +173,9 @@ def test_the_study_releases_the_grown_tree_with_confidence_none(key, car):
     trees = {}
     for confidence in ("none", 0.25):
         spec = study(learner="admissible", requirement=requirement, confidence=confidence)
-        assert describe_spec(spec)["confidence"] == confidence
+        assert study_from_pb(spec).describe()["confidence"] == confidence
         trees[confidence] = decode_model(fpb.ModelMessage.FromString(
-            build_submission(spec, X, y, owner_id="a", key=key).payload)).trees[0]
+            build_submission(study_from_pb(spec), X, y, owner_id="a", key=key).payload)).trees[0]
         local = local_learner("admissible", schema, "apt", requirement=requirement, disclosure="hit_miss",
                               random_state=3, min_samples_leaf=1, confidence=None if confidence == "none" else confidence)
         released = release("apt", tree=local.fit(X, y).tree_, requirement=requirement, disclosure="hit_miss")
@@ -187,24 +188,24 @@ def test_an_announced_spec_with_grouping_for_another_learner_is_refused():
     spec = study(learner="multiway")
     spec.category_split = "binary"
     with pytest.raises(StudyError, match=r"\[training\]: category_split applies to the admissible learner only"):
-        check_spec(spec)
+        study_from_pb(spec)
     spec = study(learner="admissible")
     spec.confidence = 1.0
     with pytest.raises(StudyError, match=r"\[training\]: confidence must lie strictly between 0 and 1"):
-        check_spec(spec)
+        study_from_pb(spec)
 
 
 def test_an_unsatisfiable_requirement_raises_for_the_caller_to_refuse(key, car):
     _, X, y = car
     spec = study(requirement="k-anonymity:k=5000")
     with pytest.raises(RequirementUnsatisfiable):
-        build_submission(spec, X, y, owner_id="site-a", key=key)
+        build_submission(study_from_pb(spec), X, y, owner_id="site-a", key=key)
     assert str(Refusal("unsatisfiable")) == ("unsatisfiable: no release of this site's table meets the study's "
                                              "requirement; nothing is released; the details stay in the site's own log")
 
 
 def test_a_refusal_is_signed_with_a_nonce_and_time(key):
-    envelope = build_refusal(study(), Refusal("policy", ("mechanisms", "min_k", "mechanisms")), owner_id="site-a",
+    envelope = build_refusal(study().study_id, Refusal("policy", ("mechanisms", "min_k", "mechanisms")), owner_id="site-a",
                              key=key)
     refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
     assert (refusal.study_id, refusal.owner_id, refusal.code, refusal.reason) == (
@@ -258,7 +259,7 @@ def ack(study_id: str = "car-1", duplicate: bool = False) -> fpb.SubmitAck:
 def stored(tmp_path, key, car) -> tuple[Outbox, bytes]:
     _, X, y = car
     outbox = Outbox(tmp_path / "state")
-    data = build_submission(study(), X, y, owner_id="site-a", key=key).SerializeToString()
+    data = build_submission(study_from_pb(study()), X, y, owner_id="site-a", key=key).SerializeToString()
     path = outbox.put("car-1", data)
     assert path == tmp_path / "state" / "outbox" / "car-1.bin" and path.read_bytes() == data
     assert outbox.pending() == ["car-1"] and envelope_kind(data) == "submit"
@@ -379,7 +380,7 @@ def test_the_daemon_answers_once_and_sends_only_reason_codes(daemon_config, monk
 def test_the_daemon_resends_the_outbox_before_anything_else(daemon_config, key, car, monkeypatch):
     _, X, y = car
     outbox = Outbox(daemon_config.state_dir)
-    data = build_submission(study(), X, y, owner_id="site-a", key=key).SerializeToString()
+    data = build_submission(study_from_pb(study()), X, y, owner_id="site-a", key=key).SerializeToString()
     outbox.put("car-1", data)
     with OwnerDaemon(daemon_config, insecure=True, backoff=NO_WAIT) as daemon:
         stub = FakeStub(daemon.outbox, ack())

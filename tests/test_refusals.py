@@ -14,6 +14,7 @@ from rich.console import Console
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
+from common.federation.serde import study_from_pb
 from common.federation.signing import generate_signing_key
 from common.mechanisms import registry
 from common.mechanisms.pruning import release_unchanged
@@ -144,8 +145,8 @@ def test_an_empty_release_is_refused_before_it_is_signed(key_and_car):
                           disclosure="counts", max_depth=2)
 
     with pytest.raises(EmptyRelease, match=r"the kanon-rdt release of 100 local rows carries no rows \(2 tree\(s\)"):
-        build_submission(spec(20), X[:100], y[:100], owner_id="site-a", key=key)  # 10 sampled rows: no count reaches 20
-    message = fpb.ModelMessage.FromString(build_submission(spec(5), X, y, owner_id="site-a", key=key).payload)
+        build_submission(study_from_pb(spec(20)), X[:100], y[:100], owner_id="site-a", key=key)  # 10 sampled rows: no count reaches 20
+    message = fpb.ModelMessage.FromString(build_submission(study_from_pb(spec(5)), X, y, owner_id="site-a", key=key).payload)
     assert sum(tree.nodes[0].hit + tree.nodes[0].miss for tree in message.trees) > 0  # 1728 rows: a count reaches 5
 
 

@@ -13,7 +13,7 @@ import pytest
 from common.audit.release import audit
 from common.data.datasets import load_dataset
 from common.federation.model_io import read_model
-from common.federation.study import check_spec
+from common.federation.serde import study_from_pb
 from common.mechanisms import registry
 from common.mechanisms.registry import Mechanism
 from common.mechanisms.release import release
@@ -89,11 +89,11 @@ def test_a_toy_mechanism_through_the_cli_release_and_audit(toy, tmp_path, capsys
 def test_a_toy_mechanism_in_studies_and_site_policies(toy):
     spec = study_spec("toy", mechanism=toy_mechanism.NAME, requirement="dp:epsilon=1,trees=2", disclosure="counts",
                       max_depth=1)
-    check_spec(spec)
+    study_from_pb(spec)
     allowing = Policy.from_mapping({"mechanisms": [toy_mechanism.NAME], "max_epsilon": 0.5}, "owner.toml [policy]")
-    assert any("at most epsilon=0.5" in r for r in allowing.check(spec, "miner"))
+    assert any("at most epsilon=0.5" in r for r in allowing.check(study_from_pb(spec), "miner"))
     refusing = Policy.from_mapping({"mechanisms": ["apt"]}, "owner.toml [policy]")
-    assert any(toy_mechanism.NAME in r for r in refusing.check(spec, "miner"))
+    assert any(toy_mechanism.NAME in r for r in refusing.check(study_from_pb(spec), "miner"))
 
 
 @pytest.mark.slow
@@ -112,3 +112,4 @@ def test_simulate_runs_a_federation_with_a_plugin_mechanism(tmp_path, capsys, mo
     assert report["mechanism"] == toy_mechanism.NAME
     assert all(o["audit_passed"] and o["claim"] == "dp:epsilon=1,trees=2" for o in report["owners"])
     assert all(np.isfinite(m["accuracy"]) for m in report["models"])
+    assert report["off_path"] == toy_mechanism.PSEUDO_ROWS  # the plugin's own pseudo-data step ran in the miner

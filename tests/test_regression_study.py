@@ -17,14 +17,9 @@ from common.data.regression import RegressionSchema
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from common.data.task import load_regression_table, load_schema
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.signing import sign_payload
-from common.federation.study import (
-    StudyError,
-    check_spec,
-    describe_spec,
-    load_study_file,
-    spec_from_mapping,
-)
+from common.federation.study import StudyError, load_study_file, spec_from_mapping
 from common.federation.wire import WireError, decode_model, model_message
 from common.mechanisms import registry
 from common.mechanisms.release import release
@@ -80,8 +75,8 @@ def test_a_schema_file_declares_the_task_and_the_targets_public_bounds(tmp_path)
 
 def test_a_regression_study_states_its_task_and_refuses_every_other_mechanism(tmp_path):
     spec = _spec(tmp_path, "r1")
-    check_spec(spec)
-    assert describe_spec(spec)["task"] == "regression" and describe_spec(spec)["class"] == "y"
+    study_from_pb(spec)
+    assert study_from_pb(spec).describe()["task"] == "regression" and study_from_pb(spec).describe()["class"] == "y"
     assert spec.schema.HasField("target") and not spec.schema.classes
     for mechanism in ("apt", "laplace-rdt"):
         with pytest.raises(StudyError, match=f"mechanism '{mechanism}' cannot release a model for task 'regression' "
@@ -90,7 +85,7 @@ def test_a_regression_study_states_its_task_and_refuses_every_other_mechanism(tm
     spec.mechanism = "dpea"  # a study made elsewhere: the owner refuses it before touching its rows
     X, y = regression_rows(50, 0)
     with pytest.raises(ValueError, match="mechanism 'dpea' cannot release a model for task 'regression'"):
-        build_submission(spec, X, y, owner_id="o", key=None)
+        build_submission(study_from_pb(spec), X, y, owner_id="o", key=None)
     with pytest.raises(ValueError, match="mechanism 'laplace-rdt' cannot release a model for task 'regression'"):
         release("laplace-rdt", schema=SCHEMA, X=X, y=y, requirement=DP, max_depth=2)
 

@@ -26,8 +26,8 @@ from cryptography.x509.oid import NameOID
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
+from common.federation.serde import study_from_pb
 from common.federation.signing import sign_payload
-from common.federation.study import spec_schema
 from common.federation.wire import (
     model_message,
     new_nonce,
@@ -278,7 +278,7 @@ def test_a_nonce_stays_spent_across_a_restart(fed):
 def _thin_a_leaf(m: fpb.ModelMessage, spec: fpb.StudySpec) -> int:
     """Shrink one leaf to 2 tuples and its ancestors by as many, and restate the claims' sizes and the attack
     counts to match: a valid, self-consistent tree whose only lie is the k-anonymity of that leaf's path."""
-    schema = spec_schema(spec)
+    schema = study_from_pb(spec).schema
     tree = tree_from_pb(m.trees[0], schema)
     leaf = next(i for i in tree.leaves if tree.nodes[i].total >= 7)
     old = tree.nodes[leaf].counts

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model, tree_to_pb
 from miner_node.mining import AcceptedModel, Evaluation, mine
@@ -56,10 +57,10 @@ def none_study():
     accepted = []
     for i in range(OWNERS):
         rows = parts == i
-        envelope = build_submission(spec, data["X_train"][rows], data["y_train"][rows], owner_id=f"owner-{i + 1}",
+        envelope = build_submission(study_from_pb(spec), data["X_train"][rows], data["y_train"][rows], owner_id=f"owner-{i + 1}",
                                     key=key)
         accepted.append(AcceptedModel(f"owner-{i + 1}", decode_model(fpb.ModelMessage.FromString(envelope.payload))))
-    results = mine(spec, schema, accepted, Evaluation(data["X_test"], data["y_test"], np.arange(int(test.sum()))))
+    results = mine(study_from_pb(spec), accepted, Evaluation(data["X_test"], data["y_test"], np.arange(int(test.sum()))))
     return schema, data, spec, results
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 
@@ -10,6 +11,7 @@ import pytest
 
 from common.data.schema import CategoricalAttribute, Schema
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.serde import study_from_pb
 from common.federation.wire import DecodedModel
 from common.privacy.combining import NO_COMPOSITION, cap, read_study, release_verdict
 from common.privacy.report import PrivacyReport
@@ -76,7 +78,7 @@ def test_mining_carries_the_study_figure_and_names_what_it_skipped():
     spec = study_spec("s", requirement=str(REQUIREMENT), global_models=("naive-bayes",))  # SCHEMA decides the task
     accepted = [_accepted("owner-1", (FIRST,), str(REQUIREMENT)), _accepted("owner-2", (SECOND,), str(REQUIREMENT)),
                 _accepted("owner-3", (FIRST, SECOND), None)]
-    results = mine(spec, SCHEMA, accepted, None)
+    results = mine(dataclasses.replace(study_from_pb(spec), schema=SCHEMA), accepted, None)
     reader = results.reader
     assert results.HasField("reader") and reader.trees == 2 and reader.cap == pytest.approx(5 / 6)
     assert reader.largest_belief > reader.cap and reader.confident_share > 0
@@ -91,7 +93,7 @@ def test_mining_carries_the_study_figure_and_names_what_it_skipped():
     assert "privacy: a reader of every release" in " ".join(captured.get().split())  # `study results`
     page = html.unescape(render_report(study_report(status, results, made_by="modelshare study results")))
     assert "A reader of every release" in page and reader.summary in page
-    nothing = mine(spec, SCHEMA, accepted[2:], None)
+    nothing = mine(dataclasses.replace(study_from_pb(spec), schema=SCHEMA), accepted[2:], None)
     assert not nothing.HasField("reader") and results_dict(nothing)["reader"] is None
     assert "A reader of every release" not in render_report(study_report(status, nothing, made_by="x"))
 

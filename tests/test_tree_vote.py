@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from common.data.datasets import load_dataset
-from common.federation.global_model_settings import WITHOUT_SETTINGS
+from common.federation.serde import study_from_pb
 from common.federation.study import spec_from_mapping
 from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import local_learner, release
+from common.study import WITHOUT_SETTINGS
 from common.trees.metrics import accuracy
 from miner_node.dask_engine import EngineError, check_models
 from miner_node.global_models import (
@@ -64,7 +65,7 @@ def test_a_study_mines_the_vote_from_the_released_trees_and_scores_it(adult):
     accepted = [AcceptedModel(f"site-{i}", decode_model(model_message(r))) for i, r in enumerate(releases)]
     spec = spec_from_mapping({"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "adult"},
                               "mining": {"global_models": [TREE_VOTE, "naive-bayes"], "pgen_scale": 2}}).spec
-    results = mine(spec, schema, accepted, Evaluation(X[3000:], y[3000:], np.arange(1000)))
+    results = mine(study_from_pb(spec), accepted, Evaluation(X[3000:], y[3000:], np.arange(1000)))
     vote = next(m for m in results.models if m.name == TREE_VOTE)
     expected = TreeVote([r.tree for r in releases]).predict(X[3000:])
     assert vote.accuracy == pytest.approx(accuracy(y[3000:], expected))

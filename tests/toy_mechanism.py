@@ -6,7 +6,8 @@ at 0 and rounded. `RECORD` is registered by a test (and unregistered after it), 
 itself in every process when ``MODELSHARE_PLUGINS=tests.toy_mechanism`` is set (it reads
 ``MODELSHARE_MECHANISMS``), so a whole federation knows it. Nothing
 outside this module and its registry record is touched to make it available to ``release``,
-``audit``, ``simulate --mechanism``, the owner policy and the miner's re-audit.
+``audit``, ``simulate --mechanism``, the owner policy, the miner's re-audit and its pseudo-data: the
+record brings its own pseudo-data step (`pseudo_rows`), which the miner runs in place of PGEN.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from common.data.schema import Schema
-from common.mechanisms.registry import Mechanism
+from common.mechanisms.registry import Mechanism, PseudoData
 from common.privacy.checks import Check, integer_counts_check, recomputed
 from common.privacy.noise import Randomness, noisy_counts
 from common.privacy.report import PrivacyReport
@@ -47,6 +48,21 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) 
             integer_counts_check(trees, report, POST_PROCESSING)]
 
 
+PSEUDO_ROWS = "toy-histogram: rows drawn from the averaged noisy class histogram, attributes uniform on the domain"
+
+
+def pseudo_rows(trees: Sequence[Tree], report: PrivacyReport, scale: float, rng: np.random.Generator,
+                class_assignment: str) -> tuple[np.ndarray, np.ndarray]:
+    """The toy's own pseudo-data step: ``scale`` times the mean released total, classes by the mean histogram."""
+    from miner_node.pgen import uniform_rows  # the miner's process runs this step
+
+    counts = np.mean([tree.root.counts for tree in trees], axis=0)
+    n = max(int(round(scale * counts.sum())), 1)
+    share = counts / counts.sum() if counts.sum() > 0 else np.full(counts.shape, 1 / counts.size)
+    return uniform_rows(trees[0].schema, n, rng), rng.choice(counts.size, size=n, p=share).astype(np.int64)
+
+
 RECORD = Mechanism(NAME, "dp", "a noisy class histogram per tree (a test's toy)", train=train,
-                   audit_checks=audit_checks, default_requirement="dp:epsilon=1,trees=2", default_max_depth=1)
+                   audit_checks=audit_checks, default_requirement="dp:epsilon=1,trees=2", default_max_depth=1,
+                   pseudo_data=PseudoData(pseudo_rows, PSEUDO_ROWS))
 MODELSHARE_MECHANISMS = (RECORD,)

@@ -24,6 +24,7 @@ from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import model_pb2 as mpb
 from common.privacy.attacks import AttackCounts, AttackReport
 from common.privacy.report import PathClaim, PrivacyReport, Release
+from common.study import MAX_TREES
 from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
 from common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
 
@@ -54,21 +55,17 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 OVER_MINER_LIMIT = "this miner accepts at most"
 """The words of every miner refusal of a model for its trees or nodes: a fixed limit of the miner, so the
 owner treats the refusal as final (sending the same model again cannot pass)."""
-MAX_TREES = 64
-"""Most trees one ModelMessage may carry. A tree mechanism releases one; k-AnonToRdt releases Nt
-(the paper's rule of thumb is 10). The miner decodes with this limit and studies may not ask for
-more (`common.federation.study.check_spec`); a hostile message is refused before its trees are decoded. The
-miner's node limit applies to the sum over all trees."""
+# MAX_TREES (most trees one ModelMessage may carry) is the study's rule: `common.study.MAX_TREES`.
 
 
 class WireError(ValueError):
     """A message that does not decode into a valid model; the text names the field at fault."""
 
 
-_DISCLOSURES: dict[str, int] = {"counts": mpb.DISCLOSURE_COUNTS, "hit_miss": mpb.DISCLOSURE_HIT_MISS}
+_DISCLOSURES: dict[str, mpb.Disclosure] = {"counts": mpb.DISCLOSURE_COUNTS, "hit_miss": mpb.DISCLOSURE_HIT_MISS}
 
 
-def disclosure_to_pb(disclosure: Disclosure) -> int:
+def disclosure_to_pb(disclosure: Disclosure) -> mpb.Disclosure:
     return _DISCLOSURES[disclosure]
 
 

@@ -19,6 +19,12 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
   (dpea-nb: one root of depth 1), and its trainer refuses more with the reason;
 * ``dp_audit_target``: the empirical DP audit's target factory (`common.audit.dp`), as a
   ``"module:function"`` reference because the audit layer sits above this one;
+* ``pseudo_data``: the miner's pseudo-data step for a release that describes a model rather than a
+  partition (a `PseudoData`, or a ``"module:attribute"`` reference to one where it lives with the
+  miner, as dpea-nb's does); None: PGEN on the released paths. A study's ``off_path`` and ``on_path``
+  laws do not apply to such a step, so a study of the mechanism must leave them ``uniform``;
+* ``release_model``: a global model built from this mechanism's releases alone (dpea-nb's
+  ``calibrated-nb``), which only a study of this mechanism may list;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
   bounds that apply (`policy_bounds`, from the family).
 
@@ -90,6 +96,19 @@ _FAMILY_POLICY_BOUNDS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
+class PseudoData:
+    """A mechanism's own pseudo-data step (the miner calls it in place of PGEN on the released paths).
+
+    ``rows(trees, report, scale, rng, class_assignment)`` returns one release's pseudo rows ``(X, y)``,
+    about ``scale`` times its released rows; ``describe`` is what a study's results say of them in place
+    of the off-path and on-path rules, which do not apply.
+    """
+
+    rows: Callable[[Sequence[Tree], PrivacyReport, float, np.random.Generator, str], tuple[np.ndarray, np.ndarray]]
+    describe: str
+
+
+@dataclass(frozen=True)
 class Mechanism:
     """One release mechanism's record (module docstring).
 
@@ -112,6 +131,8 @@ class Mechanism:
     default_requirement: str | None = None
     default_max_depth: int | None = None
     disclosures: tuple[Disclosure, ...] | None = None
+    pseudo_data: str | PseudoData | None = None
+    release_model: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip().lower() or " " in self.name:
@@ -174,6 +195,17 @@ class Mechanism:
             return target
         module, _, attribute = target.partition(":")
         return getattr(importlib.import_module(module), attribute)
+
+    def resolve_pseudo_data(self) -> PseudoData | None:
+        """The mechanism's own pseudo-data step, imported on first use (None: PGEN on the released paths)."""
+        step = self.pseudo_data
+        if step is None or isinstance(step, PseudoData):
+            return step
+        module, _, attribute = step.partition(":")
+        found = getattr(importlib.import_module(module), attribute)
+        if not isinstance(found, PseudoData):
+            raise TypeError(f"mechanism {self.name!r}: pseudo_data {step!r} is not a PseudoData")
+        return found
 
     def describe(self) -> dict[str, Any]:
         """The record as plain data: for ``--json`` listings and the docs."""
@@ -306,6 +338,7 @@ for _record in (
               "attribute, a likelihood temperature chosen by the exponential mechanism (a calibrated naive Bayes)",
               train=dpea_nb.train_dpea_nb, audit_checks=dpea_nb.audit_checks, release_shape=dpea_nb.release_shape,
               dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
+              pseudo_data="miner_node.calibrated_nb:PSEUDO_DATA", release_model=dpea_nb.RELEASE_MODEL,
               default_requirement="dp:epsilon=1,trees=1", default_max_depth=1),
 ):
     register(_record)

@@ -56,12 +56,12 @@ from rich.table import Table
 
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
-from common.federation.pb import federation_pb2 as fpb
 from common.mechanisms import registry
 from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
 from common.mechanisms.release import release
 from common.privacy.report import PrivacyReport
+from common.study import ModelPlan
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
 from miner_node.calibrated_nb import CalibratedNB, is_nb_release
@@ -96,7 +96,6 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
-from modelshare.pipeline import model_spec
 
 __all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "configure"]
 
@@ -180,12 +179,12 @@ Context = tuple[Schema, np.ndarray, np.ndarray, np.ndarray, np.ndarray, DpSettin
 """(schema, X, y, X_test, y_test, settings): a split's test indices point into X_test, y_test."""
 
 
-def study_spec(settings: DpSettings, mechanism: str, seed: int) -> fpb.StudySpec:
-    """The part of a study the miner's model choice reads: mechanism, seed, global models and their settings.
+def model_plan(settings: DpSettings, mechanism: str, seed: int) -> ModelPlan:
+    """What the miner's model choice reads of the study: mechanism, seed, global models and their settings.
 
     Raises ValueError naming every fault of the settings, as a study's validation would.
     """
-    return model_spec(mechanism, seed, settings.global_models, settings.model_settings)
+    return ModelPlan.checked(settings.global_models, settings.model_settings, seed=seed, mechanism=mechanism)
 
 
 class _Proba:
@@ -225,7 +224,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
         scale = dp_pgen_scale(settings.pgen_scale, mechanism, trees)
         Xp, yp = pgen_ensemble(trees, scale=scale, beta=1.0, rng=rng)
         groups = pseudo_sources(trees, None, scale, len(yp)) if len(trees) > 1 else None
-    spec = study_spec(settings, mechanism, task.seed)
+    plan = model_plan(settings, mechanism, task.seed)
     chosen: dict[str, str] = {}
     for name in settings.global_models:
         result = (float("nan"), float("nan"))  # a release whose counts are all 0 yields no PGEN rows to learn from
@@ -233,7 +232,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
             def build(params: dict[str, Any], name: str = name) -> Any:
                 return make_global_model(name, schema, random_state=task.seed, **params)
 
-            choice = choose(name, spec, Xp, yp, build, regression=False, groups=groups)
+            choice = choose(name, plan, Xp, yp, build, regression=False, groups=groups)
             result = _score(build(choice.parameters).fit(Xp, yp), X_te, y_te, schema.n_classes)
             chosen[f"pgen->{name}"] = choice.selection
         scores[f"pgen->{name}"] = result
@@ -369,7 +368,7 @@ def cmd_dp(args: argparse.Namespace) -> int:
         note_dropped(test_table.source, test_table.dropped_rows)
         test = schema.encode(test_table.frame, source=test_table.source)
     depths = _depths(args.max_depth, schema)
-    study_spec(DpSettings((), depths, global_models=args.global_models, model_settings=dict(args.model_settings)),
+    model_plan(DpSettings((), depths, global_models=args.global_models, model_settings=dict(args.model_settings)),
                DPEA_NAME, args.seed)  # refuse faulty settings before any release
     if args.dpea_steps and max(args.dpea_steps) > depths[DPEA_NAME]:
         raise ValueError(f"--dpea-steps {args.dpea_steps}: DPEA's d is at most its depth D={depths[DPEA_NAME]}")

@@ -54,6 +54,7 @@ from rich.table import Table
 
 from common.data.schema import Schema
 from common.privacy.accuracy_bound import cl_hit_miss_bound
+from common.study import ModelPlan
 from common.trees.metrics import accuracy
 from common.trees.tree import Disclosure
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
@@ -90,7 +91,7 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
-from modelshare.pipeline import PipelineConfig, fold_plan, model_spec, run_fold
+from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 
 __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]
 
@@ -185,12 +186,12 @@ def _ld_model(ld: LDResult, name: str, settings: PrivacySettings, seed: int) -> 
     ``auto`` cross-validates on the published rows, which LD makes public, so both sides get the miner's choice."""
     params: dict[str, Any] = {}
     if name in settings.model_settings:
-        spec = model_spec("none", seed, settings.global_models, settings.model_settings)
+        plan = ModelPlan.checked(settings.global_models, settings.model_settings, seed=seed, mechanism="none")
 
         def build(given: dict[str, Any]) -> Any:
             return make_global_model(name, ld.generalised_schema, random_state=seed, **given)
 
-        params = choose(name, spec, ld.X, ld.y, build, regression=False).parameters
+        params = choose(name, plan, ld.X, ld.y, build, regression=False).parameters
     return fit_ld_model(ld, name, random_state=seed, **params)
 
 

@@ -1,4 +1,4 @@
-"""How a study sets its global models' hyperparameters: study.toml's ``[global_models]`` table and its wire form.
+"""How a study sets its global models' hyperparameters: study.toml's ``[global_models]`` table, decoded.
 
 Each global model a study learns (``[mining] global_models``) may get one setting::
 
@@ -9,21 +9,21 @@ Each global model a study learns (``[mining] global_models``) may get one settin
 
 A model without a setting gets the miner's default for it (`miner_node.selection.DEFAULT_MODES`).
 ``"auto"`` never reads anyone's raw rows nor the evaluation table: the miner cross-validates on the
-pooled pseudo-data it learns from. (A simulation's or experiment's BASIS, which alone holds the raw
-training rows, gets the same setting on them: `miner_node.selection.choose_basis`.) The parameters a study may give are those of `MODEL_PARAMETERS`,
-each with the values it accepts; anything else is an error naming the model and the parameter.
-Both the admin (reading study.toml) and the miner (checking a spec it is sent) run `check_settings`.
+pooled pseudo-data it learns from (BASIS gets the same setting on the raw training rows:
+`miner_node.selection.choose_basis`). The parameters a study may give are those of
+`MODEL_PARAMETERS`, each with the values it accepts; `check_settings` names every fault. The
+settings are the miner's business: the admin (reading study.toml) and the miner (at ``CreateStudy``)
+check them, never an owner.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from common.federation.pb import federation_pb2 as fpb
-
-__all__ = ["AUTO", "FIXED", "GIVEN", "MODES", "MODEL_PARAMETERS", "WITHOUT_SETTINGS", "ParameterValue", "check_settings",
-           "parameter_to_pb", "parameter_from_pb", "settings_to_pb", "describe_settings"]
+__all__ = ["AUTO", "FIXED", "GIVEN", "MODES", "MODEL_PARAMETERS", "WITHOUT_SETTINGS", "ModelPlan", "ModelSetting",
+           "ParameterValue", "check_settings", "settings_from_mapping"]
 
 AUTO, FIXED, GIVEN = "auto", "fixed", "given"
 MODES = (AUTO, FIXED, GIVEN)
@@ -68,27 +68,23 @@ MODEL_PARAMETERS: dict[str, dict[str, str]] = {
 WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote", "calibrated-nb")
 
 
-def parameter_to_pb(value: ParameterValue) -> fpb.ModelParameter:
-    """A parameter value on the wire (bool before int: TOML's true is no integer)."""
-    if isinstance(value, bool):
-        return fpb.ModelParameter(bool_value=value)
-    if isinstance(value, int):
-        return fpb.ModelParameter(int_value=value)
-    if isinstance(value, float):
-        return fpb.ModelParameter(float_value=value)
-    if isinstance(value, str):
-        return fpb.ModelParameter(string_value=value)
-    return fpb.ModelParameter()  # None: the oneof unset
+@dataclass(frozen=True)
+class ModelSetting:
+    """One global model's setting: a mode, and for ``"given"`` its parameter values."""
+
+    mode: str
+    parameters: Mapping[str, ParameterValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", dict(self.parameters))
+
+    def describe(self) -> str | dict[str, ParameterValue]:
+        """JSON-ready: the mode, or the given parameters."""
+        return dict(self.parameters) if self.mode == GIVEN else self.mode
 
 
-def parameter_from_pb(message: fpb.ModelParameter) -> ParameterValue:
-    """The value a `ModelParameter` carries (None when it carries none)."""
-    kind = message.WhichOneof("value")
-    return None if kind is None else getattr(message, kind)
-
-
-def settings_to_pb(settings: Mapping[str, Any]) -> dict[str, fpb.GlobalModelSetting]:
-    """study.toml's ``[global_models]`` as the spec's ``global_model_settings``: a mode, or given parameters.
+def settings_from_mapping(settings: Mapping[str, Any]) -> dict[str, ModelSetting]:
+    """study.toml's ``[global_models]`` as settings: a mode, or given parameters.
 
     Raises ValueError naming the model (and parameter) whose value is neither a string nor a table
     of numbers, strings and booleans; whether the names and values make sense is `check_settings`'.
@@ -97,22 +93,22 @@ def settings_to_pb(settings: Mapping[str, Any]) -> dict[str, fpb.GlobalModelSett
     for name, value in settings.items():
         where = f"[global_models] {name}"
         if isinstance(value, str):
-            out[name] = fpb.GlobalModelSetting(mode=value)
+            out[name] = ModelSetting(value)
             continue
         if not isinstance(value, Mapping):
             raise ValueError(f"{where}: must be \"auto\", \"fixed\" or a table of parameters, got {value!r}")
         for key, item in value.items():
             if not isinstance(item, (bool, int, float, str)):
                 raise ValueError(f"{where}: {key} must be a number, a string or true/false, got {item!r}")
-        out[name] = fpb.GlobalModelSetting(mode=GIVEN, parameters={k: parameter_to_pb(v) for k, v in value.items()})
+        out[name] = ModelSetting(GIVEN, dict(value))
     return out
 
 
-def check_settings(spec: fpb.StudySpec) -> list[str]:
-    """What is wrong with a spec's global-model settings, one sentence per fault naming the model and key."""
+def check_settings(models: tuple[str, ...] | list[str], settings: Mapping[str, ModelSetting]) -> list[str]:
+    """What is wrong with a study's global-model settings, one sentence per fault naming the model and key."""
     faults = []
-    for name in sorted(spec.global_model_settings):
-        setting = spec.global_model_settings[name]
+    for name in sorted(settings):
+        setting = settings[name]
         where = f"[global_models] {name}"
         if name in WITHOUT_SETTINGS:
             faults.append(f"{where}: {name} is built from the released trees and has no hyperparameters; drop its "
@@ -121,9 +117,9 @@ def check_settings(spec: fpb.StudySpec) -> list[str]:
         if name not in MODEL_PARAMETERS:
             faults.append(f"{where}: unknown global model {name!r}; known models: {', '.join(MODEL_PARAMETERS)}")
             continue
-        if name not in spec.global_models:
+        if name not in models:
             faults.append(f"{where}: the study does not learn {name!r} (global models: "
-                          f"{', '.join(spec.global_models)}); add it to [mining] global_models or drop its setting")
+                          f"{', '.join(models)}); add it to [mining] global_models or drop its setting")
         if setting.mode not in MODES:
             faults.append(f"{where}: must be \"auto\", \"fixed\" or a table of parameters, got {setting.mode!r}")
             continue
@@ -131,7 +127,7 @@ def check_settings(spec: fpb.StudySpec) -> list[str]:
             faults.append(f"{where}: mode {setting.mode!r} takes no parameters")
         allowed = MODEL_PARAMETERS[name]
         for key in sorted(setting.parameters):
-            value = parameter_from_pb(setting.parameters[key])
+            value = setting.parameters[key]
             if key not in allowed:
                 faults.append(f"{where}: unknown parameter {key!r}; allowed parameters of {name}: {', '.join(allowed)}")
                 continue
@@ -141,7 +137,37 @@ def check_settings(spec: fpb.StudySpec) -> list[str]:
     return faults
 
 
-def describe_settings(spec: fpb.StudySpec) -> dict[str, Any]:
-    """The settings as JSON-ready data: a mode, or the given parameters."""
-    return {name: (s.mode if s.mode != GIVEN else {k: parameter_from_pb(v) for k, v in s.parameters.items()})
-            for name, s in sorted(spec.global_model_settings.items())}
+@dataclass(frozen=True)
+class ModelPlan:
+    """What the miner's model choice reads of a study: its global models, their settings, its seed and mechanism.
+
+    A `common.study.Study` gives its own (`Study.model_plan`); the in-process pipeline and the experiments
+    build one directly, so that they choose hyperparameters by the same code as the miner.
+    """
+
+    models: tuple[str, ...]
+    settings: Mapping[str, ModelSetting]
+    seed: int
+    mechanism: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(self.models))
+        object.__setattr__(self, "settings", dict(self.settings))
+
+    @classmethod
+    def checked(cls, models: tuple[str, ...] | list[str], settings: Mapping[str, Any], *, seed: int,
+                mechanism: str) -> ModelPlan:
+        """A plan from study.toml-form settings; raises ValueError naming every fault, as a study's check would."""
+        decoded = settings_from_mapping(settings)
+        if faults := check_settings(tuple(models), decoded):
+            raise ValueError("; ".join(faults))
+        return cls(tuple(models), decoded, seed, mechanism)
+
+    def setting(self, name: str, default_mode: str) -> tuple[str, Mapping[str, ParameterValue]]:
+        """Model ``name``'s mode and given parameters; a model without a setting gets ``default_mode``."""
+        setting = self.settings.get(name)
+        return (default_mode, {}) if setting is None else (setting.mode, setting.parameters)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as JSON-ready data: per model, a mode or the given parameters."""
+        return {name: self.settings[name].describe() for name in sorted(self.settings)}
