@@ -103,6 +103,8 @@ COMMANDS = Group("modelshare", {
                           "modelshare.cli_federation:configure_miner_status"),
     }),
     "study": Group("create and follow studies (admin)", {
+        "init": Command("write a commented study.toml with simulate's defaults to start from",
+                        "modelshare.cli_study_init:configure"),
         "create": Command("create a study from study.toml", "modelshare.cli_federation:configure_study_create"),
         "status": Command("a study's state and every owner's answer (--follow: every change until it ends)",
                           "modelshare.cli_federation:configure_study_status"),

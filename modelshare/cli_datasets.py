@@ -8,6 +8,7 @@ from pathlib import Path
 
 from common.data.datasets import describe_dataset, export_dataset, list_datasets
 from common.data.schema import SchemaError
+from common.trees.readable import grouped
 from modelshare.cli_common import add_json, err, out, titled_table
 
 __all__ = ["cmd_datasets", "configure"]
@@ -24,7 +25,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
             table.add_column(col, no_wrap=col != "title")
         table.add_column("classes", overflow="fold")
         for i in infos:
-            table.add_row(i.name, i.title, str(i.rows), str(i.n_attributes), ", ".join(map(str, i.classes)))
+            table.add_row(i.name, i.title, grouped(i.rows), str(i.n_attributes), ", ".join(map(str, i.classes)))
         out.print(table)
         return 0
     if not args.name:

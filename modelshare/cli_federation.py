@@ -20,6 +20,7 @@ from rich.text import Text
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
 from common.mechanisms import registry
+from common.trees.readable import grouped
 from miner_node.config import MinerConfig
 from miner_node.server import start_miner
 from miner_node.store import StoreError, verify_log
@@ -165,14 +166,14 @@ def results_renderables(status: dict[str, Any], results: dict[str, Any]) -> list
     if any("rmse" in m for m in models):  # a regression study: errors on the target's scale
         table = Table("global model", "train rows", "RMSE", "MAE")
         for m in models:
-            table.add_row(m["model"], str(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
+            table.add_row(m["model"], grouped(m["train_rows"]), f"{m['rmse']:.4f}" if "rmse" in m else "",
                           f"{m['mae']:.4f}" if "mae" in m else "")
     else:
         two_class = any(m.get("auc") is not None for m in models)  # AUC: two-class studies only
         table = Table("global model", "train rows", "accuracy", *(["AUC"] if two_class else []), "hyperparameters")
         for m in models:
             auc = [auc_text(m)] if two_class else []
-            table.add_row(m["model"], str(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
+            table.add_row(m["model"], grouped(m["train_rows"]), "" if m["accuracy"] is None else f"{m['accuracy']:.4f}",
                           *auc, settings_text(m))
     lines = [Text(study_headline(status)), table]
     if results.get("off_path"):

@@ -58,6 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with OwnerDaemon(config, insecure=args.insecure) as daemon:
             print(f"modelshare owner {config.name}: dialling the miner {config.miner_name} at {config.miner}; "
                   f"state in {config.state_dir}" + (" (one round)" if args.once else ""), flush=True)
+            if (problem := daemon.watch_data_file()) is not None:
+                print(f"modelshare owner {config.name}: {problem}; waiting for it (`owner status` shows the wait)",
+                      flush=True)
             if args.once:
                 return _serve_once(daemon, stop)
             daemon.run(stop)

@@ -55,8 +55,8 @@ def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float
                  alive: Any = _alive) -> tuple[bool, str]:
     """Judge a status record (`owner_node.status.StatusFile`): (healthy, one-line reason).
 
-    Healthy: the daemon's process runs, it has not stopped, its last call to the miner did not
-    fail, and the miner answered it within ``max_age`` seconds (or, just started, it is within
+    Healthy: the daemon's process runs, it has not stopped, its data file is there to read, its last
+    call to the miner did not fail, and the miner answered it within ``max_age`` seconds (or, just started, it is within
     ``max_age`` of its start), or it is busy answering a study (training may take long).
     """
     if status is None:
@@ -76,6 +76,10 @@ def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float
         study, problem = next(iter(sorted(problems.items())))
         return False, (f"the local table cannot be read for study {study} (attempt {problem.get('attempts')}, next "
                        f"at {problem.get('next_retry_at')}): {problem.get('error')}")
+    data_file = status.get("data_file")
+    if isinstance(data_file, dict):
+        return False, (f"waiting for the data file: {data_file.get('problem')} (since {data_file.get('since')}); "
+                       "the daemon runs and polls, and a study waits for the file until a minute before its deadline")
     failures = status.get("consecutive_failures") or 0
     if failures:
         since = status.get("last_contact_at") or "its start"
@@ -112,7 +116,7 @@ def cmd_status(args: argparse.Namespace) -> int:
               "last_outcome": record.get("last_outcome"), "last_decision": record.get("last_decision"),
               "pending": record.get("pending"), "gave_up": record.get("gave_up") or {},
               "clock_skew_seconds": record.get("clock_skew_seconds"), "data_problems": record.get("data_problems") or {},
-              "status_file": str(config.state_dir / STATUS_FILE)}
+              "data_file": record.get("data_file"), "status_file": str(config.state_dir / STATUS_FILE)}
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -6,9 +6,14 @@ may be read off one owner's private rows. `schema infer` therefore only drafts o
 reads the table, rounds every numeric range outward to round bounds, marks the columns whose
 values are all whole numbers, and writes a commented TOML file whose header says which parts came
 from the data and must be checked (and replaced by bounds a data owner could state without looking)
-before any release. `schema check` reports every row of a table that does not fit a schema
-(missing, unknown category or class, non-number, out of range), one line per problem, instead of
-stopping at the first; it exits 1 when any row does not fit.
+before any release. A word among the numbers of an otherwise numeric column (``forty`` in a column
+of ages) does not stop the draft: it is read as a missing value (its row is left out, as rows with a
+missing value are), and named with its data row and file line on stderr and in the draft's header,
+so that one stray cell neither turns the column categorical nor refuses the table. `schema check`
+reports every problem of a table against a schema (missing, unknown category or class, non-number,
+out of range, a row with more or fewer fields than the header), one line per problem, each with its
+file line and its data row (they differ by the header, blank lines and values that span lines),
+instead of stopping at the first; it exits 1 when any row does not fit.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import datetime
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,7 +31,7 @@ import tomli_w
 from rich.table import Table
 
 from common.data.datasets import load_table
-from common.data.datasets.loading import read_frame
+from common.data.datasets.loading import read_rows
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
 from common.data.task import load_regression_table
@@ -79,6 +84,25 @@ def _drafted_attributes(schema: Schema | RegressionSchema, frame: pd.DataFrame) 
     return attributes, notes
 
 
+def _where(row: int, lines: Mapping[int, int] | None) -> str:
+    """A 0-based data row as a person finds it: ``data row 121 (file line 122)`` (Parquet: the data row alone)."""
+    line = None if lines is None else lines.get(row)
+    return f"data row {row + 1}" + ("" if line is None else f" (file line {line})")
+
+
+def _non_number_notes(data: Path, found: Sequence[tuple[int, str, str]]) -> list[str]:
+    """The draft's notes on words read as missing in numeric columns (each also said on stderr)."""
+    if not found:
+        return []
+    lines = read_rows(data).lines
+    notes = [f"{column}: {value!r} at {_where(row, lines)} is not a number; read as missing (its row left out "
+             f"of the draft), so {column} stays numeric: correct the value, or declare the column with --categorical"
+             for row, column, value in found]
+    for note in notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)
+    return notes
+
+
 def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
     """The drafted schema file's tables, what came from the data, and the rows read.
 
@@ -89,9 +113,10 @@ def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
         if args.class_column is None:
             raise ValueError("schema infer needs --class-column (a classification table) or --target with "
                              "--target-range (a regression table)")
-        table = load_table(args.data, args.class_column, categorical=args.categorical)
+        table = load_table(args.data, args.class_column, categorical=args.categorical, non_numbers="missing")
         note_dropped(table.source, table.dropped_rows)
         attributes, notes = _drafted_attributes(table.schema, table.frame)
+        notes += _non_number_notes(args.data, table.non_numbers)
         notes.append(f"{table.schema.class_name} (the class): the {table.schema.n_classes} classes seen in the data")
         body = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
                 "attributes": attributes}
@@ -139,8 +164,9 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
-def problems(schema: Schema, frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Every cell of ``frame`` that does not fit ``schema``: row (1-based data row), column, value, why.
+def problems(schema: Schema, frame: pd.DataFrame, lines: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
+    """Every cell of ``frame`` that does not fit ``schema``: row (1-based data row: the frame's index + 1), line (the
+    file line, from ``lines``; None without), column, value, why.
 
     Vectorised per column; missing columns are one problem each (row None).
     """
@@ -148,7 +174,7 @@ def problems(schema: Schema, frame: pd.DataFrame) -> list[dict[str, Any]]:
     columns = [*schema.attributes, CategoricalAttribute(schema.class_name, schema.classes)]
     for attr in columns:
         if attr.name not in frame.columns:
-            found.append({"row": None, "column": attr.name, "value": None, "why": "column is missing"})
+            found.append({"row": None, "line": None, "column": attr.name, "value": None, "why": "column is missing"})
             continue
         raw = frame[attr.name]
         text = raw.astype(str).str.strip()
@@ -167,27 +193,31 @@ def problems(schema: Schema, frame: pd.DataFrame) -> list[dict[str, Any]]:
             bad.append((unknown, f"not a {what} of the schema"))
         for mask, why in bad:
             for i in np.flatnonzero(mask):
-                found.append({"row": int(i) + 1, "column": attr.name, "value": None if missing[i] else str(raw.iloc[i]),
-                              "why": why})
+                index = int(frame.index[i])
+                found.append({"row": index + 1, "line": None if lines is None else lines.get(index),
+                              "column": attr.name, "value": None if missing[i] else str(raw.iloc[i]), "why": why})
     return sorted(found, key=lambda p: (p["row"] or 0, p["column"]))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     schema = Schema.load(args.schema)
-    frame = read_frame(args.data)
-    found = problems(schema, frame)
+    read = read_rows(args.data)
+    ragged = [{"row": e.row, "line": None if read.lines is None else read.lines.get(e.row - 1), "column": e.column,
+               "value": None if e.value is None else str(e.value), "why": e.why} for e in read.ragged if e.row]
+    found = sorted(problems(schema, read.frame, read.lines) + ragged, key=lambda p: (p["row"] or 0, p["column"]))
+    rows = len(read.frame) + len(ragged)
     if args.json:
-        print(json.dumps({"data": str(args.data), "schema": str(args.schema), "rows": len(frame),
+        print(json.dumps({"data": str(args.data), "schema": str(args.schema), "rows": rows,
                           "fits": not found, "problems": found}, indent=2))
     elif not found:
-        err.print(f"{args.data}: all {len(frame)} rows fit {args.schema}", highlight=False)
+        err.print(f"{args.data}: all {rows:,} rows fit {args.schema}", highlight=False)
     else:
-        table = Table(title=f"{args.data}: {len(found)} problems against {args.schema}")
-        for col in ("row", "column", "value", "why"):
+        table = Table(title=f"{args.data}: {len(found):,} problems against {args.schema}")
+        for col in ("file line", "data row", "column", "value", "why"):
             table.add_column(col)
         for p in found[:MAX_SHOWN]:
-            table.add_row("-" if p["row"] is None else str(p["row"]), p["column"],
-                          "" if p["value"] is None else p["value"], p["why"])
+            table.add_row("-" if p["line"] is None else str(p["line"]), "-" if p["row"] is None else str(p["row"]),
+                          p["column"], "" if p["value"] is None else p["value"], p["why"])
         out.print(table)
         if len(found) > MAX_SHOWN:
             err.print(f"... and {len(found) - MAX_SHOWN} more (--json lists every one)", highlight=False)

@@ -30,7 +30,8 @@ RMSE_GAP_RATIO = 1.25
 LEGEND = {
     "basis": "BASIS: the same global model trained on the owners' pooled raw training rows, which only a "
              "simulation can see, its hyperparameters set by the same setting (auto: the same grid, "
-             "cross-validated on those rows); the best the study could do.",
+             "cross-validated on those rows): the reference the release's cost is measured against, not a "
+             "ceiling (a model learned from pseudo-data can score above it).",
     "pgen": "PGEN: the global model the miner learned from pseudo-data regenerated from the owners' "
             "unpruned trees (--mechanism none).",
     "ppgen": "PPGEN: the global model the miner learned from pseudo-data regenerated from the owners' "

@@ -13,12 +13,12 @@ text shows it shortened, with the whole text as the box's tooltip.
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.readable import grouped, numeric_condition, plain_number
 from common.trees.regression import RegressionTree
 from common.trees.tree import CategorySet, Constraint, Interval, Tree
 
@@ -64,23 +64,13 @@ class _Box:
     cut_below: int = 0
 
 
-def _num(value: float) -> str:
-    """A count or bound, short: integers as such, other values to 4 significant digits."""
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.4g}"
-
-
 def _condition(constraint: Constraint, attribute: CategoricalAttribute | NumericAttribute) -> str:
     """An edge's condition without the attribute's name (the parent box names it): '= a', '∈ {a, b}', '≤ 3'."""
     if isinstance(constraint, CategorySet):
         names = [attribute.categories[c] for c in sorted(constraint.codes)]  # type: ignore[union-attr]
         return f"= {names[0]}" if len(names) == 1 else "∈ {" + ", ".join(names) + "}"
-    assert isinstance(constraint, Interval)
-    low, high = constraint.low, constraint.high
-    if low == -math.inf:
-        return f"{'≤' if constraint.high_closed else '<'} {_num(high)}"
-    if high == math.inf:
-        return f"{'≥' if constraint.low_closed else '>'} {_num(low)}"
-    return f"{'[' if constraint.low_closed else '('}{_num(low)}, {_num(high)}{']' if constraint.high_closed else ')'}"
+    assert isinstance(constraint, Interval) and isinstance(attribute, NumericAttribute)
+    return numeric_condition(constraint, attribute, symbols=True)
 
 
 def _short(text: str, chars: int) -> str:
@@ -92,15 +82,16 @@ def _classification_box(tree: Tree, i: int) -> _Box:
     if node.is_leaf:
         label = schema.classes[node.label]
         if node.counts is not None and len(node.counts) <= 4:
-            stats = "counts " + " / ".join(_num(c) for c in node.counts)
+            stats = "counts " + " / ".join(grouped(c) for c in node.counts)
         else:
-            stats = f"hit {_num(node.hit)} · miss {_num(node.miss)}"
-        tip = f"leaf {i}: class {label}; hit {_num(node.hit)}, miss {_num(node.miss)}"
+            stats = f"hit {grouped(node.hit)} · miss {grouped(node.miss)}"
+        tip = f"leaf {i}: class {label}; hit {grouped(node.hit)}, miss {grouped(node.miss)}"
         if node.counts is not None:
-            tip += "; counts " + ", ".join(f"{c}={_num(v)}" for c, v in zip(schema.classes, node.counts))
+            tip += "; counts " + ", ".join(f"{c}={grouped(v)}" for c, v in zip(schema.classes, node.counts))
         return _Box((label, stats), tip, PALETTE[node.label % len(PALETTE)])
     name = schema.attributes[node.attribute].name  # type: ignore[index]
-    return _Box((name, f"n = {_num(node.total)}"), f"node {i}: split on {name}; {_num(node.total)} tuples", INNER_FILL)
+    return _Box((name, f"n = {grouped(node.total)}"), f"node {i}: split on {name}; {grouped(node.total)} tuples",
+                INNER_FILL)
 
 
 def _regression_box(tree: RegressionTree, i: int) -> _Box:
@@ -108,10 +99,12 @@ def _regression_box(tree: RegressionTree, i: int) -> _Box:
     if node.attribute is None:
         value = float(tree.schema.unscale(np.array([node.value]))[0])
         target = tree.schema.target.name
-        return _Box((f"{target} ≈ {value:.4g}", f"N' = {_num(node.count)}"),
-                    f"leaf {i}: predicts {target} {value:.6g}; noisy count N' {node.count:.6g}", PALETTE[0])
+        return _Box((f"{target} ≈ {plain_number(value)}", f"N' = {grouped(node.count)}"),
+                    f"leaf {i}: predicts {target} {plain_number(value)}; noisy count N' {plain_number(node.count)}",
+                    PALETTE[0])
     name = tree.schema.attributes[node.attribute].name
-    return _Box((name, f"N' = {_num(node.count)}"), f"node {i}: split on {name}; noisy count {node.count:.6g}", INNER_FILL)
+    return _Box((name, f"N' = {grouped(node.count)}"), f"node {i}: split on {name}; noisy count "
+                f"{plain_number(node.count)}", INNER_FILL)
 
 
 def _structure(tree: Tree | RegressionTree) -> tuple[Tree, list[_Box]]:

@@ -74,6 +74,7 @@ from common.privacy.requirements import CLDiversity, parse_requirement
 from common.study import Study
 from common.trees.learners import admissible_params
 from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
+from common.trees.readable import grouped
 from miner_node.config import ENGINES
 from miner_node.dask_engine import EngineError, check_models
 from miner_node.global_models import (
@@ -611,9 +612,9 @@ def _owners_table(report: dict[str, Any]) -> Table:
         owners.add_column(col, no_wrap=True)
     owners.add_column("claim or refusal", overflow="fold")
     owners.add_column("audit", no_wrap=True)
-    rows = [(o["owner"], str(o["rows"]), str(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
+    rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
             for o in report["owners"]]
-    rows += [(r["owner"], str(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
+    rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
     for row in sorted(rows):
         owners.add_row(*row)
     return owners
@@ -653,7 +654,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def _models_table(report: dict[str, Any], fmt: Any) -> Table:
     """The classification models' table: BASIS and (P)PGEN accuracy, class match, path match."""
-    table = titled_table(f"global models on {report['test_rows']} held-out rows")
+    table = titled_table(f"global models on {grouped(report['test_rows'])} held-out rows")
     table.add_column("global model", no_wrap=True)
     name = pseudo_data_name(report["mechanism"])
     two_class = any("auc" in m for m in report["models"])
@@ -670,13 +671,13 @@ def _models_table(report: dict[str, Any], fmt: Any) -> Table:
 def _regression_table(report: dict[str, Any], fmt: Any) -> Table:
     """The regression models' table: BASIS and PPGEN RMSE and MAE on the held-out rows (target's scale)."""
     name = pseudo_data_name(report["mechanism"])
-    table = titled_table(f"regression global models on {report['test_rows']} held-out rows")
+    table = titled_table(f"regression global models on {grouped(report['test_rows'])} held-out rows")
     table.add_column("global model", no_wrap=True)
     for col in ("BASIS RMSE", f"{name} RMSE", "BASIS MAE", f"{name} MAE", "train rows"):
         table.add_column(col)
     for m in report["models"]:
         table.add_row(m["model"], fmt(m["basis_rmse"]), fmt(m["rmse"]), fmt(m["basis_mae"]), fmt(m["mae"]),
-                      str(m["train_rows"]))
+                      grouped(m["train_rows"]))
     return table
 
 

@@ -24,8 +24,11 @@ policy key (``min-k`` for ``min_k``) must not silently weaken what the site rele
     [policy]                       # see owner_node.policy
     min_k = 5
 
-The key files, roster and data file must exist when the config is loaded, so a broken kit is
-reported at start, naming the key that points at the missing file, not at the first study.
+The key files and the roster must exist when the config is loaded, so a broken kit is reported at
+start, naming the key that points at the missing file, not at the first study. The data file need
+not: a site whose table is not in place yet (a mount that dropped, a file still being exported)
+starts, shows the wait in ``owner status``, and answers a study once the file appears
+(`owner_node.daemon`); ``[data] path`` naming a directory is an error.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class _OwnerTable(ConfigModel):
 
 class _DataTable(ConfigModel):
     path: Text
-    """The private table (CSV, TSV or Parquet); its rows never leave the owner's process."""
+    """The private table (CSV, TSV or Parquet); its rows never leave the owner's process. It may be absent when the
+    daemon starts (`owner status` shows the wait; a study waits for it until a minute before its deadline)."""
     class_column: Text | None = None
     """The class column's name; default: the study schema's class name."""
     missing: Literal["drop", "category"] = "drop"
@@ -97,6 +101,14 @@ def _existing(base: Path, value: str, where: str, table: str, key: str) -> Path:
     if not path.is_file():
         why = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise OwnerConfigError(f"{at_key(where, (table, key))} = {value!r}: {path} {why}")
+    return path
+
+
+def _data_file(base: Path, value: str, where: str) -> Path:
+    """The data file ``value`` names, relative to the config's directory; it may be absent, but not a directory."""
+    path = base / value
+    if path.is_dir():
+        raise OwnerConfigError(f"{at_key(where, ('data', 'path'))} = {value!r}: {path} is a directory, not a file")
     return path
 
 
@@ -144,7 +156,7 @@ class OwnerConfig:
             signing_key=_existing(base, owner.signing_key, where, "owner", "signing_key"),
             roster=_existing(base, owner.roster, where, "owner", "roster"),
             tls=TlsFiles(*(_existing(base, getattr(tls, key), where, "tls", key) for key in ("ca", "cert", "key"))),
-            data_path=_existing(base, file.data.path, where, "data", "path"),
+            data_path=_data_file(base, file.data.path, where),
             class_column=file.data.class_column,
             policy=file.policy,
             insecure=owner.insecure,

@@ -76,6 +76,7 @@ from owner_node.training import (
     FailedAudit,
     LocalDataError,
     build_refusal,
+    data_file_problem,
     fits_domain,
     load_local_table,
     prepare_submission,
@@ -101,7 +102,7 @@ POLL_WAIT_SECONDS = 10
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
 DATA_LAST_CALL_SECONDS = 60
-"""A study whose local table is still unreadable this long before its deadline is refused (bad-local-data)."""
+"""A study whose local table is still unreadable this long before its deadline is refused (data-unavailable)."""
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL})
 FINAL = frozenset({grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION})
@@ -391,6 +392,7 @@ class OwnerDaemon:
         self.outbox = Outbox(config.state_dir)
         self.ledger = Ledger(config.state_dir)
         self.status = StatusFile(config.state_dir, owner=config.name, miner=config.miner)
+        self.watch_data_file()
         self._rng = random.Random()
         self._settled: set[str] = set()  # answered, or given up on, during this process
         self._channel = self._open_channel()
@@ -470,12 +472,32 @@ class OwnerDaemon:
         stop = stop or threading.Event()
         reply = self._stub.Poll(fpb.PollRequest(wait_seconds=wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
         self.status.contact(state="polling")
+        self.watch_data_file()
         outcomes = []
         for announcement in reply.studies:
             if stop.is_set():
                 break
             outcomes.append(self.answer(announcement.spec, stop))
         return outcomes
+
+    def watch_data_file(self) -> str | None:
+        """Look whether the data file is there to read, and record the answer in the status file's ``data_file``.
+
+        A missing or unreadable file does not stop the daemon: it keeps polling, a study announced meanwhile
+        waits for the file (`_data_unavailable`), and ``owner status`` shows the wait. Returns the problem, or None.
+        """
+        problem = data_file_problem(self.config.data_path)
+        previous = self.status.data.get("data_file")
+        if problem is None:
+            if previous is not None:
+                log.info("the data file %s is readable again", self.config.data_path)
+                self.status.update(data_file=None)
+            return None
+        if not isinstance(previous, dict) or previous.get("problem") != problem:
+            log.warning("%s ([data] path of %s); waiting for it: studies announced meanwhile wait until %d s before "
+                        "their deadline", problem, self.config.path, DATA_LAST_CALL_SECONDS)
+            self.status.update(data_file={"path": str(self.config.data_path), "problem": problem, "since": utc_now()})
+        return problem
 
     # ------------------------------------------------------------- answers
     def answer(self, spec: fpb.StudySpec, stop: threading.Event) -> Outcome:
@@ -519,7 +541,7 @@ class OwnerDaemon:
 
     def _data_unavailable(self, spec: fpb.StudySpec, exc: DataUnavailable) -> tuple[fpb.SignedEnvelope, Kind, str] | None:
         """The local table cannot be read now: wait for it (None; retried with backoff), or, once the
-        study's deadline is `DATA_LAST_CALL_SECONDS` away, refuse it (bad-local-data) so the miner learns why.
+        study's deadline is `DATA_LAST_CALL_SECONDS` away, refuse it (data-unavailable) so the miner learns why.
 
         A missing or unreadable file is often a passing state (a file being replaced, a mount that
         dropped); refusing at once would fail a study that needs every site's answer for good.
@@ -529,7 +551,7 @@ class OwnerDaemon:
         left = spec.deadline.ToSeconds() - self.clock() - DATA_LAST_CALL_SECONDS
         if left <= 0:
             self._data_waits.pop(study_id, None)
-            return self._refusal(study_id, Refusal("bad-local-data"), f"the local table stayed unreadable through "
+            return self._refusal(study_id, Refusal("data-unavailable"), f"the local table stayed unreadable through "
                                                                   f"{attempts} attempt(s) until the deadline neared: {exc}")
         delay = min(self.data_retry.ceiling(attempts - 1), left)
         self._data_waits[study_id] = (attempts, time.monotonic() + delay)

@@ -56,6 +56,8 @@ class StatusFile:
                               of this site because the difference exceeds its window; null otherwise
         data_problems         {study_id: {error, attempts, next_retry_at}} of studies waiting for the local
                               table to become readable again (`owner_node.training.DataUnavailable`)
+        data_file             {path, problem, since} while the data file is missing or unreadable (looked at
+                              on start and after every poll, study or not), else null
 
     Failing to write it is logged and otherwise ignored: health reporting never stops the daemon.
     """
@@ -69,6 +71,7 @@ class StatusFile:
             "updated_at": now, "state": "starting", "study": None, "last_contact_at": None,
             "consecutive_failures": 0, "last_error": None, "last_error_at": None, "last_outcome": None,
             "last_decision": None, "pending": 0, "gave_up": {}, "clock_skew_seconds": None, "data_problems": {},
+            "data_file": None,
         }
         self._write()
 

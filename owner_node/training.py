@@ -43,7 +43,8 @@ from common.study import Study
 from owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "SignedRelease",
-           "build_refusal", "build_submission", "fits_domain", "prepare_submission", "load_local_table"]
+           "build_refusal", "build_submission", "data_file_problem", "fits_domain", "prepare_submission",
+           "load_local_table"]
 
 _SEED_MODULUS = 2**32  # scikit-learn seeds are 32-bit; a study's seed is a uint64
 
@@ -113,6 +114,25 @@ def _unavailable(path: Path, exc: SchemaError) -> bool:
         return True
 
 
+def data_file_problem(path: Path) -> str | None:
+    """Why the data file ``path`` cannot be read now, as a sentence naming it (missing, a directory, not readable
+    by this process), or None when it is there to read.
+
+    A cheap look at the file system only (the file is not opened): the daemon makes it at its start and after
+    every poll, so that ``owner status`` shows a site waiting for its data file before any study needs it.
+    """
+    try:
+        if not path.exists():
+            return f"the data file {path} is missing"
+        if path.is_dir():
+            return f"the data file {path} is a directory, not a file"
+        if not os.access(path, os.R_OK):
+            return f"the data file {path} is not readable by this process"
+    except OSError as exc:
+        return f"the data file {path} cannot be looked at: {exc.strerror or exc}"
+    return None
+
+
 @dataclass(frozen=True)
 class LocalTable:
     """The site's table encoded with a study's schema, how many rows the missing-value policy dropped, and
@@ -159,7 +179,7 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
         frame = read_frame(path)
     except SchemaError as exc:
         if _unavailable(path, exc):
-            raise DataUnavailable(str(exc)) from None
+            raise DataUnavailable(data_file_problem(path) or str(exc)) from None
         raise LocalDataError(str(exc)) from None
     try:
         frame, dropped = settle_missing(_select(frame, schema, class_column, path), schema, config.missing, str(path))

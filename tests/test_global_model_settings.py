@@ -31,7 +31,7 @@ def _on(schema, spec):
 
 
 def study(settings: dict | None = None, models: tuple[str, ...] = ("decision-tree", "naive-bayes")) -> dict:
-    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"},
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
             "mining": {"global_models": list(models)}}
     if settings is not None:
         data["global_models"] = settings
@@ -94,7 +94,7 @@ def test_simulate_reads_model_settings_as_the_study_file_writes_them():
 
 # ------------------------------------------------------------------ the miner
 def _spec(models: tuple[str, ...], settings: dict[str, str | dict] | None = None) -> fpb.StudySpec:
-    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
             "mining": {"global_models": list(models), "pgen_scale": 5}}
     if settings:
         data["global_models"] = settings

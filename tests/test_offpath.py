@@ -159,7 +159,7 @@ def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n
 
 # ------------------------------------------------------------------ the study setting
 def study(mining: dict) -> dict:
-    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
             "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
 
 

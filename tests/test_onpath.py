@@ -114,7 +114,7 @@ def test_uniform_leaves_pgen_byte_identical_and_chunks_redraw_as_the_whole():
 
 
 def study(mining: dict) -> dict:
-    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
             "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
 
 

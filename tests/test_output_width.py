@@ -77,7 +77,7 @@ def test_simulate_tables_fit_and_titles_do_not_wrap(capsys, width, columns, task
     report = _report(task)
     simulate._print(report)
     kind = "regression global models" if task == "regression" else "global models"
-    check(capsys.readouterr().out, *_title(report), f"{kind} on 2592 held-out rows")
+    check(capsys.readouterr().out, *_title(report), f"{kind} on 2,592 held-out rows")
 
 
 def test_simulate_ends_with_the_legend_the_readme_quotes(capsys, width):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
+import signal
+import subprocess
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,10 +18,12 @@ from common.data.datasets import load_dataset
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.refusal import Refusal
 from modelshare.cli_owner_status import owner_health
+from modelshare.provision import set_miner_port
+from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon
 from owner_node.status import read_status
 from owner_node.training import LocalDataError, fits_domain, load_local_table
-from tests.federation_helpers import make_federation, make_owner_config, study_spec
+from tests.federation_helpers import CLI, make_federation, make_owner_config, study_spec, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +166,7 @@ def test_a_table_that_cannot_be_read_for_a_while_is_waited_for_not_refused(tmp_p
     away = path.rename(tmp_path / "being-replaced.csv")  # after the start, which requires the file
     try:
         [outcome] = daemon.run_once(wait_seconds=0)
-        assert outcome.outcome == "deferred" and "file not found" in outcome.reason
+        assert outcome.outcome == "deferred" and f"the data file {path} is missing" in outcome.reason
         status = read_status(daemon.config.state_dir)
         assert status is not None and status["data_problems"]["gone"]["attempts"] == 1
         healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=45)
@@ -183,10 +188,73 @@ def test_a_table_still_unreadable_as_the_deadline_nears_is_refused_so_the_miner_
     try:
         [outcome] = daemon.run_once(wait_seconds=0)
         assert outcome.outcome == "refused"
-        assert "stayed unreadable" in read_status(daemon.config.state_dir)["last_decision"]["detail"]
+        detail = read_status(daemon.config.state_dir)["last_decision"]["detail"]
+        assert detail.startswith("data-unavailable: ") and "stayed unreadable" in detail and "is missing" in detail
+        reason = fed.wait_study("gone", timeout=30).reason
+        assert f"site-a refused: data-unavailable: {Refusal('data-unavailable').sentence}" in reason
+        assert "does not fit" not in reason and str(tmp_path) not in reason
     finally:
         daemon.close()
         fed.close()
+
+
+def test_an_owner_config_loads_while_its_data_file_is_missing_but_not_when_the_path_is_a_directory(tmp_path, adult_rows):
+    fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=10)
+    fed.close()
+    path.unlink()
+    config = OwnerConfig.load(fed.kits["site-a"] / "owner.toml")
+    assert config.data_path == path
+    path.mkdir()
+    with pytest.raises(OwnerConfigError, match=r"\[data\]: path = .*is a directory, not a file"):
+        OwnerConfig.load(fed.kits["site-a"] / "owner.toml")
+
+
+def test_a_daemon_started_without_its_data_file_is_unhealthy_saying_so_until_the_file_appears(tmp_path, adult_rows):
+    fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=10)
+    away = path.rename(tmp_path / "not-yet.csv")
+    daemon = OwnerDaemon(fed.owner_config("site-a"), data_retry=Backoff(base=0.0, cap=0.0))
+    try:
+        data_file = read_status(daemon.config.state_dir)["data_file"]
+        assert data_file["problem"] == f"the data file {path} is missing" and data_file["since"]
+        healthy, reason = owner_health(read_status(daemon.config.state_dir), now=datetime.now(timezone.utc), max_age=45)
+        assert not healthy and reason.startswith(f"waiting for the data file: the data file {path} is missing")
+        away.rename(path)
+        [outcome] = daemon.run_once(wait_seconds=0)
+        assert outcome.outcome == "submitted"
+        assert read_status(daemon.config.state_dir)["data_file"] is None
+    finally:
+        daemon.close()
+        fed.close()
+
+
+@pytest.mark.slow
+def test_owner_serve_started_without_its_data_file_waits_shows_it_and_answers_once_it_appears(tmp_path, adult_rows):
+    fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=10)
+    away = path.rename(tmp_path / "not-yet.csv")
+    set_miner_port(fed.kits.values(), fed.miner.port)
+    config = fed.kits["site-a"] / "owner.toml"
+    state_dir = OwnerConfig.load(config).state_dir
+    with open(tmp_path / "owner.out", "wb") as out:
+        owner = subprocess.Popen([*CLI, "owner", "serve", "--config", str(config)], stdout=out,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: ((read_status(state_dir) or {}).get("data_problems") or {}).get("gone"), 60,
+                   "the daemon to try the study and wait for its data file")
+        probe = subprocess.run([*CLI, "owner", "status", "--config", str(config), "--json"], capture_output=True,
+                               text=True, timeout=60)
+        assert probe.returncode == 1, probe.stderr
+        report = json.loads(probe.stdout)
+        assert report["reason"].startswith("the local table cannot be read for study gone (attempt 1, next at ")
+        assert report["reason"].endswith(f"the data file {path} is missing")
+        assert report["data_file"]["problem"] == f"the data file {path} is missing"
+        assert owner.poll() is None  # still running: a Restart=on-failure unit does not loop
+        away.rename(path)
+        assert fed.wait_study("gone", timeout=60).state == "done"
+    finally:
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=30)
+        fed.close()
+    assert f"the data file {path} is missing; waiting for it" in (tmp_path / "owner.out").read_text()
 
 
 # --------------------------------------------------------- dp and dps studies fit the rows instead of refusing

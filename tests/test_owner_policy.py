@@ -240,7 +240,7 @@ def test_config_resolves_paths_against_its_directory(kit):
         ('name = "site-a"\n', "", "[owner]: name is required"),
         ('miner = "localhost:50051"', 'miner = "localhost"', "[owner]: miner = 'localhost' must be HOST:PORT"),
         ('signing_key = "signing.key"', 'signing_key = "gone.key"', "[owner]: signing_key = 'gone.key': "),
-        ('path = "table.csv"', 'path = "nope.csv"', "[data]: path = 'nope.csv': "),
+        ('path = "table.csv"', 'path = "."', "[data]: path = '.': "),  # absent is waited for; a directory is wrong
         ('key = "tls.key"', 'key = "."', "[tls]: key = '.': "),
         ("[owner]", "insecure = 1\n[owner]", "unknown key 'insecure'; allowed keys: owner, tls, data, policy"),
         ('roster = "roster.json"', 'roster = "roster.json"\ninsecure = "yes"', "insecure must be true or false"),

@@ -36,7 +36,7 @@ from common.mechanisms.release import local_learner, release
 from owner_node.config import OwnerConfig, OwnerConfigError
 from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
 from owner_node.policy import Policy
-from owner_node.training import LocalDataError, build_refusal, build_submission, load_local_table
+from owner_node.training import DataUnavailable, LocalDataError, build_refusal, build_submission, load_local_table
 from tests.federation_helpers import make_owner_config
 
 NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)
@@ -107,7 +107,7 @@ def test_missing_columns_and_missing_files_are_local_data_errors(tmp_path, car):
     load_dataset("car").frame.to_csv(path, index=False)
     with pytest.raises(LocalDataError, match=r"column 'label': the table lacks columns \['label'\]"):
         load_local_table(make_owner_config(tmp_path, path, class_column="label"), schema)
-    with pytest.raises(LocalDataError, match="gone.csv: file not found"):
+    with pytest.raises(DataUnavailable, match=r"the data file .*gone.csv is missing"):
         load_local_table(make_owner_config(tmp_path, tmp_path / "gone.csv"), schema)
 
 

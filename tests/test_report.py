@@ -113,9 +113,10 @@ def test_report_with_basis_shows_the_gap_and_each_owners_rows(tmp_path: Path) ->
     report = study_report(status, results, made_by="modelshare simulate", rows={"site-a": 864, "site-b": 864,
                                                                              "site-<c>": 10}, basis=basis)
     page = Page(write_report(report, tmp_path).read_text())
-    assert "0.9500" in page.words and "0.2000" in page.words, "BASIS accuracy and its gap to PPGEN"
+    assert "0.9500" in page.words and "gap (accuracy points)" in page.words and "20.0" in page.words, \
+        "BASIS accuracy and its gap to PPGEN, in the accuracy points the command line says"
     assert "not known" not in page.words and "864" in page.words
-    assert "The release cost naive-bayes 0.350 of accuracy" in page.words
+    assert "The release cost naive-bayes 35.0 accuracy points against BASIS" in page.words
 
 
 def test_a_large_tree_is_cut_and_says_how_many_nodes_were_cut() -> None:

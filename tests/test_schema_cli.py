@@ -73,6 +73,48 @@ def test_check_names_every_row_that_does_not_fit(table, tmp_path, capsys):
     assert "all 600 rows fit" in capsys.readouterr().err
 
 
+def test_check_lists_ragged_rows_with_every_other_problem_by_file_line(table, tmp_path, capsys):
+    path, frame = table
+    schema_file = tmp_path / "s.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "income", "--out", str(schema_file)]) == 0
+    lines = path.read_text().splitlines()
+    lines[5] += ",EXTRA"                           # data row 5: one field too many
+    lines[8] = "33,Private"                        # data row 8: too few fields
+    lines.insert(10, "")                           # a blank line: data rows and file lines part from here
+    fields = lines[20].split(",")
+    lines[20] = ",".join([fields[0], "Astronaut", *fields[2:]])
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["schema", "check", str(bad), "--schema", str(schema_file), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = [(p["line"], p["row"], p["column"], p["why"].split(":")[0]) for p in report["problems"]]
+    assert found == [(6, 5, "#17 (beyond the header)", "the row has 17 fields, the header 16"),
+                     (9, 8, "fnlwgt", "the row has 2 field(s), the header 16"),
+                     (21, 19, "workclass", "not a category of the schema")]
+    assert "Astronaut" in bad.read_text().splitlines()[20]  # file line 21, as reported
+    assert report["rows"] == len(frame)
+    assert main(["schema", "check", str(bad), "--schema", str(schema_file)]) == 1
+    text = capsys.readouterr().out
+    assert "Astronaut" in text and "EXTRA" in text
+
+
+def test_infer_drafts_despite_a_stray_word_in_a_numeric_column_and_names_it(table, tmp_path, capsys):
+    path, frame = table
+    lines = path.read_text().splitlines()
+    assert lines[121].startswith(str(frame.age.iloc[120]) + ",")
+    lines[121] = "forty" + lines[121][lines[121].index(","):]  # data row 121, file line 122
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "s.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "income", "--out", str(out)]) == 0
+    said = "age: 'forty' at data row 121 (file line 122) is not a number; read as missing"
+    assert said in capsys.readouterr().err and said in out.read_text()
+    age = Schema.load(out).attributes[0]
+    assert age.name == "age" and isinstance(age, NumericAttribute) and age.integer
+    with pytest.raises(SchemaError, match=r"row 121, column 'age', value 'forty'"):  # the library still refuses
+        load_table(path, "income")
+
+
 def test_an_integer_attribute_refuses_fractions_travels_and_pgen_draws_whole_numbers(nursery):
     schema = Schema((NumericAttribute("age", 0, 120, integer=True), NumericAttribute("ratio", 0, 1)), "c", ("a", "b"))
     assert schema_from_pb(schema_to_pb(schema)) == schema

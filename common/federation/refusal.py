@@ -8,6 +8,10 @@ one of `CODES` and the code's sentence from `SENTENCES`; a ``policy`` refusal al
 ``[policy]`` keys that refused, which are the site's own public policy and never a value computed
 from rows. `Refusal` is the owner's side, `describe` the miner's and admin's.
 
+``data-unavailable`` says the site's data file was missing or unreadable (a dropped mount, a file
+never put in place) for as long as the owner could wait, which is about the site's files, not
+their rows; ``bad-local-data`` says a table that was read does not fit the schema.
+
 The sentence is data-independent; *which* code is sent is not. ``bad-local-data``,
 ``unsatisfiable``, ``empty-release`` and ``too-large`` are decided by the table (an ``empty-release``
 or ``too-large`` refusal is therefore charged to the budget ledger like a release: it tells the
@@ -25,8 +29,8 @@ from common.federation.wire import new_nonce, now_timestamp
 
 __all__ = ["CODES", "SENTENCES", "Code", "Refusal", "describe", "refusal_message"]
 
-Code = Literal["policy", "bad-study", "budget", "bad-local-data", "unsatisfiable", "empty-release", "internal",
-               "too-large", "failed-audit"]
+Code = Literal["policy", "bad-study", "budget", "bad-local-data", "data-unavailable", "unsatisfiable", "empty-release",
+               "internal", "too-large", "failed-audit"]
 CODES: tuple[Code, ...] = get_args(Code)
 
 SENTENCES: dict[Code, str] = {
@@ -34,6 +38,7 @@ SENTENCES: dict[Code, str] = {
     "bad-study": "the study's specification does not pass this owner's checks",
     "budget": "answering would exceed this site's lifetime privacy budget",
     "bad-local-data": "this site's table does not fit the study's schema",
+    "data-unavailable": "this site's data file is missing or could not be read until the study's deadline neared",
     "unsatisfiable": "no release of this site's table meets the study's requirement; nothing is released",
     "empty-release": "the release would carry no rows (every tree's released total is zero); nothing is released",
     "internal": "this owner could not compute a release for the study",
@@ -44,7 +49,8 @@ _DETAILS = "the details stay in the site's own log"
 
 _TO_PB: dict[Code, int] = {
     "policy": fpb.REFUSAL_CODE_POLICY, "bad-study": fpb.REFUSAL_CODE_BAD_STUDY, "budget": fpb.REFUSAL_CODE_BUDGET,
-    "bad-local-data": fpb.REFUSAL_CODE_BAD_LOCAL_DATA, "unsatisfiable": fpb.REFUSAL_CODE_UNSATISFIABLE,
+    "bad-local-data": fpb.REFUSAL_CODE_BAD_LOCAL_DATA, "data-unavailable": fpb.REFUSAL_CODE_DATA_UNAVAILABLE,
+    "unsatisfiable": fpb.REFUSAL_CODE_UNSATISFIABLE,
     "empty-release": fpb.REFUSAL_CODE_EMPTY_RELEASE, "internal": fpb.REFUSAL_CODE_INTERNAL,
     "too-large": fpb.REFUSAL_CODE_TOO_LARGE, "failed-audit": fpb.REFUSAL_CODE_FAILED_AUDIT,
 }

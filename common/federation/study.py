@@ -20,7 +20,7 @@ owners and checked against each owner's local policy, so there is one parser for
     # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml; one that
                                      # says task = "regression" (`common.data.task`) makes a regression study
 
-    [release]
+    [release]                        # required: a study without it, or without a mechanism, is refused
     mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "laplace-rdt", "none"
     requirement = "cl-diversity:c=5,l=3"   # kanon-rdt: "dps:k=5,beta=0.01,epsilon=2,trees=10"
                                      # laplace-rdt: "dp:epsilon=1,trees=10"
@@ -154,8 +154,8 @@ class _SchemaTable(ConfigModel):
 
 
 class _ReleaseTable(ConfigModel):
-    mechanism: str = "none"  # which mechanisms exist is the registry's to say
-    """The release mechanism (the registry's names: `modelshare release --help`)."""
+    mechanism: str  # which mechanisms exist is the registry's to say
+    """The release mechanism (the registry's names: `modelshare release --help`); required: no mechanism is chosen for a study (`none` releases the trained tree unprotected)."""
     requirement: str | None = None
     """The requirement it must meet, e.g. `cl-diversity:c=5,l=3`, `dps:k=5,beta=0.1,epsilon=2,trees=10`, `dp:epsilon=1,trees=10`."""
     disclosure: Literal["counts", "hit_miss"] = "counts"
@@ -199,12 +199,23 @@ class _StudyFile(ConfigModel):
 
     study: _StudyTable = _StudyTable()
     schema_: Annotated[_SchemaTable, Field(alias="schema")]
-    release: _ReleaseTable = _ReleaseTable()
+    release: _ReleaseTable
+    """How each owner's model is made safe; required, so that no study releases under a mechanism nobody chose."""
     training: _TrainingTable = _TrainingTable()
     mining: _MiningTable = _MiningTable()
     global_models: Annotated[dict[str, Any], Field(
         description='a table: MODEL = "auto", "fixed" or { PARAMETER = VALUE, ... }')] = {}  # checked by check_settings
     """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter, max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth. On a miner's dask engine the parameters map onto xgboost's; there gradient-boosting min_samples_leaf and a criterion other than gini have no equivalent and fail the study (docs/scale-out.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _release_named(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "release" not in data:
+            raise ValueError("has no [release] table: name the mechanism (and its requirement) that makes each "
+                             "owner's model safe, e.g. mechanism = \"apt\", requirement = \"cl-diversity:c=5,l=2\", "
+                             "disclosure = \"hit_miss\" (what `modelshare simulate` uses); `modelshare study init` "
+                             "writes a study.toml with them")
+        return data
 
 
 def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:

@@ -35,6 +35,7 @@ import csv
 import gzip
 import io
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal, Mapping, Sequence
@@ -47,8 +48,8 @@ import pyarrow.csv as pacsv
 from common.data.regression import RegressionSchema
 from common.data.schema import MISSING_TOKENS, Schema, SchemaError
 
-__all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "load_table", "read_frame",
-           "settle_missing"]
+__all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "RowsRead", "load_table",
+           "read_frame", "read_rows", "settle_missing"]
 
 MissingPolicy = Literal["drop", "error", "category"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("drop", "error", "category")
@@ -75,12 +76,17 @@ class LoadedTable:
         Label of where the table came from (a file path or a bundled dataset name).
     dropped_rows:
         Rows removed by the missing-value policy.
+    non_numbers:
+        ``(data row index, column, value)`` of the words read as missing in otherwise numeric columns
+        (``load_table(..., non_numbers="missing")`` only); their rows are among ``dropped_rows`` (a row
+        missing a number is dropped under every missing-value policy).
     """
 
     frame: pd.DataFrame
     schema: Schema
     source: str
     dropped_rows: int
+    non_numbers: tuple[tuple[int, str, str], ...] = ()
 
 
 def _suffix(path: Path, label: str) -> str:
@@ -142,6 +148,16 @@ def _ragged(rows: list[list[str]], header: list[str], label: str) -> None:
                       source=label, row=bad + 1, column=f"#{width + 1} (beyond the header)", value=row[width].strip())
 
 
+def _decoded(path: Path, suffix: str, label: str) -> tuple[str, str]:
+    """The text file's content, decoded from UTF-8 (a byte that is not is named), and its delimiter."""
+    data = gzip.open(path).read() if suffix == ".csv.gz" else path.read_bytes()
+    sep = "\t" if suffix == ".tsv" else _sniff(data[:65536].decode("utf-8", "replace"))
+    try:
+        return data.decode("utf-8-sig"), sep
+    except UnicodeDecodeError as exc:
+        raise _undecodable(data, exc, sep, label) from None
+
+
 def _read_text(path: Path, suffix: str, label: str) -> pd.DataFrame:
     """Parse a delimited text file strictly: UTF-8, and every data row as wide as the header.
 
@@ -149,12 +165,7 @@ def _read_text(path: Path, suffix: str, label: str) -> pd.DataFrame:
     has one is read again with the `csv` module to name the row. Blank lines are skipped; the
     frame's index counts the data rows that remain, from 0.
     """
-    data = gzip.open(path).read() if suffix == ".csv.gz" else path.read_bytes()
-    sep = "\t" if suffix == ".tsv" else _sniff(data[:65536].decode("utf-8", "replace"))
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _undecodable(data, exc, sep, label) from None
+    text, sep = _decoded(path, suffix, label)
     first = next(_rows(text, sep), None)
     if first is None:
         raise pd.errors.EmptyDataError
@@ -234,13 +245,18 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
     path = Path(path)
     label = source or str(path)
     suffix = _suffix(path, label)
+    with _reading(path, suffix, label):
+        frame = _read_parquet(path) if suffix == ".parquet" else _read_text(path, suffix, label)
+    return frame.mask(frame.isin(MISSING_TOKENS))
+
+
+@contextmanager
+def _reading(path: Path, suffix: str, label: str) -> Iterator[None]:
+    """Turn what reading ``path`` raises (absent, unreadable, empty, unparsable) into a `SchemaError` naming it."""
     try:
         if path.stat().st_size == 0:
             raise pd.errors.EmptyDataError
-        if suffix == ".parquet":
-            frame = _read_parquet(path)
-        else:
-            frame = _read_text(path, suffix, label)
+        yield
     except SchemaError:
         raise
     except FileNotFoundError:
@@ -256,7 +272,73 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
                           source=label) from None
     except ValueError as exc:  # parser errors, bad encodings, non-Parquet bytes
         raise SchemaError(f"cannot parse the file as {suffix.lstrip('.')}: {exc}", source=label) from None
-    return frame.mask(frame.isin(MISSING_TOKENS))
+
+
+@dataclass(frozen=True)
+class RowsRead:
+    """A table read to report every problem in it (`modelshare schema check`) rather than stop at the first.
+
+    Attributes
+    ----------
+    frame:
+        The data rows as wide as the header, as `read_frame` gives them, indexed by the 0-based data-row
+        position (a row of the wrong width keeps its number, so the rows after it keep theirs).
+    lines:
+        The file line each data row starts on (index -> line), or None for a Parquet file. It counts
+        blank lines and values that span lines, which data-row numbers do not.
+    ragged:
+        One `SchemaError` per data row whose number of fields differs from the header's.
+    """
+
+    frame: pd.DataFrame
+    lines: Mapping[int, int] | None
+    ragged: tuple[SchemaError, ...]
+
+
+def read_rows(path: str | Path, *, source: str | None = None) -> RowsRead:
+    """Read a table as `read_frame` does, except that a row of the wrong width is listed, not refused.
+
+    Raises
+    ------
+    SchemaError
+        The file is missing, unreadable, empty, not UTF-8, or its header names a column twice.
+    """
+    path = Path(path)
+    label = source or str(path)
+    suffix = _suffix(path, label)
+    if suffix == ".parquet":
+        return RowsRead(read_frame(path, source=label), None, ())
+    with _reading(path, suffix, label):
+        text, sep = _decoded(path, suffix, label)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, skipinitialspace=True)
+    header: list[str] | None = None
+    rows: dict[int, list[str]] = {}
+    lines: dict[int, int] = {}
+    ragged: list[SchemaError] = []
+    start = 1
+    for fields in reader:
+        line, start = start, reader.line_num + 1
+        if not fields:
+            continue
+        if header is None:
+            header = [name.strip() for name in fields]
+            continue
+        index = len(lines)
+        lines[index] = line
+        try:
+            _ragged([fields], header, label)
+        except SchemaError as exc:
+            ragged.append(SchemaError(exc.why, source=label, row=index + 1, column=exc.column, value=exc.value))
+            continue
+        rows[index] = fields
+    if header is None:
+        raise SchemaError("the file is empty", source=label)
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise SchemaError(f"the header names column(s) {twice} more than once", source=label, column=twice[0])
+    frame = pd.DataFrame(list(rows.values()), index=list(rows), columns=header, dtype=str)
+    frame = frame.apply(lambda col: col.astype(str).str.strip())
+    return RowsRead(frame.mask(frame.isin(MISSING_TOKENS)), lines, tuple(ragged))
 
 
 def _apply_missing(frame: pd.DataFrame, policy: Literal["drop", "error"], source: str) -> tuple[pd.DataFrame, int]:
@@ -314,6 +396,21 @@ def settle_missing(frame: pd.DataFrame, schema: Schema | RegressionSchema, polic
     return _apply_missing(frame, "error" if policy == "error" else "drop", source)
 
 
+def _stray_words(frame: pd.DataFrame, skip: Sequence[str]) -> list[tuple[int, str, str]]:
+    """``(index, column, value)`` of every value that is not a number in a column `_numeric_columns` would refuse
+    for it: more than half its values numbers, more than `_FEW_NUMBERS` distinct ones."""
+    found = []
+    for col in frame.columns:
+        if col in skip:
+            continue
+        present = frame[col].dropna()
+        values = pd.to_numeric(present, errors="coerce").to_numpy(dtype=np.float64)
+        finite = np.isfinite(values)
+        if not finite.all() and 2 * int(finite.sum()) > len(finite) and np.unique(values[finite]).size > _FEW_NUMBERS:
+            found += [(int(present.index[i]), str(col), str(present.iloc[i])) for i in np.flatnonzero(~finite)]
+    return found
+
+
 def _numeric_columns(frame: pd.DataFrame, skip: Sequence[str], source: str) -> list[str]:
     """Columns outside ``skip`` whose every value is a finite number.
 
@@ -351,6 +448,7 @@ def load_table(
     categorical: Sequence[str] = (),
     missing: MissingPolicy = "drop",
     source: str | None = None,
+    non_numbers: Literal["refuse", "missing"] = "refuse",
 ) -> LoadedTable:
     """Load a CSV, TSV or Parquet table, settle missing values and fit it to a schema.
 
@@ -372,6 +470,10 @@ def load_table(
         ``"drop"``, ``"error"`` or ``"category"``; see the module docstring.
     source:
         Label used in errors and in the result instead of the path (e.g. a bundled dataset name).
+    non_numbers:
+        Inference only: a word among the numbers of a numeric column is refused (``"refuse"``, naming it),
+        or read as a missing value and listed in `LoadedTable.non_numbers` (``"missing"``: what
+        ``modelshare schema infer`` does, so that one stray word does not stop a draft).
 
     Returns
     -------
@@ -396,6 +498,12 @@ def load_table(
     if isinstance(schema, (str, Path)):
         schema = Schema.load(schema)
     if schema is None:
+        strays = _stray_words(frame, skip=[class_column, *categorical]) if non_numbers == "missing" else []
+        if strays:
+            stray = pd.DataFrame(False, index=frame.index, columns=frame.columns)
+            for index, column, _ in strays:
+                stray.loc[index, column] = True
+            frame = frame.mask(stray)
         if missing != "category":
             frame, dropped = _apply_missing(frame, missing, label)
         text = [class_column, *(c for c in categorical if c in frame.columns)]
@@ -412,7 +520,7 @@ def load_table(
             if exc.source is not None:
                 raise
             raise SchemaError(exc.why, source=label, column=exc.column) from None
-        return LoadedTable(frame[[*schema.names, class_column]], schema, label, dropped)
+        return LoadedTable(frame[[*schema.names, class_column]], schema, label, dropped, tuple(strays))
     if schema.class_name != class_column:
         raise SchemaError(
             f"the schema's class column is {schema.class_name!r}, not {class_column!r}",

@@ -23,6 +23,7 @@ class RefusalCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_CODE_INTERNAL: _ClassVar[RefusalCode]
     REFUSAL_CODE_TOO_LARGE: _ClassVar[RefusalCode]
     REFUSAL_CODE_FAILED_AUDIT: _ClassVar[RefusalCode]
+    REFUSAL_CODE_DATA_UNAVAILABLE: _ClassVar[RefusalCode]
 REFUSAL_CODE_UNSPECIFIED: RefusalCode
 REFUSAL_CODE_POLICY: RefusalCode
 REFUSAL_CODE_BAD_STUDY: RefusalCode
@@ -33,6 +34,7 @@ REFUSAL_CODE_EMPTY_RELEASE: RefusalCode
 REFUSAL_CODE_INTERNAL: RefusalCode
 REFUSAL_CODE_TOO_LARGE: RefusalCode
 REFUSAL_CODE_FAILED_AUDIT: RefusalCode
+REFUSAL_CODE_DATA_UNAVAILABLE: RefusalCode
 
 class ModelMessage(_message.Message):
     __slots__ = ("study_id", "owner_id", "schema_fingerprint", "nonce", "timestamp", "schema", "trees", "report", "regression_trees")
