@@ -60,12 +60,20 @@ from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
 from miner_node.selection import Choice, choose, cv_rows, mode_of
-from miner_node.tasks import ClassificationTask, Evaluation, Fitted, MiningTask, pseudo_tree_chunks, task_for
+from miner_node.tasks import (
+    RELEASE_STRIDE,
+    ClassificationTask,
+    Evaluation,
+    Fitted,
+    MiningTask,
+    pool,
+    pseudo_tree_chunks,
+    task_for,
+)
 
 __all__ = ["AcceptedModel", "Evaluation", "mine", "load_evaluation"]
 
 log = logging.getLogger("modelshare.miner")
-_GROUP_STRIDE = 1 << 16  # owner i's released trees are the cross-validation groups i * stride + tree index
 
 
 @dataclass(frozen=True)
@@ -216,18 +224,14 @@ def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
                   evaluation: Evaluation | None, results: fpb.StudyResults) -> None:
     """The local engine: every owner's PGEN rows pooled in memory, the global models fitted in this process."""
     results.engine = "local"
-    parts_X, parts_y, parts_groups = [], [], []
+    parts = []
     law, results.pgen_off_path = task.off_path_law(study, [item.model for item in owners])
     on_path, results.pgen_on_path = task.on_path_law(study, [item.model for item in owners])
     for i, item in enumerate(owners):
         X, y = task.pseudo_data(item.model, study, np.random.default_rng([study.seed, i]), law, on_path)
-        parts_X.append(X)
-        parts_y.append(y)
-        parts_groups.append(i * _GROUP_STRIDE + task.sources(item.model, study, int(y.shape[0])))
+        parts.append((X, y, task.sources(item.model, study, int(y.shape[0]))))
         _owner_entry(results, task, item, int(y.shape[0]))
-    X = np.vstack(parts_X) if parts_X else np.empty((0, study.schema.n_attributes))
-    y = np.concatenate(parts_y) if parts_y else task.empty_labels()
-    groups = np.concatenate(parts_groups) if parts_groups else None
+    X, y, groups = pool(parts, study.schema.n_attributes, task.empty_labels())
     _record_evaluation(study, task, evaluation, results)
     releases = [(item.model.trees, item.model.report) for item in owners]
     trees = sum(len(released) for released, _ in releases)
@@ -313,7 +317,7 @@ def _dask_choice(name: str, plan: ModelPlan, schema: Schema, files: list[Path], 
         if not held:
             held.append(sample(files, schema, cv_rows(plan), np.random.default_rng(seed)))
         rows = held[0]
-        groups = owner_of_file[rows.file] * _GROUP_STRIDE + rows.tree
+        groups = owner_of_file[rows.file] * RELEASE_STRIDE + rows.tree
         chosen = choose(name, plan, rows.X, rows.y, build, regression=False, groups=groups, rows=total,
                         grids=DASK_GRIDS, floors=DASK_DP_LEAF_FLOORS)
     return Choice(xgboost_parameters(name, schema.n_classes, chosen.parameters), chosen.selection)

@@ -47,7 +47,7 @@ from miner_node.onpath import UNIFORM_ON_PATH, ClassSetLaw, OnPathTree, redraw_o
 from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from miner_node.selection import Choice, choose
 
-__all__ = ["Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
+__all__ = ["RELEASE_STRIDE", "pool", "Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
            "pseudo_sources", "pseudo_chunks", "pseudo_tree_chunks", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
@@ -163,6 +163,24 @@ def _redraw(prepared: tuple[OffPathTree | None, OnPathTree | None], X: np.ndarra
 def _prepare(tree: Tree, law: ReleasedLaw | None, on_path: ClassSetLaw | None) -> tuple[OffPathTree | None, OnPathTree | None]:
     """What `_redraw` needs of ``tree``, built once per tree."""
     return (None if law is None else OffPathTree.of(tree, law), None if on_path is None else OnPathTree.of(tree, on_path))
+
+
+RELEASE_STRIDE = 1 << 16
+"""Owner ``i``'s released trees are the cross-validation groups ``i * RELEASE_STRIDE + tree index``."""
+
+
+def pool(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], n_attributes: int,
+         empty_labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Every release's pseudo rows ``(X, y, tree of each row)``, in owner order, as one table and its CV groups.
+
+    The one pooling of the miner (`miner_node.mining`) and the in-process pipeline: a row's group is its
+    owner's index times `RELEASE_STRIDE` plus the released tree it came from (`pseudo_sources`), so that
+    `miner_node.selection` holds out whole released trees; no release: an empty table and no groups.
+    """
+    if not parts:
+        return np.empty((0, n_attributes)), empty_labels, None
+    return (np.vstack([X for X, _, _ in parts]), np.concatenate([y for _, y, _ in parts]),
+            np.concatenate([i * RELEASE_STRIDE + trees for i, (_, _, trees) in enumerate(parts)]))
 
 
 def own_step(mechanism: str) -> PseudoData | None:

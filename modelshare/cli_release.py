@@ -23,8 +23,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
-from common.mechanisms.release import DataDerivedDomain, local_learner
-from common.mechanisms.release import release as release_model
+from common.mechanisms.release import DataDerivedDomain, train_and_release
 from common.privacy.attacks import attack_report
 from common.privacy.combining import owner_readers
 from common.privacy.report import Release
@@ -65,11 +64,11 @@ def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
     """Train the local learner and apply a tree mechanism; the release and what to report about it."""
-    seed = 0 if args.seed is None else args.seed
-    learner = local_learner(args.learner, schema, args.mechanism, requirement=args.requirement,
-                            disclosure=args.disclosure, random_state=seed, **learner_params(args))
-    trained = learner.fit(X, y).tree_
-    release = release_model(args.mechanism, tree=trained, requirement=args.requirement, disclosure=args.disclosure)
+    made = train_and_release(args.mechanism, schema, X, y, requirement=args.requirement, disclosure=args.disclosure,
+                             learner=args.learner, learner_params=learner_params(args), max_depth=None,
+                             seed=0 if args.seed is None else args.seed)
+    release, trained = made.release, made.tree
+    assert trained is not None  # a tree mechanism
     summary = {
         "trained_leaves": trained.n_leaves,
         "released_leaves": release.tree.n_leaves,
@@ -94,9 +93,10 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
     if args.requirement is None or args.max_depth is None:
         raise ValueError(f"--mechanism {args.mechanism} needs --requirement {shape} and --max-depth D")
     try:
-        release = release_model(args.mechanism, requirement=args.requirement, schema=schema, X=X, y=y,
-                                max_depth=args.max_depth, random_state=args.seed, disclosure=args.disclosure,
-                                allow_data_derived_domain=args.data_derived_domain)
+        release = train_and_release(args.mechanism, schema, X, y, requirement=args.requirement,
+                                    disclosure=args.disclosure, learner=args.learner, learner_params={},
+                                    max_depth=args.max_depth, seed=args.seed, noise=args.seed,
+                                    allow_data_derived_domain=args.data_derived_domain).release
     except DataDerivedDomain as exc:
         raise ValueError(f"{exc}. Here: pass --schema, or --data-derived-domain to give the guarantee up") from None
     trees = release.trees

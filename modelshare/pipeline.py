@@ -24,7 +24,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import local_learner, release
+from common.mechanisms.release import train_and_release
 from common.privacy.report import Release
 from common.privacy.requirements import parse_requirement
 from common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
@@ -35,7 +35,7 @@ from miner_node.offpath import ReleasedLaw
 from miner_node.onpath import ClassSetLaw
 from miner_node.pgen import ClassAssignment, basegen
 from miner_node.selection import Choice, choose, choose_basis
-from miner_node.tasks import pseudo_data, pseudo_sources
+from miner_node.tasks import pool, pseudo_data, pseudo_sources
 
 __all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
 
@@ -210,23 +210,17 @@ def release_owners(
     Returns each row's owner, the releases by owner index, and how many of them pass the re-audit.
     """
     sources = stratified_parts(y_train, config.n_sources, rng)
-    record = registry.get(config.mechanism)
-    depth = config.learner_params.get("max_depth") or record.default_max_depth
+    depth = config.learner_params.get("max_depth")
     released: dict[int, Release] = {}
     audited_ok = 0
     for s in range(config.n_sources):
         rows = sources == s
+        seed = _seed(rng)  # one draw per owner: its learner's seed, or a whole-release mechanism's (seeded) noise
         try:
-            if record.whole_release:
-                found = release(config.mechanism, requirement=config.requirement, schema=schema, X=X_train[rows],
-                                y=y_train[rows], max_depth=depth, disclosure=config.disclosure,
-                                random_state=_seed(rng))
-            else:
-                local = local_learner(config.learner, schema, config.mechanism, requirement=config.requirement,
-                                      disclosure=config.disclosure, random_state=_seed(rng), **config.learner_params)
-                local.fit(X_train[rows], y_train[rows])
-                found = release(config.mechanism, tree=local.tree_, requirement=config.requirement,
-                                disclosure=config.disclosure)
+            found = train_and_release(config.mechanism, schema, X_train[rows], y_train[rows],
+                                      requirement=config.requirement, disclosure=config.disclosure,
+                                      learner=config.learner, learner_params=config.learner_params,
+                                      max_depth=depth, seed=seed, noise=seed).release
         except RequirementUnsatisfiable:
             continue
         released[s] = found
@@ -251,12 +245,14 @@ def run_fold(
         trees = [tree for r in released.values() for tree in r.trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
         on_path = None if config.on_path == "uniform" or not trees else ClassSetLaw.from_trees(trees)
-        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
+        drawn = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
                  for r in released.values()]
-        tables["PGEN"] = _pooled(parts, schema)
-        if config.model_settings and parts:  # which release each row came from: the miner's CV holds out whole trees
-            groups["PGEN"] = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, config.pgen_scale, part[1].shape[0])
-                                             for i, (r, part) in enumerate(zip(released.values(), parts))])
+        X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.trees, r.report, config.pgen_scale, y.shape[0]))
+                                        for r, (X, y) in zip(released.values(), drawn)],
+                                       schema.n_attributes, np.empty(0, dtype=np.int64))
+        tables["PGEN"] = (X_p, y_p)
+        if config.model_settings and drawn:  # which release each row came from: the miner's CV holds out whole trees
+            groups["PGEN"] = pooled_groups
     if "BASEGEN" in config.methods:
         parts = [basegen(r.trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)

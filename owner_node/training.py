@@ -36,7 +36,7 @@ from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
 from common.federation.wire import model_message
 from common.mechanisms import registry
-from common.mechanisms.release import local_learner, release
+from common.mechanisms.release import train_and_release
 from common.privacy.combining import ReaderFigures, owner_readers
 from common.privacy.report import Release
 from common.study import Study
@@ -205,16 +205,12 @@ def _release(study: Study, X: np.ndarray, y: np.ndarray) -> Release:
     structure, samples and noise from fresh OS entropy, never from the study's public seed: their
     privacy rests on nobody knowing which rows each tree sampled or what noise was added.
     """
-    requirement = None if study.requirement is None else str(study.requirement)  # release() takes the public string
-    if study.record.whole_release:
-        assert requirement is not None and study.training.max_depth is not None  # `Study` checks both
-        return release(study.mechanism, requirement=requirement, schema=study.schema, X=X, y=y,
-                       max_depth=study.training.max_depth, disclosure=study.disclosure)
-    learner = local_learner(study.training.learner, study.schema, study.mechanism, requirement=requirement,
-                            disclosure=study.disclosure, random_state=study.seed % _SEED_MODULUS,
-                            **study.training.learner_params())
-    tree = learner.fit(X, y).tree_
-    return release(study.mechanism, tree=tree, requirement=requirement, disclosure=study.disclosure)
+    training = study.training
+    return train_and_release(study.mechanism, study.schema, X, y,
+                             requirement=None if study.requirement is None else str(study.requirement),
+                             disclosure=study.disclosure, learner=training.learner,
+                             learner_params=training.learner_params(), max_depth=training.max_depth,
+                             seed=study.seed % _SEED_MODULUS).release
 
 
 def build_submission(
