@@ -5,7 +5,7 @@ Every tree grows top-down on the whole table. At each node the mechanism draws K
 utility of the node's rows (count-weighted Gini for classes, minus the sum of squared errors for a
 target), and stops on a noisy row count; leaves release noisy statistics (a class histogram, or a
 noisy count and sum of the target). This follows the recommended implementation of
-``shared/papers/NOTES.md`` §1.4 and every choice of §1.10:
+``docs/paper-notes.md`` §1.4 and every choice of §1.10:
 
 * *No bootstrap by default* (A1). Alg. 1 resamples |D| rows with replacement, so one person may
   appear many times in a tree and every sensitivity below is multiplied by that multiplicity: the

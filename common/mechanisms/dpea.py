@@ -4,7 +4,7 @@ A tree of maximal depth D is grown in rounds. Each round picks, at every frontie
 subtree of d levels of splits (fewer in the last round) with the exponential mechanism, and the
 leaves of the finished tree release noisy class counts. d = 1 is Friedman and Schuster's one-step
 selection, d = D selects the whole tree at once. The paper's body text is not available; the
-project's notes (``shared/papers/NOTES.md`` §2) fix what it leaves open, and this module follows
+project's notes (``docs/paper-notes.md`` §2) fix what it leaves open, and this module follows
 them:
 
 * *Structure (B1, B2, B4).* Splits are multiway: a child for every value of the attribute,

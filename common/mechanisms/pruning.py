@@ -190,7 +190,7 @@ def prune_leaves(tree: Tree, s: int, *, disclosure: Disclosure | None = None, sp
 
     Deleted tuples are gone from the released model: inner statistics are recomputed from the
     remaining leaves, and a row reaching a deleted leaf's region stops at its parent and takes the
-    parent's remaining majority (NOTES.md §3.3's fallback).
+    parent's remaining majority (docs/paper-notes.md §3.3's fallback).
 
     A node left with one child would show where its deleted sibling was (a one-edge ``age <= 76.5``
     locates a pruned person), so by default (``splice``) it is replaced by its child, which then
@@ -226,7 +226,7 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
 
     Every node with a leaf child of at most ``s`` tuples becomes a leaf holding all its tuples;
     this repeats until no leaf other than the root holds ``s`` or fewer (a single pass can leave a
-    merged leaf that small; the fixpoint reproduces the paper's Nursery numbers, NOTES.md §3.3).
+    merged leaf that small; the fixpoint reproduces the paper's Nursery numbers, docs/paper-notes.md §3.3).
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Attacks on a released tree (Wakabayashi et al. §2.2, §3.1; NOTES.md §3.2).
+"""Attacks on a released tree (Wakabayashi et al. §2.2, §3.1; docs/paper-notes.md §3.2).
 
 A leaf reads like an anonymized QI-group: its path is the quasi-identifier and the class is the
 sensitive value. Each attack counts the leaves it breaks and the training users it exposes:
@@ -8,7 +8,7 @@ sensitive value. Each attack counts the leaves it breaks and the training users 
   of them; every uniqueness leaf is also homogeneous at the default ``min_size=1``;
 * background knowledge: an attacker who knows the classes of ``b`` co-members of a leaf sees the
   remaining counts; a leaf falls once ``b >= n - max_y n_y`` (its misses), exposing ``max_y n_y``
-  users. ``b = 0`` is the homogeneity attack. This formalization is NOTES.md's choice; the paper
+  users. ``b = 0`` is the homogeneity attack. This formalization is docs/paper-notes.md's choice; the paper
   gives only examples.
 
 All three need only each leaf's size and largest class count, i.e. hit and miss, so they work on

@@ -38,7 +38,7 @@ references, per split: the training rows' mean as a constant predictor, and a de
 
 Defaults: epsilons 0.01, 0.1, 0.5, 1, 10; 10 trees (the DiffPETs paper's t for regression);
 depth h = floor(k / 2) with k the table's dimension as the paper's Table 1 counts it for its
-regression sets, attributes plus the target (``shared/papers/NOTES.md`` §1.10 A7): h = 6 for
+regression sets, attributes plus the target (``docs/paper-notes.md`` §1.10 A7): h = 6 for
 White Wine (11 + 1) and Daily Demand (12 + 1).
 
 Each (split, epsilon) is one task seeded from (seed, repeat, fold, a CRC of the setting's name),

@@ -1,6 +1,6 @@
 """Wakabayashi et al.'s attack and pruning experiment (`modelshare experiment pruning`).
 
-Their protocol (NOTES.md §3.4, §3.6): ``repeats`` random 80/20 train/test splits
+Their protocol (docs/paper-notes.md §3.4, §3.6): ``repeats`` random 80/20 train/test splits
 (``train_test_split(..., random_state=seed + i)``, not stratified; ``--folds K`` runs K-fold
 cross-validation per repeat instead), a CART tree per depth, the uniqueness and homogeneity
 attacks counted on the training tuples in the leaves (paper Tables 5 and 6), and at one depth
