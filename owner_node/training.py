@@ -207,7 +207,7 @@ def _release(study: Study, X: np.ndarray, y: np.ndarray) -> Release:
     """
     training = study.training
     return train_and_release(study.mechanism, study.schema, X, y,
-                             requirement=None if study.requirement is None else str(study.requirement),
+                             requirement=study.requirement,
                              disclosure=study.disclosure, learner=training.learner,
                              learner_params=training.learner_params(), max_depth=training.max_depth,
                              seed=study.seed % _SEED_MODULUS).release

@@ -29,8 +29,9 @@ from common.privacy.requirements import (
     CLDiversity,
     KAnonymity,
     PathRequirement,
+    Requirement,
     RequirementError,
-    parse_requirement,
+    as_requirement,
     path_rule,
 )
 from common.trees.learners import REQUIREMENT_AWARE, make_learner
@@ -46,7 +47,7 @@ class DataDerivedDomain(ValueError):
 def release(
     mechanism: str,
     *,
-    requirement: str | None = None,
+    requirement: str | Requirement | None = None,
     tree: Tree | None = None,
     schema: Schema | RegressionSchema | None = None,
     X: np.ndarray | None = None,
@@ -141,7 +142,7 @@ def default_learner(mechanism: str) -> str:
     return "admissible" if family == "path" else "multiway"
 
 
-def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | None, disclosure: Disclosure,
+def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None, disclosure: Disclosure,
                   random_state: int | None = None, **params: object):
     """The local learner an owner trains before the tree ``mechanism`` releases its tree.
 
@@ -165,7 +166,7 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
     """
     rule = None
     if name in REQUIREMENT_AWARE and requirement is not None and get(mechanism).family == "path":
-        parsed = parse_requirement(requirement, n_classes=schema.n_classes)
+        parsed = as_requirement(requirement, n_classes=schema.n_classes)
         if isinstance(parsed, (KAnonymity, CLDiversity)):
             rule = path_rule(parsed, disclosure)
         if isinstance(parsed, KAnonymity):
@@ -185,7 +186,7 @@ class Trained:
 
 
 def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.ndarray, y: np.ndarray, *,
-                      requirement: str | None, disclosure: Disclosure, learner: str,
+                      requirement: str | Requirement | None, disclosure: Disclosure, learner: str,
                       learner_params: Mapping[str, object], max_depth: int | None, seed: int | None,
                       noise: int | np.random.Generator | Randomness | None = None,
                       allow_data_derived_domain: bool = False) -> Trained:
@@ -230,14 +231,14 @@ def _hint(requirement: object) -> str:
     return f"a {family} guarantee is met by mechanism {' or '.join(repr(m) for m in meeting(requirement))}"
 
 
-def _release_tree(record: Mechanism, tree: Tree, requirement: str | None, disclosure: Disclosure) -> Release:
+def _release_tree(record: Mechanism, tree: Tree, requirement: str | Requirement | None, disclosure: Disclosure) -> Release:
     """A tree mechanism: the trained tree pruned to a per-path requirement (or released as trained)."""
     assert record.prune is not None
     parsed: PathRequirement | None = None
     if record.needs_requirement:
         if requirement is None:
             raise ValueError(f"mechanism {record.name!r} needs a requirement, e.g. 'k-anonymity:k=10'")
-        found = parse_requirement(requirement, n_classes=tree.schema.n_classes)
+        found = as_requirement(requirement, n_classes=tree.schema.n_classes)
         if not isinstance(found, (KAnonymity, CLDiversity)):
             raise RequirementError(requirement, f"{record.name} prunes to a per-path requirement; {_hint(found)}")
         parsed = found
@@ -274,18 +275,18 @@ def _path_guarantee(requirement: PathRequirement) -> str:
     return said
 
 
-def _whole_requirement(record: Mechanism, requirement: str | None, n_classes: int | None, what: str = "") -> DP | DPS:
+def _whole_requirement(record: Mechanism, requirement: str | Requirement | None, n_classes: int | None, what: str = "") -> DP | DPS:
     """The parsed requirement of a whole-release mechanism; RequirementError when it is not of its family."""
     if requirement is None:
         raise ValueError(f"mechanism {record.name!r} needs a requirement {record.requirement_form}")
-    parsed = parse_requirement(requirement, n_classes=n_classes)
+    parsed = as_requirement(requirement, n_classes=n_classes)
     if not record.accepts_requirement(parsed):
         raise RequirementError(requirement, f"{record.name}{what} takes {record.requirement_form}")
     assert isinstance(parsed, (DP, DPS))
     return parsed
 
 
-def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | None,
+def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | Requirement | None,
                    depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None) -> Release:
     """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family."""
     assert record.train is not None
@@ -306,7 +307,7 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
 
 
 def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarray, y: np.ndarray,
-                        requirement: str | None, depth: int,
+                        requirement: str | Requirement | None, depth: int,
                         random_state: int | np.random.Generator | Randomness | None) -> Release:
     """A regression release: the mechanism's regression trainer, a ``dp`` guarantee, no attack counts."""
     why = regression_refusal(record.name, schema.target.name)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from common.privacy.dps import DPSGuarantee
 
 __all__ = [
+    "as_requirement",
     "GRAMMAR",
     "RequirementError",
     "KAnonymity",
@@ -274,6 +275,17 @@ def _integer(text: str, name: str, value: str, low: int) -> int:
     if number > MAX_INTEGER:
         raise RequirementError(text, f"{name} has {len(value)} digits; it must be at most 2**53")
     return number
+
+
+def as_requirement(value: str | Requirement, *, n_classes: int | None = None) -> Requirement:
+    """``value`` parsed (`parse_requirement`), or returned as it is when it is a requirement already.
+
+    A decoded study (`common.study.Study`) holds its requirement parsed and checked once; the mechanisms take
+    it so, or as the public string a person types.
+    """
+    if isinstance(value, (KAnonymity, CLDiversity, DPS, DP)):
+        return value
+    return parse_requirement(value, n_classes=n_classes)
 
 
 def parse_requirement(text: str, *, n_classes: int | None = None) -> Requirement:
