@@ -34,8 +34,8 @@ from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release
 from miner_node.config import MiningConfig
 from miner_node.dask_engine import DaskEngine, xgboost_parameters
-from miner_node.dp_pgen import global_model_params
 from miner_node.mining import AcceptedModel, Evaluation, mine
+from miner_node.selection import global_model_params
 
 HEADING = "## A dp study's gradient boosting on the local and the Dask engine (bench/dask_dp_boosting.py)"
 DEPTH = 3

@@ -67,10 +67,9 @@ from common.data.datasets import load_dataset
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms.dpea import registered_dpea
 from common.privacy.noise import Randomness, SecretNoise
-from miner_node.dp_pgen import global_model_params
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
-from miner_node.selection import choose
+from miner_node.selection import choose, global_model_params
 from modelshare.experiments.dp import DpSettings, model_plan
 
 ADULT_TRAIN_ROWS = 32561  # adult.data's rows come first in the bundled table, adult.test's after

@@ -46,9 +46,10 @@ from common.mechanisms import registry
 from common.mechanisms.release import release
 from common.privacy.requirements import parse_requirement
 from common.trees.learners.random_tree import ensemble_predict_proba
-from miner_node.dp_pgen import dp_pgen_scale, global_model_params
+from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model
 from miner_node.pgen import pgen_ensemble
+from miner_node.selection import global_model_params
 
 SECTION = "## eps-DP releases against diffprivlib (bench/dp_vs_diffprivlib.py)"
 ADULT_TRAIN_ROWS = 32561  # rows of adult.data; the bundled table appends adult.test's 16,281 after them

@@ -71,9 +71,8 @@ import numpy as np
 from common.data.schema import CategoricalAttribute, Schema
 from common.study import GIVEN, ModelPlan
 from miner_node.config import MiningConfig
-from miner_node.dp_pgen import DP_LEAF_FLOORS
+from miner_node.global_models import DP_LEAF_FLOORS, GRIDS
 from miner_node.pseudo_parquet import TREE_COLUMN
-from miner_node.selection import GRIDS
 
 __all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
            "check_models", "check_settings", "count_partition", "first_round_hessian", "xgboost_parameters"]

@@ -43,24 +43,20 @@ points on a 2,000-row table whose real leaves are as small as the noise, so it i
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from common.mechanisms import registry
 from common.trees.tree import Tree
 
-__all__ = ["MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "PGEN_BOOSTING_LEAF_SHARE", "DP_LEAF_FLOORS", "dp_pgen_scale",
-           "global_model_params"]
+__all__ = ["BOOSTING_LEAF_ROWS", "MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "PGEN_BOOSTING_LEAF_SHARE", "dp_pgen_scale"]
 
 PGEN_LEAF_SHARE = 0.005  # min_samples_leaf of a dp study's global decision tree, as a share of its rows
 PGEN_BOOSTING_LEAF_SHARE = 0.02  # min_samples_leaf of a dp study's gradient boosting, as a share of its rows
 BOOSTING_LEAF_ROWS: int = inspect.signature(HistGradientBoostingClassifier).parameters["min_samples_leaf"].default
 """scikit-learn's own leaf size for gradient boosting (20), which the share never lowers."""
 
-#: Per global model, the fixed rule's leaf floor in a dp study: (share of the PGEN rows, fewest rows).
-DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": (PGEN_LEAF_SHARE, 1),
-                                                 "gradient-boosting": (PGEN_BOOSTING_LEAF_SHARE, BOOSTING_LEAF_ROWS)}
 MAX_DP_PGEN_ROWS = 1_000_000  # pseudo rows one dp release yields at most
 
 
@@ -76,13 +72,3 @@ def dp_pgen_scale(scale: float, mechanism: str, trees: Sequence[Tree]) -> float:
     return MAX_DP_PGEN_ROWS / mean_total
 
 
-def global_model_params(name: str, mechanism: str, rows: int,
-                        floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS) -> dict[str, Any]:
-    """Hyperparameters of global model ``name`` learned from ``rows`` PGEN rows of a ``mechanism`` study.
-
-    ``floors`` are the leaf floors a dp study's models get (an engine passes those it can honour).
-    """
-    if name in floors and mechanism in registry.names(family="dp"):
-        share, fewest = floors[name]
-        return {"min_samples_leaf": max(fewest, round(share * rows))}
-    return {}

@@ -47,7 +47,7 @@ from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
 from miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
-from miner_node.dp_pgen import PGEN_LEAF_SHARE
+from miner_node.dp_pgen import BOOSTING_LEAF_ROWS, PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 from miner_node.tree_vote import TREE_VOTE, TreeVote
 
@@ -256,12 +256,25 @@ class GlobalModelSpec:
     build:
         ``build(schema, random_state, params)`` returns a fresh, unfitted estimator, with
         ``params`` overriding the model's default hyperparameters.
+    grid:
+        The candidates ``"auto"`` cross-validates (`miner_node.selection`), simplest first (ties keep the
+        earlier one); leaf sizes below 1 are shares of the rows.
+    dp_leaf_floor:
+        The fixed rule's leaf floor in a dp study: (share of the PGEN rows, fewest rows); None: none.
+
+    The parameters a study may set are `common.study.MODEL_PARAMETERS`' (the admin checks them without
+    the miner's code); a test keeps the two in step.
     """
 
     name: str
     description: str
     build: Callable[[Schema, int | None, Mapping[str, Any]], GlobalModel]
+    grid: tuple[Mapping[str, Any], ...]
+    dp_leaf_floor: tuple[float, int] | None = None
 
+
+_LEAF_SHARES: tuple[int | float, ...] = (0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 1)  # most regularised first
+_BOOSTING_GRID = tuple({"max_leaf_nodes": n, "min_samples_leaf": s} for n in (15, 31, 63) for s in (0.005, 20))
 
 GLOBAL_MODELS: dict[str, GlobalModelSpec] = {
     spec.name: spec
@@ -270,29 +283,44 @@ GLOBAL_MODELS: dict[str, GlobalModelSpec] = {
             "decision-tree",
             "CART (scikit-learn) converted to a modelshare Tree, categoricals as ordinal codes (DEFAULT_TREE_PARAMS)",
             _decision_tree,
+            tuple({"min_samples_leaf": s} for s in _LEAF_SHARES),
+            dp_leaf_floor=(PGEN_LEAF_SHARE, 1),
         ),
         GlobalModelSpec(
             "naive-bayes",
             "mixed naive Bayes: categorical NB (alpha=1) on categories, Gaussian NB on numbers",
             _naive_bayes,
+            tuple({"alpha": a} for a in (10.0, 1.0, 0.1)),
         ),
         GlobalModelSpec(
             "random-forest",
             "scikit-learn random forest of 100 trees (DEFAULT_FOREST_PARAMS)",
             _random_forest,
+            tuple({"min_samples_leaf": s} for s in (0.005, 0.001, 1)),
         ),
         GlobalModelSpec(
             "rules",
             "C4.5rules-style ordered rule list read off a tree, generalized by Laplace accuracy",
             _rules,
+            tuple({"min_samples_leaf": s} for s in (0.01, 0.002, 5)),
         ),
         GlobalModelSpec(
             "gradient-boosting",
             "scikit-learn HistGradientBoostingClassifier, categorical splits, early stopping (DEFAULT_BOOSTING_PARAMS)",
             _gradient_boosting,
+            _BOOSTING_GRID,
+            dp_leaf_floor=(PGEN_BOOSTING_LEAF_SHARE, BOOSTING_LEAF_ROWS),
         ),
     )
 }
+
+
+#: Candidates of ``"auto"`` per classification model (each record's ``grid``).
+GRIDS: dict[str, list[Mapping[str, Any]]] = {name: list(spec.grid) for name, spec in GLOBAL_MODELS.items()}
+
+#: Per classification model, the fixed rule's leaf floor in a dp study (each record's ``dp_leaf_floor``).
+DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {name: spec.dp_leaf_floor for name, spec in GLOBAL_MODELS.items()
+                                                 if spec.dp_leaf_floor is not None}
 
 
 class ReleaseModel(Protocol):
@@ -479,11 +507,14 @@ class RegressionModelSpec:
     build:
         ``build(random_state, params)`` returns a fresh, unfitted regressor, with ``params``
         overriding the model's default hyperparameters.
+    grid:
+        The candidates ``"auto"`` cross-validates, simplest first.
     """
 
     name: str
     description: str
     build: Callable[[int | None, Mapping[str, Any]], GlobalModel]
+    grid: tuple[Mapping[str, Any], ...]
 
 
 REGRESSION_MODELS: dict[str, RegressionModelSpec] = {
@@ -494,21 +525,28 @@ REGRESSION_MODELS: dict[str, RegressionModelSpec] = {
             "CART regressor (scikit-learn), categoricals as ordinal codes, leaves of >= PGEN_LEAF_SHARE of the rows",
             lambda random_state, params: DecisionTreeRegressor(
                 **{**DEFAULT_REGRESSION_TREE_PARAMS, **params}, random_state=random_state),
+            tuple({"min_samples_leaf": s} for s in _LEAF_SHARES),
         ),
         RegressionModelSpec(
             "random-forest",
             "scikit-learn random forest regressor of 100 trees, leaves of >= PGEN_LEAF_SHARE of the rows",
             lambda random_state, params: RandomForestRegressor(
                 **{**DEFAULT_REGRESSION_FOREST_PARAMS, **params}, random_state=random_state),
+            tuple({"min_samples_leaf": s} for s in (0.02, 0.005, 0.001)),
         ),
         RegressionModelSpec(
             "gradient-boosting",
             "scikit-learn HistGradientBoostingRegressor on ordinal codes, early stopping (DEFAULT_BOOSTING_PARAMS)",
             lambda random_state, params: GradientBoostingRegressor(
                 **{**DEFAULT_BOOSTING_PARAMS, **params}, random_state=random_state),
+            _BOOSTING_GRID,
         ),
     )
 }
+
+
+#: Candidates of ``"auto"`` per regression model (each record's ``grid``).
+REGRESSION_GRIDS: dict[str, list[Mapping[str, Any]]] = {name: list(spec.grid) for name, spec in REGRESSION_MODELS.items()}
 
 
 def make_regression_model(name: str, *, random_state: int | None, **params: Any) -> GlobalModel:

@@ -5,7 +5,7 @@ noise, and a model that fits it learns nothing that holds on real rows (a fully 
 Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). How much to
 regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
 for all, so the miner can choose it (mode ``"auto"``, `common.study.settings`):
-it cross-validates each candidate of the model's grid (`GRIDS`) on the pooled pseudo-data it
+it cross-validates each candidate of the model's grid (its record's ``grid``, `miner_node.global_models`) on the pooled pseudo-data it
 learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with the
 study's seed — and refits the best
 on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
@@ -28,7 +28,7 @@ rows, the whole table's picks 0.05 % in every repeat and beats the dp floor (EXP
 
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
-`miner_node.dp_pgen.DP_LEAF_FLOORS`), and
+each global model's record, `miner_node.global_models`), and
 ``"given"`` is the study's values over those. A model without a setting gets `DEFAULT_MODES`'.
 
 BASIS, the same model fitted on the owners' pooled raw training rows (which only a simulation or an
@@ -40,16 +40,16 @@ rule, or the same grid cross-validated on the raw training rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from sklearn.model_selection import GroupKFold, KFold
 
 from common.mechanisms import registry
 from common.study import AUTO, FIXED, GIVEN, ModelPlan
-from miner_node.dp_pgen import DP_LEAF_FLOORS, global_model_params
+from miner_node.global_models import DP_LEAF_FLOORS, GRIDS, REGRESSION_GRIDS
 
-__all__ = ["DEFAULT_MODES", "GRIDS", "REGRESSION_GRIDS", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "concrete", "choose",
+__all__ = ["DEFAULT_MODES", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "global_model_params", "concrete", "choose",
            "choose_basis", "cv_rows", "mode_of"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
@@ -58,25 +58,6 @@ CV_FOLDS = 3
 
 #: The mode of a model the study gives no setting for.
 DEFAULT_MODES: dict[str, str] = {"decision-tree": AUTO}
-
-_LEAF_SHARES: list[int | float] = [0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 1]  # most regularised first
-
-#: Candidates of ``"auto"`` per classification model, simplest first (ties keep the earlier one).
-GRIDS: dict[str, list[dict[str, Any]]] = {
-    "decision-tree": [{"min_samples_leaf": s} for s in _LEAF_SHARES],
-    "naive-bayes": [{"alpha": a} for a in (10.0, 1.0, 0.1)],
-    "random-forest": [{"min_samples_leaf": s} for s in (0.005, 0.001, 1)],
-    "rules": [{"min_samples_leaf": s} for s in (0.01, 0.002, 5)],
-    "gradient-boosting": [{"max_leaf_nodes": n, "min_samples_leaf": s} for n in (15, 31, 63) for s in (0.005, 20)],
-}
-
-#: Candidates of ``"auto"`` per regression model, simplest first.
-REGRESSION_GRIDS: dict[str, list[dict[str, Any]]] = {
-    "regression-tree": [{"min_samples_leaf": s} for s in _LEAF_SHARES],
-    "random-forest": [{"min_samples_leaf": s} for s in (0.02, 0.005, 0.001)],
-    "gradient-boosting": GRIDS["gradient-boosting"],
-}
-
 
 @dataclass(frozen=True)
 class Choice:
@@ -119,7 +100,7 @@ def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tu
     return list(KFold(n_splits=CV_FOLDS, shuffle=True, random_state=seed).split(X)), "rows"
 
 
-def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str, Any]], X: np.ndarray,
+def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: Sequence[Mapping[str, Any]], X: np.ndarray,
                     y: np.ndarray, groups: np.ndarray | None, seed: int,
                     score: Callable[[np.ndarray, np.ndarray], float],
                     max_rows: int, kind: str) -> tuple[dict[str, Any], float, str]:
@@ -139,7 +120,19 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: list[dict[str,
                   for train, test in folds]
         if (mean := float(np.mean(scores))) > best_score:
             best, best_score = candidate, mean
-    return best, best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
+    return dict(best), best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
+
+
+def global_model_params(name: str, mechanism: str, rows: int,
+                        floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS) -> dict[str, Any]:
+    """Hyperparameters of global model ``name`` learned from ``rows`` PGEN rows of a ``mechanism`` study.
+
+    ``floors`` are the leaf floors a dp study's models get (an engine passes those it can honour).
+    """
+    if name in floors and mechanism in registry.names(family="dp"):
+        share, fewest = floors[name]
+        return {"min_samples_leaf": max(fewest, round(share * rows))}
+    return {}
 
 
 def cv_rows(plan: ModelPlan) -> int:
@@ -154,7 +147,7 @@ def mode_of(plan: ModelPlan, name: str) -> str:
 
 def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
            *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
-           grids: Mapping[str, list[dict[str, Any]]] | None = None,
+           grids: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
            floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS, kind: str = "pseudo") -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
@@ -164,7 +157,7 @@ def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Call
     cross-validated score on pseudo rows. ``rows`` is how many rows the chosen model is fitted on
     when ``X, y`` is only a sample of them (the Dask engine's; leaf shares become rows of it), and
     ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`), ``floors`` the dp
-    leaf floors of the fixed rule that the engine can honour (`miner_node.dp_pgen.global_model_params`),
+    leaf floors of the fixed rule that the engine can honour (`global_model_params`),
     ``kind`` what the rows are in the result's sentence (`choose_basis` passes ``raw``).
     """
     mode, given = plan.setting(name, DEFAULT_MODES.get(name, FIXED))

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.serde import parameter_from_pb, study_to_pb
 from common.federation.wire import decode_model
+from miner_node.global_models import GRIDS
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import GRIDS
 from modelshare import simulate
 from modelshare.cli import build_parser
 from modelshare.cli_common import out

@@ -17,9 +17,9 @@ from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.study import MODEL_PARAMETERS, ModelPlan
 from common.trees.learners import CartTreeClassifier
-from miner_node.global_models import GLOBAL_MODELS, REGRESSION_MODELS, make_regression_model
+from miner_node.global_models import GLOBAL_MODELS, GRIDS, REGRESSION_GRIDS, REGRESSION_MODELS, make_regression_model
 from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import DEFAULT_MODES, GRIDS, MAX_CV_ROWS, MAX_DP_CV_ROWS, REGRESSION_GRIDS, choose
+from miner_node.selection import DEFAULT_MODES, MAX_CV_ROWS, MAX_DP_CV_ROWS, choose
 from modelshare.admin import results_dict
 from modelshare.cli_common import model_setting
 from modelshare.cli_federation import results_renderables
@@ -79,7 +79,8 @@ def test_every_model_the_miner_learns_has_its_parameters_declared_and_a_grid():
     assert set(GRIDS) == set(GLOBAL_MODELS) and set(REGRESSION_GRIDS) == set(REGRESSION_MODELS)
     for grids in (GRIDS, REGRESSION_GRIDS):
         for name, grid in grids.items():
-            assert all(set(candidate) <= set(MODEL_PARAMETERS[name]) for candidate in grid), name
+            assert grid and all(set(candidate) <= set(MODEL_PARAMETERS[name]) for candidate in grid), name
+    assert all("min_samples_leaf" in MODEL_PARAMETERS[name] for name in DP_LEAF_FLOORS)  # the floor is a leaf size
     assert DEFAULT_MODES == {"decision-tree": "auto"}
 
 
