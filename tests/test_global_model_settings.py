@@ -17,7 +17,14 @@ from common.federation.wire import decode_model, model_message
 from common.mechanisms.release import release as release_model
 from common.study import MODEL_PARAMETERS, ModelPlan
 from common.trees.learners import CartTreeClassifier
-from miner_node.global_models import GLOBAL_MODELS, GRIDS, REGRESSION_GRIDS, REGRESSION_MODELS, make_regression_model
+from miner_node.global_models import (
+    DP_LEAF_FLOORS,
+    GLOBAL_MODELS,
+    GRIDS,
+    REGRESSION_GRIDS,
+    REGRESSION_MODELS,
+    make_regression_model,
+)
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from miner_node.selection import DEFAULT_MODES, MAX_CV_ROWS, MAX_DP_CV_ROWS, choose
 from modelshare.admin import results_dict
