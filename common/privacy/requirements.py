@@ -434,6 +434,10 @@ class PathRule:
                           counts if self.disclosure == "counts" else None, self.disclosure)
         return self.requirement.check(stats)
 
+    def fewest_rows(self) -> int:
+        """A lower bound on the rows of a passing leaf: k, or l (l classes present) for (c,l)-diversity."""
+        return self.requirement.k if isinstance(self.requirement, KAnonymity) else self.requirement.l
+
     def deficit(self, counts: np.ndarray) -> np.ndarray:
         """Per row: 0 where `ok`, else roughly how many rows (of other classes, for diversity) are missing."""
         counts = np.asarray(counts, dtype=np.float64)

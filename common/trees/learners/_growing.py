@@ -1,8 +1,9 @@
 """What the C4.5-style growers share: entropy arithmetic, the criterion's pick, and a grower's state.
 
 The multiway learner (`common.trees.learners.multiway`, the paper's J48) and the requirement-aware
-`admissible` learner grow trees the same way: depth-first from the root, scoring candidate splits
-by information gain and split information, and taking C4.5's pick. They differ in which splits
+`admissible` learner grow trees the same way: depth-first from the root over the column codes of
+`common.trees.learners._binned`, scoring candidate splits by information gain and split
+information from each node's class tables, and taking C4.5's pick. They differ in which splits
 are candidates and how a split partitions the rows, so each keeps its own ``_best_split`` and
 ``_partition``; what they would otherwise write twice lives here.
 """
@@ -15,6 +16,7 @@ from typing import Protocol, Sequence, TypeVar
 import numpy as np
 
 from common.data.schema import Schema
+from common.trees.learners._binned import Binned
 
 __all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
 
@@ -89,13 +91,12 @@ S = TypeVar("S", bound=Scored)
 
 
 class GrowerBase:
-    """One fit's state shared by the growers: the rows, the stopping parameters and the criterion."""
+    """One fit's state shared by the growers: the binned rows, the stopping parameters and the criterion."""
 
-    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, criterion: str, max_depth: int | None,
+    def __init__(self, schema: Schema, binned: Binned, criterion: str, max_depth: int | None,
                  min_gain: float) -> None:
         self.schema = schema
-        self.X = X
-        self.y = y
+        self.binned = binned
         self.criterion = criterion
         self.max_depth = max_depth
         self.min_gain = min_gain
@@ -104,7 +105,7 @@ class GrowerBase:
 
     def _counts(self, rows: np.ndarray) -> np.ndarray:
         """Class counts of ``rows``."""
-        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
+        return self.binned.counts(rows)
 
     def _pick(self, candidates: Sequence[S]) -> S | None:
         """The criterion's pick among ``candidates``, or None when there are none.
