@@ -30,10 +30,8 @@ attributes (or thresholds) whose scores differ only by rounding goes to the lowe
 def xlog2x(values: np.ndarray) -> np.ndarray:
     """Elementwise ``v * log2(v)`` with ``0 * log2(0) = 0``; the building block of entropies."""
     values = np.asarray(values, dtype=np.float64)
-    out = np.zeros_like(values)
-    positive = values > 0
-    out[positive] = values[positive] * np.log2(values[positive])
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(values > 0, values * np.log2(values), 0.0)
 
 
 def gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tuple[np.ndarray, np.ndarray]:
