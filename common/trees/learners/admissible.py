@@ -72,7 +72,6 @@ from common.trees.learners._growing import (
     CRITERIA,
     TIE_TOLERANCE,
     GrowerBase,
-    first_best,
     gain_and_split_info,
     midpoint,
     xlog2x,
@@ -432,28 +431,54 @@ class _Grower(GrowerBase):
         return self._pick(self._candidates(rows, counts, allowed))
 
     def _candidates(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> list[_Split]:
-        """Every attribute's best admissible split gaining at least ``min_gain``."""
+        """Every attribute's best admissible split gaining at least ``min_gain``.
+
+        A categorical attribute splits as ``category_split`` asks: grouped branches (`_grouped_split`), two
+        groups of its categories ordered by the node's majority-class share, or the better gain ratio of the
+        two. The two-way cuts (every numeric attribute's, the categorical ones' two groups) are searched
+        for all attributes at once (`_best_cuts`).
+        """
+        n = rows.size
         parent_cells = float(xlog2x(counts).sum())
+        majority = int(np.argmax(counts))
+        grouped: dict[int, _Split | None] = {}
+        ordered: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # attribute: (its rows' codes or values in order, table)
+        for j in range(self.schema.n_attributes):
+            if not self.categorical[j]:
+                values, table = self.binned.present(j, rows)
+                if values.size >= 2:
+                    ordered[j] = values, table
+                continue
+            if len(allowed[j]) < 2:
+                continue
+            table = self.binned.table(j, rows)
+            if self.category_split != "binary":
+                grouped[j] = self._grouped_split(j, table, n, parent_cells)
+            if self.category_split != "grouped":
+                present = np.flatnonzero(table.sum(axis=1) > 0)
+                if present.size >= 2:
+                    shown = table[present].astype(np.float64)
+                    order = present[np.argsort(shown[:, majority] / shown.sum(axis=1), kind="stable")]
+                    ordered[j] = order, table[order]
+        cuts = dict(zip(ordered, self._best_cuts([table for _, table in ordered.values()], n, parent_cells)))
         candidates = []
         for j in range(self.schema.n_attributes):
-            if self.categorical[j]:
-                if len(allowed[j]) < 2:
-                    continue
-                split = self._categorical_split(j, rows, parent_cells)
-            else:
-                split = self._numeric_split(j, rows, parent_cells)
+            split = self._two_way(j, *ordered[j], cuts[j]) if cuts.get(j) is not None else None
+            if j in grouped:
+                split = _better(grouped[j], split)
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return candidates
 
-    def _categorical_split(self, j: int, rows: np.ndarray, parent_cells: float) -> _Split | None:
-        """Attribute ``j``'s split as ``category_split`` asks: grouped branches, two groups, or the better ratio."""
-        table = self.binned.table(j, rows)
-        grouped = None if self.category_split == "binary" else self._grouped_split(j, table, rows.size, parent_cells)
-        binary = None if self.category_split == "grouped" else self._binary_split(j, table, rows.size, parent_cells)
-        if grouped is None or binary is None:
-            return grouped or binary
-        return binary if _ratio(binary) >= _ratio(grouped) else grouped
+    def _two_way(self, j: int, order: np.ndarray, table: np.ndarray, cut: tuple[int, float, float]) -> _Split:
+        """Attribute ``j`` split at ``cut`` (last position on the left, gain, split information) of its values or
+        categories in ``order``, whose class counts are the rows of ``table``."""
+        at, gain, split_info = cut
+        if not self.categorical[j]:
+            return _Split(j, gain, split_info, threshold=midpoint(order[at], order[at + 1]))
+        groups = (frozenset(int(c) for c in order[:at + 1]), frozenset(int(c) for c in order[at + 1:]))
+        fails_alone = ~self.rule.ok(table.astype(np.float64))
+        return _Split(j, gain, split_info, groups=groups, forced=bool(fails_alone.any()))
 
     def _grouped_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
         """A branch per category, failing ones grouped into admissible branches (`group_categories`)."""
@@ -465,46 +490,46 @@ class _Grower(GrowerBase):
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
-    def _binary_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
-        """Two groups: the best admissible cut of the present categories ordered by the node's majority-class share."""
-        present = np.flatnonzero(table.sum(axis=1) > 0)
-        if present.size < 2:
-            return None
-        rows = table[present].astype(np.float64)
-        majority = int(np.argmax(rows.sum(axis=0)))
-        order = present[np.argsort(rows[:, majority] / rows.sum(axis=1), kind="stable")]
-        found = self._best_cut(table[order].astype(np.float64), n, parent_cells)
-        if found is None:
-            return None
-        cut, gain, split_info = found
-        groups = (frozenset(int(c) for c in order[:cut + 1]), frozenset(int(c) for c in order[cut + 1:]))
-        fails_alone = ~self.rule.ok(table[present].astype(np.float64))
-        return _Split(j, gain, split_info, groups=groups, forced=bool(fails_alone.any()))
+    def _best_cuts(self, tables: list[np.ndarray], n: int, parent_cells: float) -> list[tuple[int, float, float] | None]:
+        """Per value-by-class ``table`` (rows in split order): its highest-gain cut with both sides admissible.
 
-    def _best_cut(self, table: np.ndarray, n: int, parent_cells: float) -> tuple[int, float, float] | None:
-        """The highest-gain cut of the ordered rows of a value-by-class ``table`` with both sides admissible.
-
-        Returns (last row index on the left, gain, split information), or None if no cut is admissible.
+        Each is (last row index on the left, gain, split information), the lowest index on ties, or None
+        where no cut is admissible. Every table's cuts are scored in one pass over their stacked rows.
         """
-        left = np.cumsum(table, axis=0)[:-1]
-        right = table.sum(axis=0) - left
+        if not tables:
+            return []
+        sizes = np.array([t.shape[0] for t in tables])
+        ends = np.cumsum(sizes)
+        owner = np.repeat(np.arange(len(tables)), sizes)
+        cumulative = np.cumsum(np.concatenate(tables).astype(np.float64), axis=0)
+        before = np.zeros((len(tables), self.k))
+        before[1:] = cumulative[ends[:-1] - 1]
+        is_cut = np.ones(ends[-1], dtype=bool)
+        is_cut[ends - 1] = False
+        left = (cumulative - before[owner])[is_cut]
+        table_of = owner[is_cut]
+        at = (np.arange(ends[-1]) - (ends - sizes)[owner])[is_cut]
+        right = (cumulative[ends - 1] - before)[table_of] - left
         positions = np.flatnonzero(self.rule.ok(left) & self.rule.ok(right))
+        found: list[tuple[int, float, float] | None] = [None] * len(tables)
         if positions.size == 0:
-            return None
+            return found
         gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
-        best = first_best(gain)
-        return int(positions[best]), float(gain[best]), float(split_info[best])
+        table_of = table_of[positions]
+        top = np.full(len(tables), -np.inf)
+        np.maximum.at(top, table_of, gain)
+        tied = np.flatnonzero(gain >= top[table_of] - TIE_TOLERANCE)
+        winners, first = np.unique(table_of[tied], return_index=True)
+        for t, i in zip(winners, tied[first]):
+            found[int(t)] = (int(at[positions[i]]), float(gain[i]), float(split_info[i]))
+        return found
 
-    def _numeric_split(self, j: int, rows: np.ndarray, parent_cells: float) -> _Split | None:
-        """The highest-gain threshold between distinct values whose two sides are both admissible."""
-        values, table = self.binned.present(j, rows)
-        if values.size < 2:
-            return None
-        found = self._best_cut(table.astype(np.float64), rows.size, parent_cells)
-        if found is None:
-            return None
-        cut, gain, split_info = found
-        return _Split(j, gain, split_info, threshold=midpoint(values[cut], values[cut + 1]))
+
+def _better(grouped: _Split | None, binary: _Split | None) -> _Split | None:
+    """``category_split="either"``: the better gain ratio of an attribute's two splits (two groups on a tie)."""
+    if grouped is None or binary is None:
+        return grouped or binary
+    return binary if _ratio(binary) >= _ratio(grouped) else grouped
 
 
 def _ratio(split: _Split) -> float:
