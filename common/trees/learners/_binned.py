@@ -87,10 +87,11 @@ class Binned:
             return self.values[j][present], table[present]
         keys, counts = np.unique(self.keyed[j][rows], return_counts=True)
         codes = keys.astype(np.int64) // self.k
-        present, slot = np.unique(codes, return_inverse=True)
-        table = np.zeros((present.size, self.k), dtype=np.int64)
-        table[slot.reshape(-1), keys.astype(np.int64) % self.k] = counts
-        return self.values[j][present], table
+        starts = np.ones(codes.size, dtype=bool)
+        starts[1:] = codes[1:] != codes[:-1]
+        table = np.zeros((int(starts.sum()), self.k), dtype=np.int64)
+        table[np.cumsum(starts) - 1, keys.astype(np.int64) % self.k] = counts
+        return self.values[j][codes[starts]], table
 
 
 def _keyed(codes: np.ndarray, size: int, y: np.ndarray, k: int) -> np.ndarray:
