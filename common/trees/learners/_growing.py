@@ -11,14 +11,14 @@ are candidates and how a split partitions the rows, so each keeps its own ``_bes
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence, TypeVar
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from common.data.schema import Schema
 from common.trees.learners._binned import Binned
 
-__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "best_cuts", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
 
 CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
 
@@ -61,6 +61,44 @@ def gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tu
     gain = np.maximum((n_log_n - parent_cells - size_cells + class_cells) / n, 0.0)
     split_info = (n_log_n - size_cells) / n
     return gain, split_info
+
+
+def best_cuts(tables: Sequence[np.ndarray], n: int, parent_cells: float,
+              admissible: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[tuple[int, float, float] | None]:
+    """Per value-by-class table (rows in split order): its highest-gain two-way cut that ``admissible`` allows.
+
+    ``admissible(left, right)`` says per candidate (rows: class counts of the two sides) whether the cut
+    may be made. Each result is (last row index on the left, gain, split information), the lowest index
+    on ties, or None where no cut is admissible. Every table's cuts are scored in one pass over their
+    stacked rows, each with the same floats as alone (the counts are whole numbers).
+    """
+    if not tables:
+        return []
+    sizes = np.array([t.shape[0] for t in tables])
+    ends = np.cumsum(sizes)
+    owner = np.repeat(np.arange(len(tables)), sizes)
+    cumulative = np.cumsum(np.concatenate(tables).astype(np.float64), axis=0)
+    before = np.zeros((len(tables), cumulative.shape[1]))
+    before[1:] = cumulative[ends[:-1] - 1]
+    is_cut = np.ones(ends[-1], dtype=bool)
+    is_cut[ends - 1] = False
+    left = (cumulative - before[owner])[is_cut]
+    table_of = owner[is_cut]
+    at = (np.arange(ends[-1]) - (ends - sizes)[owner])[is_cut]
+    right = (cumulative[ends - 1] - before)[table_of] - left
+    positions = np.flatnonzero(admissible(left, right))
+    found: list[tuple[int, float, float] | None] = [None] * len(tables)
+    if positions.size == 0:
+        return found
+    gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
+    table_of = table_of[positions]
+    top = np.full(len(tables), -np.inf)
+    np.maximum.at(top, table_of, gain)
+    tied = np.flatnonzero(gain >= top[table_of] - TIE_TOLERANCE)
+    winners, first = np.unique(table_of[tied], return_index=True)
+    for t, i in zip(winners, tied[first]):
+        found[int(t)] = (int(at[positions[i]]), float(gain[i]), float(split_info[i]))
+    return found
 
 
 def first_best(scores: np.ndarray) -> int:

@@ -72,6 +72,7 @@ from common.trees.learners._growing import (
     CRITERIA,
     TIE_TOLERANCE,
     GrowerBase,
+    best_cuts,
     gain_and_split_info,
     midpoint,
     xlog2x,
@@ -436,7 +437,7 @@ class _Grower(GrowerBase):
         A categorical attribute splits as ``category_split`` asks: grouped branches (`_grouped_split`), two
         groups of its categories ordered by the node's majority-class share, or the better gain ratio of the
         two. The two-way cuts (every numeric attribute's, the categorical ones' two groups) are searched
-        for all attributes at once (`_best_cuts`).
+        for all attributes at once (`best_cuts`).
         """
         n = rows.size
         parent_cells = float(xlog2x(counts).sum())
@@ -460,7 +461,8 @@ class _Grower(GrowerBase):
                     shown = table[present].astype(np.float64)
                     order = present[np.argsort(shown[:, majority] / shown.sum(axis=1), kind="stable")]
                     ordered[j] = order, table[order]
-        cuts = dict(zip(ordered, self._best_cuts([table for _, table in ordered.values()], n, parent_cells)))
+        tables = [table for _, table in ordered.values()]
+        cuts = dict(zip(ordered, best_cuts(tables, n, parent_cells, self._both_admissible)))
         candidates = []
         for j in range(self.schema.n_attributes):
             split = self._two_way(j, *ordered[j], cuts[j]) if cuts.get(j) is not None else None
@@ -469,6 +471,10 @@ class _Grower(GrowerBase):
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return candidates
+
+    def _both_admissible(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Per candidate cut: do both sides pass the rule?"""
+        return self.rule.ok(left) & self.rule.ok(right)
 
     def _two_way(self, j: int, order: np.ndarray, table: np.ndarray, cut: tuple[int, float, float]) -> _Split:
         """Attribute ``j`` split at ``cut`` (last position on the left, gain, split information) of its values or
@@ -489,40 +495,6 @@ class _Grower(GrowerBase):
         gain, split_info = gain_and_split_info(grouped, n, parent_cells)
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
-
-    def _best_cuts(self, tables: list[np.ndarray], n: int, parent_cells: float) -> list[tuple[int, float, float] | None]:
-        """Per value-by-class ``table`` (rows in split order): its highest-gain cut with both sides admissible.
-
-        Each is (last row index on the left, gain, split information), the lowest index on ties, or None
-        where no cut is admissible. Every table's cuts are scored in one pass over their stacked rows.
-        """
-        if not tables:
-            return []
-        sizes = np.array([t.shape[0] for t in tables])
-        ends = np.cumsum(sizes)
-        owner = np.repeat(np.arange(len(tables)), sizes)
-        cumulative = np.cumsum(np.concatenate(tables).astype(np.float64), axis=0)
-        before = np.zeros((len(tables), self.k))
-        before[1:] = cumulative[ends[:-1] - 1]
-        is_cut = np.ones(ends[-1], dtype=bool)
-        is_cut[ends - 1] = False
-        left = (cumulative - before[owner])[is_cut]
-        table_of = owner[is_cut]
-        at = (np.arange(ends[-1]) - (ends - sizes)[owner])[is_cut]
-        right = (cumulative[ends - 1] - before)[table_of] - left
-        positions = np.flatnonzero(self.rule.ok(left) & self.rule.ok(right))
-        found: list[tuple[int, float, float] | None] = [None] * len(tables)
-        if positions.size == 0:
-            return found
-        gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
-        table_of = table_of[positions]
-        top = np.full(len(tables), -np.inf)
-        np.maximum.at(top, table_of, gain)
-        tied = np.flatnonzero(gain >= top[table_of] - TIE_TOLERANCE)
-        winners, first = np.unique(table_of[tied], return_index=True)
-        for t, i in zip(winners, tied[first]):
-            found[int(t)] = (int(at[positions[i]]), float(gain[i]), float(split_info[i]))
-        return found
 
 
 def _better(grouped: _Split | None, binary: _Split | None) -> _Split | None:

@@ -26,7 +26,7 @@ from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
 from common.trees.learners._binned import Binned, bin_rows
 from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._growing import CRITERIA, GrowerBase, first_best, gain_and_split_info, midpoint, xlog2x
+from common.trees.learners._growing import CRITERIA, GrowerBase, best_cuts, gain_and_split_info, midpoint, xlog2x
 from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
@@ -210,17 +210,38 @@ class _Grower(GrowerBase):
         ]
 
     def _best_split(self, rows: np.ndarray, counts: np.ndarray, usable: np.ndarray) -> _Split | None:
-        """The split the criterion picks among admissible ones with gain >= min_gain, or None."""
+        """The split the criterion picks among admissible ones with gain >= min_gain, or None.
+
+        Every numeric attribute's thresholds are searched at once (`best_cuts`): the thresholds lie between
+        consecutive distinct values at the node, each side holding at least ``min_samples_leaf`` rows. As in
+        C4.5 the threshold is chosen by gain (the lowest one on ties) and the attribute then competes with
+        that threshold's gain and split information.
+        """
         parent_cells = float(xlog2x(counts).sum())
+        numeric: dict[int, np.ndarray] = {}  # attribute: the distinct values at the node
+        tables = []
+        for j in np.flatnonzero(usable & ~self.categorical):
+            values, table = self.binned.present(int(j), rows)
+            numeric[int(j)] = values
+            tables.append(table)
+        cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large)))
         candidates = []
         for j in np.flatnonzero(usable):
+            j = int(j)
             if self.categorical[j]:
-                split = self._categorical_split(int(j), rows, parent_cells)
+                split = self._categorical_split(j, rows, parent_cells)
+            elif cuts[j] is not None:
+                at, gain, split_info = cuts[j]
+                split = _Split(j, gain, split_info, midpoint(numeric[j][at], numeric[j][at + 1]))
             else:
-                split = self._numeric_split(int(j), rows, counts, parent_cells)
+                split = None
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return self._pick(candidates)
+
+    def _both_large(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Per candidate threshold: do both sides hold at least ``min_samples_leaf`` rows?"""
+        return (left.sum(axis=1) >= self.min_samples_leaf) & (right.sum(axis=1) >= self.min_samples_leaf)
 
     def _categorical_split(self, j: int, rows: np.ndarray, parent_cells: float) -> _Split | None:
         """Score the one-child-per-category split on attribute ``j``, if admissible."""
@@ -229,24 +250,3 @@ class _Grower(GrowerBase):
             return None
         gain, split_info = gain_and_split_info(table.astype(np.float64), rows.size, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
-
-    def _numeric_split(self, j: int, rows: np.ndarray, counts: np.ndarray, parent_cells: float) -> _Split | None:
-        """Score every admissible threshold on attribute ``j`` at once; keep the highest gain.
-
-        The thresholds lie between consecutive distinct values at the node, each side holding at
-        least ``min_samples_leaf`` rows. As in C4.5 the threshold is chosen by gain (the lowest one
-        on ties) and the attribute then competes with that threshold's gain and split information.
-        """
-        n = rows.size
-        values, table = self.binned.present(j, rows)
-        left_counts = np.cumsum(table, axis=0)[:-1].astype(np.float64)  # row i: counts of values[: i + 1]
-        left_sizes = left_counts.sum(axis=1)
-        admissible = (left_sizes >= self.min_samples_leaf) & (n - left_sizes >= self.min_samples_leaf)
-        positions = np.flatnonzero(admissible)
-        if positions.size == 0:
-            return None
-        left = left_counts[positions]
-        gain, split_info = gain_and_split_info(np.stack([left, counts - left], axis=1), n, parent_cells)
-        best = first_best(gain)
-        threshold = midpoint(values[positions[best]], values[positions[best] + 1])
-        return _Split(j, float(gain[best]), float(split_info[best]), threshold)
