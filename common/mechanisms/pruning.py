@@ -63,15 +63,6 @@ def _working_copy(tree: Tree) -> list[Node]:
 
 
 
-def _n_leaves(nodes: Sequence[Node], root: int) -> int:
-    count, stack = 0, [root]
-    while stack:
-        i = stack.pop()
-        count += nodes[i].is_leaf
-        stack.extend(e.child for e in nodes[i].edges)
-    return count
-
-
 def _depths(nodes: Sequence[Node]) -> dict[int, int]:
     depth, stack = {0: 0}, [0]
     while stack:
@@ -159,10 +150,13 @@ def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | No
         return not passes[child]
 
     depth = _depths(nodes)
+    leaves: dict[int, int] = {}  # leaves below each node processed so far (deepest first: a parent's children are)
     for parent in sorted((i for i in depth if not nodes[i].is_leaf), key=lambda i: -depth[i]):
         node = nodes[parent]
         edges = node.edges
-        leaves = {e.child: _n_leaves(nodes, e.child) for e in edges}  # the subtrees below are final here
+        for e in edges:
+            if nodes[e.child].is_leaf:
+                leaves[e.child] = 1
         while len(edges) > 1:
             bad = [j for j, e in enumerate(edges) if nodes[e.child].is_leaf and fails(e.child)]
             if not bad:
@@ -178,8 +172,10 @@ def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | No
             collapsed = merge_stats([nodes[e.child] for e in edges], n_classes, tree.disclosure)
             nodes[parent] = collapsed
             passes.pop(parent, None)
+            leaves[parent] = 1
         else:
             node.edges = edges
+            leaves[parent] = sum(leaves[e.child] for e in edges)
     if nodes[0].is_leaf:
         verdict = "the root alone satisfies it" if ok(nodes[0]) else "not even the whole table satisfies it"
         raise RequirementUnsatisfiable(
