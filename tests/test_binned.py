@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from common.trees.learners import _binned
 from common.trees.learners._binned import bin_cells, bin_rows, tuple_ids
 from common.trees.learners._growing import best_cuts, first_best, gain_and_split_info, xlog2x
 from common.trees.learners.public_cuts import to_cells
@@ -34,14 +35,20 @@ def _rows(draw):
 @given(_rows())
 def test_a_nodes_present_values_and_tables_are_those_of_its_float_rows(case) -> None:
     schema, X, y, rows = case
-    binned = bin_rows(schema, X, y)
-    for j in range(schema.n_attributes):
-        values, table = binned.present(j, rows)
+    dense = bin_rows(schema, X, y)
+    _binned.DENSE_CODES, kept = 8, _binned.DENSE_CODES  # the wide path: attributes of more codes on their own
+    try:
+        wide = bin_rows(schema, X, y)
+    finally:
+        _binned.DENSE_CODES = kept
+    for binned, j in ((binned, j) for binned in (dense, wide) for j in range(schema.n_attributes)):
+        values, table = binned.node(rows).present(j)
         expected, inverse = np.unique(X[rows, j], return_inverse=True)
         assert np.array_equal(values, expected)
         k = schema.n_classes
         assert np.array_equal(table, np.bincount(inverse * k + y[rows], minlength=expected.size * k).reshape(-1, k))
         assert np.array_equal(binned.values[j][binned.codes(j, rows)], X[rows, j])
+        assert np.array_equal(binned.table(j, rows), binned.node(rows).table(j))
     assert np.array_equal(binned.counts(rows), np.bincount(y[rows], minlength=schema.n_classes))
 
 

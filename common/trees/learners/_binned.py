@@ -4,15 +4,18 @@
 code is its category index; a numeric attribute's is the rank of its value among the column's distinct
 values, or, for a column of whole numbers over a short range, the value minus the column's least one
 (no sort); `bin_cells` gives the public cell index of `common.trees.learners.public_cuts` directly,
-without the float copy of the table that `to_cells` makes. Each attribute keeps ``code * classes +
-class`` in the smallest unsigned dtype that holds it (a histogram is then one ``np.bincount``), with
-the value each code stands for, ascending.
+without the float copy of the table that `to_cells` makes. Each code keeps the value it stands for,
+ascending. An attribute of at most `DENSE_CODES` codes (every categorical and public-cell one) is a
+column of one row-major matrix of ``(its first cell + code) * classes + class`` in the smallest unsigned
+dtype that holds them, so that one ``np.bincount`` over a node's rows of it tables every such attribute
+at once (`Binned.node`); a wider one (raw values) keeps ``code * classes + class`` on its own and is
+tabled by a sort where the node has far fewer rows than codes.
 
-A node's rows are an index array of `index_dtype`. `Binned.table` is the node's code-by-class count
-table of an attribute; `Binned.present` the table of the codes present at the node with their values,
-what the distinct values of the node's column and ``np.unique`` gave before. Every count is an exact
-integer, so the growers score the same candidates with the same floats as on the float rows, and grow
-the same trees.
+A node's rows are an index array of `index_dtype`. `NodeTables.table` is the node's code-by-class
+count table of an attribute; `NodeTables.present` the table of the codes present at the node with their
+values, what the distinct values of the node's column and ``np.unique`` gave before. Every count is an
+exact integer, so the growers score the same candidates with the same floats as on the float rows, and
+grow the same trees.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import numpy as np
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
-__all__ = ["Binned", "bin_cells", "bin_rows", "index_dtype", "tuple_ids"]
+__all__ = ["DENSE_CODES", "Binned", "NodeTables", "bin_cells", "bin_rows", "index_dtype", "tuple_ids"]
 
 _SHORT_RANGE = 1 << 16
 """A whole-number column spanning at most this many values is coded by offset (no sort)."""
+
+DENSE_CODES = 4096
+"""Attributes with at most this many codes are tabled together, by one histogram per node."""
 
 
 def index_dtype(n: int) -> type[np.signedinteger]:
@@ -44,9 +50,13 @@ def _unsigned(bound: int) -> type[np.unsignedinteger] | type[np.int64]:
 
 @dataclass(frozen=True)
 class Binned:
-    """Rows as per-attribute ``code * k + class`` (``keyed``), the value of each code (``values``) and classes ``y``."""
+    """Binned rows (module docstring): ``dense`` keys, per attribute its ``column`` there (-1: wide) and first
+    ``cell``, the ``wide`` attributes' keys, the ``values`` of each attribute's codes, classes ``y``."""
 
-    keyed: tuple[np.ndarray, ...]
+    dense: np.ndarray
+    column: tuple[int, ...]
+    cell: tuple[int, ...]
+    wide: dict[int, np.ndarray]
     values: tuple[np.ndarray, ...]
     y: np.ndarray
     k: int
@@ -63,9 +73,11 @@ class Binned:
         """Every row's index, in `index_dtype`."""
         return np.arange(self.n_rows, dtype=index_dtype(self.n_rows))
 
-    def codes(self, j: int, rows: np.ndarray) -> np.ndarray:
+    def codes(self, j: int, rows: np.ndarray | slice) -> np.ndarray:
         """Attribute ``j``'s code of each of ``rows`` (int64)."""
-        return self.keyed[j][rows].astype(np.int64) // self.k
+        if self.column[j] < 0:
+            return self.wide[j][rows].astype(np.int64) // self.k
+        return self.dense[rows, self.column[j]].astype(np.int64) // self.k - self.cell[j]
 
     def counts(self, rows: np.ndarray) -> np.ndarray:
         """Class counts of ``rows`` (float64)."""
@@ -73,34 +85,50 @@ class Binned:
 
     def table(self, j: int, rows: np.ndarray) -> np.ndarray:
         """Code-by-class counts of ``rows`` on attribute ``j``, every code (shape ``(size, k)``, int64)."""
-        return np.bincount(self.keyed[j][rows], minlength=self.size(j) * self.k).reshape(-1, self.k)
+        keys = self.codes(j, rows) * self.k + self.y[rows]
+        return np.bincount(keys, minlength=self.size(j) * self.k).reshape(-1, self.k)
 
-    def present(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The values of attribute ``j`` present in ``rows`` (ascending) and their code-by-class counts (int64).
+    def node(self, rows: np.ndarray) -> NodeTables:
+        """The class tables of a node's ``rows``: every dense attribute's from one histogram."""
+        cells = self.cell[-1] + (self.size(len(self.values) - 1) if self.column[-1] >= 0 else 0)
+        counts = np.bincount(self.dense[rows].reshape(-1), minlength=cells * self.k) if self.dense.shape[1] else None
+        return NodeTables(self, rows, None if counts is None else counts.reshape(-1, self.k))
 
-        A node with far fewer rows than codes (raw numeric values) is tabled by sorting its keys
-        instead of a histogram over every code; both give the same table.
+
+@dataclass(frozen=True)
+class NodeTables:
+    """One node's class tables over its ``rows``; ``histogram`` is every dense attribute's, cell by class."""
+
+    binned: Binned
+    rows: np.ndarray
+    histogram: np.ndarray | None
+
+    def table(self, j: int) -> np.ndarray:
+        """Code-by-class counts of attribute ``j`` at the node, every code (shape ``(size, k)``, int64)."""
+        binned = self.binned
+        if binned.column[j] < 0:
+            return np.bincount(binned.wide[j][self.rows], minlength=binned.size(j) * binned.k).reshape(-1, binned.k)
+        assert self.histogram is not None
+        return self.histogram[binned.cell[j]:binned.cell[j] + binned.size(j)]
+
+    def present(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """The values of attribute ``j`` present at the node (ascending) and their code-by-class counts (int64).
+
+        A wide attribute at a node with far fewer rows than codes is tabled by sorting its keys instead
+        of a histogram over every code; both give the same table.
         """
-        if self.size(j) <= 4 * rows.size:
-            table = self.table(j, rows)
+        binned, rows = self.binned, self.rows
+        if binned.column[j] >= 0 or binned.size(j) <= 4 * rows.size:
+            table = self.table(j)
             present = np.flatnonzero(table.sum(axis=1) > 0)
-            return self.values[j][present], table[present]
-        keys, counts = np.unique(self.keyed[j][rows], return_counts=True)
-        codes = keys.astype(np.int64) // self.k
+            return binned.values[j][present], table[present]
+        keys, counts = np.unique(binned.wide[j][rows], return_counts=True)
+        codes = keys.astype(np.int64) // binned.k
         starts = np.ones(codes.size, dtype=bool)
         starts[1:] = codes[1:] != codes[:-1]
-        table = np.zeros((int(starts.sum()), self.k), dtype=np.int64)
-        table[np.cumsum(starts) - 1, keys.astype(np.int64) % self.k] = counts
-        return self.values[j][codes[starts]], table
-
-
-def _keyed(codes: np.ndarray, size: int, y: np.ndarray, k: int) -> np.ndarray:
-    """``code * k + class`` per row in the smallest dtype that holds ``size * k``."""
-    dtype = _unsigned(size * k)
-    keyed = codes.astype(dtype)
-    keyed *= dtype(k)
-    keyed += y.astype(dtype)
-    return keyed
+        table = np.zeros((int(starts.sum()), binned.k), dtype=np.int64)
+        table[np.cumsum(starts) - 1, keys.astype(np.int64) % binned.k] = counts
+        return binned.values[j][codes[starts]], table
 
 
 def _numeric_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,22 +141,37 @@ def _numeric_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1), values
 
 
-def _classes(y: np.ndarray, k: int) -> np.ndarray:
-    return y.astype(_unsigned(k))
+def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -> Binned:
+    """Rows from each attribute's (codes, values): the dense attributes keyed into one matrix, the wide on their own."""
+    dense_of = [j for j, (_, values) in enumerate(coded) if values.size <= DENSE_CODES]
+    cells, cell, column = 0, [], []
+    for j, (_, values) in enumerate(coded):
+        column.append(dense_of.index(j) if j in dense_of else -1)
+        cell.append(cells)
+        cells += values.size if j in dense_of else 0
+    dtype = _unsigned(cells * k)
+    dense = np.empty((y.shape[0], len(dense_of)), dtype=dtype)
+    wide = {}
+    for j, (codes, values) in enumerate(coded):
+        if column[j] >= 0:
+            dense[:, column[j]] = codes
+            dense[:, column[j]] += dtype(cell[j])
+            dense[:, column[j]] *= dtype(k)
+            dense[:, column[j]] += y.astype(dtype)
+        else:
+            keys = codes.astype(_unsigned(values.size * k))
+            keys *= keys.dtype.type(k)
+            keys += y.astype(keys.dtype)
+            wide[j] = keys
+    return Binned(dense, tuple(column), tuple(cell), wide, tuple(values for _, values in coded),
+                  y.astype(_unsigned(k)), k)
 
 
 def bin_rows(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     """Checked encoded rows (`common.trees.learners._data.check_xy`) as column codes (module docstring)."""
-    k = schema.n_classes
-    keyed, values = [], []
-    for j, attribute in enumerate(schema.attributes):
-        if isinstance(attribute, CategoricalAttribute):
-            codes, levels = X[:, j].astype(np.int64), np.arange(attribute.size, dtype=np.float64)
-        else:
-            codes, levels = _numeric_codes(X[:, j])
-        keyed.append(_keyed(codes, levels.size, y, k))
-        values.append(levels)
-    return Binned(tuple(keyed), tuple(values), _classes(y, k), k)
+    coded = [(X[:, j].astype(np.int64), np.arange(a.size, dtype=np.float64)) if isinstance(a, CategoricalAttribute)
+             else _numeric_codes(X[:, j]) for j, a in enumerate(schema.attributes)]
+    return _binned(coded, y, schema.n_classes)
 
 
 def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
@@ -137,30 +180,27 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     A numeric code is the cell index ``searchsorted(cuts, x, side="left")`` (as `to_cells`), its value
     the index as a float, so a grower on these codes splits as on `to_cells` of the rows.
     """
-    k = schema.n_classes
-    keyed, values = [], []
+    coded = []
     for j, attribute in enumerate(schema.attributes):
         if isinstance(attribute, NumericAttribute):
             cuts = attribute.cut_points()
-            codes, size = np.searchsorted(cuts, X[:, j], side="left"), cuts.size + 1
+            coded.append((np.searchsorted(cuts, X[:, j], side="left"), np.arange(cuts.size + 1, dtype=np.float64)))
         else:
-            codes, size = X[:, j].astype(np.int64), attribute.size  # type: ignore[union-attr]
-        keyed.append(_keyed(codes, size, y, k))
-        values.append(np.arange(size, dtype=np.float64))
-    return Binned(tuple(keyed), tuple(values), _classes(y, k), k)
+            coded.append((X[:, j].astype(np.int64), np.arange(attribute.size, dtype=np.float64)))  # type: ignore[union-attr]
+    return _binned(coded, y, schema.n_classes)
 
 
 def tuple_ids(binned: Binned, exclude: int) -> np.ndarray:
     """Per row: an id of its codes on every attribute but ``exclude`` (equal ids, equal codes), in `index_dtype`."""
     n = binned.n_rows
     ids, bound = np.zeros(n, dtype=np.int64), 1
-    for j in range(len(binned.keyed)):
+    for j in range(len(binned.values)):
         if j == exclude:
             continue
         size = binned.size(j)
         if bound * size >= 1 << 62:
             ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
             bound = int(ids.max()) + 1
-        ids = ids * size + binned.codes(j, slice(None))  # type: ignore[arg-type]
+        ids = ids * size + binned.codes(j, slice(None))
         bound *= size
     return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(index_dtype(n))

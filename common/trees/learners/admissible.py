@@ -442,17 +442,18 @@ class _Grower(GrowerBase):
         n = rows.size
         parent_cells = float(xlog2x(counts).sum())
         majority = int(np.argmax(counts))
+        tables = self.binned.node(rows)
         grouped: dict[int, _Split | None] = {}
         ordered: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # attribute: (its rows' codes or values in order, table)
         for j in range(self.schema.n_attributes):
             if not self.categorical[j]:
-                values, table = self.binned.present(j, rows)
+                values, table = tables.present(j)
                 if values.size >= 2:
                     ordered[j] = values, table
                 continue
             if len(allowed[j]) < 2:
                 continue
-            table = self.binned.table(j, rows)
+            table = tables.table(j)
             if self.category_split != "binary":
                 grouped[j] = self._grouped_split(j, table, n, parent_cells)
             if self.category_split != "grouped":
@@ -461,8 +462,8 @@ class _Grower(GrowerBase):
                     shown = table[present].astype(np.float64)
                     order = present[np.argsort(shown[:, majority] / shown.sum(axis=1), kind="stable")]
                     ordered[j] = order, table[order]
-        tables = [table for _, table in ordered.values()]
-        cuts = dict(zip(ordered, best_cuts(tables, n, parent_cells, self._both_admissible)))
+        cuts = dict(zip(ordered, best_cuts([table for _, table in ordered.values()], n, parent_cells,
+                                           self._both_admissible)))
         candidates = []
         for j in range(self.schema.n_attributes):
             split = self._two_way(j, *ordered[j], cuts[j]) if cuts.get(j) is not None else None

@@ -218,10 +218,11 @@ class _Grower(GrowerBase):
         that threshold's gain and split information.
         """
         parent_cells = float(xlog2x(counts).sum())
+        node = self.binned.node(rows)
         numeric: dict[int, np.ndarray] = {}  # attribute: the distinct values at the node
         tables = []
         for j in np.flatnonzero(usable & ~self.categorical):
-            values, table = self.binned.present(int(j), rows)
+            values, table = node.present(int(j))
             numeric[int(j)] = values
             tables.append(table)
         cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large)))
@@ -229,7 +230,7 @@ class _Grower(GrowerBase):
         for j in np.flatnonzero(usable):
             j = int(j)
             if self.categorical[j]:
-                split = self._categorical_split(j, rows, parent_cells)
+                split = self._categorical_split(j, node.table(j), rows.size, parent_cells)
             elif cuts[j] is not None:
                 at, gain, split_info = cuts[j]
                 split = _Split(j, gain, split_info, midpoint(numeric[j][at], numeric[j][at + 1]))
@@ -243,10 +244,9 @@ class _Grower(GrowerBase):
         """Per candidate threshold: do both sides hold at least ``min_samples_leaf`` rows?"""
         return (left.sum(axis=1) >= self.min_samples_leaf) & (right.sum(axis=1) >= self.min_samples_leaf)
 
-    def _categorical_split(self, j: int, rows: np.ndarray, parent_cells: float) -> _Split | None:
-        """Score the one-child-per-category split on attribute ``j``, if admissible."""
-        table = self.binned.table(j, rows)
+    def _categorical_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
+        """Score the one-child-per-category split on attribute ``j`` (its code-by-class ``table``), if admissible."""
         if np.count_nonzero(table.sum(axis=1) >= self.min_samples_leaf) < 2:
             return None
-        gain, split_info = gain_and_split_info(table.astype(np.float64), rows.size, parent_cells)
+        gain, split_info = gain_and_split_info(table.astype(np.float64), n, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
