@@ -35,6 +35,10 @@ DENSE_CODES = 4096
 """Attributes with at most this many codes are tabled together, by one histogram per node."""
 
 
+_CHUNK_ROWS = 1 << 16
+"""A node's dense keys are histogrammed this many rows at a time."""
+
+
 def index_dtype(n: int) -> type[np.signedinteger]:
     """The row-index dtype for ``n`` rows: int32 while it holds them, else int64."""
     return np.int32 if n < np.iinfo(np.int32).max else np.int64
@@ -90,9 +94,13 @@ class Binned:
 
     def node(self, rows: np.ndarray) -> NodeTables:
         """The class tables of a node's ``rows``: every dense attribute's from one histogram."""
+        if not self.dense.shape[1]:
+            return NodeTables(self, rows, None)
         cells = self.cell[-1] + (self.size(len(self.values) - 1) if self.column[-1] >= 0 else 0)
-        counts = np.bincount(self.dense[rows].reshape(-1), minlength=cells * self.k) if self.dense.shape[1] else None
-        return NodeTables(self, rows, None if counts is None else counts.reshape(-1, self.k))
+        counts = np.zeros(cells * self.k, dtype=np.int64)
+        for start in range(0, rows.size, _CHUNK_ROWS):  # bounds np.bincount's intp copy of the keys
+            counts += np.bincount(self.dense[rows[start:start + _CHUNK_ROWS]].reshape(-1), minlength=counts.size)
+        return NodeTables(self, rows, counts.reshape(-1, self.k))
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ def _numeric_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         size = int(high - low) + 1
         return (column - low).astype(_unsigned(size)), low + np.arange(size, dtype=np.float64)
     values, inverse = np.unique(column, return_inverse=True)
-    return inverse.reshape(-1), values
+    return inverse.reshape(-1).astype(_unsigned(values.size)), values
 
 
 def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -> Binned:
@@ -151,13 +159,15 @@ def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -
         cells += values.size if j in dense_of else 0
     dtype = _unsigned(cells * k)
     dense = np.empty((y.shape[0], len(dense_of)), dtype=dtype)
+    classes = y.astype(dtype)
     wide = {}
     for j, (codes, values) in enumerate(coded):
         if column[j] >= 0:
-            dense[:, column[j]] = codes
-            dense[:, column[j]] += dtype(cell[j])
-            dense[:, column[j]] *= dtype(k)
-            dense[:, column[j]] += y.astype(dtype)
+            keys = codes.astype(dtype)
+            keys += dtype(cell[j])
+            keys *= dtype(k)
+            keys += classes
+            dense[:, column[j]] = keys
         else:
             keys = codes.astype(_unsigned(values.size * k))
             keys *= keys.dtype.type(k)
@@ -169,8 +179,8 @@ def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -
 
 def bin_rows(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     """Checked encoded rows (`common.trees.learners._data.check_xy`) as column codes (module docstring)."""
-    coded = [(X[:, j].astype(np.int64), np.arange(a.size, dtype=np.float64)) if isinstance(a, CategoricalAttribute)
-             else _numeric_codes(X[:, j]) for j, a in enumerate(schema.attributes)]
+    coded = [(X[:, j].astype(_unsigned(a.size)), np.arange(a.size, dtype=np.float64))
+             if isinstance(a, CategoricalAttribute) else _numeric_codes(X[:, j]) for j, a in enumerate(schema.attributes)]
     return _binned(coded, y, schema.n_classes)
 
 
@@ -184,9 +194,11 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     for j, attribute in enumerate(schema.attributes):
         if isinstance(attribute, NumericAttribute):
             cuts = attribute.cut_points()
-            coded.append((np.searchsorted(cuts, X[:, j], side="left"), np.arange(cuts.size + 1, dtype=np.float64)))
+            codes = np.searchsorted(cuts, X[:, j], side="left").astype(_unsigned(cuts.size + 1))
+            coded.append((codes, np.arange(cuts.size + 1, dtype=np.float64)))
         else:
-            coded.append((X[:, j].astype(np.int64), np.arange(attribute.size, dtype=np.float64)))  # type: ignore[union-attr]
+            size = attribute.size  # type: ignore[union-attr]
+            coded.append((X[:, j].astype(_unsigned(size)), np.arange(size, dtype=np.float64)))
     return _binned(coded, y, schema.n_classes)
 
 
