@@ -420,7 +420,7 @@ class _Grower(GrowerBase):
             absent = allowed[j] - frozenset().union(*split.groups)
             groups[int(np.argmax(sizes[:-1]))] |= absent
             order = np.argsort(child, kind="stable")
-            parts = np.split(rows[order], np.cumsum(sizes)[:-2])
+            parts = np.split(rows[order], np.cumsum(sizes)[:-1])[:len(groups)]  # rows in no group dropped
             return [(CategorySet(frozenset(g)), part) for g, part in zip(groups, parts)]
         t = split.threshold
         left = codes <= np.searchsorted(self.binned.values[j], t, side="right") - 1
