@@ -34,9 +34,8 @@ _SHORT_RANGE = 1 << 16
 DENSE_CODES = 4096
 """Attributes with at most this many codes are tabled together, by one histogram per node."""
 
-
 _CHUNK_ROWS = 1 << 16
-"""A node's dense keys are histogrammed this many rows at a time."""
+"""Rows are cut to public cells, and a node's dense keys histogrammed, this many at a time."""
 
 
 def index_dtype(n: int) -> type[np.signedinteger]:
@@ -78,10 +77,12 @@ class Binned:
         return np.arange(self.n_rows, dtype=index_dtype(self.n_rows))
 
     def codes(self, j: int, rows: np.ndarray | slice) -> np.ndarray:
-        """Attribute ``j``'s code of each of ``rows`` (int64)."""
-        if self.column[j] < 0:
-            return self.wide[j][rows].astype(np.int64) // self.k
-        return self.dense[rows, self.column[j]].astype(np.int64) // self.k - self.cell[j]
+        """Attribute ``j``'s code of each of ``rows``, in its keys' unsigned dtype."""
+        keys = self.wide[j][rows] if self.column[j] < 0 else self.dense[rows, self.column[j]]
+        codes = keys // keys.dtype.type(self.k)
+        if self.column[j] >= 0:
+            codes -= keys.dtype.type(self.cell[j])
+        return codes
 
     def counts(self, rows: np.ndarray) -> np.ndarray:
         """Class counts of ``rows`` (float64)."""
@@ -89,7 +90,7 @@ class Binned:
 
     def table(self, j: int, rows: np.ndarray) -> np.ndarray:
         """Code-by-class counts of ``rows`` on attribute ``j``, every code (shape ``(size, k)``, int64)."""
-        keys = self.codes(j, rows) * self.k + self.y[rows]
+        keys = self.codes(j, rows).astype(np.int64) * self.k + self.y[rows]
         return np.bincount(keys, minlength=self.size(j) * self.k).reshape(-1, self.k)
 
     def node(self, rows: np.ndarray) -> NodeTables:
@@ -194,7 +195,9 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     for j, attribute in enumerate(schema.attributes):
         if isinstance(attribute, NumericAttribute):
             cuts = attribute.cut_points()
-            codes = np.searchsorted(cuts, X[:, j], side="left").astype(_unsigned(cuts.size + 1))
+            codes = np.empty(X.shape[0], dtype=_unsigned(cuts.size + 1))
+            for start in range(0, X.shape[0], _CHUNK_ROWS):  # no int64 copy of the whole column
+                codes[start:start + _CHUNK_ROWS] = np.searchsorted(cuts, X[start:start + _CHUNK_ROWS, j], side="left")
             coded.append((codes, np.arange(cuts.size + 1, dtype=np.float64)))
         else:
             size = attribute.size  # type: ignore[union-attr]
