@@ -63,15 +63,6 @@ def _working_copy(tree: Tree) -> list[Node]:
 
 
 
-def _n_leaves(nodes: Sequence[Node], root: int) -> int:
-    count, stack = 0, [root]
-    while stack:
-        i = stack.pop()
-        count += nodes[i].is_leaf
-        stack.extend(e.child for e in nodes[i].edges)
-    return count
-
-
 def _depths(nodes: Sequence[Node]) -> dict[int, int]:
     depth, stack = {0: 0}, [0]
     while stack:
@@ -151,25 +142,40 @@ def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | No
         shown = node if disclosure == "counts" else replace(node, counts=None)
         return _satisfies(shown, requirement)
 
+    passes: dict[int, bool] = {}  # node index: does it pass as a leaf (a leaf's statistics never change)
+
+    def fails(child: int) -> bool:
+        if child not in passes:
+            passes[child] = ok(nodes[child])
+        return not passes[child]
+
     depth = _depths(nodes)
+    leaves: dict[int, int] = {}  # leaves below each node processed so far (deepest first: a parent's children are)
     for parent in sorted((i for i in depth if not nodes[i].is_leaf), key=lambda i: -depth[i]):
         node = nodes[parent]
         edges = node.edges
+        for e in edges:
+            if nodes[e.child].is_leaf:
+                leaves[e.child] = 1
         while len(edges) > 1:
-            bad = [j for j, e in enumerate(edges) if nodes[e.child].is_leaf and not ok(nodes[e.child])]
+            bad = [j for j, e in enumerate(edges) if nodes[e.child].is_leaf and fails(e.child)]
             if not bad:
                 break
             b = min(bad, key=lambda j: nodes[edges[j].child].total)
-            s = min(_candidates(edges, b), key=lambda j: (_n_leaves(nodes, edges[j].child), nodes[edges[j].child].total))
+            s = min(_candidates(edges, b), key=lambda j: (leaves[edges[j].child], nodes[edges[j].child].total))
             merged = merge_stats([nodes[edges[b].child], nodes[edges[s].child]], n_classes, tree.disclosure)
             nodes.append(merged)
+            leaves[len(nodes) - 1] = 1
             keep = [e for j, e in enumerate(edges) if j not in (b, s)]
             edges = [*keep, Edge(_union(edges[b].constraint, edges[s].constraint), len(nodes) - 1)]
         if len(edges) == 1:
             collapsed = merge_stats([nodes[e.child] for e in edges], n_classes, tree.disclosure)
             nodes[parent] = collapsed
+            passes.pop(parent, None)
+            leaves[parent] = 1
         else:
             node.edges = edges
+            leaves[parent] = sum(leaves[e.child] for e in edges)
     if nodes[0].is_leaf:
         verdict = "the root alone satisfies it" if ok(nodes[0]) else "not even the whole table satisfies it"
         raise RequirementUnsatisfiable(
@@ -299,26 +305,46 @@ def check_public_thresholds(tree: Tree, mechanism: str) -> None:
                          "the schema's public cut points (make_learner(..., public_cuts=True))")
 
 
-def _guard_step(tree: Tree, leaf: int) -> tuple[int, list[Node]]:
-    """The least destructive coarsening that changes ``leaf``'s path: (leaves lost, the new node list).
+def _subtree_leaves(tree: Tree) -> list[int]:
+    """Per node of ``tree``: the leaves of its subtree."""
+    leaves = [0] * len(tree.nodes)
+    for i in reversed(preorder(tree.nodes)):
+        node = tree.nodes[i]
+        leaves[i] = 1 if node.is_leaf else sum(leaves[e.child] for e in node.edges)
+    return leaves
+
+
+def _guard_cost(tree: Tree, leaf: int, leaves: Sequence[int]) -> tuple[int, int | None]:
+    """The least destructive coarsening that changes ``leaf``'s path: (leaves lost, the sibling edge it merges with).
 
     Under a parent with more than two children the leaf merges with the sibling whose subtree has the
-    fewest leaves (an interval only with a neighbour), as APT merges; under a binary parent the parent
-    becomes a leaf. Merged or collapsed nodes keep their released statistics (Eq. 1 under hit/miss).
+    fewest leaves (``leaves``, per node; an interval only with a neighbour), as APT merges; under a binary
+    parent (sibling None) the parent becomes a leaf.
     """
+    parent = int(tree.parents[leaf])
+    edges = tree.nodes[parent].edges
+    if len(edges) > 2:
+        b = next(j for j, e in enumerate(edges) if e.child == leaf)
+        s = min(_candidates(edges, b), key=lambda j: (leaves[edges[j].child], tree.nodes[edges[j].child].total))
+        return leaves[edges[s].child], s
+    return leaves[parent] - 1, None
+
+
+def _guard_step(tree: Tree, leaf: int, sibling: int | None) -> list[Node]:
+    """The node list of `_guard_cost`'s coarsening; merged or collapsed nodes keep their released statistics
+    (Eq. 1 under hit/miss)."""
     nodes = [replace(n, edges=list(n.edges)) for n in tree.nodes]
     parent = int(tree.parents[leaf])
     edges = nodes[parent].edges
-    if len(edges) > 2:
-        b = next(j for j, e in enumerate(edges) if e.child == leaf)
-        s = min(_candidates(edges, b), key=lambda j: (_n_leaves(nodes, edges[j].child), nodes[edges[j].child].total))
-        merged = merge_stats([nodes[leaf], nodes[edges[s].child]], tree.schema.n_classes, tree.disclosure)
-        nodes.append(merged)
-        keep = [e for j, e in enumerate(edges) if j not in (b, s)]
-        nodes[parent].edges = [*keep, Edge(_union(edges[b].constraint, edges[s].constraint), len(nodes) - 1)]
-        return _n_leaves(nodes, edges[s].child), nodes
-    nodes[parent] = replace(nodes[parent], attribute=None, edges=[])
-    return _n_leaves(tree.nodes, parent) - 1, nodes
+    if sibling is None:
+        nodes[parent] = replace(nodes[parent], attribute=None, edges=[])
+        return nodes
+    b = next(j for j, e in enumerate(edges) if e.child == leaf)
+    merged = merge_stats([nodes[leaf], nodes[edges[sibling].child]], tree.schema.n_classes, tree.disclosure)
+    nodes.append(merged)
+    keep = [e for j, e in enumerate(edges) if j not in (b, sibling)]
+    nodes[parent].edges = [*keep, Edge(_union(edges[b].constraint, edges[sibling].constraint), len(nodes) - 1)]
+    return nodes
 
 
 def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
@@ -326,7 +352,7 @@ def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
 
     Each round reads the whole release as the combining reader does (`release_verdict`), and of the
     leaves where some person's belief breaks the requirement (or that fail it on their own statistics)
-    coarsens the one whose change loses the fewest leaves (`_guard_step`): fewer paths tell the grouped
+    coarsens the one whose change loses the fewest leaves (`_guard_cost`, `_guard_step`): fewer paths tell the grouped
     categories apart, so the reader's law flattens, and the root alone believes only the table's shares.
 
     Raises
@@ -341,8 +367,10 @@ def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
         bad = {f.leaf for f in verdict.findings} | {int(i) for i in stats.leaves[~requirement.check(stats)]}
         if not bad:
             return current
-        lost, nodes = min((_guard_step(current, leaf) for leaf in sorted(bad)), key=lambda step: step[0])
-        current = rebuild(current.schema, nodes, current.disclosure)
+        leaves = _subtree_leaves(current)
+        leaf, (_, sibling) = min(((leaf, _guard_cost(current, leaf, leaves)) for leaf in sorted(bad)),
+                                 key=lambda step: step[1][0])
+        current = rebuild(current.schema, _guard_step(current, leaf, sibling), current.disclosure)
         if current.root.is_leaf:
             raise RequirementUnsatisfiable(
                 f"APT cannot meet {requirement} for a reader of the whole release: coarsening reached the root; "

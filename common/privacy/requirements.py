@@ -442,9 +442,15 @@ class PathRule:
         """Per row of ``counts`` (shape ``(n, classes)``): would a leaf with these counts pass?"""
         counts = np.asarray(counts, dtype=np.float64)
         hit = counts.max(axis=1)
+        if isinstance(self.requirement, KAnonymity):  # its check reads the total alone: hit + miss, as LeafStats
+            return hit + (counts.sum(axis=1) - hit) >= self.requirement.k
         stats = LeafStats(np.arange(counts.shape[0]), counts.argmax(axis=1), hit, counts.sum(axis=1) - hit,
                           counts if self.disclosure == "counts" else None, self.disclosure)
         return self.requirement.check(stats)
+
+    def fewest_rows(self) -> int:
+        """A lower bound on the rows of a passing leaf: k, or l (l classes present) for (c,l)-diversity."""
+        return self.requirement.k if isinstance(self.requirement, KAnonymity) else self.requirement.l
 
     def deficit(self, counts: np.ndarray) -> np.ndarray:
         """Per row: 0 where `ok`, else roughly how many rows (of other classes, for diversity) are missing."""

@@ -47,7 +47,7 @@ def check_xy(schema: Schema, X: object, y: object) -> tuple[np.ndarray, np.ndarr
         raise SchemaError(f"class indices must be numbers; got dtype {y.dtype}", column=schema.class_name)
     ok = (y == np.floor(y)) & (y >= 0) & (y < schema.n_classes)
     _raise_first_bad(ok, y, f"class indices must be integers in 0..{schema.n_classes - 1}", schema.class_name)
-    return X, y.astype(np.int64)
+    return X, y.astype(np.int64, copy=False)
 
 
 def _raise_first_bad(ok: np.ndarray, values: np.ndarray, why: str, column: str) -> None:

@@ -1,8 +1,9 @@
 """What the C4.5-style growers share: entropy arithmetic, the criterion's pick, and a grower's state.
 
 The multiway learner (`common.trees.learners.multiway`, the paper's J48) and the requirement-aware
-`admissible` learner grow trees the same way: depth-first from the root, scoring candidate splits
-by information gain and split information, and taking C4.5's pick. They differ in which splits
+`admissible` learner grow trees the same way: depth-first from the root over the column codes of
+`common.trees.learners._binned`, scoring candidate splits by information gain and split
+information from each node's class tables, and taking C4.5's pick. They differ in which splits
 are candidates and how a split partitions the rows, so each keeps its own ``_best_split`` and
 ``_partition``; what they would otherwise write twice lives here.
 """
@@ -10,13 +11,14 @@ are candidates and how a split partitions the rows, so each keeps its own ``_bes
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence, TypeVar
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from common.data.schema import Schema
+from common.trees.learners._binned import Binned
 
-__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "best_cuts", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
 
 CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
 
@@ -28,10 +30,8 @@ attributes (or thresholds) whose scores differ only by rounding goes to the lowe
 def xlog2x(values: np.ndarray) -> np.ndarray:
     """Elementwise ``v * log2(v)`` with ``0 * log2(0) = 0``; the building block of entropies."""
     values = np.asarray(values, dtype=np.float64)
-    out = np.zeros_like(values)
-    positive = values > 0
-    out[positive] = values[positive] * np.log2(values[positive])
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(values > 0, values * np.log2(values), 0.0)
 
 
 def gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +63,44 @@ def gain_and_split_info(children: np.ndarray, n: int, parent_cells: float) -> tu
     return gain, split_info
 
 
+def best_cuts(tables: Sequence[np.ndarray], n: int, parent_cells: float,
+              admissible: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[tuple[int, float, float] | None]:
+    """Per value-by-class table (rows in split order): its highest-gain two-way cut that ``admissible`` allows.
+
+    ``admissible(left, right)`` says per candidate (rows: class counts of the two sides) whether the cut
+    may be made. Each result is (last row index on the left, gain, split information), the lowest index
+    on ties, or None where no cut is admissible. Every table's cuts are scored in one pass over their
+    stacked rows, each with the same floats as alone (the counts are whole numbers).
+    """
+    if not tables:
+        return []
+    sizes = np.array([t.shape[0] for t in tables])
+    ends = np.cumsum(sizes)
+    owner = np.repeat(np.arange(len(tables)), sizes)
+    cumulative = np.cumsum(np.concatenate(tables).astype(np.float64), axis=0)
+    before = np.zeros((len(tables), cumulative.shape[1]))
+    before[1:] = cumulative[ends[:-1] - 1]
+    is_cut = np.ones(ends[-1], dtype=bool)
+    is_cut[ends - 1] = False
+    left = (cumulative - before[owner])[is_cut]
+    table_of = owner[is_cut]
+    at = (np.arange(ends[-1]) - (ends - sizes)[owner])[is_cut]
+    right = (cumulative[ends - 1] - before)[table_of] - left
+    positions = np.flatnonzero(admissible(left, right))
+    found: list[tuple[int, float, float] | None] = [None] * len(tables)
+    if positions.size == 0:
+        return found
+    gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
+    table_of = table_of[positions]
+    top = np.full(len(tables), -np.inf)
+    np.maximum.at(top, table_of, gain)
+    tied = np.flatnonzero(gain >= top[table_of] - TIE_TOLERANCE)
+    winners, first = np.unique(table_of[tied], return_index=True)
+    for t, i in zip(winners, tied[first]):
+        found[int(t)] = (int(at[positions[i]]), float(gain[i]), float(split_info[i]))
+    return found
+
+
 def first_best(scores: np.ndarray) -> int:
     """Index of the first score within the tie tolerance of the maximum (lowest index wins ties)."""
     return int(np.flatnonzero(scores >= scores.max() - TIE_TOLERANCE)[0])
@@ -89,13 +127,12 @@ S = TypeVar("S", bound=Scored)
 
 
 class GrowerBase:
-    """One fit's state shared by the growers: the rows, the stopping parameters and the criterion."""
+    """One fit's state shared by the growers: the binned rows, the stopping parameters and the criterion."""
 
-    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, criterion: str, max_depth: int | None,
+    def __init__(self, schema: Schema, binned: Binned, criterion: str, max_depth: int | None,
                  min_gain: float) -> None:
         self.schema = schema
-        self.X = X
-        self.y = y
+        self.binned = binned
         self.criterion = criterion
         self.max_depth = max_depth
         self.min_gain = min_gain
@@ -104,7 +141,7 @@ class GrowerBase:
 
     def _counts(self, rows: np.ndarray) -> np.ndarray:
         """Class counts of ``rows``."""
-        return np.bincount(self.y[rows], minlength=self.k).astype(np.float64)
+        return self.binned.counts(rows)
 
     def _pick(self, candidates: Sequence[S]) -> S | None:
         """The criterion's pick among ``candidates``, or None when there are none.

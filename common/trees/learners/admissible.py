@@ -66,12 +66,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
+from common.trees.learners._binned import Binned, bin_rows, tuple_ids
 from common.trees.learners._data import check_x, check_xy
 from common.trees.learners._growing import (
     CRITERIA,
     TIE_TOLERANCE,
     GrowerBase,
-    first_best,
+    best_cuts,
     gain_and_split_info,
     midpoint,
     xlog2x,
@@ -100,6 +101,10 @@ class LeafRule(Protocol):
         """Per row: 0 where `ok`, else a positive measure of how far from passing (what grouping shrinks)."""
         ...
 
+    def fewest_rows(self) -> int:
+        """A lower bound on the rows of a leaf that passes (a node with fewer than twice this is not split)."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Rule:
@@ -114,6 +119,9 @@ class _Rule:
         if self.rule is not None:
             passed &= self.rule.ok(flat)
         return passed.reshape(counts.shape[:-1])
+
+    def fewest_rows(self) -> int:
+        return max(self.min_rows, 1 if self.rule is None else self.rule.fewest_rows())
 
     def deficit(self, counts: np.ndarray) -> np.ndarray:
         flat = counts.reshape(-1, counts.shape[-1])
@@ -260,25 +268,35 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         ValueError
             A parameter is invalid (naming it) or ``X``/``y`` do not fit the schema.
         """
-        check_schema(self.schema)
-        rule = _Rule(self.leaf_rule, check_positive_int("min_samples_leaf", self.min_samples_leaf))
-        criterion = check_choice("criterion", self.criterion, CRITERIA)
-        max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
-        min_gain = check_nonnegative_real("min_gain", self.min_gain)
+        self._settings()  # a bad parameter is named before a bad row
         X, y = check_xy(self.schema, X, y)
-        confidence = self.confidence
-        if confidence is not None and not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
-            raise ValueError(f"confidence must lie strictly between 0 and 1 (or be None), got {confidence!r}")
-        pairing = check_choice("pairing", self.pairing, PAIRINGS)
-        category_split = check_choice("category_split", self.category_split, CATEGORY_SPLITS)
+        return self.fit_binned(bin_rows(self.schema, X, y))
+
+    def fit_binned(self, binned: Binned) -> "AdmissibleTreeClassifier":
+        """`fit` on rows already binned for ``schema`` (`common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        rule, criterion, max_depth, min_gain, confidence, pairing, category_split = self._settings()
         grower = _DeferringGrower if pairing == "deferred" else _Grower
-        nodes = grower(self.schema, X, y, rule, criterion, max_depth, min_gain, category_split).grow()
+        nodes = grower(self.schema, binned, rule, criterion, max_depth, min_gain, category_split).grow()
         if confidence is not None:
             nodes = prune_pessimistic(nodes, float(confidence), rule)
         self.tree_ = Tree(self.schema, nodes, "counts")
         self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)
         self.n_features_in_ = self.schema.n_attributes
         return self
+
+    def _settings(self) -> tuple[_Rule, str, int | None, float, float | None, str, str]:
+        """The checked parameters: rule, criterion, max_depth, min_gain, confidence, pairing, category_split."""
+        check_schema(self.schema)
+        rule = _Rule(self.leaf_rule, check_positive_int("min_samples_leaf", self.min_samples_leaf))
+        criterion = check_choice("criterion", self.criterion, CRITERIA)
+        max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
+        min_gain = check_nonnegative_real("min_gain", self.min_gain)
+        confidence = self.confidence
+        if confidence is not None and not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+            raise ValueError(f"confidence must lie strictly between 0 and 1 (or be None), got {confidence!r}")
+        pairing = check_choice("pairing", self.pairing, PAIRINGS)
+        category_split = check_choice("category_split", self.category_split, CATEGORY_SPLITS)
+        return rule, criterion, max_depth, min_gain, confidence, pairing, category_split
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row, from ``tree_``."""
@@ -342,15 +360,17 @@ def _renumbered(nodes: list[Node]) -> list[Node]:
 class _Grower(GrowerBase):
     """One fit's state: grows the node list depth-first with an explicit stack."""
 
-    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
+    def __init__(self, schema: Schema, binned: Binned, rule: _Rule, criterion: str,
                  max_depth: int | None, min_gain: float, category_split: str = "grouped") -> None:
-        super().__init__(schema, X, y, criterion, max_depth, min_gain)
+        super().__init__(schema, binned, criterion, max_depth, min_gain)
         self.rule = rule
         self.category_split = category_split
+        self.splittable = 2 * rule.fewest_rows()
+        """Fewer rows than this cannot make two admissible children: such a node is a leaf without a search."""
 
     def grow(self) -> list[Node]:
         """Build the nodes; node 0 is the root. Each stack entry carries the categories its path still allows."""
-        rows = np.arange(self.X.shape[0])
+        rows = self.binned.all_rows()
         nodes = [Node.from_counts(self._counts(rows))]
         domains = {j: frozenset(range(a.size)) for j, a in enumerate(self.schema.attributes)  # type: ignore[union-attr]
                    if self.categorical[j]}
@@ -358,7 +378,8 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, allowed = stack.pop()
             node = nodes[index]
-            if np.count_nonzero(node.counts) <= 1 or (self.max_depth is not None and depth >= self.max_depth):
+            if (np.count_nonzero(node.counts) <= 1 or rows.size < self.splittable
+                    or (self.max_depth is not None and depth >= self.max_depth)):
                 continue
             split = self._best_split(rows, node.counts, allowed)
             if split is None:
@@ -387,16 +408,22 @@ class _Grower(GrowerBase):
     def _partition(self, split: _Split, rows: np.ndarray,
                    allowed: dict[int, frozenset[int]]) -> list[tuple[Constraint, np.ndarray]]:
         """The split's edge constraints with the rows each child gets; absent categories join the largest group."""
-        column = self.X[rows, split.attribute]
+        j = split.attribute
+        codes = self.binned.codes(j, rows)
         if split.threshold is None:
-            codes = column.astype(np.int64)
             groups = [set(g) for g in split.groups]
-            sizes = [np.isin(codes, list(g)).sum() for g in groups]
-            absent = allowed[split.attribute] - frozenset().union(*split.groups)
-            groups[int(np.argmax(sizes))] |= absent
-            return [(CategorySet(frozenset(g)), rows[np.isin(codes, list(g))]) for g in groups]
+            slot = np.full(self.binned.size(j), len(groups), dtype=np.int64)  # codes in no group: past the last
+            for i, group in enumerate(groups):
+                slot[list(group)] = i
+            child = slot[codes]
+            sizes = np.bincount(child, minlength=len(groups) + 1)
+            absent = allowed[j] - frozenset().union(*split.groups)
+            groups[int(np.argmax(sizes[:-1]))] |= absent
+            order = np.argsort(child, kind="stable")
+            parts = np.split(rows[order], np.cumsum(sizes)[:-1])[:len(groups)]  # rows in no group dropped
+            return [(CategorySet(frozenset(g)), part) for g, part in zip(groups, parts)]
         t = split.threshold
-        left = column <= t
+        left = codes <= np.searchsorted(self.binned.values[j], t, side="right") - 1
         return [(Interval(-math.inf, t, low_closed=False, high_closed=True), rows[left]),
                 (Interval(t, math.inf, low_closed=False, high_closed=False), rows[~left])]
 
@@ -405,30 +432,60 @@ class _Grower(GrowerBase):
         return self._pick(self._candidates(rows, counts, allowed))
 
     def _candidates(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> list[_Split]:
-        """Every attribute's best admissible split gaining at least ``min_gain``."""
-        Xn, yn = self.X[rows], self.y[rows]
+        """Every attribute's best admissible split gaining at least ``min_gain``.
+
+        A categorical attribute splits as ``category_split`` asks: grouped branches (`_grouped_split`), two
+        groups of its categories ordered by the node's majority-class share, or the better gain ratio of the
+        two. The two-way cuts (every numeric attribute's, the categorical ones' two groups) are searched
+        for all attributes at once (`best_cuts`).
+        """
+        n = rows.size
         parent_cells = float(xlog2x(counts).sum())
+        majority = int(np.argmax(counts))
+        tables = self.binned.node(rows)
+        grouped: dict[int, _Split | None] = {}
+        ordered: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # attribute: (its rows' codes or values in order, table)
+        for j in range(self.schema.n_attributes):
+            if not self.categorical[j]:
+                values, table = tables.present(j)
+                if values.size >= 2:
+                    ordered[j] = values, table
+                continue
+            if len(allowed[j]) < 2:
+                continue
+            table = tables.table(j)
+            if self.category_split != "binary":
+                grouped[j] = self._grouped_split(j, table, n, parent_cells)
+            if self.category_split != "grouped":
+                present = np.flatnonzero(table.sum(axis=1) > 0)
+                if present.size >= 2:
+                    shown = table[present].astype(np.float64)
+                    order = present[np.argsort(shown[:, majority] / shown.sum(axis=1), kind="stable")]
+                    ordered[j] = order, table[order]
+        cuts = dict(zip(ordered, best_cuts([table for _, table in ordered.values()], n, parent_cells,
+                                           self._both_admissible)))
         candidates = []
         for j in range(self.schema.n_attributes):
-            if self.categorical[j]:
-                if len(allowed[j]) < 2:
-                    continue
-                split = self._categorical_split(j, Xn[:, j], yn, parent_cells)
-            else:
-                split = self._numeric_split(j, Xn[:, j], yn, parent_cells)
+            split = self._two_way(j, *ordered[j], cuts[j]) if cuts.get(j) is not None else None
+            if j in grouped:
+                split = _better(grouped[j], split)
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return candidates
 
-    def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
-        """Attribute ``j``'s split as ``category_split`` asks: grouped branches, two groups, or the better ratio."""
-        size = self.schema.attributes[j].size  # type: ignore[union-attr]
-        table = np.bincount(column.astype(np.int64) * self.k + yn, minlength=size * self.k).reshape(size, self.k)
-        grouped = None if self.category_split == "binary" else self._grouped_split(j, table, yn.size, parent_cells)
-        binary = None if self.category_split == "grouped" else self._binary_split(j, table, yn.size, parent_cells)
-        if grouped is None or binary is None:
-            return grouped or binary
-        return binary if _ratio(binary) >= _ratio(grouped) else grouped
+    def _both_admissible(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Per candidate cut: do both sides pass the rule?"""
+        return self.rule.ok(left) & self.rule.ok(right)
+
+    def _two_way(self, j: int, order: np.ndarray, table: np.ndarray, cut: tuple[int, float, float]) -> _Split:
+        """Attribute ``j`` split at ``cut`` (last position on the left, gain, split information) of its values or
+        categories in ``order``, whose class counts are the rows of ``table``."""
+        at, gain, split_info = cut
+        if not self.categorical[j]:
+            return _Split(j, gain, split_info, threshold=midpoint(order[at], order[at + 1]))
+        groups = (frozenset(int(c) for c in order[:at + 1]), frozenset(int(c) for c in order[at + 1:]))
+        fails_alone = ~self.rule.ok(table.astype(np.float64))
+        return _Split(j, gain, split_info, groups=groups, forced=bool(fails_alone.any()))
 
     def _grouped_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
         """A branch per category, failing ones grouped into admissible branches (`group_categories`)."""
@@ -440,47 +497,12 @@ class _Grower(GrowerBase):
         groups = tuple(frozenset(int(c) for c in m) for m in members)
         return _Split(j, float(gain), float(split_info), groups=groups, forced=any(len(m) > 1 for m in members))
 
-    def _binary_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
-        """Two groups: the best admissible cut of the present categories ordered by the node's majority-class share."""
-        present = np.flatnonzero(table.sum(axis=1) > 0)
-        if present.size < 2:
-            return None
-        rows = table[present].astype(np.float64)
-        majority = int(np.argmax(rows.sum(axis=0)))
-        order = present[np.argsort(rows[:, majority] / rows.sum(axis=1), kind="stable")]
-        found = self._best_cut(table[order].astype(np.float64), n, parent_cells)
-        if found is None:
-            return None
-        cut, gain, split_info = found
-        groups = (frozenset(int(c) for c in order[:cut + 1]), frozenset(int(c) for c in order[cut + 1:]))
-        fails_alone = ~self.rule.ok(table[present].astype(np.float64))
-        return _Split(j, gain, split_info, groups=groups, forced=bool(fails_alone.any()))
 
-    def _best_cut(self, table: np.ndarray, n: int, parent_cells: float) -> tuple[int, float, float] | None:
-        """The highest-gain cut of the ordered rows of a value-by-class ``table`` with both sides admissible.
-
-        Returns (last row index on the left, gain, split information), or None if no cut is admissible.
-        """
-        left = np.cumsum(table, axis=0)[:-1]
-        right = table.sum(axis=0) - left
-        positions = np.flatnonzero(self.rule.ok(left) & self.rule.ok(right))
-        if positions.size == 0:
-            return None
-        gain, split_info = gain_and_split_info(np.stack([left[positions], right[positions]], axis=1), n, parent_cells)
-        best = first_best(gain)
-        return int(positions[best]), float(gain[best]), float(split_info[best])
-
-    def _numeric_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
-        """The highest-gain threshold between distinct values whose two sides are both admissible."""
-        values, inverse = np.unique(column, return_inverse=True)
-        if values.size < 2:
-            return None
-        table = np.bincount(inverse * self.k + yn, minlength=values.size * self.k).reshape(values.size, self.k)
-        found = self._best_cut(table.astype(np.float64), yn.size, parent_cells)
-        if found is None:
-            return None
-        cut, gain, split_info = found
-        return _Split(j, gain, split_info, threshold=midpoint(values[cut], values[cut + 1]))
+def _better(grouped: _Split | None, binary: _Split | None) -> _Split | None:
+    """``category_split="either"``: the better gain ratio of an attribute's two splits (two groups on a tie)."""
+    if grouped is None or binary is None:
+        return grouped or binary
+    return binary if _ratio(binary) >= _ratio(grouped) else grouped
 
 
 def _ratio(split: _Split) -> float:
@@ -530,9 +552,9 @@ class _DeferringGrower(_Grower):
     criterion's pick stands, as under ``eager``.
     """
 
-    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, rule: _Rule, criterion: str,
+    def __init__(self, schema: Schema, binned: Binned, rule: _Rule, criterion: str,
                  max_depth: int | None, min_gain: float, category_split: str = "grouped") -> None:
-        super().__init__(schema, X, y, rule, criterion, max_depth, min_gain, category_split)
+        super().__init__(schema, binned, rule, criterion, max_depth, min_gain, category_split)
         self.cap = majority_cap(rule, self.k)
         self._columns: dict[int, np.ndarray] = {}
         self._grouped = {j: np.zeros((a.size, a.size)) for j, a in enumerate(schema.attributes)  # type: ignore[union-attr]
@@ -550,8 +572,7 @@ class _DeferringGrower(_Grower):
     def _column_ids(self, j: int) -> np.ndarray:
         """Per row: its column with respect to attribute ``j`` (the value tuple of every other attribute)."""
         if j not in self._columns:
-            others = np.delete(self.X, j, axis=1)
-            self._columns[j] = np.unique(others, axis=0, return_inverse=True)[1].reshape(-1)
+            self._columns[j] = tuple_ids(self.binned, j)
         return self._columns[j]
 
     def _best_split(self, rows: np.ndarray, counts: np.ndarray, allowed: dict[int, frozenset[int]]) -> _Split | None:
@@ -600,7 +621,7 @@ class _DeferringGrower(_Grower):
         Only there does a column show what grouping costs: a column missing a level (a sample of a
         full-factorial table) would count as classified whatever is grouped.
         """
-        codes = self.X[rows, j].astype(np.int64)
+        codes = self.binned.codes(j, rows)
         present = np.unique(codes)
         local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
         seen = np.zeros((local.max() + 1, self.schema.attributes[j].size), dtype=bool)  # type: ignore[union-attr]
@@ -610,23 +631,23 @@ class _DeferringGrower(_Grower):
     def _reach(self, rows: np.ndarray, j: int, groups: tuple[frozenset[int], ...]) -> float:
         """Rows that leaves splitting ``rows`` by ``groups`` of attribute ``j`` could at best classify correctly."""
         local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
-        codes = self.X[rows, j].astype(np.int64)
+        codes = self.binned.codes(j, rows)
+        classes = self.binned.y[rows].astype(np.int64)
         total = 0.0
         for group in groups:
             inside = np.isin(codes, list(group))
             n = int(inside.sum())
             if n == 0:
                 continue
-            table = np.bincount(local[inside] * self.k + self.y[rows][inside], minlength=(local.max() + 1) * self.k)
+            table = np.bincount(local[inside] * self.k + classes[inside], minlength=(local.max() + 1) * self.k)
             total += min(float(table.reshape(-1, self.k).max(axis=1).sum()), self.cap * n)
         return total
 
     def _value(self, rows: np.ndarray, j: int) -> float:
         """The better reach of ``rows``: never splitting ``j`` again, or grouping its categories here."""
-        size = self.schema.attributes[j].size  # type: ignore[union-attr]
-        codes = self.X[rows, j].astype(np.int64)
+        size = self.binned.size(j)
         whole = self._reach(rows, j, (frozenset(range(size)),))
-        table = np.bincount(codes * self.k + self.y[rows], minlength=size * self.k).reshape(size, self.k)
+        table = self.binned.table(j, rows)
         members = group_categories(table, self.rule)
         if not members:
             return whole

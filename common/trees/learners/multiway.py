@@ -9,7 +9,8 @@ is why the learner is not a binary CART and why it does not prune (pruning would
 after the fact and blur what a path discloses).
 
 Rows use the encoded form of `common.data.schema`: ``X`` is float64 with category indices in
-categorical columns and values in numeric columns, ``y`` holds class indices.
+categorical columns and values in numeric columns, ``y`` holds class indices; the learner grows on
+their column codes (`common.trees.learners._binned`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from common.data.schema import Schema
 from common.params import check_choice, check_nonnegative_real, check_positive_int
+from common.trees.learners._binned import Binned, bin_rows
 from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._growing import CRITERIA, GrowerBase, first_best, gain_and_split_info, midpoint, xlog2x
+from common.trees.learners._growing import CRITERIA, GrowerBase, best_cuts, gain_and_split_info, midpoint, xlog2x
 from common.trees.learners._params import check_schema
 from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
@@ -116,18 +118,25 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
             A parameter is invalid (`ParameterError`, naming it), or ``X``/``y`` do not fit the
             schema (`SchemaError` naming the column and the first offending row).
         """
-        check_schema(self.schema)
-        criterion = check_choice("criterion", self.criterion, CRITERIA)
-        max_depth = check_positive_int("max_depth", self.max_depth, allow_none=True)
-        min_samples_leaf = check_positive_int("min_samples_leaf", self.min_samples_leaf)
-        min_gain = check_nonnegative_real("min_gain", self.min_gain)
+        self._settings()  # a bad parameter is named before a bad row
         X, y = check_xy(self.schema, X, y)
+        return self.fit_binned(bin_rows(self.schema, X, y))
 
-        grower = _Grower(self.schema, X, y, criterion, max_depth, min_samples_leaf, min_gain)
+    def fit_binned(self, binned: Binned) -> "MultiwayTreeClassifier":
+        """`fit` on rows already binned for ``schema`` (`common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        grower = _Grower(self.schema, binned, *self._settings())
         self.tree_ = Tree(self.schema, grower.grow(), "counts")
         self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)
         self.n_features_in_ = self.schema.n_attributes
         return self
+
+    def _settings(self) -> tuple[str, int | None, int, float]:
+        """The checked parameters: criterion, max_depth, min_samples_leaf, min_gain."""
+        check_schema(self.schema)
+        return (check_choice("criterion", self.criterion, CRITERIA),
+                check_positive_int("max_depth", self.max_depth, allow_none=True),
+                check_positive_int("min_samples_leaf", self.min_samples_leaf),
+                check_nonnegative_real("min_gain", self.min_gain))
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row: the label of the node where the row stops in ``tree_``.
@@ -142,14 +151,14 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
 class _Grower(GrowerBase):
     """One fit's state: grows the node list depth-first with an explicit stack (no recursion limit)."""
 
-    def __init__(self, schema: Schema, X: np.ndarray, y: np.ndarray, criterion: str, max_depth: int | None,
+    def __init__(self, schema: Schema, binned: Binned, criterion: str, max_depth: int | None,
                  min_samples_leaf: int, min_gain: float) -> None:
-        super().__init__(schema, X, y, criterion, max_depth, min_gain)
+        super().__init__(schema, binned, criterion, max_depth, min_gain)
         self.min_samples_leaf = min_samples_leaf
 
     def grow(self) -> list[Node]:
         """Build and return the nodes; node 0 is the root, siblings get consecutive indices."""
-        root_rows = np.arange(self.X.shape[0])
+        root_rows = self.binned.all_rows()
         nodes = [Node.from_counts(self._counts(root_rows))]
         # (node index, its training rows, its depth, attributes still usable on its path)
         stack = [(0, root_rows, 0, np.ones(self.schema.n_attributes, dtype=bool))]
@@ -185,70 +194,59 @@ class _Grower(GrowerBase):
 
     def _partition(self, split: _Split, rows: np.ndarray) -> list[tuple[Constraint, np.ndarray]]:
         """The split's edge constraints with the rows each child receives, in edge order."""
-        column = self.X[rows, split.attribute]
+        j = split.attribute
+        codes = self.binned.codes(j, rows)
         if split.threshold is None:
-            size = self.schema.attributes[split.attribute].size  # type: ignore[union-attr]
-            codes = column.astype(np.int64)
+            size = self.binned.size(j)
             order = np.argsort(codes, kind="stable")
             bounds = np.cumsum(np.bincount(codes, minlength=size))[:-1]
             groups = np.split(rows[order], bounds)
             return [(CategorySet(frozenset({code})), groups[code]) for code in range(size)]
         t = split.threshold
-        left = column <= t
+        left = codes <= np.searchsorted(self.binned.values[j], t, side="right") - 1
         return [
             (Interval(-math.inf, t, low_closed=False, high_closed=True), rows[left]),
             (Interval(t, math.inf, low_closed=False, high_closed=False), rows[~left]),
         ]
 
     def _best_split(self, rows: np.ndarray, counts: np.ndarray, usable: np.ndarray) -> _Split | None:
-        """The split the criterion picks among admissible ones with gain >= min_gain, or None."""
-        Xn, yn = self.X[rows], self.y[rows]
+        """The split the criterion picks among admissible ones with gain >= min_gain, or None.
+
+        Every numeric attribute's thresholds are searched at once (`best_cuts`): the thresholds lie between
+        consecutive distinct values at the node, each side holding at least ``min_samples_leaf`` rows. As in
+        C4.5 the threshold is chosen by gain (the lowest one on ties) and the attribute then competes with
+        that threshold's gain and split information.
+        """
         parent_cells = float(xlog2x(counts).sum())
+        node = self.binned.node(rows)
+        numeric: dict[int, np.ndarray] = {}  # attribute: the distinct values at the node
+        tables = []
+        for j in np.flatnonzero(usable & ~self.categorical):
+            values, table = node.present(int(j))
+            numeric[int(j)] = values
+            tables.append(table)
+        cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large)))
         candidates = []
         for j in np.flatnonzero(usable):
+            j = int(j)
             if self.categorical[j]:
-                split = self._categorical_split(int(j), Xn[:, j], yn, parent_cells)
+                split = self._categorical_split(j, node.table(j), rows.size, parent_cells)
+            elif cuts[j] is not None:
+                at, gain, split_info = cuts[j]
+                split = _Split(j, gain, split_info, midpoint(numeric[j][at], numeric[j][at + 1]))
             else:
-                split = self._numeric_split(int(j), Xn[:, j], yn, counts, parent_cells)
+                split = None
             if split is not None and split.gain >= self.min_gain:
                 candidates.append(split)
         return self._pick(candidates)
 
-    def _categorical_split(self, j: int, column: np.ndarray, yn: np.ndarray, parent_cells: float) -> _Split | None:
-        """Score the one-child-per-category split on attribute ``j``, if admissible."""
-        size = self.schema.attributes[j].size  # type: ignore[union-attr]
-        k = self.k
-        table = np.bincount(column.astype(np.int64) * k + yn, minlength=size * k).reshape(size, k)
+    def _both_large(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Per candidate threshold: do both sides hold at least ``min_samples_leaf`` rows?"""
+        return (left.sum(axis=1) >= self.min_samples_leaf) & (right.sum(axis=1) >= self.min_samples_leaf)
+
+    def _categorical_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
+        """Score the one-child-per-category split on attribute ``j`` (its code-by-class ``table``), if admissible."""
         if np.count_nonzero(table.sum(axis=1) >= self.min_samples_leaf) < 2:
             return None
-        gain, split_info = gain_and_split_info(table.astype(np.float64), yn.size, parent_cells)
+        gain, split_info = gain_and_split_info(table.astype(np.float64), n, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
-
-    def _numeric_split(
-        self, j: int, column: np.ndarray, yn: np.ndarray, counts: np.ndarray, parent_cells: float
-    ) -> _Split | None:
-        """Score every admissible threshold on attribute ``j`` at once; keep the highest gain.
-
-        As in C4.5 the threshold is chosen by gain (the lowest one on ties) and the attribute
-        then competes with that threshold's gain and split information.
-        """
-        n = yn.size
-        order = np.argsort(column, kind="stable")
-        values = column[order]
-        onehot = np.zeros((n, self.k))
-        onehot[np.arange(n), yn[order]] = 1.0
-        left_counts = np.cumsum(onehot, axis=0)[:-1]  # row i: counts of the first i + 1 sorted rows
-        left_sizes = np.arange(1, n)
-        admissible = (
-            (values[:-1] < values[1:])
-            & (left_sizes >= self.min_samples_leaf)
-            & (n - left_sizes >= self.min_samples_leaf)
-        )
-        positions = np.flatnonzero(admissible)
-        if positions.size == 0:
-            return None
-        left = left_counts[positions]
-        gain, split_info = gain_and_split_info(np.stack([left, counts - left], axis=1), n, parent_cells)
-        best = first_best(gain)
-        threshold = midpoint(values[positions[best]], values[positions[best] + 1])
-        return _Split(j, float(gain[best]), float(split_info[best]), threshold)

@@ -8,21 +8,31 @@ learners on the *cell index* of each numeric value instead, where the cells are 
 ``searchsorted(cuts, x, side="left")``, so ``index <= k`` holds exactly when ``x <= cuts[k]``. The
 learner's thresholds on indices are midpoints k + 0.5 of whole numbers, which map back to the cut
 point ``cuts[k]``. The tree routes every training row to the same node as the index tree did, so
-its counts are exact; only the choice of thresholds is narrowed to public ones.
+its counts are exact; only the choice of thresholds is narrowed to public ones. A learner that grows
+on column codes (`BinnedLearner`) is given the cell indices as codes (`common.trees.learners._binned.bin_cells`),
+without a float copy of the table.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from common.data.schema import NumericAttribute, Schema
+from common.trees.learners._binned import Binned, bin_cells
 from common.trees.learners._data import check_x, check_xy
 from common.trees.tree import Edge, Interval, Node, Tree
 
 __all__ = ["OnPublicCuts", "index_schema", "to_cells", "on_public_cuts"]
+
+
+@runtime_checkable
+class BinnedLearner(Protocol):
+    """A learner that also grows on binned rows (the multiway and admissible ones): fed public cells directly."""
+
+    def fit_binned(self, binned: Binned) -> Any: ...
 
 
 def index_schema(schema: Schema) -> Schema:
@@ -84,8 +94,11 @@ class OnPublicCuts:
     def fit(self, X: np.ndarray, y: np.ndarray) -> OnPublicCuts:
         """Train the wrapped learner on the cell indices and keep its tree with public thresholds as ``tree_``."""
         X, y = check_xy(self.schema, X, y)
-        cells = index_schema(self.schema)
-        self.learner_ = self.build(cells).fit(to_cells(self.schema, X), y)
+        learner = self.build(index_schema(self.schema))
+        if isinstance(learner, BinnedLearner):
+            self.learner_ = learner.fit_binned(bin_cells(self.schema, X, y))
+        else:
+            self.learner_ = learner.fit(to_cells(self.schema, X), y)
         self.tree_ = on_public_cuts(self.schema, self.learner_.tree_)
         return self
 

@@ -1,0 +1,154 @@
+"""An owner's release on a large table: wall time and peak memory against scikit-learn's CART on the same rows, in one run.
+
+The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundled Adult table (seed
+``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard
+deviation, rounded and clipped to the schema's public range; categories and classes are kept. Per size,
+each case runs in a fresh child process that generates the rows, then is timed from the local learner's
+``fit`` to the released tree (`common.mechanisms.release.release`), as ``modelshare release`` does:
+
+* ``admissible-k``: the admissible learner under ``k-anonymity:k=10`` (counts), then APT;
+* ``admissible-cl``: the admissible learner under ``cl-diversity:c=5,l=2`` (hit/miss), then APT and its
+  release guard;
+* ``multiway-apt``: the multiway learner, then APT to ``k-anonymity:k=10``;
+* ``cart``: the reference, scikit-learn's ``DecisionTreeClassifier(min_samples_leaf=10, random_state=0)``
+  fitted on the same encoded rows (float64, as the owner's learners are given them).
+
+Measured per child: the timed step's wall time, the child's peak resident memory (``ru_maxrss``) and
+its resident memory once the rows are generated (what the table itself holds), the trained and
+released leaves. The machine's load average is read before and after the run. Results go to
+bench/RESULTS.md.
+
+    python bench/owner_scale.py [--rows 100000 1000000] [--cases admissible-k admissible-cl multiway-apt cart]
+                                [--seed 0] [--label TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
+
+from common.data.datasets import load_dataset
+from common.data.schema import NumericAttribute, Schema
+
+HEADING = "## Owner learners at scale (bench/owner_scale.py)"
+CASES: dict[str, tuple[str, str, str]] = {  # case: (learner, requirement, disclosure)
+    "admissible-k": ("admissible", "k-anonymity:k=10", "counts"),
+    "admissible-cl": ("admissible", "cl-diversity:c=5,l=2", "hit_miss"),
+    "multiway-apt": ("multiway", "k-anonymity:k=10", "counts"),
+}
+REFERENCE = "cart"
+
+
+def adult_shaped(rows: int, seed: int) -> tuple[Schema, np.ndarray, np.ndarray]:
+    """``rows`` Adult-shaped encoded rows (module docstring)."""
+    table = load_dataset("adult")
+    schema = table.schema
+    X, y = schema.encode(table.frame)
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, y.shape[0], rows)
+    X, y = X[drawn], y[drawn]
+    for j, attribute in enumerate(schema.attributes):
+        if isinstance(attribute, NumericAttribute):
+            moved = np.flatnonzero(rng.random(rows) < 0.5)
+            noise = np.round(rng.normal(0.0, 0.05 * X[:, j].std(), moved.size))
+            X[moved, j] = np.clip(X[moved, j] + noise, attribute.low, attribute.high)
+    return schema, X, y
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(case: str, rows: int, seed: int) -> dict[str, Any]:
+    """Generate the rows and time the case's release (or the reference's fit) in this process."""
+    schema, X, y = adult_shaped(rows, seed)
+    data_mb = _maxrss_mb()
+    if case == REFERENCE:
+        from sklearn.tree import DecisionTreeClassifier
+
+        started = time.perf_counter()
+        fitted = DecisionTreeClassifier(min_samples_leaf=10, random_state=0).fit(X, y)
+        wall = time.perf_counter() - started
+        return {"wall": wall, "maxrss_mb": _maxrss_mb(), "data_mb": data_mb,
+                "trained_leaves": int(fitted.get_n_leaves()), "released_leaves": None}
+    from common.mechanisms.release import local_learner, release
+
+    learner, requirement, disclosure = CASES[case]
+    started = time.perf_counter()
+    trained = local_learner(learner, schema, "apt", requirement=requirement, disclosure=disclosure,
+                            random_state=0).fit(X, y).tree_
+    fitted_at = time.perf_counter()
+    released = release("apt", tree=trained, requirement=requirement, disclosure=disclosure)
+    wall = time.perf_counter() - started
+    return {"wall": wall, "fit": fitted_at - started, "maxrss_mb": _maxrss_mb(), "data_mb": data_mb,
+            "trained_leaves": trained.n_leaves, "released_leaves": released.tree.n_leaves}
+
+
+def run(case: str, rows: int, seed: int) -> dict[str, Any]:
+    """One child process; its JSON line, or ``failed`` with the tail of its stderr."""
+    done = subprocess.run([sys.executable, __file__, "--child", case, "--rows", str(rows), "--seed", str(seed)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"failed": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _row(case: str, rows: int, found: dict[str, Any], reference: dict[str, Any]) -> str:
+    if "failed" in found:
+        return f"| {rows:,} | {case} | failed: {found['failed']} | | | | | |"
+    ratio = "" if case == REFERENCE or "wall" not in reference else f"{found['wall'] / reference['wall']:.2f}"
+    fit = f"{found['fit']:.1f}" if "fit" in found else ""
+    leaves = f"{found['trained_leaves']:,}" + ("" if found["released_leaves"] is None
+                                              else f" -> {found['released_leaves']:,}")
+    return (f"| {rows:,} | {case} | {found['wall']:.1f} | {fit} | {ratio} | {found['maxrss_mb']:,.0f} MB | "
+            f"{found['data_mb']:,.0f} MB | {leaves} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--cases", nargs="+", choices=[*CASES, REFERENCE], default=[*CASES, REFERENCE])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="", help="appended to the RESULTS.md heading (a separate section)")
+    parser.add_argument("--child", choices=[*CASES, REFERENCE])
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.rows[0], args.seed)))
+        return
+    load_before = os.getloadavg()
+    lines = []
+    for rows in args.rows:
+        found = {case: run(case, rows, args.seed) for case in [REFERENCE, *(c for c in args.cases if c != REFERENCE)]
+                 if case in args.cases or case == REFERENCE}
+        for case, result in found.items():
+            lines.append(_row(case, rows, result, found[REFERENCE]))
+            print(lines[-1], flush=True)
+    load_after = os.getloadavg()
+    command = "python bench/owner_scale.py " + shlex.join(sys.argv[1:])
+    heading = HEADING + (f", {args.label}" if args.label else "")
+    section = "\n".join([
+        heading, "",
+        f"{machine()}. Load average (1, 5, 15 min) before {', '.join(f'{v:.2f}' for v in load_before)}, after "
+        f"{', '.join(f'{v:.2f}' for v in load_after)}. Adult-shaped rows (seed {args.seed}); each case in its own "
+        "child process; the time is fit plus release (the fit alone beside it), the ratio against cart at the same "
+        "size in this run; peak RSS is the child's ru_maxrss, RSS before fit its ru_maxrss once the imports and the generated table are in.",
+        "",
+        "| rows | case | wall s | fit s | / cart | peak RSS | RSS before fit | leaves trained -> released |",
+        "|---|---|---|---|---|---|---|---|",
+        *lines, "",
+        f"`{command}`", ""])
+    write_section(heading, section)
+
+
+if __name__ == "__main__":
+    main()
