@@ -16,6 +16,8 @@
     workers = 32                        # threads serving calls (waiting Polls hold none)
     max_calls = 10000                   # calls in progress at once, waiting Polls included; more: RESOURCE_EXHAUSTED
     max_streams_per_owner = 4           # answers in pieces (SubmitChunks) one owner may have in progress at once
+    max_buffered_bytes_per_owner = 67108864  # bytes of answers in pieces buffered for one owner at once (64 MiB)
+    max_buffered_bytes = 268435456      # bytes of answers in pieces buffered for all owners at once (256 MiB)
     mining_timeout_seconds = 3600       # a study still mining this long after it started fails, with the reason
     verify_processes = 2                # model verification workers (default: cores, at most 4; 0: in-thread)
 
@@ -69,6 +71,8 @@ class Limits:
     limits only whole messages such as a study's evaluation table. ``max_streams_per_owner`` bounds
     one owner's answers in pieces in progress at once, each of which the miner buffers up to
     ``max_message_bytes`` (4 x 16 MiB at the defaults); an owner's daemon sends one at a time.
+    ``max_buffered_bytes_per_owner`` and ``max_buffered_bytes`` bound the bytes those streams declare, of
+    one owner and of all owners (`miner_node.streams`), so no owner can buffer the miner out of memory.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -77,6 +81,8 @@ class Limits:
     max_grpc_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     stream_idle_seconds: float = 30.0
     max_streams_per_owner: int = 4
+    max_buffered_bytes_per_owner: int = 64 * 2**20
+    max_buffered_bytes: int = 256 * 2**20
 
 
 _Count = Annotated[int, Field(ge=1)]
@@ -114,10 +120,29 @@ class _MinerTable(ConfigModel):
     """Answers in pieces (SubmitChunks streams) one owner may have in progress at once, each buffered up to
     `max_message_bytes`; more are answered RESOURCE_EXHAUSTED, which the owner retries later (`max_calls` bounds
     the calls of all owners together, so one owner could otherwise take them all)."""
+    max_buffered_bytes_per_owner: _Count = Limits.max_buffered_bytes_per_owner
+    """Bytes of answers in pieces buffered for one owner at once, counted as each stream's first piece declares
+    them (at least `max_message_bytes`, so the largest answer fits); a stream that would pass it is answered
+    RESOURCE_EXHAUSTED, which the owner retries later. The default, 64 MiB, takes four answers of 16 MiB."""
+    max_buffered_bytes: _Count = Limits.max_buffered_bytes
+    """Bytes of answers in pieces buffered for all owners together (at least `max_buffered_bytes_per_owner`); a
+    stream that would pass it is answered RESOURCE_EXHAUSTED, which the owner retries later. Answers sent whole
+    are not counted; the default, 256 MiB, bounds what hostile or stalled streams can make the miner hold."""
     mining_timeout_seconds: _Count = int(MINING_TIMEOUT_SECONDS)
     """A study still mining this many seconds after it started fails, with the reason (its late results are dropped)."""
     verify_processes: Annotated[int | None, Field(ge=0)] = None  # None: `default_verify_processes`
     """Model verification worker processes (default: the cores, at most 4; 0: in the serving thread)."""
+
+    @model_validator(mode="after")
+    def _buffers(self) -> "_MinerTable":
+        """The largest answer fits one owner's buffer, and one owner's buffer fits the miner's."""
+        if self.max_buffered_bytes_per_owner < self.max_message_bytes:
+            raise ValueError(f"max_buffered_bytes_per_owner ({self.max_buffered_bytes_per_owner}) is less than "
+                             f"max_message_bytes ({self.max_message_bytes}): the largest answer could never arrive")
+        if self.max_buffered_bytes < self.max_buffered_bytes_per_owner:
+            raise ValueError(f"max_buffered_bytes ({self.max_buffered_bytes}) is less than max_buffered_bytes_per_owner "
+                             f"({self.max_buffered_bytes_per_owner}); raise it or lower the per-owner limit")
+        return self
 
 
 @dataclass(frozen=True)
@@ -213,7 +238,9 @@ class MinerConfig:
                           timestamp_window_seconds=float(miner.timestamp_window_seconds),
                           max_grpc_message_bytes=miner.max_grpc_message_bytes,
                           stream_idle_seconds=float(miner.stream_idle_seconds),
-                          max_streams_per_owner=miner.max_streams_per_owner),
+                          max_streams_per_owner=miner.max_streams_per_owner,
+                          max_buffered_bytes_per_owner=miner.max_buffered_bytes_per_owner,
+                          max_buffered_bytes=miner.max_buffered_bytes),
             workers=miner.workers,
             max_calls=miner.max_calls,
             mining_timeout_seconds=float(miner.mining_timeout_seconds),

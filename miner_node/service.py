@@ -15,8 +15,9 @@ and only after the commit is it acknowledged. Every accepted and rejected submis
 to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
 server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
 (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
-exactly the path above; an owner may have at most `Limits.max_streams_per_owner` such streams in
-progress at once (more are answered RESOURCE_EXHAUSTED, which the owner retries). Request bytes
+exactly the path above; what the miner buffers of such streams is bounded per owner and in total
+(`miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
+buffer is let go when its call ends, however it ends. Request bytes
 that do not parse are answered INVALID_ARGUMENT (`tolerant_deserializer`), and status messages,
 which quote request fields, are clipped to `MAX_DETAILS_BYTES` so that gRPC delivers them.
 """
@@ -24,7 +25,6 @@ which quote request fields, are clipped to `MAX_DETAILS_BYTES` so that gRPC deli
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import hashlib
@@ -32,7 +32,7 @@ import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -53,6 +53,7 @@ from miner_node.coordinator import Coordinator
 from miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
 from miner_node.mining import load_evaluation
 from miner_node.store import Store, StoreError, Submission
+from miner_node.streams import StreamLedger, StreamSlot
 from miner_node.verify import ModelVerifier, Rejection, StudyTerms
 
 __all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserializer"]
@@ -81,6 +82,11 @@ def _seconds(timestamp: Any, what: str) -> int:
         return timestamp.ToSeconds()
     except ValueError as exc:
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{what} is not a valid time ({exc})") from None
+
+
+class Interrupted(Rejection):
+    """An answer in pieces whose stream ended before its declared bytes: most likely an owner that died or lost its
+    connection mid-upload, logged as an interrupted upload rather than as a rejected answer."""
 
 
 @dataclass(frozen=True)
@@ -180,8 +186,25 @@ async def _next_chunk(pieces: AsyncIterator[Any], index: int, timeout: float, wh
     return chunk
 
 
+def _failure(method: str, exc: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status that answers ``exc`` raised by the handler ``method``: a `Rejection`'s own, UNAVAILABLE for the
+    store, INTERNAL (logged with its traceback) for anything else."""
+    if isinstance(exc, Rejection):
+        return exc.code, _clip(exc.message)
+    if isinstance(exc, StoreError):
+        log.error("%s: %s", method, exc)
+        return grpc.StatusCode.UNAVAILABLE, f"the miner cannot store data right now ({exc}); retry later"
+    log.error("%s: unexpected error", method, exc_info=exc)
+    return grpc.StatusCode.INTERNAL, "internal miner error; the request was not stored"
+
+
 def _handler(method: Callable[..., T]) -> Callable[..., T]:
-    """Turn `Rejection` into its status and any other exception into INTERNAL; the server lives on."""
+    """Turn `Rejection` into its status and any other exception into INTERNAL; the server lives on.
+
+    The call is aborted outside the ``except`` block, so that gRPC's abort exception, which the call's state
+    keeps in a reference cycle, chains no refusal whose traceback would keep the request alive; the request
+    itself is let go before the abort for the same reason.
+    """
 
     @functools.wraps(method)
     def wrapper(self: "MinerService", request: Any, context: grpc.ServicerContext) -> T:
@@ -190,14 +213,10 @@ def _handler(method: Callable[..., T]) -> Callable[..., T]:
                           _clip(f"the request is not a valid {request.message_type}: {request.error}"))
         try:
             return method(self, request, context)
-        except Rejection as rej:
-            context.abort(rej.code, _clip(rej.message))
-        except StoreError as exc:
-            log.error("%s: %s", method.__name__, exc)
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"the miner cannot store data right now ({exc}); retry later")
-        except Exception:
-            log.exception("%s: unexpected error", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, "internal miner error; the request was not stored")
+        except Exception as exc:
+            code, message = _failure(method.__name__, exc)
+        del request
+        context.abort(code, message)
         raise AssertionError("unreachable")  # context.abort raises
 
     return wrapper
@@ -213,14 +232,10 @@ def _async_handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitab
                                 _clip(f"the request is not a valid {request.message_type}: {request.error}"))
         try:
             return await method(self, request, context)
-        except Rejection as rej:
-            await context.abort(rej.code, _clip(rej.message))
-        except StoreError as exc:
-            log.error("%s: %s", method.__name__, exc)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the miner cannot read its store right now ({exc}); retry later")
-        except Exception:
-            log.exception("%s: unexpected error", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "internal miner error")
+        except Exception as exc:
+            code, message = _failure(method.__name__, exc)
+        del request
+        await context.abort(code, message)
         raise AssertionError("unreachable")  # context.abort raises
 
     return wrapper
@@ -273,7 +288,7 @@ class MinerService(fgrpc.MinerServicer):
         self.feed: ChangeFeed | None = None
         self._pool: Executor | None = None
         self._snapshot: tuple[int, "asyncio.Future[list[_OpenStudy]]"] | None = None
-        self._streams: collections.Counter[str] = collections.Counter()  # SubmitChunks in progress, per owner
+        self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
 
     def attach(self, loop: asyncio.AbstractEventLoop, pool: Executor) -> None:
         """Serve the waiting RPCs on ``loop``, reading the store on ``pool`` (the server's worker threads)."""
@@ -379,77 +394,80 @@ class MinerService(fgrpc.MinerServicer):
     @_async_handler
     async def SubmitChunks(self, request_iterator: AsyncIterator[Any], context: Any) -> fpb.SubmitAck:
         """`Submit` for an envelope sent in pieces (`common.federation.chunks`): put back together within
-        the study's size limit and a deadline, then checked, stored and acknowledged by the same code as `Submit`.
+        the study's size limit, a deadline and the buffer limits (`miner_node.streams`), then checked, stored
+        and acknowledged by the same code as `Submit`.
 
-        Reassembly is a coroutine (a slow sender holds no worker thread); the checks run on a worker.
+        Reassembly is a coroutine (a slow sender holds no worker thread); the checks run on a worker. The stream
+        keeps its slot and its reserved bytes until the call ends, however it ends.
         """
         event: dict[str, Any] = {"peer": peer_identity(context), "rpc": "SubmitChunks"}
-        with contextlib.ExitStack() as slot:
+        with contextlib.ExitStack() as held:
             try:
                 caller = await self._offload(self._caller, context)
                 if caller.party is not None and caller.party.role != "owner":
                     raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                                     f"{caller.party.name!r} has the role {caller.party.role}; only owners submit")
-                slot.enter_context(self._stream_slot(caller, context))
-                data = await self._receive_chunks(request_iterator, event)
-                try:
-                    envelope = fpb.SignedEnvelope.FromString(data)
-                except (DecodeError, RecursionError):
-                    raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"the {len(data)} bytes received are not a SignedEnvelope") from None
+                owner = caller.party.name if caller.party is not None else f"peer {context.peer()}"
+                slot = held.enter_context(self.streams.open(owner))
+                envelope = await self._receive_envelope(request_iterator, slot, event)
             except Rejection as rej:
                 await self._offload(self._log_rejection, event, rej)
                 raise
             return await self._offload(self._submit_logged, envelope, context, event)
 
-    @contextlib.contextmanager
-    def _stream_slot(self, caller: _Caller, context: Any) -> Iterator[None]:
-        """One of the caller's `SubmitChunks` streams in progress, held until the call ends; RESOURCE_EXHAUSTED when
-        the caller already has `Limits.max_streams_per_owner` (``max_calls`` bounds all calls, not one owner's).
-
-        The owner is the caller's roster name (under ``--insecure``, which has none, its peer address). Every
-        SubmitChunks runs on the event loop, so the counts need no lock. The refusal is not final at the owner
-        (`owner_node.daemon.is_final_failure`): it retries once a stream has ended.
-        """
-        owner = caller.party.name if caller.party is not None else f"peer {context.peer()}"
-        limit = self.limits.max_streams_per_owner
-        if self._streams[owner] >= limit:
-            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            f"{owner!r} already has {limit} answers in pieces in progress, the most this miner takes "
-                            "from one owner at once (max_streams_per_owner); retry when one has ended; nothing stored")
-        self._streams[owner] += 1
+    async def _receive_envelope(self, chunks: AsyncIterator[Any], slot: StreamSlot,
+                                event: dict[str, Any]) -> fpb.SignedEnvelope:
+        """The envelope sent in pieces, parsed; the reassembled bytes are let go before a refusal is raised, so a
+        refusal kept alive (by a log handler, a debugger) does not keep them."""
+        data = await self._receive_chunks(chunks, slot, event)
+        size = len(data)
         try:
-            yield
-        finally:
-            self._streams[owner] -= 1
-            if not self._streams[owner]:
-                del self._streams[owner]
+            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)
+        except (DecodeError, RecursionError):
+            envelope = None
+        del data
+        if envelope is None:
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the {size} bytes received are not a SignedEnvelope")
+        return envelope
 
-    async def _receive_chunks(self, chunks: AsyncIterator[Any], event: dict[str, Any]) -> bytearray:
+    async def _receive_chunks(self, chunks: AsyncIterator[Any], slot: StreamSlot, event: dict[str, Any]) -> bytearray:
         """The envelope's bytes from its pieces; `Rejection` for a study that does not exist, a stream
-        `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), or one that stalls."""
-        loop = asyncio.get_running_loop()
-        idle = self.limits.stream_idle_seconds
+        `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), one that stalls, or one over the
+        buffer limits (`StreamSlot.reserve`, of the size the first piece declares, before more is taken).
+
+        The reassembly lives only in `_reassemble`'s frame, and a `ChunkError` (whose traceback holds that
+        frame) is turned into its `Rejection` only after that frame is gone, so no exception that outlives the
+        call can reach the buffer."""
         pieces = chunks.__aiter__()
-        first = await _next_chunk(pieces, 0, idle, "the first piece")
+        first = await _next_chunk(pieces, 0, self.limits.stream_idle_seconds, "the first piece")
         if first is None:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the stream ended before its first piece; nothing stored")
         event["study"] = first.study_id
         limit = await self._offload(self._stream_limit, first.study_id)
+        slot.reserve(min(first.total_bytes, limit))  # more than the limit is refused by `Reassembly` itself
         try:
-            whole = Reassembly(first, limit)
-            budget = idle + whole.total / STREAM_MIN_BYTES_PER_SECOND
-            deadline = loop.time() + budget
-            while True:
-                chunk = await _next_chunk(pieces, whole.pieces, min(idle, deadline - loop.time()),
-                                          f"piece {whole.pieces} ({whole.received} of {whole.total} bytes in; the miner "
-                                          f"waits {idle:g} s for a piece and {budget:.0f} s for the whole)")
-                if chunk is None:
-                    return whole.finish()
-                whole.add(chunk)
+            return await self._reassemble(pieces, first, limit)
         except ChunkError as exc:
             code = grpc.StatusCode.RESOURCE_EXHAUSTED if exc.too_large else grpc.StatusCode.INVALID_ARGUMENT
-            raise Rejection(code, f"{exc}; nothing stored") from None
+            refusal = Interrupted if exc.interrupted else Rejection
+            message = f"{exc}; nothing stored"
+        raise refusal(code, message)
+
+    async def _reassemble(self, pieces: AsyncIterator[Any], first: fpb.EnvelopeChunk, limit: int) -> bytearray:
+        """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines."""
+        loop = asyncio.get_running_loop()
+        idle = self.limits.stream_idle_seconds
+        whole = Reassembly(first, limit)
+        del first
+        budget = idle + whole.total / STREAM_MIN_BYTES_PER_SECOND
+        deadline = loop.time() + budget
+        while True:
+            chunk = await _next_chunk(pieces, whole.pieces, min(idle, deadline - loop.time()),
+                                      f"piece {whole.pieces} ({whole.received} of {whole.total} bytes in; the miner "
+                                      f"waits {idle:g} s for a piece and {budget:.0f} s for the whole)")
+            if chunk is None:
+                return whole.finish()
+            whole.add(chunk)
 
     def _stream_limit(self, study_id: str) -> int:
         """The size limit of the study a stream's first piece names; NOT_FOUND when there is none."""
@@ -535,14 +553,21 @@ class MinerService(fgrpc.MinerServicer):
         return ack
 
     def _log_rejection(self, event: dict[str, Any], rej: Rejection) -> None:
+        """Log a refused submission, and append it to the audit log: as ``rejected``, or as ``interrupted`` for an
+        upload whose stream ended early (`Interrupted`)."""
         event = {k: _clip(v, 256) if isinstance(v, str) else v for k, v in event.items()}  # ids may be megabytes
-        log.info("rejected a submission (%s): %s", rej.code.name, _clip(rej.message),
-                 extra={"study": event.get("study"), "owner": event.get("owner") or event.get("peer"),
-                        "outcome": f"rejected:{rej.code.name}"})
+        outcome = "interrupted" if isinstance(rej, Interrupted) else "rejected"
+        owner = event.get("owner") or event.get("peer")
+        if outcome == "interrupted":
+            log.info("study %s: an upload of %s did not complete: %s", event.get("study"), owner, _clip(rej.message),
+                     extra={"study": event.get("study"), "owner": owner, "outcome": outcome})
+        else:
+            log.info("rejected a submission (%s): %s", rej.code.name, _clip(rej.message),
+                     extra={"study": event.get("study"), "owner": owner, "outcome": f"rejected:{rej.code.name}"})
         try:
-            self.store.log_rejection({**event, "code": rej.code.name, "reason": _clip(rej.message)})
+            self.store.log_rejection({**event, "code": rej.code.name, "reason": _clip(rej.message)}, outcome=outcome)
         except StoreError as exc:
-            log.error("could not log a rejection: %s", exc)
+            log.error("could not log a %s submission: %s", outcome, exc)
 
     @_handler
     def Refuse(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:

@@ -531,9 +531,10 @@ class Store:
         rows = self._rows("SELECT owner_id, reason, at FROM refusals WHERE study_id = ?", (study_id,))
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def log_rejection(self, event: dict[str, Any]) -> None:
-        """Append a rejected submission to the audit log (nothing else is stored)."""
-        self._write(lambda db: self._append_log(db, {"kind": "submission", "outcome": "rejected", **event}))
+    def log_rejection(self, event: dict[str, Any], *, outcome: str = "rejected") -> None:
+        """Append a submission that was not stored to the audit log, ``rejected`` or ``interrupted`` (nothing else
+        is stored)."""
+        self._write(lambda db: self._append_log(db, {"kind": "submission", "outcome": outcome, **event}))
 
     def count_submissions(self) -> int:
         return int(self._rows("SELECT COUNT(*) FROM submissions")[0][0])

@@ -46,7 +46,8 @@ KINDS = {
               "name, miner, miner_name, state_dir, signing_key, roster, insecure"),
     "miner": (lambda k: k["miner"] / "miner.toml", MinerConfig.load, ConfigError, "miner",
               "name, listen, state_dir, roster, studies, max_message_bytes, max_grpc_message_bytes, stream_idle_seconds, "
-              "max_nodes, timestamp_window_seconds, workers, max_calls, max_streams_per_owner, mining_timeout_seconds, "
+              "max_nodes, timestamp_window_seconds, workers, max_calls, max_streams_per_owner, max_buffered_bytes_per_owner, "
+              "max_buffered_bytes, mining_timeout_seconds, "
               "verify_processes"),
     "admin": (lambda k: k["admin"] / "admin.toml", AdminConfig.load, AdminError, "admin",
               "name, miner, miner_name, signing_key, roster"),
@@ -112,3 +113,17 @@ def test_a_missing_evaluation_table_is_named_by_its_key(tmp_path):
     with pytest.raises(StudyError) as info:
         load_study_file(path)
     assert str(info.value) == f"{path} [mining]: evaluation = 'nope.csv': no such file ({tmp_path / 'nope.csv'})"
+
+
+@pytest.mark.parametrize("miner, words", [
+    ({"max_message_bytes": 2**20, "max_buffered_bytes_per_owner": 2**19},
+     "max_buffered_bytes_per_owner (524288) is less than max_message_bytes (1048576)"),
+    ({"max_buffered_bytes_per_owner": 2**27, "max_buffered_bytes": 2**26},
+     "max_buffered_bytes (67108864) is less than max_buffered_bytes_per_owner (134217728)"),
+])
+def test_buffer_limits_that_could_never_take_an_answer_are_refused(tmp_path, miner, words):
+    with pytest.raises(ConfigError) as info:
+        MinerConfig.from_mapping({"miner": {"name": "miner", **miner}}, base=tmp_path, where="miner.toml")
+    assert words in str(info.value), str(info.value)
+    limits = MinerConfig.from_mapping({"miner": {"name": "miner"}}, base=tmp_path, where="miner.toml").limits
+    assert (limits.max_buffered_bytes_per_owner, limits.max_buffered_bytes) == (64 * 2**20, 256 * 2**20)

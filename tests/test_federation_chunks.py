@@ -236,7 +236,7 @@ def _raw_stream(fed, owner: str, messages: list[bytes], timeout: float = 30) -> 
 @pytest.mark.parametrize("edit, code, words", [
     ("digest", "INVALID_ARGUMENT", "do not have the SHA-256 the first piece declared"),
     ("declared-less", "INVALID_ARGUMENT", "the first piece declared"),
-    ("early-end", "INVALID_ARGUMENT", "the stream ended after"),
+    ("early-end", "INVALID_ARGUMENT", "the upload was interrupted: the stream ended after"),
     ("repeat", "INVALID_ARGUMENT", "repeats the order"),
     ("declared-over", "RESOURCE_EXHAUSTED", TOO_LARGE),
     ("garbage", "INVALID_ARGUMENT", "piece 1 is not a valid EnvelopeChunk"),
@@ -334,7 +334,7 @@ def test_one_owner_may_have_only_so_many_streams_in_progress(tmp_path, car):
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             streams = [pool.submit(federation.stub("site-a").SubmitChunks, held(), timeout=60) for _ in range(2)]
-            wait_until(lambda: federation.miner.service._streams["site-a"] == 2, 30, "site-a's two streams to be open")
+            wait_until(lambda: federation.miner.service.streams.streams("site-a") == 2, 30, "site-a's two streams to be open")
             with pytest.raises(grpc.RpcError) as info:
                 federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30)
             code, details = info.value.code(), info.value.details()
@@ -346,7 +346,7 @@ def test_one_owner_may_have_only_so_many_streams_in_progress(tmp_path, car):
             acks = [stream.result(timeout=60) for stream in streams]
         assert {ack.submission_id for ack in acks} == {hashlib.sha256(answers["site-a"]).hexdigest()}
         assert federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30).duplicate
-        assert not federation.miner.service._streams
+        assert not federation.miner.service.streams.streams("site-a") and not federation.miner.service.streams.total_bytes
     finally:
         release_senders.set()
         federation.close()

@@ -47,11 +47,13 @@ DIGEST_BYTES = 32
 
 
 class ChunkError(ValueError):
-    """A stream of pieces that cannot be an envelope; ``too_large`` when its size is the reason."""
+    """A stream of pieces that cannot be an envelope; ``too_large`` when its size is the reason, ``interrupted``
+    when the stream ended before the declared bytes (the sender stopped, died or lost its connection)."""
 
-    def __init__(self, message: str, *, too_large: bool = False) -> None:
+    def __init__(self, message: str, *, too_large: bool = False, interrupted: bool = False) -> None:
         super().__init__(message)
         self.too_large = too_large
+        self.interrupted = interrupted
 
 
 def too_large_message(size: int, limit: int, study_id: str) -> str:
@@ -130,10 +132,12 @@ class Reassembly:
         self._next += 1
 
     def finish(self) -> bytearray:
-        """The envelope's bytes once the stream has ended; `ChunkError` if it ended early or the digest differs."""
+        """The envelope's bytes once the stream has ended; `ChunkError` if it ended early (``interrupted``) or the
+        digest differs."""
         if self.received < self.total:
-            raise ChunkError(f"the stream ended after {self.pieces} piece(s) and {self.received} of the "
-                             f"{self.total} declared bytes")
+            raise ChunkError(f"the upload was interrupted: the stream ended after {self.pieces} piece(s) and "
+                             f"{self.received} of the {self.total} declared bytes (the owner stopped sending, or its "
+                             "connection was lost)", interrupted=True)
         if self._hash.digest() != self._digest:
             raise ChunkError(f"the {self.total} bytes received do not have the SHA-256 the first piece declared")
         return self._buffer
