@@ -166,7 +166,8 @@ class Study:
             raise StudyError(f"study id {self.study_id!r} must match {STUDY_ID.pattern}")
         if self.disclosure not in ("counts", "hit_miss"):
             raise StudyError(f"disclosure must be 'counts' or 'hit_miss', got {self.disclosure!r}")
-        if self.regression and (why := registry.regression_refusal(self.mechanism, self.schema.target.name)):  # type: ignore[union-attr]
+        if isinstance(self.schema, RegressionSchema) and (
+                why := registry.regression_refusal(self.mechanism, self.schema.target.name)):
             raise StudyError(why)
         self._check_whole_release()
         self._check_training()
