@@ -6,7 +6,9 @@ reason and nothing touched. It returns once the server is bound and serving, wit
 (``:0`` asks the OS for a free one), so callers wait on readiness rather than on time. It also
 writes ``ready.json`` into the state directory for supervisors in other processes: the port it
 bound, the address it listens on with that port, its pid and the configured ``listen``;
-`read_ready` reads it.
+`read_ready` reads it. The verification workers start in the background once it serves
+(`ModelVerifier.start_in_background`), so a restarted miner is back in seconds
+(`bench/miner_startup.py`).
 
 The server is gRPC's asyncio server, on an event loop in its own thread: the waiting RPCs
 (`MinerService.Poll`, `MinerService.WatchStudy`) and the reassembly of an answer sent in pieces
@@ -210,9 +212,9 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
         raise
     service.attach(loop.loop, pool)
     _add_service(service, server)
-    verifier.start()
     coordinator.start()
     loop.run(server.start())
+    verifier.start_in_background()
     ready = config.state_dir / READY_FILE
     bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
     atomic_write(ready, json.dumps({"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}) + "\n")

@@ -171,7 +171,8 @@ class ModelVerifier:
     """Runs `check_model` in ``processes`` worker processes (0: on the calling thread).
 
     Workers are spawned (not forked: the miner is multi-threaded and gRPC does not survive a fork)
-    by `start` or on first use. A caller takes an idle worker, sends it the request over its pipe
+    by `start` or on first use; `start_in_background` lets the miner serve while they start, and until
+    the first is ready a model is verified on the calling thread. A caller takes an idle worker, sends it the request over its pipe
     and waits for the verdict, with no broker thread in between; a worker that dies or overruns
     the call's deadline is replaced.
     """
@@ -185,28 +186,50 @@ class ModelVerifier:
         self._lock = threading.Lock()
         self._started = False
         self._closed = False
+        self._ready = threading.Event()  # set once a worker has been handed out
+        self._handed = 0  # workers handed out (idle or busy), which `close` stops
 
     def start(self) -> None:
-        """Spawn the worker processes and wait until each is ready (idempotent).
+        """Spawn the worker processes and hand each out as soon as it is ready (idempotent).
 
-        The miner reports itself ready only after this, so "ready" means able to verify: the first
-        submission never waits for an interpreter to start.
+        The miner calls it through `start_in_background` once it serves, so that a restart is back in
+        seconds: a submission arriving before the first worker is ready is verified on its own thread. A
+        worker that becomes ready after `close` is stopped at once.
         """
         with self._lock:
             if self._started or self._closed:
                 return
             self._started = True
-        workers = [_Worker() for _ in range(self.processes)]
-        for worker in workers:
+        for worker in [_Worker() for _ in range(self.processes)]:
             worker.wait_ready(WORKER_START_SECONDS)
-            self._idle.put(worker)
+            with self._lock:
+                handed = not self._closed
+                if handed:
+                    self._handed += 1
+                    self._idle.put(worker)
+                    self._ready.set()
+            if not handed:
+                worker.stop()
+
+    def start_in_background(self) -> None:
+        """`start` on a thread of its own: the miner serves while the workers import (seconds on a busy machine),
+        and a submission arriving before the first worker is ready is verified on the calling thread."""
+        if self.processes == 0 or self._started:
+            return
+        threading.Thread(target=self._start_logged, name="miner-verifier-start", daemon=True).start()
+
+    def _start_logged(self) -> None:
+        try:
+            self.start()
+        except RuntimeError as exc:
+            log.error("%s; submissions wait for a verifier until their deadline", exc)
 
     def check(self, message: fpb.ModelMessage, payload: bytes, terms: StudyTerms, timeout: float | None) -> None:
         """Raise `Rejection` unless the model is acceptable; ``payload`` is ``message`` serialized."""
-        if self.processes == 0:
+        if self.processes == 0 or not self._ready.is_set():
+            self.start_in_background()
             check_model(message, terms, self.max_nodes)
             return
-        self.start()
         try:
             worker = self._idle.get(timeout=timeout)
         except queue.Empty:
@@ -253,10 +276,8 @@ class ModelVerifier:
             if self._closed:
                 return
             self._closed = True
-            started = self._started
-        if not started:
-            return
-        for _ in range(self.processes):
+            handed = self._handed
+        for _ in range(handed):  # a busy worker comes back once its call ends
             worker = self._idle.get()
             if worker is not None:
                 worker.stop()
