@@ -18,6 +18,7 @@ import numpy as np
 
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, PRIOR_PARAMETER, check_prior_share, draw_class_prior
 from common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
 from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
 from common.privacy.attacks import attack_report, ensemble_attack_report
@@ -35,7 +36,7 @@ from common.privacy.requirements import (
     path_rule,
 )
 from common.trees.learners import REQUIREMENT_AWARE, make_learner
-from common.trees.tree import DISCLOSURES, Disclosure, Tree
+from common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
 
 __all__ = ["release", "train_and_release", "Trained", "default_learner", "local_learner", "DataDerivedDomain"]
 
@@ -56,6 +57,7 @@ def release(
     disclosure: Disclosure = "counts",
     random_state: int | np.random.Generator | Randomness | None = None,
     allow_data_derived_domain: bool = False,
+    prior_share: float = DEFAULT_PRIOR_SHARE,
 ) -> Release:
     """Release a model with the named mechanism and its privacy report.
 
@@ -88,6 +90,11 @@ def release(
         Its ranges and categories then disclose the rows they came from, so the report states
         ``domain: data-derived`` and the audit fails the claim; without this a dp or dps release
         over such a schema is refused. Tree mechanisms state the domain the same way and proceed.
+    prior_share:
+        The share of a ``dp`` classification release's epsilon spent on a noisy class histogram
+        (`common.mechanisms.class_prior`; default `DEFAULT_PRIOR_SHARE`), the rest on the mechanism's trees;
+        below the histogram's public threshold the release is the histogram alone. 0 releases the
+        papers' mechanisms unchanged. Other families take no histogram and ignore it.
 
     Returns
     -------
@@ -124,7 +131,8 @@ def release(
                          "allow a data-derived domain and lose the guarantee")
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
-    return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+    return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state,
+                          check_prior_share(prior_share))
 
 
 def default_learner(mechanism: str) -> str:
@@ -189,12 +197,13 @@ def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.n
                       requirement: str | Requirement | None, disclosure: Disclosure, learner: str,
                       learner_params: Mapping[str, object], max_depth: int | None, seed: int | None,
                       noise: int | np.random.Generator | Randomness | None = None,
-                      allow_data_derived_domain: bool = False) -> Trained:
+                      allow_data_derived_domain: bool = False, prior_share: float = DEFAULT_PRIOR_SHARE) -> Trained:
     """Train on an owner's rows and release as ``mechanism`` asks: the one train-then-release path.
 
     The owner's daemon, ``modelshare release`` and the in-process pipeline all come here, so the papers'
     numbers are measured on the product's own path. A whole-release mechanism trains its own trees of depth
-    ``max_depth`` (default: its record's) with ``noise`` (None, what owners use: fresh OS entropy); a tree
+    ``max_depth`` (default: its record's) with ``noise`` (None, what owners use: fresh OS entropy) and, under
+    ``dp``, ``prior_share`` of its epsilon on the class histogram (`release`); a tree
     mechanism trains ``learner`` (`local_learner`, seeded by ``seed``) with ``learner_params`` and releases
     that tree.
 
@@ -208,7 +217,7 @@ def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.n
         depth = max_depth or record.default_max_depth
         return Trained(release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=depth,
                                disclosure=disclosure, random_state=noise,
-                               allow_data_derived_domain=allow_data_derived_domain), None)
+                               allow_data_derived_domain=allow_data_derived_domain, prior_share=prior_share), None)
     assert isinstance(schema, Schema)  # a regression schema has only whole-release mechanisms (the registry)
     tree = local_learner(learner, schema, mechanism, requirement=requirement, disclosure=disclosure,
                          random_state=seed, **learner_params).fit(X, y).tree_
@@ -287,15 +296,37 @@ def _whole_requirement(record: Mechanism, requirement: str | Requirement | None,
 
 
 def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | Requirement | None,
-                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None) -> Release:
-    """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family."""
+                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None,
+                   prior_share: float = 0.0) -> Release:
+    """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family.
+
+    A ``dp`` release with ``prior_share`` > 0 first draws its noisy class histogram
+    (`common.mechanisms.class_prior`); the trees then get the rest of the epsilon, or, when the owner
+    declines, the release is the histogram as one root-only tree. The report states the study's epsilon,
+    and ``class_prior`` the split.
+    """
     assert record.train is not None
     if disclosure not in (record.disclosures or ()):
         raise ValueError(f"{record.name} releases class counts (its audit re-checks them); "
                          f"disclosure {disclosure!r} is refused")
     parsed = _whole_requirement(record, requirement, schema.n_classes)
     randomness = Randomness.of(random_state)
-    trees, parameters = record.train(schema, X, y, parsed, depth, randomness)
+    prior = None
+    if isinstance(parsed, DP) and prior_share > 0:
+        from common.trees.learners._data import check_xy  # the rows are checked before any noise is drawn
+
+        X, y = check_xy(schema, X, y)
+        prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret)
+    if prior is not None and prior.declined is not None:
+        trees = [Tree(schema, [Node.from_counts(np.asarray(prior.counts))], "counts")]
+        parameters: dict[str, object] = {"epsilon": float(parsed.epsilon), "trees": parsed.trees, "depth": depth}
+    else:
+        tree_requirement = parsed if prior is None else DP(prior.tree_epsilon, parsed.trees)
+        trees, parameters = record.train(schema, X, y, tree_requirement, depth, randomness)
+        if prior is not None:
+            parameters = {**parameters, "epsilon": float(parsed.epsilon)}
+    if prior is not None:
+        parameters[PRIOR_PARAMETER] = prior.to_parameters()
     report = PrivacyReport(
         mechanism=record.name,
         parameters={"disclosure": "counts", **parameters, **_domain(schema), **_noise(record, randomness)},
