@@ -26,6 +26,11 @@ rows, the whole table's picks 0.05 % in every repeat and beats the dp floor (EXP
 "Issue 23: the auto tree at eps = 0.1"). A dp study therefore cross-validates on up to
 ``MAX_DP_CV_ROWS`` rows.
 
+In a dp study whose releases carry class histograms, the study's class prior
+(`miner_node.class_prior`, from the histograms, never from a pseudo row) is one more candidate of
+``"auto"``: scored on the same folds, it wins when it beats the grid's best, and the model then
+predicts the prior's majority class, the floor a dp study's models are held to.
+
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
 each global model's record, `miner_node.global_models`), and

@@ -18,7 +18,10 @@ with the reported ones. Then it parses the claimed requirement again and:
   guarantee text) and the mechanism's own re-derivable accounting (laplace-rdt: the noise scale
   per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
   integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
-  release; `common.audit.dp.estimate` tests that empirically.
+  release; `common.audit.dp.estimate` tests that empirically. A dp release's class histogram
+  (``class_prior``, `common.mechanisms.class_prior`) is re-derived too: its share of the epsilon, scale,
+  counts and decline threshold; the mechanism's own checks run at the trees' share, and a declined
+  release must be the histogram alone.
 
 A DiffPETs regression forest (a regression study) is audited by `audit` too: the same ``dp``
 parameter checks on its trees' structure, the budget split recomputed with the -SSE utility's

@@ -17,6 +17,11 @@ on the test rows twice over:
   where there are at least 3), the others keep the fixed rule; ``decision-tree=fixed`` is the
   0.5 % leaf floor (`PGEN_LEAF_SHARE`) of the runs before studies could choose.
 
+Each release spends ``--prior-share`` of its epsilon on a noisy class histogram (default 0.1,
+`common.mechanisms.class_prior`; 0: the papers' mechanisms): ``class-prior`` rows score its majority class,
+the auto decision tree takes it as a candidate (`miner_node.selection.choose`), and a release that declined
+(the histogram alone) is scored as the miner scores it, its models falling back to the prior.
+
 Two-class tables also report the ROC AUC of every scorer (the released trees' summed leaf counts,
 a global model's predicted probabilities), as the miner's results do.
 
