@@ -293,10 +293,15 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
     _record_evaluation(study, task, evaluation, results)
     seed = study.seed % 2**31
     held: list[Sample] = []  # the sample "auto" cross-validates on, drawn once for all models
+    prior = study_prior([item.model.report for item in owners], schema.n_classes)
     with DaskEngine(mining) as engine:
         for name in study.global_models:
             entry = results.models.add(name=name, train_rows=total)
             if total == 0:
+                if prior is not None:  # every owner declined to release trees: the floor is what the study has
+                    task.score(entry, Fitted(ClassPriorModel(prior), Choice(
+                        {}, "no pseudo rows (every owner declined to release trees): the class prior's majority class",
+                        floor=True)), evaluation)
                 continue
             choice = _dask_choice(name, study.model_plan, schema, files, np.asarray(owner_of_file), total, held)
             model = engine.fit(name, schema, files, seed, choice.parameters)

@@ -60,7 +60,7 @@ def check_prior_share(share: float) -> float:
 
 def decline_threshold(tree_epsilon: float, trees: int, depth: int, n_classes: int) -> float:
     """The noisy total below which an owner releases its histogram alone (module docstring)."""
-    return DECLINE_SIGNAL * n_classes * 2.0 ** depth * trees / tree_epsilon
+    return DECLINE_SIGNAL * n_classes * 2.0 ** min(depth, 1000) * trees / tree_epsilon  # no depth near 1000 is trained
 
 
 @dataclass(frozen=True)
@@ -145,14 +145,15 @@ def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement
     except ValueError as exc:
         return [Check(name, False, str(exc))]
     n_classes = trees[0].schema.n_classes
-    wrong = [] if 0.0 <= prior.share < 1.0 else [f"share={prior.share!r} is not in [0, 1)"]
+    wrong = [] if 0.0 < prior.share < 1.0 else [f"share={prior.share!r} is not in (0, 1) (a release without a "
+                                                 "histogram states no class_prior)"]
     if not wrong:
         epsilon = requirement.epsilon * prior.share
         wrong = recomputed(data, {"epsilon": epsilon, "tree_epsilon": requirement.epsilon - epsilon,
                                   "noise_scale": SENSITIVITY / epsilon if epsilon > 0 else math.inf,
                                   "sensitivity": SENSITIVITY})
     counts = np.asarray(prior.counts)
-    if counts.size != n_classes or (counts < 0).any() or (counts != np.rint(counts)).any():
+    if counts.size != n_classes or not np.isfinite(counts).all() or (counts < 0).any() or (counts != np.rint(counts)).any():
         wrong.append(f"counts {list(prior.counts)} are not {n_classes} non-negative integers (one per class)")
     if wrong:
         return [Check(name, False, "; ".join(wrong))]
