@@ -194,3 +194,42 @@ def test_the_floor_model_predicts_the_prior():
     model = ClassPriorModel([3.0, 10.0, 0.0])
     assert model.predict(np.zeros((4, 2))).tolist() == [1, 1, 1, 1]
     assert model.predict_proba(np.zeros((1, 2)))[0] == pytest.approx([4 / 16, 11 / 16, 1 / 16])
+
+
+def test_owners_below_the_threshold_decline_over_the_wire_and_spend_only_the_histograms_share(tmp_path, caplog):
+    """Two owners of Car's rows at eps = 0.1: each draws its histogram, is below the threshold, releases it alone,
+    is charged 0.01 (the threshold of 10 trees of depth 3, 3,556 rows, is
+    about 9 noise standard deviations above their noisy totals), and the miner accepts both and scores its models at the prior."""
+    import logging
+    import threading
+
+    from common.federation.pb import federation_pb2 as fpb
+    from owner_node.daemon import OwnerDaemon
+    from tests.federation_helpers import car_tables, make_federation, study_spec
+
+    caplog.set_level(logging.INFO)
+    owners = ["site-a", "site-b"]
+    fed = make_federation(tmp_path, owners, owner_data=car_tables(tmp_path, owners),
+                          policy={"mechanisms": ["laplace-rdt"], "miners": ["miner"]})
+    fed.start()
+    stop = threading.Event()
+    daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
+    try:
+        spec = study_spec("floor", mechanism="laplace-rdt", requirement="dp:epsilon=0.1,trees=10", disclosure="counts",
+                          max_depth=3, global_models=("decision-tree", CLASS_PRIOR))
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
+        assert [o.outcome for d in daemons for o in d.run_once(wait_seconds=5, stop=stop)] == ["submitted"] * 2
+        status = fed.wait_study("floor")
+        assert status.state == "done", status.reason
+        results = fed.stub("admin").GetResults(fpb.StudyRef(study_id="floor"), timeout=10)
+        assert [o.pseudo_rows for o in results.owners] == [0, 0] and all(o.audit_passed for o in results.owners)
+        tree, floor = results.models
+        assert tree.selection.startswith("no pseudo rows (every owner declined")
+        assert "declined to release trees: the noisy class total" in caplog.text
+        for daemon in daemons:
+            [charge] = daemon.ledger.charges
+            assert charge.epsilon == pytest.approx(0.01) and charge.requirement == "dp:epsilon=0.1,trees=10"
+    finally:
+        for d in daemons:
+            d.close()
+        fed.close()
