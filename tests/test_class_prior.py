@@ -17,7 +17,9 @@ from common.mechanisms.class_prior import (
     class_prior_of,
     decline_threshold,
 )
+from common.mechanisms.dpea_nb import decline_rows
 from common.mechanisms.release import release
+from common.privacy.requirements import DP
 from common.privacy.report import PrivacyReport
 from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
 from miner_node.mining import AcceptedModel, Evaluation, mine
@@ -105,6 +107,17 @@ def test_below_the_threshold_the_owner_releases_its_histogram_alone(car):
     assert "a declined release is its histogram alone" in _failed(other, forged)
     # above the threshold the trees are released
     assert class_prior_of(_release(car).report).declined is None
+
+
+def test_dpea_nb_declines_by_its_histograms_noise(car):
+    """dpea-nb's budget goes to per-leaf histograms of every other attribute, and its threshold counts them:
+    at eps = 0.1 all of Car (1,728 rows) is below it, at eps = 1 it is not."""
+    schema = car[0]
+    rows = decline_rows(DP(0.09, 1), 1, schema)
+    assert rows == pytest.approx(4 * 2 * 3.5 * 5 / (0.72 * 0.09))  # classes x leaves x mean categories x noise scale
+    low = _release(car, "dpea-nb", epsilon=0.1, trees=1, depth=1)
+    assert class_prior_of(low.report).declined is not None and audit(low.trees, low.report, seeded_ok=True).passed
+    assert class_prior_of(_release(car, "dpea-nb", epsilon=1, trees=1, depth=1).report).declined is None
 
 
 def test_the_histogram_travels_in_the_signed_model(car):

@@ -39,7 +39,13 @@ import numpy as np
 
 from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
-from common.mechanisms.class_prior import PRIOR_PARAMETER, class_prior_checks, class_prior_of, tree_requirement
+from common.mechanisms.class_prior import (
+    PRIOR_PARAMETER,
+    class_prior_checks,
+    class_prior_of,
+    default_decline_rows,
+    tree_requirement,
+)
 from common.privacy.attacks import AttackReport, ensemble_attack_report
 from common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
 from common.privacy.combining import release_verdict
@@ -322,7 +328,10 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, se
     mechanism, record = _family_mechanism(report, "dp")
     checks = [mechanism]
     if PRIOR_PARAMETER in report.parameters:
-        checks += class_prior_checks(trees, report, requirement)
+        schema = trees[0].schema
+        threshold = (registry.decline_threshold(record.name, schema) if record is not None  # else: the mechanism fails
+                     else lambda tree_claim, depth: default_decline_rows(tree_claim, depth, schema))
+        checks += class_prior_checks(trees, report, requirement, threshold)
     prior = class_prior_of(report)
     declined = prior is not None and prior.declined is not None
     if declined:

@@ -12,11 +12,15 @@ The miner sums the owners' histograms into the study's class prior: a model that
 majority class is the floor no global model should fall below (`miner_node.selection`).
 
 *Decline.* Right after the histogram is drawn, the owner compares its noisy total with a public
-threshold (`decline_threshold`): the rows a release of ``trees`` trees of ``depth`` needs so that,
-spread evenly over the ``2^depth`` leaves and ``C`` classes of one full binary tree, each (leaf, class)
-count holds `DECLINE_SIGNAL` times the smallest noise scale any dp mechanism here adds to a released
-count, ``trees / ((1 - share) * epsilon)`` (laplace-rdt's exactly; DPEA, DiffPETs and dpea-nb spend part
-of each tree's budget elsewhere, so their counts are noisier still). Below it the owner releases the
+threshold, `DECLINE_SIGNAL` times its mechanism's ``decline_rows`` (`common.mechanisms.registry`), a
+function of the trees' requirement, the depth and the public schema only. The default
+(`default_decline_rows`, `decline_threshold`) is the rows a release of ``trees`` trees of ``depth`` needs so
+that, spread evenly over the ``2^depth`` leaves and ``C`` classes of one full binary tree, each (leaf, class)
+count holds one noise scale of the smallest any of laplace-rdt, DPEA and DiffPETs adds to a released count,
+``trees / ((1 - share) * epsilon)`` (laplace-rdt's exactly; DPEA and DiffPETs spend part of each tree's
+budget on their splits, so their counts are noisier still). dpea-nb, whose budget goes mostly to
+per-leaf class histograms of every other attribute, counts those cells and their noise instead
+(`common.mechanisms.dpea_nb.decline_rows`). Below it the owner releases the
 histogram alone (as one root-only tree whose class counts are the noisy histogram) and spends nothing
 on trees: its release spends ``share * epsilon``, and it says why in a sentence that names only public
 numbers and the noisy total. The decision reads the histogram only, so it is post-processing of a DP
@@ -29,10 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from common.data.schema import Schema
 from common.privacy.checks import Check, recomputed
 from common.privacy.noise import SecretNoise, noisy_counts
 from common.privacy.report import PrivacyReport
@@ -40,7 +45,8 @@ from common.privacy.requirements import DP
 from common.trees.tree import Tree
 
 __all__ = ["DEFAULT_PRIOR_SHARE", "PAPER_PRIOR_SHARE", "DECLINE_SIGNAL", "SENSITIVITY", "PRIOR_PARAMETER",
-           "ClassPrior", "check_prior_share", "decline_threshold", "draw_class_prior", "class_prior_of",
+           "ClassPrior", "Threshold", "check_prior_share", "decline_threshold", "default_decline_rows", "draw_class_prior",
+           "class_prior_of",
            "tree_requirement", "class_prior_checks"]
 
 DEFAULT_PRIOR_SHARE = 0.1  # the share of a dp study's epsilon its class histogram spends unless the study says otherwise
@@ -59,8 +65,17 @@ def check_prior_share(share: float) -> float:
 
 
 def decline_threshold(tree_epsilon: float, trees: int, depth: int, n_classes: int) -> float:
-    """The noisy total below which an owner releases its histogram alone (module docstring)."""
+    """The noisy total below which an owner releases its histogram alone (module docstring): the default rule."""
     return DECLINE_SIGNAL * n_classes * 2.0 ** min(depth, 1000) * trees / tree_epsilon  # no depth near 1000 is trained
+
+
+def default_decline_rows(requirement: DP, depth: int, schema: Schema) -> float:
+    """The registry's default ``decline_rows``: `decline_threshold` of the trees' requirement (``requirement``)."""
+    return decline_threshold(requirement.epsilon, requirement.trees, depth, schema.n_classes)
+
+
+Threshold = Callable[[DP, int], float]
+"""``(the trees' requirement, depth) -> the noisy total below which the owner declines``, for one schema and mechanism."""
 
 
 @dataclass(frozen=True)
@@ -103,19 +118,20 @@ class ClassPrior:
 
 
 def draw_class_prior(y: np.ndarray, n_classes: int, requirement: DP, share: float, depth: int,
-                     noise: SecretNoise) -> ClassPrior:
-    """The noisy histogram of ``y`` at ``share * epsilon``, and whether the owner declines to release trees."""
+                     noise: SecretNoise, threshold_of: Threshold) -> ClassPrior:
+    """The noisy histogram of ``y`` at ``share * epsilon``, and whether the owner declines to release trees
+    (its noisy total below ``threshold_of(the trees' requirement, depth)``, the mechanism's public rule)."""
     epsilon = requirement.epsilon * share
     tree_epsilon = requirement.epsilon - epsilon
     scale = SENSITIVITY / epsilon
     counts = noisy_counts(np.bincount(np.asarray(y, dtype=np.int64), minlength=n_classes), scale, noise)
-    threshold = decline_threshold(tree_epsilon, requirement.trees, depth, n_classes)
+    threshold = threshold_of(DP(tree_epsilon, requirement.trees), depth)
     total = float(counts.sum())
     declined = None
     if total < threshold:
-        declined = (f"the noisy class total {total:g} is below {threshold:g}, the rows {requirement.trees} trees of "
+        declined = (f"the noisy class total {total:g} is below {threshold:.6g}, the rows {requirement.trees} trees of "
                     f"depth {depth} over {n_classes} classes need at epsilon {tree_epsilon:g} (one noise scale per "
-                    f"leaf and class); only the class histogram is released, and epsilon {epsilon:g} spent")
+                    f"released count); only the class histogram is released, and epsilon {epsilon:g} spent")
     return ClassPrior(share, epsilon, tree_epsilon, scale, tuple(float(c) for c in counts), threshold, declined)
 
 
@@ -134,8 +150,9 @@ def tree_requirement(requirement: DP, prior: ClassPrior) -> DP:
     return DP(requirement.epsilon - requirement.epsilon * prior.share, requirement.trees)
 
 
-def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
-    """The histogram's accounting recomputed from (epsilon, share), its counts, and a decline's shape and threshold."""
+def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, threshold_of: Threshold) -> list[Check]:
+    """The histogram's accounting recomputed from (epsilon, share), its counts, and a decline's shape and threshold
+    (``threshold_of``: the mechanism's public rule for the release's schema)."""
     name = "class histogram accounted"
     data = report.parameters.get(PRIOR_PARAMETER)
     if not isinstance(data, Mapping):
@@ -163,11 +180,11 @@ def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement
                                 "(sequential composition)")]
     depth = report.parameters.get("depth")
     depth_ok = isinstance(depth, (int, float)) and not isinstance(depth, bool) and float(depth).is_integer() and depth >= 1
-    threshold = decline_threshold(prior.tree_epsilon, requirement.trees, int(depth), n_classes) if depth_ok else math.nan
+    threshold = threshold_of(tree_requirement(requirement, prior), int(depth)) if depth_ok else math.nan
     decline = "decline threshold recomputed"
     if not depth_ok or not math.isclose(prior.threshold, threshold, rel_tol=1e-9):
         checks.append(Check(decline, False, f"decline_threshold={prior.threshold!r}, recomputed {threshold:.6g} from "
-                                            f"(trees, depth={depth!r}, classes, tree epsilon)"))
+                                            f"(trees, depth={depth!r}, the schema, tree epsilon)"))
         return checks
     below = prior.total < threshold
     if below != (prior.declined is not None):

@@ -20,7 +20,14 @@ from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
 from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, PRIOR_PARAMETER, check_prior_share, draw_class_prior
 from common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
-from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
+from common.mechanisms.registry import (
+    Mechanism,
+    decline_threshold,
+    get,
+    meeting,
+    needs_public_cuts,
+    regression_refusal,
+)
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
 from common.privacy.report import PathClaim, PrivacyReport, Release
@@ -316,7 +323,8 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
         from common.trees.learners._data import check_xy  # the rows are checked before any noise is drawn
 
         X, y = check_xy(schema, X, y)
-        prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret)
+        prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret,
+                                 decline_threshold(record.name, schema))
     if prior is not None and prior.declined is not None:
         trees = [Tree(schema, [Node.from_counts(np.asarray(prior.counts))], "counts")]
         parameters: dict[str, object] = {"epsilon": float(parsed.epsilon), "trees": parsed.trees, "depth": depth}
