@@ -19,8 +19,8 @@ from common.mechanisms.class_prior import (
 )
 from common.mechanisms.dpea_nb import decline_rows
 from common.mechanisms.release import release
-from common.privacy.requirements import DP
 from common.privacy.report import PrivacyReport
+from common.privacy.requirements import DP
 from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
 from miner_node.mining import AcceptedModel, Evaluation, mine
 from owner_node.budget import Ledger
