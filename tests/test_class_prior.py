@@ -246,3 +246,30 @@ def test_owners_below_the_threshold_decline_over_the_wire_and_spend_only_the_his
         for d in daemons:
             d.close()
         fed.close()
+
+
+def test_the_miner_refuses_a_release_whose_share_is_not_the_studys(car):
+    import grpc
+
+    from miner_node.verify import Rejection, StudyTerms, check_model
+
+    study = _dp_study()
+    terms = StudyTerms.of(study)
+    assert terms.prior_share == DEFAULT_PRIOR_SHARE
+    secure = [release("laplace-rdt", schema=car[0], X=car[1], y=car[2], requirement="dp:epsilon=0.05,trees=4",
+                      max_depth=3, prior_share=share) for share in (DEFAULT_PRIOR_SHARE, 0.0, 0.2)]
+    check_model(model_message(secure[0], study_id="s1", owner_id="o"), terms, 10**6)  # the study's share
+    for other, share in zip(secure[1:], (0, 0.2)):
+        with pytest.raises(Rejection, match=f"spends a share {share:g} of its epsilon on its class histogram; "
+                                            "the study's prior_share is 0.1") as caught:
+            check_model(model_message(other, study_id="s1", owner_id="o"), terms, 10**6)
+        assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.mark.parametrize("value", ["abc", 5, {"share": float("nan")}, {"share": 7.0}, {"counts": [float("inf")] * 4},
+                                   {"decline_threshold": "x"}, {"declined": 3}])
+def test_a_hostile_histogram_claim_fails_the_audit_without_raising(car, value):
+    found = _release(car)
+    prior = value if not isinstance(value, dict) else {**found.report.parameters[PRIOR_PARAMETER], **value}
+    report = dataclasses.replace(found.report, parameters={**found.report.parameters, PRIOR_PARAMETER: prior})
+    assert not audit(found.trees, report, seeded_ok=True).passed

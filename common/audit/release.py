@@ -333,6 +333,8 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, se
                      else lambda tree_claim, depth: default_decline_rows(tree_claim, depth, schema))
         checks += class_prior_checks(trees, report, requirement, threshold)
     prior = class_prior_of(report)
+    if prior is not None and not 0.0 < prior.share < 1.0:  # its check has failed; no share of the epsilon to re-derive
+        prior = None
     declined = prior is not None and prior.declined is not None
     if declined:
         wrong = misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
