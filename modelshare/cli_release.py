@@ -23,6 +23,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
 from common.mechanisms.release import DataDerivedDomain, train_and_release
 from common.privacy.attacks import attack_report
 from common.privacy.combining import owner_readers
@@ -96,7 +97,8 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
         release = train_and_release(args.mechanism, schema, X, y, requirement=args.requirement,
                                     disclosure=args.disclosure, learner=args.learner, learner_params={},
                                     max_depth=args.max_depth, seed=args.seed, noise=args.seed,
-                                    allow_data_derived_domain=args.data_derived_domain).release
+                                    allow_data_derived_domain=args.data_derived_domain,
+                                    prior_share=check_prior_share(args.prior_share)).release
     except DataDerivedDomain as exc:
         raise ValueError(f"{exc}. Here: pass --schema, or --data-derived-domain to give the guarantee up") from None
     trees = release.trees
@@ -225,6 +227,10 @@ def configure_release(rel: argparse.ArgumentParser) -> None:
     rel.add_argument("--data-derived-domain", action="store_true",
                      help="give up the dp/dps guarantee: release over ranges and categories read from the rows "
                           "(no --schema); the report says 'domain: data-derived' and the audit fails the claim")
+    rel.add_argument("--prior-share", type=float, default=DEFAULT_PRIOR_SHARE, metavar="SHARE",
+                     help=f"dp mechanisms: share of epsilon spent on a noisy class histogram; below its public "
+                          f"threshold only the histogram is released (default {DEFAULT_PRIOR_SHARE:g}; 0: the papers' "
+                          "mechanisms)")
     rel.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
     add_json(rel, "what was released (summary, privacy report, attacks)")
     rel.set_defaults(func=cmd_release)
