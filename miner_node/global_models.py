@@ -48,7 +48,7 @@ from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
 from miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
-from miner_node.class_prior import CLASS_PRIOR, build_class_prior, declined
+from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel, build_class_prior, declined
 from miner_node.dp_pgen import BOOSTING_LEAF_ROWS, PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 from miner_node.tree_vote import TREE_VOTE, TreeVote
@@ -357,9 +357,11 @@ def _tree_vote(releases: Sequence[OwnerRelease]) -> TreeVote:
     return TreeVote([tree for trees, _ in releases for tree in trees])
 
 
-def _calibrated_nb(releases: Sequence[OwnerRelease]) -> CalibratedNB:
-    """dpea-nb's model of the releases that carry one (a declined release is its class histogram alone)."""
-    return CalibratedNB([(trees, report) for trees, report in releases if declined(report) is None])
+def _calibrated_nb(releases: Sequence[OwnerRelease]) -> CalibratedNB | ClassPriorModel:
+    """dpea-nb's model of the releases that carry one (a declined release is its class histogram alone); when every
+    owner declined, the calibrated fallback: the class prior their histograms sum to."""
+    kept = [(trees, report) for trees, report in releases if declined(report) is None]
+    return CalibratedNB(kept) if kept or not releases else build_class_prior(releases)
 
 
 RELEASE_MODELS: dict[str, ReleaseModelSpec] = {

@@ -273,3 +273,15 @@ def test_a_hostile_histogram_claim_fails_the_audit_without_raising(car, value):
     prior = value if not isinstance(value, dict) else {**found.report.parameters[PRIOR_PARAMETER], **value}
     report = dataclasses.replace(found.report, parameters={**found.report.parameters, PRIOR_PARAMETER: prior})
     assert not audit(found.trees, report, seeded_ok=True).passed
+
+
+def test_calibrated_nb_falls_back_to_the_prior_when_every_owner_declined(car):
+    schema, X, y = car
+    releases = [release("dpea-nb", schema=schema, X=X[i * 50:(i + 1) * 50], y=y[i * 50:(i + 1) * 50],
+                        requirement="dp:epsilon=0.1,trees=1", max_depth=1, random_state=i) for i in range(2)]
+    assert all(class_prior_of(r.report).declined for r in releases)
+    from miner_node.global_models import build_release_model
+
+    model = build_release_model("calibrated-nb", [(r.trees, r.report) for r in releases])
+    assert isinstance(model, ClassPriorModel)
+    assert model.counts.tolist() == np.sum([class_prior_of(r.report).counts for r in releases], axis=0).tolist()
