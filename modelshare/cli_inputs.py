@@ -22,7 +22,7 @@ from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.mechanisms.release import default_learner
-from common.trees.learners import CATEGORY_SPLITS, LEARNERS, PAIRINGS, UNPRUNED, admissible_params
+from common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
 from common.trees.tree import DISCLOSURES
 from modelshare.cli_common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 
@@ -99,10 +99,10 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
             f"default {default_learner(DEFAULT_MECHANISM)} (grown to the requirement) for the path mechanisms "
             f"{', '.join(registry.names(family='path'))}; {DEFAULT_LEARNER} otherwise")
     if several:
-        p.add_argument("--learner", nargs="+", default=[default], choices=sorted(LEARNERS), metavar="LEARNER",
-                       help=f"{help} (one or more of {', '.join(sorted(LEARNERS))}; {said})")
+        p.add_argument("--learner", nargs="+", default=[default], choices=LEARNER_NAMES, metavar="LEARNER",
+                       help=f"{help} (one or more of {', '.join(LEARNER_NAMES)}; {said})")
     else:
-        p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
+        p.add_argument("--learner", default=default, choices=LEARNER_NAMES, help=f"{help} ({said})")
 
 
 def add_admissible_options(p: argparse.ArgumentParser) -> None:

@@ -23,7 +23,8 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
-from common.mechanisms.release import DataDerivedDomain, train_and_release
+from common.mechanisms.release import DataDerivedDomain
+from common.mechanisms.train_release import train_and_release
 from common.privacy.attacks import attack_report
 from common.privacy.combining import owner_readers
 from common.privacy.report import Release

@@ -68,7 +68,7 @@ from common.files import atomic_write
 from common.mechanisms import registry
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
-from common.mechanisms.release import local_learner
+from common.mechanisms.train_release import train_and_release
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, parse_requirement
 from common.study import Study
@@ -495,9 +495,10 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
     releases = []
     for owner in range(args.owners):
         rows = data["parts"] == owner
-        learner = local_learner(args.learner, schema, "none", requirement=None, disclosure=args.disclosure,
-                                random_state=args.seed % (2**32), **limits)
-        releases.append(((learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_,), None))
+        made = train_and_release("none", schema, data["X_train"][rows], data["y_train"][rows], requirement=None,
+                                 disclosure=args.disclosure, learner=args.learner, learner_params=limits,
+                                 max_depth=args.max_depth, seed=args.seed % (2**32))
+        releases.append((made.release.trees, None))
     return build_release_model(name, releases)
 
 
@@ -576,7 +577,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     bound = requirement_bound(schema, data, args.disclosure)
     wall = time.perf_counter() - started
     owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
-                   "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
+                   "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows, "learner": o.learner or None}
+                  for o in results.owners]
     refusals = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "reason": o.reason}
                 for o in status.owners if o.state == "refused"]
     report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism, "refusals": refusals,
@@ -612,9 +614,13 @@ def _owners_table(report: dict[str, Any]) -> Table:
         owners.add_column(col, no_wrap=True)
     owners.add_column("claim or refusal", overflow="fold")
     owners.add_column("audit", no_wrap=True)
-    rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
-            for o in report["owners"]]
-    rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
+    chose = any(o.get("learner") for o in report["owners"])
+    if chose:
+        owners.add_column("learner chosen", overflow="fold")
+    chosen = lambda o: (o.get("learner") or "-",) if chose else ()  # noqa: E731
+    rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL",
+             *chosen(o)) for o in report["owners"]]
+    rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused", *chosen({})) for r in report["refusals"]]
     for row in sorted(rows):
         owners.add_row(*row)
     return owners

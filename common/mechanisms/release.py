@@ -11,9 +11,6 @@ from its `common.mechanisms.registry` record; every release carries a `PrivacyRe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
-
 import numpy as np
 
 from common.data.regression import RegressionSchema
@@ -37,7 +34,7 @@ from common.privacy.requirements import (
 from common.trees.learners import REQUIREMENT_AWARE, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
-__all__ = ["release", "train_and_release", "Trained", "default_learner", "local_learner", "DataDerivedDomain"]
+__all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -175,44 +172,6 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
             params.setdefault("category_split", "either")
     return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
                         leaf_rule=rule, **params)
-
-
-@dataclass(frozen=True)
-class Trained:
-    """What `train_and_release` made: the release, and the local tree a tree mechanism released from (None else)."""
-
-    release: Release
-    tree: Tree | None
-
-
-def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.ndarray, y: np.ndarray, *,
-                      requirement: str | Requirement | None, disclosure: Disclosure, learner: str,
-                      learner_params: Mapping[str, object], max_depth: int | None, seed: int | None,
-                      noise: int | np.random.Generator | Randomness | None = None,
-                      allow_data_derived_domain: bool = False) -> Trained:
-    """Train on an owner's rows and release as ``mechanism`` asks: the one train-then-release path.
-
-    The owner's daemon, ``modelshare release`` and the in-process pipeline all come here, so the papers'
-    numbers are measured on the product's own path. A whole-release mechanism trains its own trees of depth
-    ``max_depth`` (default: its record's) with ``noise`` (None, what owners use: fresh OS entropy); a tree
-    mechanism trains ``learner`` (`local_learner`, seeded by ``seed``) with ``learner_params`` and releases
-    that tree.
-
-    Raises
-    ------
-    RequirementUnsatisfiable, RequirementError, ValueError
-        As `release` and `local_learner` raise them.
-    """
-    record = get(mechanism)
-    if record.whole_release:
-        depth = max_depth or record.default_max_depth
-        return Trained(release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=depth,
-                               disclosure=disclosure, random_state=noise,
-                               allow_data_derived_domain=allow_data_derived_domain), None)
-    assert isinstance(schema, Schema)  # a regression schema has only whole-release mechanisms (the registry)
-    tree = local_learner(learner, schema, mechanism, requirement=requirement, disclosure=disclosure,
-                         random_state=seed, **learner_params).fit(X, y).tree_
-    return Trained(release(mechanism, tree=tree, requirement=requirement, disclosure=disclosure), tree)
 
 
 def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:

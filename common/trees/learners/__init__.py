@@ -11,13 +11,20 @@ from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
 
-__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS",
+__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
            "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
            "admissible_params",
            "make_learner"]
 
 LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifier, "cart": CartTreeClassifier,
                                            "multiway": MultiwayTreeClassifier}
+
+AUTO_LEARNER = "auto"
+"""Not a learner: the name that asks the owner to choose one by cross-validation of its releases
+(`common.mechanisms.learner_choice`); the admissible options then apply to its admissible candidates."""
+
+LEARNER_NAMES: tuple[str, ...] = (*sorted(LEARNERS), AUTO_LEARNER)
+"""Every name a study or command may give as its learner."""
 
 #: Learners that grow to the release's requirement and so take a ``leaf_rule`` (the others ignore it).
 REQUIREMENT_AWARE: frozenset[str] = frozenset({"admissible"})
@@ -54,7 +61,7 @@ def admissible_params(learner: str, *, pairing: str | None = None, category_spli
             raise ValueError(f"{spell('confidence')} must lie strictly between 0 and 1, or be {UNPRUNED!r}, "
                              f"got {confidence!r}")
         chosen["confidence"] = float(confidence)
-    if chosen and learner != "admissible":
+    if chosen and learner not in ("admissible", AUTO_LEARNER):
         said = " and ".join(spell(key) for key in chosen)
         raise ValueError(f"{said} {'applies' if len(chosen) == 1 else 'apply'} to the admissible learner only, "
                          f"not to learner {learner!r}")
