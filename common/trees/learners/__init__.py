@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
+
+import numpy as np
 
 from common.data.schema import Schema
 from common.params import check_choice
@@ -10,8 +12,9 @@ from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, Admissib
 from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
+from common.trees.tree import Tree
 
-__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
+__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "TreeLearner", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
            "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
            "admissible_params",
            "make_learner"]
@@ -68,8 +71,18 @@ def admissible_params(learner: str, *, pairing: str | None = None, category_spli
     return chosen
 
 
+class TreeLearner(Protocol):
+    """What every local learner is: ``fit`` on encoded rows, then the trained `Tree` as ``tree_``."""
+
+    tree_: Tree
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Any: ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+
 def make_learner(name: str, schema: Schema, *, random_state: int | None = None, public_cuts: bool = False,
-                 leaf_rule: LeafRule | None = None, **params: Any):
+                 leaf_rule: LeafRule | None = None, **params: Any) -> TreeLearner:
     """Build the named local learner; ``random_state`` is passed to learners that use one.
 
     ``public_cuts`` splits numeric attributes only at the schema's public cut points
@@ -80,7 +93,7 @@ def make_learner(name: str, schema: Schema, *, random_state: int | None = None, 
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; available: {sorted(LEARNERS)}")
 
-    def build(on: Schema):
+    def build(on: Schema) -> TreeLearner:
         if name == "cart":
             return CartTreeClassifier(on, random_state=random_state, **params)
         if name == "admissible":
