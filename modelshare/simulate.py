@@ -617,7 +617,10 @@ def _owners_table(report: dict[str, Any]) -> Table:
     chose = any(o.get("learner") for o in report["owners"])
     if chose:
         owners.add_column("learner chosen", overflow="fold")
-    chosen = lambda o: (o.get("learner") or "-",) if chose else ()  # noqa: E731
+
+    def chosen(o: dict[str, Any]) -> tuple[str, ...]:
+        return (o.get("learner") or "-",) if chose else ()
+
     rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL",
              *chosen(o)) for o in report["owners"]]
     rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused", *chosen({})) for r in report["refusals"]]
