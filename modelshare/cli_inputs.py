@@ -97,7 +97,8 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
     """
     said = (f"default {default}" if default else
             f"default {default_learner(DEFAULT_MECHANISM)} (grown to the requirement) for the path mechanisms "
-            f"{', '.join(registry.names(family='path'))}; {DEFAULT_LEARNER} otherwise")
+            f"{', '.join(registry.names(family='path'))}; {default_learner('none')} (each owner chooses by "
+            "cross-validation) under none")
     if several:
         p.add_argument("--learner", nargs="+", default=[default], choices=LEARNER_NAMES, metavar="LEARNER",
                        help=f"{help} (one or more of {', '.join(LEARNER_NAMES)}; {said})")

@@ -496,7 +496,7 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
     for owner in range(args.owners):
         rows = data["parts"] == owner
         made = train_and_release("none", schema, data["X_train"][rows], data["y_train"][rows], requirement=None,
-                                 disclosure=args.disclosure, learner=args.learner, learner_params=limits,
+                                 disclosure="counts", learner=args.learner, learner_params=limits,
                                  max_depth=args.max_depth, seed=args.seed % (2**32))
         releases.append((made.release.trees, None))
     return build_release_model(name, releases)

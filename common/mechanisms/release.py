@@ -31,7 +31,7 @@ from common.privacy.requirements import (
     as_requirement,
     path_rule,
 )
-from common.trees.learners import REQUIREMENT_AWARE, make_learner
+from common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Tree
 
 __all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
@@ -125,22 +125,27 @@ def release(
 
 
 def default_learner(mechanism: str) -> str:
-    """The owners' local learner when none is named: ``admissible`` for a path requirement, else ``multiway``.
+    """The owners' local learner when none is named: ``admissible`` for a path requirement, ``auto`` without one.
 
     A tree grown to the requirement (`common.trees.learners.admissible`) keeps what APT would prune
-    to the root; ``multiway`` (the model-sharing paper's J48-like learner) and ``cart`` stay
-    selectable, and the paper's experiments name theirs. An unknown mechanism gets ``multiway``
-    here and is refused by whoever checks the mechanism.
+    to the root. Released as trained (``none``), the owner chooses its learner by cross-validation
+    (``auto``, `common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
+    the learner that fits a table worst (EXPERIMENTS.md, the owner's choice). ``multiway`` (the
+    model-sharing paper's J48-like learner) and ``cart`` stay selectable, and the paper's experiments name
+    theirs. A whole-release mechanism trains its own trees and ignores the learner (``multiway`` is
+    returned for it, as for an unknown mechanism, which whoever checks the mechanism refuses).
     """
     try:
         family = get(mechanism).family
     except ValueError:
         return "multiway"
-    return "admissible" if family == "path" else "multiway"
+    if family == "path":
+        return "admissible"
+    return AUTO_LEARNER if family == "none" else "multiway"
 
 
 def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None, disclosure: Disclosure,
-                  random_state: int | None = None, **params: object):
+                  random_state: int | None = None, **params: object) -> TreeLearner:
     """The local learner an owner trains before the tree ``mechanism`` releases its tree.
 
     Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
