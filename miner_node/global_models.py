@@ -18,7 +18,8 @@ table of DiffPETs regression forests with the models of `REGRESSION_MODELS` inst
 target values (`make_regression_model`).
 
 A classification study may also name a model the miner builds from the released trees themselves
-rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `miner_node.tree_vote`), built by
+rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `miner_node.tree_vote`; ``"calibrated-nb"``;
+``"class-prior"``, the dp releases' summed class histograms, `miner_node.class_prior`), built by
 `build_release_model`. They sit beside `GLOBAL_MODELS`, not in it, because nothing fits them on rows:
 the papers' experiments, the pipeline and the hyperparameter settings work on `GLOBAL_MODELS` alone.
 `CLASSIFICATION_MODELS` is every name a classification study may list.
@@ -47,6 +48,7 @@ from common.data.schema import CategoricalAttribute, Schema
 from common.trees.learners import CartTreeClassifier
 from common.trees.learners._data import check_x, check_xy
 from miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
+from miner_node.class_prior import CLASS_PRIOR, build_class_prior, declined
 from miner_node.dp_pgen import BOOSTING_LEAF_ROWS, PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
 from miner_node.rules import RuleListClassifier
 from miner_node.tree_vote import TREE_VOTE, TreeVote
@@ -355,6 +357,11 @@ def _tree_vote(releases: Sequence[OwnerRelease]) -> TreeVote:
     return TreeVote([tree for trees, _ in releases for tree in trees])
 
 
+def _calibrated_nb(releases: Sequence[OwnerRelease]) -> CalibratedNB:
+    """dpea-nb's model of the releases that carry one (a declined release is its class histogram alone)."""
+    return CalibratedNB([(trees, report) for trees, report in releases if declined(report) is None])
+
+
 RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
     spec.name: spec
     for spec in (
@@ -367,7 +374,12 @@ RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
             CALIBRATED_NB,
             "dpea-nb releases' calibrated naive Bayes (root leaf counts, class histograms, the chosen temperature), "
             "averaged over owners",
-            CalibratedNB,
+            _calibrated_nb,
+        ),
+        ReleaseModelSpec(
+            CLASS_PRIOR,
+            "the floor: the majority class of the dp releases' noisy class histograms summed (probabilities: the prior)",
+            build_class_prior,
         ),
     )
 }

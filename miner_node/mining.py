@@ -56,6 +56,7 @@ from common.privacy.combining import StudyReading, read_study
 from common.privacy.requirements import CLDiversity, KAnonymity, PathRequirement, RequirementError, parse_requirement
 from common.study import AUTO, ModelPlan, Study
 from common.trees.tree import Tree
+from miner_node.class_prior import ClassPriorModel, study_prior
 from miner_node.config import MiningConfig
 from miner_node.global_models import RELEASE_MODELS, build_release_model
 from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
@@ -242,17 +243,27 @@ def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
     _record_evaluation(study, task, evaluation, results)
     releases = [(item.model.trees, item.model.report) for item in owners]
     trees = sum(len(released) for released, _ in releases)
+    prior = study_prior([report for _, report in releases], study.schema.n_classes) if isinstance(
+        task, ClassificationTask) else None
+    floor = None if prior is None else ClassPriorModel(prior)
     for name in study.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
             if trees:
-                task.score(entry, Fitted(build_release_model(name, releases),
-                                         Choice({}, f"built from the {trees} released trees")), evaluation)
+                try:
+                    model = build_release_model(name, releases)
+                except ValueError as exc:  # e.g. every dpea-nb owner declined: no naive Bayes to build
+                    entry.selection = f"not built: {exc}"
+                    continue
+                task.score(entry, Fitted(model, Choice({}, f"built from the {trees} released trees")), evaluation)
             continue
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
+            if floor is not None:  # every owner declined: the floor is what the study has
+                task.score(entry, Fitted(floor, Choice({}, "no pseudo rows (every owner declined to release trees): "
+                                                           "the class prior's majority class", floor=True)), evaluation)
             continue
-        task.score(entry, task.fit(name, study.model_plan, X, y, groups), evaluation)
+        task.score(entry, task.fit(name, study.model_plan, X, y, groups, floor), evaluation)
 
 
 def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedModel],
@@ -289,10 +300,15 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
     _record_evaluation(study, task, evaluation, results)
     seed = study.seed % 2**31
     held: list[Sample] = []  # the sample "auto" cross-validates on, drawn once for all models
+    prior = study_prior([item.model.report for item in owners], schema.n_classes)
     with DaskEngine(mining) as engine:
         for name in study.global_models:
             entry = results.models.add(name=name, train_rows=total)
             if total == 0:
+                if prior is not None:  # every owner declined to release trees: the floor is what the study has
+                    task.score(entry, Fitted(ClassPriorModel(prior), Choice(
+                        {}, "no pseudo rows (every owner declined to release trees): the class prior's majority class",
+                        floor=True)), evaluation)
                 continue
             choice = _dask_choice(name, study.model_plan, schema, files, np.asarray(owner_of_file), total, held)
             model = engine.fit(name, schema, files, seed, choice.parameters)

@@ -26,6 +26,11 @@ rows, the whole table's picks 0.05 % in every repeat and beats the dp floor (EXP
 "Issue 23: the auto tree at eps = 0.1"). A dp study therefore cross-validates on up to
 ``MAX_DP_CV_ROWS`` rows.
 
+In a dp study whose releases carry class histograms, the study's class prior
+(`miner_node.class_prior`, from the histograms, never from a pseudo row) is one more candidate of
+``"auto"``: scored on the same folds, it wins when it beats the grid's best, and the model then
+predicts the prior's majority class, the floor a dp study's models are held to.
+
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
 each global model's record, `miner_node.global_models`), and
@@ -65,6 +70,7 @@ class Choice:
 
     parameters: dict[str, Any]
     selection: str
+    floor: bool = False  # the study's class prior beat every candidate: the model is `miner_node.class_prior`'s
 
     @property
     def text(self) -> str:
@@ -103,8 +109,9 @@ def _folds(X: np.ndarray, groups: np.ndarray | None, seed: int) -> tuple[list[tu
 def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: Sequence[Mapping[str, Any]], X: np.ndarray,
                     y: np.ndarray, groups: np.ndarray | None, seed: int,
                     score: Callable[[np.ndarray, np.ndarray], float],
-                    max_rows: int, kind: str) -> tuple[dict[str, Any], float, str]:
-    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of ``X, y`` (at most ``max_rows``).
+                    max_rows: int, kind: str, floor: Any = None) -> tuple[dict[str, Any], float, str, float]:
+    """The candidate of ``grid`` with the best mean ``score`` over `CV_FOLDS` folds of ``X, y`` (at most ``max_rows``),
+    and the mean score of ``floor`` (a model fitted on nothing here; -inf without one) on the same folds.
 
     ``kind`` names the rows (``pseudo`` or ``raw``) in the sentence that says what was cross-validated.
     """
@@ -120,7 +127,9 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: Sequence[Mappi
                   for train, test in folds]
         if (mean := float(np.mean(scores))) > best_score:
             best, best_score = candidate, mean
-    return dict(best), best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
+    floor_score = -np.inf if floor is None else float(np.mean([score(y[test], floor.predict(X[test]))
+                                                                 for _, test in folds]))
+    return dict(best), best_score, f"{X.shape[0]} {kind} rows, folds by {by}", floor_score
 
 
 def global_model_params(name: str, mechanism: str, rows: int,
@@ -148,7 +157,7 @@ def mode_of(plan: ModelPlan, name: str) -> str:
 def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Callable[[dict[str, Any]], Any],
            *, regression: bool, groups: np.ndarray | None = None, rows: int | None = None,
            grids: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-           floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS, kind: str = "pseudo") -> Choice:
+           floors: Mapping[str, tuple[float, int]] = DP_LEAF_FLOORS, kind: str = "pseudo", floor: Any = None) -> Choice:
     """The hyperparameters model ``name`` of the study is fitted with on the pseudo-data ``X, y``.
 
     ``build(params)`` returns a fresh model with ``params`` over its defaults; ``groups`` names
@@ -159,6 +168,9 @@ def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Call
     ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`), ``floors`` the dp
     leaf floors of the fixed rule that the engine can honour (`global_model_params`),
     ``kind`` what the rows are in the result's sentence (`choose_basis` passes ``raw``).
+    ``floor`` is a dp study's class-prior model (`miner_node.class_prior.ClassPriorModel`, built from the
+    releases' noisy class histograms, so from no pseudo row): under ``"auto"`` it is scored on the same folds
+    and, when it beats the grid's best, chosen (``Choice.floor``) — the model then predicts the prior.
     """
     mode, given = plan.setting(name, DEFAULT_MODES.get(name, FIXED))
     rows = int(y.shape[0]) if rows is None else rows
@@ -168,11 +180,16 @@ def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Call
         grids = REGRESSION_GRIDS if regression else GRIDS
     if mode == AUTO and name in grids and y.shape[0] >= 2 * CV_FOLDS:
         score = _neg_mse if regression else _accuracy
-        best, value, sampled = _cross_validate(build, grids[name], X, y, groups, plan.seed % 2**31, score,
-                                               cv_rows(plan), kind)
+        best, value, sampled, floor_value = _cross_validate(build, grids[name], X, y, groups, plan.seed % 2**31, score,
+                                                            cv_rows(plan), kind, None if regression else floor)
         shown = f"MSE {-value:.4g}" if regression else f"accuracy {value:.4f}"
         picked = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
-        return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})")
+        if floor_value > value:
+            return Choice({}, f"auto: the class prior's majority class by {CV_FOLDS}-fold CV on {sampled} (accuracy "
+                              f"{floor_value:.4f}; the grid's best, {picked}, {value:.4f})", floor=True)
+        return Choice(concrete(best, rows), f"auto: {picked} by {CV_FOLDS}-fold CV on {sampled} ({shown})"
+                      + (f"; the class prior's majority class {floor_value:.4f}" if floor is not None and not regression
+                         else ""))
     fixed = {} if regression else global_model_params(name, plan.mechanism, rows, floors)
     return Choice(dict(fixed), FIXED)
 

@@ -40,6 +40,7 @@ from common.privacy.report import PrivacyReport
 from common.study import ModelPlan, Study
 from common.trees.metrics import accuracy, mae, rmse
 from common.trees.tree import Tree
+from miner_node.class_prior import ClassPriorModel, declined
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import make_global_model, make_regression_model
 from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
@@ -113,10 +114,12 @@ class MiningTask(Protocol):
         """Copy the model's released trees into the owner's result (what a report draws)."""
         ...
 
-    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None,
+            floor: ClassPriorModel | None = None) -> Fitted:
         """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
 
-        ``groups`` names each row's released tree (`miner_node.selection`), None when unknown.
+        ``groups`` names each row's released tree (`miner_node.selection`), None when unknown; ``floor`` is a dp
+        study's class prior (`miner_node.class_prior`), a candidate of an ``"auto"`` choice (classification only).
         """
         ...
 
@@ -193,13 +196,16 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
                 on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
-    A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to.
+    A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to, and one
+    that declined to release trees none (its class histogram feeds the study's prior, `miner_node.class_prior`).
     A release whose mechanism has its own pseudo-data step (`common.mechanisms.registry.PseudoData`, such as
     dpea-nb's calibrated naive Bayes) gets that step's rows; neither ``law`` nor ``on_path`` applies to it.
     With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
     their path leaves free redrawn from it; with ``on_path`` (`miner_node.onpath.ClassSetLaw`), their
     categories inside the path's allowed sets; without, they stay PGEN's uniform draws (the paper's).
     """
+    if declined(report) is not None:  # its class histogram alone: the study's prior, not rows
+        return np.empty((0, trees[0].schema.n_attributes)), np.empty(0, dtype=np.int64)
     if report is not None and (step := own_step(report.mechanism)) is not None:  # a model, not a partition
         return step.rows(trees, report, scale, rng, class_assignment)
     beta = _sampling_rate(report)
@@ -228,6 +234,8 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     and ``on_path`` each chunk is redrawn from them, as `pseudo_data` does.
     """
+    if declined(report) is not None:  # its class histogram alone (`pseudo_data`)
+        return
     if report is not None and (step := own_step(report.mechanism)) is not None:  # drawn whole, then cut
         X, y = step.rows(trees, report, scale, rng, class_assignment)
         for start in range(0, len(y), chunk_rows):
@@ -284,7 +292,8 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     beta = _sampling_rate(report)
     if report is not None:
         scale = dp_pgen_scale(scale, report.mechanism, trees)
-    if (len(trees) == 1 and beta == 1.0) or (report is not None and own_step(report.mechanism) is not None):
+    if (len(trees) == 1 and beta == 1.0) or declined(report) is not None or (
+            report is not None and own_step(report.mechanism) is not None):
         return np.zeros(rows, dtype=np.int64)
     return np.repeat(np.arange(len(trees)), ensemble_rows(trees, scale=scale, beta=beta))
 
@@ -344,14 +353,15 @@ class ClassificationTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.trees.extend(tree_to_pb(t) for t in model.trees)
 
-    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None,
+            floor: ClassPriorModel | None = None) -> Fitted:
         seed = plan.seed % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:
             return make_global_model(name, self.schema, random_state=seed, **params)
 
-        choice = choose(name, plan, X, y, build, regression=False, groups=groups)
-        return Fitted(build(choice.parameters).fit(X, y), choice)
+        choice = choose(name, plan, X, y, build, regression=False, groups=groups, floor=floor)
+        return Fitted(floor if choice.floor and floor is not None else build(choice.parameters).fit(X, y), choice)
 
     def score(self, entry: fpb.GlobalModelResult, fitted: Fitted, evaluation: Evaluation | None) -> None:
         model = fitted.model
@@ -409,7 +419,8 @@ class RegressionTask:
     def released(self, entry: fpb.OwnerResult, model: DecodedModel) -> None:
         entry.regression_trees.extend(regression_tree_to_pb(t) for t in self._forest(model).trees)
 
-    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None) -> Fitted:
+    def fit(self, name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None,
+            floor: ClassPriorModel | None = None) -> Fitted:
         seed = plan.seed % _SEED_MODULUS
 
         def build(params: dict[str, Any]) -> Any:

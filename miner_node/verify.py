@@ -23,6 +23,7 @@ import grpc
 from common.audit.release import audit
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.wire import OVER_MINER_LIMIT, WireError, decode_model
+from common.mechanisms.class_prior import class_prior_of
 from common.privacy.requirements import Requirement, RequirementError, parse_requirement, weaker_than
 from common.study import MAX_TREES, Study
 from common.trees.tree import Disclosure
@@ -49,11 +50,13 @@ class StudyTerms:
     mechanism: str
     disclosure: Disclosure
     requirement: Requirement | None
+    prior_share: float | None = None  # a dp study's: the share of epsilon each release's class histogram spends
 
     @classmethod
     def of(cls, study: Study) -> StudyTerms:
         """The terms of ``study``."""
-        return cls(study.mechanism, study.disclosure, study.requirement)
+        return cls(study.mechanism, study.disclosure, study.requirement,
+                   study.prior_share if study.family == "dp" and not study.regression else None)
 
 
 def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) -> None:
@@ -99,6 +102,13 @@ def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) ->
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the miner's re-audit of the claims failed: {failed}")
+    if terms.prior_share is not None:
+        prior = class_prior_of(report)
+        stated = 0.0 if prior is None else prior.share
+        if stated != terms.prior_share:
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"the release spends a share {stated:g} of its epsilon on its class histogram; the study's "
+                            f"prior_share is {terms.prior_share:g}")
     required = terms.requirement
     if required is None:
         return

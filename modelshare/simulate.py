@@ -66,6 +66,7 @@ from common.federation.study import load_study_file
 from common.federation.wire import tree_from_pb
 from common.files import atomic_write
 from common.mechanisms import registry
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
 from common.mechanisms.train_release import train_and_release
@@ -202,6 +203,7 @@ def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | 
     """study.toml for the simulated study (`common.federation.study`), relative to its directory."""
     release = {"mechanism": args.mechanism, "disclosure": args.disclosure}
     release |= {"requirement": requirement} if requirement is not None else {}
+    release |= {"prior_share": args.prior_share} if registry.get(args.mechanism).family == "dp" else {}
     training = {"learner": args.learner, "min_samples_leaf": args.min_samples_leaf, **args.admissible}
     training |= {"max_depth": args.max_depth} if args.max_depth else {}
     return tomli_w.dumps({
@@ -728,6 +730,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dask-workers", type=positive_int, default=None, metavar="N",
                    help="--engine dask: worker processes of the miner's LocalCluster (default 2)")
     p.add_argument("--pgen-scale", type=float, default=10.0, help="PGEN rows per disclosed tuple (default 10)")
+    p.add_argument("--prior-share", type=float, default=DEFAULT_PRIOR_SHARE, metavar="SHARE",
+                   help=f"dp mechanisms: share of epsilon each owner spends on its noisy class histogram, the miner's "
+                        f"floor (default {DEFAULT_PRIOR_SHARE:g}; 0: the papers' mechanisms)")
     add_off_path(p, default=None, default_text=f"{DEFAULT_OFF_PATH[CLASSIFICATION_TASK]}; with --task regression "
                                                f"{DEFAULT_OFF_PATH[REGRESSION_TASK]}")
     add_on_path(p, default=None, default_text="the study's: uniform unless it says class")

@@ -163,12 +163,15 @@ class Ledger:
         return (f"study asks for a {'DP' if wants_dp else 'non-DP'} release ({study.mechanism}); this table already "
                 f"has {len(other)} {'non-DP' if wants_dp else 'DP'} release{'s' if len(other) != 1 else ''} ({earlier})")
 
-    def charge(self, study: Study) -> Charge:
+    def charge(self, study: Study, *, spent_epsilon: float | None = None) -> Charge:
         """Record a release for ``study`` with its kind and what it spends (0 when it promises no epsilon),
-        once per study, durably."""
+        once per study, durably. ``spent_epsilon`` is what a dp release that declined to release trees spent
+        (its class histogram's share, `common.mechanisms.class_prior`); it never raises the study's cost."""
         if (earlier := self.charged(study.study_id)) is not None:
             return earlier
         epsilon, delta = study_cost(study) or (0.0, 0.0)
+        if spent_epsilon is not None:
+            epsilon = min(epsilon, float(spent_epsilon))
         charge = Charge(study.study_id, study.mechanism, "" if study.requirement is None else str(study.requirement), epsilon, delta,
                         datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(study))
         self._write([*self.charges, charge])

@@ -654,7 +654,11 @@ class OwnerDaemon:
             return self._refusal(study.study_id, Refusal("too-large", limit_bytes=limit),
                                  f"the encoded {study.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
         self._check_still_waiting(study.study_id)
-        self.ledger.charge(study)  # before the answer enters the outbox: no release leaves unrecorded
+        declined = submission.declined
+        # before the answer enters the outbox: no release leaves unrecorded; a declined one spent its histogram's share
+        self.ledger.charge(study, spent_epsilon=None if declined is None else declined.epsilon)
+        if declined is not None:
+            notes += f"; declined to release trees: {declined.declined}"
         claim = study.requirement_text
         reader = f"; {submission.account()}" if submission.account() else ""
         return envelope, "submit", f"{study.mechanism} release of {len(y)} local rows ({claim}){notes}{reader}"

@@ -36,6 +36,7 @@ from common.federation.refusal import Refusal, refusal_message
 from common.federation.signing import sign_payload
 from common.federation.wire import model_message
 from common.mechanisms import registry
+from common.mechanisms.class_prior import ClassPrior, class_prior_of
 from common.mechanisms.train_release import train_and_release
 from common.privacy.combining import ReaderFigures, owner_readers
 from common.privacy.report import Release
@@ -79,6 +80,7 @@ class SignedRelease:
 
     envelope: fpb.SignedEnvelope
     readers: tuple[ReaderFigures, ...]
+    declined: ClassPrior | None = None  # a dp release that is its class histogram alone (class_prior)
 
     def account(self) -> str:
         """The readers' figures in words for the owner's log, or '' when the release has no (c,l) leaves to read."""
@@ -210,7 +212,7 @@ def _release(study: Study, X: np.ndarray, y: np.ndarray) -> Release:
                              requirement=study.requirement,
                              disclosure=study.disclosure, learner=training.learner,
                              learner_params=training.learner_params(), max_depth=training.max_depth,
-                             seed=study.seed % _SEED_MODULUS).release
+                             seed=study.seed % _SEED_MODULUS, prior_share=study.prior_share).release
 
 
 def build_submission(
@@ -249,7 +251,10 @@ def prepare_submission(
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise FailedAudit(f"the {study.mechanism} release fails the owner's own audit: {failed}")
     message = model_message(release, study_id=study.study_id, owner_id=owner_id)
-    return SignedRelease(sign_payload(message.SerializeToString(), key), owner_readers(release.trees, X, y, release.report.requirement))
+    prior = class_prior_of(release.report)
+    return SignedRelease(sign_payload(message.SerializeToString(), key),
+                         owner_readers(release.trees, X, y, release.report.requirement),
+                         prior if prior is not None and prior.declined is not None else None)
 
 
 def build_refusal(study_id: str, refusal: Refusal, *, owner_id: str, key: Ed25519PrivateKey) -> fpb.SignedEnvelope:

@@ -52,7 +52,7 @@ KINDS = {
     "admin": (lambda k: k["admin"] / "admin.toml", AdminConfig.load, AdminError, "admin",
               "name, miner, miner_name, signing_key, roster"),
     "study": (lambda k: k["root"] / "study.toml", load_study_file, StudyError, "release",
-              "mechanism, requirement, disclosure"),
+              "mechanism, requirement, disclosure, prior_share"),
     "project": (lambda k: k["root"] / "project.toml", load_project, ProvisionError, "ca", "valid_days"),
 }
 
@@ -90,7 +90,7 @@ def test_study_create_refuses_a_misspelt_requirement_with_exit_2(kits, tmp_path,
     path.write_text(tomli_w.dumps({**STUDY, "release": {"mechanism": "apt", "requirment": "k-anonymity:k=5"}}))
     code = main(["study", "create", str(path), "--config", str(kits["admin"] / "admin.toml")])
     assert code == 2
-    assert (f"{path}: unknown key 'release.requirment'; allowed keys in [release]: mechanism, requirement, disclosure"
+    assert (f"{path}: unknown key 'release.requirment'; allowed keys in [release]: mechanism, requirement, disclosure, prior_share"
             in capsys.readouterr().err)
 
 

@@ -44,7 +44,9 @@ def adult():
 @pytest.fixture(scope="module")
 def released(adult) -> Release:
     schema, X, y = adult
-    return release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=1, random_state=0)
+    # the mechanism as designed (no class histogram: tests/test_class_prior.py covers the default share)
+    return release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=1, random_state=0,
+                   prior_share=0.0)
 
 
 def _failing(result) -> list[str]:
@@ -139,7 +141,8 @@ def test_the_root_restates_its_dpea_accounting(released):
 def test_requirements_it_does_not_support_are_refused_with_the_reason(adult):
     schema, X, y = adult
     with pytest.raises(ValueError, match="one DPEA root .* trees=2; use 'dp:epsilon=1,trees=1'"):
-        release(MECHANISM, schema=schema, X=X, y=y, requirement="dp:epsilon=1,trees=2", max_depth=1, random_state=0)
+        release(MECHANISM, schema=schema, X=X, y=y, requirement="dp:epsilon=1,trees=2", max_depth=1, random_state=0,
+                prior_share=0.0)
     with pytest.raises(ValueError, match="a DPEA root of depth 1 .* got depth 2"):
         release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=2, random_state=0)
     with pytest.raises(ValueError, match="must be positive and sum to 1"):

@@ -12,7 +12,8 @@ from common.mechanisms import registry
 from modelshare.cli import main
 from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
 
-TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1", "10", "--trees", "2", "--repeats", "2"]
+TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1", "10", "--trees", "2", "--repeats", "2",
+        "--prior-share", "0"]  # the papers' mechanisms; test_the_class_prior_rows covers the default share
 SCORERS = ["ensemble", "pgen->decision-tree"]
 
 
@@ -73,11 +74,28 @@ def test_jobs_do_not_change_the_numbers(tiny_run, tmp_path):
 
 def test_depth_override_and_bad_input(tmp_path):
     assert main(["experiment", "dp", "--dataset", "car", "--epsilons", "1", "--trees", "1", "--repeats", "1",
-                 "--max-depth", "laplace-rdt=2", "--global-models", "none", "--out", str(tmp_path)]) == 0
+                 "--max-depth", "laplace-rdt=2", "--global-models", "none", "--prior-share", "0",
+                 "--out", str(tmp_path)]) == 0
     raw = pd.read_csv(tmp_path / "results.csv")
     assert set(raw.loc[raw["mechanism"] == "laplace-rdt", "depth"]) == {2} and set(raw["scored_as"]) == {"ensemble"}
     with pytest.raises(SystemExit):
         main(["experiment", "dp", "--max-depth", "kanon-rdt=3", "--out", str(tmp_path)])
+
+
+def test_the_class_prior_rows(tmp_path):
+    """With the default share every release is also scored by its class prior; a declined one has no ensemble, and
+    its decision tree falls back to the prior; the floor never scores below the best row of its release."""
+    assert main(["experiment", "dp", "--dataset", "car", "--epsilons", "0.05", "10", "--trees", "2", "--repeats", "1",
+                 "--mechanisms", "laplace-rdt", "--out", str(tmp_path)]) == 0
+    raw = pd.read_csv(tmp_path / "results.csv")
+    assert set(raw["scored_as"]) == {"ensemble", "pgen->decision-tree", "class-prior"}
+    prior = raw[raw["scored_as"] == "class-prior"].set_index("epsilon")["accuracy"]
+    assert prior.between(0.6, 0.8).all()  # Car's majority class holds 70 % of the rows
+    low = raw[raw["epsilon"] == 0.05].set_index("scored_as")
+    assert pd.isna(low.at["ensemble", "accuracy"]) and low.at["pgen->decision-tree", "selection"].startswith("declined")
+    assert low.at["pgen->decision-tree", "accuracy"] == low.at["class-prior", "accuracy"]
+    high = raw[raw["epsilon"] == 10.0].set_index("scored_as")
+    assert high.at["pgen->decision-tree", "accuracy"] > high.at["class-prior", "accuracy"]
 
 
 def test_model_settings_are_the_miners_and_checked(tmp_path, capsys):

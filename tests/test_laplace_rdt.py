@@ -39,7 +39,8 @@ DEPTH = 2
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH)
+    # the paper's mechanism (no class histogram: tests/test_class_prior.py covers the default share)
+    return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, prior_share=0.0)
 
 
 def failing(result) -> list:

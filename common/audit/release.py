@@ -18,7 +18,10 @@ with the reported ones. Then it parses the claimed requirement again and:
   guarantee text) and the mechanism's own re-derivable accounting (laplace-rdt: the noise scale
   per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
   integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
-  release; `common.audit.dp.estimate` tests that empirically.
+  release; `common.audit.dp.estimate` tests that empirically. A dp release's class histogram
+  (``class_prior``, `common.mechanisms.class_prior`) is re-derived too: its share of the epsilon, scale,
+  counts and decline threshold; the mechanism's own checks run at the trees' share, and a declined
+  release must be the histogram alone.
 
 A DiffPETs regression forest (a regression study) is audited by `audit` too: the same ``dp``
 parameter checks on its trees' structure, the budget split recomputed with the -SSE utility's
@@ -28,7 +31,7 @@ sensitivity, its stated post-processing, and the target's public bounds against 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Sequence, overload
 
@@ -36,6 +39,13 @@ import numpy as np
 
 from common.data.schema import DATA_DERIVED
 from common.mechanisms import registry
+from common.mechanisms.class_prior import (
+    PRIOR_PARAMETER,
+    class_prior_checks,
+    class_prior_of,
+    default_decline_rows,
+    tree_requirement,
+)
 from common.privacy.attacks import AttackReport, ensemble_attack_report
 from common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
 from common.privacy.combining import release_verdict
@@ -309,12 +319,38 @@ def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, regist
 
 
 def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, seeded_ok: bool) -> list[Check]:
-    """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims."""
+    """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims.
+
+    A release with a class histogram (``class_prior``, `common.mechanisms.class_prior`) gets its checks too,
+    and the mechanism's own accounting is re-derived at the trees' share of the epsilon; a declined release
+    (the histogram alone) has no trees of the mechanism to check.
+    """
     mechanism, record = _family_mechanism(report, "dp")
-    checks = [mechanism, _parameter_check(trees, report, requirement), _domain_check(trees, report),
-              _noise_check(report, seeded_ok)]
-    if record is not None and record.audit_checks is not None:
-        checks += record.audit_checks(trees, report, requirement)
+    checks = [mechanism]
+    if PRIOR_PARAMETER in report.parameters:
+        schema = trees[0].schema
+        threshold = (registry.decline_threshold(record.name, schema) if record is not None  # else: the mechanism fails
+                     else lambda tree_claim, depth: default_decline_rows(tree_claim, depth, schema))
+        checks += class_prior_checks(trees, report, requirement, threshold)
+    prior = class_prior_of(report)
+    declined = prior is not None and prior.declined is not None
+    if declined:
+        wrong = misstated(report.parameters, {"epsilon": requirement.epsilon, "trees": requirement.trees})
+        if report.guarantee != requirement.describe():
+            wrong.append(f"guarantee {report.guarantee!r} (expected {requirement.describe()!r})")
+        checks.append(Check(f"parameters restate {requirement}", not wrong,
+                            "the report states " + ", ".join(wrong) if wrong else
+                            f"{requirement.describe()}; declined: {prior.declined if prior else ''}"))
+    else:
+        checks.append(_parameter_check(trees, report, requirement))
+    checks += [_domain_check(trees, report), _noise_check(report, seeded_ok)]
+    if record is not None and record.audit_checks is not None and not declined:
+        if prior is not None:  # the mechanism's accounting at the trees' share, as it stated it
+            tree_claim = tree_requirement(requirement, prior)
+            checks += record.audit_checks(trees, replace(report, parameters={**report.parameters,
+                                                                             "epsilon": tree_claim.epsilon}), tree_claim)
+        else:
+            checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,
                         "a dp guarantee covers the whole release; no per-path claims" if not report.claims
                         else f"the report makes {len(report.claims)} per-path claims; a dp release makes none"))

@@ -100,6 +100,7 @@ def study_from_pb(spec: fpb.StudySpec, *, where: str = "study") -> Study:
             deadline=_deadline(spec),
             seed=int(spec.seed),
             max_message_bytes=int(spec.max_message_bytes),
+            **({"prior_share": spec.prior_share} if spec.HasField("prior_share") else {}),
         )
     except (StudyError, WireError) as exc:
         raise StudyError(f"{where}: {exc}") from None
@@ -129,6 +130,8 @@ def study_to_pb(study: Study) -> fpb.StudySpec:
     )
     if study.requirement is not None:
         spec.requirement = str(study.requirement)
+    if study.family == "dp":
+        spec.prior_share = study.prior_share
     if training.max_depth is not None:
         spec.max_depth = training.max_depth
     if training.pairing is not None:

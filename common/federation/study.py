@@ -74,6 +74,7 @@ from common.data.schema import Schema, SchemaError
 from common.federation.config_file import ConfigModel, at_key, read_toml, validate_config
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.serde import study_to_pb
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
 from common.mechanisms.release import default_learner
 from common.privacy.requirements import RequirementError, parse_requirement
 from common.study import Study, StudyError, Training, settings_from_mapping
@@ -160,6 +161,8 @@ class _ReleaseTable(ConfigModel):
     """The requirement it must meet, e.g. `cl-diversity:c=5,l=3`, `dps:k=5,beta=0.1,epsilon=2,trees=10`, `dp:epsilon=1,trees=10`."""
     disclosure: Literal["counts", "hit_miss"] = "counts"
     """What released trees disclose per node; whole-release mechanisms release `counts` only."""
+    prior_share: Annotated[float, Field(ge=0, lt=1)] = DEFAULT_PRIOR_SHARE
+    """dp mechanisms only: the share of epsilon each owner spends on a noisy class histogram (the miner's class-prior floor; below a public threshold of its noisy total the owner releases the histogram alone); the trees get the rest. 0: the papers' mechanisms unchanged."""
 
 
 class _TrainingTable(ConfigModel):
@@ -240,6 +243,7 @@ def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where:
             mechanism=release.mechanism,
             requirement=requirement,
             disclosure=release.disclosure,
+            prior_share=release.prior_share,
             training=Training(learner=training.learner or default_learner(release.mechanism),
                               min_samples_leaf=training.min_samples_leaf, max_depth=training.max_depth,
                               pairing=training.pairing, category_split=training.category_split,

@@ -51,6 +51,7 @@ import numpy as np
 
 from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from common.mechanisms import dpea
+from common.mechanisms.class_prior import DECLINE_SIGNAL
 from common.params import check_positive_real
 from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
 from common.privacy.noise import Randomness, SecretNoise, noisy_counts
@@ -397,6 +398,22 @@ def release_shape(parameters: Mapping[str, Any], requirement: "DP") -> tuple[int
         raise ValueError(f"histogram_trees={parameters.get('histogram_trees')!r} and depth="
                          f"{parameters.get('depth')!r} do not give the release's trees")
     return requirement.trees + int(m), depth + 1
+
+
+def decline_rows(requirement: "DP", depth: int, schema: Schema) -> float:
+    """The noisy class total below which an owner declines a dpea-nb release (`common.mechanisms.class_prior`).
+
+    Its budget goes mostly to the histograms: every class of every root leaf gets a histogram of each of the
+    m = |A| - 1 other attributes, each count with noise of scale m / (`HISTOGRAM_SHARE` * eps). The rows
+    needed are those that put `class_prior.DECLINE_SIGNAL` noise scales in each cell of an average attribute's
+    histogram (its categories; a numeric attribute counted as 2 bins, the fewest): classes x 2^depth leaves x
+    values x scale. Public: the requirement, the depth and the schema.
+    """
+    m = max(schema.n_attributes - 1, 1)
+    values = float(np.mean([len(a.categories) if isinstance(a, CategoricalAttribute) else 2
+                            for a in schema.attributes]))
+    scale = m / (HISTOGRAM_SHARE * requirement.epsilon)
+    return DECLINE_SIGNAL * schema.n_classes * 2.0 ** min(depth, 1000) * values * scale
 
 
 # ------------------------------------------------------------------ audit

@@ -25,6 +25,9 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
   laws do not apply to such a step, so a study of the mechanism must leave them ``uniform``;
 * ``release_model``: a global model built from this mechanism's releases alone (dpea-nb's
   ``calibrated-nb``), which only a study of this mechanism may list;
+* ``decline_rows``: a ``dp`` mechanism's public rule ``(the trees' requirement, depth, schema) -> rows``, the
+  noisy class total below which an owner releases its class histogram alone (`common.mechanisms.class_prior`);
+  None: `class_prior.default_decline_rows`, one noise scale per leaf and class of a full tree;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
   bounds that apply (`policy_bounds`, from the family).
 
@@ -47,7 +50,7 @@ import numpy as np
 
 from common.data.regression import REGRESSION_TASK, RegressionSchema
 from common.data.schema import CLASSIFICATION_TASK, Schema
-from common.mechanisms import diffpets, dpea, dpea_nb, kanon_rdt, laplace_rdt, pruning
+from common.mechanisms import class_prior, diffpets, dpea, dpea_nb, kanon_rdt, laplace_rdt, pruning
 from common.privacy.checks import Check
 from common.privacy.noise import Randomness
 from common.privacy.report import PrivacyReport
@@ -77,6 +80,7 @@ TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, R
 AuditChecks = Callable[[Sequence[Tree], PrivacyReport, Any], list[Check]]
 ReleaseShape = Callable[[Mapping[str, Any], Any], tuple[int, float]]
 RegressionAuditChecks = Callable[[RegressionForest, PrivacyReport, DP], list[Check]]
+DeclineRows = Callable[[DP, int, Schema], float]
 
 PLUGINS_VARIABLE = "MODELSHARE_PLUGINS"
 
@@ -133,6 +137,7 @@ class Mechanism:
     disclosures: tuple[Disclosure, ...] | None = None
     pseudo_data: str | PseudoData | None = None
     release_model: str | None = None
+    decline_rows: DeclineRows | None = None
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip().lower() or " " in self.name:
@@ -297,6 +302,12 @@ def needs_public_cuts(mechanism: str) -> bool:
     return get(mechanism).family != "none"
 
 
+def decline_threshold(mechanism: str, schema: Schema) -> class_prior.Threshold:
+    """``(the trees' requirement, depth) -> rows``: the decline threshold of a ``mechanism`` release over ``schema``."""
+    rule = get(mechanism).decline_rows or class_prior.default_decline_rows
+    return lambda requirement, depth: rule(requirement, depth, schema)
+
+
 def requirement_form(mechanism: str) -> str:
     """How the requirement of ``mechanism`` is written, for error messages."""
     return get(mechanism).requirement_form
@@ -339,6 +350,7 @@ for _record in (
               train=dpea_nb.train_dpea_nb, audit_checks=dpea_nb.audit_checks, release_shape=dpea_nb.release_shape,
               dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
               pseudo_data="miner_node.calibrated_nb:PSEUDO_DATA", release_model=dpea_nb.RELEASE_MODEL,
+              decline_rows=dpea_nb.decline_rows,
               default_requirement="dp:epsilon=1,trees=1", default_max_depth=1),
 ):
     register(_record)

@@ -15,8 +15,16 @@ import numpy as np
 
 from common.data.regression import RegressionSchema
 from common.data.schema import DATA_DERIVED, Schema
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, PRIOR_PARAMETER, check_prior_share, draw_class_prior
 from common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
-from common.mechanisms.registry import Mechanism, get, meeting, needs_public_cuts, regression_refusal
+from common.mechanisms.registry import (
+    Mechanism,
+    decline_threshold,
+    get,
+    meeting,
+    needs_public_cuts,
+    regression_refusal,
+)
 from common.privacy.attacks import attack_report, ensemble_attack_report
 from common.privacy.noise import Randomness
 from common.privacy.report import PathClaim, PrivacyReport, Release
@@ -32,7 +40,7 @@ from common.privacy.requirements import (
     path_rule,
 )
 from common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
-from common.trees.tree import DISCLOSURES, Disclosure, Tree
+from common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
 
 __all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
@@ -53,6 +61,7 @@ def release(
     disclosure: Disclosure = "counts",
     random_state: int | np.random.Generator | Randomness | None = None,
     allow_data_derived_domain: bool = False,
+    prior_share: float = DEFAULT_PRIOR_SHARE,
 ) -> Release:
     """Release a model with the named mechanism and its privacy report.
 
@@ -85,6 +94,11 @@ def release(
         Its ranges and categories then disclose the rows they came from, so the report states
         ``domain: data-derived`` and the audit fails the claim; without this a dp or dps release
         over such a schema is refused. Tree mechanisms state the domain the same way and proceed.
+    prior_share:
+        The share of a ``dp`` classification release's epsilon spent on a noisy class histogram
+        (`common.mechanisms.class_prior`; default `DEFAULT_PRIOR_SHARE`), the rest on the mechanism's trees;
+        below the histogram's public threshold the release is the histogram alone. 0 releases the
+        papers' mechanisms unchanged. Other families take no histogram and ignore it.
 
     Returns
     -------
@@ -121,7 +135,8 @@ def release(
                          "allow a data-derived domain and lose the guarantee")
     if isinstance(schema, RegressionSchema):
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
-    return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state)
+    return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state,
+                          check_prior_share(prior_share))
 
 
 def default_learner(mechanism: str) -> str:
@@ -251,15 +266,38 @@ def _whole_requirement(record: Mechanism, requirement: str | Requirement | None,
 
 
 def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | Requirement | None,
-                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None) -> Release:
-    """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family."""
+                   depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None,
+                   prior_share: float = 0.0) -> Release:
+    """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family.
+
+    A ``dp`` release with ``prior_share`` > 0 first draws its noisy class histogram
+    (`common.mechanisms.class_prior`); the trees then get the rest of the epsilon, or, when the owner
+    declines, the release is the histogram as one root-only tree. The report states the study's epsilon,
+    and ``class_prior`` the split.
+    """
     assert record.train is not None
     if disclosure not in (record.disclosures or ()):
         raise ValueError(f"{record.name} releases class counts (its audit re-checks them); "
                          f"disclosure {disclosure!r} is refused")
     parsed = _whole_requirement(record, requirement, schema.n_classes)
     randomness = Randomness.of(random_state)
-    trees, parameters = record.train(schema, X, y, parsed, depth, randomness)
+    prior = None
+    if isinstance(parsed, DP) and prior_share > 0:
+        from common.trees.learners._data import check_xy  # the rows are checked before any noise is drawn
+
+        X, y = check_xy(schema, X, y)
+        prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret,
+                                 decline_threshold(record.name, schema))
+    if prior is not None and prior.declined is not None:
+        trees = [Tree(schema, [Node.from_counts(np.asarray(prior.counts))], "counts")]
+        parameters: dict[str, object] = {"epsilon": float(parsed.epsilon), "trees": parsed.trees, "depth": depth}
+    else:
+        tree_requirement = parsed if prior is None else DP(prior.tree_epsilon, parsed.trees)
+        trees, parameters = record.train(schema, X, y, tree_requirement, depth, randomness)
+        if prior is not None:
+            parameters = {**parameters, "epsilon": float(parsed.epsilon)}
+    if prior is not None:
+        parameters[PRIOR_PARAMETER] = prior.to_parameters()
     report = PrivacyReport(
         mechanism=record.name,
         parameters={"disclosure": "counts", **parameters, **_domain(schema), **_noise(record, randomness)},

@@ -15,6 +15,7 @@ import numpy as np
 
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
 from common.mechanisms.learner_choice import AUTO_LEARNER, Candidate, choose_learner, trained_params
 from common.mechanisms.registry import get
 from common.mechanisms.release import local_learner, release
@@ -43,11 +44,12 @@ def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.n
                       requirement: str | Requirement | None, disclosure: Disclosure, learner: str,
                       learner_params: Mapping[str, object], max_depth: int | None, seed: int | None,
                       noise: int | np.random.Generator | Randomness | None = None,
-                      allow_data_derived_domain: bool = False) -> Trained:
+                      allow_data_derived_domain: bool = False, prior_share: float = DEFAULT_PRIOR_SHARE) -> Trained:
     """Train on an owner's rows and release as ``mechanism`` asks.
 
     A whole-release mechanism trains its own trees of depth ``max_depth`` (default: its record's) with
-    ``noise`` (None, what owners use: fresh OS entropy); a tree mechanism trains ``learner``
+    ``noise`` (None, what owners use: fresh OS entropy) and, under ``dp``, ``prior_share`` of its epsilon on the
+    class histogram (`release`); a tree mechanism trains ``learner``
     (`local_learner`, seeded by ``seed``) with ``learner_params`` and releases that tree. ``learner`` ``auto``
     first chooses among `learner_choice.CANDIDATES` by cross-validation of their releases on these rows.
 
@@ -61,7 +63,7 @@ def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.n
         depth = max_depth or record.default_max_depth
         return Trained(release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=depth,
                                disclosure=disclosure, random_state=noise,
-                               allow_data_derived_domain=allow_data_derived_domain), None)
+                               allow_data_derived_domain=allow_data_derived_domain, prior_share=prior_share), None)
     assert isinstance(schema, Schema)  # a regression schema has only whole-release mechanisms (the registry)
     if learner != AUTO_LEARNER:
         tree = local_learner(learner, schema, mechanism, requirement=requirement, disclosure=disclosure,

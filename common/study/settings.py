@@ -65,7 +65,7 @@ MODEL_PARAMETERS: dict[str, dict[str, str]] = {
 
 #: Global models a study may list that have no setting: built from the releases, never fitted on rows
 #: (`miner_node.global_models.RELEASE_MODELS`, whose test keeps the two in step).
-WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote", "calibrated-nb")
+WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote", "calibrated-nb", "class-prior")
 
 
 @dataclass(frozen=True)

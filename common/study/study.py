@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.mechanisms import registry
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
 from common.privacy.requirements import DP, DPS, Requirement
 from common.study.settings import ModelPlan, ModelSetting, check_settings
 from common.trees.learners import LEARNER_NAMES, admissible_params
@@ -96,6 +97,7 @@ class Study:
     deadline: datetime = datetime.fromtimestamp(0, timezone.utc)
     seed: int = 0
     max_message_bytes: int = 0  # set by the miner at creation (its config); 0: not yet set
+    prior_share: float = DEFAULT_PRIOR_SHARE  # a dp release's share of epsilon on its class histogram (class_prior)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "global_models", tuple(self.global_models))
@@ -113,6 +115,11 @@ class Study:
     def record(self) -> registry.Mechanism:
         """The study's mechanism's registry record."""
         return registry.get(self.mechanism)
+
+    @property
+    def family(self) -> str | None:
+        """The mechanism's requirement family (None for a mechanism the registry does not know)."""
+        return self.record.family if self.mechanism in registry.names() else None
 
     @property
     def model_plan(self) -> ModelPlan:
@@ -139,6 +146,7 @@ class Study:
             "mechanism": self.mechanism,
             "requirement": None if self.requirement is None else str(self.requirement),
             "disclosure": self.disclosure,
+            **({"prior_share": self.prior_share} if self.family == "dp" else {}),
             "learner": self.training.learner,
             "max_depth": self.training.max_depth,
             "min_samples_leaf": self.training.min_samples_leaf,
@@ -163,6 +171,10 @@ class Study:
         """Raise `StudyError` for the first field no party could use (each message names the field)."""
         if not STUDY_ID.match(self.study_id):
             raise StudyError(f"study id {self.study_id!r} must match {STUDY_ID.pattern}")
+        try:
+            object.__setattr__(self, "prior_share", check_prior_share(self.prior_share))
+        except ValueError as exc:
+            raise StudyError(str(exc)) from None
         if self.disclosure not in ("counts", "hit_miss"):
             raise StudyError(f"disclosure must be 'counts' or 'hit_miss', got {self.disclosure!r}")
         if isinstance(self.schema, RegressionSchema) and (

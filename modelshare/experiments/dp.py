@@ -17,6 +17,11 @@ on the test rows twice over:
   where there are at least 3), the others keep the fixed rule; ``decision-tree=fixed`` is the
   0.5 % leaf floor (`PGEN_LEAF_SHARE`) of the runs before studies could choose.
 
+Each release spends ``--prior-share`` of its epsilon on a noisy class histogram (default 0.1,
+`common.mechanisms.class_prior`; 0: the papers' mechanisms): ``class-prior`` rows score its majority class,
+the auto decision tree takes it as a candidate (`miner_node.selection.choose`), and a release that declined
+(the histogram alone) is scored as the miner scores it, its models falling back to the prior.
+
 Two-class tables also report the ROC AUC of every scorer (the released trees' summed leaf counts,
 a global model's predicted probabilities), as the miner's results do.
 
@@ -57,6 +62,7 @@ from rich.table import Table
 from common.data.datasets import load_table as load_file
 from common.data.schema import Schema
 from common.mechanisms import registry
+from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share, class_prior_of
 from common.mechanisms.dpea import DOMAINS, registered_dpea
 from common.mechanisms.dpea import MECHANISM as DPEA_NAME
 from common.mechanisms.release import release
@@ -65,6 +71,7 @@ from common.study import ModelPlan
 from common.trees.learners.random_tree import ensemble_predict_proba
 from common.trees.tree import Tree
 from miner_node.calibrated_nb import CalibratedNB, is_nb_release
+from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
 from miner_node.dp_pgen import dp_pgen_scale
 from miner_node.global_models import GLOBAL_MODELS, make_global_model
 from miner_node.pgen import pgen_ensemble
@@ -141,6 +148,7 @@ class DpSettings:
     model_settings: dict[str, Any] = field(default_factory=dict)  # study.toml's [global_models], as --model-setting gives them
     folds: int = 1
     pgen_scale: float = 1.0
+    prior_share: float = DEFAULT_PRIOR_SHARE
     repeats: int = 3
     test_size: float = 0.2
     seed: int = 0
@@ -155,14 +163,15 @@ class DpSettings:
 
 
 def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps: int | None, epsilon: float,
-             trees: int, depth: int, seed: int, dpea_domain: str = "compact") -> tuple[list[Tree], PrivacyReport | None]:
-    """The released trees and report: through `release`, or DPEA's own trainer (no report) when its d is swept
-    or its domain is the paper's."""
+             trees: int, depth: int, seed: int, dpea_domain: str = "compact",
+             prior_share: float = DEFAULT_PRIOR_SHARE) -> tuple[list[Tree], PrivacyReport | None]:
+    """The released trees and report: through `release`, or DPEA's own trainer (no report, no class histogram) when
+    its d is swept or its domain is the paper's."""
     if mechanism == DPEA_NAME and (steps is not None or dpea_domain != "compact"):
         dpea = registered_dpea(epsilon, trees, depth, schema, dpea_domain, embedding_depth=steps)
         return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees, None
     found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
-                    max_depth=depth, random_state=seed)
+                    max_depth=depth, random_state=seed, prior_share=prior_share)
     return list(found.trees), found.report
 
 
@@ -214,8 +223,13 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     X_te, y_te = X_eval[task.split.test], y_eval[task.split.test]
     rng = np.random.default_rng(task.seed)
     trees, report = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, n_trees, depth, task.seed,
-                             settings.dpea_domain)
-    if is_nb_release(report):  # a model, scored and regenerated as the miner does (module docstring)
+                             settings.dpea_domain, settings.prior_share)
+    prior = class_prior_of(report)
+    floor = None if prior is None else ClassPriorModel(prior.counts)
+    if prior is not None and prior.declined is not None:  # the histogram alone: no trees, no pseudo rows
+        scores: dict[str, tuple[float, float]] = {ENSEMBLE: (float("nan"), float("nan"))}
+        Xp, yp, groups = np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), None
+    elif is_nb_release(report):  # a model, scored and regenerated as the miner does (module docstring)
         scores = {ENSEMBLE: _score(CalibratedNB([(trees, report)]), X_te, y_te, schema.n_classes)}
         Xp, yp = pseudo_data(trees, report, settings.pgen_scale, rng, "exact")
         groups = None
@@ -232,10 +246,16 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
             def build(params: dict[str, Any], name: str = name) -> Any:
                 return make_global_model(name, schema, random_state=task.seed, **params)
 
-            choice = choose(name, plan, Xp, yp, build, regression=False, groups=groups)
-            result = _score(build(choice.parameters).fit(Xp, yp), X_te, y_te, schema.n_classes)
+            choice = choose(name, plan, Xp, yp, build, regression=False, groups=groups, floor=floor)
+            model = floor if choice.floor else build(choice.parameters).fit(Xp, yp)
+            result = _score(model, X_te, y_te, schema.n_classes)
             chosen[f"pgen->{name}"] = choice.selection
+        elif floor is not None:  # declined: the miner's models fall back to the prior
+            result = _score(floor, X_te, y_te, schema.n_classes)
+            chosen[f"pgen->{name}"] = "declined: the class prior's majority class"
         scores[f"pgen->{name}"] = result
+    if floor is not None:
+        scores[CLASS_PRIOR] = _score(floor, X_te, y_te, schema.n_classes)
     return [{"repeat": task.split.repeat, "fold": task.split.fold, "mechanism": mechanism, "steps": steps,
              "depth": depth, "trees": n_trees, "epsilon": epsilon, "scored_as": scored_as,
              "accuracy": acc, "auc": auc, "pgen_rows": int(len(yp)), "selection": chosen.get(scored_as, "")}
@@ -376,6 +396,7 @@ def cmd_dp(args: argparse.Namespace) -> int:
     settings = DpSettings(mechanisms=chosen, depths=depths, epsilons=args.epsilons, trees=args.trees,
                           dpea_steps=args.dpea_steps, dpea_domain=args.dpea_domain, global_models=args.global_models,
                           model_settings=dict(args.model_settings), folds=args.folds, pgen_scale=args.pgen_scale,
+                          prior_share=check_prior_share(args.prior_share),
                           repeats=args.repeats, test_size=args.test_fraction, seed=args.seed,
                           test_data=None if args.test_data is None else str(args.test_data))
     raw, refs = run_dp(schema, X, y, settings, jobs=args.jobs, test=test)
@@ -411,6 +432,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "a setting's numbers do not depend on which others run")
     p.add_argument("--pgen-scale", type=float, default=1.0,
                    help="pseudo rows per released row for the global models (default 1; at most 1,000,000 rows a release)")
+    p.add_argument("--prior-share", type=float, default=DEFAULT_PRIOR_SHARE, metavar="SHARE",
+                   help=f"share of each release's epsilon spent on its noisy class histogram, the floor the models are "
+                        f"held to (default {DEFAULT_PRIOR_SHARE:g}; 0: the papers' mechanisms, no histogram, no decline); "
+                        "rows 'class-prior' score the floor")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
                       help="global models learned from each release's PGEN data (the experiment compares trees)")
     add_model_settings(p)

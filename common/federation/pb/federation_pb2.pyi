@@ -85,7 +85,7 @@ class SignedEnvelope(_message.Message):
     def __init__(self, payload: _Optional[bytes] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class StudySpec(_message.Message):
-    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split", "confidence", "unpruned", "pgen_on_path")
+    __slots__ = ("study_id", "title", "schema", "schema_fingerprint", "mechanism", "requirement", "disclosure", "learner", "max_depth", "min_samples_leaf", "global_models", "pgen_scale", "class_assignment", "quorum", "deadline", "owners", "seed", "max_message_bytes", "global_model_settings", "pgen_off_path", "pairing", "category_split", "confidence", "unpruned", "pgen_on_path", "prior_share")
     class GlobalModelSettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,7 @@ class StudySpec(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     UNPRUNED_FIELD_NUMBER: _ClassVar[int]
     PGEN_ON_PATH_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_SHARE_FIELD_NUMBER: _ClassVar[int]
     study_id: str
     title: str
     schema: _model_pb2.Schema
@@ -143,7 +144,8 @@ class StudySpec(_message.Message):
     confidence: float
     unpruned: bool
     pgen_on_path: str
-    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ..., confidence: _Optional[float] = ..., unpruned: _Optional[bool] = ..., pgen_on_path: _Optional[str] = ...) -> None: ...
+    prior_share: float
+    def __init__(self, study_id: _Optional[str] = ..., title: _Optional[str] = ..., schema: _Optional[_Union[_model_pb2.Schema, _Mapping]] = ..., schema_fingerprint: _Optional[str] = ..., mechanism: _Optional[str] = ..., requirement: _Optional[str] = ..., disclosure: _Optional[_Union[_model_pb2.Disclosure, str]] = ..., learner: _Optional[str] = ..., max_depth: _Optional[int] = ..., min_samples_leaf: _Optional[int] = ..., global_models: _Optional[_Iterable[str]] = ..., pgen_scale: _Optional[float] = ..., class_assignment: _Optional[str] = ..., quorum: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., global_model_settings: _Optional[_Mapping[str, GlobalModelSetting]] = ..., pgen_off_path: _Optional[str] = ..., pairing: _Optional[str] = ..., category_split: _Optional[str] = ..., confidence: _Optional[float] = ..., unpruned: _Optional[bool] = ..., pgen_on_path: _Optional[str] = ..., prior_share: _Optional[float] = ...) -> None: ...
 
 class ModelParameter(_message.Message):
     __slots__ = ("int_value", "float_value", "string_value", "bool_value")
