@@ -59,10 +59,15 @@ def test_requirements_name_their_releases_and_bad_ones_are_refused():
     assert args.requirements == ["cl-diversity:c=5,l=2", "dp:epsilon=1"] and args.owners == (1, 5, 10)
 
 
-def test_a_tiny_subset_runs_end_to_end(tmp_path: Path, capsys):
-    code = main(["experiment", "suite", "--tables", "iris", "--owners", "2", "--requirements", "k-anonymity:k=10",
-                 "cl-diversity:c=5,l=2", "dp:epsilon=1", "--folds", "2", "--out", str(tmp_path), "--json"])
-    assert code == 0
+def test_a_tiny_subset_runs_end_to_end_and_two_runs_merge_into_one_table(tmp_path: Path, capsys):
+    tiny = ["experiment", "suite", "--tables", "iris", "--owners", "2", "--folds", "2"]
+    assert main([*tiny, "--requirements", "k-anonymity:k=10", "cl-diversity:c=5,l=2", "--out", str(tmp_path / "a"),
+                 "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main([*tiny, "--requirements", "dp:epsilon=1", "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert main(["experiment", "suite", "--merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                 str(tmp_path / "ab"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     summary = pd.DataFrame(doc["summary"])
     assert list(summary["setting"]) == [NONE, "apt k-anonymity:k=10", "apt cl-diversity:c=5,l=2",
@@ -72,17 +77,21 @@ def test_a_tiny_subset_runs_end_to_end(tmp_path: Path, capsys):
     assert (summary["basis"] > 0.85).all() and summary["best"].between(0, 1).all()
     plain = summary.set_index("setting").loc[NONE, "best"]
     assert np.allclose(summary["none"], plain)  # every row's no-privacy column is the none federation's best
+    assert plain == pytest.approx(pd.DataFrame(first["summary"]).set_index("setting").loc[NONE, "best"])  # one cell, two runs
     bound = summary.set_index("setting")["bound"]
     assert 0 < bound["apt cl-diversity:c=5,l=2"] <= 1 and bound.drop("apt cl-diversity:c=5,l=2").isna().all()
     conditions = {(c["condition"].split(" at ")[0], c["table"]): c["holds"] for c in doc["conditions"]}
     assert conditions[("dp:epsilon=1", "iris")] is not None
     assert conditions[("k-anonymity:k=10", "median of 0")] is None  # 5 owners did not run
-    raw = pd.read_csv(tmp_path / "results.csv")
+    raw = pd.read_csv(tmp_path / "ab" / "results.csv")
     assert set(raw["method"]) == {"BASIS", "PGEN"} and set(raw["model"]) == {"decision-tree", "naive-bayes"}
-    text = (tmp_path / "suite.md").read_text()
-    assert doc["settings"]["command"] in text and "| iris | apt k-anonymity:k=10 | 2 |" in text
-    reread = build_parser().parse_args(doc["settings"]["command"].split()[1:])
-    assert reread.tables == ("iris",) and reread.folds == 2
+    assert len(raw) == 4 * 2 * 2 * 2  # releases x folds x methods x models: the none cell kept once
+    text = (tmp_path / "ab" / "suite.md").read_text()
+    assert all(command in text for command in doc["settings"]["commands"]) and "| iris | apt k-anonymity:k=10 | 2 |" in text
+    reread = build_parser().parse_args(doc["settings"]["commands"][1].split()[1:])
+    assert reread.tables == ("iris",) and reread.folds == 2 and reread.requirements == ["dp:epsilon=1"]
+    assert main(["experiment", "suite", "--merge", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    assert "no suite results.json" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
 def test_the_conditions_read_the_gap_at_five_owners_and_the_majority_under_dp():

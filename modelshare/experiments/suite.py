@@ -18,10 +18,11 @@ and requirement, with the fold's own seed, so the owners get the same rows every
 training rows, set alike) and PGEN, plus the training part's majority class scored on the held-out
 fold and, for a (c,l) requirement, its hit/miss accuracy bound on the pooled training rows
 (`common.privacy.accuracy_bound`). The table reports per (table, requirement, owners) the best global
-model by mean accuracy over the folds, the best BASIS model, the best model of the no-privacy
+model by mean accuracy over the folds ("no rows" where no release carried a pseudo row, so there is no
+model, and a condition fails there), the best BASIS model, the best model of the no-privacy
 federation, the majority class and the bound; `done_conditions` checks issue 33's two conditions on
 them. Tables run one after another and the files in ``--out`` are rewritten after each, so an
-interrupted run keeps every finished table.
+interrupted run keeps every finished table; ``--merge`` writes the one table of several runs' folders.
 """
 
 from __future__ import annotations
@@ -200,6 +201,13 @@ def _best(frame: pd.DataFrame) -> tuple[str, float, float]:
     return model, float(scores.at[model, "mean"]), float(np.nan_to_num(scores.at[model, "std"]))
 
 
+def _rank(item: str) -> tuple[int, float]:
+    """A release's place in the table: no privacy, k-anonymity, (c,l)-diversity, dps, then dp by epsilon."""
+    if item.startswith("dp:"):
+        return 4, float(item.split("=")[1])
+    return {NONE: 0, "k-anonymity": 1, "cl-diversity": 2}.get(item.split(":")[0], 3), 0.0
+
+
 def summarize_suite(raw: pd.DataFrame) -> pd.DataFrame:
     """One row per (table, release, owners): best model, best BASIS, the no-privacy federation's best, majority, bound."""
     rows = []
@@ -218,14 +226,20 @@ def summarize_suite(raw: pd.DataFrame) -> pd.DataFrame:
                      "bound": float(frame["bound"].mean()),
                      "owners_released": float(pgen.groupby(["repeat", "fold"])["owners_released"].first().mean()),
                      "seconds": float(frame.groupby(["repeat", "fold"])["seconds"].first().sum())})
-    return pd.DataFrame.from_records(rows)
+    summary = pd.DataFrame.from_records(rows)
+    if summary.empty:
+        return summary
+    tables = {t: i for i, t in enumerate(dict.fromkeys(raw["table"]))}
+    order = sorted(range(len(summary)), key=lambda i: (tables[summary.at[i, "table"]], summary.at[i, "owners"],
+                                                        _rank(summary.at[i, "requirement"]), summary.at[i, "setting"]))
+    return summary.iloc[order].reset_index(drop=True)
 
 
 def done_conditions(summary: pd.DataFrame) -> list[dict[str, Any]]:
     """Issue 33's conditions on what ran: k=10 at 5 owners against the no-privacy federation, dp against the majority.
 
-    One entry per condition and table (``holds`` True, False, or None when its cells did not run), and the
-    median condition over the tables that ran.
+    One entry per condition and table that ran (a cell whose releases carried no pseudo row has no model and
+    fails), and the median condition over the tables that ran (``holds`` None when none did).
     """
     item, owners, every, median = K_TARGET
     out_rows: list[dict[str, Any]] = []
@@ -235,8 +249,8 @@ def done_conditions(summary: pd.DataFrame) -> list[dict[str, Any]]:
         gap = row.best - row.none
         gaps.append(gap)
         out_rows.append({"condition": f"{item} at {owners} owners: best within {every * 100:g} points of no privacy",
-                         "table": row.table, "value": gap, "holds": None if np.isnan(gap) else bool(gap >= -every)})
-    ran = [g for g in gaps if not np.isnan(g)]
+                         "table": row.table, "value": gap, "holds": bool(gap >= -every)})  # no rows: NaN, fails
+    ran = [-np.inf if np.isnan(g) else g for g in gaps]  # a federation without rows ranks last
     out_rows.append({"condition": f"{item} at {owners} owners: median within {median * 100:g} points of no privacy",
                      "table": f"median of {len(ran)}", "value": statistics.median(ran) if ran else float("nan"),
                      "holds": bool(statistics.median(ran) >= -median) if ran else None})
@@ -245,14 +259,18 @@ def done_conditions(summary: pd.DataFrame) -> list[dict[str, Any]]:
         best = frame["best"].max()
         margin = best - frame["majority"].iloc[0]
         out_rows.append({"condition": f"{item_} at {n} owners: best (any dp mechanism run) not below the majority",
-                         "table": table, "value": margin, "holds": None if np.isnan(margin) else bool(margin >= 0)})
+                         "table": table, "value": margin, "holds": bool(margin >= 0)})
     return out_rows
 
 
 def _acc(mean: float, model: str | None = None) -> str:
     if np.isnan(mean):
-        return "-"
+        return "no rows" if model == "-" else "-"  # a model column without a mean: no release carried a row
     return f"{mean:.3f}" + (f" {SHORT.get(model, model)}" if model else "")
+
+
+def _spread(mean: float, std: float) -> str:
+    return "" if np.isnan(mean) else f" ± {std:.3f}"
 
 
 def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: str) -> str:
@@ -261,7 +279,7 @@ def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: s
              "| table | release | owners | best model | BASIS | no privacy | majority | (c,l) bound | released |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary[summary["setting"] != NONE].itertuples(index=False):
-        lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)} ± {r.best_std:.3f} | "
+        lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
                      f"{_acc(r.basis, r.basis_model)} | {_acc(r.none, r.none_model)} | {_acc(r.majority)} | "
                      f"{_acc(r.bound)} | {r.owners_released:.1f}/{r.owners} |")
     lines += ["", "| condition | table | value | holds |", "|---|---|---|---|"]
@@ -316,7 +334,52 @@ def write_suite(out_dir: Path, doc: dict[str, Any], raw: pd.DataFrame, summary: 
     return paths
 
 
+def merge_runs(folders: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """The raw records of earlier suite runs as one, and their commands.
+
+    A cell (table, release, owners, repeat, fold) that several runs hold, such as the no-privacy federation
+    every run carries, is kept once, from the first run named: its seed depends only on the fold, so the runs'
+    records of it agree when their folds and seed do; runs with different folds, repeats, seed or global
+    models are refused.
+    """
+    frames, commands, shapes = [], [], set()
+    for folder in folders:
+        try:
+            doc = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--merge {folder}: no suite results.json to read ({exc})") from None
+        if doc.get("experiment") != "suite":
+            raise ValueError(f"--merge {folder}: results.json is of experiment {doc.get('experiment')!r}, not suite")
+        settings = doc["settings"]
+        shapes.add((settings["folds"], settings["repeats"], settings["seed"], tuple(settings["global_models"])))
+        frames.append(pd.DataFrame.from_records(doc["raw"]))
+        commands.append(settings["command"])
+    if len(shapes) > 1:
+        raise ValueError(f"--merge: the runs differ in folds, repeats, seed or global models: {sorted(shapes)}")
+    raw = pd.concat(frames, ignore_index=True)
+    cell = ["table", "setting", "owners", "repeat", "fold", "method", "model"]
+    return raw.drop_duplicates(subset=cell, keep="first").reset_index(drop=True), commands
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """``--merge``: the one table of earlier runs (`merge_runs`), written and shown as a run's."""
+    raw, commands = merge_runs(args.merge)
+    summary = summarize_suite(raw)
+    checks = done_conditions(summary)
+    doc = document({"merged": [str(f) for f in args.merge], "commands": commands,
+                    "tables_run": list(raw["table"].unique())}, raw, summary, checks)
+    files = write_suite(args.out, doc, raw, summary, markdown(summary, checks, "\n    ".join(commands)))
+    err.print(f"merged {len(args.merge)} runs: wrote {', '.join(f.name for f in files)} to {args.out}", highlight=False)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _show(summary, checks, "merged runs")
+    return 0
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
+    if args.merge:
+        return _merge(args)
     if args.quick:
         args.owners, args.folds = QUICK_OWNERS, QUICK_FOLDS
     settings = tuple(s for item in dict.fromkeys([NONE, *args.requirements])
@@ -373,5 +436,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help=f"the owner count issue 33's conditions read, {' '.join(map(str, QUICK_OWNERS))}, and "
                         f"{QUICK_FOLDS} folds (replaces --owners and --folds)")
+    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="DIR",
+                   help="run nothing: write the one table of earlier runs' --out folders (runs split by table, owner "
+                        "count or requirement), each cell once")
     add_common_options(p, name="suite", default_folds=5, default_repeats=1)
     p.set_defaults(func=cmd_suite)
