@@ -91,6 +91,8 @@ COMMANDS = Group("modelshare", {
         "pruning": _experiment("pruning", "uniqueness/homogeneity attacks by depth; Method 1 vs Method 2 pruning "
                                           "(Wakabayashi et al. Tables 5-7)"),
         "rdt": _experiment("rdt", "k-AnonToRdt accuracy by depth, k, trees and beta (Waseda et al. Tables 6-7)"),
+        "suite": _experiment("suite", "the project's defaults on eight public tables no constant was tuned on: best "
+                                      "model vs BASIS vs no privacy vs the majority class (issue 33)"),
     }),
     "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
                          "revoke a party later", "modelshare.cli_provision:configure"),
