@@ -1,13 +1,18 @@
-"""examples/ runs: the Python API script end to end, and study.toml is what `modelshare study init` writes."""
+"""examples/ runs: the Python API script end to end, study.toml is what `modelshare study init` writes, and
+docs/python-api.md's mining example gives the numbers `modelshare simulate` prints for the same study."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from common.federation.study import load_study_file
 from modelshare.cli_study_init import study_template
+from tests.test_python_api import DOC, documented_examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -20,6 +25,22 @@ def test_the_api_example_runs_and_prints_each_step():
     assert [line.split(":")[0] for line in lines[:3]] == ["owner 1", "owner 2", "owner 3"]
     assert all(line.endswith("audit passed") for line in lines[:3])
     assert lines[3].startswith("global tree from ") and "accuracy points apart" in lines[3]
+
+
+@pytest.mark.slow
+def test_the_api_mining_example_is_within_2_points_of_simulate_on_the_same_study(tmp_path, capsys):
+    namespace: dict = {"__name__": "python_api_example"}
+    exec(compile(documented_examples()[0], str(DOC), "exec"), namespace)
+    capsys.readouterr()
+    api = dict(zip(namespace["mined"].scores["model"], namespace["mined"].scores["accuracy"]))
+    run = subprocess.run([sys.executable, "-m", "modelshare.cli", "simulate", "--json", "--timeout", "300"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    simulated = {m["model"]: m["accuracy"] for m in report["models"]}
+    assert set(api) == set(simulated) == {"decision-tree", "naive-bayes"}
+    for model, accuracy in simulated.items():
+        assert abs(api[model] - accuracy) <= 0.02, (model, api[model], accuracy)
 
 
 def test_the_example_study_is_what_study_init_writes_and_a_valid_study():
