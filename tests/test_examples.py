@@ -4,6 +4,7 @@ docs/python-api.md's mining example gives the numbers `modelshare simulate` prin
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,9 @@ import pytest
 
 from common.federation.study import load_study_file
 from modelshare.cli_study_init import study_template
-from tests.test_python_api import DOC, documented_examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DOC = EXAMPLES.parent / "docs" / "python-api.md"
 
 
 def test_the_api_example_runs_and_prints_each_step():
@@ -30,7 +31,8 @@ def test_the_api_example_runs_and_prints_each_step():
 @pytest.mark.slow
 def test_the_api_mining_example_is_within_2_points_of_simulate_on_the_same_study(tmp_path, capsys):
     namespace: dict = {"__name__": "python_api_example"}
-    exec(compile(documented_examples()[0], str(DOC), "exec"), namespace)
+    mining = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)[0]
+    exec(compile(mining, str(DOC), "exec"), namespace)
     capsys.readouterr()
     api = dict(zip(namespace["mined"].scores["model"], namespace["mined"].scores["accuracy"]))
     run = subprocess.run([sys.executable, "-m", "modelshare.cli", "simulate", "--json", "--timeout", "300"],
