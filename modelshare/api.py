@@ -256,9 +256,11 @@ def _study_for(releases: Sequence[Release], study: Study | str | Path | None, se
         raise ValueError("mine: the releases differ in mechanism or requirement; a study asks every owner for the same")
     n_classes = schema.n_classes if isinstance(schema, Schema) else None
     requirement = None if report.requirement is None else parse_requirement(report.requirement, n_classes=n_classes)
+    record = registry.get(report.mechanism)
+    depth = (report.parameters.get("depth") or record.default_max_depth) if record.whole_release else None
     return Study(study_id="api", schema=schema, mechanism=report.mechanism, requirement=requirement,
                  disclosure=report.parameters.get("disclosure", "counts"),
-                 training=Training(learner=default_learner(report.mechanism)),
+                 training=Training(learner=default_learner(report.mechanism), max_depth=depth),
                  global_models=tuple(DEFAULT_MODELS[task]), off_path=DEFAULT_OFF_PATH[task], seed=seed)
 
 

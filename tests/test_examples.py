@@ -1,10 +1,13 @@
-"""examples/ runs: the Python API script end to end, study.toml is what `modelshare study init` writes, and
-docs/python-api.md's mining example gives the numbers `modelshare simulate` prints for the same study."""
+"""examples/ runs: the Python API scripts end to end, the federation by hand and the regression study (slow:
+separate processes), study.toml is what `modelshare study init` writes, and docs/python-api.md's mining
+example gives the numbers `modelshare simulate` prints for the same study."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +52,39 @@ def test_the_example_study_is_what_study_init_writes_and_a_valid_study():
     assert (EXAMPLES / "study.toml").read_text() == study_template(dataset="nursery")
     spec = load_study_file(EXAMPLES / "study.toml").spec
     assert (spec.mechanism, spec.requirement, spec.learner) == ("apt", "cl-diversity:c=5,l=2", "admissible")
+
+
+def test_the_dp_example_releases_audits_and_mines():
+    run = subprocess.run([sys.executable, str(EXAMPLES / "dp_study.py")], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 5 and all("diffpets release of 10 trees" in line and line.endswith("audit passed")
+                                   for line in lines[:3])
+    assert lines[3].startswith("decision-tree: accuracy ") and lines[4].startswith("naive-bayes: accuracy ")
+
+
+def _script(name: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """Run an example shell script as a user would, with this environment's `modelshare` first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PATH": path, "WORK": str(tmp_path), **env})
+
+
+@pytest.mark.slow
+def test_the_federation_by_hand_runs_a_study_to_its_results(tmp_path):
+    with socket.socket() as probe:  # a free loopback port for the miner
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    run = _script("federation.sh", tmp_path, PORT=str(port))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert {o["owner"] for o in results["owners"]} == {"site-a", "site-b", "site-c"}
+    assert {m["model"]: m["accuracy"] > 0.5 for m in results["models"]} == {"decision-tree": True, "naive-bayes": True}
+    assert (tmp_path / "results" / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_the_regression_example_runs_a_dp_regression_study(tmp_path):
+    run = _script("regression_study.sh", tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "regression-tree" in run.stdout and "random-forest" in run.stdout and "RMSE" in run.stdout
