@@ -120,7 +120,7 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: Sequence[Mappi
                   for train, test in folds]
         if (mean := float(np.mean(scores))) > best_score:
             best, best_score = candidate, mean
-    return dict(best), best_score, f"{X.shape[0]} {kind} rows, folds by {by}"
+    return dict(best), best_score, f"{X.shape[0]:,} {kind} rows, folds by {by}"
 
 
 def global_model_params(name: str, mechanism: str, rows: int,
