@@ -188,13 +188,23 @@ def resolve_requirement(mechanism: str, given: str | None) -> str | None:
     return (given or record.default_requirement) if record.needs_requirement else given
 
 
-def warn_data_derived(schema: Schema, source: str) -> None:
-    """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``."""
+def warn_data_derived(schema: Schema, source: str, schema_file: str | Path | None = None) -> None:
+    """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``.
+
+    ``schema_file`` is the ``--schema`` given, when it is a draft still marked ``domain = "data-derived"``:
+    the warning then names it and the line its reviewer deletes, rather than asking for a schema.
+    """
     numeric = [a.name for a in schema.attributes if a.kind == "numeric"]
     categorical = [a.name for a in schema.attributes if a.kind == "categorical"]
     said = "; ".join(filter(None, [f"ranges of {', '.join(numeric)}" if numeric else "",
                                    f"categories of {', '.join(categorical)}" if categorical else "",
                                    f"the classes of {schema.class_name}"]))
+    if schema_file is not None:
+        err.print(f"[yellow]warning:[/] {schema_file} is still marked domain = \"data-derived\" (a draft of "
+                  f"`modelshare schema infer`): its domain was read from rows ({said}), and the release discloses "
+                  f"it. Review {schema_file} and delete its line domain = \"data-derived\" once every bound and "
+                  "category is public.", highlight=False)
+        return
     err.print(f"[yellow]warning:[/] {source} has no --schema, so the public domain was read from its rows ({said}): "
               "the release discloses them. Draft a schema with `modelshare schema infer` and review it.",
               highlight=False)

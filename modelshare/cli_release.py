@@ -155,7 +155,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     X, y = table.schema.encode(table.frame, source=table.source)
     record = registry.get(args.mechanism)
     if table.schema.data_derived:
-        warn_data_derived(table.schema, table.source)
+        warn_data_derived(table.schema, table.source, getattr(args, "schema", None))
     make = _release_forest if record.whole_release else _release_tree
     release, details = make(args, table.schema, X, y)
     write_release(release, args.out)

@@ -244,7 +244,7 @@ def _scores_plot(report: StudyReport) -> str:
     metric = "RMSE (lower is better)" if report.regression else "accuracy"
     ax.set_ylabel(metric)
     ax.set_ylim(0, 1.12 if not report.regression else _top(series) * 1.2)
-    rows = f" on {report.evaluation_rows} evaluation rows" if report.evaluation_rows else ""
+    rows = f" on {report.evaluation_rows:,} evaluation rows" if report.evaluation_rows else ""
     ax.set_title(f"global models' {metric.split(' ')[0]}{rows}" + ("" if report.basis_known else "; BASIS not known"),
                  fontsize="medium")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(series), fontsize="small", frameon=False)
@@ -354,7 +354,7 @@ def _settings(report: StudyReport) -> str:
         ("PGEN on-path values", report.on_path or s["on_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
-        ("evaluation table", (f"{report.evaluation_rows} rows" + (f" ({report.evaluation_rows_dropped} with a missing "
+        ("evaluation table", (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
                                                                   "value dropped)" if report.evaluation_rows_dropped
                                                                   else "")) if report.evaluation_rows else "none sent"),
     ]

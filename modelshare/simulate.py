@@ -286,6 +286,11 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
             raise ValueError(f"--global-models with --engine dask: {exc}") from None
     record = registry.get(args.mechanism)
     if schema.data_derived and record.whole_release:
+        if args.schema is not None:
+            raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a "
+                             f"public domain, and --schema {args.schema} is still marked domain = \"data-derived\" "
+                             "(a draft of `modelshare schema infer`, read from rows): the miner refuses such a study. "
+                             f"Review {args.schema} and delete its line domain = \"data-derived\"")
         raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "
                          f"domain, and --data has no --schema: the ranges and categories would be read from the "
                          "rows, and the miner refuses such a study. Draft a schema with `modelshare schema infer "
@@ -311,7 +316,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         X, y = schema.encode(table.frame, source=source)
     _task_defaults(args, task, schema)
     if schema.data_derived:
-        warn_data_derived(schema, source)
+        warn_data_derived(schema, source, args.schema)
     rng = np.random.default_rng(args.seed)
     test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
     owners = [f"owner-{i + 1}" for i in range(args.owners)]
