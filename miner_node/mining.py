@@ -150,8 +150,15 @@ def _owner_entry(results: fpb.StudyResults, task: MiningTask, item: AcceptedMode
         claim=_claim(item.model),
         audit_passed=audit(item.model.released, item.model.report).passed,
         pseudo_rows=rows,
+        learner=_chosen_learner(item.model),
     )
     task.released(entry, item.model)
+
+
+def _chosen_learner(model: DecodedModel) -> str:
+    """The learner a release states its owner chose (`common.mechanisms.learner_choice`); empty when it chose none."""
+    stated = model.report.parameters.get("learner") if model.report is not None else None
+    return stated if isinstance(stated, str) else ""
 
 
 def _claim(model: DecodedModel) -> str:

@@ -129,7 +129,7 @@ def _cross_validate(build: Callable[[dict[str, Any]], Any], grid: Sequence[Mappi
             best, best_score = candidate, mean
     floor_score = -np.inf if floor is None else float(np.mean([score(y[test], floor.predict(X[test]))
                                                                  for _, test in folds]))
-    return dict(best), best_score, f"{X.shape[0]} {kind} rows, folds by {by}", floor_score
+    return dict(best), best_score, f"{X.shape[0]:,} {kind} rows, folds by {by}", floor_score
 
 
 def global_model_params(name: str, mechanism: str, rows: int,

@@ -1,10 +1,11 @@
 """modelshare: privacy-preserving data mining by knowledge model sharing.
 
 ``import modelshare as ms`` gives the Python API (`modelshare.api`; docs/python-api.md):
-``ms.load_dataset``, ``ms.load_table``, ``ms.train_tree``, ``ms.release``, ``ms.audit``, ``ms.pgen``,
-``ms.fit_global_model``, ``ms.run_study``, ``ms.mechanisms`` and the types ``ms.Release``,
-``ms.Schema``, ``ms.Tree``, ``ms.PipelineConfig``. They are imported on first use, so that the
-command line (which imports this package) starts without numpy, pandas or scikit-learn.
+``ms.load_dataset``, ``ms.load_table``, ``ms.deal``, ``ms.train_tree``, ``ms.release``, ``ms.audit``,
+``ms.mine``, ``ms.pgen``, ``ms.fit_global_model``, ``ms.run_study``, ``ms.mechanisms``,
+``ms.read_release``, ``ms.write_release`` and the types ``ms.Mined``, ``ms.Release``, ``ms.Schema``,
+``ms.Tree``, ``ms.PipelineConfig``; ``dir(ms)`` lists exactly these. They are imported on first use,
+so that the command line (which imports this package) starts without numpy, pandas or scikit-learn.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "load_dataset", "load_table", "train_tree", "release", "audit", "pgen", "fit_global_model", "run_study",
-    "mechanisms", "read_release", "write_release", "PipelineConfig", "Release", "Schema", "Tree",
+    "load_dataset", "load_table", "deal", "train_tree", "release", "audit", "mine", "pgen", "fit_global_model",
+    "run_study", "mechanisms", "read_release", "write_release", "Mined", "PipelineConfig", "Release", "Schema", "Tree",
 ]
 
 
@@ -29,4 +30,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    """The public names only (``dir(ms)``): the API, not the submodules and helpers this package also holds."""
+    return sorted(__all__)

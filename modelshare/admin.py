@@ -158,7 +158,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
         "reader": reader_dict(results),
         "owners": [
             {"owner": o.owner_id, "tuples": o.tuples, "leaves": o.leaves, "claim": o.claim,
-             "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows}
+             "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows, "learner": o.learner or None}
             for o in results.owners
         ],
         "models": [

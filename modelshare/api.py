@@ -2,16 +2,19 @@
 
 ``import modelshare as ms`` gives these names (`modelshare.__init__` re-exports them lazily, so the
 command line does not pay for them). They are thin, documented doors onto the same code the
-owner daemon, the miner and the CLI run: `release` is `common.mechanisms.release.release`, `pgen`
-is the miner's PGEN of one release, `fit_global_model` the miner's global models, `run_study` the
-in-process cross-validated model-sharing study. Every random choice takes ``random_state`` (an
-int, a `numpy.random.Generator`, or None for fresh OS entropy).
+owner daemon, the miner and the CLI run: `release` is `common.mechanisms.release.release`, `mine`
+is the miner's mining of a study (`miner_node.mining.mine`: every release regenerated, pooled and
+learned from, with the study's PGEN laws), `pgen` the plain PGEN of one release on its own,
+`fit_global_model` one of the miner's global models, `deal` the split `modelshare simulate` makes,
+`run_study` the in-process cross-validated model-sharing study. Every random choice takes
+``random_state`` (an int, a `numpy.random.Generator`, or None for fresh OS entropy).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,21 +27,27 @@ from common.data.datasets import load_table as _load_table
 from common.data.regression import RegressionSchema
 from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
+from common.federation.serde import parameter_from_pb
+from common.federation.study import load_study_file
+from common.federation.wire import DecodedModel
 from common.mechanisms import registry
-from common.mechanisms.release import release
+from common.mechanisms.release import default_learner, release
 from common.privacy.report import Release
-from common.privacy.requirements import path_rule
+from common.privacy.requirements import parse_requirement, path_rule
+from common.study import Study, Training
 from common.trees.learners import make_learner
 from common.trees.tree import Tree
 from miner_node.global_models import make_global_model, make_regression_model
+from miner_node.mining import AcceptedModel
+from miner_node.mining import mine as _mine
 from miner_node.pgen import ClassAssignment, pgen_regression
-from miner_node.tasks import pseudo_data
-from modelshare.pipeline import PipelineConfig, summarize
+from miner_node.tasks import Evaluation, pseudo_data
+from modelshare.pipeline import PipelineConfig, stratified_parts, summarize
 from modelshare.pipeline import run_study as _run_study
 
 __all__ = [
-    "load_dataset", "load_table", "train_tree", "release", "audit", "pgen", "fit_global_model", "run_study",
-    "mechanisms", "read_release", "write_release", "PipelineConfig", "Release", "Schema", "Tree",
+    "load_dataset", "load_table", "deal", "train_tree", "release", "audit", "mine", "pgen", "fit_global_model",
+    "run_study", "mechanisms", "read_release", "write_release", "Mined", "PipelineConfig", "Release", "Schema", "Tree",
 ]
 
 
@@ -80,6 +89,37 @@ def load_table(path: str | Path, class_column: str, *, schema: Schema | str | Pa
         file, row, column and value.
     """
     return _load_table(path, class_column, schema=schema)
+
+
+def deal(y: np.ndarray, owners: int = 5, *, test_fraction: float = 0.2,
+         random_state: int | np.random.Generator | None = 0) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Split a table's rows as ``modelshare simulate`` does: a held-out part, the rest dealt among owners.
+
+    Parameters
+    ----------
+    y:
+        The encoded labels (or target values) of every row.
+    owners:
+        How many owners to deal the training rows to.
+    test_fraction:
+        The held-out share (simulate's ``--test-fraction``): every ``round(1 / test_fraction)``-th row of a
+        class-sorted shuffle.
+    random_state:
+        Seed or Generator; simulate's ``--seed`` (default 0) gives simulate's split.
+
+    Returns
+    -------
+    (test, parts)
+        The held-out rows' indices and one index array per owner, class-balanced and of sizes that
+        differ by at most one.
+    """
+    if owners < 1 or not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"deal needs owners >= 1 and 0 < test_fraction < 1, got {owners} and {test_fraction}")
+    rng = np.random.default_rng(random_state)
+    test = stratified_parts(y, round(1 / test_fraction), rng) == 0
+    train = np.flatnonzero(~test)
+    parts = stratified_parts(y[train], owners, rng)
+    return np.flatnonzero(test), [train[parts == i] for i in range(owners)]
 
 
 def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "cart", max_depth: int | None = None,
@@ -144,7 +184,14 @@ def audit(released: Release, report: Any = None, *, seeded_ok: bool = False) -> 
 
 def pgen(released: Release, *, scale: float = 10.0, class_assignment: ClassAssignment = "exact",
          random_state: int | np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-data from one release, exactly as the miner makes it (PGEN).
+    """Plain PGEN of one release on its own: the miner's generator, without what the miner learns across releases.
+
+    The rows are drawn as the miner draws them under a study's defaults (``off_path`` and ``on_path``
+    ``uniform``, the paper's PGEN) and from this release alone, with this function's own generator: a
+    study's miner pools every owner's release, can fit off-path and on-path laws over all of them
+    (study.toml's ``off_path``, ``on_path``) and seeds each owner's draws from the study's seed. To get
+    what the miner of a study gets, releases pooled, laws fitted and global models learned and scored,
+    call `mine`.
 
     Parameters
     ----------
@@ -166,6 +213,117 @@ def pgen(released: Release, *, scale: float = 10.0, class_assignment: ClassAssig
     if released.task == "regression":
         return pgen_regression(released.forest, scale=scale, rng=rng)
     return pseudo_data(released.trees, released.report, scale, rng, class_assignment)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Mined:
+    """What the miner learned from a study's releases (`mine`).
+
+    ``scores`` has one row per global model: ``model``, ``train_rows`` (pooled pseudo rows; 0 for a model
+    built from the releases themselves), ``accuracy`` and ``auc`` (``rmse`` and ``mae`` for a regression
+    study) on the evaluation rows (NaN without them), ``parameters`` and ``selection`` (the hyperparameters
+    the model was fitted with and how they were set). ``off_path`` and ``on_path`` say in words how PGEN
+    drew the values a path leaves free and those inside a path's category sets; ``study`` is the study
+    mined; ``results`` the miner's ``StudyResults`` message itself (the learned trees, the predictions,
+    each owner's re-audit and what a reader of every release believes).
+    """
+
+    scores: pd.DataFrame
+    off_path: str
+    on_path: str
+    study: Study
+    results: Any
+
+
+def _study_for(releases: Sequence[Release], study: Study | str | Path | None, seed: int) -> Study:
+    """The study to mine ``releases`` under: the one given (a `Study` or a study.toml), else simulate's defaults."""
+    if not releases:
+        raise ValueError("mine needs at least one release")
+    schema = releases[0].trees[0].schema
+    if any(r.trees[0].schema.fingerprint != schema.fingerprint for r in releases):
+        raise ValueError("mine: the releases are over different schemas; a study has one")
+    if study is not None:
+        found = study if isinstance(study, Study) else load_study_file(study).study
+        if found.schema.fingerprint != schema.fingerprint:
+            raise ValueError(f"mine: the releases' schema ({schema.fingerprint[:12]}) is not study "
+                             f"{found.study_id}'s ({found.schema.fingerprint[:12]})")
+        return found
+    from modelshare.simulate import DEFAULT_MODELS, DEFAULT_OFF_PATH  # simulate's defaults, as `study init` writes them
+
+    task = "regression" if isinstance(schema, RegressionSchema) else "classification"
+    report = releases[0].report
+    if any((r.report.mechanism, r.report.requirement) != (report.mechanism, report.requirement) for r in releases):
+        raise ValueError("mine: the releases differ in mechanism or requirement; a study asks every owner for the same")
+    n_classes = schema.n_classes if isinstance(schema, Schema) else None
+    requirement = None if report.requirement is None else parse_requirement(report.requirement, n_classes=n_classes)
+    record = registry.get(report.mechanism)
+    depth = (report.parameters.get("depth") or record.default_max_depth) if record.whole_release else None
+    return Study(study_id="api", schema=schema, mechanism=report.mechanism, requirement=requirement,
+                 disclosure=report.parameters.get("disclosure", "counts"),
+                 training=Training(learner=default_learner(report.mechanism), max_depth=depth),
+                 global_models=tuple(DEFAULT_MODELS[task]), off_path=DEFAULT_OFF_PATH[task], seed=seed)
+
+
+def mine(releases: Sequence[Release], evaluation: tuple[np.ndarray, np.ndarray] | None = None, *,
+         study: Study | str | Path | None = None, global_models: Sequence[str] | None = None,
+         off_path: str | None = None, on_path: str | None = None, pgen_scale: float | None = None,
+         seed: int = 0) -> Mined:
+    """Mine releases as a study's miner does: PGEN on every release, pooled, global models learned and scored.
+
+    This runs the miner's own mining (`miner_node.mining.mine`): owner ``i``'s release (in the given
+    order, named ``owner-1``, ``owner-2``, ...) is regenerated with a generator seeded by ``(seed, i)``,
+    the off-path and on-path laws are fitted over all releases when the study asks for them, the pooled
+    rows train each global model with its setting (``auto``: cross-validated with one release's rows per
+    fold), and each release is re-audited. Releases made as a study's owners make them
+    (`deal`, `train_tree`, `release`) give the numbers ``modelshare simulate`` prints for that study.
+
+    Parameters
+    ----------
+    releases:
+        One `Release` per owner, over one schema.
+    evaluation:
+        Encoded held-out rows ``(X, y)`` to score the global models on; None scores nothing.
+    study:
+        The study whose mining to run: a `Study` or a study.toml file (its schema must be the releases').
+        None: the defaults ``modelshare simulate`` and ``modelshare study init`` use (decision tree and
+        naive Bayes, or the regression models; ``pgen_scale`` 10; uniform off-path and on-path draws;
+        each model's default setting), with the releases' mechanism and requirement.
+    global_models, off_path, on_path, pgen_scale, seed:
+        Overrides of the study's ``[mining]`` values and seed (``off_path``: ``uniform``, ``marginal``,
+        ``class`` or ``path``; ``on_path``: ``uniform`` or ``class``); None keeps the study's. ``seed`` is
+        used only when ``study`` is None.
+
+    Returns
+    -------
+    Mined
+        The scores per global model, the PGEN laws used, the study and the miner's results message.
+    """
+    from dataclasses import replace
+
+    base = _study_for(releases, study, seed)
+    overrides: dict[str, Any] = {"global_models": None if global_models is None else tuple(global_models),
+                                 "off_path": off_path, "on_path": on_path, "pgen_scale": pgen_scale}
+    chosen = replace(base, **{key: value for key, value in overrides.items() if value is not None})
+    if faults := chosen.mining_faults():
+        raise ValueError("mine: " + "; ".join(faults))
+    accepted = [AcceptedModel(f"owner-{i + 1}", DecodedModel(
+        r.trees[0].schema, () if r.task == "regression" else r.trees, r.report,  # type: ignore[arg-type]
+        r.forest if r.task == "regression" else None)) for i, r in enumerate(releases)]
+    scored = None
+    if evaluation is not None:
+        X, y = evaluation
+        scored = Evaluation(np.asarray(X), np.asarray(y), np.arange(len(y)))
+    results = _mine(chosen, accepted, scored)
+    regression = chosen.regression
+    rows = []
+    for model in results.models:
+        row: dict[str, Any] = {"model": model.name, "train_rows": int(model.train_rows)}
+        fields = ("rmse", "mae") if regression else ("accuracy", "auc")
+        row |= {f: getattr(model, f) if model.HasField(f) else float("nan") for f in fields}
+        row["parameters"] = {k: parameter_from_pb(v) for k, v in sorted(model.parameters.items())}
+        row["selection"] = model.selection
+        rows.append(row)
+    return Mined(pd.DataFrame(rows), results.pgen_off_path, results.pgen_on_path, chosen, results)
 
 
 def fit_global_model(name: str, schema: Schema | RegressionSchema, X: np.ndarray, y: np.ndarray, *,

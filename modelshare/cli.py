@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,8 @@ COMMANDS = Group("modelshare", {
         "pruning": _experiment("pruning", "uniqueness/homogeneity attacks by depth; Method 1 vs Method 2 pruning "
                                           "(Wakabayashi et al. Tables 5-7)"),
         "rdt": _experiment("rdt", "k-AnonToRdt accuracy by depth, k, trees and beta (Waseda et al. Tables 6-7)"),
+        "suite": _experiment("suite", "the project's defaults on eight public tables no constant was tuned on: best "
+                                      "model vs BASIS vs no privacy vs the majority class (issue 33)"),
     }),
     "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
                          "revoke a party later", "modelshare.cli_provision:configure"),
@@ -237,6 +240,17 @@ def _report(exc: BaseException, message: str, as_json: bool) -> None:
         _json_error(exc, message)
 
 
+#: The shell's status of a process that a closed pipe ends (128 + SIGPIPE), as `modelshare ... | head -1` expects.
+CLOSED_PIPE_STATUS = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`| head -1`): write nothing more, no traceback, and exit as SIGPIPE would."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush then has somewhere to go
+    return CLOSED_PIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     path = selected(argv)
@@ -250,7 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "replaced_by", None):
         note_deprecated(f"modelshare {' '.join(path)}", args.replaced_by)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here rather than in the interpreter's exit
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
     except CommandFailed as exc:
         _report(exc, str(exc), as_json)
         for hint in exc.hints:

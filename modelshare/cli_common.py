@@ -57,8 +57,16 @@ __all__ = [
 
 T = TypeVar("T")
 
+class _Stdout(Console):
+    """The commands' stdout: a reader that goes away (`| head -1`) is left to `modelshare.cli.main`, so every
+    command ends alike on a closed pipe (rich's own handling exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
 err = Console(stderr=True, emoji=False, soft_wrap=True)
-out = Console(emoji=False)
+out = _Stdout(emoji=False)
 
 #: The width every table of the CLI is made to fit (a test renders them all at it).
 TABLE_WIDTH = 100

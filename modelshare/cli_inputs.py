@@ -22,7 +22,7 @@ from common.data.datasets import LoadedTable, load_dataset, load_table
 from common.data.schema import Schema, SchemaError
 from common.mechanisms import registry
 from common.mechanisms.release import default_learner
-from common.trees.learners import CATEGORY_SPLITS, LEARNERS, PAIRINGS, UNPRUNED, admissible_params
+from common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
 from common.trees.tree import DISCLOSURES
 from modelshare.cli_common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 
@@ -97,12 +97,13 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
     """
     said = (f"default {default}" if default else
             f"default {default_learner(DEFAULT_MECHANISM)} (grown to the requirement) for the path mechanisms "
-            f"{', '.join(registry.names(family='path'))}; {DEFAULT_LEARNER} otherwise")
+            f"{', '.join(registry.names(family='path'))}; {default_learner('none')} (each owner chooses by "
+            "cross-validation) under none")
     if several:
-        p.add_argument("--learner", nargs="+", default=[default], choices=sorted(LEARNERS), metavar="LEARNER",
-                       help=f"{help} (one or more of {', '.join(sorted(LEARNERS))}; {said})")
+        p.add_argument("--learner", nargs="+", default=[default], choices=LEARNER_NAMES, metavar="LEARNER",
+                       help=f"{help} (one or more of {', '.join(LEARNER_NAMES)}; {said})")
     else:
-        p.add_argument("--learner", default=default, choices=sorted(LEARNERS), help=f"{help} ({said})")
+        p.add_argument("--learner", default=default, choices=LEARNER_NAMES, help=f"{help} ({said})")
 
 
 def add_admissible_options(p: argparse.ArgumentParser) -> None:
@@ -187,13 +188,23 @@ def resolve_requirement(mechanism: str, given: str | None) -> str | None:
     return (given or record.default_requirement) if record.needs_requirement else given
 
 
-def warn_data_derived(schema: Schema, source: str) -> None:
-    """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``."""
+def warn_data_derived(schema: Schema, source: str, schema_file: str | Path | None = None) -> None:
+    """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``.
+
+    ``schema_file`` is the ``--schema`` given, when it is a draft still marked ``domain = "data-derived"``:
+    the warning then names it and the line its reviewer deletes, rather than asking for a schema.
+    """
     numeric = [a.name for a in schema.attributes if a.kind == "numeric"]
     categorical = [a.name for a in schema.attributes if a.kind == "categorical"]
     said = "; ".join(filter(None, [f"ranges of {', '.join(numeric)}" if numeric else "",
                                    f"categories of {', '.join(categorical)}" if categorical else "",
                                    f"the classes of {schema.class_name}"]))
+    if schema_file is not None:
+        err.print(f"[yellow]warning:[/] {schema_file} is still marked domain = \"data-derived\" (a draft of "
+                  f"`modelshare schema infer`): its domain was read from rows ({said}), and the release discloses "
+                  f"it. Review {schema_file} and delete its line domain = \"data-derived\" once every bound and "
+                  "category is public.", highlight=False)
+        return
     err.print(f"[yellow]warning:[/] {source} has no --schema, so the public domain was read from its rows ({said}): "
               "the release discloses them. Draft a schema with `modelshare schema infer` and review it.",
               highlight=False)

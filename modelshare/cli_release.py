@@ -24,7 +24,8 @@ from common.data.schema import Schema
 from common.federation.model_io import read_model, write_release
 from common.mechanisms import registry
 from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
-from common.mechanisms.release import DataDerivedDomain, train_and_release
+from common.mechanisms.release import DataDerivedDomain
+from common.mechanisms.train_release import train_and_release
 from common.privacy.attacks import attack_report
 from common.privacy.combining import owner_readers
 from common.privacy.report import Release
@@ -156,7 +157,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     X, y = table.schema.encode(table.frame, source=table.source)
     record = registry.get(args.mechanism)
     if table.schema.data_derived:
-        warn_data_derived(table.schema, table.source)
+        warn_data_derived(table.schema, table.source, getattr(args, "schema", None))
     make = _release_forest if record.whole_release else _release_tree
     release, details = make(args, table.schema, X, y)
     write_release(release, args.out)

@@ -2,7 +2,7 @@
 
 A first-time reader of ``BASIS 0.995, PPGEN 0.545`` cannot tell whether that is expected. The
 legend names every column once and, when the global models fall far behind BASIS, says in one
-sentence that this is what the privacy requirement costs and what to try. The README quotes the
+sentence that this is what the privacy requirement costs and what to try. The tutorial (docs/tutorial/first-simulate.md) quotes the
 fixed lines verbatim (a test checks), so the two cannot drift.
 
 Naming: Sharkey et al. (2008, §4) call the pseudo-data of *unpruned* trees PGEN and that of
@@ -26,7 +26,7 @@ ACCURACY_GAP_POINTS = 5.0
 #: A regression model whose RMSE exceeds BASIS's by this factor (or more) gets the cost sentence.
 RMSE_GAP_RATIO = 1.25
 
-#: The fixed lines, by key; `legend_lines` picks those that apply. Quoted verbatim in the README.
+#: The fixed lines, by key; `legend_lines` picks those that apply. Quoted verbatim in docs/tutorial/first-simulate.md.
 LEGEND = {
     "basis": "BASIS: the same global model trained on the owners' pooled raw training rows, which only a "
              "simulation can see, its hyperparameters set by the same setting (auto: the same grid, "

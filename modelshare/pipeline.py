@@ -24,7 +24,7 @@ from common.audit.release import audit
 from common.data.schema import Schema
 from common.mechanisms import registry
 from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import train_and_release
+from common.mechanisms.train_release import train_and_release
 from common.privacy.report import Release
 from common.privacy.requirements import parse_requirement
 from common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan

@@ -163,7 +163,7 @@ class _PartyTable(ConfigModel):
     """One ``[[parties]]`` entry; a site's ``policy`` is checked here as its owner.toml will be."""
 
     name: str
-    """The party's name ([A-Za-z0-9][A-Za-z0-9._-]{0,62}; `ca` is reserved): its certificate CN and roster entry."""
+    """The party's name (`[A-Za-z0-9][A-Za-z0-9._-]{0,62}`; `ca` is reserved): its certificate CN and roster entry."""
     role: Literal[ROLES]  # type: ignore[valid-type]
     """`miner` (exactly one), `owner` or `admin`."""
     address: str | None = None

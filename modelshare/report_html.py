@@ -67,6 +67,7 @@ class OwnerRow:
     code: str | None = None  # a refusal's reason code
     reason: str = ""  # a refusal's sentence
     trees: tuple[Tree | RegressionTree, ...] = ()
+    learner: str = ""  # the local learner the owner chose (learner "auto"); empty: the study's
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def _owner_rows(status: fpb.StudyStatus, results: fpb.StudyResults, schema: Sche
         if owner in released:
             r = released[owner]
             out.append(OwnerRow(owner, "submitted", rows.get(owner), r.leaves, r.tuples, r.claim, r.audit_passed,
-                                r.pseudo_rows, trees=_released_trees(r, schema)))
+                                r.pseudo_rows, trees=_released_trees(r, schema), learner=r.learner))
         else:
             code, sentence = _split_reason(answer.reason) if answer.state == "refused" else (None, answer.reason)
             out.append(OwnerRow(owner, answer.state, rows.get(owner), code=code, reason=sentence))
@@ -243,7 +244,7 @@ def _scores_plot(report: StudyReport) -> str:
     metric = "RMSE (lower is better)" if report.regression else "accuracy"
     ax.set_ylabel(metric)
     ax.set_ylim(0, 1.12 if not report.regression else _top(series) * 1.2)
-    rows = f" on {report.evaluation_rows} evaluation rows" if report.evaluation_rows else ""
+    rows = f" on {report.evaluation_rows:,} evaluation rows" if report.evaluation_rows else ""
     ax.set_title(f"global models' {metric.split(' ')[0]}{rows}" + ("" if report.basis_known else "; BASIS not known"),
                  fontsize="medium")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(series), fontsize="small", frameon=False)
@@ -353,7 +354,7 @@ def _settings(report: StudyReport) -> str:
         ("PGEN on-path values", report.on_path or s["on_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
-        ("evaluation table", (f"{report.evaluation_rows} rows" + (f" ({report.evaluation_rows_dropped} with a missing "
+        ("evaluation table", (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
                                                                   "value dropped)" if report.evaluation_rows_dropped
                                                                   else "")) if report.evaluation_rows else "none sent"),
     ]
@@ -365,7 +366,9 @@ def _settings(report: StudyReport) -> str:
 def _owners_table(report: StudyReport) -> str:
     """One row per invited owner; the refusal columns only when some owner refused or did not answer."""
     answered = [o for o in report.owners if o.answer != "submitted"]
+    chose = any(o.learner for o in report.owners)
     head = ["owner", "rows", "answer", "leaves", "tuples released", "claim", "miner's re-audit", "pseudo rows"]
+    head += ["learner (the owner's choice)"] if chose else []
     head += ["refusal code", "refusal reason"] if answered else []
     rows = []
     for o in report.owners:
@@ -374,11 +377,12 @@ def _owners_table(report: StudyReport) -> str:
             audit = '<span class="pass">PASS</span>' if o.audit_passed else '<span class="fail">FAIL</span>'
             claim = f'<span class="nowrap">{_e(o.claim)}</span>'
             row = [_e(o.owner), held, "released", grouped(o.leaves), grouped(o.tuples), claim, audit,
-                   grouped(o.pseudo_rows)]
+                   grouped(o.pseudo_rows)] + ([_e(o.learner or "-")] if chose else [])
             rows.append(row + (["", ""] if answered else []))
         else:
             answer = '<span class="refused">refused</span>' if o.answer == "refused" else _e(f"no answer ({o.answer})")
-            rows.append([_e(o.owner), held, answer, "-", "-", "-", "-", "-", _e(o.code or ""), _e(o.reason)])
+            rows.append([_e(o.owner), held, answer, "-", "-", "-", "-", "-"] + (["-"] if chose else [])
+                        + [_e(o.code or ""), _e(o.reason)])
     ensemble = any(len(o.trees) > 1 for o in report.owners)
     note = ('<p class="sub">An ensemble\'s tuples released are the mean over its trees (each tree releases a '
             "sample of the rows); its leaves are all its trees' leaves.</p>") if ensemble else ""

@@ -69,7 +69,7 @@ from common.mechanisms import registry
 from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
 from common.mechanisms.diffpets import MECHANISM as DIFFPETS
 from common.mechanisms.registry import regression_refusal
-from common.mechanisms.release import local_learner
+from common.mechanisms.train_release import train_and_release
 from common.privacy.accuracy_bound import cl_hit_miss_bound
 from common.privacy.requirements import CLDiversity, parse_requirement
 from common.study import Study
@@ -286,6 +286,11 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
             raise ValueError(f"--global-models with --engine dask: {exc}") from None
     record = registry.get(args.mechanism)
     if schema.data_derived and record.whole_release:
+        if args.schema is not None:
+            raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a "
+                             f"public domain, and --schema {args.schema} is still marked domain = \"data-derived\" "
+                             "(a draft of `modelshare schema infer`, read from rows): the miner refuses such a study. "
+                             f"Review {args.schema} and delete its line domain = \"data-derived\"")
         raise ValueError(f"--mechanism {args.mechanism} makes {record.family} releases, whose guarantee needs a public "
                          f"domain, and --data has no --schema: the ranges and categories would be read from the "
                          "rows, and the miner refuses such a study. Draft a schema with `modelshare schema infer "
@@ -311,7 +316,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         X, y = schema.encode(table.frame, source=source)
     _task_defaults(args, task, schema)
     if schema.data_derived:
-        warn_data_derived(schema, source)
+        warn_data_derived(schema, source, args.schema)
     rng = np.random.default_rng(args.seed)
     test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
     owners = [f"owner-{i + 1}" for i in range(args.owners)]
@@ -497,9 +502,10 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
     releases = []
     for owner in range(args.owners):
         rows = data["parts"] == owner
-        learner = local_learner(args.learner, schema, "none", requirement=None, disclosure=args.disclosure,
-                                random_state=args.seed % (2**32), **limits)
-        releases.append(((learner.fit(data["X_train"][rows], data["y_train"][rows]).tree_,), None))
+        made = train_and_release("none", schema, data["X_train"][rows], data["y_train"][rows], requirement=None,
+                                 disclosure="counts", learner=args.learner, learner_params=limits,
+                                 max_depth=args.max_depth, seed=args.seed % (2**32))
+        releases.append((made.release.trees, None))
     return build_release_model(name, releases)
 
 
@@ -578,7 +584,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     bound = requirement_bound(schema, data, args.disclosure)
     wall = time.perf_counter() - started
     owner_rows = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "leaves": o.leaves, "claim": o.claim,
-                   "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows} for o in results.owners]
+                   "audit_passed": o.audit_passed, "pseudo_rows": o.pseudo_rows, "learner": o.learner or None}
+                  for o in results.owners]
     refusals = [{"owner": o.owner_id, "rows": data["rows"][o.owner_id], "reason": o.reason}
                 for o in status.owners if o.state == "refused"]
     report = {"source": data["source"], "task": data["task"], "mechanism": args.mechanism, "refusals": refusals,
@@ -614,9 +621,16 @@ def _owners_table(report: dict[str, Any]) -> Table:
         owners.add_column(col, no_wrap=True)
     owners.add_column("claim or refusal", overflow="fold")
     owners.add_column("audit", no_wrap=True)
-    rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL")
-            for o in report["owners"]]
-    rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused") for r in report["refusals"]]
+    chose = any(o.get("learner") for o in report["owners"])
+    if chose:
+        owners.add_column("learner chosen", overflow="fold")
+
+    def chosen(o: dict[str, Any]) -> tuple[str, ...]:
+        return (o.get("learner") or "-",) if chose else ()
+
+    rows = [(o["owner"], grouped(o["rows"]), grouped(o["leaves"]), o["claim"], "PASS" if o["audit_passed"] else "FAIL",
+             *chosen(o)) for o in report["owners"]]
+    rows += [(r["owner"], grouped(r["rows"]), "-", r["reason"], "refused", *chosen({})) for r in report["refusals"]]
     for row in sorted(rows):
         owners.add_row(*row)
     return owners

@@ -37,7 +37,7 @@ from common.federation.signing import sign_payload
 from common.federation.wire import model_message
 from common.mechanisms import registry
 from common.mechanisms.class_prior import ClassPrior, class_prior_of
-from common.mechanisms.release import train_and_release
+from common.mechanisms.train_release import train_and_release
 from common.privacy.combining import ReaderFigures, owner_readers
 from common.privacy.report import Release
 from common.study import Study

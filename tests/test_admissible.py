@@ -262,7 +262,8 @@ def test_an_unknown_pairing_is_refused_by_name():
 
 def test_the_default_learner_follows_the_mechanism_family():
     assert default_learner("apt") == default_learner("prune-leaf") == default_learner("prune-parent") == "admissible"
-    assert default_learner("none") == "multiway"
+    assert default_learner("none") == "auto"
+    assert default_learner("laplace-rdt") == "multiway"  # trains its own trees: the learner is not used
     assert default_learner("no-such-mechanism") == "multiway"
 
 

@@ -27,7 +27,7 @@ from modelshare.report_html import study_report, write_report
 from owner_node.training import build_submission
 
 SHARES = "|".join(re.escape(f"{g['min_samples_leaf']:g}") for g in GRIDS["decision-tree"])
-AUTO_ON_RAW = rf"auto: min_samples_leaf=({SHARES}) by 3-fold CV on \d+ raw rows, folds by rows \(accuracy 0\.\d{{4}}\)"
+AUTO_ON_RAW = rf"auto: min_samples_leaf=({SHARES}) by 3-fold CV on [\d,]+ raw rows, folds by rows \(accuracy 0\.\d{{4}}\)"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_basis_and_the_miners_models_get_the_same_setting(simulated):
     schema, data, args, results = simulated
     rows = {row["model"]: row for row in simulate.compare(schema, data, results, args)}
     tree, bayes, boosting = rows["decision-tree"], rows["naive-bayes"], rows["gradient-boosting"]
-    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, folds by released trees .*",
+    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, folds by released trees .*",
                         tree["selection"])
     assert re.fullmatch(AUTO_ON_RAW, tree["basis_selection"]), "the same grid, on the raw training rows"
     assert tree["basis_parameters"]["min_samples_leaf"] >= 1, "a share of the raw rows, in rows"

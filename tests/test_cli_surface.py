@@ -103,9 +103,10 @@ PLACEHOLDERS = {"N": "1", "S": "1", "OWNERS": "1", "ID": "study-1", "LEARNER": "
 
 
 def _documented_commands() -> list[tuple[str, list[str]]]:
-    """Every `modelshare ...` command line of a code block in README.md, EXPERIMENTS.md and docs/."""
+    """Every `modelshare ...` command line in README.md, EXPERIMENTS.md and docs/ (the generated reference aside)."""
     found = []
-    for path in [ROOT / "README.md", ROOT / "EXPERIMENTS.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    pages = sorted(p for p in (ROOT / "docs").rglob("*.md") if "reference" not in p.relative_to(ROOT / "docs").parts)
+    for path in [ROOT / "README.md", ROOT / "EXPERIMENTS.md", *pages]:
         text = path.read_text(encoding="utf-8").replace("\\\n", " ")
         for line in re.findall(r"^\s*(modelshare [^#\n]*)", text, re.MULTILINE):
             command = line.split("&&")[0]

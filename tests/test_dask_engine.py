@@ -497,7 +497,7 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
     results = mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path)
     tree, bayes = results.models
     total = tree.train_rows
-    assert tree.selection.startswith("auto: min_samples_leaf=") and f"3-fold CV on {total} pseudo rows" in tree.selection
+    assert tree.selection.startswith("auto: min_samples_leaf=") and f"3-fold CV on {total:,} pseudo rows" in tree.selection
     files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
     drawn = sample(files, schema, 20_000, np.random.default_rng(spec.seed))
     owner = np.array([0 if f.parent.name == "owner=site-a" else 1 for f in files])
@@ -528,7 +528,7 @@ def test_a_dp_study_on_dask_cross_validates_on_as_many_pseudo_rows_as_on_the_loc
     for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
         plan = ModelPlan(("decision-tree",), {}, seed=1, mechanism=mechanism)  # the tree: auto by default
         choice = _dask_choice("decision-tree", plan, schema, files, np.zeros(1, dtype=np.int64), y.shape[0], [])
-        assert f"CV on {rows} pseudo rows" in choice.selection, choice.selection
+        assert f"CV on {rows:,} pseudo rows" in choice.selection, choice.selection
     assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000
 
 @pytest.mark.slow

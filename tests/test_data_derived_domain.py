@@ -92,6 +92,26 @@ def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsy
     assert not (tmp_path / "run" / "kits").exists()  # refused before provisioning anything
 
 
+def test_a_draft_schema_still_marked_data_derived_is_named_with_the_line_to_delete(tmp_path, capsys):
+    from modelshare.cli import build_parser, main
+
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"a": np.arange(60.0), "c": ["x", "y"] * 30}).to_csv(path, index=False)
+    draft = tmp_path / "draft.toml"
+    assert main(["schema", "infer", str(path), "--class-column", "c", "--out", str(draft)]) == 0
+    args: argparse.Namespace = build_parser(("simulate",)).parse_args(
+        ["simulate", "--data", str(path), "--class-column", "c", "--schema", str(draft), "--mechanism", "laplace-rdt"])
+    with pytest.raises(ValueError, match="draft.toml is still marked domain = \"data-derived\"") as refusal:
+        prepare(args, tmp_path / "run")
+    assert "has no --schema" not in str(refusal.value) and 'delete its line domain = "data-derived"' in str(refusal.value)
+    capsys.readouterr()
+    assert main(["release", "--data", str(path), "--class-column", "c", "--schema", str(draft), "--mechanism", "apt",
+                 "--requirement", "k-anonymity:k=5", "--out", str(tmp_path / "m.json")]) == 0
+    warned = " ".join(capsys.readouterr().err.split())
+    assert "draft.toml is still marked domain = \"data-derived\"" in warned and "has no --schema" not in warned
+    assert 'delete its line domain = "data-derived"' in warned
+
+
 def test_a_regression_table_read_with_only_its_target_range_is_data_derived_and_refused(tmp_path):
     from common.data.regression import RegressionSchema
     from common.data.task import load_regression_table

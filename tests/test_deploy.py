@@ -50,7 +50,7 @@ SPEC = load_project(DEPLOY / "project.toml")
 KIT_ROOT = PurePosixPath("/etc/modelshare")        # where the units and compose.yaml expect each kit
 STATE_ROOT = PurePosixPath("/var/lib/modelshare")  # systemd's StateDirectory=modelshare/<name>
 DAEMONS = {"miner": cli_federation.cmd_miner_serve, "owner": cli_owner.cmd_serve}
-STATE_DIR_LINE = re.compile(r"^state_dir = .*$", re.MULTILINE)  # what README's install step rewrites
+STATE_DIR_LINE = re.compile(r"^state_dir = .*$", re.MULTILINE)  # what the install step of docs/how-to/federation.md rewrites
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

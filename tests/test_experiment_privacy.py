@@ -129,8 +129,8 @@ def test_model_settings_set_ppgen_ld_and_basis_models_alike(serial, tmp_path, ca
     tree = runs["auto"][~nb]
     assert not (tree["ppgen_accuracy"].to_numpy() == runs["fixed"][~nb]["ppgen_accuracy"].to_numpy()).all()
     assert not (tree["basis_accuracy"].to_numpy() == runs["fixed"][~nb]["basis_accuracy"].to_numpy()).all()
-    assert tree["basis_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ raw rows, .*").all()
-    assert tree["ppgen_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, .*").all()
+    assert tree["basis_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ raw rows, .*").all()
+    assert tree["ppgen_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, .*").all()
     assert set(runs["fixed"]["basis_selection"]) == set(runs["fixed"]["ppgen_selection"]) == {"fixed"}
     printed = capsys.readouterr().out
     assert "decision-tree hyperparameters over the folds: BASIS auto: min_samples_leaf=" in printed

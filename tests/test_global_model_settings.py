@@ -127,7 +127,7 @@ def test_auto_chooses_by_cross_validation_on_pseudo_rows_and_reports_it(mixed):
     spec = _spec(("decision-tree", "naive-bayes", "rules"), {"naive-bayes": "fixed", "rules": {"min_samples_leaf": 7}})
     results = mine(_on(schema, spec), _accepted(schema, X, y), _evaluation(X, y))
     tree, bayes, rules = results.models
-    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on \d+ pseudo rows, folds by released trees \(accuracy 0\.\d{4}\)",
+    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, folds by released trees \(accuracy 0\.\d{4}\)",
                         tree.selection)  # the decision tree's default mode
     assert parameter_from_pb(tree.parameters["min_samples_leaf"]) >= 1  # a share turned into rows
     assert bayes.selection == "fixed" and not bayes.parameters
@@ -210,5 +210,5 @@ def test_a_dp_study_cross_validates_on_more_pseudo_rows() -> None:
     for mechanism, rows in (("dpea", MAX_CV_ROWS + 5000), ("apt", MAX_CV_ROWS)):
         choice = choose("decision-tree", ModelPlan((), {}, seed=1, mechanism=mechanism), X, y,
                         lambda p: DecisionTreeClassifier(random_state=0, **p), regression=False)
-        assert f"CV on {rows} pseudo rows" in choice.selection
+        assert f"CV on {rows:,} pseudo rows" in choice.selection
     assert MAX_DP_CV_ROWS > MAX_CV_ROWS + 5000

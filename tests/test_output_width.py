@@ -1,9 +1,11 @@
 """Output that explains itself: every table of the CLI fits 100 columns with its title on one line,
-`simulate` ends with the legend the README quotes, and a study's headline agrees with its table."""
+`simulate` ends with the legend the tutorial quotes, and a study's headline agrees with its table."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from common.federation.refusal import Refusal
 from common.federation.serde import study_from_pb
 from modelshare import simulate
 from modelshare.admin import results_dict, status_dict, study_headline
-from modelshare.cli import main
+from modelshare.cli import CLOSED_PIPE_STATUS, main
 from modelshare.cli_common import TABLE_WIDTH, out
 from modelshare.cli_federation import list_table, results_renderables, status_renderables
 from modelshare.legend import ACCURACY_GAP_POINTS, LEGEND, legend_lines
@@ -21,7 +23,7 @@ from owner_node.budget import Ledger
 from owner_node.config import OwnerConfig
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial" / "first-simulate.md"
 OWNERS = [f"hospital-site-{i:02d}" for i in range(1, 11)]
 
 
@@ -80,11 +82,11 @@ def test_simulate_tables_fit_and_titles_do_not_wrap(capsys, width, columns, task
     check(capsys.readouterr().out, *_title(report), f"{kind} on 2,592 held-out rows")
 
 
-def test_simulate_ends_with_the_legend_the_readme_quotes(capsys, width):
+def test_simulate_ends_with_the_legend_the_tutorial_quotes(capsys, width):
     check = width(TABLE_WIDTH)
-    readme = " ".join(README.read_text().split())
+    tutorial = " ".join(TUTORIAL.read_text().split())
     for line in LEGEND.values():
-        assert line in readme, f"the README does not quote the legend line {line!r}"
+        assert line in tutorial, f"docs/tutorial/first-simulate.md does not quote the legend line {line!r}"
     simulate._print(_report(mechanism="kanon-rdt", accuracy=0.55))
     printed = " ".join(check(capsys.readouterr().out))
     printed = " ".join(printed.split())
@@ -185,3 +187,14 @@ def test_datasets_release_audit_and_budget_tables_fit(tmp_path, capsys, width, m
     ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-apt", requirement="cl-diversity:c=5,l=2")))
     assert main(["owner", "budget", "--config", str(config)]) == 0
     check(capsys.readouterr().out, "privacy budget of site-a")
+
+
+@pytest.mark.parametrize("argv", [["datasets", "list", "--json"], ["privacy", "dps", "--table"]],
+                         ids=["print", "rich table"])
+def test_a_closed_pipe_ends_a_command_quietly_with_the_sigpipe_status(argv):
+    run = subprocess.Popen([sys.executable, "-m", "modelshare.cli", *argv], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    assert run.stdout is not None and run.stderr is not None
+    run.stdout.close()  # the reader is gone before the command writes, as `modelshare ... | head -0`
+    said = run.stderr.read().decode()
+    assert run.wait(timeout=120) == CLOSED_PIPE_STATUS and said == "", said

@@ -124,7 +124,7 @@ def test_model_settings_reach_every_table_and_fixed_reproduces_the_fixed_rule(ca
     for method, rows in (("BASIS", "raw rows, folds by rows"), ("PGEN", "pseudo rows, folds by rows"),
                          ("BASEGEN", "pseudo rows, folds by rows")):
         for text in auto[auto.method == method].selection:
-            assert re.fullmatch(rf"auto: min_samples_leaf=({shares}) by 3-fold CV on \d+ {rows} \(accuracy 0\.\d{{4}}\)",
+            assert re.fullmatch(rf"auto: min_samples_leaf=({shares}) by 3-fold CV on [\d,]+ {rows} \(accuracy 0\.\d{{4}}\)",
                                 text), (method, text)
 
 

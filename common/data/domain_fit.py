@@ -83,7 +83,8 @@ class DomainFit:
 def _numeric(frame: pd.DataFrame, column: str) -> np.ndarray:
     import pandas as pd
 
-    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    values: np.ndarray = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    return values
 
 
 def _outside(frame: pd.DataFrame, column: str, domain: NumericAttribute | tuple[str, ...]) -> np.ndarray:
@@ -92,9 +93,11 @@ def _outside(frame: pd.DataFrame, column: str, domain: NumericAttribute | tuple[
 
     series = frame[column]
     if isinstance(domain, NumericAttribute):
-        return ~np.isfinite(_numeric(frame, column))
+        missing: np.ndarray = ~np.isfinite(_numeric(frame, column))
+        return missing
     as_text = series.astype(str).where(series.notna(), None)
-    return pd.Index(list(domain)).get_indexer(as_text) < 0
+    unknown: np.ndarray = pd.Index(list(domain)).get_indexer(as_text) < 0
+    return unknown
 
 
 def fit_to_domain(frame: pd.DataFrame, schema: Schema | RegressionSchema, *,

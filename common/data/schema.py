@@ -488,7 +488,7 @@ class Schema:
         import pandas as pd
 
         as_text = series.astype(str).where(series.notna(), None)
-        codes = pd.Index(list(categories)).get_indexer(as_text).astype(np.int64)
+        codes: np.ndarray = pd.Index(list(categories)).get_indexer(as_text).astype(np.int64)
         bad = np.flatnonzero(codes < 0)
         if bad.size:
             pos = bad[0]
@@ -508,7 +508,7 @@ class Schema:
         an integer attribute) or outside the range, saying how many rows share the fault."""
         import pandas as pd
 
-        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+        values: np.ndarray = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
         finite = np.isfinite(values)
         faults = [(~finite, "not a finite number")]
         if attr.integer:

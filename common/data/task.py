@@ -124,7 +124,8 @@ def load_regression_table(
         table = load_table(path, target, source=label)  # infers the attributes; the target is read as text here
         frame, dropped = table.frame, table.dropped_rows
         try:
-            schema = RegressionSchema(table.schema.attributes, NumericAttribute(target, *map(float, target_range)),
+            low, high = (float(bound) for bound in target_range)
+            schema = RegressionSchema(table.schema.attributes, NumericAttribute(target, low, high),
                                       data_derived=True)  # the attributes' ranges and categories come from the rows
         except SchemaError as exc:
             raise SchemaError(exc.why, source=label, column=exc.column) from None

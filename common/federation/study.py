@@ -27,7 +27,7 @@ owners and checked against each owner's local policy, so there is one parser for
     disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
 
     [training]
-    learner = "admissible"           # or "multiway", "cart"; kanon-rdt and the dp mechanisms train their own trees
+    learner = "admissible"           # or "multiway", "cart", "auto" (each owner chooses by cross-validation); kanon-rdt and the dp mechanisms train their own trees
     max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
     category_split = "either"        # optional, admissible only: "grouped", "binary" or "either"
@@ -167,7 +167,7 @@ class _ReleaseTable(ConfigModel):
 
 class _TrainingTable(ConfigModel):
     learner: str | None = None
-    """The owners' local learner (`admissible`, `multiway` or `cart`); default `admissible` (grown to the requirement) for the path mechanisms, `multiway` otherwise; whole-release mechanisms train their own trees."""
+    """The owners' local learner (`admissible`, `multiway` or `cart`, or `auto`: each owner chooses among them, with and without a leaf floor of 5, by cross-validating their releases on its own rows, and its release states the choice); default `admissible` (grown to the requirement) for the path mechanisms, `multiway` otherwise; whole-release mechanisms train their own trees."""
     max_depth: Annotated[int | None, Field(ge=1)] = None
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1

@@ -11,9 +11,6 @@ from its `common.mechanisms.registry` record; every release carries a `PrivacyRe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
-
 import numpy as np
 
 from common.data.regression import RegressionSchema
@@ -42,10 +39,10 @@ from common.privacy.requirements import (
     as_requirement,
     path_rule,
 )
-from common.trees.learners import REQUIREMENT_AWARE, make_learner
+from common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
 from common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
 
-__all__ = ["release", "train_and_release", "Trained", "default_learner", "local_learner", "DataDerivedDomain"]
+__all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -143,22 +140,27 @@ def release(
 
 
 def default_learner(mechanism: str) -> str:
-    """The owners' local learner when none is named: ``admissible`` for a path requirement, else ``multiway``.
+    """The owners' local learner when none is named: ``admissible`` for a path requirement, ``auto`` without one.
 
     A tree grown to the requirement (`common.trees.learners.admissible`) keeps what APT would prune
-    to the root; ``multiway`` (the model-sharing paper's J48-like learner) and ``cart`` stay
-    selectable, and the paper's experiments name theirs. An unknown mechanism gets ``multiway``
-    here and is refused by whoever checks the mechanism.
+    to the root. Released as trained (``none``), the owner chooses its learner by cross-validation
+    (``auto``, `common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
+    the learner that fits a table worst (EXPERIMENTS.md, the owner's choice). ``multiway`` (the
+    model-sharing paper's J48-like learner) and ``cart`` stay selectable, and the paper's experiments name
+    theirs. A whole-release mechanism trains its own trees and ignores the learner (``multiway`` is
+    returned for it, as for an unknown mechanism, which whoever checks the mechanism refuses).
     """
     try:
         family = get(mechanism).family
     except ValueError:
         return "multiway"
-    return "admissible" if family == "path" else "multiway"
+    if family == "path":
+        return "admissible"
+    return AUTO_LEARNER if family == "none" else "multiway"
 
 
 def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None, disclosure: Disclosure,
-                  random_state: int | None = None, **params: object):
+                  random_state: int | None = None, **params: object) -> TreeLearner:
     """The local learner an owner trains before the tree ``mechanism`` releases its tree.
 
     Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
@@ -190,45 +192,6 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
             params.setdefault("category_split", "either")
     return make_learner(name, schema, random_state=random_state, public_cuts=needs_public_cuts(mechanism),
                         leaf_rule=rule, **params)
-
-
-@dataclass(frozen=True)
-class Trained:
-    """What `train_and_release` made: the release, and the local tree a tree mechanism released from (None else)."""
-
-    release: Release
-    tree: Tree | None
-
-
-def train_and_release(mechanism: str, schema: Schema | RegressionSchema, X: np.ndarray, y: np.ndarray, *,
-                      requirement: str | Requirement | None, disclosure: Disclosure, learner: str,
-                      learner_params: Mapping[str, object], max_depth: int | None, seed: int | None,
-                      noise: int | np.random.Generator | Randomness | None = None,
-                      allow_data_derived_domain: bool = False, prior_share: float = DEFAULT_PRIOR_SHARE) -> Trained:
-    """Train on an owner's rows and release as ``mechanism`` asks: the one train-then-release path.
-
-    The owner's daemon, ``modelshare release`` and the in-process pipeline all come here, so the papers'
-    numbers are measured on the product's own path. A whole-release mechanism trains its own trees of depth
-    ``max_depth`` (default: its record's) with ``noise`` (None, what owners use: fresh OS entropy) and, under
-    ``dp``, ``prior_share`` of its epsilon on the class histogram (`release`); a tree
-    mechanism trains ``learner`` (`local_learner`, seeded by ``seed``) with ``learner_params`` and releases
-    that tree.
-
-    Raises
-    ------
-    RequirementUnsatisfiable, RequirementError, ValueError
-        As `release` and `local_learner` raise them.
-    """
-    record = get(mechanism)
-    if record.whole_release:
-        depth = max_depth or record.default_max_depth
-        return Trained(release(mechanism, requirement=requirement, schema=schema, X=X, y=y, max_depth=depth,
-                               disclosure=disclosure, random_state=noise,
-                               allow_data_derived_domain=allow_data_derived_domain, prior_share=prior_share), None)
-    assert isinstance(schema, Schema)  # a regression schema has only whole-release mechanisms (the registry)
-    tree = local_learner(learner, schema, mechanism, requirement=requirement, disclosure=disclosure,
-                         random_state=seed, **learner_params).fit(X, y).tree_
-    return Trained(release(mechanism, tree=tree, requirement=requirement, disclosure=disclosure), tree)
 
 
 def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:

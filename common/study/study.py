@@ -23,15 +23,14 @@ from common.mechanisms import registry
 from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
 from common.privacy.requirements import DP, DPS, Requirement
 from common.study.settings import ModelPlan, ModelSetting, check_settings
-from common.trees.learners import LEARNERS as TREE_LEARNERS
-from common.trees.learners import admissible_params
+from common.trees.learners import LEARNER_NAMES, admissible_params
 from common.trees.tree import Disclosure
 
 __all__ = ["CLASS_ASSIGNMENTS", "LEARNERS", "MAX_TREES", "OFF_PATH_MODES", "ON_PATH_MODES", "STUDY_ID", "Study",
            "StudyError", "Training"]
 
 STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-LEARNERS = tuple(sorted(TREE_LEARNERS))
+LEARNERS = LEARNER_NAMES
 CLASS_ASSIGNMENTS = ("exact", "sample")
 #: PGEN's values for attributes a path leaves free (`miner_node.offpath`): the paper's uniform draw, or the
 #: law the released paths that constrain the attribute disclose: pooled, given the class, or given the path's region.

@@ -160,7 +160,7 @@ def _value_grids(schema: Schema, values: np.ndarray | None) -> dict[int, np.ndar
             if isinstance(attr, NumericAttribute)}
 
 
-def _path_key(path: Path, schema: Schema, grids: dict[int, np.ndarray]) -> tuple:
+def _path_key(path: Path, schema: Schema, grids: dict[int, np.ndarray]) -> tuple[object, ...]:
     """A path's identity for path match: per attribute, the values its constraint admits; and its class."""
     parts = []
     for a, constraint in path.constraints:
@@ -172,7 +172,7 @@ def _path_key(path: Path, schema: Schema, grids: dict[int, np.ndarray]) -> tuple
     return tuple(parts), path.label
 
 
-def _interval_key(interval: Interval, attr: NumericAttribute, grid: np.ndarray | None) -> tuple:
+def _interval_key(interval: Interval, attr: NumericAttribute, grid: np.ndarray | None) -> tuple[object, ...]:
     """What a numeric interval admits: a run of reference values, a range of integers, or its exact bounds."""
     if grid is not None:
         start = int(np.searchsorted(grid, interval.low, side="left" if interval.low_closed else "right"))

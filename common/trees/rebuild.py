@@ -33,7 +33,15 @@ def eq1_counts(labels: np.ndarray, hits: np.ndarray, misses: np.ndarray, n_class
     misses = np.asarray(misses, dtype=np.float64)
     estimate = np.bincount(labels, weights=np.asarray(hits, dtype=np.float64), minlength=n_classes)
     own_miss = np.bincount(labels, weights=misses, minlength=n_classes)
-    return estimate + (misses.sum() - own_miss) / (n_classes - 1)
+    counts: np.ndarray = estimate + (misses.sum() - own_miss) / (n_classes - 1)
+    return counts
+
+
+def _counts(node: Node) -> np.ndarray:
+    """A node's class counts, which a counts-disclosure node always has."""
+    if node.counts is None:
+        raise ValueError("a hit/miss node has no class counts to merge exactly")
+    return node.counts
 
 
 def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -> Node:
@@ -41,7 +49,7 @@ def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -
     if not parts:
         raise ValueError("cannot merge zero nodes")
     if disclosure == "counts":
-        return Node.from_counts(np.sum([p.counts for p in parts], axis=0))
+        return Node.from_counts(np.sum([_counts(p) for p in parts], axis=0))
     if len(parts) == 1:
         p = parts[0]
         return Node(p.label, p.hit, p.miss)
@@ -138,5 +146,5 @@ def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[
     released = list(nodes)
     for i, leaf_counts in zip(leaves, counts):
         released[i] = Node.from_counts(leaf_counts)
-    dropped = {int(leaves[j]) for j in np.flatnonzero(~counts.any(axis=1))}
+    dropped = {int(leaves[int(j)]) for j in np.flatnonzero(~counts.any(axis=1))}
     return rebuild(schema, released, "counts", dropped=dropped)

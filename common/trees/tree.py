@@ -64,7 +64,7 @@ class CategorySet:
         names = [attribute.categories[c] for c in sorted(self.codes)]
         return f"{attribute.name} = {names[0]}" if len(names) == 1 else f"{attribute.name} in {{{', '.join(names)}}}"
 
-    def canonical(self) -> tuple:
+    def canonical(self) -> tuple[object, ...]:
         return ("in", tuple(sorted(self.codes)))
 
 
@@ -106,7 +106,7 @@ class Interval:
         right = "]" if self.high_closed else ")"
         return f"{attribute.name} in {left}{self.low:g}, {self.high:g}{right}"
 
-    def canonical(self) -> tuple:
+    def canonical(self) -> tuple[object, ...]:
         return ("iv", float(self.low), float(self.high), self.low_closed, self.high_closed)
 
 
@@ -190,7 +190,7 @@ class Path:
         return None
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         """Identity for path match: the path's constraints (canonical) and its class."""
         return (tuple((a, c.canonical()) for a, c in self.constraints), self.label)
 
@@ -201,6 +201,15 @@ class Path:
     def describe(self, schema: Schema) -> str:
         parts = [c.describe(schema.attributes[a]) for a, c in self.constraints]  # type: ignore[arg-type]
         return " AND ".join(parts) if parts else "(everything)"
+
+
+def _intersect(a: Constraint, b: Constraint) -> Constraint:
+    """Two constraints on one attribute together (both intervals, or both category sets: `validate` checks it)."""
+    if isinstance(a, Interval) and isinstance(b, Interval):
+        return a.intersect(b)
+    if isinstance(a, CategorySet) and isinstance(b, CategorySet):
+        return a.intersect(b)
+    raise TreeError("an interval and a category set constrain the same attribute")
 
 
 def preorder(nodes: Sequence[Node]) -> list[int]:
@@ -219,12 +228,14 @@ def counts_match(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     `np.isclose` with those tolerances, without its per-call overhead (the miner runs this for
     every received tree).
     """
-    return np.abs(a - b) <= 1e-6 + 1e-9 * np.abs(b)
+    close: np.ndarray = np.abs(a - b) <= 1e-6 + 1e-9 * np.abs(b)
+    return close
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise `math.isclose` with its defaults (relative tolerance 1e-9, symmetric)."""
-    return np.abs(a - b) <= 1e-9 * np.maximum(np.abs(a), np.abs(b))
+    close: np.ndarray = np.abs(a - b) <= 1e-9 * np.maximum(np.abs(a), np.abs(b))
+    return close
 
 
 class Tree:
@@ -408,7 +419,7 @@ class Tree:
     @property
     def parents(self) -> np.ndarray:
         """Parent index of every node, -1 for the root (read-only)."""
-        view = self._parents.view()
+        view: np.ndarray = self._parents.view()
         view.flags.writeable = False
         return view
 
@@ -461,7 +472,8 @@ class Tree:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row: the label of the node where the row stops."""
         labels = np.array([n.label for n in self.nodes], dtype=np.int64)
-        return labels[self.apply(X)]
+        predicted: np.ndarray = labels[self.apply(X)]
+        return predicted
 
     # --------------------------------------------------------------- paths
     def paths(self) -> list[Path]:
@@ -476,12 +488,15 @@ class Tree:
                 result.append(Path(ordered, i, node.label, node.hit, node.miss, node.counts))
                 continue
             attr_index = node.attribute
-            attr = self.schema.attributes[attr_index]  # type: ignore[index]
+            assert attr_index is not None  # an inner node splits on an attribute (validate)
+            attr = self.schema.attributes[attr_index]
             for e in reversed(node.edges):
-                here = e.constraint.clip(attr) if isinstance(e.constraint, Interval) else e.constraint
-                previous = constraints.get(attr_index)  # type: ignore[arg-type]
-                merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
-                stack.append((e.child, {**constraints, attr_index: merged}))  # type: ignore[dict-item]
+                here = e.constraint
+                if isinstance(here, Interval) and isinstance(attr, NumericAttribute):
+                    here = here.clip(attr)
+                previous = constraints.get(attr_index)
+                merged = here if previous is None else _intersect(previous, here)
+                stack.append((e.child, {**constraints, attr_index: merged}))
         return result
 
     # ----------------------------------------------------------- disclosure

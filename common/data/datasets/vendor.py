@@ -118,7 +118,7 @@ def _public(name: str, bounds: dict[str, Bound]) -> NumericAttribute:
     return NumericAttribute(name, float(low), float(high), integer)
 
 
-SOURCES: dict[str, str] = {name: bound[3] for bound in (ADULT_BOUNDS, WINE_BOUNDS) for name, bound in bound.items()}
+SOURCES: dict[str, str] = {name: stated[3] for bounds in (ADULT_BOUNDS, WINE_BOUNDS) for name, stated in bounds.items()}
 
 
 def save_schema(schema: Schema, path: Path, sources: dict[str, str] | None = None) -> None:
@@ -177,7 +177,8 @@ def winequality(src: Path) -> tuple[pd.DataFrame, Schema]:
     frame = pd.concat(parts, ignore_index=True)
     chemistry = [c for c in frame.columns if c not in ("color", "quality")]
     frame = frame[["color", *chemistry, "quality"]]
-    attributes = (CategoricalAttribute("color", ("red", "white")), *(_public(c, WINE_BOUNDS) for c in chemistry))
+    attributes: tuple[CategoricalAttribute | NumericAttribute, ...] = (
+        CategoricalAttribute("color", ("red", "white")), *(_public(str(c), WINE_BOUNDS) for c in chemistry))
     return frame, Schema(attributes, "quality", tuple(str(q) for q in range(3, 10)))
 
 

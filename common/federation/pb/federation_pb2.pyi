@@ -259,7 +259,7 @@ class StudyList(_message.Message):
     def __init__(self, studies: _Optional[_Iterable[_Union[StudyStatus, _Mapping]]] = ...) -> None: ...
 
 class OwnerResult(_message.Message):
-    __slots__ = ("owner_id", "tuples", "leaves", "claim", "audit_passed", "pseudo_rows", "trees", "regression_trees")
+    __slots__ = ("owner_id", "tuples", "leaves", "claim", "audit_passed", "pseudo_rows", "trees", "regression_trees", "learner")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     TUPLES_FIELD_NUMBER: _ClassVar[int]
     LEAVES_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class OwnerResult(_message.Message):
     PSEUDO_ROWS_FIELD_NUMBER: _ClassVar[int]
     TREES_FIELD_NUMBER: _ClassVar[int]
     REGRESSION_TREES_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
     owner_id: str
     tuples: float
     leaves: int
@@ -276,7 +277,8 @@ class OwnerResult(_message.Message):
     pseudo_rows: int
     trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.Tree]
     regression_trees: _containers.RepeatedCompositeFieldContainer[_model_pb2.RegressionTree]
-    def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ...) -> None: ...
+    learner: str
+    def __init__(self, owner_id: _Optional[str] = ..., tuples: _Optional[float] = ..., leaves: _Optional[int] = ..., claim: _Optional[str] = ..., audit_passed: _Optional[bool] = ..., pseudo_rows: _Optional[int] = ..., trees: _Optional[_Iterable[_Union[_model_pb2.Tree, _Mapping]]] = ..., regression_trees: _Optional[_Iterable[_Union[_model_pb2.RegressionTree, _Mapping]]] = ..., learner: _Optional[str] = ...) -> None: ...
 
 class GlobalModelResult(_message.Message):
     __slots__ = ("name", "train_rows", "accuracy", "predictions", "tree", "rmse", "mae", "values", "auc", "parameters", "selection")

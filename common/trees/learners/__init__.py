@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
+
+import numpy as np
 
 from common.data.schema import Schema
 from common.params import check_choice
@@ -10,14 +12,22 @@ from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, Admissib
 from common.trees.learners.cart import CartTreeClassifier
 from common.trees.learners.multiway import MultiwayTreeClassifier
 from common.trees.learners.public_cuts import OnPublicCuts
+from common.trees.tree import Tree
 
-__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "LEARNERS",
+__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "TreeLearner", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
            "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
            "admissible_params",
            "make_learner"]
 
 LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifier, "cart": CartTreeClassifier,
                                            "multiway": MultiwayTreeClassifier}
+
+AUTO_LEARNER = "auto"
+"""Not a learner: the name that asks the owner to choose one by cross-validation of its releases
+(`common.mechanisms.learner_choice`); the admissible options then apply to its admissible candidates."""
+
+LEARNER_NAMES: tuple[str, ...] = (*sorted(LEARNERS), AUTO_LEARNER)
+"""Every name a study or command may give as its learner."""
 
 #: Learners that grow to the release's requirement and so take a ``leaf_rule`` (the others ignore it).
 REQUIREMENT_AWARE: frozenset[str] = frozenset({"admissible"})
@@ -54,15 +64,25 @@ def admissible_params(learner: str, *, pairing: str | None = None, category_spli
             raise ValueError(f"{spell('confidence')} must lie strictly between 0 and 1, or be {UNPRUNED!r}, "
                              f"got {confidence!r}")
         chosen["confidence"] = float(confidence)
-    if chosen and learner != "admissible":
+    if chosen and learner not in ("admissible", AUTO_LEARNER):
         said = " and ".join(spell(key) for key in chosen)
         raise ValueError(f"{said} {'applies' if len(chosen) == 1 else 'apply'} to the admissible learner only, "
                          f"not to learner {learner!r}")
     return chosen
 
 
+class TreeLearner(Protocol):
+    """What every local learner is: ``fit`` on encoded rows, then the trained `Tree` as ``tree_``."""
+
+    tree_: Tree
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Any: ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+
 def make_learner(name: str, schema: Schema, *, random_state: int | None = None, public_cuts: bool = False,
-                 leaf_rule: LeafRule | None = None, **params: Any):
+                 leaf_rule: LeafRule | None = None, **params: Any) -> TreeLearner:
     """Build the named local learner; ``random_state`` is passed to learners that use one.
 
     ``public_cuts`` splits numeric attributes only at the schema's public cut points
@@ -73,7 +93,7 @@ def make_learner(name: str, schema: Schema, *, random_state: int | None = None, 
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; available: {sorted(LEARNERS)}")
 
-    def build(on: Schema):
+    def build(on: Schema) -> TreeLearner:
         if name == "cart":
             return CartTreeClassifier(on, random_state=random_state, **params)
         if name == "admissible":

@@ -79,7 +79,7 @@ class Binned:
     def codes(self, j: int, rows: np.ndarray | slice) -> np.ndarray:
         """Attribute ``j``'s code of each of ``rows``, in its keys' unsigned dtype."""
         keys = self.wide[j][rows] if self.column[j] < 0 else self.dense[rows, self.column[j]]
-        codes = keys // keys.dtype.type(self.k)
+        codes: np.ndarray = keys // keys.dtype.type(self.k)
         if self.column[j] >= 0:
             codes -= keys.dtype.type(self.cell[j])
         return codes
@@ -200,7 +200,7 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
                 codes[start:start + _CHUNK_ROWS] = np.searchsorted(cuts, X[start:start + _CHUNK_ROWS, j], side="left")
             coded.append((codes, np.arange(cuts.size + 1, dtype=np.float64)))
         else:
-            size = attribute.size  # type: ignore[union-attr]
+            size = attribute.size
             coded.append((X[:, j].astype(_unsigned(size)), np.arange(size, dtype=np.float64)))
     return _binned(coded, y, schema.n_classes)
 

@@ -118,7 +118,8 @@ class _Rule:
         passed = flat.sum(axis=1) >= self.min_rows
         if self.rule is not None:
             passed &= self.rule.ok(flat)
-        return passed.reshape(counts.shape[:-1])
+        shaped: np.ndarray = passed.reshape(counts.shape[:-1])
+        return shaped
 
     def fewest_rows(self) -> int:
         return max(self.min_rows, 1 if self.rule is None else self.rule.fewest_rows())
@@ -128,7 +129,8 @@ class _Rule:
         short = np.maximum(self.min_rows - flat.sum(axis=1), 0.0)
         if self.rule is not None:
             short = np.maximum(short, self.rule.deficit(flat))
-        return short.reshape(counts.shape[:-1])
+        shaped: np.ndarray = short.reshape(counts.shape[:-1])
+        return shaped
 
 
 def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
@@ -137,7 +139,7 @@ def _merge_loss(groups: np.ndarray, b: int) -> np.ndarray:
     sizes = groups.sum(axis=1)
     size_term = xlog2x(merged.sum(axis=1)) - xlog2x(sizes) - xlog2x(sizes[b])
     class_term = xlog2x(merged).sum(axis=1) - xlog2x(groups).sum(axis=1) - xlog2x(groups[b]).sum()
-    loss = size_term - class_term
+    loss: np.ndarray = size_term - class_term
     loss[b] = np.inf
     return loss
 
@@ -315,7 +317,8 @@ def _added_errors(n: np.ndarray, e: np.ndarray, confidence: float) -> np.ndarray
     one = (lambda f1: (f1 + z * z / (2 * n) + z * np.sqrt(np.maximum(f1 / n - f1 * f1 / n + z * z / (4 * n * n), 0.0)))
            / (1 + z * z / n) * n - 1.0)(1.5 / n)
     small = base + e * (one - base)
-    return np.where(e < 1, small, np.where(e + 0.5 >= n, np.maximum(n - e, 0.0), normal))
+    errors: np.ndarray = np.where(e < 1, small, np.where(e + 0.5 >= n, np.maximum(n - e, 0.0), normal))
+    return errors
 
 
 def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> list[Node]:
@@ -326,7 +329,7 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
     The root keeps its split: a root-only tree is no model, and the release would refuse it.
     Returns the reachable nodes renumbered in preorder (siblings stay consecutive).
     """
-    counts = np.stack([node.counts for node in nodes])
+    counts = np.stack([_counts(node) for node in nodes])
     n = counts.sum(axis=1)
     errors = n - counts.max(axis=1)
     as_leaf = errors + _added_errors(n, errors, confidence)
@@ -378,10 +381,10 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, allowed = stack.pop()
             node = nodes[index]
-            if (np.count_nonzero(node.counts) <= 1 or rows.size < self.splittable
+            if (np.count_nonzero(_counts(node)) <= 1 or rows.size < self.splittable
                     or (self.max_depth is not None and depth >= self.max_depth)):
                 continue
-            split = self._best_split(rows, node.counts, allowed)
+            split = self._best_split(rows, _counts(node), allowed)
             if split is None:
                 continue
             self._made(split)
@@ -466,7 +469,8 @@ class _Grower(GrowerBase):
                                            self._both_admissible)))
         candidates = []
         for j in range(self.schema.n_attributes):
-            split = self._two_way(j, *ordered[j], cuts[j]) if cuts.get(j) is not None else None
+            cut = cuts.get(j)
+            split = self._two_way(j, *ordered[j], cut) if cut is not None else None
             if j in grouped:
                 split = _better(grouped[j], split)
             if split is not None and split.gain >= self.min_gain:
@@ -475,7 +479,8 @@ class _Grower(GrowerBase):
 
     def _both_admissible(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Per candidate cut: do both sides pass the rule?"""
-        return self.rule.ok(left) & self.rule.ok(right)
+        both: np.ndarray = self.rule.ok(left) & self.rule.ok(right)
+        return both
 
     def _two_way(self, j: int, order: np.ndarray, table: np.ndarray, cut: tuple[int, float, float]) -> _Split:
         """Attribute ``j`` split at ``cut`` (last position on the left, gain, split information) of its values or
@@ -624,9 +629,11 @@ class _DeferringGrower(_Grower):
         codes = self.binned.codes(j, rows)
         present = np.unique(codes)
         local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
-        seen = np.zeros((local.max() + 1, self.schema.attributes[j].size), dtype=bool)  # type: ignore[union-attr]
+        seen = np.zeros((int(local.max()) + 1, self.binned.size(j)), dtype=np.bool_)
         seen[local, codes] = True
-        return rows[seen[:, present].all(axis=1)[local]]
+        complete = np.asarray(seen[:, present].all(axis=1))
+        kept: np.ndarray = rows[complete[local]]
+        return kept
 
     def _reach(self, rows: np.ndarray, j: int, groups: tuple[frozenset[int], ...]) -> float:
         """Rows that leaves splitting ``rows`` by ``groups`` of attribute ``j`` could at best classify correctly."""
@@ -652,3 +659,9 @@ class _DeferringGrower(_Grower):
         if not members:
             return whole
         return max(whole, self._reach(rows, j, tuple(frozenset(int(c) for c in m) for m in members)))
+
+
+def _counts(node: Node) -> np.ndarray:
+    """A grown node's class counts (the learner grows counts nodes only)."""
+    assert node.counts is not None
+    return node.counts

@@ -126,7 +126,8 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
         """The matrix scikit-learn sees, and per column its (attribute, category or None)."""
         if self.categorical_encoding == "ordinal":
             return X, [(j, None) for j in range(X.shape[1])]
-        blocks, columns = [], []
+        blocks: list[np.ndarray] = []
+        columns: list[tuple[int, int | None]] = []
         for j, attr in enumerate(self.schema.attributes):
             if isinstance(attr, CategoricalAttribute):
                 blocks.append((X[:, j, None] == np.arange(attr.size)[None, :]).astype(np.float64))

@@ -165,7 +165,7 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, usable = stack.pop()
             node = nodes[index]
-            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, node.counts, usable)
+            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, _counts(node), usable)
             if split is None:
                 continue
             node.attribute = split.attribute
@@ -187,7 +187,7 @@ class _Grower(GrowerBase):
 
     def _is_leaf(self, node: Node, n: int, depth: int) -> bool:
         """The stopping rules that need no split search: purity, too few rows, depth limit."""
-        pure = np.count_nonzero(node.counts) <= 1
+        pure = np.count_nonzero(_counts(node)) <= 1
         too_small = n < 2 * self.min_samples_leaf
         too_deep = self.max_depth is not None and depth >= self.max_depth
         return bool(pure or too_small or too_deep)
@@ -221,19 +221,19 @@ class _Grower(GrowerBase):
         node = self.binned.node(rows)
         numeric: dict[int, np.ndarray] = {}  # attribute: the distinct values at the node
         tables = []
-        for j in np.flatnonzero(usable & ~self.categorical):
-            values, table = node.present(int(j))
-            numeric[int(j)] = values
+        for found in np.flatnonzero(usable & ~self.categorical):
+            values, table = node.present(int(found))
+            numeric[int(found)] = values
             tables.append(table)
         cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large)))
         candidates = []
-        for j in np.flatnonzero(usable):
-            j = int(j)
+        for j in map(int, np.flatnonzero(usable)):
+            cut = None if self.categorical[j] else cuts[j]
             if self.categorical[j]:
                 split = self._categorical_split(j, node.table(j), rows.size, parent_cells)
-            elif cuts[j] is not None:
-                at, gain, split_info = cuts[j]
-                split = _Split(j, gain, split_info, midpoint(numeric[j][at], numeric[j][at + 1]))
+            elif cut is not None:
+                at, gain, split_info = cut
+                split = _Split(j, gain, split_info, midpoint(float(numeric[j][at]), float(numeric[j][at + 1])))
             else:
                 split = None
             if split is not None and split.gain >= self.min_gain:
@@ -242,7 +242,8 @@ class _Grower(GrowerBase):
 
     def _both_large(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Per candidate threshold: do both sides hold at least ``min_samples_leaf`` rows?"""
-        return (left.sum(axis=1) >= self.min_samples_leaf) & (right.sum(axis=1) >= self.min_samples_leaf)
+        large: np.ndarray = (left.sum(axis=1) >= self.min_samples_leaf) & (right.sum(axis=1) >= self.min_samples_leaf)
+        return large
 
     def _categorical_split(self, j: int, table: np.ndarray, n: int, parent_cells: float) -> _Split | None:
         """Score the one-child-per-category split on attribute ``j`` (its code-by-class ``table``), if admissible."""
@@ -250,3 +251,9 @@ class _Grower(GrowerBase):
             return None
         gain, split_info = gain_and_split_info(table.astype(np.float64), n, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
+
+
+def _counts(node: Node) -> np.ndarray:
+    """A grown node's class counts (the learners grow counts nodes only)."""
+    assert node.counts is not None
+    return node.counts

@@ -67,8 +67,8 @@ def on_public_cuts(schema: Schema, tree: Tree) -> Tree:
     nodes = []
     for node in tree.nodes:
         edges = node.edges
-        if node.attribute is not None and isinstance(schema.attributes[node.attribute], NumericAttribute):
-            attribute = schema.attributes[node.attribute]
+        attribute = schema.attributes[node.attribute] if node.attribute is not None else None
+        if isinstance(attribute, NumericAttribute):
             edges = [Edge(Interval(_cut(attribute, e.constraint.low), _cut(attribute, e.constraint.high),
                                    e.constraint.low_closed, e.constraint.high_closed), e.child)
                      for e in node.edges if isinstance(e.constraint, Interval)]

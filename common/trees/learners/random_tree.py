@@ -73,7 +73,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser, elementwise: a bijective scramble of 64-bit keys (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    mixed: np.ndarray = z ^ (z >> np.uint64(31))
+    return mixed
 
 
 def _child_keys(keys: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -83,7 +84,8 @@ def _child_keys(keys: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def _uniform(keys: np.ndarray, salt: np.uint64) -> np.ndarray:
     """A uniform draw in [0, 1) per key, one independent stream per ``salt``."""
-    return (_mix(keys ^ salt) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    draws: np.ndarray = (_mix(keys ^ salt) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    return draws
 
 
 def _root_key(seed: int, tree_index: int) -> np.ndarray:
@@ -118,10 +120,12 @@ class _Space:
     def threshold(self, attribute: np.ndarray, lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The threshold at uniform draw ``u`` in [0, 1) on the path's range ``(lo, hi]`` of ``attribute``."""
         if not self.log:
-            return lo + u * (hi - lo)
+            linear: np.ndarray = lo + u * (hi - lo)
+            return linear
         base = self.low[attribute]
         start, stop = np.log1p(lo - base), np.log1p(hi - base)
-        return base + np.expm1(start + u * (stop - start))
+        logarithmic: np.ndarray = base + np.expm1(start + u * (stop - start))
+        return logarithmic
 
 
 @dataclass(frozen=True)
@@ -367,7 +371,7 @@ def _check_bool(name: str, value: object) -> bool:
 def _check_thresholds(value: object) -> ThresholdScale:
     if value not in THRESHOLD_SCALES:
         raise ParameterError(f"thresholds must be one of {', '.join(THRESHOLD_SCALES)}; got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _check_k(value: object) -> int:
@@ -379,7 +383,7 @@ def _check_k(value: object) -> int:
 
 def _check_beta(value: object) -> float:
     """``beta`` as a float in (0, 1]: the per-tree sampling probability of a row."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) <= 1.0:
         raise ParameterError(f"beta must be a real number in (0, 1]; got {value!r}")
     return float(value)
 
@@ -528,7 +532,8 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row: the most probable class of `predict_proba` (lowest index on ties)."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        predicted: np.ndarray = self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        return predicted
 
 
 def ensemble_predict_proba(trees: Sequence[Tree], X: np.ndarray) -> np.ndarray:
@@ -542,12 +547,21 @@ def ensemble_predict_proba(trees: Sequence[Tree], X: np.ndarray) -> np.ndarray:
     total = np.zeros((X.shape[0], schema.n_classes))
     for tree in trees:
         total += _leaf_counts(tree)[tree.apply(X)]
-    prior = np.sum([tree.root.counts for tree in trees], axis=0)
+    prior = np.sum([_root_counts(tree) for tree in trees], axis=0)
     if prior.sum() == 0:
         prior = np.ones(schema.n_classes)
     empty = total.sum(axis=1) == 0
     total[empty] = prior
-    return total / total.sum(axis=1, keepdims=True)
+    proba: np.ndarray = total / total.sum(axis=1, keepdims=True)
+    return proba
+
+
+def _root_counts(tree: Tree) -> np.ndarray:
+    """A released tree's root class counts (random trees release counts)."""
+    counts = tree.root.counts
+    if counts is None:
+        raise ValueError("a random tree without class counts (hit/miss) has no class prior")
+    return counts
 
 
 def _leaf_counts(tree: Tree) -> np.ndarray:
