@@ -145,8 +145,15 @@ class _Worker:
         child.close()
 
     def wait_ready(self, timeout: float) -> None:
-        """Block until the worker has imported everything and said so (it sends ``"ready"`` first)."""
-        if not self.conn.poll(timeout) or self.conn.recv() != "ready":
+        """Block until the worker has imported everything and said so (it sends ``"ready"`` first).
+
+        Raises RuntimeError when it does not within ``timeout`` seconds, or exits first (its pipe closes).
+        """
+        try:
+            ready = self.conn.poll(timeout) and self.conn.recv() == "ready"
+        except (EOFError, OSError):
+            raise RuntimeError("a verification worker exited before it was ready") from None
+        if not ready:
             raise RuntimeError(f"a verification worker did not start within {timeout:.0f} s")
 
     def stop(self) -> None:
@@ -210,8 +217,15 @@ class ModelVerifier:
             if self._started or self._closed:
                 return
             self._started = True
-        for worker in [_Worker() for _ in range(self.processes)]:
-            worker.wait_ready(WORKER_START_SECONDS)
+        pending = [_Worker() for _ in range(self.processes)]
+        while pending:
+            worker = pending.pop(0)
+            try:
+                worker.wait_ready(WORKER_START_SECONDS)
+            except RuntimeError:
+                for unready in (worker, *pending):
+                    unready.stop()
+                raise
             with self._lock:
                 handed = not self._closed
                 if handed:
@@ -232,7 +246,10 @@ class ModelVerifier:
         try:
             self.start()
         except RuntimeError as exc:
-            log.error("%s; submissions wait for a verifier until their deadline", exc)
+            if self._closed:  # the miner stopped while its workers started: nothing is waiting for them
+                log.debug("verifier start-up ended by shutdown: %s", exc)
+            else:
+                log.error("%s; submissions are verified on the serving threads instead", exc)
 
     def check(self, message: fpb.ModelMessage, payload: bytes, terms: StudyTerms, timeout: float | None) -> None:
         """Raise `Rejection` unless the model is acceptable; ``payload`` is ``message`` serialized."""
