@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.study import load_study_file
 from common.mechanisms import registry
 from common.trees.readable import grouped
@@ -122,9 +123,9 @@ def cmd_miner_verify_log(args: argparse.Namespace) -> int:
 
 def cmd_miner_status(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
-    channel, stub = admin_stub(config)
+    channel, _ = admin_stub(config)
     with channel:
-        reply = rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
+        reply = rpc(lambda: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
     health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")

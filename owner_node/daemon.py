@@ -254,7 +254,7 @@ def _restamped(data: bytes, signer: Signer) -> bytes:
 
 
 def deliver(
-    stub: fpb_grpc.MinerStub,
+    stub: fpb_grpc.OwnerExchangeStub,
     outbox: Outbox,
     study_id: str,
     *,
@@ -331,7 +331,7 @@ def deliver(
     return Outcome(study_id, "deferred", why, hashlib.sha256(data).hexdigest())
 
 
-def _send(stub: fpb_grpc.MinerStub, kind: Kind, data: bytes, study_id: str,
+def _send(stub: fpb_grpc.OwnerExchangeStub, kind: Kind, data: bytes, study_id: str,
           metadata: tuple[tuple[str, str], ...]) -> fpb.SubmitAck:
     """One attempt to send the stored envelope ``data``: a refusal, or a release of at most
     `UNARY_MAX_BYTES`, whole; a larger release in pieces (``SubmitChunks``), with a deadline that grows
@@ -396,7 +396,7 @@ class OwnerDaemon:
         self._rng = random.Random()
         self._settled: set[str] = set()  # answered, or given up on, during this process
         self._channel = self._open_channel()
-        self._stub = fpb_grpc.MinerStub(self._channel)
+        self._stub = fpb_grpc.OwnerExchangeStub(self._channel)
 
     def _open_channel(self) -> grpc.Channel:
         if self.insecure:
