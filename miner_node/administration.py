@@ -34,6 +34,9 @@ __all__ = ["StudyAdminService"]
 log = logging.getLogger("modelshare.miner")
 MAX_WATCH_SECONDS = 30
 MAX_CANCEL_REASON = 500
+SILENT_AFTER_SECONDS = 120
+"""A site whose last poll is older than this is "silent": a live daemon polls at least every 30 s (a held
+Poll's longest hold) plus its backoff after failures."""
 
 
 def _admin(context: grpc.ServicerContext) -> str:
@@ -124,6 +127,26 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         if timestamp_seconds(spec.deadline, "the deadline") <= self.clock():
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
         return study
+
+    @handler
+    def ListSites(self, request: fpb.ListSitesRequest, context: grpc.ServicerContext) -> fpb.SiteList:
+        """Every owner on the roster (revoked ones included) with its last poll, version, health and state."""
+        seen = self.store.sites()
+        now = self.clock()
+        reply = fpb.SiteList(silent_after_seconds=SILENT_AFTER_SECONDS)
+        for party in sorted(self.identity.roster.current().parties.values(), key=lambda p: p.name):
+            if party.role != "owner":
+                continue
+            site = reply.sites.add(owner_id=party.name)
+            if party.name in seen:
+                at, site.version, site.health = seen[party.name]
+                site.last_poll_at.FromNanoseconds(int(at * 1e9))
+                site.state = "polling" if now - at <= SILENT_AFTER_SECONDS else "silent"
+            else:
+                site.state = "never polled"
+            if party.revoked:
+                site.state, site.revoked_at = "revoked", party.revoked_at or ""
+        return reply
 
     @handler
     def GetStudy(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyStatus:

@@ -399,6 +399,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         if party is None or party.role != "owner":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
         owner = party.name
+        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64), clip(request.health, 200))
         assert self.feed is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)

@@ -48,6 +48,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -99,6 +100,10 @@ __all__ = [
 log = logging.getLogger("modelshare.owner")
 
 POLL_WAIT_SECONDS = 10
+try:
+    SOFTWARE_VERSION = version("modelshare")  # sent in every Poll, for the admin's fleet view
+except PackageNotFoundError:  # run from a source tree that was never installed
+    SOFTWARE_VERSION = "unknown"
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
 DATA_LAST_CALL_SECONDS = 60
@@ -470,7 +475,7 @@ class OwnerDaemon:
             The Poll itself failed; `run` retries it with backoff.
         """
         stop = stop or threading.Event()
-        reply = self._stub.Poll(fpb.PollRequest(wait_seconds=wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
+        reply = self._stub.Poll(self._poll_request(wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
         self.status.contact(state="polling")
         self.watch_data_file()
         outcomes = []
@@ -479,6 +484,12 @@ class OwnerDaemon:
                 break
             outcomes.append(self.answer(announcement.spec, stop))
         return outcomes
+
+    def _poll_request(self, wait_seconds: int) -> fpb.PollRequest:
+        """A Poll that tells the miner this site's software version and health (never a private detail: a missing
+        data file is "waiting for its data file", without its path)."""
+        health = "ok" if self.status.data.get("data_file") is None else "waiting for its data file"
+        return fpb.PollRequest(wait_seconds=wait_seconds, version=SOFTWARE_VERSION, health=health)
 
     def watch_data_file(self) -> str | None:
         """Look whether the data file is there to read, and record the answer in the status file's ``data_file``.

@@ -283,6 +283,11 @@ class StudyAdminStub:
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
                 _registered_method=True)
+        self.ListSites = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/ListSites',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
+                _registered_method=True)
 
 
 class StudyAdminServicer:
@@ -327,6 +332,13 @@ class StudyAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSites(self, request, context):
+        """every provisioned owner and its last poll
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StudyAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -359,6 +371,11 @@ def add_StudyAdminServicer_to_server(servicer, server):
                     servicer.WatchStudy,
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.SerializeToString,
+            ),
+            'ListSites': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSites,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.SiteList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -525,6 +542,33 @@ class StudyAdmin:
             '/modelshare.v1.StudyAdmin/WatchStudy',
             modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSites(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.StudyAdmin/ListSites',
+            modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
             options,
             channel_credentials,
             insecure,
