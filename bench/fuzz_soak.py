@@ -192,7 +192,7 @@ def main() -> None:
             "exact": "checked" if target.stored_only_accepted() else "MISMATCH",
             "log_ok": log.ok,
             "log_entries": log.entries,
-            "verifiers": fed.miner.service.verifier.processes,
+            "verifiers": fed.miner.exchange.verifier.processes,
         }
     finally:
         target.close()

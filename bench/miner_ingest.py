@@ -67,8 +67,8 @@ from common.mechanisms import registry
 from common.mechanisms.release import release
 from common.trees.learners import make_learner
 from miner_node.config import MinerConfig
+from miner_node.exchange import OwnerExchangeService
 from miner_node.server import start_miner
-from miner_node.service import MinerService
 from miner_node.store import Store, Submission, verify_log
 from modelshare.provision import issue_throwaway_federation
 
@@ -122,7 +122,7 @@ def signed_envelopes(kits: dict[str, Path], owners: list[str], study_ids: list[s
 
 
 def install_profiler(clock: str) -> list[cProfile.Profile]:
-    """Wrap MinerService.Submit (before the server registers it) with one profiler per handler thread.
+    """Wrap OwnerExchangeService.Submit (before the server registers it) with one profiler per handler thread.
 
     ``clock`` "wall" charges time spent waiting (for the store lock, the disk) to the waiting
     function; "cpu" (per-thread CPU time) shows only the work each handler thread does.
@@ -130,10 +130,10 @@ def install_profiler(clock: str) -> list[cProfile.Profile]:
     timer = time.perf_counter if clock == "wall" else time.thread_time
     profiles: list[cProfile.Profile] = []
     local = threading.local()
-    original = MinerService.Submit
+    original = OwnerExchangeService.Submit
 
     @functools.wraps(original)
-    def profiled(self: MinerService, request: Any, context: Any) -> Any:
+    def profiled(self: OwnerExchangeService, request: Any, context: Any) -> Any:
         prof = getattr(local, "prof", None)
         if prof is None:
             prof = local.prof = cProfile.Profile(timer)
@@ -144,7 +144,7 @@ def install_profiler(clock: str) -> list[cProfile.Profile]:
         finally:
             prof.disable()
 
-    MinerService.Submit = profiled  # type: ignore[method-assign]
+    OwnerExchangeService.Submit = profiled  # type: ignore[method-assign]
     return profiles
 
 
@@ -205,7 +205,8 @@ class ThreadClients:
     def __init__(self, address: str, kits: dict[str, Path], owners: list[str], threads: int) -> None:
         self.threads = threads
         self.channels = {o: dial_miner(address, TlsFiles.in_kit(kits[o]), "miner") for o in owners}
-        self.stubs = {o: fgrpc.MinerStub(c) for o, c in self.channels.items()}
+        self.stubs = {o: fgrpc.OwnerExchangeStub(c) for o, c in self.channels.items()}
+        self.health = {o: fgrpc.MinerStub(c) for o, c in self.channels.items()}
 
     def run(self, name: str, items: list[tuple[str, fpb.SignedEnvelope | None]]) -> Phase:
         """``Health`` for items without an envelope, ``Submit`` of the envelope otherwise."""
@@ -213,7 +214,7 @@ class ThreadClients:
         for owner, env in items:
             stub = self.stubs[owner]
             if env is None:
-                calls.append(functools.partial(stub.Health, fpb.HealthRequest(), timeout=30))
+                calls.append(functools.partial(self.health[owner].Health, fpb.HealthRequest(), timeout=30))
             else:
                 calls.append(lambda stub=stub, env=env: _submit_outcome(stub.Submit(env, timeout=60)))
         return run_concurrently(name, calls, self.threads)
@@ -337,7 +338,7 @@ def measure(args: argparse.Namespace, root: Path, clients_in: str, profile: str 
     clients: ThreadClients | ProcessClients | None = None
     try:
         with dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner") as admin_channel:
-            admin = fgrpc.MinerStub(admin_channel)
+            admin = fgrpc.StudyAdminStub(admin_channel)
             for sid in study_ids:
                 admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec(sid, [*owners, ABSENT])), timeout=30)
         envelopes = signed_envelopes(kits, owners, study_ids)
@@ -356,7 +357,7 @@ def measure(args: argparse.Namespace, root: Path, clients_in: str, profile: str 
             clients.close()
         miner.stop(grace=None)
         if profile:
-            MinerService.Submit = MinerService.Submit.__wrapped__  # type: ignore[attr-defined]
+            OwnerExchangeService.Submit = OwnerExchangeService.Submit.__wrapped__  # type: ignore[attr-defined]
     db = sqlite3.connect(f"file:{config.state_dir / 'miner.sqlite'}?mode=ro", uri=True)
     try:
         rows = db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]

@@ -80,7 +80,7 @@ class Swarm:
         options = [("grpc.ssl_target_name_override", "miner"), ("grpc.enable_retries", 0)]
         rng, attempt, counted = random.Random(name), 0, False
         async with grpc.aio.secure_channel(self.address, tls.channel_credentials(), options=options) as channel:
-            stub = fgrpc.MinerStub(channel)
+            stub = fgrpc.OwnerExchangeStub(channel)
             while not self.stop.is_set():
                 try:
                     reply = await stub.Poll(fpb.PollRequest(wait_seconds=POLL_WAIT_SECONDS),
@@ -204,8 +204,8 @@ def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], arg
         conn.recv()
         settle = time.perf_counter() - t_start
         with dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner") as channel:
-            admin = fgrpc.MinerStub(channel)
-            health = series(lambda _: admin.Health(fpb.HealthRequest(), timeout=30), args.health, args.budget)
+            admin = fgrpc.StudyAdminStub(channel)
+            health = series(lambda _: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=30), args.health, args.budget)
             creates = series(lambda i: admin.CreateStudy(fpb.CreateStudyRequest(spec=study(f"absent-{i}", [ABSENT])),
                                                          timeout=30), args.creates, args.budget)
             created_at = time.time()

@@ -11,9 +11,11 @@ bound, the address it listens on with that port, its pid and the configured ``li
 (`bench/miner_startup.py`).
 
 The server is gRPC's asyncio server, on an event loop in its own thread: the waiting RPCs
-(`MinerService.Poll`, `MinerService.WatchStudy`) and the reassembly of an answer sent in pieces
-(`MinerService.SubmitChunks`) are coroutines, so a waiting site or a slow sender costs no
-thread, and every other RPC runs, as written, on a pool of ``workers`` threads.
+(``OwnerExchange.Poll``, ``StudyAdmin.WatchStudy``) and the reassembly of an answer sent in pieces
+(``OwnerExchange.SubmitChunks``) are coroutines, so a waiting site or a slow sender costs no
+thread, and every other RPC runs, as written, on a pool of ``workers`` threads. It serves three services
+(`miner_node.exchange`, `miner_node.administration`, and ``Miner.Health`` from `miner_node.rpc`), with
+`miner_node.rpc.AdminInterceptor` authenticating every study-administration call as the admin's.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from typing import Any, Coroutine, Iterable, TypeVar
 import grpc
 
 from common.federation.kit import RosterWatcher
-from common.federation.pb import federation_pb2 as fpb
 from common.federation.study import load_study_file
 from common.files import atomic_write
 from common.study import StudyError
+from miner_node.administration import StudyAdminService
 from miner_node.config import ConfigError, MinerConfig
 from miner_node.coordinator import Coordinator
-from miner_node.service import MinerService, tolerant_deserializer
+from miner_node.exchange import OwnerExchangeService
+from miner_node.rpc import AdminInterceptor, ChangeFeed, HealthService, Identity, add_service
 from miner_node.store import StateLock, Store
 from miner_node.verify import ModelVerifier, Rejection
 
@@ -77,11 +80,12 @@ async def _cancel_others() -> None:
 
 @dataclass
 class RunningMiner:
-    """A serving miner: its port, service and store; `stop` shuts it down cleanly."""
+    """A serving miner: its port, services and store; `stop` shuts it down cleanly."""
 
     server: grpc.aio.Server
     port: int
-    service: MinerService
+    exchange: OwnerExchangeService
+    admin: StudyAdminService
     store: Store
     coordinator: Coordinator
     config: MinerConfig
@@ -98,7 +102,7 @@ class RunningMiner:
         self.stopped = True
         self.loop.run(self.server.stop(grace))
         self.coordinator.stop()
-        self.service.verifier.close()
+        self.exchange.verifier.close()
         self.store.close()
         self.loop.close()
         self.pool.shutdown(wait=True)
@@ -127,45 +131,29 @@ def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
     ]
 
 
-def _create_config_studies(config: MinerConfig, service: MinerService) -> None:
+def _create_config_studies(config: MinerConfig, admin: StudyAdminService) -> None:
     """Create the studies the config lists, unless they exist (a restart must not duplicate them)."""
     for path in config.studies:
         try:
             study = load_study_file(path)
         except StudyError as exc:
             raise ConfigError(str(exc)) from None
-        if service.store.study(study.study.study_id) is not None:
+        if admin.store.study(study.study.study_id) is not None:
             continue
         evaluation = study.evaluation.read_bytes() if study.evaluation else None
         spec = study.spec
         try:
-            service.complete_spec(spec)
+            admin.complete_spec(spec)
         except Rejection as rej:
             raise ConfigError(f"{path}: {rej.message}") from None
-        service.store.create_study(spec.study_id, spec.SerializeToString(), evaluation, by="miner config")
+        admin.store.create_study(spec.study_id, spec.SerializeToString(), evaluation, by="miner config")
 
 
-def _add_service(service: MinerService, server: grpc.aio.Server) -> None:
-    """Register the Miner methods as the generated `add_MinerServicer_to_server` does, with request
-    deserializers that never raise (for ``SubmitChunks``, a client stream, per piece): bytes that do not parse reach the handler as `UndecodableRequest` and
-    are answered INVALID_ARGUMENT, where gRPC would log a traceback and answer INTERNAL."""
-    methods = fpb.DESCRIPTOR.services_by_name["Miner"]
-    handlers = {
-        m.name: (grpc.stream_unary_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler)(
-            getattr(service, m.name),
-            request_deserializer=tolerant_deserializer(getattr(fpb, m.input_type.name)),
-            response_serializer=getattr(fpb, m.output_type.name).SerializeToString,
-        )
-        for m in methods.methods
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(methods.full_name, handlers),))
-    server.add_registered_method_handlers(methods.full_name, handlers)
-
-
-async def _new_server(config: MinerConfig, pool: futures.ThreadPoolExecutor, insecure: bool) -> tuple[grpc.aio.Server, int]:
+async def _new_server(config: MinerConfig, pool: futures.ThreadPoolExecutor, interceptor: AdminInterceptor,
+                      insecure: bool) -> tuple[grpc.aio.Server, int]:
     """An asyncio server bound to ``config.listen`` (not started); ConfigError naming the address if it cannot bind."""
     server = grpc.aio.server(migration_thread_pool=pool, options=_server_options(config),
-                             maximum_concurrent_rpcs=config.max_calls)
+                             maximum_concurrent_rpcs=config.max_calls, interceptors=[interceptor])
     try:
         if insecure:
             port = server.add_insecure_port(config.listen)
@@ -193,25 +181,30 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
         lock.release()
 
     try:
-        server, port = loop.run(_new_server(config, pool, insecure))
+        identity = Identity(RosterWatcher(config.roster), insecure=insecure)
+        server, port = loop.run(_new_server(config, pool, AdminInterceptor(identity), insecure))
         store = Store(config.state_dir)
     except BaseException:
         abandon()
         raise
-    roster = RosterWatcher(config.roster)
     coordinator = Coordinator(store, mining_timeout=config.mining_timeout_seconds, mining=config.mining,
                               state_dir=config.state_dir)
     verifier = ModelVerifier(config.verify_processes, config.limits.max_nodes)
-    service = MinerService(config.name, store, roster, coordinator, config.limits, verifier,
-                           mechanisms=mechanisms, insecure=insecure)
+    exchange = OwnerExchangeService(store, identity, coordinator, config.limits, verifier)
+    admin = StudyAdminService(store, identity, coordinator, config.limits, mechanisms=mechanisms)
     try:
-        _create_config_studies(config, service)
+        _create_config_studies(config, admin)
     except ConfigError:
         store.close()
         abandon()
         raise
-    service.attach(loop.loop, pool)
-    _add_service(service, server)
+    feed = ChangeFeed(loop.loop)
+    coordinator.subscribe(feed.changed)
+    for service in (exchange, admin):
+        service.attach(feed, pool)
+    add_service(exchange, "OwnerExchange", server)
+    add_service(admin, "StudyAdmin", server)
+    add_service(HealthService(config.name, store, coordinator, identity), "Miner", server)
     coordinator.start()
     loop.run(server.start())
     verifier.start_in_background()
@@ -219,4 +212,4 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
     atomic_write(ready, json.dumps({"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
-    return RunningMiner(server, port, service, store, coordinator, config, loop, pool, lock)
+    return RunningMiner(server, port, exchange, admin, store, coordinator, config, loop, pool, lock)

@@ -74,6 +74,12 @@ CREATE TABLE IF NOT EXISTS results (
     results BLOB NOT NULL,
     at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sites (
+    owner_id TEXT PRIMARY KEY,
+    last_poll_at REAL NOT NULL,
+    version TEXT NOT NULL,
+    health TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit_log (
     seq INTEGER PRIMARY KEY,
     at REAL NOT NULL,
@@ -397,6 +403,21 @@ class Store:
     def _write_head(self) -> None:
         seq, digest = self._head
         atomic_write(self.dir / HEAD_NAME, json.dumps({"seq": seq, "hash": digest}) + "\n")
+
+    # ---------------------------------------------------------------- sites
+    def record_poll(self, owner: str, at: float, version: str, health: str) -> None:
+        """Keep ``owner``'s last poll: when, the version and the health it sent (the admin's fleet view)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT INTO sites VALUES (?, ?, ?, ?) ON CONFLICT(owner_id) DO UPDATE SET "
+                       "last_poll_at = excluded.last_poll_at, version = excluded.version, health = excluded.health",
+                       (owner, at, version, health))
+
+        self._write(write)
+
+    def sites(self) -> dict[str, tuple[float, str, str]]:
+        """owner -> (last poll time, version, health) of every owner that ever polled."""
+        return {o: (at, v, h) for o, at, v, h in self._rows("SELECT owner_id, last_poll_at, version, health FROM sites")}
 
     # -------------------------------------------------------------- studies
     def create_study(self, study_id: str, spec: bytes, evaluation: bytes | None, *, by: str) -> bool:

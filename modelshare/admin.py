@@ -85,9 +85,11 @@ class AdminConfig:
         return cls(name=admin.name, miner=admin.miner, miner_name=admin.miner_name, tls=file.tls.files(path.parent))
 
 
-def admin_stub(config: AdminConfig) -> tuple[grpc.Channel, fgrpc.MinerStub]:
+def admin_stub(config: AdminConfig) -> tuple[grpc.Channel, fgrpc.StudyAdminStub]:
+    """A channel to the admin's miner and the study administration's stub on it (``fgrpc.MinerStub`` on the
+    same channel asks ``Health``)."""
     channel = dial_miner(config.miner, config.tls, config.miner_name)
-    return channel, fgrpc.MinerStub(channel)
+    return channel, fgrpc.StudyAdminStub(channel)
 
 
 def _time(ts: Any) -> str | None:

@@ -104,6 +104,8 @@ COMMANDS = Group("modelshare", {
                               "modelshare.cli_federation:configure_miner_verify_log"),
         "status": Command("ask a running miner for its health (exit 0 when serving, 1 when unhealthy)",
                           "modelshare.cli_federation:configure_miner_status"),
+        "sites": Command("every provisioned owner with its last poll, version, health and state (admin)",
+                         "modelshare.cli_federation:configure_miner_sites"),
     }),
     "study": Group("create and follow studies (admin)", {
         "init": Command("write a commented study.toml with simulate's defaults to start from",

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from common.federation.pb import federation_pb2 as fpb
+from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.study import load_study_file
 from common.mechanisms import registry
 from common.trees.readable import grouped
@@ -41,6 +42,7 @@ from modelshare.report_html import study_report, write_report
 
 __all__ = [
     "cmd_miner_serve",
+    "cmd_miner_sites",
     "cmd_miner_status",
     "cmd_miner_verify_log",
     "cmd_study_create",
@@ -48,6 +50,7 @@ __all__ = [
     "cmd_study_results",
     "cmd_study_status",
     "configure_miner_serve",
+    "configure_miner_sites",
     "configure_miner_status",
     "configure_miner_verify_log",
     "configure_study_create",
@@ -122,9 +125,9 @@ def cmd_miner_verify_log(args: argparse.Namespace) -> int:
 
 def cmd_miner_status(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
-    channel, stub = admin_stub(config)
+    channel, _ = admin_stub(config)
     with channel:
-        reply = rpc(lambda: stub.Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
+        reply = rpc(lambda: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
     health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")
@@ -296,6 +299,33 @@ def configure_miner_status(status: argparse.ArgumentParser) -> None:
     status.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the miner (default 5)")
     add_json(status, "the miner's health")
     status.set_defaults(func=cmd_miner_status)
+
+
+def configure_miner_sites(sites: argparse.ArgumentParser) -> None:
+    """`miner sites --config admin.toml`."""
+    sites.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
+    add_json(sites, "every site: owner, state, last poll, version, health, revoked_at")
+    sites.set_defaults(func=cmd_miner_sites)
+
+
+def cmd_miner_sites(args: argparse.Namespace) -> int:
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
+    with channel:
+        reply = rpc(lambda: stub.ListSites(fpb.ListSitesRequest(), timeout=CALL_TIMEOUT), config.miner)
+    sites = [{"owner": s.owner_id, "state": s.state,
+              "last_poll_at": s.last_poll_at.ToJsonString() if s.HasField("last_poll_at") else None,
+              "version": s.version or None, "health": s.health or None, "revoked_at": s.revoked_at or None}
+             for s in reply.sites]
+    if args.json:
+        print(json.dumps({"silent_after_seconds": reply.silent_after_seconds, "sites": sites}))
+        return 0
+    table = Table("owner", "state", "last poll", "version", "health")
+    for s in sites:
+        table.add_row(s["owner"], s["state"] + (f" ({s['revoked_at']})" if s["revoked_at"] else ""),
+                      s["last_poll_at"] or "never", s["version"] or "-", s["health"] or "-")
+    out.print(table)
+    return 0
 
 
 def _admin_options(p: argparse.ArgumentParser, report: str) -> None:

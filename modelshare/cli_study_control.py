@@ -85,7 +85,7 @@ def summary(status: fpb.StudyStatus) -> str:
     return f"study {status.spec.study_id}: {status.state}{reason}; {answered(status)} of {len(status.owners)} answered ({answers})"
 
 
-def follow(stub: fgrpc.MinerStub, study_id: str, miner: str, *, timeout: float | None,
+def follow(stub: fgrpc.StudyAdminStub, study_id: str, miner: str, *, timeout: float | None,
            on_change: Callable[[fpb.StudyStatus], None],
            on_retry: Callable[[str], None] = lambda _: None) -> fpb.StudyStatus:
     """Follow ``study_id`` until it is final and return its final status.

@@ -48,6 +48,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -99,6 +100,10 @@ __all__ = [
 log = logging.getLogger("modelshare.owner")
 
 POLL_WAIT_SECONDS = 10
+try:
+    SOFTWARE_VERSION = version("modelshare")  # sent in every Poll, for the admin's fleet view
+except PackageNotFoundError:  # run from a source tree that was never installed
+    SOFTWARE_VERSION = "unknown"
 POLL_GRACE_SECONDS = 5  # the Poll deadline is its hold time plus this
 SEND_TIMEOUT_SECONDS = 30
 DATA_LAST_CALL_SECONDS = 60
@@ -254,7 +259,7 @@ def _restamped(data: bytes, signer: Signer) -> bytes:
 
 
 def deliver(
-    stub: fpb_grpc.MinerStub,
+    stub: fpb_grpc.OwnerExchangeStub,
     outbox: Outbox,
     study_id: str,
     *,
@@ -331,7 +336,7 @@ def deliver(
     return Outcome(study_id, "deferred", why, hashlib.sha256(data).hexdigest())
 
 
-def _send(stub: fpb_grpc.MinerStub, kind: Kind, data: bytes, study_id: str,
+def _send(stub: fpb_grpc.OwnerExchangeStub, kind: Kind, data: bytes, study_id: str,
           metadata: tuple[tuple[str, str], ...]) -> fpb.SubmitAck:
     """One attempt to send the stored envelope ``data``: a refusal, or a release of at most
     `UNARY_MAX_BYTES`, whole; a larger release in pieces (``SubmitChunks``), with a deadline that grows
@@ -396,7 +401,7 @@ class OwnerDaemon:
         self._rng = random.Random()
         self._settled: set[str] = set()  # answered, or given up on, during this process
         self._channel = self._open_channel()
-        self._stub = fpb_grpc.MinerStub(self._channel)
+        self._stub = fpb_grpc.OwnerExchangeStub(self._channel)
 
     def _open_channel(self) -> grpc.Channel:
         if self.insecure:
@@ -470,7 +475,7 @@ class OwnerDaemon:
             The Poll itself failed; `run` retries it with backoff.
         """
         stop = stop or threading.Event()
-        reply = self._stub.Poll(fpb.PollRequest(wait_seconds=wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
+        reply = self._stub.Poll(self._poll_request(wait_seconds), timeout=wait_seconds + POLL_GRACE_SECONDS)
         self.status.contact(state="polling")
         self.watch_data_file()
         outcomes = []
@@ -479,6 +484,12 @@ class OwnerDaemon:
                 break
             outcomes.append(self.answer(announcement.spec, stop))
         return outcomes
+
+    def _poll_request(self, wait_seconds: int) -> fpb.PollRequest:
+        """A Poll that tells the miner this site's software version and health (never a private detail: a missing
+        data file is "waiting for its data file", without its path)."""
+        health = "ok" if self.status.data.get("data_file") is None else "waiting for its data file"
+        return fpb.PollRequest(wait_seconds=wait_seconds, version=SOFTWARE_VERSION, health=health)
 
     def watch_data_file(self) -> str | None:
         """Look whether the data file is there to read, and record the answer in the status file's ``data_file``.

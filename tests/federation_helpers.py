@@ -186,10 +186,11 @@ class Federation:
         config = OwnerConfig.load(self.kits[owner] / "owner.toml")
         return dataclasses.replace(config, **{"miner": self.address, **changes})
 
-    def stub(self, party: str, tls: TlsFiles | None = None) -> fgrpc.MinerStub:
+    def stub(self, party: str, tls: TlsFiles | None = None) -> "MinerStubs":
+        """Stubs of the miner's three services on one channel dialled with ``party``'s kit (or ``tls``)."""
         channel = dial_miner(self.address, tls or TlsFiles.in_kit(self.kits[party]), "miner")
         self.channels.append(channel)
-        return fgrpc.MinerStub(channel)
+        return MinerStubs(channel)
 
     def key(self, party: str):
         return load_signing_key(self.kits[party] / "signing.key")
@@ -203,6 +204,22 @@ class Federation:
         self.close_channels()
         if self.miner is not None:
             self.miner.stop(grace=None)
+
+
+class MinerStubs:
+    """The miner's three services on one channel, each method reachable by its name (``stubs.Poll``,
+    ``stubs.CreateStudy``, ``stubs.Health``), so a test can call any party's methods with any party's kit."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.exchange = fgrpc.OwnerExchangeStub(channel)
+        self.admin = fgrpc.StudyAdminStub(channel)
+        self.miner = fgrpc.MinerStub(channel)
+
+    def __getattr__(self, name: str):
+        for stub in (self.exchange, self.admin, self.miner):
+            if hasattr(stub, name):
+                return getattr(stub, name)
+        raise AttributeError(name)
 
 
 def make_federation(tmp: Path, owners: list[str], *, address: str = "localhost:50051", owner_data=None,

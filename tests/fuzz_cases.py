@@ -1195,8 +1195,9 @@ class MinerTarget:
 
     def _raw_call(self, case: Any, request: bytes, timeout: float) -> Any:
         """``request`` as the request bytes of ``case.rpc`` (the one piece of a client stream, for ``SubmitChunks``)."""
-        method = fpb.DESCRIPTOR.services_by_name["Miner"].methods_by_name[case.rpc]
-        path, reply_type = f"/modelshare.v1.Miner/{case.rpc}", getattr(fpb, method.output_type.name)
+        service = next(s for s in fpb.DESCRIPTOR.services_by_name.values() if case.rpc in s.methods_by_name)
+        method = service.methods_by_name[case.rpc]
+        path, reply_type = f"/{service.full_name}/{case.rpc}", getattr(fpb, method.output_type.name)
         channel = self.channels[case.caller]
         if method.client_streaming:
             return channel.stream_unary(path, response_deserializer=reply_type.FromString)(iter([request]), timeout=timeout)

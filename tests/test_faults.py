@@ -250,7 +250,7 @@ def test_an_owner_whose_clock_is_off_beyond_the_window_is_told_by_how_much(tmp_p
     with fed:
         fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f7")), timeout=10)
         assert isinstance(fed.miner, RunningMiner)
-        fed.miner.service.clock = lambda: time.time() + 600  # the miner's clock is 10 minutes ahead of the owner's
+        fed.miner.exchange.clock = lambda: time.time() + 600  # the miner's clock is 10 minutes ahead of the owner's
         with OwnerDaemon(fed.owner_config("site-a"), backoff=Backoff(base=0.0, cap=0.0, attempts=2)) as daemon:
             [outcome] = daemon.run_once(0)
             assert outcome.outcome == "deferred" and "your clock is 600 s behind the miner's" in outcome.reason
@@ -258,7 +258,7 @@ def test_an_owner_whose_clock_is_off_beyond_the_window_is_told_by_how_much(tmp_p
             assert status is not None and round(status["clock_skew_seconds"]) == -600
             healthy, reason = owner_health(status, now=datetime.now(timezone.utc), max_age=45)
             assert not healthy and "this site's clock is 600 s behind the miner's" in reason
-            fed.miner.service.clock = time.time  # the clocks agree again: the stored answer goes through
+            fed.miner.exchange.clock = time.time  # the clocks agree again: the stored answer goes through
             [outcome] = daemon.run_once(0)
             assert outcome.outcome == "submitted"
             assert read_status(daemon.config.state_dir)["clock_skew_seconds"] is None

@@ -176,7 +176,7 @@ def test_bytes_that_are_not_the_request_message_are_invalid_argument(target):
     assert outcome.code == "INVALID_ARGUMENT"  # gRPC's own deserializer answered INTERNAL and logged a traceback
     stub = target.stubs["site-a"]
     with pytest.raises(grpc.RpcError) as info:
-        target.channels["site-a"].unary_unary("/modelshare.v1.Miner/GetStudy")(b"\x0a\x02\xc3\x28", timeout=10)
+        target.channels["admin"].unary_unary("/modelshare.v1.StudyAdmin/GetStudy")(b"\x0a\x02\xc3\x28", timeout=10)
     assert "the request is not a valid StudyRef" in info.value.details()
     assert stub.Health(fpb.HealthRequest(), timeout=10).status == "serving"
 

@@ -25,7 +25,6 @@ from cryptography.x509.oid import NameOID
 
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.serde import study_from_pb
 from common.federation.signing import sign_payload
 from common.federation.wire import (
@@ -42,6 +41,7 @@ from common.trees.tree import Node, Tree
 from miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
 from tests.federation_helpers import (
+    MinerStubs,
     deal,
     make_federation,
     signed_model,
@@ -126,7 +126,7 @@ def _mint(fed, *, name: str, days: tuple[int, int]) -> tuple[bytes, bytes]:
 def _handshake_refused(fed, channel: grpc.Channel, envelope: fpb.SignedEnvelope) -> None:
     """Every call fails the TLS handshake: UNAVAILABLE before any handler runs, and the store is untouched."""
     before = rows(fed)
-    stub = fgrpc.MinerStub(channel)
+    stub = MinerStubs(channel)
     for call, request in ((stub.Submit, envelope), (stub.Health, fpb.HealthRequest())):
         code, why = refused(call, request, timeout=10)
         assert code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in why, (code, why)
@@ -152,14 +152,14 @@ def test_a_valid_certificate_the_roster_does_not_know_is_refused(fed):
     """A certificate the CA signed for site-a (a re-issue, a leaked CA key) is not the one provisioned for it."""
     before = rows(fed)
     key, cert = _mint(fed, name="site-a", days=(-1, 30))
-    stub = fgrpc.MinerStub(_channel(fed, key=key, cert=cert))
+    stub = MinerStubs(_channel(fed, key=key, cert=cert))
     for call, request in ((stub.Submit, model(fed, "site-a", "open")), (stub.Health, fpb.HealthRequest()),
                           (stub.Poll, fpb.PollRequest())):
         code, why = refused(call, request)
         assert code == grpc.StatusCode.PERMISSION_DENIED, (code, why)
         assert "the certificate presented for 'site-a' is not the one provisioned for it" in why
     key, cert = _mint(fed, name="mallory", days=(-1, 30))
-    code, why = refused(fgrpc.MinerStub(_channel(fed, key=key, cert=cert)).Health, fpb.HealthRequest())
+    code, why = refused(MinerStubs(_channel(fed, key=key, cert=cert)).Health, fpb.HealthRequest())
     assert code == grpc.StatusCode.UNAUTHENTICATED and "TLS identity 'mallory' is not on the miner's roster" in why
     assert rows(fed) == before
 
@@ -210,6 +210,22 @@ def test_admin_actions_need_the_admin_and_only_owners_submit_or_poll(fed):
     assert code == grpc.StatusCode.PERMISSION_DENIED and "'admin' is a admin; only owners submit" in why
     code, why = refused(admin.Poll, fpb.PollRequest())
     assert code == grpc.StatusCode.PERMISSION_DENIED and "only owners poll" in why
+    assert rows(fed) == before
+
+
+def test_the_admin_interceptor_refuses_an_owner_before_any_admin_handler_runs(fed):
+    """An owner's certificate on the study administration is refused by the interceptor, before the request is
+    even parsed: bytes that are no request get PERMISSION_DENIED, not the handler's INVALID_ARGUMENT."""
+    before = rows(fed)
+    fed.stub("site-a")
+    channel = fed.channels[-1]  # the channel dialled with site-a's kit
+    for method in fpb.DESCRIPTOR.services_by_name["StudyAdmin"].methods:
+        code, why = refused(channel.unary_unary(f"/modelshare.v1.StudyAdmin/{method.name}"), b"\xff\xff")
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "only the admin may do this" in why, (method.name, code, why)
+    admin = fed.stub("admin")
+    code, why = refused(fed.channels[-1].unary_unary("/modelshare.v1.StudyAdmin/GetStudy"), b"\xff\xff")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid StudyRef" in why  # the admin reaches the handler
+    assert admin.GetStudy(fpb.StudyRef(study_id="open"), timeout=10).state == "open"
     assert rows(fed) == before
 
 
@@ -374,7 +390,7 @@ def test_an_insecure_miner_refuses_every_admin_call_to_a_caller_without_identity
     miner = start_miner(federation.miner_config(), mechanisms=registry.names(), insecure=True)
     try:
         with grpc.insecure_channel(f"localhost:{miner.port}") as channel:
-            anonymous = fgrpc.MinerStub(channel)
+            anonymous = MinerStubs(channel)
             for call, request in ((anonymous.CreateStudy, fpb.CreateStudyRequest(spec=study_spec("anon"))),
                                   (anonymous.ListStudies, fpb.ListStudiesRequest()),
                                   (anonymous.GetStudy, fpb.StudyRef(study_id="anon")),

@@ -63,7 +63,7 @@ from common.federation.chunks import envelope_chunks
 from common.federation.dial import dial_miner
 from common.federation.kit import TlsFiles
 from common.federation.pb import federation_pb2_grpc as fgrpc
-stub = fgrpc.MinerStub(dial_miner({fed.address!r}, TlsFiles.in_kit(Path({str(fed.kits[owner])!r})), "miner"))
+stub = fgrpc.OwnerExchangeStub(dial_miner({fed.address!r}, TlsFiles.in_kit(Path({str(fed.kits[owner])!r})), "miner"))
 data = Path({str(answer)!r}).read_bytes()
 def pieces():
     chunks = envelope_chunks(data, {study_id!r}, {PIECE})
@@ -77,7 +77,7 @@ stub.SubmitChunks(pieces(), timeout=60)
     process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     assert process.stdout.readline() == b"sent\n"
-    wait_until(lambda: fed.miner.service.streams.owner_bytes(owner) > 0, 30, "the miner to hold the stream")
+    wait_until(lambda: fed.miner.exchange.streams.owner_bytes(owner) > 0, 30, "the miner to hold the stream")
     process.stdin.close()
     return process.wait(timeout=30)
 
@@ -106,7 +106,7 @@ def _stream(fed, owner: str, kind: str, study_id: str, envelope: fpb.SignedEnvel
     try:
         if kind == "cancelled":
             call = stub.SubmitChunks.future(held(), timeout=60)
-            wait_until(lambda: fed.miner.service.streams.owner_bytes(owner) > 0, 30, "the miner to hold the stream")
+            wait_until(lambda: fed.miner.exchange.streams.owner_bytes(owner) > 0, 30, "the miner to hold the stream")
             call.cancel()
             return "cancelled"
         return stub.SubmitChunks(held() if kind == "stalled" else iter(pieces), timeout=60).owner_id
@@ -134,7 +134,7 @@ def test_a_streams_buffer_is_let_go_however_the_stream_ends(fed, car, caplog):
     upload that ended early (cut short, cancelled, its sender killed) is logged as interrupted."""
     spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("held")), timeout=10).spec
     envelope = signed_model(fed, "site-a", spec, *car[1:])
-    ledger = fed.miner.service.streams
+    ledger = fed.miner.exchange.streams
     caplog.set_level(logging.INFO, logger="modelshare.miner")
     gc.collect()
     assert _live_buffers() == (0, 0)
@@ -173,7 +173,7 @@ def test_an_owner_over_its_limits_is_refused_while_other_owners_are_served(limit
     RESOURCE_EXHAUSTED naming the limit (which the owner retries), while site-c's answer sent whole is stored
     and Health serves; once the held streams end, site-b's answer in pieces goes through."""
     fed = limited
-    ledger = fed.miner.service.streams
+    ledger = fed.miner.exchange.streams
     spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("limits")), timeout=10).spec
     release = threading.Event()
 

@@ -191,3 +191,29 @@ def test_wait_and_follow_in_their_own_processes_see_the_study_end(fed):
     assert lines[-1].endswith("study p1: done; 2 of 2 answered (site-a submitted, site-b submitted)")
     assert waited.strip() == "study p1: done; 2 of 2 answered (site-a submitted, site-b submitted)"
     assert "\x1b" not in followed + wait_err and "\r" not in followed + wait_err  # log lines, no control characters
+
+
+def test_miner_sites_lists_every_provisioned_owner_with_its_last_poll_version_and_health(fed, capsys):
+    """A real daemon's poll is recorded (version and health), a site that never polled says so, a revoked owner
+    is "revoked", and an owner's certificate may not list the fleet."""
+    from importlib.metadata import version
+
+    from modelshare.provision import revoke_party
+
+    code, before = run_json(capsys, "miner", "sites", "--config", admin_toml(fed))
+    assert code == 0 and [s["state"] for s in before["sites"]] == ["never polled", "never polled"]
+    with OwnerDaemon(fed.owner_config("site-a")) as daemon:
+        daemon.run_once(wait_seconds=0)
+    code, after = run_json(capsys, "miner", "sites", "--config", admin_toml(fed))
+    sites = {s["owner"]: s for s in after["sites"]}
+    assert sites["site-a"]["state"] == "polling" and sites["site-a"]["last_poll_at"]
+    assert sites["site-a"]["version"] == version("modelshare") and sites["site-a"]["health"] == "ok"
+    assert sites["site-b"] == {"owner": "site-b", "state": "never polled", "last_poll_at": None, "version": None,
+                               "health": None, "revoked_at": None}
+    revoke_party(fed.kits["miner"].parent, "site-b")
+    code, revoked = run_json(capsys, "miner", "sites", "--config", admin_toml(fed))
+    site_b = next(s for s in revoked["sites"] if s["owner"] == "site-b")
+    assert site_b["state"] == "revoked" and site_b["revoked_at"]
+    with pytest.raises(grpc.RpcError) as info:
+        fed.stub("site-a").ListSites(fpb.ListSitesRequest(), timeout=10)
+    assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED

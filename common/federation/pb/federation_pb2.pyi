@@ -193,10 +193,14 @@ class ListStudiesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PollRequest(_message.Message):
-    __slots__ = ("wait_seconds",)
+    __slots__ = ("wait_seconds", "version", "health")
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     wait_seconds: int
-    def __init__(self, wait_seconds: _Optional[int] = ...) -> None: ...
+    version: str
+    health: str
+    def __init__(self, wait_seconds: _Optional[int] = ..., version: _Optional[str] = ..., health: _Optional[str] = ...) -> None: ...
 
 class StudyAnnouncement(_message.Message):
     __slots__ = ("spec",)
@@ -422,6 +426,34 @@ class EnvelopeChunk(_message.Message):
     sha256: bytes
     study_id: str
     def __init__(self, index: _Optional[int] = ..., data: _Optional[bytes] = ..., total_bytes: _Optional[int] = ..., sha256: _Optional[bytes] = ..., study_id: _Optional[str] = ...) -> None: ...
+
+class ListSitesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Site(_message.Message):
+    __slots__ = ("owner_id", "state", "last_poll_at", "version", "health", "revoked_at")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    state: str
+    last_poll_at: _timestamp_pb2.Timestamp
+    version: str
+    health: str
+    revoked_at: str
+    def __init__(self, owner_id: _Optional[str] = ..., state: _Optional[str] = ..., last_poll_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[str] = ..., health: _Optional[str] = ..., revoked_at: _Optional[str] = ...) -> None: ...
+
+class SiteList(_message.Message):
+    __slots__ = ("sites", "silent_after_seconds")
+    SITES_FIELD_NUMBER: _ClassVar[int]
+    SILENT_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    sites: _containers.RepeatedCompositeFieldContainer[Site]
+    silent_after_seconds: int
+    def __init__(self, sites: _Optional[_Iterable[_Union[Site, _Mapping]]] = ..., silent_after_seconds: _Optional[int] = ...) -> None: ...
 
 class HealthRequest(_message.Message):
     __slots__ = ()

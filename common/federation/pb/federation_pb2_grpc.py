@@ -25,8 +25,11 @@ if _version_not_supported:
     )
 
 
-class MinerStub:
-    """The miner. Owners dial out to it; every call is authenticated by mutual TLS against the roster.
+class OwnerExchangeStub:
+    """The miner's three services share one port; every call is authenticated by mutual TLS against the roster.
+
+    What an owner's daemon calls: it dials out to the miner, asks for studies and answers them. Only
+    parties with the role "owner" are served (each handler checks its caller, and a signed answer's signer).
     """
 
     def __init__(self, channel):
@@ -36,145 +39,64 @@ class MinerStub:
             channel: A grpc.Channel.
         """
         self.Poll = channel.unary_unary(
-                '/modelshare.v1.Miner/Poll',
+                '/modelshare.v1.OwnerExchange/Poll',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.PollRequest.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.PollReply.FromString,
                 _registered_method=True)
         self.Submit = channel.unary_unary(
-                '/modelshare.v1.Miner/Submit',
+                '/modelshare.v1.OwnerExchange/Submit',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
                 _registered_method=True)
         self.SubmitChunks = channel.stream_unary(
-                '/modelshare.v1.Miner/SubmitChunks',
+                '/modelshare.v1.OwnerExchange/SubmitChunks',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
                 _registered_method=True)
         self.Refuse = channel.unary_unary(
-                '/modelshare.v1.Miner/Refuse',
+                '/modelshare.v1.OwnerExchange/Refuse',
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
                 _registered_method=True)
-        self.CreateStudy = channel.unary_unary(
-                '/modelshare.v1.Miner/CreateStudy',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.CreateStudyRequest.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
-                _registered_method=True)
-        self.GetStudy = channel.unary_unary(
-                '/modelshare.v1.Miner/GetStudy',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
-                _registered_method=True)
-        self.ListStudies = channel.unary_unary(
-                '/modelshare.v1.Miner/ListStudies',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.ListStudiesRequest.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyList.FromString,
-                _registered_method=True)
-        self.GetResults = channel.unary_unary(
-                '/modelshare.v1.Miner/GetResults',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyResults.FromString,
-                _registered_method=True)
-        self.CancelStudy = channel.unary_unary(
-                '/modelshare.v1.Miner/CancelStudy',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.CancelReply.FromString,
-                _registered_method=True)
-        self.WatchStudy = channel.unary_unary(
-                '/modelshare.v1.Miner/WatchStudy',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
-                _registered_method=True)
-        self.Health = channel.unary_unary(
-                '/modelshare.v1.Miner/Health',
-                request_serializer=modelshare_dot_v1_dot_federation__pb2.HealthRequest.SerializeToString,
-                response_deserializer=modelshare_dot_v1_dot_federation__pb2.HealthReply.FromString,
-                _registered_method=True)
 
 
-class MinerServicer:
-    """The miner. Owners dial out to it; every call is authenticated by mutual TLS against the roster.
+class OwnerExchangeServicer:
+    """The miner's three services share one port; every call is authenticated by mutual TLS against the roster.
+
+    What an owner's daemon calls: it dials out to the miner, asks for studies and answers them. Only
+    parties with the role "owner" are served (each handler checks its caller, and a signed answer's signer).
     """
 
     def Poll(self, request, context):
-        """owner: studies waiting for it
+        """studies waiting for the calling owner
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Submit(self, request, context):
-        """owner: payload is a ModelMessage
+        """payload is a ModelMessage
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SubmitChunks(self, request_iterator, context):
-        """owner: a large Submit envelope, in pieces
+        """a large Submit envelope, in pieces
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Refuse(self, request, context):
-        """owner: payload is an OwnerRefusal
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CreateStudy(self, request, context):
-        """admin
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetStudy(self, request, context):
-        """admin
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListStudies(self, request, context):
-        """admin
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetResults(self, request, context):
-        """admin
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CancelStudy(self, request, context):
-        """admin
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def WatchStudy(self, request, context):
-        """admin: a status once it changes
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Health(self, request, context):
-        """any party
+        """payload is an OwnerRefusal
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_MinerServicer_to_server(servicer, server):
+def add_OwnerExchangeServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Poll': grpc.unary_unary_rpc_method_handler(
                     servicer.Poll,
@@ -196,6 +118,230 @@ def add_MinerServicer_to_server(servicer, server):
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.SubmitAck.SerializeToString,
             ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'modelshare.v1.OwnerExchange', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('modelshare.v1.OwnerExchange', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class OwnerExchange:
+    """The miner's three services share one port; every call is authenticated by mutual TLS against the roster.
+
+    What an owner's daemon calls: it dials out to the miner, asks for studies and answers them. Only
+    parties with the role "owner" are served (each handler checks its caller, and a signed answer's signer).
+    """
+
+    @staticmethod
+    def Poll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.OwnerExchange/Poll',
+            modelshare_dot_v1_dot_federation__pb2.PollRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.PollReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Submit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.OwnerExchange/Submit',
+            modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitChunks(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/modelshare.v1.OwnerExchange/SubmitChunks',
+            modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Refuse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.OwnerExchange/Refuse',
+            modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class StudyAdminStub:
+    """What the admin calls to run studies and watch the fleet. The miner's admin interceptor lets only
+    the admin's certificate through (never under --insecure); the handlers do no identity checks.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateStudy = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/CreateStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.CreateStudyRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
+                _registered_method=True)
+        self.GetStudy = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/GetStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
+                _registered_method=True)
+        self.ListStudies = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/ListStudies',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.ListStudiesRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyList.FromString,
+                _registered_method=True)
+        self.GetResults = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/GetResults',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyResults.FromString,
+                _registered_method=True)
+        self.CancelStudy = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/CancelStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.CancelReply.FromString,
+                _registered_method=True)
+        self.WatchStudy = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/WatchStudy',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
+                _registered_method=True)
+        self.ListSites = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/ListSites',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
+                _registered_method=True)
+
+
+class StudyAdminServicer:
+    """What the admin calls to run studies and watch the fleet. The miner's admin interceptor lets only
+    the admin's certificate through (never under --insecure); the handlers do no identity checks.
+    """
+
+    def CreateStudy(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStudy(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListStudies(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetResults(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelStudy(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchStudy(self, request, context):
+        """a status once it changes
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSites(self, request, context):
+        """every provisioned owner and its last poll
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_StudyAdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
             'CreateStudy': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateStudy,
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.CreateStudyRequest.FromString,
@@ -226,130 +372,23 @@ def add_MinerServicer_to_server(servicer, server):
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.StudyStatus.SerializeToString,
             ),
-            'Health': grpc.unary_unary_rpc_method_handler(
-                    servicer.Health,
-                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.HealthRequest.FromString,
-                    response_serializer=modelshare_dot_v1_dot_federation__pb2.HealthReply.SerializeToString,
+            'ListSites': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSites,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.SiteList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'modelshare.v1.Miner', rpc_method_handlers)
+            'modelshare.v1.StudyAdmin', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('modelshare.v1.Miner', rpc_method_handlers)
+    server.add_registered_method_handlers('modelshare.v1.StudyAdmin', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Miner:
-    """The miner. Owners dial out to it; every call is authenticated by mutual TLS against the roster.
+class StudyAdmin:
+    """What the admin calls to run studies and watch the fleet. The miner's admin interceptor lets only
+    the admin's certificate through (never under --insecure); the handlers do no identity checks.
     """
-
-    @staticmethod
-    def Poll(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/modelshare.v1.Miner/Poll',
-            modelshare_dot_v1_dot_federation__pb2.PollRequest.SerializeToString,
-            modelshare_dot_v1_dot_federation__pb2.PollReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Submit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/modelshare.v1.Miner/Submit',
-            modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
-            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SubmitChunks(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_unary(
-            request_iterator,
-            target,
-            '/modelshare.v1.Miner/SubmitChunks',
-            modelshare_dot_v1_dot_federation__pb2.EnvelopeChunk.SerializeToString,
-            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Refuse(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/modelshare.v1.Miner/Refuse',
-            modelshare_dot_v1_dot_federation__pb2.SignedEnvelope.SerializeToString,
-            modelshare_dot_v1_dot_federation__pb2.SubmitAck.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def CreateStudy(request,
@@ -365,7 +404,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/CreateStudy',
+            '/modelshare.v1.StudyAdmin/CreateStudy',
             modelshare_dot_v1_dot_federation__pb2.CreateStudyRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
             options,
@@ -392,7 +431,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/GetStudy',
+            '/modelshare.v1.StudyAdmin/GetStudy',
             modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
             options,
@@ -419,7 +458,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/ListStudies',
+            '/modelshare.v1.StudyAdmin/ListStudies',
             modelshare_dot_v1_dot_federation__pb2.ListStudiesRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyList.FromString,
             options,
@@ -446,7 +485,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/GetResults',
+            '/modelshare.v1.StudyAdmin/GetResults',
             modelshare_dot_v1_dot_federation__pb2.StudyRef.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyResults.FromString,
             options,
@@ -473,7 +512,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/CancelStudy',
+            '/modelshare.v1.StudyAdmin/CancelStudy',
             modelshare_dot_v1_dot_federation__pb2.CancelStudyRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.CancelReply.FromString,
             options,
@@ -500,7 +539,7 @@ class Miner:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/modelshare.v1.Miner/WatchStudy',
+            '/modelshare.v1.StudyAdmin/WatchStudy',
             modelshare_dot_v1_dot_federation__pb2.WatchStudyRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.StudyStatus.FromString,
             options,
@@ -512,6 +551,81 @@ class Miner:
             timeout,
             metadata,
             _registered_method=True)
+
+    @staticmethod
+    def ListSites(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.StudyAdmin/ListSites',
+            modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class MinerStub:
+    """What any party on the roster may ask.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Health = channel.unary_unary(
+                '/modelshare.v1.Miner/Health',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.HealthRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.HealthReply.FromString,
+                _registered_method=True)
+
+
+class MinerServicer:
+    """What any party on the roster may ask.
+    """
+
+    def Health(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_MinerServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Health': grpc.unary_unary_rpc_method_handler(
+                    servicer.Health,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.HealthRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.HealthReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'modelshare.v1.Miner', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('modelshare.v1.Miner', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Miner:
+    """What any party on the roster may ask.
+    """
 
     @staticmethod
     def Health(request,

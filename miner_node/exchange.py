@@ -1,8 +1,9 @@
-"""The miner's gRPC service: authenticate, verify, store durably, acknowledge.
+"""The owner exchange (the ``OwnerExchange`` gRPC service): owners poll for studies and answer them.
 
-A submission is checked in this order, and the first failure is the answer (a gRPC status whose
-message says what to do): the TLS identity is the signer's roster entry (same name, the
-certificate provisioned for it); the signature verifies over the exact payload bytes (before the
+``Poll`` holds a call until a study waits for the calling owner; ``Submit`` and ``SubmitChunks`` take a
+signed model, ``Refuse`` a signed refusal. A submission is checked in this order, and the first failure is the
+answer (a gRPC status whose message says what to do): the TLS identity is the signer's roster entry (same name,
+the certificate provisioned for it); the signature verifies over the exact payload bytes (before the
 payload is parsed); the signer is not revoked; an identical envelope already stored gets its
 original ack back, whatever the study's state is by now (safe retries, even after a crash lost
 the first ack); the study exists, is open and invites the signer; the envelope is within the
@@ -12,14 +13,12 @@ limits (counted on the raw message, before the expensive decode, which is why th
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
 (`common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
-to the hash-chained audit log. No exception escapes a handler: a bug answers INTERNAL and the
-server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
+to the hash-chained audit log. No exception escapes a handler (`miner_node.rpc.handler`): a bug answers
+INTERNAL and the server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
 (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
 exactly the path above; what the miner buffers of such streams is bounded per owner and in total
 (`miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
-buffer is let go when its call ends, however it ends. Request bytes
-that do not parse are answered INVALID_ARGUMENT (`tolerant_deserializer`), and status messages,
-which quote request fields, are clipped to `MAX_DETAILS_BYTES` so that gRPC delivers them.
+buffer is let go when its call ends, however it ends.
 """
 
 from __future__ import annotations
@@ -30,125 +29,37 @@ import functools
 import hashlib
 import logging
 import time
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.data.schema import SchemaError
 from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, ChunkError, Reassembly, too_large_message
 from common.federation.freshness import sent_at, staleness
-from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
+from common.federation.kit import Party, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fgrpc
 from common.federation.refusal import describe
 from common.federation.serde import study_from_pb
 from common.federation.signing import SignatureError, verify_envelope
 from common.federation.wire import NONCE_BYTES
-from common.study import Study, StudyError
 from miner_node.config import Limits
 from miner_node.coordinator import Coordinator
-from miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
-from miner_node.mining import load_evaluation
+from miner_node.rpc import Attached, Identity, UndecodableRequest, async_handler, clip, handler, timestamp_seconds
 from miner_node.store import Store, StoreError, Submission
 from miner_node.streams import StreamLedger, StreamSlot
 from miner_node.verify import ModelVerifier, Rejection, StudyTerms
 
-__all__ = ["MinerService", "Rejection", "UndecodableRequest", "tolerant_deserializer"]
+__all__ = ["Interrupted", "OwnerExchangeService"]
 
 log = logging.getLogger("modelshare.miner")
 MAX_POLL_SECONDS = 30
-MAX_CANCEL_REASON = 500
-MAX_DETAILS_BYTES = 2048
-"""Longest status message sent (UTF-8 bytes). Messages quote request fields; gRPC drops a status whose
-trailer exceeds 16 KiB (the client then sees RESOURCE_EXHAUSTED instead of the reason), and percent-encoding
-can triple non-ASCII bytes."""
-T = TypeVar("T")
-
-
-def _clip(text: str, limit: int = MAX_DETAILS_BYTES) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, saying how much was cut."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", errors="ignore") + f"... ({len(data) - limit} more bytes)"
-
-
-def _seconds(timestamp: Any, what: str) -> int:
-    """A Timestamp's seconds; INVALID_ARGUMENT for one outside years 1-9999 or with nanos outside [0, 1e9)."""
-    try:
-        return timestamp.ToSeconds()
-    except ValueError as exc:
-        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{what} is not a valid time ({exc})") from None
 
 
 class Interrupted(Rejection):
     """An answer in pieces whose stream ended before its declared bytes: most likely an owner that died or lost its
     connection mid-upload, logged as an interrupted upload rather than as a rejected answer."""
-
-
-@dataclass(frozen=True)
-class UndecodableRequest:
-    """A request whose bytes do not parse as the method's message; its handler answers INVALID_ARGUMENT."""
-
-    message_type: str
-    error: str
-
-
-def tolerant_deserializer(message_type: Any) -> Callable[[bytes], Any]:
-    """A request deserializer that never raises (gRPC would log a traceback and answer INTERNAL)."""
-
-    def parse(data: bytes) -> Any:
-        try:
-            return message_type.FromString(data)
-        except (DecodeError, RecursionError) as exc:
-            return UndecodableRequest(message_type.DESCRIPTOR.name, str(exc))
-
-    return parse
-
-
-@dataclass
-class _Caller:
-    """Who is calling: the roster party behind the TLS identity (None only in insecure mode)."""
-
-    party: Party | None
-
-
-class ChangeFeed:
-    """The coordinator's change notifications on the server's event loop: a version number and a wake-up.
-
-    Waiting RPCs (`MinerService.Poll`, `MinerService.WatchStudy`) are coroutines on the asyncio
-    server, so a site waiting for a study costs a suspended coroutine, not a worker thread.
-    `changed` may be called from any thread; it bumps the version on the loop and wakes every waiter.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.version = 0
-        self._event = asyncio.Event()
-
-    def changed(self) -> None:
-        """Thread-safe: schedule a version bump on the loop (a loop already closed has no waiters left)."""
-        try:
-            self.loop.call_soon_threadsafe(self._bump)
-        except RuntimeError:
-            pass
-
-    def _bump(self) -> None:
-        self.version += 1
-        self._event.set()
-        self._event = asyncio.Event()
-
-    async def wait(self, version: int, timeout: float) -> None:
-        """Return once the version differs from ``version``, or after ``timeout`` seconds."""
-        if self.version != version:
-            return
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
 
 
 @dataclass(frozen=True)
@@ -172,7 +83,7 @@ def _remaining(context: grpc.ServicerContext) -> float | None:
 
 
 async def _next_chunk(pieces: AsyncIterator[Any], index: int, timeout: float, what: str) -> fpb.EnvelopeChunk | None:
-    """The next piece of a `MinerService.SubmitChunks` stream, None at its end; DEADLINE_EXCEEDED after
+    """The next piece of a `OwnerExchangeService.SubmitChunks` stream, None at its end; DEADLINE_EXCEEDED after
     ``timeout`` seconds (the stream is cut off), INVALID_ARGUMENT for bytes that are no `EnvelopeChunk`."""
     try:
         chunk = await asyncio.wait_for(pieces.__anext__(), max(timeout, 0.0))
@@ -186,150 +97,34 @@ async def _next_chunk(pieces: AsyncIterator[Any], index: int, timeout: float, wh
     return chunk
 
 
-def _failure(method: str, exc: Exception) -> tuple[grpc.StatusCode, str]:
-    """The status that answers ``exc`` raised by the handler ``method``: a `Rejection`'s own, UNAVAILABLE for the
-    store, INTERNAL (logged with its traceback) for anything else."""
-    if isinstance(exc, Rejection):
-        return exc.code, _clip(exc.message)
-    if isinstance(exc, StoreError):
-        log.error("%s: %s", method, exc)
-        return grpc.StatusCode.UNAVAILABLE, f"the miner cannot store data right now ({exc}); retry later"
-    log.error("%s: unexpected error", method, exc_info=exc)
-    return grpc.StatusCode.INTERNAL, "internal miner error; the request was not stored"
-
-
-def _handler(method: Callable[..., T]) -> Callable[..., T]:
-    """Turn `Rejection` into its status and any other exception into INTERNAL; the server lives on.
-
-    The call is aborted outside the ``except`` block, so that gRPC's abort exception, which the call's state
-    keeps in a reference cycle, chains no refusal whose traceback would keep the request alive; the request
-    itself is let go before the abort for the same reason.
-    """
-
-    @functools.wraps(method)
-    def wrapper(self: "MinerService", request: Any, context: grpc.ServicerContext) -> T:
-        if isinstance(request, UndecodableRequest):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          _clip(f"the request is not a valid {request.message_type}: {request.error}"))
-        try:
-            return method(self, request, context)
-        except Exception as exc:
-            code, message = _failure(method.__name__, exc)
-        del request
-        context.abort(code, message)
-        raise AssertionError("unreachable")  # context.abort raises
-
-    return wrapper
-
-
-def _async_handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """`_handler` for a coroutine RPC on the asyncio server (``context.abort`` is awaited there)."""
-
-    @functools.wraps(method)
-    async def wrapper(self: "MinerService", request: Any, context: Any) -> T:
-        if isinstance(request, UndecodableRequest):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                _clip(f"the request is not a valid {request.message_type}: {request.error}"))
-        try:
-            return await method(self, request, context)
-        except Exception as exc:
-            code, message = _failure(method.__name__, exc)
-        del request
-        await context.abort(code, message)
-        raise AssertionError("unreachable")  # context.abort raises
-
-    return wrapper
-
-
-class MinerService(fgrpc.MinerServicer):
-    """Implements the Miner service over a `Store`, a roster and a `Coordinator`.
+class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
+    """Implements the OwnerExchange service over a `Store`, the callers' `Identity` and a `Coordinator`.
 
     Parameters
     ----------
-    name:
-        The miner's party name (reported by Health).
-    store, roster, coordinator:
-        Durable state, the live roster, and the study lifecycle.
+    store, identity, coordinator:
+        Durable state, who is calling (the live roster), and the study lifecycle.
     limits:
         Size and freshness limits.
     verifier:
         Decodes, validates and re-audits submitted models (in worker processes).
-    mechanisms:
-        Release mechanism names studies may ask for (the composition root passes the owner-side
-        registry's names; the miner does not import owner code).
-    insecure:
-        Plaintext debugging mode: no TLS identity exists, so signatures alone identify owners, and
-        admin calls are refused (no caller can prove to be the admin). Only ever enabled by an
-        explicit ``--insecure`` flag.
+    clock:
+        The miner's time, against which a message's freshness is judged.
     """
 
-    def __init__(
-        self,
-        name: str,
-        store: Store,
-        roster: RosterWatcher,
-        coordinator: Coordinator,
-        limits: Limits,
-        verifier: ModelVerifier,
-        *,
-        mechanisms: Iterable[str],
-        insecure: bool = False,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.name = name
+    def __init__(self, store: Store, identity: Identity, coordinator: Coordinator, limits: Limits,
+                 verifier: ModelVerifier, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.roster = roster
+        self.identity = identity
+        self.roster = identity.roster
         self.coordinator = coordinator
         self.limits = limits
         self.verifier = verifier
-        self.mechanisms = frozenset(mechanisms)
-        self.insecure = insecure
         self.clock = clock
-        self.feed: ChangeFeed | None = None
-        self._pool: Executor | None = None
         self._snapshot: tuple[int, "asyncio.Future[list[_OpenStudy]]"] | None = None
         self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
 
-    def attach(self, loop: asyncio.AbstractEventLoop, pool: Executor) -> None:
-        """Serve the waiting RPCs on ``loop``, reading the store on ``pool`` (the server's worker threads)."""
-        self.feed = ChangeFeed(loop)
-        self._pool = pool
-        self.coordinator.subscribe(self.feed.changed)
-
-    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store read on the worker threads, keeping the event loop free."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
     # ------------------------------------------------------------- identity
-    def _caller(self, context: grpc.ServicerContext) -> _Caller:
-        """The roster party of the TLS peer; UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
-        name = peer_identity(context)
-        if name is None:
-            if self.insecure:
-                return _Caller(None)
-            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, "no client certificate; connect with your kit's TLS files")
-        party = self.roster.current().get(name)
-        if party is None:
-            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, f"TLS identity {name!r} is not on the miner's roster")
-        if peer_cert_sha256(context) != party.tls_cert_sha256:
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
-                            f"the certificate presented for {name!r} is not the one provisioned for it")
-        if party.revoked:
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} was revoked at {party.revoked_at}")
-        return _Caller(party)
-
-    def _require_admin(self, context: grpc.ServicerContext) -> str:
-        """The admin's name, proven by its TLS certificate; under ``--insecure`` nobody can prove it, so nobody passes."""
-        caller = self._caller(context)
-        if caller.party is None:
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
-                            "this miner serves plaintext (--insecure), where no caller can prove to be the admin: admin calls "
-                            "are refused; list studies in the miner config's `studies`, or serve with TLS")
-        if caller.party.role != "admin":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
-                            f"{caller.party.name!r} is a {caller.party.role}; only the admin may do this")
-        return caller.party.name
-
     def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
         """Check TLS identity vs signer, the signature, and revocation, in that order."""
         name = peer_identity(context)
@@ -337,7 +132,7 @@ class MinerService(fgrpc.MinerServicer):
         if signer is None:
             raise Rejection(grpc.StatusCode.UNAUTHENTICATED,
                             f"signer key {envelope.signer_key_id[:16]!r} is not on the miner's roster")
-        if not self.insecure or name is not None:
+        if not self.identity.insecure or name is not None:
             if name != signer.name:
                 raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                                 f"TLS identity {name!r} does not match the signer {signer.name!r}")
@@ -373,7 +168,7 @@ class MinerService(fgrpc.MinerServicer):
     def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
         """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
         says whether it is old (the owner re-signs it) or the owner's clock is off (`common.federation.freshness`)."""
-        late = staleness(_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
+        late = staleness(timestamp_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
                          self.clock(), self.limits.timestamp_window_seconds)
         if late is not None:
             context.set_trailing_metadata(late.trailing())
@@ -387,11 +182,11 @@ class MinerService(fgrpc.MinerServicer):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
 
     # ------------------------------------------------------------------ RPCs
-    @_handler
+    @handler
     def Submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
         return self._submit_logged(request, context, {"peer": peer_identity(context)})
 
-    @_async_handler
+    @async_handler
     async def SubmitChunks(self, request_iterator: AsyncIterator[Any], context: Any) -> fpb.SubmitAck:
         """`Submit` for an envelope sent in pieces (`common.federation.chunks`): put back together within
         the study's size limit, a deadline and the buffer limits (`miner_node.streams`), then checked, stored
@@ -403,17 +198,17 @@ class MinerService(fgrpc.MinerServicer):
         event: dict[str, Any] = {"peer": peer_identity(context), "rpc": "SubmitChunks"}
         with contextlib.ExitStack() as held:
             try:
-                caller = await self._offload(self._caller, context)
-                if caller.party is not None and caller.party.role != "owner":
+                party = await self.offload(self.identity.caller, context)
+                if party is not None and party.role != "owner":
                     raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
-                                    f"{caller.party.name!r} has the role {caller.party.role}; only owners submit")
-                owner = caller.party.name if caller.party is not None else f"peer {context.peer()}"
+                                    f"{party.name!r} has the role {party.role}; only owners submit")
+                owner = party.name if party is not None else f"peer {context.peer()}"
                 slot = held.enter_context(self.streams.open(owner))
                 envelope = await self._receive_envelope(request_iterator, slot, event)
             except Rejection as rej:
-                await self._offload(self._log_rejection, event, rej)
+                await self.offload(self._log_rejection, event, rej)
                 raise
-            return await self._offload(self._submit_logged, envelope, context, event)
+            return await self.offload(self._submit_logged, envelope, context, event)
 
     async def _receive_envelope(self, chunks: AsyncIterator[Any], slot: StreamSlot,
                                 event: dict[str, Any]) -> fpb.SignedEnvelope:
@@ -443,7 +238,7 @@ class MinerService(fgrpc.MinerServicer):
         if first is None:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the stream ended before its first piece; nothing stored")
         event["study"] = first.study_id
-        limit = await self._offload(self._stream_limit, first.study_id)
+        limit = await self.offload(self._stream_limit, first.study_id)
         slot.reserve(min(first.total_bytes, limit))  # more than the limit is refused by `Reassembly` itself
         try:
             return await self._reassemble(pieces, first, limit)
@@ -555,21 +350,21 @@ class MinerService(fgrpc.MinerServicer):
     def _log_rejection(self, event: dict[str, Any], rej: Rejection) -> None:
         """Log a refused submission, and append it to the audit log: as ``rejected``, or as ``interrupted`` for an
         upload whose stream ended early (`Interrupted`)."""
-        event = {k: _clip(v, 256) if isinstance(v, str) else v for k, v in event.items()}  # ids may be megabytes
+        event = {k: clip(v, 256) if isinstance(v, str) else v for k, v in event.items()}  # ids may be megabytes
         outcome = "interrupted" if isinstance(rej, Interrupted) else "rejected"
         owner = event.get("owner") or event.get("peer")
         if outcome == "interrupted":
-            log.info("study %s: an upload of %s did not complete: %s", event.get("study"), owner, _clip(rej.message),
+            log.info("study %s: an upload of %s did not complete: %s", event.get("study"), owner, clip(rej.message),
                      extra={"study": event.get("study"), "owner": owner, "outcome": outcome})
         else:
-            log.info("rejected a submission (%s): %s", rej.code.name, _clip(rej.message),
+            log.info("rejected a submission (%s): %s", rej.code.name, clip(rej.message),
                      extra={"study": event.get("study"), "owner": owner, "outcome": f"rejected:{rej.code.name}"})
         try:
-            self.store.log_rejection({**event, "code": rej.code.name, "reason": _clip(rej.message)}, outcome=outcome)
+            self.store.log_rejection({**event, "code": rej.code.name, "reason": clip(rej.message)}, outcome=outcome)
         except StoreError as exc:
             log.error("could not log a %s submission: %s", outcome, exc)
 
-    @_handler
+    @handler
     def Refuse(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext) -> fpb.SubmitAck:
         signer, payload = self._signed_by_caller(request, context)
         try:
@@ -593,17 +388,18 @@ class MinerService(fgrpc.MinerServicer):
         ack.accepted_at.FromNanoseconds(int(self.clock() * 1e9))
         return ack
 
-    @_async_handler
+    @async_handler
     async def Poll(self, request: fpb.PollRequest, context: Any) -> fpb.PollReply:
         """The open studies still waiting for the calling owner, held until there is one (at most `MAX_POLL_SECONDS`).
 
         A coroutine: a held Poll costs no worker thread, so the miner's threads do not scale with the
         number of waiting sites. The open studies are read once per change and shared by every waiter.
         """
-        caller = self._caller(context)
-        if caller.party is None or caller.party.role != "owner":
+        party = self.identity.caller(context)
+        if party is None or party.role != "owner":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
-        owner = caller.party.name
+        owner = party.name
+        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64), clip(request.health, 200))
         assert self.feed is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)
@@ -624,7 +420,7 @@ class MinerService(fgrpc.MinerServicer):
         version = self.feed.version
         if self._snapshot is None or self._snapshot[0] != version or \
                 (self._snapshot[1].done() and self._snapshot[1].exception() is not None):
-            self._snapshot = (version, asyncio.ensure_future(self._offload(self._read_open_studies)))
+            self._snapshot = (version, asyncio.ensure_future(self.offload(self._read_open_studies)))
         return await asyncio.shield(self._snapshot[1])
 
     def _read_open_studies(self) -> list[_OpenStudy]:
@@ -634,156 +430,3 @@ class MinerService(fgrpc.MinerServicer):
             studies.append(_OpenStudy(fpb.StudySpec.FromString(row.spec), frozenset(answered)))
         return studies
 
-    @_handler
-    def CreateStudy(self, request: fpb.CreateStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
-        admin = self._require_admin(context)
-        spec = fpb.StudySpec()
-        spec.CopyFrom(request.spec)
-        study = self.complete_spec(spec)
-        evaluation = bytes(request.evaluation_csv) or None
-        if evaluation is not None:
-            try:
-                load_evaluation(evaluation, study.schema)
-            except SchemaError as exc:
-                raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
-        if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
-                                       by=admin):
-            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"a study {spec.study_id!r} exists already; choose another id")
-        log.info("study %s: created for %s (quorum %d)", spec.study_id, ", ".join(spec.owners), spec.quorum)
-        self.coordinator.notify()
-        return self._status(spec.study_id)
-
-    def complete_spec(self, spec: fpb.StudySpec) -> Study:
-        """Validate a new study and fill its defaults: every roster owner, a quorum of all of them, this
-        miner's message size limit (owners refuse to send a larger answer). Returns the study as decoded
-        before the defaults were filled (its schema and models are what the defaults leave alone)."""
-        try:
-            study = study_from_pb(spec, where="study")
-        except StudyError as exc:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        if faults := study.mining_faults():
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "\n".join(f"study: {fault}" for fault in faults))
-        if spec.mechanism not in self.mechanisms:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"unknown mechanism {spec.mechanism!r}; available: {', '.join(sorted(self.mechanisms))}")
-        regression = study.regression
-        models = list(REGRESSION_MODELS if regression else CLASSIFICATION_MODELS)
-        unknown = [m for m in spec.global_models if m not in models]
-        if unknown:
-            task = " to a regression study" if regression else ""
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"unknown global models {unknown}; available{task}: {', '.join(models)}")
-        roster = self.roster.current()
-        if not spec.owners:
-            spec.owners.extend(roster.owners())
-        strangers = [o for o in spec.owners if o not in roster.owners()]
-        if strangers:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"{strangers} are not (unrevoked) owners on the roster")
-        if not spec.owners:
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, "the roster has no owners to invite")
-        if spec.max_message_bytes == 0:
-            spec.max_message_bytes = self.limits.max_message_bytes
-        if spec.max_message_bytes > self.limits.max_message_bytes:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"max_message_bytes {spec.max_message_bytes} exceeds "
-                            f"this miner's limit of {self.limits.max_message_bytes} bytes")
-        if spec.quorum == 0:
-            spec.quorum = len(spec.owners)
-        if spec.quorum > len(spec.owners):
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
-        if _seconds(spec.deadline, "the deadline") <= self.clock():
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
-        return study
-
-    @_handler
-    def GetStudy(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyStatus:
-        self._require_admin(context)
-        return self._status(request.study_id)
-
-    @_handler
-    def ListStudies(self, request: fpb.ListStudiesRequest, context: grpc.ServicerContext) -> fpb.StudyList:
-        self._require_admin(context)
-        reply = fpb.StudyList()
-        for row in self.store.studies():
-            reply.studies.append(self._status(row.study_id))
-        return reply
-
-    @_handler
-    def GetResults(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyResults:
-        self._require_admin(context)
-        row = self.store.study(request.study_id)
-        if row is None:
-            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
-        data = self.store.results(request.study_id)
-        if data is None:
-            reason = f": {row.reason}" if row.reason else ""
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"study {request.study_id!r} is {row.state}{reason}")
-        return fpb.StudyResults.FromString(data)
-
-    @_handler
-    def CancelStudy(self, request: fpb.CancelStudyRequest, context: grpc.ServicerContext) -> fpb.CancelReply:
-        """Cancel an open or mining study (idempotent: a second cancel changes and logs nothing)."""
-        by = self._require_admin(context)
-        if len(request.reason) > MAX_CANCEL_REASON:
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"the reason is {len(request.reason)} characters; at most {MAX_CANCEL_REASON}")
-        outcome = self.store.cancel(request.study_id, by=by, reason=request.reason)
-        if outcome == "missing":
-            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
-        if outcome not in ("cancelled", "already"):
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"study {request.study_id!r} is already {outcome}; only an open or mining study can be cancelled")
-        if outcome == "cancelled":
-            log.info("study %s: cancelled by %s", request.study_id, by,
-                     extra={"study": request.study_id, "outcome": "cancelled"})
-            self.coordinator.notify()
-        return fpb.CancelReply(status=self._status(request.study_id), already_cancelled=outcome == "already")
-
-    @_async_handler
-    async def WatchStudy(self, request: fpb.WatchStudyRequest, context: Any) -> fpb.StudyStatus:
-        """The study's status as soon as its state or its number of answers differs from what the caller saw.
-
-        Held (like `Poll`, as a coroutine) on the coordinator's change notifications, at most
-        `MAX_POLL_SECONDS`; at the end of the hold the unchanged status is returned and the caller asks again.
-        """
-        self._require_admin(context)
-        assert self.feed is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)
-        while True:
-            version = self.feed.version
-            status = await self._offload(self._status, request.study_id)
-            answered = sum(o.state != "waiting" for o in status.owners)
-            remaining = deadline - loop.time()
-            if status.state != request.seen_state or answered != request.seen_answers or remaining <= 0:
-                return status
-            await self.feed.wait(version, remaining)
-
-    @_handler
-    def Health(self, request: fpb.HealthRequest, context: grpc.ServicerContext) -> fpb.HealthReply:
-        """``serving``, or ``unhealthy: ...`` with the reason while mining cannot progress (`Coordinator.health`)."""
-        self._caller(context)
-        problem = self.coordinator.health()
-        status = "serving" if problem is None else f"unhealthy: mining cannot progress: {problem}"
-        return fpb.HealthReply(status=_clip(status, 1024), name=self.name, open_studies=len(self.store.studies("open")),
-                               submissions=self.store.count_submissions())
-
-    def _status(self, study_id: str) -> fpb.StudyStatus:
-        row = self.store.study(study_id)
-        if row is None:
-            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
-        spec = fpb.StudySpec.FromString(row.spec)
-        status = fpb.StudyStatus(state=row.state, reason=row.reason)
-        status.spec.CopyFrom(spec)
-        status.created_at.FromNanoseconds(int(row.created_at * 1e9))
-        status.updated_at.FromNanoseconds(int(row.updated_at * 1e9))
-        submitted = {s.owner_id: s.accepted_at for s in self.store.submissions(study_id)}
-        refused = self.store.refusals(study_id)
-        for owner in spec.owners:
-            entry = status.owners.add(owner_id=owner, state="waiting")
-            if owner in submitted:
-                entry.state = "submitted"
-                entry.updated_at.FromNanoseconds(int(submitted[owner] * 1e9))
-            elif owner in refused:
-                entry.state, entry.reason = "refused", refused[owner][0]
-                entry.updated_at.FromNanoseconds(int(refused[owner][1] * 1e9))
-        return status
