@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.federation.kit import Party, RosterWatcher, peer_cert_sha256, peer_identity
+from common.federation.kit import REVOKED, Party, RosterWatcher, peer_cert_sha256, peer_identity
 from common.federation.pb import federation_pb2 as fpb
 from miner_node.coordinator import Coordinator
 from miner_node.store import Store, StoreError
@@ -109,6 +109,7 @@ class Identity:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
                             f"the certificate presented for {name!r} is not the one provisioned for it")
         if party.revoked:
+            context.set_trailing_metadata(((REVOKED, party.revoked_at or ""),))  # the owner's daemon stops for good
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{name!r} was revoked at {party.revoked_at}")
         return party
 

@@ -64,6 +64,9 @@ def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float
     pid, state = status.get("pid"), status.get("state")
     if state == "stopped":
         return False, f"stopped at {status.get('updated_at')}"
+    if state == "revoked":
+        return False, (f"revoked: the miner refuses this site (revoked at {status.get('revoked_at')}); the daemon stopped "
+                       "polling for good; ask the project for a new kit")
     if not alive(pid):
         return False, f"not running: process {pid} is gone (last update {status.get('updated_at')}, state {state})"
     skew = status.get("clock_skew_seconds")

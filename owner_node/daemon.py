@@ -58,7 +58,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, TOO_LARGE, UNARY_MAX_BYTES, envelope_chunks
 from common.federation.dial import dial_miner
 from common.federation.freshness import SENT_AT, restamp, trailing_verdict
-from common.federation.kit import Roster
+from common.federation.kit import REVOKED, Roster
 from common.federation.pb import federation_pb2 as fpb
 from common.federation.pb import federation_pb2_grpc as fpb_grpc
 from common.federation.refusal import Refusal
@@ -227,6 +227,15 @@ def _status(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
     return code, details or ""
+
+
+def _revoked_at(exc: grpc.RpcError) -> str | None:
+    """When this site was revoked, if the miner refused the call because it was (its `REVOKED` trailer), else None."""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == REVOKED:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return None
 
 
 def is_final_failure(code: grpc.StatusCode | None, details: str) -> bool:
@@ -428,7 +437,8 @@ class OwnerDaemon:
             if not stop.is_set():
                 raise
         finally:
-            self.status.update(state="stopped", study=None, pending=len(self.outbox.pending()))
+            if self.status.data.get("state") != "revoked":  # revoked is final: it stays what status shows
+                self.status.update(state="stopped", study=None, pending=len(self.outbox.pending()))
         log.info("owner %s stopped", self.config.name)
 
     def _close_when(self, stop: threading.Event) -> None:
@@ -445,6 +455,12 @@ class OwnerDaemon:
                 if stop.is_set():
                     return
                 code, details = _status(exc)
+                if (revoked_at := _revoked_at(exc)) is not None:
+                    log.error("the miner %s refuses this site: %s; revoked is final, the daemon stops polling "
+                              "(a new kit is needed to take part again)", self.config.miner, details)
+                    self.status.failure(f"poll: {getattr(code, 'name', code)}: {details}", state="revoked")
+                    self.status.update(revoked_at=revoked_at, study=None)
+                    return
                 delay = self.backoff.delay(failures, self._rng)
                 failures += 1
                 log.warning("poll of %s failed: %s: %s; retrying in %.1f s",

@@ -40,7 +40,9 @@ class StatusFile:
         owner, miner          this owner's name and the miner address it dials
         pid, started_at       the daemon process and when it started
         updated_at            the last rewrite
-        state                 starting | polling | answering | backing-off | stopped
+        state                 starting | polling | answering | backing-off | stopped | revoked (final: the miner
+                              refused this site as revoked; the daemon stopped polling)
+        revoked_at            when the roster says this site was revoked (state "revoked" only)
         study                 the study being answered (state "answering"), else null
         last_contact_at       when the miner last answered a call (a poll or an answer), or null
         consecutive_failures  failed calls since then (0 when the last call succeeded)

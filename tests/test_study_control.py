@@ -217,3 +217,25 @@ def test_miner_sites_lists_every_provisioned_owner_with_its_last_poll_version_an
     with pytest.raises(grpc.RpcError) as info:
         fed.stub("site-a").ListSites(fpb.ListSitesRequest(), timeout=10)
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_revoked_owner_reaches_the_final_revoked_state_and_stops_retrying(fed, capsys):
+    """Revoked at the miner, a site's daemon stops polling on the miner's first refusal (no backoff loop of
+    "cannot reach the miner"), its status file says "revoked", and `owner status` exits 1 saying so."""
+    from modelshare.provision import revoke_party
+
+    revoke_party(fed.kits["miner"].parent, "site-b")
+    stop = threading.Event()
+    with OwnerDaemon(fed.owner_config("site-b")) as daemon:
+        runner = threading.Thread(target=daemon.run, args=(stop,))
+        runner.start()
+        runner.join(60)
+        ended_by_itself = not runner.is_alive()
+        stop.set()
+        runner.join(10)
+        assert ended_by_itself, "the revoked daemon kept retrying"
+        record = daemon.status.data
+    assert record["state"] == "revoked" and record["revoked_at"] and "was revoked at" in record["last_error"]
+    assert record["consecutive_failures"] == 1  # one refusal, no retries
+    code, report = run_json(capsys, "owner", "status", "--config", str(fed.kits["site-b"] / "owner.toml"))
+    assert code == 1 and report["state"] == "revoked" and report["reason"].startswith("revoked:")

@@ -361,6 +361,10 @@ def _read_pem(path: Path, what: str) -> bytes:
         raise KitError(f"{what} {path}: cannot read: {exc.strerror}") from None
 
 
+REVOKED = "modelshare-revoked"
+"""Trailing metadata of a call the miner refuses because the caller's party is revoked: when it was revoked."""
+
+
 def peer_identity(context: grpc.ServicerContext) -> str | None:
     """The authenticated client's party name (its certificate's CN); None without client TLS."""
     names = context.auth_context().get("x509_common_name")
