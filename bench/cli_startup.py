@@ -31,7 +31,7 @@ from modelshare.provision import issue_throwaway_federation
 
 HEADING = "## CLI start-up (bench/cli_startup.py)"
 BASELINE = 'python -c "import grpc"'
-CONFIG = 'python -c "import owner_node.config"'
+CONFIG = 'python -c "import modelshare.owner_node.config"'
 HELP = "modelshare owner status --help"
 PROBE = "modelshare owner status --config owner.toml, no daemon (exit 1)"
 
@@ -47,7 +47,7 @@ def commands(kit: Path) -> dict[str, tuple[list[str], int]]:
     ms = _modelshare()
     return {
         BASELINE: ([sys.executable, "-c", "import grpc"], 0),
-        CONFIG: ([sys.executable, "-c", "import owner_node.config"], 0),
+        CONFIG: ([sys.executable, "-c", "import modelshare.owner_node.config"], 0),
         "modelshare --help": ([*ms, "--help"], 0),
         HELP: ([*ms, "owner", "status", "--help"], 0),
         "modelshare owner status --config MISSING (exit 2)": ([*ms, "owner", "status", "--config",
@@ -92,7 +92,7 @@ def write_results(medians: dict[str, float], rounds: int, load: tuple[float, flo
         "",
         f"Interpretation: building the parser of `owner status` costs {1000 * (medians[HELP] - base):.0f} ms more "
         "than importing grpc (it imports no other command, nor the daemon, the learners or pandas). The probe "
-        f"itself takes {medians[PROBE] / base:.1f}x the baseline, and importing `owner_node.config` alone, which "
+        f"itself takes {medians[PROBE] / base:.1f}x the baseline, and importing `modelshare.owner_node.config` alone, which "
         f"the probe needs to read its kit, takes {medians[CONFIG] / base:.1f}x of it (the validated config models "
         "and what they import; pandas is not among them, `tests/test_cli_surface.py` checks the parser's imports).",
     ]

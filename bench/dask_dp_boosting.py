@@ -4,7 +4,7 @@ Issue 23's eps = 0.1 setting: each repeat releases one DPEA tree of depth 3 over
 Adult rows from adult.data; the rows from adult.test evaluate), with its own seed, and learns boosting
 from the same PGEN rows three ways:
 
-* ``local``: the study mined on the local engine (`miner_node.mining.mine`, as the miner's coordinator
+* ``local``: the study mined on the local engine (`modelshare.miner_node.mining.mine`, as the miner's coordinator
   calls it): scikit-learn's boosting with the dp fixed rule's leaf floor, n = 2 % of the PGEN rows;
 * ``dask``: the study mined on the Dask engine (a LocalCluster of one worker): xgboost with its fixed
   parameters, which have no floor (docs/scale-out.md);
@@ -28,14 +28,14 @@ from pathlib import Path
 import numpy as np
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
-from common.data.datasets import load_dataset
-from common.federation.study import spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release
-from miner_node.config import MiningConfig
-from miner_node.dask_engine import DaskEngine, xgboost_parameters
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import global_model_params
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release
+from modelshare.miner_node.config import MiningConfig
+from modelshare.miner_node.dask_engine import DaskEngine, xgboost_parameters
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.selection import global_model_params
 
 HEADING = "## A dp study's gradient boosting on the local and the Dask engine (bench/dask_dp_boosting.py)"
 DEPTH = 3

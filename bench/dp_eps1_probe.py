@@ -3,12 +3,12 @@
 Protocol (fixed): train on adult.data's rows, test on adult.test's (the bundled table, '?' rows dropped),
 the bundled schema's public bounds, one release per seed. Each candidate is scored twice: its own model
 (``released``: the release's posterior) and the miner's gradient boosting (the dp fixed rule, leaves of
-at least 2 % of the rows, `miner_node.dp_pgen`) learned from pseudo rows sampled from the release;
-``--models`` adds the miner's ``decision-tree`` set as a dp study sets it (``auto``, `miner_node.selection`).
+at least 2 % of the rows, `modelshare.miner_node.dp_pgen`) learned from pseudo rows sampled from the release;
+``--models`` adds the miner's ``decision-tree`` set as a dp study sets it (``auto``, `modelshare.miner_node.selection`).
 Accuracy and ROC AUC of class ``>50K``.
 
 Candidates (``--candidates``; every one spends exactly ``--eps`` in total, pure eps-DP, add/remove-one-row
-neighbours, discrete Laplace noise and the exponential mechanism from `common.privacy.noise`):
+neighbours, discrete Laplace noise and the exponential mechanism from `modelshare.common.privacy.noise`):
 
 * ``mst``: Private-PGM's MST (McKenna, Miklau, Sheldon 2021) with pure-DP noise. Columns are the 14
   attributes on a public discretisation plus the class. eps/3 on every 1-way marginal (a row adds one to
@@ -63,14 +63,14 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms.dpea import registered_dpea
-from common.privacy.noise import Randomness, SecretNoise
-from miner_node.global_models import make_global_model
-from miner_node.pgen import pgen_ensemble
-from miner_node.selection import choose, global_model_params
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms.dpea import registered_dpea
+from modelshare.common.privacy.noise import Randomness, SecretNoise
 from modelshare.experiments.dp import DpSettings, model_plan
+from modelshare.miner_node.global_models import make_global_model
+from modelshare.miner_node.pgen import pgen_ensemble
+from modelshare.miner_node.selection import choose, global_model_params
 
 ADULT_TRAIN_ROWS = 32561  # adult.data's rows come first in the bundled table, adult.test's after
 LOG_DECADES = 3.0  # ``--scale auto``: log bins when high - low >= 10^3 (a public property of the range)
@@ -518,7 +518,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _tree_proba(tree: Any, X: np.ndarray) -> np.ndarray:
-    from common.trees.learners.random_tree import ensemble_predict_proba
+    from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
     return ensemble_predict_proba([tree], X)
 
 

@@ -2,12 +2,12 @@
 
 For each table (Adult's first 1,500 rows, and a synthetic table of 20 attributes, 10 numeric and 10
 categorical), DPEA releases at the registry's default requirement and depth (``dp:epsilon=1,trees=10``,
-depth 4) as `modelshare release` does (`common.mechanisms.release.release`, fresh randomness), with
+depth 4) as `modelshare release` does (`modelshare.common.mechanisms.release.release`, fresh randomness), with
 the registry trainer's public domain either ``paper`` (every category, the finest bins up to 24 whose
 worst-case tree fits 100,000 nodes: the setting before compact releases) or ``compact`` (the default:
-`common.mechanisms.dpea.release_domain`). Measured: nodes, the model file's bytes
+`modelshare.common.mechanisms.dpea.release_domain`). Measured: nodes, the model file's bytes
 (`write_release`), the ModelMessage's bytes on the wire, release seconds, then `modelshare audit`'s
-work (`read_model` + `common.audit.release.audit`) in seconds, and the peak RSS of each setting. Each
+work (`read_model` + `modelshare.common.audit.release.audit`) in seconds, and the peak RSS of each setting. Each
 setting runs in its own child process so that its peak memory is its own. Ratios are compact / paper.
 Results go to bench/RESULTS.md.
 
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.model_io import read_model, write_release
-from common.federation.wire import model_message
-from common.mechanisms import registry
-from common.mechanisms.dpea import MECHANISM, RELEASE_BYTES, train_dpea
-from common.mechanisms.release import release
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.model_io import read_model, write_release
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.dpea import MECHANISM, RELEASE_BYTES, train_dpea
+from modelshare.common.mechanisms.release import release
 
 SETTINGS = ("paper", "compact")
 

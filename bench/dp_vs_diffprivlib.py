@@ -4,11 +4,11 @@ On Adult (train: the rows of adult.data, test: the rows of adult.test; the bundl
 the two files concatenated, so the split is by position, `ADULT_TRAIN_ROWS`), at each total
 epsilon (default 0.1, 1, 5) and for ``--repeats`` seeds:
 
-* every ``dp`` mechanism of `common.mechanisms.registry`, released by `release` exactly as an
+* every ``dp`` mechanism of `modelshare.common.mechanisms.registry`, released by `release` exactly as an
   owner releases it (``dp:epsilon=E,trees=T``), scored twice: the released ensemble itself
   (summed leaf counts, `ensemble_predict_proba`) and the miner's global decision tree learned
   from the release's PGEN pseudo-data exactly as the miner learns it (with the leaf floor of
-  `miner_node.dp_pgen`): what a federation study yields;
+  `modelshare.miner_node.dp_pgen`): what a federation study yields;
 * diffprivlib's ``RandomForestClassifier`` (T trees) and ``DecisionTreeClassifier``, given the
   schema's *public* attribute ranges as bounds and the known classes (so neither reads the data
   to find them, as ours do not);
@@ -40,16 +40,16 @@ from results_file import (  # bench/ is sys.path[0] when run as a script
 )
 from sklearn.tree import DecisionTreeClassifier as SkTree
 
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms import registry
-from common.mechanisms.release import release
-from common.privacy.requirements import parse_requirement
-from common.trees.learners.random_tree import ensemble_predict_proba
-from miner_node.dp_pgen import dp_pgen_scale
-from miner_node.global_models import make_global_model
-from miner_node.pgen import pgen_ensemble
-from miner_node.selection import global_model_params
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.requirements import parse_requirement
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
+from modelshare.miner_node.dp_pgen import dp_pgen_scale
+from modelshare.miner_node.global_models import make_global_model
+from modelshare.miner_node.pgen import pgen_ensemble
+from modelshare.miner_node.selection import global_model_params
 
 SECTION = "## eps-DP releases against diffprivlib (bench/dp_vs_diffprivlib.py)"
 ADULT_TRAIN_ROWS = 32561  # rows of adult.data; the bundled table appends adult.test's 16,281 after them

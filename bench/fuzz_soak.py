@@ -7,10 +7,10 @@ miner serve` builds it (`start_miner` with the kit's miner.toml: mutual TLS, ver
 Rounds of hypothesis-generated cases (generate phase only: no shrinking, no example database)
 mix, by default:
 
-* ``local``: a hostile model in process through `check_model`, `decode_model`, `common.audit.release.audit`
-  and `miner_node.pgen` (only `Rejection` / `WireError` may escape; what decodes must audit and
+* ``local``: a hostile model in process through `check_model`, `decode_model`, `modelshare.common.audit.release.audit`
+  and `modelshare.miner_node.pgen` (only `Rejection` / `WireError` may escape; what decodes must audit and
   regenerate rows that satisfy their own paths);
-* ``file``: a hostile model file through `common.federation.model_io.read_model` (only `TreeError`), then
+* ``file``: a hostile model file through `modelshare.common.federation.model_io.read_model` (only `TreeError`), then
   audit and PGEN of what it reads;
 * ``miner``: a hostile request over mutual TLS to one of the nine RPCs (signed hostile models, sent
   whole or in pieces by ``SubmitChunks`` with intact or edited streams, and refusals reaching the
@@ -46,7 +46,7 @@ import grpc  # noqa: E402
 import hypothesis  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from miner_node.store import verify_log  # noqa: E402
+from modelshare.miner_node.store import verify_log  # noqa: E402
 from tests import fuzz_cases as fc  # noqa: E402
 from tests.federation_helpers import make_federation  # noqa: E402
 

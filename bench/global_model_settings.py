@@ -2,11 +2,11 @@
 
 Per stratified fold: the training part is dealt among the owners, each releases through the
 mechanism (`modelshare.pipeline.release_owners`), the miner regenerates and pools the pseudo-data
-(`miner_node.tasks.pseudo_data`), and then every variant ``MODEL=MODE`` is fitted by the miner's own
-code (`miner_node.tasks.ClassificationTask.fit`, which chooses hyperparameters on the pseudo-data
+(`modelshare.miner_node.tasks.pseudo_data`), and then every variant ``MODEL=MODE`` is fitted by the miner's own
+code (`modelshare.miner_node.tasks.ClassificationTask.fit`, which chooses hyperparameters on the pseudo-data
 only) on that same pooled table and scored on the held-out fold: accuracy and, for two classes,
 AUC. BASIS (the same model on the raw pooled training rows, set by the same variant:
-`miner_node.selection.choose_basis`, ``auto`` cross-validating the same grid on the raw training
+`modelshare.miner_node.selection.choose_basis`, ``auto`` cross-validating the same grid on the raw training
 rows) is printed beside each variant. So old and new settings are compared on identical releases,
 in one run (EXPERIMENTS.md), each against a BASIS tuned alike.
 
@@ -22,18 +22,18 @@ from collections import defaultdict
 
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.mechanisms import registry
-from common.study import ModelPlan
-from common.trees.learners.admissible import CATEGORY_SPLITS
-from common.trees.learners.random_tree import ensemble_predict_proba
-from common.trees.metrics import accuracy
-from miner_node.global_models import make_global_model
-from miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
-from miner_node.selection import choose_basis
-from miner_node.tasks import ClassificationTask, Fitted, pseudo_data, pseudo_sources, two_class_auc
-from miner_node.tree_vote import TreeVote
 from modelshare.cli_common import LEARNER_DEFAULT, model_setting, pruning_confidence
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.mechanisms import registry
+from modelshare.common.study import ModelPlan
+from modelshare.common.trees.learners.admissible import CATEGORY_SPLITS
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
+from modelshare.common.trees.metrics import accuracy
+from modelshare.miner_node.global_models import make_global_model
+from modelshare.miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
+from modelshare.miner_node.selection import choose_basis
+from modelshare.miner_node.tasks import ClassificationTask, Fitted, pseudo_data, pseudo_sources, two_class_auc
+from modelshare.miner_node.tree_vote import TreeVote
 from modelshare.pipeline import PipelineConfig, _pooled, fold_plan, release_owners
 
 
@@ -91,7 +91,7 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", default=["decision-tree=fixed", "decision-tree=auto"],
                    help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
     p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
-                   help="PGEN's off-path draws to compare (miner_node.offpath); each gives its own pseudo table")
+                   help="PGEN's off-path draws to compare (modelshare.miner_node.offpath); each gives its own pseudo table")
     p.add_argument("--vote", action="store_true",
                    help="also score the miner's tree-vote model (the released trees' summed leaf class distributions)")
     p.add_argument("--distill", action="store_true",

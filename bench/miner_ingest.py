@@ -55,21 +55,21 @@ from typing import Any
 import grpc
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.signing import load_signing_key, sign_payload
-from common.federation.study import spec_from_mapping
-from common.federation.wire import model_message
-from common.mechanisms import registry
-from common.mechanisms.release import release
-from common.trees.learners import make_learner
-from miner_node.config import MinerConfig
-from miner_node.exchange import OwnerExchangeService
-from miner_node.server import start_miner
-from miner_node.store import Store, Submission, verify_log
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.signing import load_signing_key, sign_payload
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import make_learner
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.exchange import OwnerExchangeService
+from modelshare.miner_node.server import start_miner
+from modelshare.miner_node.store import Store, Submission, verify_log
 from modelshare.provision import issue_throwaway_federation
 
 TARGET = 500.0

@@ -1,9 +1,9 @@
 """Start-up of `modelshare miner serve` with a store of 10,000 submissions, against `python -c "import grpc"`.
 
 A throw-away federation's miner kit (`modelshare.provision`) on port 0, its store holding one study and
-``--submissions`` accepted submissions (written once through `miner_node.store.Store.accept`, as the
+``--submissions`` accepted submissions (written once through `modelshare.miner_node.store.Store.accept`, as the
 miner writes them). Each round starts the miner as a fresh process and measures the wall time from exec
-until its ready file names that process (`miner_node.server.read_ready`: the port is bound and serving),
+until its ready file names that process (`modelshare.miner_node.server.read_ready`: the port is bound and serving),
 then stops it with SIGTERM; the baseline runs in the same round, so load on a shared machine hits both
 alike. Medians over the rounds go to bench/RESULTS.md.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from results_file import machine, write_section  # bench/ is sys.path[0] when run as a script
 
-from miner_node.config import MinerConfig
-from miner_node.server import read_ready
-from miner_node.store import Store, Submission
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.server import read_ready
+from modelshare.miner_node.store import Store, Submission
 from modelshare.provision import issue_throwaway_federation
 
 HEADING = "## Miner start-up (bench/miner_startup.py)"

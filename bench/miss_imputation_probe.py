@@ -1,7 +1,7 @@
 """Issue 23 probe: under hit/miss disclosure, PGEN's miss rows labelled by naive Bayes instead of uniformly.
 
 A hit/miss leaf discloses its label L, ``hit`` (rows of L) and ``miss`` (rows of the other classes); PGEN
-spreads the miss share uniformly over the other K - 1 classes (the paper's choice, `miner_node.pgen`). This
+spreads the miss share uniformly over the other K - 1 classes (the paper's choice, `modelshare.miner_node.pgen`). This
 probe re-draws the classes of the miss rows by stochastic EM under the miner's naive Bayes: 8 times, fit the
 naive Bayes on the pseudo rows, then draw each miss row's class from its posterior with L excluded. Only
 pseudo rows are read, so it would be post-processing of the releases. It compares the miner's naive Bayes,
@@ -18,12 +18,12 @@ import argparse
 
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.data.schema import Schema
-from common.trees.metrics import accuracy
-from common.trees.tree import Tree
-from miner_node.global_models import make_global_model
-from miner_node.tasks import pseudo_data
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import Schema
+from modelshare.common.trees.metrics import accuracy
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.global_models import make_global_model
+from modelshare.miner_node.tasks import pseudo_data
 from modelshare.pipeline import PipelineConfig, fold_plan, release_owners
 
 MODELS = ("naive-bayes", "gradient-boosting", "decision-tree")

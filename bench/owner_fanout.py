@@ -45,14 +45,14 @@ from typing import Any
 import grpc
 import numpy as np
 
-from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.study import spec_from_mapping
-from miner_node.server import read_ready
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.miner_node.server import read_ready
+from modelshare.owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS, Backoff
 from modelshare.provision import issue_throwaway_federation
-from owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS, Backoff
 
 SECTION = "## Owner fan-out (bench/owner_fanout.py)"
 ABSENT = "absent-owner"

@@ -4,7 +4,7 @@ The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundl
 ``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard
 deviation, rounded and clipped to the schema's public range; categories and classes are kept. Per size,
 each case runs in a fresh child process that generates the rows, then is timed from the local learner's
-``fit`` to the released tree (`common.mechanisms.release.release`), as ``modelshare release`` does:
+``fit`` to the released tree (`modelshare.common.mechanisms.release.release`), as ``modelshare release`` does:
 
 * ``admissible-k``: the admissible learner under ``k-anonymity:k=10`` (counts), then APT;
 * ``admissible-cl``: the admissible learner under ``cl-diversity:c=5,l=2`` (hit/miss), then APT and its
@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
-from common.data.datasets import load_dataset
-from common.data.schema import NumericAttribute, Schema
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import NumericAttribute, Schema
 
 HEADING = "## Owner learners at scale (bench/owner_scale.py)"
 CASES: dict[str, tuple[str, str, str]] = {  # case: (learner, requirement, disclosure)
@@ -81,7 +81,7 @@ def child(case: str, rows: int, seed: int) -> dict[str, Any]:
         wall = time.perf_counter() - started
         return {"wall": wall, "maxrss_mb": _maxrss_mb(), "data_mb": data_mb,
                 "trained_leaves": int(fitted.get_n_leaves()), "released_leaves": None}
-    from common.mechanisms.release import local_learner, release
+    from modelshare.common.mechanisms.release import local_learner, release
 
     learner, requirement, disclosure = CASES[case]
     started = time.perf_counter()

@@ -19,9 +19,9 @@ from typing import Callable
 
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.trees.learners import CartTreeClassifier
-from miner_node.pgen import pgen
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.miner_node.pgen import pgen
 
 TARGET = 0.5
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)

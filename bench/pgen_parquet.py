@@ -1,9 +1,9 @@
 """PGEN time against Parquet-writing time for the same chunks, measured in one run.
 
 A CART tree trained on the bundled Adult table (min_samples_leaf 5, as bench/pgen.py) is regenerated
-into ``--rows`` pseudo rows in the chunks the miner's Dask engine streams (`miner_node.tasks.pseudo_chunks`,
-chunk rows from ``--budget-mb`` by `miner_node.pseudo_parquet.chunk_rows`); each chunk is timed twice:
-drawing it (PGEN) and writing it as one typed Parquet file (`miner_node.pseudo_parquet`, the
+into ``--rows`` pseudo rows in the chunks the miner's Dask engine streams (`modelshare.miner_node.tasks.pseudo_chunks`,
+chunk rows from ``--budget-mb`` by `modelshare.miner_node.pseudo_parquet.chunk_rows`); each chunk is timed twice:
+drawing it (PGEN) and writing it as one typed Parquet file (`modelshare.miner_node.pseudo_parquet`, the
 miner's writer, `write_chunk`, snappy-compressed). The issue's aim: writing costs no more than PGEN does (ratio write /
 PGEN <= 1). Results go to bench/RESULTS.md.
 
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
-from common.data.datasets import load_dataset
-from common.mechanisms.release import release
-from common.trees.learners import CartTreeClassifier
-from miner_node.pseudo_parquet import arrow_schema, chunk_rows, write_chunk
-from miner_node.tasks import pseudo_chunks
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.miner_node.pseudo_parquet import arrow_schema, chunk_rows, write_chunk
+from modelshare.miner_node.tasks import pseudo_chunks
 
 
 def measure(rows: int, budget_mb: int, directory: Path) -> dict[str, float]:

@@ -3,7 +3,7 @@
 Adult's bundled schema (public bounds), the first 20,000 rows to train and the rest to test, scikit-learn
 CART at depths 4, 6 and 8: thresholds at midpoints of training values (what mechanism ``none`` may
 release) against thresholds on even grids of 32, 64, 128 and 256 cells of each public range
-(`common.trees.learners.public_cuts`). Prints a Markdown table for bench/RESULTS.md.
+(`modelshare.common.trees.learners.public_cuts`). Prints a Markdown table for bench/RESULTS.md.
 
     python bench/public_cuts.py
 """
@@ -14,9 +14,9 @@ import dataclasses
 
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.data.schema import NumericAttribute, Schema
-from common.trees.learners import make_learner
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.trees.learners import make_learner
 
 DEPTHS = (4, 6, 8)
 CELLS = (32, 64, 128, 256)

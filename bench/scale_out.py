@@ -3,7 +3,7 @@
 Two owners each release a CART tree (min_samples_leaf 5, no mechanism) of one half of three quarters
 of the bundled Adult table; the held-out quarter is the evaluation table. For each ``--rows`` size the
 study's ``pgen_scale`` is set so that PGEN regenerates that many pseudo rows in all, and the study
-is mined (`miner_node.mining.mine`, as the miner's coordinator calls it) once per engine, each in a
+is mined (`modelshare.miner_node.mining.mine`, as the miner's coordinator calls it) once per engine, each in a
 fresh child process (the "miner process"):
 
 * ``local``: PGEN pooled in memory, the global models fitted in the process;
@@ -11,7 +11,7 @@ fresh child process (the "miner process"):
   fitted on a LocalCluster of ``--workers`` single-threaded worker processes on loopback (started and
   stopped inside the timed mining, as the miner does for each study);
 * ``dask-dmatrix``: the same, the workers training on xgboost's `DaskDMatrix` (a copy of their parts,
-  then quantised) instead of the engine's `DaskQuantileDMatrix` (`miner_node.dask_engine.TRAINING_MATRIX`),
+  then quantised) instead of the engine's `DaskQuantileDMatrix` (`modelshare.miner_node.dask_engine.TRAINING_MATRIX`),
   to compare the workers' memory in one run.
 
 Measured: the child's wall time of `mine`, its own peak resident memory (``ru_maxrss``) and the peak of
@@ -43,14 +43,14 @@ import numpy as np
 import psutil
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
-from common.data.datasets import load_dataset
-from common.federation.study import spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release
-from common.trees.learners import CartTreeClassifier
-from miner_node import dask_engine
-from miner_node.config import MiningConfig
-from miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.miner_node import dask_engine
+from modelshare.miner_node.config import MiningConfig
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
 
 HEADING = "## Scale-out: the local and the Dask engine (bench/scale_out.py)"
 ENGINES = ("local", "dask", "dask-dmatrix")

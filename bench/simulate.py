@@ -101,8 +101,8 @@ def run_simulate(requirement: str, max_depth: int | None) -> dict:
 
 def run_in_process(requirement: str, max_depth: int | None) -> dict:
     """simulate's work in one process: load, split as simulate does, then `run_fold` (BASIS + PGEN)."""
-    from common.data.datasets import load_dataset
     from modelshare import pipeline
+    from modelshare.common.data.datasets import load_dataset
     from modelshare.pipeline import PipelineConfig, run_fold, stratified_parts
 
     start = time.perf_counter()

@@ -9,12 +9,12 @@ import tempfile
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.data.datasets import load_dataset
-from common.federation.serde import study_from_pb
-from common.federation.study import spec_from_mapping
-from owner_node.budget import Ledger
-from owner_node.policy import Policy
-from owner_node.training import prepare_submission
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.policy import Policy
+from modelshare.owner_node.training import prepare_submission
 
 spec = spec_from_mapping({"study": {"id": "s"}, "schema": {"dataset": "car"},
                           "release": {"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "hit_miss"}}).spec

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.trees.learners import CartTreeClassifier
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.trees.learners import CartTreeClassifier
 from modelshare.pipeline import PipelineConfig, fold_plan, stratified_parts
 
 

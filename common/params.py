@@ -5,7 +5,7 @@ accepts and what it got (``n_trees must be an integer >= 1; got 0``). The learne
 scikit-learn's convention: ``__init__`` stores its arguments untouched and ``fit`` validates them
 here, so ``get_params``/``set_params``/``clone`` round-trip whatever was given and a bad value is
 reported when it would be used. (Configuration files are validated by their pydantic models,
-`common.federation.config_file`.)
+`modelshare.common.federation.config_file`.)
 
 This module sits outside common's layers and imports nothing of the project: all may use it.
 """

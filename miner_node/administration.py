@@ -1,6 +1,6 @@
 """The study administration (the ``StudyAdmin`` gRPC service): the admin creates, reads, watches and cancels studies.
 
-Every call reaching a handler here has been authenticated as the admin's by `miner_node.rpc.AdminInterceptor`,
+Every call reaching a handler here has been authenticated as the admin's by `modelshare.miner_node.rpc.AdminInterceptor`,
 once, before the handler runs; the handlers only read the admin's name off the call (for the audit log).
 `StudyAdminService.complete_spec` checks a new study and fills its defaults, for ``CreateStudy`` and for the
 studies a miner config lists. ``WatchStudy`` holds a call, as a coroutine, until the study changes.
@@ -15,19 +15,19 @@ from typing import Any, Callable, Iterable
 
 import grpc
 
-from common.data.schema import SchemaError
-from common.federation.kit import peer_identity
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.serde import study_from_pb
-from common.study import Study, StudyError
-from miner_node.config import Limits
-from miner_node.coordinator import Coordinator
-from miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
-from miner_node.mining import load_evaluation
-from miner_node.rpc import Attached, Identity, async_handler, handler, timestamp_seconds
-from miner_node.store import Store
-from miner_node.verify import Rejection
+from modelshare.common.data.schema import SchemaError
+from modelshare.common.federation.kit import peer_identity
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.study import Study, StudyError
+from modelshare.miner_node.config import Limits
+from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.global_models import CLASSIFICATION_MODELS, REGRESSION_MODELS
+from modelshare.miner_node.mining import load_evaluation
+from modelshare.miner_node.rpc import Attached, Identity, async_handler, handler, timestamp_seconds
+from modelshare.miner_node.store import Store
+from modelshare.miner_node.verify import Rejection
 
 __all__ = ["StudyAdminService"]
 

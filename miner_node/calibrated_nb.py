@@ -1,12 +1,12 @@
 """What the miner makes of a dpea-nb release: its calibrated naive Bayes, and its pseudo rows.
 
-A dpea-nb release (`common.mechanisms.dpea_nb`) describes a model, not a partition: per root leaf, the
+A dpea-nb release (`modelshare.common.mechanisms.dpea_nb`) describes a model, not a partition: per root leaf, the
 class counts and the class histograms of every other attribute, and the temperature the owner chose.
 
 * ``calibrated-nb`` (`CalibratedNB`, a release model beside ``tree-vote``): each owner's
   `NaiveBayesRelease` posterior at its stated temperature, averaged over the owners. It reads no pseudo row.
 * *PGEN for dpea-nb* (`nb_pseudo_data`): PGEN's rows of the root tree (its leaf counts, ``scale`` times
-  their total, at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS`), every histogram attribute redrawn from its
+  their total, at most `modelshare.miner_node.dp_pgen.MAX_DP_PGEN_ROWS`), every histogram attribute redrawn from its
   leaf's class histogram (a bin, then a value inside it: `HistogramBins.values`), and each row labelled
   with the calibrated model's most probable class. Plain PGEN would draw those attributes uniformly
   and the global models would see only the root's partition. *Why the most probable class*: the
@@ -23,14 +23,14 @@ from typing import Sequence, TypeGuard
 
 import numpy as np
 
-from common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
-from common.mechanisms.dpea_nb import RELEASE_MODEL, NaiveBayesRelease
-from common.mechanisms.registry import PseudoData
-from common.privacy.report import PrivacyReport
-from common.trees.learners._data import check_x
-from common.trees.tree import Tree
-from miner_node.dp_pgen import dp_pgen_scale
-from miner_node.pgen import ClassAssignment, pgen
+from modelshare.common.mechanisms.dpea_nb import MECHANISM as DPEA_NB
+from modelshare.common.mechanisms.dpea_nb import RELEASE_MODEL, NaiveBayesRelease
+from modelshare.common.mechanisms.registry import PseudoData
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.learners._data import check_x
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.dp_pgen import dp_pgen_scale
+from modelshare.miner_node.pgen import ClassAssignment, pgen
 
 __all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
            "nb_pseudo_data"]
@@ -97,4 +97,4 @@ def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, r
 
 
 PSEUDO_DATA = PseudoData(nb_pseudo_data, NB_PSEUDO_ROWS)  # type: ignore[arg-type]
-"""dpea-nb's pseudo-data step, which its registry record names (`common.mechanisms.registry.PseudoData`)."""
+"""dpea-nb's pseudo-data step, which its registry record names (`modelshare.common.mechanisms.registry.PseudoData`)."""

@@ -1,12 +1,12 @@
 """The study's class prior: the owners' noisy class histograms summed, and the floor model that predicts it.
 
 Every dp release that spent a share of its epsilon on a class histogram carries it in its report
-(`common.mechanisms.class_prior`); a release that declined to release trees carries nothing else. The
+(`modelshare.common.mechanisms.class_prior`); a release that declined to release trees carries nothing else. The
 miner sums the histograms into the study's prior (`study_prior`; reading released numbers only, so it
 is post-processing) and offers `ClassPriorModel` as a model: ``predict`` is the prior's majority class,
 ``predict_proba`` the prior itself (+1 smoothed, so a class no owner reported keeps a small probability).
 It is the floor a dp study's models are held to: the ``class-prior`` release model a study may list,
-and a candidate of every ``auto`` choice (`miner_node.selection.choose`), where it wins when it beats
+and a candidate of every ``auto`` choice (`modelshare.miner_node.selection.choose`), where it wins when it beats
 the grid's best on the same cross-validation folds of the pseudo rows.
 """
 
@@ -17,9 +17,9 @@ from typing import Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from common.mechanisms.class_prior import ClassPrior, class_prior_of
-from common.privacy.report import PrivacyReport
-from common.trees.tree import Tree
+from modelshare.common.mechanisms.class_prior import ClassPrior, class_prior_of
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["CLASS_PRIOR", "ClassPriorModel", "declined", "study_prior", "build_class_prior"]
 

@@ -11,7 +11,7 @@
     max_message_bytes = 16777216        # the largest answer (a whole signed envelope), however it travels
     max_grpc_message_bytes = 16777216   # the largest single gRPC message (an evaluation table, a whole answer)
     stream_idle_seconds = 30            # an answer sent in pieces with no piece this long is cut off
-    max_nodes = 200000                  # per released model, summed over its trees (at most 64, common.federation.wire.MAX_TREES)
+    max_nodes = 200000                  # per released model, summed over its trees (at most 64, modelshare.common.federation.wire.MAX_TREES)
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # threads serving calls (waiting Polls hold none)
     max_calls = 10000                   # calls in progress at once, waiting Polls included; more: RESOURCE_EXHAUSTED
@@ -44,10 +44,10 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import Field, model_validator
 
-from common.federation.chunks import MIN_GRPC_MESSAGE_BYTES
-from common.federation.config_file import ConfigModel, Text, read_toml, validate_config
-from common.federation.kit import TlsFiles, TlsTable
-from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
+from modelshare.common.federation.chunks import MIN_GRPC_MESSAGE_BYTES
+from modelshare.common.federation.config_file import ConfigModel, Text, read_toml, validate_config
+from modelshare.common.federation.kit import TlsFiles, TlsTable
+from modelshare.common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 MINING_TIMEOUT_SECONDS = 3600.0
 
@@ -67,12 +67,12 @@ class Limits:
 
     ``max_message_bytes`` bounds an answer (the serialized signed envelope, sent whole or in pieces;
     every study carries it); ``max_grpc_message_bytes`` bounds one gRPC message, which gRPC enforces
-    before parsing: answers over `common.federation.chunks.UNARY_MAX_BYTES` travel in pieces, so it
+    before parsing: answers over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` travel in pieces, so it
     limits only whole messages such as a study's evaluation table. ``max_streams_per_owner`` bounds
     one owner's answers in pieces in progress at once, each of which the miner buffers up to
     ``max_message_bytes`` (4 x 16 MiB at the defaults); an owner's daemon sends one at a time.
     ``max_buffered_bytes_per_owner`` and ``max_buffered_bytes`` bound the bytes those streams declare, of
-    one owner and of all owners (`miner_node.streams`), so no owner can buffer the miner out of memory.
+    one owner and of all owners (`modelshare.miner_node.streams`), so no owner can buffer the miner out of memory.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES

@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.wire import decode_model
-from miner_node.config import MINING_TIMEOUT_SECONDS, MiningConfig
-from miner_node.mining import AcceptedModel, load_evaluation, mine
-from miner_node.pseudo_parquet import study_pseudo_dir
-from miner_node.store import Store, StoreError, StudyRow
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.wire import decode_model
+from modelshare.miner_node.config import MINING_TIMEOUT_SECONDS, MiningConfig
+from modelshare.miner_node.mining import AcceptedModel, load_evaluation, mine
+from modelshare.miner_node.pseudo_parquet import study_pseudo_dir
+from modelshare.miner_node.store import Store, StoreError, StudyRow
 
 __all__ = ["Coordinator", "DEADLINE_PASSED", "MINING_TOO_LONG", "QUORUM_UNREACHABLE"]
 
@@ -57,7 +57,7 @@ class Coordinator:
         self.store = store
         self.mining = mining or MiningConfig()
         self.state_dir = state_dir
-        """Where the dask engine writes studies' pseudo-data (`miner_node.pseudo_parquet.study_pseudo_dir`)."""
+        """Where the dask engine writes studies' pseudo-data (`modelshare.miner_node.pseudo_parquet.study_pseudo_dir`)."""
         self.clock = clock
         self.mining_timeout = mining_timeout
         self.changed = threading.Condition()

@@ -1,6 +1,6 @@
 """The Dask engine: global models learned on a Dask cluster from a study's Parquet pseudo-data.
 
-Chosen by ``[mining] engine = "dask"`` (`miner_node.config.MiningConfig`); needs the ``dask`` extra
+Chosen by ``[mining] engine = "dask"`` (`modelshare.miner_node.config.MiningConfig`); needs the ``dask`` extra
 (``pip install 'modelshare[dask]'``: dask.distributed and xgboost), imported only when a study runs
 on it. The cluster is either an existing scheduler (``scheduler = "tcp://HOST:PORT"``; its workers
 read the Parquet files at the miner's paths, so they share the state directory's file system) or a
@@ -46,7 +46,7 @@ could guarantee (``min_child_weight`` = n times the largest hessian a row can ha
 leaves where the model is confident, and scored below the fixed parameters (docs/scale-out.md).
 ``"auto"`` cross-validates the engine's own grid (`DASK_GRIDS`, every candidate mappable) with the same
 xgboost models trained in the miner (`LocalBooster`) on a bounded sample of the Parquet files
-(`miner_node.pseudo_parquet.sample`; as many rows as the local engine's cross-validation takes).
+(`modelshare.miner_node.pseudo_parquet.sample`; as many rows as the local engine's cross-validation takes).
 
 Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
@@ -68,11 +68,11 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.study import GIVEN, ModelPlan
-from miner_node.config import MiningConfig
-from miner_node.global_models import DP_LEAF_FLOORS, GRIDS
-from miner_node.pseudo_parquet import TREE_COLUMN
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.study import GIVEN, ModelPlan
+from modelshare.miner_node.config import MiningConfig
+from modelshare.miner_node.global_models import DP_LEAF_FLOORS, GRIDS
+from modelshare.miner_node.pseudo_parquet import TREE_COLUMN
 
 __all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
            "check_models", "check_settings", "count_partition", "first_round_hessian", "xgboost_parameters"]
@@ -151,7 +151,7 @@ class BoosterModel:
 
 @dataclass
 class CountNaiveBayes:
-    """Mixed naive Bayes from sufficient statistics: exactly `miner_node.global_models.MixedNaiveBayes` fitted on the rows.
+    """Mixed naive Bayes from sufficient statistics: exactly `modelshare.miner_node.global_models.MixedNaiveBayes` fitted on the rows.
 
     ``counts[j]`` is the (classes, categories) count table of categorical attribute ``j``; ``n``,
     ``sums`` and ``squares`` are per class the rows and the numeric attributes' sums and sums of squares.

@@ -20,7 +20,7 @@ noise; a scratch run on Adult gave 0.58, below the majority class's 0.754). The 
 training rows, which reads only the pseudo rows, so it costs no privacy. APT and pruning studies
 keep the fully grown tree of the model-sharing paper, whose deep trees leave little uniform noise.
 This is the *fixed* rule (`global_model_params`); a study's decision tree is by default set by
-cross-validation on the pseudo-data instead (`miner_node.selection`, "auto"), which chose leaves of
+cross-validation on the pseudo-data instead (`modelshare.miner_node.selection`, "auto"), which chose leaves of
 5 % on Nursery's DPEA releases and beat the floor by 20 points (EXPERIMENTS.md).
 
 *Gradient boosting* (fixed by default) fits the same noise in another way: most PGEN rows of a
@@ -32,7 +32,7 @@ them would *lower* the floor: Vote lost 4 points that way). On Adult (one DPEA t
 adult.data to adult.test, the same 5 releases each) that raised boosting from 0.818 ± 0.007 to
 0.829 ± 0.004 at eps = 0.1 (AUC 0.80 -> 0.82) and from 0.831 to 0.832 at eps = 1; shares of 0.5 %
 and 1 % did less, 5 % lost (EXPERIMENTS.md, "Issue 23 at eps = 0.1"). Its leaf size has no faithful
-equivalent on the Dask engine (`miner_node.dask_engine`), which keeps boosting's fixed parameters (the floor
+equivalent on the Dask engine (`modelshare.miner_node.dask_engine`), which keeps boosting's fixed parameters (the floor
 xgboost could guarantee scored lower there: bench/dask_dp_boosting.py).
 
 Considered and left out: zeroing leaf counts below a few noise scales before PGEN, to drop the
@@ -47,8 +47,8 @@ from typing import Sequence
 
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from common.mechanisms import registry
-from common.trees.tree import Tree
+from modelshare.common.mechanisms import registry
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["BOOSTING_LEAF_ROWS", "MAX_DP_PGEN_ROWS", "PGEN_LEAF_SHARE", "PGEN_BOOSTING_LEAF_SHARE", "dp_pgen_scale"]
 

@@ -11,13 +11,13 @@ study's ``max_message_bytes`` (RESOURCE_EXHAUSTED, with both sizes); the schema 
 study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
-(`common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
+(`modelshare.common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
-to the hash-chained audit log. No exception escapes a handler (`miner_node.rpc.handler`): a bug answers
-INTERNAL and the server keeps serving. An envelope over `common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
+to the hash-chained audit log. No exception escapes a handler (`modelshare.miner_node.rpc.handler`): a bug answers
+INTERNAL and the server keeps serving. An envelope over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
 (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
 exactly the path above; what the miner buffers of such streams is bounded per owner and in total
-(`miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
+(`modelshare.miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
 buffer is let go when its call ends, however it ends.
 """
 
@@ -35,21 +35,29 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, ChunkError, Reassembly, too_large_message
-from common.federation.freshness import sent_at, staleness
-from common.federation.kit import Party, peer_cert_sha256, peer_identity
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.refusal import describe
-from common.federation.serde import study_from_pb
-from common.federation.signing import SignatureError, verify_envelope
-from common.federation.wire import NONCE_BYTES
-from miner_node.config import Limits
-from miner_node.coordinator import Coordinator
-from miner_node.rpc import Attached, Identity, UndecodableRequest, async_handler, clip, handler, timestamp_seconds
-from miner_node.store import Store, StoreError, Submission
-from miner_node.streams import StreamLedger, StreamSlot
-from miner_node.verify import ModelVerifier, Rejection, StudyTerms
+from modelshare.common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, ChunkError, Reassembly, too_large_message
+from modelshare.common.federation.freshness import sent_at, staleness
+from modelshare.common.federation.kit import Party, peer_cert_sha256, peer_identity
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.refusal import describe
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import SignatureError, verify_envelope
+from modelshare.common.federation.wire import NONCE_BYTES
+from modelshare.miner_node.config import Limits
+from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.rpc import (
+    Attached,
+    Identity,
+    UndecodableRequest,
+    async_handler,
+    clip,
+    handler,
+    timestamp_seconds,
+)
+from modelshare.miner_node.store import Store, StoreError, Submission
+from modelshare.miner_node.streams import StreamLedger, StreamSlot
+from modelshare.miner_node.verify import ModelVerifier, Rejection, StudyTerms
 
 __all__ = ["Interrupted", "OwnerExchangeService"]
 
@@ -167,7 +175,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
         """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
-        says whether it is old (the owner re-signs it) or the owner's clock is off (`common.federation.freshness`)."""
+        says whether it is old (the owner re-signs it) or the owner's clock is off (`modelshare.common.federation.freshness`)."""
         late = staleness(timestamp_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
                          self.clock(), self.limits.timestamp_window_seconds)
         if late is not None:
@@ -188,8 +196,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     @async_handler
     async def SubmitChunks(self, request_iterator: AsyncIterator[Any], context: Any) -> fpb.SubmitAck:
-        """`Submit` for an envelope sent in pieces (`common.federation.chunks`): put back together within
-        the study's size limit, a deadline and the buffer limits (`miner_node.streams`), then checked, stored
+        """`Submit` for an envelope sent in pieces (`modelshare.common.federation.chunks`): put back together within
+        the study's size limit, a deadline and the buffer limits (`modelshare.miner_node.streams`), then checked, stored
         and acknowledged by the same code as `Submit`.
 
         Reassembly is a coroutine (a slow sender holds no worker thread); the checks run on a worker. The stream

@@ -5,21 +5,21 @@ study then compares each with the same kind of model learned on the raw data (Sh
 2008, §4). Studies name the learners they want (``"decision-tree"``, ``"naive-bayes"``,
 ``"random-forest"``, ``"rules"``, ``"gradient-boosting"``); this registry turns a name into a fresh,
 unfitted estimator. How the miner sets their hyperparameters (the study's setting, cross-validation
-on the pseudo-data, or the fixed rule) is `miner_node.selection`'s.
+on the pseudo-data, or the fixed rule) is `modelshare.miner_node.selection`'s.
 
-Every model works on the encoded form of `common.data.schema`: ``fit(X, y)`` with ``X`` float64
+Every model works on the encoded form of `modelshare.common.data.schema`: ``fit(X, y)`` with ``X`` float64
 (rows, attributes), categorical columns holding category indices, and ``y`` int64 class indices
 into ``schema.classes``; ``predict(X)`` returns such class indices. A model only ever predicts
 classes it saw in training.
 
-A regression study (a numeric target, `common.data.regression.RegressionSchema`) learns from the PGEN
+A regression study (a numeric target, `modelshare.common.data.regression.RegressionSchema`) learns from the PGEN
 table of DiffPETs regression forests with the models of `REGRESSION_MODELS` instead
 (``"regression-tree"``, ``"random-forest"``, ``"gradient-boosting"``): ``y`` is the float64 target and ``predict`` returns
 target values (`make_regression_model`).
 
 A classification study may also name a model the miner builds from the released trees themselves
-rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `miner_node.tree_vote`; ``"calibrated-nb"``;
-``"class-prior"``, the dp releases' summed class histograms, `miner_node.class_prior`), built by
+rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `modelshare.miner_node.tree_vote`; ``"calibrated-nb"``;
+``"class-prior"``, the dp releases' summed class histograms, `modelshare.miner_node.class_prior`), built by
 `build_release_model`. They sit beside `GLOBAL_MODELS`, not in it, because nothing fits them on rows:
 the papers' experiments, the pipeline and the hyperparameter settings work on `GLOBAL_MODELS` alone.
 `CLASSIFICATION_MODELS` is every name a classification study may list.
@@ -44,14 +44,14 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.trees.learners import CartTreeClassifier
-from common.trees.learners._data import check_x, check_xy
-from miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
-from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel, build_class_prior, declined
-from miner_node.dp_pgen import BOOSTING_LEAF_ROWS, PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
-from miner_node.rules import RuleListClassifier
-from miner_node.tree_vote import TREE_VOTE, TreeVote
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.miner_node.calibrated_nb import CALIBRATED_NB, CalibratedNB, OwnerRelease
+from modelshare.miner_node.class_prior import CLASS_PRIOR, ClassPriorModel, build_class_prior, declined
+from modelshare.miner_node.dp_pgen import BOOSTING_LEAF_ROWS, PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
+from modelshare.miner_node.rules import RuleListClassifier
+from modelshare.miner_node.tree_vote import TREE_VOTE, TreeVote
 
 __all__ = [
     "CLASSIFICATION_MODELS",
@@ -259,12 +259,12 @@ class GlobalModelSpec:
         ``build(schema, random_state, params)`` returns a fresh, unfitted estimator, with
         ``params`` overriding the model's default hyperparameters.
     grid:
-        The candidates ``"auto"`` cross-validates (`miner_node.selection`), simplest first (ties keep the
+        The candidates ``"auto"`` cross-validates (`modelshare.miner_node.selection`), simplest first (ties keep the
         earlier one); leaf sizes below 1 are shares of the rows.
     dp_leaf_floor:
         The fixed rule's leaf floor in a dp study: (share of the PGEN rows, fewest rows); None: none.
 
-    The parameters a study may set are `common.study.MODEL_PARAMETERS`' (the admin checks them without
+    The parameters a study may set are `modelshare.common.study.MODEL_PARAMETERS`' (the admin checks them without
     the miner's code); a test keeps the two in step.
     """
 
@@ -345,7 +345,7 @@ class ReleaseModelSpec:
         One line saying what the model is.
     build:
         ``build(releases)`` returns the model of every accepted owner's release (at least one), each
-        its released trees and its report (`miner_node.calibrated_nb.OwnerRelease`).
+        its released trees and its report (`modelshare.miner_node.calibrated_nb.OwnerRelease`).
     """
 
     name: str
@@ -497,7 +497,7 @@ def fit_global_models(
 # of the owners) overlap. Below the scale of a released leaf a split can only separate the rows of
 # one tree from those of another by where PGEN happened to draw them, which is noise; a fully grown
 # tree fits it (on White Wine it then does worse than predicting the mean). Every leaf therefore
-# holds at least `miner_node.dp_pgen.PGEN_LEAF_SHARE` of the rows, the floor of a dp study's global
+# holds at least `modelshare.miner_node.dp_pgen.PGEN_LEAF_SHARE` of the rows, the floor of a dp study's global
 # decision tree, so that it pools rows of several trees and predicts the average of their means,
 # as the forest itself does (on White Wine, shares from 0.5 % to 5 % did about equally well).
 

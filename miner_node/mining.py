@@ -7,29 +7,29 @@ same results.
 
 A single tree is regenerated as before (``pgen_scale`` times its tuples; exactly hit + miss per
 path at scale 1). An ensemble (k-AnonToRdt) is regenerated from each tree's paths, sized by
-`miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
+`modelshare.miner_node.pgen.ensemble_rows` with the sampling rate its (re-audited) report states, so it
 contributes about ``pgen_scale`` times its owner's table size; the global models train on the
 union of every owner's rows. Under the study's ``off_path`` = ``marginal``, ``class`` or ``path``, the attributes a
-path leaves free are drawn from the law every accepted tree's paths disclose (`miner_node.offpath`,
+path leaves free are drawn from the law every accepted tree's paths disclose (`modelshare.miner_node.offpath`,
 estimated once per study from all of them); under ``on_path = "class"`` a category inside a path's allowed
-set is drawn from the class law all accepted paths determine (`miner_node.onpath`), and the results say
+set is drawn from the class law all accepted paths determine (`modelshare.miner_node.onpath`), and the results say
 both. A model built from the releases
-themselves (`miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
+themselves (`modelshare.miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
 calibrated naive Bayes) is built from every accepted release instead and trains on no pseudo row (its
-results say 0 training rows). A dpea-nb release's pseudo rows are its own (`miner_node.calibrated_nb`). Each global
-model's hyperparameters are the study's setting (`miner_node.selection`: cross-validated on the
+results say 0 training rows). A dpea-nb release's pseudo rows are its own (`modelshare.miner_node.calibrated_nb`). Each global
+model's hyperparameters are the study's setting (`modelshare.miner_node.selection`: cross-validated on the
 pooled pseudo rows, one released tree's rows in one fold; or the fixed rule, under which the global
-decision tree of a dp study gets a leaf-size floor, `miner_node.dp_pgen`; or given values).
+decision tree of a dp study gets a leaf-size floor, `modelshare.miner_node.dp_pgen`; or given values).
 
 That is the ``local`` engine, the default. On the ``dask`` engine (``[mining] engine = "dask"``) each
 owner's pseudo-data is instead streamed in chunks that fit the memory budget to Parquet files under
-the study's directory (`miner_node.pseudo_parquet`), never pooled in the miner, and the global models
-are learned from those files on a Dask cluster (`miner_node.dask_engine`), their settings chosen as on
+the study's directory (`modelshare.miner_node.pseudo_parquet`), never pooled in the miner, and the global models
+are learned from those files on a Dask cluster (`modelshare.miner_node.dask_engine`), their settings chosen as on
 the local engine (``"auto"`` on a bounded sample of the files) and mapped onto xgboost's parameters;
 the results name the engine and the directory.
 
 On either engine the results then carry what a reader of every release believes (`_read_releases`,
-`common.privacy.combining.read_study`): one combining reader fitted over every accepted single tree
+`modelshare.common.privacy.combining.read_study`): one combining reader fitted over every accepted single tree
 released under a path requirement (k-anonymity, (c,l)-diversity), each owner's leaves judged with it
 against that owner's own requirement. No owner can run it, since none sees the others' releases.
 dp and dps ensembles (their guarantee composes; their noisy or sampled counts are not a partition
@@ -47,21 +47,27 @@ from typing import Any
 
 import numpy as np
 
-from common.audit.release import audit
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import DecodedModel
-from common.privacy.combining import StudyReading, read_study
-from common.privacy.requirements import CLDiversity, KAnonymity, PathRequirement, RequirementError, parse_requirement
-from common.study import AUTO, ModelPlan, Study
-from common.trees.tree import Tree
-from miner_node.class_prior import ClassPriorModel, study_prior
-from miner_node.config import MiningConfig
-from miner_node.global_models import RELEASE_MODELS, build_release_model
-from miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
-from miner_node.selection import Choice, choose, cv_rows, mode_of
-from miner_node.tasks import (
+from modelshare.common.audit.release import audit
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import DecodedModel
+from modelshare.common.privacy.combining import StudyReading, read_study
+from modelshare.common.privacy.requirements import (
+    CLDiversity,
+    KAnonymity,
+    PathRequirement,
+    RequirementError,
+    parse_requirement,
+)
+from modelshare.common.study import AUTO, ModelPlan, Study
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.class_prior import ClassPriorModel, study_prior
+from modelshare.miner_node.config import MiningConfig
+from modelshare.miner_node.global_models import RELEASE_MODELS, build_release_model
+from modelshare.miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
+from modelshare.miner_node.selection import Choice, choose, cv_rows, mode_of
+from modelshare.miner_node.tasks import (
     RELEASE_STRIDE,
     ClassificationTask,
     Evaluation,
@@ -104,7 +110,7 @@ def mine(
     ----------
     study:
         The study (its seed, ``pgen_scale``, class assignment and global models); its schema's type picks the
-        task (`miner_node.tasks.task_for`).
+        task (`modelshare.miner_node.tasks.task_for`).
     accepted:
         The accepted, decoded submissions.
     evaluation:
@@ -156,7 +162,7 @@ def _owner_entry(results: fpb.StudyResults, task: MiningTask, item: AcceptedMode
 
 
 def _chosen_learner(model: DecodedModel) -> str:
-    """The learner a release states its owner chose (`common.mechanisms.learner_choice`); empty when it chose none."""
+    """The learner a release states its owner chose (`modelshare.common.mechanisms.learner_choice`); empty when it chose none."""
     stated = model.report.parameters.get("learner") if model.report is not None else None
     return stated if isinstance(stated, str) else ""
 
@@ -271,11 +277,15 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
                   results: fpb.StudyResults) -> None:
     """The dask engine: every owner's PGEN rows streamed to Parquet in budget-sized chunks, the models learned on Dask.
 
-    Each model's setting is chosen as on the local engine (`miner_node.selection.choose`), ``"auto"`` on a
+    Each model's setting is chosen as on the local engine (`modelshare.miner_node.selection.choose`), ``"auto"`` on a
     bounded sample of the files (`_dask_choice`), and its parameters mapped onto xgboost's; a given
     parameter without a faithful equivalent fails the study before any pseudo-data is written.
     """
-    from miner_node.dask_engine import DaskEngine, check_models, check_settings  # dask only for studies on it
+    from modelshare.miner_node.dask_engine import (  # dask only for studies on it
+        DaskEngine,
+        check_models,
+        check_settings,
+    )
 
     schema = task.schema
     check_models(study.global_models)
@@ -319,14 +329,14 @@ def _dask_choice(name: str, plan: ModelPlan, schema: Schema, files: list[Path], 
                  total: int, held: list[Sample]) -> Choice:
     """Model ``name``'s setting on the dask engine: chosen as the local engine chooses, reported in xgboost's parameters.
 
-    ``"auto"`` cross-validates `miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
+    ``"auto"`` cross-validates `modelshare.miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
     miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most
     `cv_rows` rows sampled from the Parquet files (drawn once into ``held``; a dp study's many, as on the
     local engine), folds by released tree (owner and tree column); leaf shares become rows of all
     ``total`` rows. The other modes read no rows.
     """
-    from miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
-    from miner_node.global_models import MixedNaiveBayes
+    from modelshare.miner_node.dask_engine import DASK_DP_LEAF_FLOORS, DASK_GRIDS, LocalBooster, xgboost_parameters
+    from modelshare.miner_node.global_models import MixedNaiveBayes
 
     seed = plan.seed % 2**31
 

@@ -1,6 +1,6 @@
 """Off-path values from the released trees' own marginals, instead of PGEN's uniform draw.
 
-PGEN (`miner_node.pgen`) fills every attribute that a path leaves unconstrained uniformly over the
+PGEN (`modelshare.miner_node.pgen`) fills every attribute that a path leaves unconstrained uniformly over the
 attribute's public domain. On a table like Adult that is far from the data's law (92 % of
 capital-gain is 0 on a public range of 0-100,000; ages cluster in 20-60 of 17-90), and a global
 model then sees noise where the real rows carry signal. The miner knows more than the domain:
@@ -38,10 +38,10 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.study import OFF_PATH_MODES
-from common.trees.tree import Tree
-from miner_node.pgen import PathTable
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.study import OFF_PATH_MODES
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.pgen import PathTable
 
 __all__ = ["OFF_PATH_MODES", "OffPathMode", "UNIFORM_OFF_PATH", "ReleasedLaw", "OffPathTree", "redraw_off_path",
            "class_mass", "leaf_paths", "row_paths"]

@@ -1,7 +1,7 @@
 """On-path values: a categorical value inside a path's allowed set drawn from a class law, not uniformly.
 
-PGEN (`miner_node.pgen`) draws a categorical attribute that a path constrains to a set ``S``
-uniformly within ``S`` (the paper's choice), and `miner_node.offpath` redraws only the attributes a
+PGEN (`modelshare.miner_node.pgen`) draws a categorical attribute that a path constrains to a set ``S``
+uniformly within ``S`` (the paper's choice), and `modelshare.miner_node.offpath` redraws only the attributes a
 path leaves free. Under (c,l)-diversity a learner (the admissible one) pairs a category with a
 partner inside one leaf, e.g. Nursery's ``health = not_recom``, whose rows are all of class
 ``not_recom``, with different partners in different subtrees. A uniform draw inside
@@ -10,14 +10,14 @@ estimates, per constrained categorical attribute ``j``, the class-conditional la
 by EM over every released path of the study (each path's class mass spread over its allowed set in
 proportion to ``theta``), and `redraw_on_path` draws each pseudo row's value of ``j`` inside its
 path's set from ``theta_j[., class]`` restricted to that set. A path that leaves ``j`` free keeps
-PGEN's value, which the study's ``off_path`` decides (`miner_node.offpath`): redrawing free categories
+PGEN's value, which the study's ``off_path`` decides (`modelshare.miner_node.offpath`): redrawing free categories
 from the class law too gained more on Nursery and Car with 10 owners but cost Adult's boosting up to
 3 points at 1 and 5 owners and Car's 1.2 with one owner, where the constrained sets alone were level
 with uniform (EXPERIMENTS.md, "The class law inside allowed sets").
 
-The EM is `common.privacy.combining.class_set_law`, the combining reader's own law (the reader a
+The EM is `modelshare.common.privacy.combining.class_set_law`, the combining reader's own law (the reader a
 (c,l)-diverse release is checked against), with ``A`` the paths' allowed masks and ``W`` their class
-masses (`miner_node.offpath.class_mass`, as PGEN reads them), ``EM_ITERATIONS`` times. Under a
+masses (`modelshare.miner_node.offpath.class_mass`, as PGEN reads them), ``EM_ITERATIONS`` times. Under a
 guarded release the reader's belief inside a leaf stays within the requirement, but naive Bayes on
 these pseudo rows applies the law to every attribute of a person; that is why ``class`` is a study's
 explicit choice, never a default (docs/privacy.md, "A reader of the whole release"). Only released numbers are read (allowed sets and class masses), so this is
@@ -34,11 +34,11 @@ from typing import Sequence
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.combining import EM_ITERATIONS, class_set_law
-from common.trees.tree import Tree
-from miner_node.offpath import class_mass, leaf_paths, row_paths
-from miner_node.pgen import BLOCK_ROWS, PathTable
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy.combining import EM_ITERATIONS, class_set_law
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.offpath import class_mass, leaf_paths, row_paths
+from modelshare.miner_node.pgen import BLOCK_ROWS, PathTable
 
 __all__ = ["UNIFORM_ON_PATH", "EM_ITERATIONS", "ClassSetLaw", "class_set_law",
            "OnPathTree", "redraw_on_path"]
@@ -90,7 +90,7 @@ class OnPathTree:
     """One released tree prepared for redrawing its PGEN rows' on-path categories from ``law``.
 
     Built once per tree (`of`) and handed to `redraw_on_path` for every chunk of its rows:
-    ``leaf_to_path`` (`miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
+    ``leaf_to_path`` (`modelshare.miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
     constrain it to a set of more than one category (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
     classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
     set's last category on, so that a uniform number below 1 always lands on an allowed category.
@@ -120,9 +120,9 @@ class OnPathTree:
 def redraw_on_path(tree: OnPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``X`` (PGEN rows of ``tree.tree``, classes ``y``) with each category of the law redrawn inside its path's set.
 
-    The row's path is found by routing (`miner_node.offpath.row_paths`); per attribute of the law,
+    The row's path is found by routing (`modelshare.miner_node.offpath.row_paths`); per attribute of the law,
     one uniform number per row whose path allows more than one category, compared with the row's (path, class)
-    cumulative table in blocks of `miner_node.pgen.BLOCK_ROWS` rows.
+    cumulative table in blocks of `modelshare.miner_node.pgen.BLOCK_ROWS` rows.
     """
     pid = row_paths(tree.tree, tree.leaf_to_path, X)
     out = np.array(X, dtype=np.float64, order="F", copy=True)

@@ -1,6 +1,6 @@
 """A study's pseudo-data as partitioned Parquet: written owner by owner in chunks that fit a memory budget.
 
-The Dask engine (`miner_node.dask_engine`) learns from these files, and they are what an analyst is
+The Dask engine (`modelshare.miner_node.dask_engine`) learns from these files, and they are what an analyst is
 handed by ``modelshare study results ID --pseudo-data`` (the results name the directory). Layout under
 the miner's state directory::
 
@@ -9,7 +9,7 @@ the miner's state directory::
 
 The ``owner=`` directories are Hive-style partitions, so ``pyarrow.dataset.dataset(DIR, partitioning="hive")``
 or ``pandas.read_parquet(DIR)`` reads the owner back as a column. Each file is one chunk of PGEN rows
-(`miner_node.tasks.pseudo_chunks`), with schema-typed columns: a categorical attribute as its int32
+(`modelshare.miner_node.tasks.pseudo_chunks`), with schema-typed columns: a categorical attribute as its int32
 category code (an index into the schema's categories), an integer attribute as int64, any other numeric
 attribute as float64, the class as its int32 index into the schema's classes (the column named as
 the schema's class column), and last ``_released_tree`` (`TREE_COLUMN`, int32): the index of the owner's
@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = ["PSEUDO_DIR", "SCHEMA_KEY", "TREE_COLUMN", "MIN_CHUNK_ROWS", "PseudoFiles", "Sample", "chunk_rows",
            "study_pseudo_dir", "arrow_schema", "write_chunk", "write_owner", "read_all", "sample"]
@@ -116,7 +116,7 @@ def write_owner(directory: Path, schema: Schema, owner_id: str,
                 chunks: Iterable[tuple[np.ndarray, np.ndarray, int]]) -> PseudoFiles:
     """Write one owner's chunks ``(X, y, released tree)`` as ``directory/owner=<owner_id>/part-NNNNN.parquet``.
 
-    One file per non-empty chunk (`miner_node.tasks.pseudo_tree_chunks` yields them).
+    One file per non-empty chunk (`modelshare.miner_node.tasks.pseudo_tree_chunks` yields them).
 
     A directory left by an earlier attempt at the same study (a miner restarted mid-mining) is
     replaced, so the files are always those of this run.

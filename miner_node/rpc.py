@@ -1,7 +1,7 @@
 """What the miner's three gRPC services share: who is calling, the admin interceptor, error handling, registration.
 
 The miner serves three services on one port (protos/modelshare/v1/federation.proto): the owner exchange
-(`miner_node.exchange`), the study administration (`miner_node.administration`) and `Miner.Health`
+(`modelshare.miner_node.exchange`), the study administration (`modelshare.miner_node.administration`) and `Miner.Health`
 (`HealthService`, here). `Identity.caller` maps a call's TLS peer to its roster party (the certificate must
 be the one provisioned for the name, and the party not revoked). `AdminInterceptor` lets a call into the
 study administration through only when that party is the admin, once, before any handler runs; under
@@ -27,11 +27,11 @@ from typing import Any, Awaitable, Callable, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from common.federation.kit import REVOKED, Party, RosterWatcher, peer_cert_sha256, peer_identity
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.coordinator import Coordinator
-from miner_node.store import Store, StoreError
-from miner_node.verify import Rejection
+from modelshare.common.federation.kit import REVOKED, Party, RosterWatcher, peer_cert_sha256, peer_identity
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.store import Store, StoreError
+from modelshare.miner_node.verify import Rejection
 
 __all__ = ["ADMIN_SERVICE", "AdminInterceptor", "ChangeFeed", "HealthService", "Identity", "MAX_DETAILS_BYTES",
            "UndecodableRequest", "add_service", "async_handler", "clip", "handler", "timestamp_seconds",

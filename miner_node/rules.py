@@ -7,7 +7,7 @@ leaf's class), each rule is generalized by greedily dropping conditions that do 
 Laplace accuracy on the training data, duplicates are removed and the rules are ordered by that
 accuracy. A tuple takes the class of the first rule it satisfies, or the default class.
 
-Works on the encoded form of `common.data.schema`: ``X`` float64 (rows, attributes) with categorical
+Works on the encoded form of `modelshare.common.data.schema`: ``X`` float64 (rows, attributes) with categorical
 columns holding category indices, ``y`` int64 class indices into ``schema.classes``.
 """
 
@@ -20,10 +20,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from common.data.schema import NumericAttribute, Schema
-from common.trees.learners import CartTreeClassifier
-from common.trees.learners._data import check_x, check_xy
-from common.trees.tree import CategorySet, Constraint, Interval, conjunction_mask
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.tree import CategorySet, Constraint, Interval, conjunction_mask
 
 __all__ = ["Conditions", "Rule", "RuleListClassifier", "generalize", "laplace"]
 

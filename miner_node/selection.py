@@ -4,8 +4,8 @@ PGEN draws every attribute a released path does not constrain uniformly, so much
 noise, and a model that fits it learns nothing that holds on real rows (a fully grown tree on the
 Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). How much to
 regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
-for all, so the miner can choose it (mode ``"auto"``, `common.study.settings`):
-it cross-validates each candidate of the model's grid (its record's ``grid``, `miner_node.global_models`) on the pooled pseudo-data it
+for all, so the miner can choose it (mode ``"auto"``, `modelshare.common.study.settings`):
+it cross-validates each candidate of the model's grid (its record's ``grid``, `modelshare.miner_node.global_models`) on the pooled pseudo-data it
 learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with the
 study's seed — and refits the best
 on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
@@ -27,13 +27,13 @@ rows, the whole table's picks 0.05 % in every repeat and beats the dp floor (EXP
 ``MAX_DP_CV_ROWS`` rows.
 
 In a dp study whose releases carry class histograms, the study's class prior
-(`miner_node.class_prior`, from the histograms, never from a pseudo row) is one more candidate of
+(`modelshare.miner_node.class_prior`, from the histograms, never from a pseudo row) is one more candidate of
 ``"auto"``: scored on the same folds, it wins when it beats the grid's best, and the model then
 predicts the prior's majority class, the floor a dp study's models are held to.
 
 The other modes: ``"fixed"`` is the rule the miner used before studies could choose (the models'
 defaults; a dp study's decision tree and gradient boosting get the leaf floors of
-each global model's record, `miner_node.global_models`), and
+each global model's record, `modelshare.miner_node.global_models`), and
 ``"given"`` is the study's values over those. A model without a setting gets `DEFAULT_MODES`'.
 
 BASIS, the same model fitted on the owners' pooled raw training rows (which only a simulation or an
@@ -50,9 +50,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from sklearn.model_selection import GroupKFold, KFold
 
-from common.mechanisms import registry
-from common.study import AUTO, FIXED, GIVEN, ModelPlan
-from miner_node.global_models import DP_LEAF_FLOORS, GRIDS, REGRESSION_GRIDS
+from modelshare.common.mechanisms import registry
+from modelshare.common.study import AUTO, FIXED, GIVEN, ModelPlan
+from modelshare.miner_node.global_models import DP_LEAF_FLOORS, GRIDS, REGRESSION_GRIDS
 
 __all__ = ["DEFAULT_MODES", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "global_model_params", "concrete", "choose",
            "choose_basis", "cv_rows", "mode_of"]
@@ -70,7 +70,7 @@ class Choice:
 
     parameters: dict[str, Any]
     selection: str
-    floor: bool = False  # the study's class prior beat every candidate: the model is `miner_node.class_prior`'s
+    floor: bool = False  # the study's class prior beat every candidate: the model is `modelshare.miner_node.class_prior`'s
 
     @property
     def text(self) -> str:
@@ -168,7 +168,7 @@ def choose(name: str, plan: ModelPlan, X: np.ndarray, y: np.ndarray, build: Call
     ``grids`` an engine's own candidates (default `GRIDS` or `REGRESSION_GRIDS`), ``floors`` the dp
     leaf floors of the fixed rule that the engine can honour (`global_model_params`),
     ``kind`` what the rows are in the result's sentence (`choose_basis` passes ``raw``).
-    ``floor`` is a dp study's class-prior model (`miner_node.class_prior.ClassPriorModel`, built from the
+    ``floor`` is a dp study's class-prior model (`modelshare.miner_node.class_prior.ClassPriorModel`, built from the
     releases' noisy class histograms, so from no pseudo row): under ``"auto"`` it is scored on the same folds
     and, when it beats the grid's best, chosen (``Choice.floor``) — the model then predicts the prior.
     """

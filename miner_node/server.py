@@ -14,8 +14,8 @@ The server is gRPC's asyncio server, on an event loop in its own thread: the wai
 (``OwnerExchange.Poll``, ``StudyAdmin.WatchStudy``) and the reassembly of an answer sent in pieces
 (``OwnerExchange.SubmitChunks``) are coroutines, so a waiting site or a slow sender costs no
 thread, and every other RPC runs, as written, on a pool of ``workers`` threads. It serves three services
-(`miner_node.exchange`, `miner_node.administration`, and ``Miner.Health`` from `miner_node.rpc`), with
-`miner_node.rpc.AdminInterceptor` authenticating every study-administration call as the admin's.
+(`modelshare.miner_node.exchange`, `modelshare.miner_node.administration`, and ``Miner.Health`` from `modelshare.miner_node.rpc`), with
+`modelshare.miner_node.rpc.AdminInterceptor` authenticating every study-administration call as the admin's.
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ from typing import Any, Coroutine, Iterable, TypeVar
 
 import grpc
 
-from common.federation.kit import RosterWatcher
-from common.federation.study import load_study_file
-from common.files import atomic_write
-from common.study import StudyError
-from miner_node.administration import StudyAdminService
-from miner_node.config import ConfigError, MinerConfig
-from miner_node.coordinator import Coordinator
-from miner_node.exchange import OwnerExchangeService
-from miner_node.rpc import AdminInterceptor, ChangeFeed, HealthService, Identity, add_service
-from miner_node.store import StateLock, Store
-from miner_node.verify import ModelVerifier, Rejection
+from modelshare.common.federation.kit import RosterWatcher
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.files import atomic_write
+from modelshare.common.study import StudyError
+from modelshare.miner_node.administration import StudyAdminService
+from modelshare.miner_node.config import ConfigError, MinerConfig
+from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.exchange import OwnerExchangeService
+from modelshare.miner_node.rpc import AdminInterceptor, ChangeFeed, HealthService, Identity, add_service
+from modelshare.miner_node.store import StateLock, Store
+from modelshare.miner_node.verify import ModelVerifier, Rejection
 
 __all__ = ["READY_FILE", "RunningMiner", "read_ready", "start_miner"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from common.files import atomic_write
+from modelshare.common.files import atomic_write
 
 __all__ = ["GENESIS", "LOCK_NAME", "LogVerdict", "StateDirInUse", "StateLock", "Store", "StoreError", "StudyRow",
            "Submission", "verify_log"]

@@ -2,13 +2,13 @@
 
 Every ``SubmitChunks`` stream holds a slot (`StreamLedger.open`) for as long as its call lasts, and
 reserves the envelope size its first piece declares (`StreamSlot.reserve`) before any more of it is
-received: a reassembly buffer never grows past its declared size (`common.federation.chunks.Reassembly`),
+received: a reassembly buffer never grows past its declared size (`modelshare.common.federation.chunks.Reassembly`),
 so the reservations bound the memory the buffers can take. Three limits apply, each a ``[miner]``
-setting (`miner_node.config.Limits`): the streams one owner has in progress (``max_streams_per_owner``),
+setting (`modelshare.miner_node.config.Limits`): the streams one owner has in progress (``max_streams_per_owner``),
 the bytes reserved for one owner's streams (``max_buffered_bytes_per_owner``) and the bytes reserved for
 all streams together (``max_buffered_bytes``). Beyond one of them the stream is refused with
 RESOURCE_EXHAUSTED, naming the limit and its setting; an owner's daemon retries such a refusal later
-(`owner_node.daemon.is_final_failure`), and answers sent whole (``Submit``) are not counted here.
+(`modelshare.owner_node.daemon.is_final_failure`), and answers sent whole (``Submit``) are not counted here.
 
 All streams are reassembled on the server's event loop, so the ledger needs no lock; the slot gives back
 its stream and its bytes when the call ends, however it ends.
@@ -22,8 +22,8 @@ from typing import Iterator
 
 import grpc
 
-from miner_node.config import Limits
-from miner_node.verify import Rejection
+from modelshare.miner_node.config import Limits
+from modelshare.miner_node.verify import Rejection
 
 __all__ = ["StreamLedger", "StreamSlot"]
 

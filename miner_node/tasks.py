@@ -2,18 +2,18 @@
 
 A study is a *classification* study (a class column, trees with class counts) or a *regression*
 study (a numeric target with public bounds, DiffPETs regression forests). `MiningTask` is the
-one interface `miner_node.mining.mine` reads; `task_for` picks the implementation from the
+one interface `modelshare.miner_node.mining.mine` reads; `task_for` picks the implementation from the
 schema's type:
 
 * **classification**: PGEN draws class labels from each path's counts (`pseudo_data`);
-  the global models are `miner_node.global_models.GLOBAL_MODELS`; a tree model's tree is kept in
+  the global models are `modelshare.miner_node.global_models.GLOBAL_MODELS`; a tree model's tree is kept in
   the results; the scores are accuracy, the predicted class indices and, for two classes, the ROC
   AUC of the predicted probabilities (left unset for a model without probabilities);
 * **regression**: PGEN labels every row of a leaf with its released mean
-  (`miner_node.pgen.pgen_regression`); the global models are `REGRESSION_MODELS`; the scores are
+  (`modelshare.miner_node.pgen.pgen_regression`); the global models are `REGRESSION_MODELS`; the scores are
   RMSE and MAE and the predicted values.
 
-Either way each model's hyperparameters are the study's setting for it, chosen by `miner_node.selection`
+Either way each model's hyperparameters are the study's setting for it, chosen by `modelshare.miner_node.selection`
 (cross-validation on the pseudo-data, the fixed rule with a dp study's leaf floor, or given values),
 and the results say which and how.
 """
@@ -27,26 +27,26 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from common.data.datasets.loading import load_table
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.data.task import load_regression_table
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import parameter_to_pb
-from common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
-from common.mechanisms import registry
-from common.mechanisms.registry import PseudoData
-from common.privacy.report import PrivacyReport
-from common.study import ModelPlan, Study
-from common.trees.metrics import accuracy, mae, rmse
-from common.trees.tree import Tree
-from miner_node.class_prior import ClassPriorModel, declined
-from miner_node.dp_pgen import dp_pgen_scale
-from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
-from miner_node.onpath import UNIFORM_ON_PATH, ClassSetLaw, OnPathTree, redraw_on_path
-from miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
-from miner_node.selection import Choice, choose
+from modelshare.common.data.datasets.loading import load_table
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.data.task import load_regression_table
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import parameter_to_pb
+from modelshare.common.federation.wire import DecodedModel, regression_tree_to_pb, tree_to_pb
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.registry import PseudoData
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.study import ModelPlan, Study
+from modelshare.common.trees.metrics import accuracy, mae, rmse
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.class_prior import ClassPriorModel, declined
+from modelshare.miner_node.dp_pgen import dp_pgen_scale
+from modelshare.miner_node.global_models import make_global_model, make_regression_model
+from modelshare.miner_node.offpath import UNIFORM_OFF_PATH, OffPathTree, ReleasedLaw, redraw_off_path
+from modelshare.miner_node.onpath import UNIFORM_ON_PATH, ClassSetLaw, OnPathTree, redraw_on_path
+from modelshare.miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
+from modelshare.miner_node.selection import Choice, choose
 
 __all__ = ["RELEASE_STRIDE", "pool", "Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
            "pseudo_sources", "pseudo_chunks", "pseudo_tree_chunks", "two_class_auc"]
@@ -118,8 +118,8 @@ class MiningTask(Protocol):
             floor: ClassPriorModel | None = None) -> Fitted:
         """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
 
-        ``groups`` names each row's released tree (`miner_node.selection`), None when unknown; ``floor`` is a dp
-        study's class prior (`miner_node.class_prior`), a candidate of an ``"auto"`` choice (classification only).
+        ``groups`` names each row's released tree (`modelshare.miner_node.selection`), None when unknown; ``floor`` is a dp
+        study's class prior (`modelshare.miner_node.class_prior`), a candidate of an ``"auto"`` choice (classification only).
         """
         ...
 
@@ -176,9 +176,9 @@ def pool(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], n_attribute
          empty_labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Every release's pseudo rows ``(X, y, tree of each row)``, in owner order, as one table and its CV groups.
 
-    The one pooling of the miner (`miner_node.mining`) and the in-process pipeline: a row's group is its
+    The one pooling of the miner (`modelshare.miner_node.mining`) and the in-process pipeline: a row's group is its
     owner's index times `RELEASE_STRIDE` plus the released tree it came from (`pseudo_sources`), so that
-    `miner_node.selection` holds out whole released trees; no release: an empty table and no groups.
+    `modelshare.miner_node.selection` holds out whole released trees; no release: an empty table and no groups.
     """
     if not parts:
         return np.empty((0, n_attributes)), empty_labels, None
@@ -196,12 +196,12 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
                 on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
-    A dp release yields at most `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to, and one
-    that declined to release trees none (its class histogram feeds the study's prior, `miner_node.class_prior`).
-    A release whose mechanism has its own pseudo-data step (`common.mechanisms.registry.PseudoData`, such as
+    A dp release yields at most `modelshare.miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to, and one
+    that declined to release trees none (its class histogram feeds the study's prior, `modelshare.miner_node.class_prior`).
+    A release whose mechanism has its own pseudo-data step (`modelshare.common.mechanisms.registry.PseudoData`, such as
     dpea-nb's calibrated naive Bayes) gets that step's rows; neither ``law`` nor ``on_path`` applies to it.
-    With ``law`` (the study's `miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
-    their path leaves free redrawn from it; with ``on_path`` (`miner_node.onpath.ClassSetLaw`), their
+    With ``law`` (the study's `modelshare.miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
+    their path leaves free redrawn from it; with ``on_path`` (`modelshare.miner_node.onpath.ClassSetLaw`), their
     categories inside the path's allowed sets; without, they stay PGEN's uniform draws (the paper's).
     """
     if declined(report) is not None:  # its class histogram alone: the study's prior, not rows
@@ -230,7 +230,7 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
     """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks ``(X, y, tree)`` of at most ``chunk_rows`` rows.
 
     ``tree`` is the index of the released tree the chunk was drawn from (a chunk never spans two).
-    What the Parquet writer (`miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
+    What the Parquet writer (`modelshare.miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
     whole in memory; the values are other draws than `pseudo_data`'s from the same generator. With ``law``
     and ``on_path`` each chunk is redrawn from them, as `pseudo_data` does.
     """
@@ -287,7 +287,7 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     """The released tree each of `pseudo_data`'s ``rows`` rows was drawn from (its index; 0 for a single tree).
 
     `pseudo_data` stacks an ensemble's rows tree by tree, each tree's share sized by
-    `miner_node.pgen.ensemble_rows`; `miner_node.selection` keeps the rows of one tree in one fold.
+    `modelshare.miner_node.pgen.ensemble_rows`; `modelshare.miner_node.selection` keeps the rows of one tree in one fold.
     """
     beta = _sampling_rate(report)
     if report is not None:
@@ -403,10 +403,10 @@ class RegressionTask:
         return pgen_regression(self._forest(model), scale=study.pgen_scale, rng=rng)
 
     def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
-        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`common.study.Study`)
+        return None, UNIFORM_OFF_PATH  # a regression study's off_path is "uniform" (`modelshare.common.study.Study`)
 
     def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
-        return None, UNIFORM_ON_PATH  # a regression study's on_path is "uniform" (`common.study.Study`)
+        return None, UNIFORM_ON_PATH  # a regression study's on_path is "uniform" (`modelshare.common.study.Study`)
 
     def sources(self, model: DecodedModel, study: Study, rows: int) -> np.ndarray:
         return np.zeros(rows, dtype=np.int64)  # a forest's rows are not told apart by tree: the owner is the group

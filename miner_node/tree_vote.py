@@ -1,7 +1,7 @@
 """The released trees' vote: a global model the miner builds from the releases themselves, not from pseudo-data.
 
 Every released tree gives each row the class distribution of the leaf it falls in, the same
-distribution PGEN draws that leaf's classes from (`miner_node.pgen.leaf_class_distributions`: the
+distribution PGEN draws that leaf's classes from (`modelshare.miner_node.pgen.leaf_class_distributions`: the
 counts, or under hit/miss the majority's hit share with the miss spread evenly over the other
 classes); the vote sums them over every released tree of every owner, each tree with weight one,
 and predicts the largest. Why a miner wants it beside the models learned from PGEN's pooled
@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from common.trees.learners._data import check_x
-from common.trees.tree import Tree
-from miner_node.pgen import leaf_class_distributions
+from modelshare.common.trees.learners._data import check_x
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.pgen import leaf_class_distributions
 
 __all__ = ["TREE_VOTE", "TreeVote"]
 

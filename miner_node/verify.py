@@ -20,13 +20,13 @@ from multiprocessing.connection import Connection
 
 import grpc
 
-from common.audit.release import audit
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import OVER_MINER_LIMIT, WireError, decode_model
-from common.mechanisms.class_prior import class_prior_of
-from common.privacy.requirements import Requirement, RequirementError, parse_requirement, weaker_than
-from common.study import MAX_TREES, Study
-from common.trees.tree import Disclosure
+from modelshare.common.audit.release import audit
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import OVER_MINER_LIMIT, WireError, decode_model
+from modelshare.common.mechanisms.class_prior import class_prior_of
+from modelshare.common.privacy.requirements import Requirement, RequirementError, parse_requirement, weaker_than
+from modelshare.common.study import MAX_TREES, Study
+from modelshare.common.trees.tree import Disclosure
 
 __all__ = ["Rejection", "StudyTerms", "check_model", "ModelVerifier"]
 
@@ -63,10 +63,10 @@ def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) ->
     """Raise `Rejection` unless the message's model is within limits, valid, re-audits and meets the study.
 
     A model carries one tree or, for a whole-release mechanism (kanon-rdt, laplace-rdt, diffpets, dpea),
-    an ensemble of up to `common.federation.wire.MAX_TREES`
+    an ensemble of up to `modelshare.common.federation.wire.MAX_TREES`
     (a regression study: a DiffPETs regression forest, as ``regression_trees``); ``max_nodes``
     bounds the nodes of all its trees together. Counts are taken on the raw message, before the
-    decode that costs time per node. Every tree is audited (`common.audit.release.audit`, or
+    decode that costs time per node. Every tree is audited (`modelshare.common.audit.release.audit`, or
     the same `audit` for a regression forest), and the report's requirement must be
     at least as strong as the study's (`weaker_than`).
     """

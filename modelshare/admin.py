@@ -26,18 +26,18 @@ from typing import Any
 
 import grpc
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.federation.config_file import ConfigModel, Text, load_config
-from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles, TlsTable
-from common.federation.model_io import write_message
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.serde import parameter_from_pb, study_from_pb
-from common.federation.wire import model_message, tree_from_pb
-from miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
-from miner_node.selection import Choice
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.config_file import ConfigModel, Text, load_config
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles, TlsTable
+from modelshare.common.federation.model_io import write_message
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.serde import parameter_from_pb, study_from_pb
+from modelshare.common.federation.wire import model_message, tree_from_pb
+from modelshare.miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
+from modelshare.miner_node.selection import Choice
 
 __all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
            "reader_dict", "write_results", "auc_text", "settings_text"]
@@ -176,7 +176,7 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
 
 
 def reader_dict(results: fpb.StudyResults) -> dict[str, Any] | None:
-    """What a reader of every release believes (`common.privacy.combining.read_study`), None when nothing was read."""
+    """What a reader of every release believes (`modelshare.common.privacy.combining.read_study`), None when nothing was read."""
     if not results.HasField("reader"):
         return None
     r = results.reader

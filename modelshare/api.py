@@ -2,8 +2,8 @@
 
 ``import modelshare as ms`` gives these names (`modelshare.__init__` re-exports them lazily, so the
 command line does not pay for them). They are thin, documented doors onto the same code the
-owner daemon, the miner and the CLI run: `release` is `common.mechanisms.release.release`, `mine`
-is the miner's mining of a study (`miner_node.mining.mine`: every release regenerated, pooled and
+owner daemon, the miner and the CLI run: `release` is `modelshare.common.mechanisms.release.release`, `mine`
+is the miner's mining of a study (`modelshare.miner_node.mining.mine`: every release regenerated, pooled and
 learned from, with the study's PGEN laws), `pgen` the plain PGEN of one release on its own,
 `fit_global_model` one of the miner's global models, `deal` the split `modelshare simulate` makes,
 `run_study` the in-process cross-validated model-sharing study. Every random choice takes
@@ -19,29 +19,29 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from common.audit.release import AuditResult, RegressionAuditResult
-from common.audit.release import audit as _audit
-from common.data.datasets import LoadedTable
-from common.data.datasets import load_dataset as _load_dataset
-from common.data.datasets import load_table as _load_table
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.federation.model_io import read_model, write_release
-from common.federation.serde import parameter_from_pb
-from common.federation.study import load_study_file
-from common.federation.wire import DecodedModel
-from common.mechanisms import registry
-from common.mechanisms.release import default_learner, release
-from common.privacy.report import Release
-from common.privacy.requirements import parse_requirement, path_rule
-from common.study import Study, Training
-from common.trees.learners import make_learner
-from common.trees.tree import Tree
-from miner_node.global_models import make_global_model, make_regression_model
-from miner_node.mining import AcceptedModel
-from miner_node.mining import mine as _mine
-from miner_node.pgen import ClassAssignment, pgen_regression
-from miner_node.tasks import Evaluation, pseudo_data
+from modelshare.common.audit.release import AuditResult, RegressionAuditResult
+from modelshare.common.audit.release import audit as _audit
+from modelshare.common.data.datasets import LoadedTable
+from modelshare.common.data.datasets import load_dataset as _load_dataset
+from modelshare.common.data.datasets import load_table as _load_table
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.model_io import read_model, write_release
+from modelshare.common.federation.serde import parameter_from_pb
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.federation.wire import DecodedModel
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import default_learner, release
+from modelshare.common.privacy.report import Release
+from modelshare.common.privacy.requirements import parse_requirement, path_rule
+from modelshare.common.study import Study, Training
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import Tree
+from modelshare.miner_node.global_models import make_global_model, make_regression_model
+from modelshare.miner_node.mining import AcceptedModel
+from modelshare.miner_node.mining import mine as _mine
+from modelshare.miner_node.pgen import ClassAssignment, pgen_regression
+from modelshare.miner_node.tasks import Evaluation, pseudo_data
 from modelshare.pipeline import PipelineConfig, stratified_parts, summarize
 from modelshare.pipeline import run_study as _run_study
 
@@ -270,7 +270,7 @@ def mine(releases: Sequence[Release], evaluation: tuple[np.ndarray, np.ndarray] 
          seed: int = 0) -> Mined:
     """Mine releases as a study's miner does: PGEN on every release, pooled, global models learned and scored.
 
-    This runs the miner's own mining (`miner_node.mining.mine`): owner ``i``'s release (in the given
+    This runs the miner's own mining (`modelshare.miner_node.mining.mine`): owner ``i``'s release (in the given
     order, named ``owner-1``, ``owner-2``, ...) is regenerated with a generator seeded by ``(seed, i)``,
     the off-path and on-path laws are fitted over all releases when the study asks for them, the pooled
     rows train each global model with its setting (``auto``: cross-validated with one release's rows per

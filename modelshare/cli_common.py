@@ -22,7 +22,7 @@ import tomllib
 from rich.console import Console
 from rich.table import Table
 
-from common.params import ParameterError, check_positive_int
+from modelshare.common.params import ParameterError, check_positive_int
 
 __all__ = [
     "CommandFailed",
@@ -333,7 +333,7 @@ def _pgen_mode(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: 
 def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
                  default_text: str | None = None) -> argparse.Action:
     """``--off-path MODE``: how PGEN fills the attributes a path leaves free (study.toml's ``[mining] off_path``)."""
-    from common.study import OFF_PATH_MODES  # the study's own list, imported when the parser is built
+    from modelshare.common.study import OFF_PATH_MODES  # the study's own list, imported when the parser is built
 
     return _pgen_mode(parser, "--off-path", OFF_PATH_MODES, default, default_text,
                       "PGEN's values for attributes a path leaves free: uniform over the public domain (the paper's), "
@@ -344,7 +344,7 @@ def add_off_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, d
 def add_on_path(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: str | None,
                 default_text: str | None = None) -> argparse.Action:
     """``--on-path MODE``: how PGEN draws a category inside a path's allowed set (study.toml's ``[mining] on_path``)."""
-    from common.study import ON_PATH_MODES  # the study's own list, imported when the parser is built
+    from modelshare.common.study import ON_PATH_MODES  # the study's own list, imported when the parser is built
 
     return _pgen_mode(parser, "--on-path", ON_PATH_MODES, default, default_text,
                       "PGEN's values inside a path's allowed category set: uniform in the set (the paper's), or "
@@ -384,7 +384,7 @@ def model_setting(text: str) -> tuple[str, str | dict[str, Any]]:
     """``--model-setting``'s value: ``MODEL=auto``, ``MODEL=fixed`` or ``MODEL:KEY=VALUE[,KEY=VALUE...]``.
 
     Values read as TOML would (``50``, ``0.005``, ``true``, ``entropy``); the names and values are
-    checked with the study (`common.study.settings`).
+    checked with the study (`modelshare.common.study.settings`).
     """
     if ":" in text:
         name, _, pairs = text.partition(":")

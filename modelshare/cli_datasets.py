@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from common.data.datasets import describe_dataset, export_dataset, list_datasets
-from common.data.schema import SchemaError
-from common.trees.readable import grouped
 from modelshare.cli_common import add_json, err, out, titled_table
+from modelshare.common.data.datasets import describe_dataset, export_dataset, list_datasets
+from modelshare.common.data.schema import SchemaError
+from modelshare.common.trees.readable import grouped
 
 __all__ = ["cmd_datasets", "configure"]
 

@@ -1,4 +1,4 @@
-"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`common.audit.dp.estimate`) of a mechanism on a table.
+"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`modelshare.common.audit.dp.estimate`) of a mechanism on a table.
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism's registered
 release path (its registry trainer, what owners run) ``--trials`` times on each, and bounds eps from
@@ -20,10 +20,6 @@ import json
 import numpy as np
 from rich.table import Table
 
-from common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, audit_dp
-from common.data.schema import Schema
-from common.mechanisms import registry
-from common.privacy.requirements import parse_requirement
 from modelshare.cli_common import (
     add_json,
     add_max_depth,
@@ -34,6 +30,10 @@ from modelshare.cli_common import (
     positive_int,
 )
 from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, audit_dp
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.requirements import parse_requirement
 
 __all__ = ["TRIALS", "audited_mechanisms", "cmd_audit_dp", "configure"]
 

@@ -12,8 +12,8 @@ import json
 
 from rich.table import Table
 
-from common.privacy.dps import DPSError, DPSGuarantee, Table5, compose, table5
 from modelshare.cli_common import add_json, out
+from modelshare.common.privacy.dps import DPSError, DPSGuarantee, Table5, compose, table5
 
 __all__ = ["cmd_dps", "configure"]
 

@@ -17,14 +17,6 @@ import grpc
 from rich.table import Table
 from rich.text import Text
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.study import load_study_file
-from common.mechanisms import registry
-from common.trees.readable import grouped
-from miner_node.config import MinerConfig
-from miner_node.server import start_miner
-from miner_node.store import StoreError, verify_log
 from modelshare.admin import (
     AdminConfig,
     admin_stub,
@@ -37,7 +29,15 @@ from modelshare.admin import (
     write_results,
 )
 from modelshare.cli_common import add_json, err, out
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.mechanisms import registry
+from modelshare.common.trees.readable import grouped
 from modelshare.logs import configure_logging
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.server import start_miner
+from modelshare.miner_node.store import StoreError, verify_log
 from modelshare.report_html import study_report, write_report
 
 __all__ = [

@@ -18,13 +18,13 @@ import argparse
 from pathlib import Path
 from typing import Any, Collection
 
-from common.data.datasets import LoadedTable, load_dataset, load_table
-from common.data.schema import Schema, SchemaError
-from common.mechanisms import registry
-from common.mechanisms.release import default_learner
-from common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
-from common.trees.tree import DISCLOSURES
 from modelshare.cli_common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
+from modelshare.common.data.datasets import LoadedTable, load_dataset, load_table
+from modelshare.common.data.schema import Schema, SchemaError
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
+from modelshare.common.trees.tree import DISCLOSURES
 
 __all__ = [
     "DEFAULT_DISCLOSURE",

@@ -8,7 +8,7 @@ it runs the site's policy on the study file and reads the local table with the s
 (header and values), without training anything or contacting the miner. Exit status: 0 the
 site would answer with a model, 1 it would refuse, 2 the config or study file is unusable.
 
-``owner budget`` shows the site's privacy-budget ledger (`owner_node.budget`): every release of the
+``owner budget`` shows the site's privacy-budget ledger (`modelshare.owner_node.budget`): every release of the
 table with its kind, the epsilon and delta each spent, their sums, what the policy's lifetime caps
 leave, and, plainly, whether non-DP releases of the table exist (which the caps cannot bound).
 """
@@ -25,14 +25,14 @@ from typing import Any
 
 import grpc
 
-from common.federation.study import load_study_file
-from common.study import Study
 from modelshare.cli_common import add_json, err, out, titled_table
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.study import Study
 from modelshare.logs import configure_logging
-from owner_node.budget import Ledger, non_dp_note
-from owner_node.config import OwnerConfig
-from owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
-from owner_node.training import LocalDataError, LocalTable, fits_domain, load_local_table
+from modelshare.owner_node.budget import Ledger, non_dp_note
+from modelshare.owner_node.config import OwnerConfig
+from modelshare.owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
+from modelshare.owner_node.training import LocalDataError, LocalTable, fits_domain, load_local_table
 
 __all__ = ["budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "configure_budget", "configure_check",
            "configure_serve"]

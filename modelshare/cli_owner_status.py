@@ -1,9 +1,9 @@
 """`modelshare owner status`: is this site's owner daemon healthy? For service managers and monitoring.
 
-It reads the status file the daemon keeps in its state directory (`owner_node.status.StatusFile`)
+It reads the status file the daemon keeps in its state directory (`modelshare.owner_node.status.StatusFile`)
 and contacts nobody. Exit status: 0 healthy, 1 not running or unhealthy, 2 the config or the
 status file is unusable. A health probe runs every few seconds, so this module imports neither
-the daemon nor any training code; the owner's config (`owner_node.config`, which imports pandas
+the daemon nor any training code; the owner's config (`modelshare.owner_node.config`, which imports pandas
 through the policy's schema) is imported only when the probe runs, not to build its parser.
 """
 
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from modelshare.cli_common import add_json, out
-from owner_node.status import STATUS_FILE, read_status
+from modelshare.owner_node.status import STATUS_FILE, read_status
 
 __all__ = ["DEFAULT_MAX_AGE", "cmd_status", "configure", "owner_health"]
 
 # A connected daemon polls at least this often: three of its poll rounds, each the poll's hold
-# time plus its grace (`owner_node.daemon.POLL_WAIT_SECONDS` + `POLL_GRACE_SECONDS`; a test keeps
+# time plus its grace (`modelshare.owner_node.daemon.POLL_WAIT_SECONDS` + `POLL_GRACE_SECONDS`; a test keeps
 # the two in step without this module importing the daemon).
 DEFAULT_MAX_AGE = 45.0
 
@@ -53,7 +53,7 @@ def _alive(pid: object) -> bool:
 
 def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float,
                  alive: Any = _alive) -> tuple[bool, str]:
-    """Judge a status record (`owner_node.status.StatusFile`): (healthy, one-line reason).
+    """Judge a status record (`modelshare.owner_node.status.StatusFile`): (healthy, one-line reason).
 
     Healthy: the daemon's process runs, it has not stopped, its data file is there to read, its last
     call to the miner did not fail, and the miner answered it within ``max_age`` seconds (or, just started, it is within
@@ -106,7 +106,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     An unusable config or status file raises (a ValueError or OSError): `modelshare.cli.main` exits 2.
     """
-    from owner_node.config import OwnerConfig  # the module docstring says why here
+    from modelshare.owner_node.config import OwnerConfig  # the module docstring says why here
 
     config = OwnerConfig.load(args.config)
     status = read_status(config.state_dir)

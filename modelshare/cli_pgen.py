@@ -4,9 +4,9 @@ Every kind of release regenerates: one tree, an ensemble (kanon-rdt, laplace-rdt
 several trees) and a DiffPETs regression forest. By default the rows are exactly those the miner
 generates from the model in a study whose ``pgen_scale`` is ``--pgen-scale`` (default 1: a
 tree's hit + miss per path, an ensemble's estimated real rows), because this command calls the
-miner's own code: `miner_node.tasks.pseudo_data` (which sizes an ensemble by the sampling rate
-its report states and caps a dp release at `miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows) and, for a
-regression forest, `miner_node.pgen.pgen_regression`. ``--rows N`` instead asks for
+miner's own code: `modelshare.miner_node.tasks.pseudo_data` (which sizes an ensemble by the sampling rate
+its report states and caps a dp release at `modelshare.miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows) and, for a
+regression forest, `modelshare.miner_node.pgen.pgen_regression`. ``--rows N`` instead asks for
 exactly N rows of a single tree, generated and written in chunks of ``--chunk-rows``, so a table
 larger than memory can be written. Rows are shuffled unless ``--grouped``.
 """
@@ -20,12 +20,12 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from common.data.table_io import write_table_chunks
-from common.federation.model_io import read_model_file
-from common.federation.wire import DecodedModel
-from miner_node.pgen import pgen_chunks, pgen_regression
-from miner_node.tasks import pseudo_data
 from modelshare.cli_common import add_json, add_seed, err, positive_int
+from modelshare.common.data.table_io import write_table_chunks
+from modelshare.common.federation.model_io import read_model_file
+from modelshare.common.federation.wire import DecodedModel
+from modelshare.miner_node.pgen import pgen_chunks, pgen_regression
+from modelshare.miner_node.tasks import pseudo_data
 
 __all__ = ["cmd_pgen", "configure"]
 

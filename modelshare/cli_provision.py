@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from common.federation.kit import Party
-from common.federation.signing import KEY_ID_PREFIX
 from modelshare.cli_common import add_json, err, out
+from modelshare.common.federation.kit import Party
+from modelshare.common.federation.signing import KEY_ID_PREFIX
 from modelshare.provision import (
     ProvisionError,
     add_party,

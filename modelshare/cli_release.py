@@ -19,17 +19,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from common.audit.release import audit
-from common.data.schema import Schema
-from common.federation.model_io import read_model, write_release
-from common.mechanisms import registry
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
-from common.mechanisms.release import DataDerivedDomain
-from common.mechanisms.train_release import train_and_release
-from common.privacy.attacks import attack_report
-from common.privacy.combining import owner_readers
-from common.privacy.report import Release
-from common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.cli_common import (
     add_json,
     add_max_depth,
@@ -51,6 +40,17 @@ from modelshare.cli_inputs import (
     resolve_learner,
     warn_data_derived,
 )
+from modelshare.common.audit.release import audit
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.model_io import read_model, write_release
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
+from modelshare.common.mechanisms.release import DataDerivedDomain
+from modelshare.common.mechanisms.train_release import train_and_release
+from modelshare.common.privacy.attacks import attack_report
+from modelshare.common.privacy.combining import owner_readers
+from modelshare.common.privacy.report import Release
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
 
 __all__ = ["UNPROTECTED", "cmd_audit", "cmd_release", "configure_audit", "configure_release"]
 

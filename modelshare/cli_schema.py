@@ -30,13 +30,13 @@ import pandas as pd
 import tomli_w
 from rich.table import Table
 
-from common.data.datasets import load_table
-from common.data.datasets.loading import read_rows
-from common.data.regression import RegressionSchema
-from common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
-from common.data.task import load_regression_table
-from common.files import atomic_write
 from modelshare.cli_common import add_json, err, note_dropped, out, target_range
+from modelshare.common.data.datasets import load_table
+from modelshare.common.data.datasets.loading import read_rows
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import DATA_DERIVED, MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.task import load_regression_table
+from modelshare.common.files import atomic_write
 
 __all__ = ["configure_infer", "configure_check", "round_outward", "problems"]
 

@@ -30,11 +30,11 @@ from typing import Any, Callable
 
 import grpc
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.admin import AdminConfig, admin_stub, status_dict
 from modelshare.cli_common import CommandFailed, add_json, err, log_line, out, printable
 from modelshare.cli_federation import CALL_TIMEOUT, miner_error, print_status, rpc
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 
 __all__ = [
     "FINAL_STATES",

@@ -1,6 +1,6 @@
 """`modelshare study init`: write a commented study.toml with the defaults `modelshare simulate` uses.
 
-A study needs a `[release]` table (`common.federation.study` refuses one without: no mechanism is
+A study needs a `[release]` table (`modelshare.common.federation.study` refuses one without: no mechanism is
 chosen behind the user's back), so this command gives a new user a file to start from. Its values
 are not copied by hand: they come from the same constants and resolvers `simulate` fills its flags
 with (`modelshare.simulate.TASK_MECHANISM`, the registry's default requirement and depth, `resolve_disclosure`,
@@ -15,16 +15,16 @@ import json
 import os
 from pathlib import Path
 
-from common.data.datasets import DATASETS, bundled_schema
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.data.task import load_schema, task_of
-from common.federation.study import load_study_file
-from common.federation.wire import disclosure_from_pb
-from common.files import atomic_write
-from common.mechanisms import registry
 from modelshare.cli_common import add_json
 from modelshare.cli_inputs import resolve_disclosure, resolve_learner, resolve_requirement
+from modelshare.common.data.datasets import DATASETS, bundled_schema
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.data.task import load_schema, task_of
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.federation.wire import disclosure_from_pb
+from modelshare.common.files import atomic_write
+from modelshare.common.mechanisms import registry
 from modelshare.simulate import DEFAULT_MODELS, DEFAULT_OFF_PATH, TASK_MECHANISM
 
 __all__ = ["PGEN_SCALE", "cmd_study_init", "configure", "study_template"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from miner_node.calibrated_nb import CALIBRATED_NB
-from miner_node.tree_vote import TREE_VOTE
+from modelshare.miner_node.calibrated_nb import CALIBRATED_NB
+from modelshare.miner_node.tree_vote import TREE_VOTE
 
 __all__ = ["ACCURACY_GAP_POINTS", "RMSE_GAP_RATIO", "LEGEND", "pseudo_data_name", "legend_lines", "vote_basis_key"]
 

@@ -3,7 +3,7 @@
 For each cross-validation fold: the training part is dealt into ``n_sources`` private tables
 (stratified, seeded); each source trains a local tree, releases it through a mechanism, and the
 miner regenerates pseudo-data from every released tree (each release is re-audited with
-`common.audit.release`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
+`modelshare.common.audit.release`, and the count that pass is recorded) (PGEN, and BASEGEN for comparison), pools
 it, and trains the global models. BASIS models are trained on the pooled raw training part, their
 hyperparameters set as the pseudo-data models' are (`PipelineConfig.model_settings`), so the two
 differ in their rows only. Every global model is scored on the held-out fold: accuracy, class match
@@ -20,22 +20,22 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import StratifiedKFold
 
-from common.audit.release import audit
-from common.data.schema import Schema
-from common.mechanisms import registry
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.train_release import train_and_release
-from common.privacy.report import Release
-from common.privacy.requirements import parse_requirement
-from common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
-from common.trees.metrics import accuracy, class_match, path_match
-from common.trees.tree import Disclosure, Tree
-from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.offpath import ReleasedLaw
-from miner_node.onpath import ClassSetLaw
-from miner_node.pgen import ClassAssignment, basegen
-from miner_node.selection import Choice, choose, choose_basis
-from miner_node.tasks import pool, pseudo_data, pseudo_sources
+from modelshare.common.audit.release import audit
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.train_release import train_and_release
+from modelshare.common.privacy.report import Release
+from modelshare.common.privacy.requirements import parse_requirement
+from modelshare.common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
+from modelshare.common.trees.metrics import accuracy, class_match, path_match
+from modelshare.common.trees.tree import Disclosure, Tree
+from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
+from modelshare.miner_node.offpath import ReleasedLaw
+from modelshare.miner_node.onpath import ClassSetLaw
+from modelshare.miner_node.pgen import ClassAssignment, basegen
+from modelshare.miner_node.selection import Choice, choose, choose_basis
+from modelshare.miner_node.tasks import pool, pseudo_data, pseudo_sources
 
 __all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
 
@@ -66,8 +66,8 @@ class PipelineConfig:
     model_settings:
         Per global model name, how its hyperparameters are set, as a study's ``[global_models]``
         (``"auto"``: cross-validated; ``"fixed"``; or given parameters): on the PGEN and BASEGEN
-        tables as the miner sets them (`miner_node.selection.choose`, those rows alone), and on
-        BASIS's raw training part by the same setting (`miner_node.selection.choose_basis`: the same
+        tables as the miner sets them (`modelshare.miner_node.selection.choose`, those rows alone), and on
+        BASIS's raw training part by the same setting (`modelshare.miner_node.selection.choose_basis`: the same
         values or grid, ``"auto"`` on shuffled folds of the raw training rows, never the held-out
         fold). A model without one is fitted by its fixed rule with ``global_params`` on every table
         (the papers' reproductions). A model takes settings or parameters, not both.
@@ -76,10 +76,10 @@ class PipelineConfig:
     class_assignment:
         PGEN's class assignment (``exact`` or ``sample``).
     off_path:
-        PGEN's values for attributes a path leaves free (`miner_node.offpath`): ``uniform`` (the paper's)
+        PGEN's values for attributes a path leaves free (`modelshare.miner_node.offpath`): ``uniform`` (the paper's)
         or drawn from the fold's released paths' law, ``marginal`` or ``class``.
     on_path:
-        PGEN's values inside a path's allowed category set (`miner_node.onpath`): ``uniform`` (the paper's)
+        PGEN's values inside a path's allowed category set (`modelshare.miner_node.onpath`): ``uniform`` (the paper's)
         or ``class``, drawn from the class law the fold's released paths determine (EM).
     pgen_scale:
         PGEN rows per released tree as a multiple of the tuples it discloses. 1 is the paper's

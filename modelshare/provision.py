@@ -77,17 +77,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import model_validator
 
-from common.federation.config_file import ConfigModel, load_config, read_toml
-from common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
-from common.federation.signing import (
+from modelshare.common.federation.config_file import ConfigModel, load_config, read_toml
+from modelshare.common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
+from modelshare.common.federation.signing import (
     SignatureError,
     generate_signing_key,
     key_id,
     require_private_file,
     save_signing_key,
 )
-from common.files import atomic_write
-from owner_node.policy import Policy
+from modelshare.common.files import atomic_write
+from modelshare.owner_node.policy import Policy
 
 __all__ = [
     "DEFAULT_POLICY",

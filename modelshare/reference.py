@@ -1,7 +1,7 @@
 """docs/reference/: the file formats and the command line, generated from the definitions the code uses.
 
 Each config file page is read off the pydantic model its loader validates with
-(`common.federation.config_file`): every table and key, what a value must be (the same words its
+(`modelshare.common.federation.config_file`): every table and key, what a value must be (the same words its
 error messages use), its default, and what it means (the docstring under the field). Each command
 page lists every command of one group with each argument's value, default and help, read from the
 parser `modelshare.cli` builds (its declarations, not argparse's terminal layout). A
@@ -28,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from common.federation.config_file import describe_expected, field_model, model_keys
 from modelshare.cli import COMMANDS, Command, Group, build_parser
+from modelshare.common.federation.config_file import describe_expected, field_model, model_keys
 
 __all__ = ["FILE_FORMATS", "pages", "main"]
 
@@ -50,11 +50,11 @@ class FileFormat:
 FILE_FORMATS = (
     FileFormat("project.toml", "modelshare.provision:_ProjectFile",
                "the operator, once per federation; read by `modelshare provision`"),
-    FileFormat("study.toml", "common.federation.study:_StudyFile",
+    FileFormat("study.toml", "modelshare.common.federation.study:_StudyFile",
                "the admin; read by `modelshare study create` and by a miner's `studies`"),
-    FileFormat("owner.toml", "owner_node.config:_OwnerFile",
+    FileFormat("owner.toml", "modelshare.owner_node.config:_OwnerFile",
                "provisioning, into each owner's kit; read by `modelshare owner serve|check|status|budget`"),
-    FileFormat("miner.toml", "miner_node.config:_MinerFile",
+    FileFormat("miner.toml", "modelshare.miner_node.config:_MinerFile",
                "provisioning, into the miner's kit; read by `modelshare miner serve|status|verify-log`"),
     FileFormat("admin.toml", "modelshare.admin:_AdminFile",
                "provisioning, into each admin's kit; read by `modelshare study ...`"),
@@ -134,8 +134,8 @@ def file_page(fmt: FileFormat) -> str:
 
 # ------------------------------------------------------------------ mechanisms
 def mechanisms_page() -> str:
-    """The release mechanisms, one row per `common.mechanisms.registry` record."""
-    from common.mechanisms import registry
+    """The release mechanisms, one row per `modelshare.common.mechanisms.registry` record."""
+    from modelshare.common.mechanisms import registry
 
     rows = ["| name | kind | requirement | tasks | disclosures | defaults | what it is |", "|---|---|---|---|---|---|---|"]
     for m in registry.mechanisms():
@@ -144,7 +144,7 @@ def mechanisms_page() -> str:
                                            f"depth {d['default_max_depth']}" if d["default_max_depth"] else ""]))
         rows.append(f"| `{m.name}` | {m.kind} | {m.requirement_form} | {', '.join(m.tasks)} | "
                     f"{', '.join(d['disclosures'])} | {defaults or '—'} | {m.summary} |")
-    lines = ["# Release mechanisms", "", "The records of `common.mechanisms.registry`: what `release`, studies, site "
+    lines = ["# Release mechanisms", "", "The records of `modelshare.common.mechanisms.registry`: what `release`, studies, site "
              "policies, the audit and the miner know about each mechanism (a plugin's records join them through "
              "`MODELSHARE_PLUGINS`; docs/architecture.md).", "", *rows]
     return HEADER + "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ BASIS models trained on the pooled raw rows); `write_report` renders it. The pag
 * the study's settings and claims (mechanism, requirement, disclosure, schema and its fingerprint);
 * one row per owner: its rows (where known), its release (leaves, tuples, claim, the miner's
   re-audit) or its refusal (reason code and its data-independent sentence), and what a reader of
-  every release believes (the miner's figure across owners, `common.privacy.combining.read_study`),
+  every release believes (the miner's figure across owners, `modelshare.common.privacy.combining.read_study`),
   when the miner read any release;
 * every global model's score next to BASIS where known (``study results`` cannot know BASIS: the
   miner never sees raw rows, so the page says "not known");
@@ -28,19 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import CODES
-from common.federation.serde import parameter_from_pb, study_from_pb
-from common.federation.wire import regression_tree_from_pb, tree_from_pb
-from common.files import atomic_write
-from common.trees.readable import grouped, plain_number
-from common.trees.regression import RegressionTree
-from common.trees.tree import Tree
-from miner_node.tree_vote import TREE_VOTE
 from modelshare.admin import reader_dict, settings_text
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import CODES
+from modelshare.common.federation.serde import parameter_from_pb, study_from_pb
+from modelshare.common.federation.wire import regression_tree_from_pb, tree_from_pb
+from modelshare.common.files import atomic_write
+from modelshare.common.trees.readable import grouped, plain_number
+from modelshare.common.trees.regression import RegressionTree
+from modelshare.common.trees.tree import Tree
 from modelshare.legend import ACCURACY_GAP_POINTS, LEGEND, pseudo_data_name, vote_basis_key
+from modelshare.miner_node.tree_vote import TREE_VOTE
 from modelshare.report_trees import class_legend, draw_tree
 
 __all__ = ["ModelRow", "OwnerRow", "StudyReport", "render_report", "study_report", "write_report"]

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.readable import grouped, numeric_condition, plain_number
-from common.trees.regression import RegressionTree
-from common.trees.tree import CategorySet, Constraint, Interval, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.trees.readable import grouped, numeric_condition, plain_number
+from modelshare.common.trees.regression import RegressionTree
+from modelshare.common.trees.tree import CategorySet, Constraint, Interval, Tree
 
 __all__ = ["DrawnTree", "MAX_SLOTS", "class_legend", "draw_tree"]
 

@@ -50,45 +50,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.data.task import (
-    CLASSIFICATION_TASK,
-    REGRESSION_TASK,
-    TASKS,
-    load_regression_table,
-    load_schema,
-    task_of,
-)
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import parameter_from_pb, study_to_pb
-from common.federation.study import load_study_file
-from common.federation.wire import tree_from_pb
-from common.files import atomic_write
-from common.mechanisms import registry
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
-from common.mechanisms.diffpets import MECHANISM as DIFFPETS
-from common.mechanisms.registry import regression_refusal
-from common.mechanisms.train_release import train_and_release
-from common.privacy.accuracy_bound import cl_hit_miss_bound
-from common.privacy.requirements import CLDiversity, parse_requirement
-from common.study import Study
-from common.trees.learners import admissible_params
-from common.trees.metrics import accuracy, class_match, mae, path_match, rmse
-from common.trees.readable import grouped
-from miner_node.config import ENGINES
-from miner_node.dask_engine import EngineError, check_models
-from miner_node.global_models import (
-    CLASSIFICATION_MODELS,
-    REGRESSION_MODELS,
-    RELEASE_MODELS,
-    build_release_model,
-    make_global_model,
-    make_regression_model,
-)
-from miner_node.selection import Choice, choose_basis
-from miner_node.server import read_ready
-from miner_node.tasks import two_class_auc
 from modelshare.admin import AdminConfig, admin_stub, reader_dict, settings_text, status_dict, study_headline
 from modelshare.cli_common import (
     CommandFailed,
@@ -122,7 +83,46 @@ from modelshare.cli_inputs import (
     resolve_requirement,
     warn_data_derived,
 )
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.data.task import (
+    CLASSIFICATION_TASK,
+    REGRESSION_TASK,
+    TASKS,
+    load_regression_table,
+    load_schema,
+    task_of,
+)
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import parameter_from_pb, study_to_pb
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.federation.wire import tree_from_pb
+from modelshare.common.files import atomic_write
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
+from modelshare.common.mechanisms.diffpets import MECHANISM as DIFFPETS
+from modelshare.common.mechanisms.registry import regression_refusal
+from modelshare.common.mechanisms.train_release import train_and_release
+from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
+from modelshare.common.privacy.requirements import CLDiversity, parse_requirement
+from modelshare.common.study import Study
+from modelshare.common.trees.learners import admissible_params
+from modelshare.common.trees.metrics import accuracy, class_match, mae, path_match, rmse
+from modelshare.common.trees.readable import grouped
 from modelshare.legend import legend_lines, pseudo_data_name
+from modelshare.miner_node.config import ENGINES
+from modelshare.miner_node.dask_engine import EngineError, check_models
+from modelshare.miner_node.global_models import (
+    CLASSIFICATION_MODELS,
+    REGRESSION_MODELS,
+    RELEASE_MODELS,
+    build_release_model,
+    make_global_model,
+    make_regression_model,
+)
+from modelshare.miner_node.selection import Choice, choose_basis
+from modelshare.miner_node.server import read_ready
+from modelshare.miner_node.tasks import two_class_auc
 from modelshare.pipeline import stratified_parts
 from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
@@ -134,7 +134,7 @@ STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
 DEFAULT_MODELS = {CLASSIFICATION_TASK: ["decision-tree", "naive-bayes"],
                   REGRESSION_TASK: ["regression-tree", "random-forest"]}
-#: PGEN's off-path draws (`miner_node.offpath`); regression has no classes to condition on.
+#: PGEN's off-path draws (`modelshare.miner_node.offpath`); regression has no classes to condition on.
 DEFAULT_OFF_PATH = {CLASSIFICATION_TASK: "uniform", REGRESSION_TASK: "uniform"}
 MODELS = {CLASSIFICATION_TASK: CLASSIFICATION_MODELS, REGRESSION_TASK: tuple(REGRESSION_MODELS)}
 
@@ -200,7 +200,7 @@ def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> int:
 
 
 def _study_toml(args: argparse.Namespace, schema_file: Path, requirement: str | None, owners: list[str]) -> str:
-    """study.toml for the simulated study (`common.federation.study`), relative to its directory."""
+    """study.toml for the simulated study (`modelshare.common.federation.study`), relative to its directory."""
     release = {"mechanism": args.mechanism, "disclosure": args.disclosure}
     release |= {"requirement": requirement} if requirement is not None else {}
     release |= {"prior_share": args.prior_share} if registry.get(args.mechanism).family == "dp" else {}
@@ -473,7 +473,7 @@ def fitted_basis(name: str, schema: Schema, data: dict[str, Any]) -> tuple[Any, 
     """Global model ``name`` fitted on the owners' pooled raw training rows, and the hyperparameters it used.
 
     They are set by the study's setting for the model (``data["study"]``), as the miner sets the model
-    it fits on pseudo-data (`miner_node.selection.choose_basis`: the same values, fixed rule or grid;
+    it fits on pseudo-data (`modelshare.miner_node.selection.choose_basis`: the same values, fixed rule or grid;
     ``auto`` cross-validated on the raw training rows), with the miner's seed; the held-out rows are
     never read here.
     """
@@ -489,7 +489,7 @@ def fitted_basis(name: str, schema: Schema, data: dict[str, Any]) -> tuple[Any, 
 def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.Namespace) -> Any | None:
     """Release model ``name`` as it would be without privacy, from the raw training rows only a simulation sees.
 
-    A model built from the releases (`miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
+    A model built from the releases (`modelshare.miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
     each owner's tree trained by the study's learner on the owner's raw rows with no requirement and
     full class counts, exactly what ``--mechanism none`` with the same ``--learner`` releases (the
     ``admissible`` learner then grows and prunes as it does with no requirement); None (no BASIS)
@@ -538,7 +538,7 @@ def requirement_bound(schema: Schema | RegressionSchema, data: dict[str, Any], d
 
     Computed on the pooled training rows (every owner's rows together, which simulate holds in
     process; no owner computes it), so it bounds a single tree released over all of them
-    (`common.privacy.accuracy_bound`). None for any other requirement or disclosure.
+    (`modelshare.common.privacy.accuracy_bound`). None for any other requirement or disclosure.
     """
     if isinstance(schema, RegressionSchema) or disclosure != "hit_miss" or not data["requirement"]:
         return None

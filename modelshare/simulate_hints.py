@@ -21,9 +21,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from common.federation.pb import federation_pb2 as fpb
-from common.mechanisms.release import default_learner
-from common.privacy.requirements import (
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.privacy.requirements import (
     CLDiversity,
     KAnonymity,
     PathRule,
@@ -31,8 +31,8 @@ from common.privacy.requirements import (
     parse_requirement,
     path_rule,
 )
-from common.study import Study
-from common.trees.learners import REQUIREMENT_AWARE
+from modelshare.common.study import Study
+from modelshare.common.trees.learners import REQUIREMENT_AWARE
 
 __all__ = ["REFUSAL_HINTS", "refusal_hints", "study_settings", "unsatisfiable_hint", "whole_table_hints"]
 

@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.files import atomic_write
-from common.mechanisms import registry
-from common.privacy.requirements import DP, DPS
-from common.study import Study
+from modelshare.common.files import atomic_write
+from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.requirements import DP, DPS
+from modelshare.common.study import Study
 
 __all__ = ["DP_KINDS", "KINDS", "LEDGER_FILE", "Charge", "Ledger", "LedgerError", "non_dp_note", "release_kind",
            "study_cost"]
@@ -166,7 +166,7 @@ class Ledger:
     def charge(self, study: Study, *, spent_epsilon: float | None = None) -> Charge:
         """Record a release for ``study`` with its kind and what it spends (0 when it promises no epsilon),
         once per study, durably. ``spent_epsilon`` is what a dp release that declined to release trees spent
-        (its class histogram's share, `common.mechanisms.class_prior`); it never raises the study's cost."""
+        (its class histogram's share, `modelshare.common.mechanisms.class_prior`); it never raises the study's cost."""
         if (earlier := self.charged(study.study_id)) is not None:
             return earlier
         epsilon, delta = study_cost(study) or (0.0, 0.0)

@@ -21,14 +21,14 @@ policy key (``min-k`` for ``min_k``) must not silently weaken what the site rele
     class_column = "class"         # optional; default: the study schema's class name
     missing = "drop"               # a row with a missing value: "drop" it (counted), or keep a missing
                                    # categorical value as the category "(missing)" ("category")
-    [policy]                       # see owner_node.policy
+    [policy]                       # see modelshare.owner_node.policy
     min_k = 5
 
 The key files and the roster must exist when the config is loaded, so a broken kit is reported at
 start, naming the key that points at the missing file, not at the first study. The data file need
 not: a site whose table is not in place yet (a mount that dropped, a file still being exported)
 starts, shows the wait in ``owner status``, and answers a study once the file appears
-(`owner_node.daemon`); ``[data] path`` naming a directory is an error.
+(`modelshare.owner_node.daemon`); ``[data] path`` naming a directory is an error.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator
 
-from common.federation.config_file import ConfigModel, Text, at_key, read_toml, validate_config
-from common.federation.kit import PartyName, TlsFiles, TlsTable
-from owner_node.policy import Policy
+from modelshare.common.federation.config_file import ConfigModel, Text, at_key, read_toml, validate_config
+from modelshare.common.federation.kit import PartyName, TlsFiles, TlsTable
+from modelshare.owner_node.policy import Policy
 
 __all__ = ["OwnerConfig", "OwnerConfigError"]
 

@@ -3,9 +3,9 @@
 Sites sit behind firewalls, so the owner runs no server: it polls the miner over mutual TLS
 (`Poll` holds the call until a study is waiting), checks each announced study against the
 site's policy, and answers with exactly one signed envelope per study: a released model
-(`Submit`, or `SubmitChunks` in 1 MiB pieces for one over `common.federation.chunks.UNARY_MAX_BYTES`)
+(`Submit`, or `SubmitChunks` in 1 MiB pieces for one over `modelshare.common.federation.chunks.UNARY_MAX_BYTES`)
 or a refusal (`Refuse`). A refusal carries a reason code and its data-independent
-sentence (`common.federation.refusal`); what made the owner refuse (a bad cell, the budget spent,
+sentence (`modelshare.common.federation.refusal`); what made the owner refuse (a bad cell, the budget spent,
 the policy's reasons in words) is logged here and never sent.
 
 Durability: an answer is written to ``state_dir/outbox/<study_id>.bin`` (atomically, fsynced)
@@ -17,11 +17,11 @@ final either way) the file moves to ``state_dir/sent/`` and a line is appended t
 ``state_dir/answers.jsonl``. One FAILED_PRECONDITION is not final: a stored answer the miner finds
 older than its freshness window (the miner was down longer than the window) is signed again over
 the same release with a fresh timestamp and nonce, replaces the stored bytes and is resent
-(`common.federation.freshness`); nothing is retrained and the budget is not charged again. When
+(`modelshare.common.federation.freshness`); nothing is retrained and the budget is not charged again. When
 the miner says this site's clock itself is off by more than the window, the answer stays in the
 outbox and the status file shows the skew.
 
-Health: the daemon keeps ``state_dir/status.json`` (`owner_node.status.StatusFile`: pid, state, last contact with
+Health: the daemon keeps ``state_dir/status.json`` (`modelshare.owner_node.status.StatusFile`: pid, state, last contact with
 the miner, consecutive failures, last answer), rewritten atomically after every poll and
 answer, which ``modelshare owner status`` reads for a service manager.
 
@@ -55,23 +55,23 @@ from typing import Callable, Literal
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, TOO_LARGE, UNARY_MAX_BYTES, envelope_chunks
-from common.federation.dial import dial_miner
-from common.federation.freshness import SENT_AT, restamp, trailing_verdict
-from common.federation.kit import REVOKED, Roster
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fpb_grpc
-from common.federation.refusal import Refusal
-from common.federation.serde import study_from_pb
-from common.federation.signing import key_id, load_signing_key, sign_payload
-from common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES, OVER_MINER_LIMIT
-from common.files import atomic_write, fsync_dir
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.study import STUDY_ID, Study, StudyError
-from owner_node.budget import Ledger
-from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.status import StatusFile, utc_now
-from owner_node.training import (
+from modelshare.common.federation.chunks import STREAM_MIN_BYTES_PER_SECOND, TOO_LARGE, UNARY_MAX_BYTES, envelope_chunks
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.freshness import SENT_AT, restamp, trailing_verdict
+from modelshare.common.federation.kit import REVOKED, Roster
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fpb_grpc
+from modelshare.common.federation.refusal import Refusal
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import key_id, load_signing_key, sign_payload
+from modelshare.common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES, OVER_MINER_LIMIT
+from modelshare.common.files import atomic_write, fsync_dir
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.study import STUDY_ID, Study, StudyError
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
+from modelshare.owner_node.status import StatusFile, utc_now
+from modelshare.owner_node.training import (
     DataUnavailable,
     EmptyRelease,
     FailedAudit,
@@ -243,8 +243,8 @@ def is_final_failure(code: grpc.StatusCode | None, details: str) -> bool:
 
     RESOURCE_EXHAUSTED is both: gRPC answers it for a message over the receiver's size limit
     ("Received message larger than max") and the miner for an answer over the study's limit
-    (`common.federation.chunks.TOO_LARGE`) or a model over its tree or node limit
-    (`common.federation.wire.OVER_MINER_LIMIT`), which no retry cures, and for a server at its limit of
+    (`modelshare.common.federation.chunks.TOO_LARGE`) or a model over its tree or node limit
+    (`modelshare.common.federation.wire.OVER_MINER_LIMIT`), which no retry cures, and for a server at its limit of
     concurrent calls, which passes. Every status outside `RETRYABLE` is final.
     """
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -280,7 +280,7 @@ def deliver(
 ) -> Outcome:
     """Send the outbox answer to ``study_id`` (exactly its stored bytes) until the miner settles it.
 
-    Each call carries the owner's clock (`common.federation.freshness.SENT_AT`). When the miner
+    Each call carries the owner's clock (`modelshare.common.federation.freshness.SENT_AT`). When the miner
     refuses the answer as ``stale`` (stored longer than its freshness window, e.g. through an
     outage), the same answer is signed again with a fresh timestamp and nonce by ``signer``,
     replaces the stored bytes, and is sent at once: the release is unchanged, so nothing is
@@ -620,7 +620,7 @@ class OwnerDaemon:
     def _decide(self, spec: fpb.StudySpec) -> tuple[fpb.SignedEnvelope, Kind, str]:
         """The signed answer to ``spec``: a release if policy, budget, data and the mechanism allow it, else a refusal.
 
-        The study is decoded here, once (`common.federation.serde`); everything after takes the `Study`.
+        The study is decoded here, once (`modelshare.common.federation.serde`); everything after takes the `Study`.
         The third element is the local account of the answer (for the log and the status file);
         for a refusal it holds the details the refusal itself does not send.
         """

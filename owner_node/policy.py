@@ -8,7 +8,7 @@ makes it release more than its data protection officer signed off: a mechanism i
 vetted, a requirement weaker than its bounds, a disclosure it does not allow, or a miner it
 does not answer. `Policy.check` lists every reason a study fails, for the site's log and
 ``modelshare owner check``; the refusal the miner records names only the refusing keys
-(`Policy.findings`, `common.federation.refusal`).
+(`Policy.findings`, `modelshare.common.federation.refusal`).
 
 ``[policy]`` in ``owner.toml``::
 
@@ -30,7 +30,7 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
 ``max_beta``, ``max_epsilon`` and ``max_delta`` bound ``dps`` studies (mechanisms ``kanon-rdt``, ``kanon-rdt-log``), and
 ``max_epsilon`` bounds ``dp`` studies (the noise-based mechanisms); which mechanisms a site answers
 at all is ``mechanisms``. What a site may spend over all its studies together is the budget
-ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `owner_node.budget`). The ledger also records
+ledger's cap (``lifetime_epsilon``, ``lifetime_delta``; `modelshare.owner_node.budget`). The ledger also records
 the non-DP releases (none, APT, the pruning methods), which the cap cannot bound: with
 ``mix_dp_with_non_dp = false`` a site keeps its table's releases of one kind, so that a DP study is
 refused once a non-DP release of the table has left, and a non-DP study once a DP one has.
@@ -44,11 +44,11 @@ from typing import Annotated, Any, Callable, Mapping
 
 from pydantic import AfterValidator, Field
 
-from common.federation.config_file import ConfigModel, validate_config
-from common.mechanisms import registry
-from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
-from common.study import Study
-from owner_node.budget import Ledger
+from modelshare.common.federation.config_file import ConfigModel, validate_config
+from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, Requirement, weaker_than
+from modelshare.common.study import Study
+from modelshare.owner_node.budget import Ledger
 
 __all__ = ["DISCLOSURES", "Finding", "Policy", "PolicyError"]
 
@@ -222,7 +222,7 @@ class Policy(ConfigModel):
 
         Only studies that ask for dps or dp (a whole-release mechanism, or a ``dps:``/``dp:``
         requirement) are bounded. For dps, epsilon is the total Nt*eps and delta the composed
-        Nt*delta (`common.privacy.dps`); a dp study spends its total epsilon with delta 0 and samples
+        Nt*delta (`modelshare.common.privacy.dps`); a dp study spends its total epsilon with delta 0 and samples
         nothing, so only ``max_epsilon`` can bound it.
         """
         bounds = self._dps_bounds()

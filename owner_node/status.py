@@ -1,6 +1,6 @@
 """``state_dir/status.json``: the owner daemon's health record, written by the daemon and read by probes.
 
-The daemon (`owner_node.daemon`) rewrites the record after every poll and answer; ``modelshare
+The daemon (`modelshare.owner_node.daemon`) rewrites the record after every poll and answer; ``modelshare
 owner status`` reads it for a service manager or a monitoring check. Reading it must stay cheap
 (a health probe runs every few seconds), so this module imports neither the daemon nor any
 training code.
@@ -15,7 +15,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.files import atomic_write
+from modelshare.common.files import atomic_write
 
 __all__ = ["STATUS_FILE", "STATUS_FORMAT", "StatusFile", "read_status", "utc_now"]
 
@@ -57,7 +57,7 @@ class StatusFile:
         clock_skew_seconds    this site's clock minus the miner's, when the miner refuses every timestamp
                               of this site because the difference exceeds its window; null otherwise
         data_problems         {study_id: {error, attempts, next_retry_at}} of studies waiting for the local
-                              table to become readable again (`owner_node.training.DataUnavailable`)
+                              table to become readable again (`modelshare.owner_node.training.DataUnavailable`)
         data_file             {path, problem, since} while the data file is missing or unreadable (looked at
                               on start and after every poll, study or not), else null
 

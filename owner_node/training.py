@@ -5,11 +5,11 @@ the only thing that leaves the site: a released model (`ModelMessage`) or a refu
 (`OwnerRefusal`). Raw rows never appear in either. Errors about the local table come as
 `LocalDataError`, whose message (file, row, column and the offending value) is for the site's own
 log and ``modelshare owner check`` only: a refusal carries a reason code and its fixed sentence
-(`common.federation.refusal`), never a fact read off the table.
+(`modelshare.common.federation.refusal`), never a fact read off the table.
 
 A dp or dps study (`fits_domain`) does not refuse a row for a value outside the schema's public
 domain: `load_local_table` clamps it, or drops its row, by the fixed per-row rules of
-`common.data.domain_fit`, and counts what changed for the site's log only (`LocalTable.fitted`);
+`modelshare.common.data.domain_fit`, and counts what changed for the site's log only (`LocalTable.fitted`);
 such a refusal would be a data-dependent answer outside the mechanism's accounting. A path study
 still refuses with `LocalDataError`, naming file, row, column and value.
 """
@@ -26,22 +26,22 @@ import numpy as np
 import pandas as pd
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.audit.release import audit
-from common.data.datasets.loading import read_frame, settle_missing
-from common.data.domain_fit import DomainFit, fit_to_domain
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema, SchemaError
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import Refusal, refusal_message
-from common.federation.signing import sign_payload
-from common.federation.wire import model_message
-from common.mechanisms import registry
-from common.mechanisms.class_prior import ClassPrior, class_prior_of
-from common.mechanisms.train_release import train_and_release
-from common.privacy.combining import ReaderFigures, owner_readers
-from common.privacy.report import Release
-from common.study import Study
-from owner_node.config import OwnerConfig
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets.loading import read_frame, settle_missing
+from modelshare.common.data.domain_fit import DomainFit, fit_to_domain
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema, SchemaError
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import Refusal, refusal_message
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import ClassPrior, class_prior_of
+from modelshare.common.mechanisms.train_release import train_and_release
+from modelshare.common.privacy.combining import ReaderFigures, owner_readers
+from modelshare.common.privacy.report import Release
+from modelshare.common.study import Study
+from modelshare.owner_node.config import OwnerConfig
 
 __all__ = ["DataUnavailable", "EmptyRelease", "FailedAudit", "LocalDataError", "LocalTable", "SignedRelease",
            "build_refusal", "build_submission", "data_file_problem", "fits_domain", "prepare_submission",
@@ -68,7 +68,7 @@ class EmptyRelease(ValueError):
 
 
 class FailedAudit(ValueError):
-    """The owner's own audit (`common.audit.release.audit`, what the miner re-runs) failed: nothing is signed.
+    """The owner's own audit (`modelshare.common.audit.release.audit`, what the miner re-runs) failed: nothing is signed.
 
     A correct mechanism never gets here; the message names the failing checks and stays at the site.
     """
@@ -156,7 +156,7 @@ def fits_domain(mechanism: str) -> bool:
     """Whether a study of ``mechanism`` fits the local rows into the schema's domain rather than refusing them.
 
     True for the mechanisms with an add/remove-one-row guarantee (families ``dp`` and ``dps``), whose
-    guarantee the per-row fit keeps (`common.data.domain_fit`); a path or ``none`` study refuses.
+    guarantee the per-row fit keeps (`modelshare.common.data.domain_fit`); a path or ``none`` study refuses.
     """
     return registry.get(mechanism).family in ("dp", "dps")
 
@@ -167,10 +167,10 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
 
     The class column is ``config.class_column`` or, by default, the schema's class name; for a
     regression schema it is the numeric target (``y`` float64 within its public bounds). Missing
-    values are settled by ``config.missing`` (`common.data.datasets.loading.settle_missing`: drop
+    values are settled by ``config.missing`` (`modelshare.common.data.datasets.loading.settle_missing`: drop
     the row, the default, or keep a categorical one as its own category); a table left empty is an
     error. With ``fit_domain`` (a dp or dps study, `fits_domain`) a value outside the schema's domain
-    is clamped, or its row dropped (`common.data.domain_fit.fit_to_domain`), and the table left
+    is clamped, or its row dropped (`modelshare.common.data.domain_fit.fit_to_domain`), and the table left
     without a row is the error; without it such a value is a `LocalDataError`. A file that cannot be
     read at all (absent, unreadable) raises `DataUnavailable`, which may pass; any other read or
     schema error becomes `LocalDataError`.

@@ -1,7 +1,7 @@
 """Regenerate the committed protobuf/gRPC code in ``common/federation/pb`` from ``protos/modelshare/v1``.
 
 protoc writes imports as ``from modelshare.v1 import model_pb2`` (the proto path), which would
-resolve to the CLI package; the generated modules live in ``common.federation.pb`` instead, so those imports
+resolve to the CLI package; the generated modules live in ``modelshare.common.federation.pb`` instead, so those imports
 are rewritten. ``--check`` regenerates into a temporary directory and exits 1 if the committed
 code differs (CI runs it through the test suite).
 
@@ -43,7 +43,7 @@ def generate(out: Path) -> None:
             raise SystemExit("protoc failed")
         out.mkdir(parents=True, exist_ok=True)
         for src in sorted((Path(raw) / PACKAGE_DIR).iterdir()):
-            text = re.sub(r"^from modelshare\.v1 import ", "from common.federation.pb import ", src.read_text(), flags=re.M)
+            text = re.sub(r"^from modelshare\.v1 import ", "from modelshare.common.federation.pb import ", src.read_text(), flags=re.M)
             (out / src.name).write_text(text)
         (out / "__init__.py").write_text(HEADER)
 

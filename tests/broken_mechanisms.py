@@ -12,16 +12,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.mechanisms.diffpets import DiffPets
-from common.mechanisms.dpea import DPEA, release_domain
-from common.mechanisms.dpea_nb import TEMPERATURES, DpeaNb
-from common.mechanisms.kanon_rdt import kanon_rdt
-from common.mechanisms.laplace_rdt import LaplaceRdt
-from common.mechanisms.registry import Mechanism
-from common.privacy.noise import Randomness, SecretNoise
-from common.privacy.requirements import DP, DPS
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.diffpets import DiffPets
+from modelshare.common.mechanisms.dpea import DPEA, release_domain
+from modelshare.common.mechanisms.dpea_nb import TEMPERATURES, DpeaNb
+from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
+from modelshare.common.mechanisms.laplace_rdt import LaplaceRdt
+from modelshare.common.mechanisms.registry import Mechanism
+from modelshare.common.privacy.noise import Randomness, SecretNoise
+from modelshare.common.privacy.requirements import DP, DPS
+from modelshare.common.trees.tree import Tree
 
 Trained = tuple[list[Tree], dict[str, Any]]
 
@@ -168,7 +168,7 @@ def _kanon(**flaw: Any) -> Callable[..., Trained]:
 
 def _record(name: str, family: str, train: Callable[..., Trained], target: str) -> Mechanism:
     return Mechanism(name, family, "a deliberately broken variant (a test's)", train=train,  # type: ignore[arg-type]
-                     dp_audit_target=f"common.audit.dp.{target}")
+                     dp_audit_target=f"modelshare.common.audit.dp.{target}")
 
 
 LAPLACE = {"laplace-rdt-no-empty-noise": _NoEmptyNoise, "laplace-rdt-half-noise": _HalfNoise}

@@ -21,8 +21,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 
 def _encoded(name: str) -> tuple[Schema, np.ndarray, np.ndarray]:

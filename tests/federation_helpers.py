@@ -20,25 +20,25 @@ from typing import Callable, TypeVar
 import grpc
 import numpy as np
 
-from common.data.datasets import load_dataset
-from common.data.regression import RegressionSchema
-from common.data.schema import CategoricalAttribute, NumericAttribute
-from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.serde import study_from_pb
-from common.federation.signing import load_signing_key, sign_payload
-from common.federation.study import spec_from_mapping
-from common.federation.wire import model_message, new_nonce, now_timestamp
-from common.mechanisms import registry
-from common.mechanisms.release import release as release_model
-from common.trees.learners import make_learner
-from miner_node.config import MinerConfig
-from miner_node.server import RunningMiner, read_ready, start_miner
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import load_signing_key, sign_payload
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import model_message, new_nonce, now_timestamp
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.trees.learners import make_learner
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.server import RunningMiner, read_ready, start_miner
+from modelshare.owner_node.config import OwnerConfig
+from modelshare.owner_node.policy import Policy
 from modelshare.provision import issue_throwaway_federation, set_miner_port
-from owner_node.config import OwnerConfig
-from owner_node.policy import Policy
 
 CLI = [sys.executable, "-m", "modelshare.cli"]
 FINAL = ("done", "failed", "cancelled")  # the states a study ends in
@@ -282,7 +282,7 @@ def study_spec(study_id: str, *, dataset: str = "car", owners: list[str] | None 
 def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requirement: str | None = None,
                  mechanism: str | None = None, mutate=None) -> fpb.SignedEnvelope:
     """Train, release as the study asks (or as overridden), and sign as ``owner``."""
-    from common.federation.wire import disclosure_from_pb
+    from modelshare.common.federation.wire import disclosure_from_pb
 
     schema = study_from_pb(spec).schema
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_

@@ -6,7 +6,7 @@ cases). A case is a small frozen dataclass (so hypothesis prints a readable fals
 * ``SubmitCase`` / ``RefuseCase``: a valid model or refusal, edited field by field (`Edit`s:
   cyclic and detached trees, very many or very deep nodes, NaN/inf intervals, negative or
   inconsistent counts, unknown enum values, schema mismatches, oversized fields, up to and past
-  `common.federation.wire.MAX_TREES` trees, lying reports) and/or byte by byte (truncated, bit-flipped,
+  `modelshare.common.federation.wire.MAX_TREES` trees, lying reports) and/or byte by byte (truncated, bit-flipped,
   arbitrary payloads), then SIGNED by a legitimate owner so it passes the signature check and
   reaches the decoder and the auditor; or an envelope edited after signing.
 * ``ChunkCase``: such a signed model sent by ``SubmitChunks`` in pieces of a few sizes, the stream
@@ -17,8 +17,8 @@ cases). A case is a small frozen dataclass (so hypothesis prints a readable fals
   with hostile fields, from the admin's or an owner's identity; ``RawCase``: arbitrary request
   bytes for any RPC.
 * ``LocalCase`` / ``FileCase``: the same hostile models in process, through `check_model`,
-  `decode_model`, `common.audit.release.audit` and `miner_node.pgen`, and through
-  `common.federation.model_io.read_model` as JSON model files.
+  `decode_model`, `modelshare.common.audit.release.audit` and `modelshare.miner_node.pgen`, and through
+  `modelshare.common.federation.model_io.read_model` as JSON model files.
 
 `MinerTarget.run` sends one case over mutual TLS and returns an `Outcome`; its ``failure`` is
 None when the property holds: a gRPC status that is not INTERNAL / UNKNOWN / UNAVAILABLE (no
@@ -43,13 +43,13 @@ import numpy as np
 from google.protobuf import json_format
 from hypothesis import strategies as st
 
-from common.federation.chunks import envelope_chunks
-from common.federation.model_io import read_model
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import model_pb2 as mpb
-from common.federation.serde import study_from_pb
-from common.federation.signing import sign_payload
-from common.federation.wire import (
+from modelshare.common.federation.chunks import envelope_chunks
+from modelshare.common.federation.model_io import read_model
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import model_pb2 as mpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import (
     MAX_TREES,
     WireError,
     decode_model,
@@ -57,10 +57,10 @@ from common.federation.wire import (
     new_nonce,
     now_timestamp,
 )
-from common.trees.learners import make_learner
-from common.trees.tree import TreeError
-from miner_node.pgen import pgen
-from miner_node.verify import Rejection, StudyTerms, check_model
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import TreeError
+from modelshare.miner_node.pgen import pgen
+from modelshare.miner_node.verify import Rejection, StudyTerms, check_model
 
 OWNERS = ["site-a", "site-b", "absent"]  # "absent" never answers, so no fuzz study is ever mined
 PARTIES = ("site-a", "site-b", "admin")
@@ -89,9 +89,9 @@ def _spec(kind: str, **kw: Any) -> fpb.StudySpec:
 @functools.lru_cache(maxsize=1)
 def bases() -> dict[str, Base]:
     """Three valid releases: Car APT hit/miss, Wine-quality APT counts (intervals), Car k-AnonToRdt ensemble."""
-    from common.data.datasets import load_dataset
-    from common.federation.wire import disclosure_from_pb
-    from common.mechanisms.release import release as release_model
+    from modelshare.common.data.datasets import load_dataset
+    from modelshare.common.federation.wire import disclosure_from_pb
+    from modelshare.common.mechanisms.release import release as release_model
 
     found = {}
     car = load_dataset("car")
@@ -340,7 +340,7 @@ class SchemaEdit:
         elif self.op == "refingerprint":  # a changed schema with its own, matching fingerprint
             s.classes.append(self.text)
             try:
-                from common.federation.wire import schema_from_pb
+                from modelshare.common.federation.wire import schema_from_pb
 
                 m.schema_fingerprint = schema_from_pb(s).fingerprint
             except WireError:
@@ -967,7 +967,7 @@ def _decode_audit_pgen(message: fpb.ModelMessage) -> str | None:
 
 
 def _audit_property(trees: tuple, report: Any) -> str | None:
-    from common.audit.release import audit
+    from modelshare.common.audit.release import audit
 
     try:
         result = audit(trees, report)
@@ -1042,7 +1042,7 @@ def run_file(case: FileCase, path: Path) -> Outcome:
 
 @functools.lru_cache(maxsize=1)
 def _file_key() -> Any:
-    from common.federation.signing import generate_signing_key
+    from modelshare.common.federation.signing import generate_signing_key
 
     return generate_signing_key()
 
@@ -1261,7 +1261,7 @@ def _edit_spec(spec: fpb.StudySpec, name: str, value: Any) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _car_csv() -> bytes:
-    from common.data.datasets import load_dataset
+    from modelshare.common.data.datasets import load_dataset
 
     return load_dataset("car").frame.head(20).to_csv(index=False).encode()
 

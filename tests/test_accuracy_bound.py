@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy import accuracy_bound
-from common.privacy.accuracy_bound import _bound_for, _whole_columns, cl_hit_miss_bound
-from common.privacy.requirements import cl_diverse_hit_miss
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy import accuracy_bound
+from modelshare.common.privacy.accuracy_bound import _bound_for, _whole_columns, cl_hit_miss_bound
+from modelshare.common.privacy.requirements import cl_diverse_hit_miss
 from modelshare.pipeline import stratified_parts
 from modelshare.simulate import requirement_bound
 

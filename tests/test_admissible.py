@@ -10,17 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import default_learner, local_learner, release
-from common.privacy.checks import public_cuts_check, single_child_check
-from common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
-from common.trees.learners import make_learner
-from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
 from modelshare.cli_common import LEARNER_DEFAULT, pruning_confidence
 from modelshare.cli_inputs import learner_params
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.release import default_learner, local_learner, release
+from modelshare.common.privacy.checks import public_cuts_check, single_child_check
+from modelshare.common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.requirements import (
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy.requirements import (
     GRAMMAR,
     CLDiversity,
     KAnonymity,
@@ -21,7 +21,7 @@ from common.privacy.requirements import (
     parse_requirement,
     weaker_than,
 )
-from common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
 
 # ----------------------------------------------------------------- parsing
 

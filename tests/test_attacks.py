@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.attacks import (
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy.attacks import (
     AttackCounts,
     AttackReport,
     attack_report,
     ensemble_attack_report,
     leaf_hit_miss,
 )
-from common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
 
 # classes in schema order: index 0 = "no" (healthy), 1 = "yes"
 SCHEMA = Schema(
@@ -168,7 +168,7 @@ def test_owner_view_needs_matching_x_and_y():
 
 def test_owner_view_of_a_trained_tree_equals_the_released_statistics(car):
     """For the training table itself, routing rows gives back the leaf counts."""
-    from common.trees.learners import make_learner
+    from modelshare.common.trees.learners import make_learner
 
     schema, X, y = car
     tree = make_learner("cart", schema, random_state=0, max_depth=6).fit(X, y).tree_
@@ -176,7 +176,7 @@ def test_owner_view_of_a_trained_tree_equals_the_released_statistics(car):
 
 
 def test_an_ensemble_is_attacked_tree_by_tree_and_the_counts_add_up(car):
-    from common.trees.learners import make_learner
+    from modelshare.common.trees.learners import make_learner
 
     schema, X, y = car
     a = make_learner("cart", schema, random_state=0, max_depth=4).fit(X, y).tree_

@@ -7,17 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.schema import CategoricalAttribute, Schema
-from common.federation.model_io import read_model, write_release
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import release as release_model
-from common.privacy.attacks import AttackCounts, attack_report
-from common.privacy.report import PathClaim, PrivacyReport, Release
-from common.privacy.requirements import GRAMMAR, parse_requirement
-from common.trees.learners import make_learner
-from common.trees.rebuild import rebuild
-from common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.common.audit.release import audit
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.federation.model_io import read_model, write_release
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.privacy.attacks import AttackCounts, attack_report
+from modelshare.common.privacy.report import PathClaim, PrivacyReport, Release
+from modelshare.common.privacy.requirements import GRAMMAR, parse_requirement
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.rebuild import rebuild
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
 
 # ----------------------------------------------------------------- helpers
 
@@ -35,7 +35,7 @@ def flat(schema: Schema, *leaves) -> Tree:
 
 
 def honest_report(tree: Tree, requirement: str | None, mechanism: str = "apt") -> PrivacyReport:
-    """What an honest owner would claim for ``tree`` (mirrors common.mechanisms.release.release)."""
+    """What an honest owner would claim for ``tree`` (mirrors modelshare.common.mechanisms.release.release)."""
     claims = () if requirement is None else tuple(PathClaim(i, tree.nodes[i].total, requirement) for i in tree.leaves)
     return PrivacyReport(
         mechanism=mechanism,

@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import parameter_from_pb, study_to_pb
-from common.federation.wire import decode_model
-from miner_node.global_models import GRIDS
-from miner_node.mining import AcceptedModel, Evaluation, mine
 from modelshare import simulate
 from modelshare.cli import build_parser
 from modelshare.cli_common import out
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import parameter_from_pb, study_to_pb
+from modelshare.common.federation.wire import decode_model
+from modelshare.miner_node.global_models import GRIDS
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.owner_node.training import build_submission
 from modelshare.report_html import study_report, write_report
-from owner_node.training import build_submission
 
 SHARES = "|".join(re.escape(f"{g['min_samples_leaf']:g}") for g in GRIDS["decision-tree"])
 AUTO_ON_RAW = rf"auto: min_samples_leaf=({SHARES}) by 3-fold CV on [\d,]+ raw rows, folds by rows \(accuracy 0\.\d{{4}}\)"

@@ -6,11 +6,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.learners import _binned
-from common.trees.learners._binned import bin_cells, bin_rows, tuple_ids
-from common.trees.learners._growing import best_cuts, first_best, gain_and_split_info, xlog2x
-from common.trees.learners.public_cuts import to_cells
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.trees.learners import _binned
+from modelshare.common.trees.learners._binned import bin_cells, bin_rows, tuple_ids
+from modelshare.common.trees.learners._growing import best_cuts, first_best, gain_and_split_info, xlog2x
+from modelshare.common.trees.learners.public_cuts import to_cells
 
 
 def _schema(n_classes: int) -> Schema:

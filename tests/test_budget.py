@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import StudyError
 from modelshare.cli import main
-from owner_node.budget import LEDGER_FILE, Ledger, LedgerError, study_cost
-from owner_node.config import OwnerConfig
-from owner_node.daemon import OwnerDaemon
-from owner_node.policy import Policy, PolicyError
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import StudyError
+from modelshare.owner_node.budget import LEDGER_FILE, Ledger, LedgerError, study_cost
+from modelshare.owner_node.config import OwnerConfig
+from modelshare.owner_node.daemon import OwnerDaemon
+from modelshare.owner_node.policy import Policy, PolicyError
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
 DP = "dp:epsilon=1,trees=4"

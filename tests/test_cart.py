@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.data.schema import SchemaError
-from common.params import ParameterError
-from common.trees.learners import CartTreeClassifier, make_learner
+from modelshare.common.data.schema import SchemaError
+from modelshare.common.params import ParameterError
+from modelshare.common.trees.learners import CartTreeClassifier, make_learner
 
 
 @pytest.mark.parametrize("encoding", ["ordinal", "onehot"])

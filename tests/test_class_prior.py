@@ -7,23 +7,23 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.federation.serde import study_from_pb, study_to_pb
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.class_prior import (
+from modelshare.common.audit.release import audit
+from modelshare.common.federation.serde import study_from_pb, study_to_pb
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.class_prior import (
     DEFAULT_PRIOR_SHARE,
     PRIOR_PARAMETER,
     class_prior_of,
     decline_threshold,
 )
-from common.mechanisms.dpea_nb import decline_rows
-from common.mechanisms.release import release
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import DP
-from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from owner_node.budget import Ledger
+from modelshare.common.mechanisms.dpea_nb import decline_rows
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import DP
+from modelshare.miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.owner_node.budget import Ledger
 
 DP_MECHANISMS = (("laplace-rdt", 4, 3), ("dpea", 4, 3), ("diffpets", 4, 3), ("dpea-nb", 1, 1))
 
@@ -216,8 +216,8 @@ def test_owners_below_the_threshold_decline_over_the_wire_and_spend_only_the_his
     import logging
     import threading
 
-    from common.federation.pb import federation_pb2 as fpb
-    from owner_node.daemon import OwnerDaemon
+    from modelshare.common.federation.pb import federation_pb2 as fpb
+    from modelshare.owner_node.daemon import OwnerDaemon
     from tests.federation_helpers import car_tables, make_federation, study_spec
 
     caplog.set_level(logging.INFO)
@@ -251,7 +251,7 @@ def test_owners_below_the_threshold_decline_over_the_wire_and_spend_only_the_his
 def test_the_miner_refuses_a_release_whose_share_is_not_the_studys(car):
     import grpc
 
-    from miner_node.verify import Rejection, StudyTerms, check_model
+    from modelshare.miner_node.verify import Rejection, StudyTerms, check_model
 
     study = _dp_study()
     terms = StudyTerms.of(study)
@@ -280,7 +280,7 @@ def test_calibrated_nb_falls_back_to_the_prior_when_every_owner_declined(car):
     releases = [release("dpea-nb", schema=schema, X=X[i * 50:(i + 1) * 50], y=y[i * 50:(i + 1) * 50],
                         requirement="dp:epsilon=0.1,trees=1", max_depth=1, random_state=i) for i in range(2)]
     assert all(class_prior_of(r.report).declined for r in releases)
-    from miner_node.global_models import build_release_model
+    from modelshare.miner_node.global_models import build_release_model
 
     model = build_release_model("calibrated-nb", [(r.trees, r.report) for r in releases])
     assert isinstance(model, ClassPriorModel)

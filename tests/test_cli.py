@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.model_io import read_tree, write_tree
-from common.trees.learners import CartTreeClassifier
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.model_io import read_tree, write_tree
+from modelshare.common.trees.learners import CartTreeClassifier
 
 
 def test_simulate_json_on_bundled_data(tmp_path, capsys):

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.model_io import read_tree
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.model_io import read_tree
 from modelshare.experiments.pruning import (
     PruningSettings,
     _reinfer,

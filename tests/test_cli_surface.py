@@ -17,16 +17,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.model_io import read_model_file, write_release
-from common.mechanisms.release import release as release_model
-from miner_node.pgen import pgen_regression
-from miner_node.tasks import pseudo_data
 from modelshare import cli, cli_datasets
 from modelshare.cli import build_parser, main
 from modelshare.cli_common import CommandFailed
 from modelshare.cli_owner_status import DEFAULT_MAX_AGE
-from owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.model_io import read_model_file, write_release
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.miner_node.pgen import pgen_regression
+from modelshare.miner_node.tasks import pseudo_data
+from modelshare.owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS
 from tests.federation_helpers import REGRESSION_SCHEMA, regression_rows
 
 # Commands that run until stopped and report nothing: the only ones without --json.
@@ -68,7 +68,7 @@ def test_importing_the_cli_imports_no_command():
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
     assert "modelshare.cli_owner_status" in loaded
-    assert not {"owner_node.daemon", "owner_node.training", "sklearn", "pandas", "modelshare.experiments"} & loaded
+    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "modelshare.experiments"} & loaded
 
 
 def test_the_default_max_age_is_three_poll_rounds_of_the_daemon():

@@ -1,4 +1,4 @@
-"""The combining reader (`common.privacy.combining`): the attack on a per-leaf release, and the defaults that stop it.
+"""The combining reader (`modelshare.common.privacy.combining`): the attack on a per-leaf release, and the defaults that stop it.
 
 The attack reads only the released model: EM over every released path gives each categorical value's
 law given the class, and the reader believes P(class | leaf, the person's set values). On Nursery under
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.audit.release import READER_CHECK, audit
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.release import local_learner, release
-from common.privacy.combining import (
+from modelshare.common.audit.release import READER_CHECK, audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.common.privacy.combining import (
     CombiningReader,
     ReleasedPaths,
     cap,
@@ -28,9 +28,9 @@ from common.privacy.combining import (
     reader_figures,
     release_verdict,
 )
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import CLDiversity, KAnonymity, parse_requirement, weaker_than
-from common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import CLDiversity, KAnonymity, parse_requirement, weaker_than
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
 
 PROMISE = CLDiversity(5, 2)
 

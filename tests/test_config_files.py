@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from common.data.datasets import load_dataset
-from common.federation.study import StudyError, load_study_file
-from miner_node.config import ConfigError, MinerConfig
 from modelshare.admin import AdminConfig, AdminError
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.study import StudyError, load_study_file
+from modelshare.miner_node.config import ConfigError, MinerConfig
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
 from modelshare.provision import ProvisionError, issue_throwaway_federation, load_project
-from owner_node.config import OwnerConfig, OwnerConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -19,21 +19,21 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import load_study_file, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release as release_model
-from common.privacy.requirements import parse_requirement
-from common.study import ModelPlan, Study, Training
-from common.trees.learners import CartTreeClassifier
-from common.trees.metrics import accuracy
-from miner_node.config import ConfigError, MinerConfig, MiningConfig
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, sample, write_owner
-from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_tree_chunks
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import load_study_file, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.privacy.requirements import parse_requirement
+from modelshare.common.study import ModelPlan, Study, Training
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.metrics import accuracy
+from modelshare.miner_node.config import ConfigError, MinerConfig, MiningConfig
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.pseudo_parquet import MIN_CHUNK_ROWS, SCHEMA_KEY, chunk_rows, read_all, sample, write_owner
+from modelshare.miner_node.tasks import ClassificationTask, pseudo_data, pseudo_tree_chunks
 from tests.federation_helpers import REGRESSION_SCHEMA, wait_until
 
 MODELS = ("naive-bayes", "gradient-boosting", "random-forest", "decision-tree")
@@ -150,7 +150,7 @@ def _free_port() -> int:
 
 def test_a_cluster_that_does_not_answer_fails_the_study_with_the_reason_by_the_deadline(tmp_path):
     pytest.importorskip("distributed")
-    from miner_node.dask_engine import EngineError
+    from modelshare.miner_node.dask_engine import EngineError
 
     schema, accepted, evaluation, spec = _study("car", scale=1)
     lost = MiningConfig(engine="dask", scheduler=f"tcp://127.0.0.1:{_free_port()}", engine_timeout_seconds=2)
@@ -160,7 +160,7 @@ def test_a_cluster_that_does_not_answer_fails_the_study_with_the_reason_by_the_d
 
 def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is_written(tmp_path):
     pytest.importorskip("distributed")
-    from miner_node.dask_engine import EngineError
+    from modelshare.miner_node.dask_engine import EngineError
 
     schema, accepted, evaluation, spec = _study("car", scale=1)
     spec.global_models.append("rules")
@@ -247,7 +247,7 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
     """SIGKILL to one of two LocalCluster workers while xgboost trains: a model or an EngineError naming the fit."""
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
-    from miner_node.dask_engine import DASK_MODELS, DaskEngine, EngineError
+    from modelshare.miner_node.dask_engine import DASK_MODELS, DaskEngine, EngineError
 
     schema, accepted, _, spec = _study("nursery", scale=10)
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=2)
@@ -275,7 +275,7 @@ def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypa
     """
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
-    from miner_node import dask_engine
+    from modelshare.miner_node import dask_engine
 
     schema, accepted, _, spec = _study("adult", scale=1)
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
@@ -296,7 +296,7 @@ def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
     "Task ... got rank N" line each worker logs on joining the training group does not (route_native_logs)."""
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
-    from miner_node.dask_engine import DASK_MODELS, DaskEngine
+    from modelshare.miner_node.dask_engine import DASK_MODELS, DaskEngine
 
     schema, accepted, _, spec = _study("car", scale=1)
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
@@ -318,7 +318,7 @@ def _in_a_new_thread(call):
 def test_native_xgboost_lines_of_another_thread_reach_python_logging(caplog, capfd):
     """route_native_logs reaches xgboost's library through public interfaces: a thread's native warning is logged."""
     xgboost = pytest.importorskip("xgboost")
-    from miner_node.dask_engine import route_native_logs
+    from modelshare.miner_node.dask_engine import route_native_logs
 
     def train():
         route_native_logs(None)
@@ -334,7 +334,7 @@ def test_native_xgboost_lines_of_another_thread_reach_python_logging(caplog, cap
 def test_without_xgboosts_library_path_the_native_lines_keep_their_default_and_the_worker_says_why(monkeypatch,
                                                                                                   caplog):
     xgboost = pytest.importorskip("xgboost")
-    from miner_node import dask_engine
+    from modelshare.miner_node import dask_engine
 
     monkeypatch.setattr(xgboost, "build_info", lambda: {})
     dask_engine._native_library.cache_clear()  # each once per process: cleared before and after
@@ -380,8 +380,8 @@ def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
 def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_path):
     """Whole numbers near 3e9: their squares' sum passes 2**63 in a few rows; the Dask counts stay MixedNaiveBayes'."""
     pytest.importorskip("distributed")
-    from miner_node.dask_engine import DaskEngine
-    from miner_node.global_models import MixedNaiveBayes
+    from modelshare.miner_node.dask_engine import DaskEngine
+    from modelshare.miner_node.global_models import MixedNaiveBayes
 
     schema = Schema((NumericAttribute("big", 0.0, 4e9, integer=True), CategoricalAttribute("kind", ("a", "b"))),
                     "c", ("n", "y"))
@@ -398,7 +398,7 @@ def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_p
 
 def test_naive_bayes_statistics_of_the_partitions_add_up_to_the_whole_tables():
     """count_partition on two halves, added, is the count on all rows; a code outside its domain is an error naming it."""
-    from miner_node.dask_engine import _add_counts, count_partition
+    from modelshare.miner_node.dask_engine import _add_counts, count_partition
 
     schema = Schema((CategoricalAttribute("k", ("a", "b", "c")), NumericAttribute("x", 0.0, 10.0)), "cls", ("n", "y"))
     rng = np.random.default_rng(0)
@@ -413,7 +413,7 @@ def test_naive_bayes_statistics_of_the_partitions_add_up_to_the_whole_tables():
 
 # ------------------------------------------------------------------ [global_models] on Dask
 def test_the_studys_parameters_map_onto_xgboosts():
-    from miner_node.dask_engine import DASK_MODELS, first_round_hessian, xgboost_parameters
+    from modelshare.miner_node.dask_engine import DASK_MODELS, first_round_hessian, xgboost_parameters
 
     assert first_round_hessian(2) == 0.25 and first_round_hessian(4) == pytest.approx(2 * 0.25 * 0.75)
     tree = xgboost_parameters("decision-tree", 2, {"max_depth": 3, "min_samples_leaf": 20, "criterion": "gini"})
@@ -431,7 +431,7 @@ def test_the_studys_parameters_map_onto_xgboosts():
 def test_min_samples_leaf_is_exactly_min_child_weight_in_the_single_round(n_classes):
     """One numeric attribute, 200 distinct values: the purest split cuts 50 rows off; a leaf of 51 forces 51 exactly."""
     xgboost = pytest.importorskip("xgboost")
-    from miner_node.dask_engine import LocalBooster
+    from modelshare.miner_node.dask_engine import LocalBooster
 
     schema = Schema((NumericAttribute("x", 0.0, 200.0),), "c", tuple("abc"[:n_classes]))
     X = np.arange(200, dtype=np.float64)[:, None]
@@ -454,7 +454,7 @@ def test_min_samples_leaf_is_exactly_min_child_weight_in_the_single_round(n_clas
 ])
 def test_a_setting_without_an_xgboost_equivalent_is_refused_before_any_pseudo_data_is_written(tmp_path, setting,
                                                                                            message):
-    from miner_node.dask_engine import EngineError
+    from modelshare.miner_node.dask_engine import EngineError
 
     schema, accepted, evaluation, spec = _study("car", scale=1, settings=setting)
     with pytest.raises(EngineError) as caught:
@@ -488,9 +488,9 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
     Parquet sample; naive Bayes' given alpha reaches the count tables (predictions exactly the local model's)."""
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
-    from miner_node.dask_engine import DASK_GRIDS, LocalBooster, first_round_hessian
-    from miner_node.global_models import MixedNaiveBayes
-    from miner_node.selection import choose
+    from modelshare.miner_node.dask_engine import DASK_GRIDS, LocalBooster, first_round_hessian
+    from modelshare.miner_node.global_models import MixedNaiveBayes
+    from modelshare.miner_node.selection import choose
 
     schema, accepted, evaluation, spec = _study("car", scale=3, models=("decision-tree", "naive-bayes"),
                                                 settings={"naive-bayes": {"alpha": 0.5}})
@@ -516,8 +516,8 @@ def test_a_dp_study_on_dask_cross_validates_on_as_many_pseudo_rows_as_on_the_loc
     """25,000 pseudo rows in Parquet: a dp study's auto tree is cross-validated on all of them (the local engine's
     MAX_DP_CV_ROWS), any other study's on a sample of MAX_CV_ROWS."""
     pytest.importorskip("xgboost")
-    from miner_node.mining import _dask_choice
-    from miner_node.selection import MAX_CV_ROWS, MAX_DP_CV_ROWS
+    from modelshare.miner_node.mining import _dask_choice
+    from modelshare.miner_node.selection import MAX_CV_ROWS, MAX_DP_CV_ROWS
 
     schema = Schema((NumericAttribute("x", 0.0, 4.0, integer=True), CategoricalAttribute("k", ("a", "b"))),
                     "c", ("n", "y"))
@@ -536,7 +536,7 @@ def test_a_given_tree_setting_reaches_the_xgboost_model_on_the_cluster(tmp_path)
     """max_depth 2 and min_samples_leaf 40 as xgboost's max_depth and min_child_weight: no leaf under 40 rows."""
     pytest.importorskip("distributed")
     xgboost = pytest.importorskip("xgboost")
-    from miner_node.dask_engine import DaskEngine, xgboost_parameters
+    from modelshare.miner_node.dask_engine import DaskEngine, xgboost_parameters
 
     schema, accepted, _, spec = _study("car", scale=1)
     files = write_owner(tmp_path, schema, "site-a", pseudo_tree_chunks(

@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.audit.release import audit
-from common.data.schema import Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, model_message, schema_from_pb, schema_to_pb
-from common.mechanisms.release import release
+from modelshare.common.audit.release import audit
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message, schema_from_pb, schema_to_pb
+from modelshare.common.mechanisms.release import release
 from modelshare.simulate import prepare
 
 
@@ -113,8 +113,8 @@ def test_a_draft_schema_still_marked_data_derived_is_named_with_the_line_to_dele
 
 
 def test_a_regression_table_read_with_only_its_target_range_is_data_derived_and_refused(tmp_path):
-    from common.data.regression import RegressionSchema
-    from common.data.task import load_regression_table
+    from modelshare.common.data.regression import RegressionSchema
+    from modelshare.common.data.task import load_regression_table
 
     rng = np.random.default_rng(1)
     pd.DataFrame({"x": np.append(rng.uniform(0, 10, 200), 987654.0), "y": rng.uniform(0, 5, 201)}).to_csv(

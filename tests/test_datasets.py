@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.datasets import (
+from modelshare.common.data.datasets import (
     DATASETS,
     UnknownDatasetError,
     bundled_schema,
@@ -22,8 +22,8 @@ from common.data.datasets import (
     load_table,
     read_frame,
 )
-from common.data.datasets.loading import MISSING_CATEGORY
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.datasets.loading import MISSING_CATEGORY
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 # name -> (rows kept by missing="drop", rows dropped)
 EXPECTED_ROWS = {
@@ -48,7 +48,7 @@ def loaded():
 
 def _raw_bundled(name: str) -> pd.DataFrame:
     """The bundled file as stored, missing tokens as NA."""
-    with resources.as_file(resources.files("common.data.datasets") / "data" / f"{name}.csv.gz") as path:
+    with resources.as_file(resources.files("modelshare.common.data.datasets") / "data" / f"{name}.csv.gz") as path:
         return read_frame(path)
 
 
@@ -148,7 +148,7 @@ def test_winequality_has_color_and_quality_classes(loaded):
 @pytest.mark.parametrize("name", DATASETS)
 def test_bundled_numeric_bounds_are_public_and_sourced(name, loaded):
     """Every numeric attribute states where its bounds come from, and no bound is the table's own extreme."""
-    data = json.loads((resources.files("common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+    data = json.loads((resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
     assert Schema.from_dict(data) == loaded[name].schema
     frame = _raw_bundled(name)
     for attr in loaded[name].schema.attributes:
@@ -365,11 +365,11 @@ def test_unknown_missing_policy_is_rejected(tmp_path):
 
 
 def test_vendoring_writes_the_bundled_public_bounds():
-    """A re-vendor (`common.data.datasets.vendor`) states the same bounds and sources as the bundled files."""
-    from common.data.datasets.vendor import ADULT_BOUNDS, WINE_BOUNDS
+    """A re-vendor (`modelshare.common.data.datasets.vendor`) states the same bounds and sources as the bundled files."""
+    from modelshare.common.data.datasets.vendor import ADULT_BOUNDS, WINE_BOUNDS
 
     for name, bounds in (("adult", ADULT_BOUNDS), ("winequality", WINE_BOUNDS)):
-        data = json.loads((resources.files("common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+        data = json.loads((resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
         stated = {a["name"]: (a["low"], a["high"], a.get("integer", False), a["source"])
                   for a in data["attributes"] if a["type"] == "numeric"}
         assert stated == {n: (float(lo), float(hi), whole, text) for n, (lo, hi, whole, text) in bounds.items()}

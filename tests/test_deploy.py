@@ -27,17 +27,17 @@ import grpc
 import pytest
 import yaml
 
-from common.data.datasets import export_dataset
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.config import MinerConfig
-from miner_node.server import READY_FILE
 from modelshare import cli_federation, cli_owner, cli_owner_status
 from modelshare.cli import build_parser, main
 from modelshare.cli_owner_status import owner_health
+from modelshare.common.data.datasets import export_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.server import READY_FILE
+from modelshare.owner_node.config import OwnerConfig
+from modelshare.owner_node.daemon import Backoff, OwnerDaemon
+from modelshare.owner_node.status import STATUS_FILE, StatusFile, read_status
 from modelshare.provision import issue_throwaway_federation, load_project, provision
-from owner_node.config import OwnerConfig
-from owner_node.daemon import Backoff, OwnerDaemon
-from owner_node.status import STATUS_FILE, StatusFile, read_status
 
 if sys.version_info >= (3, 11):
     import tomllib

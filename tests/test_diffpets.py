@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from common.data.datasets import bundled_schema
-from common.data.regression import RegressionSchema
-from common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
-from common.mechanisms.diffpets import (
+from modelshare.common.data.datasets import bundled_schema
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
+from modelshare.common.mechanisms.diffpets import (
     BOOTSTRAP_CAVEAT,
     GINI_SENSITIVITY,
     POST_PROCESSING,
@@ -28,11 +28,11 @@ from common.mechanisms.diffpets import (
     train_diffpets,
     variance_utility,
 )
-from common.privacy.noise import SecureNoise, SeededNoise
-from common.privacy.requirements import DP
-from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
-from common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
-from miner_node.pgen import pgen_ensemble, pgen_regression, pgen_regression_tree
+from modelshare.common.privacy.noise import SecureNoise, SeededNoise
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.regression import RegressionForest, RegressionNode, RegressionTree
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
+from modelshare.miner_node.pgen import pgen_ensemble, pgen_regression, pgen_regression_tree
 
 WINE = "common/data/datasets/data/winequality.csv.gz"
 
@@ -236,7 +236,7 @@ def test_the_dp_trainer_and_pgen_on_the_release(nursery):
 
 
 def test_importing_the_module_loads_neither_sklearn_nor_scipy():
-    code = "import sys, common.mechanisms.diffpets; print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))"
+    code = "import sys, modelshare.common.mechanisms.diffpets; print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
 

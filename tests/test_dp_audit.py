@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from common.audit.dp.estimate import audit_dp, clopper_pearson
-from common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kanon_rdt_log_target
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms import registry
-from common.privacy.requirements import DP, DPS, parse_requirement
 from modelshare.cli import main
+from modelshare.common.audit.dp.estimate import audit_dp, clopper_pearson
+from modelshare.common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kanon_rdt_log_target
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.requirements import DP, DPS, parse_requirement
 from tests import broken_mechanisms
 
 TRIALS = 400  # per table; every trial runs the registered trainer (broken variants: tests/test_dp_audit_broken.py)

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common.audit.dp.dpea import tiny_table
-from common.audit.dp.estimate import DPAuditResult, audit_dp
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms import registry
-from common.privacy.requirements import parse_requirement
+from modelshare.common.audit.dp.dpea import tiny_table
+from modelshare.common.audit.dp.estimate import DPAuditResult, audit_dp
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.requirements import parse_requirement
 from tests import broken_mechanisms
 
 KANON = "dps:k=3,beta=0.5,epsilon=2,trees=2"

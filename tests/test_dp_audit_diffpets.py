@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.audit.dp.diffpets import ISOLATED, DiffPetsTarget, adversarial_row
-from common.audit.dp.estimate import DPAuditResult, audit_dp
-from common.data.schema import NumericAttribute, Schema
-from common.mechanisms import registry
-from common.mechanisms.diffpets import DiffPets
-from common.privacy.requirements import parse_requirement
+from modelshare.common.audit.dp.diffpets import ISOLATED, DiffPetsTarget, adversarial_row
+from modelshare.common.audit.dp.estimate import DPAuditResult, audit_dp
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.diffpets import DiffPets
+from modelshare.common.privacy.requirements import parse_requirement
 from tests import broken_mechanisms
 
 TRIALS = 3000  # per table; the leaking variants give P[E|D] = 0 against about 0.4 under D'

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from common.audit.dp.dpea import DpeaReleaseTarget, DpeaTarget, dpea_target, tiny_table
-from common.audit.dp.estimate import DPAuditResult, audit_dp
-from common.data.datasets import load_dataset
-from common.mechanisms.dpea import DPEA, finest_bins
-from common.privacy.noise import discrete_laplace_log_pmf
-from common.privacy.requirements import parse_requirement
 from modelshare.cli import main
+from modelshare.common.audit.dp.dpea import DpeaReleaseTarget, DpeaTarget, dpea_target, tiny_table
+from modelshare.common.audit.dp.estimate import DPAuditResult, audit_dp
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.mechanisms.dpea import DPEA, finest_bins
+from modelshare.common.privacy.noise import discrete_laplace_log_pmf
+from modelshare.common.privacy.requirements import parse_requirement
 
 # Per table. Vectorised, 10^6 trials take about half a second. A broken variant exceeds its claim
 # on joint events (a selection the added row favours *and* a count in the noise's tail). With the

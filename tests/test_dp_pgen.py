@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.mechanisms.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
-from common.study import ModelPlan
-from miner_node import dp_pgen
-from miner_node.dask_engine import DASK_DP_LEAF_FLOORS
-from miner_node.dp_pgen import PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
-from miner_node.global_models import make_global_model
-from miner_node.pgen import pgen_ensemble
-from miner_node.selection import choose, global_model_params
+from modelshare.common.mechanisms.dpea import DEFAULT_BINS, DPEA, Domain, finest_bins
+from modelshare.common.study import ModelPlan
+from modelshare.miner_node import dp_pgen
+from modelshare.miner_node.dask_engine import DASK_DP_LEAF_FLOORS
+from modelshare.miner_node.dp_pgen import PGEN_BOOSTING_LEAF_SHARE, PGEN_LEAF_SHARE
+from modelshare.miner_node.global_models import make_global_model
+from modelshare.miner_node.pgen import pgen_ensemble
+from modelshare.miner_node.selection import choose, global_model_params
 
 
 def test_a_dp_studys_global_tree_gets_a_leaf_floor_and_others_do_not():

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.signing import sign_payload
-from common.federation.wire import model_message
-from common.mechanisms.dpea import (
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms.dpea import (
     DPEA,
     MECHANISM,
     POST_PROCESSING,
@@ -32,14 +32,14 @@ from common.mechanisms.dpea import (
     score_sensitivity,
     train_dpea,
 )
-from common.mechanisms.release import release
-from common.privacy.attacks import ensemble_attack_report
-from common.privacy.noise import SecureNoise
-from common.privacy.report import PrivacyReport, Release
-from common.privacy.requirements import DP
-from common.trees.learners._data import check_xy
-from common.trees.tree import CategorySet, Interval
-from miner_node.pgen import pgen, pgen_ensemble
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.attacks import ensemble_attack_report
+from modelshare.common.privacy.noise import SecureNoise
+from modelshare.common.privacy.report import PrivacyReport, Release
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.tree import CategorySet, Interval
+from modelshare.miner_node.pgen import pgen, pgen_ensemble
 from tests.federation_helpers import make_federation, study_spec
 
 
@@ -153,7 +153,7 @@ def test_every_score_is_monotone_with_its_sensitivity(counts, cls, score):
 
 
 def test_importing_dpea_keeps_sklearn_and_scipy_out():
-    code = "import sys, common.mechanisms.dpea; print([m for m in ('sklearn', 'scipy') if m in sys.modules])"
+    code = "import sys, modelshare.common.mechanisms.dpea; print([m for m in ('sklearn', 'scipy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.wire import model_message
-from common.mechanisms import registry
-from common.mechanisms.dpea import (
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.dpea import (
     DEFAULT_BINS,
     MESSAGE_BYTES,
     RELEASE_BYTES,
@@ -22,9 +22,9 @@ from common.mechanisms.dpea import (
     finest_bins,
     release_domain,
 )
-from common.mechanisms.release import release
-from common.privacy.report import Release
-from common.trees.tree import CategorySet
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import Release
+from modelshare.common.trees.tree import CategorySet
 
 
 def _wide(rows: int, seed: int = 0) -> tuple[Schema, np.ndarray, np.ndarray]:

@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common.audit.dp.dpea_nb import SCORES
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms import registry
-from common.mechanisms.dpea_nb import (
+from modelshare.common.audit.dp.dpea_nb import SCORES
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.dpea_nb import (
     MECHANISM,
     TEMPERATURES,
     DpeaNb,
@@ -21,15 +21,15 @@ from common.mechanisms.dpea_nb import (
     NaiveBayesRelease,
     release_shape,
 )
-from common.mechanisms.release import release
-from common.privacy.attacks import ensemble_attack_report
-from common.privacy.report import PrivacyReport, Release
-from common.privacy.requirements import DP
-from common.trees.tree import Interval, Tree
-from miner_node.calibrated_nb import CALIBRATED_NB, NB_PSEUDO_ROWS
-from miner_node.global_models import build_release_model, make_global_model
-from miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.attacks import ensemble_attack_report
+from modelshare.common.privacy.report import PrivacyReport, Release
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.tree import Interval, Tree
 from modelshare.legend import LEGEND, legend_lines
+from modelshare.miner_node.calibrated_nb import CALIBRATED_NB, NB_PSEUDO_ROWS
+from modelshare.miner_node.global_models import build_release_model, make_global_model
+from modelshare.miner_node.tasks import ClassificationTask, pseudo_data, pseudo_sources
 
 REQUIREMENT = "dp:epsilon=1,trees=1"
 

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from common.privacy.dps import (
+from modelshare.cli import main
+from modelshare.common.privacy.dps import (
     TABLE5_BETA,
     TABLE5_EPSILON_TOTAL,
     TABLE5_K,
@@ -28,7 +29,6 @@ from common.privacy.dps import (
     min_epsilon,
     table5,
 )
-from modelshare.cli import main
 
 # ------------------------------------------------------------------ brute force
 

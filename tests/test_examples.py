@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from common.federation.study import load_study_file
 from modelshare.cli_study_init import study_template
+from modelshare.common.federation.study import load_study_file
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DOC = EXAMPLES.parent / "docs" / "python-api.md"

@@ -8,8 +8,8 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
-from common.mechanisms import registry
 from modelshare.cli import main
+from modelshare.common.mechanisms import registry
 from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
 
 TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1", "10", "--trees", "2", "--repeats", "2",

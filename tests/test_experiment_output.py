@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.datasets import load_dataset
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
 from modelshare.experiments import output, pruning, rdt, sources
 from modelshare.experiments.output import (
     Series,

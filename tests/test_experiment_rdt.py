@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from common.data.schema import Schema
-from common.privacy.dps import compose
 from modelshare.cli import main
+from modelshare.common.data.schema import Schema
+from modelshare.common.privacy.dps import compose
 from modelshare.experiments.rdt import RdtSettings, run_rdt
 
 

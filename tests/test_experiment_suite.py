@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.schema import NumericAttribute
 from modelshare.cli import build_parser, main
+from modelshare.common.data.schema import NumericAttribute
 from modelshare.experiments.suite import (
     NONE,
     done_conditions,

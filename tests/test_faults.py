@@ -24,15 +24,15 @@ import grpc
 import numpy as np
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from common.mechanisms import registry
-from miner_node.server import RunningMiner, start_miner
-from miner_node.store import StoreError, verify_log
 from modelshare.cli_owner_status import owner_health
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.mechanisms import registry
+from modelshare.miner_node.server import RunningMiner, start_miner
+from modelshare.miner_node.store import StoreError, verify_log
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.daemon import Backoff, OwnerDaemon
+from modelshare.owner_node.status import read_status
 from modelshare.provision import set_miner_port
-from owner_node.budget import Ledger
-from owner_node.daemon import Backoff, OwnerDaemon
-from owner_node.status import read_status
 from tests.federation_helpers import (
     CLI,
     Federation,

@@ -16,12 +16,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.store import verify_log
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.store import verify_log
+from modelshare.owner_node.daemon import OwnerDaemon
 from modelshare.provision import set_miner_port
-from owner_node.daemon import OwnerDaemon
 from tests.federation_helpers import (
     CLI,
     FINAL,

@@ -17,8 +17,9 @@ import grpc
 import numpy as np
 import pytest
 
-from common.data.schema import NumericAttribute, Schema
-from common.federation.chunks import (
+from modelshare.cli import main
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.federation.chunks import (
     MIN_GRPC_MESSAGE_BYTES,
     TOO_LARGE,
     UNARY_MAX_BYTES,
@@ -26,18 +27,17 @@ from common.federation.chunks import (
     Reassembly,
     envelope_chunks,
 )
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.signing import sign_payload
-from common.federation.wire import model_message, schema_to_pb
-from common.mechanisms import registry
-from common.mechanisms.release import release
-from common.trees.learners import make_learner
-from miner_node.server import start_miner
-from miner_node.store import verify_log
-from miner_node.verify import Rejection, StudyTerms, check_model
-from modelshare.cli import main
-from owner_node.daemon import OwnerDaemon, is_final_failure
-from owner_node.status import read_status
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import model_message, schema_to_pb
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import make_learner
+from modelshare.miner_node.server import start_miner
+from modelshare.miner_node.store import verify_log
+from modelshare.miner_node.verify import Rejection, StudyTerms, check_model
+from modelshare.owner_node.daemon import OwnerDaemon, is_final_failure
+from modelshare.owner_node.status import read_status
 from tests.federation_helpers import car_tables, make_federation, signed_model, study_spec, wait_until
 
 OWNERS = ["site-a", "site-b"]

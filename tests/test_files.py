@@ -1,10 +1,10 @@
-"""common.files: one atomic write, with bytes or through a writer callback."""
+"""modelshare.common.files: one atomic write, with bytes or through a writer callback."""
 
 import stat
 
 import pytest
 
-from common.files import atomic_write, atomic_write_via
+from modelshare.common.files import atomic_write, atomic_write_via
 
 
 def test_atomic_write_replaces_the_file_with_the_mode_asked_and_leaves_no_temporary(tmp_path):

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.model_io import read_model
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import MAX_TREES, WireError, decode_model
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
-from miner_node.config import Limits
-from miner_node.store import verify_log
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.model_io import read_model
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import MAX_TREES, WireError, decode_model
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
+from modelshare.miner_node.config import Limits
+from modelshare.miner_node.store import verify_log
 from tests import fuzz_cases as fc
 from tests.federation_helpers import make_federation
 
@@ -236,9 +236,9 @@ def test_a_model_file_with_a_non_finite_number_for_an_integer_field_is_a_tree_er
 @pytest.mark.parametrize("data", [b"\r\xf2\r\xaa\xc7\x1a\xe9", b"a,b\r\n\xff\r,1\n"])
 def test_an_evaluation_table_with_carriage_returns_and_bad_bytes_is_a_schema_error(data):
     """Found by bench/fuzz_soak.py: CreateStudy with these bytes answered INTERNAL (csv.Error escaped the reader)."""
-    from common.data.datasets import load_dataset
-    from common.data.schema import SchemaError
-    from miner_node.mining import load_evaluation
+    from modelshare.common.data.datasets import load_dataset
+    from modelshare.common.data.schema import SchemaError
+    from modelshare.miner_node.mining import load_evaluation
 
     with pytest.raises(SchemaError, match="not UTF-8"):
         load_evaluation(data, load_dataset("car").schema)

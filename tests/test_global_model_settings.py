@@ -10,14 +10,17 @@ import pytest
 from rich.console import Console
 from sklearn.tree import DecisionTreeClassifier
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import parameter_from_pb, study_from_pb
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release as release_model
-from common.study import MODEL_PARAMETERS, ModelPlan
-from common.trees.learners import CartTreeClassifier
-from miner_node.global_models import (
+from modelshare.admin import results_dict
+from modelshare.cli_common import model_setting
+from modelshare.cli_federation import results_renderables
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import parameter_from_pb, study_from_pb
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.study import MODEL_PARAMETERS, ModelPlan
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.miner_node.global_models import (
     DP_LEAF_FLOORS,
     GLOBAL_MODELS,
     GRIDS,
@@ -25,11 +28,8 @@ from miner_node.global_models import (
     REGRESSION_MODELS,
     make_regression_model,
 )
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.selection import DEFAULT_MODES, MAX_CV_ROWS, MAX_DP_CV_ROWS, choose
-from modelshare.admin import results_dict
-from modelshare.cli_common import model_setting
-from modelshare.cli_federation import results_renderables
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.selection import DEFAULT_MODES, MAX_CV_ROWS, MAX_DP_CV_ROWS, choose
 
 
 def _on(schema, spec):

@@ -11,19 +11,19 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.learners import CartTreeClassifier
-from common.trees.metrics import accuracy, class_match, path_match
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
-from miner_node import global_models
-from miner_node.global_models import (
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.metrics import accuracy, class_match, path_match
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.miner_node import global_models
+from modelshare.miner_node.global_models import (
     DEFAULT_TREE_PARAMS,
     GLOBAL_MODELS,
     MixedNaiveBayes,
     fit_global_models,
     make_global_model,
 )
-from miner_node.rules import Rule, RuleListClassifier, generalize, laplace
+from modelshare.miner_node.rules import Rule, RuleListClassifier, generalize, laplace
 
 # --------------------------------------------------------------------------- fixtures
 

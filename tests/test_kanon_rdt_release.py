@@ -11,31 +11,31 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.federation.model_io import read_model, read_tree, write_release
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.signing import sign_payload
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
-from common.mechanisms.kanon_rdt import counts_below_k
-from common.mechanisms.release import release as release_model
-from common.privacy.attacks import ensemble_attack_report
-from common.privacy.dps import compose
-from common.privacy.noise import SecureNoise
-from common.privacy.report import PathClaim, Release
-from common.privacy.requirements import (
+from modelshare.cli import main
+from modelshare.common.audit.release import audit
+from modelshare.common.federation.model_io import read_model, read_tree, write_release
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import MAX_TREES, WireError, decode_model, model_message, tree_to_pb
+from modelshare.common.mechanisms.kanon_rdt import counts_below_k
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.privacy.attacks import ensemble_attack_report
+from modelshare.common.privacy.dps import compose
+from modelshare.common.privacy.noise import SecureNoise
+from modelshare.common.privacy.report import PathClaim, Release
+from modelshare.common.privacy.requirements import (
     DPS,
     RequirementError,
     parse_requirement,
 )
-from common.trees.rebuild import rebuild
-from common.trees.tree import Node, Tree, TreeError
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.pgen import ensemble_rows, pgen_ensemble
-from miner_node.verify import Rejection, StudyTerms, check_model
-from modelshare.cli import main
-from owner_node.training import build_submission
+from modelshare.common.trees.rebuild import rebuild
+from modelshare.common.trees.tree import Node, Tree, TreeError
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.pgen import ensemble_rows, pgen_ensemble
+from modelshare.miner_node.verify import Rejection, StudyTerms, check_model
+from modelshare.owner_node.training import build_submission
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec
 
 REQUIREMENT = "dps:k=5,beta=0.3,epsilon=4,trees=4"
@@ -299,7 +299,7 @@ def test_mining_an_ensemble_trains_global_models_on_its_pseudo_rows(forest, nurs
 
 # -------------------------------------------------------- owner and verifier
 def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nursery, tmp_path):
-    from common.federation.signing import generate_signing_key
+    from modelshare.common.federation.signing import generate_signing_key
 
     schema, X, y = nursery
     key = generate_signing_key()
@@ -385,7 +385,7 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
 
 # ---------------------------------------------------------------------- CLI
 def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
-    from common.data.datasets import load_dataset
+    from modelshare.common.data.datasets import load_dataset
 
     data = tmp_path / "nursery.csv"
     load_dataset("nursery").frame.to_csv(data, index=False)

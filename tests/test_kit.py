@@ -1,4 +1,4 @@
-"""Rosters, the roster watcher and TLS kit files (`common.federation.kit`)."""
+"""Rosters, the roster watcher and TLS kit files (`modelshare.common.federation.kit`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from common.federation.kit import (
+from modelshare.common.federation.kit import (
     ROSTER_FORMAT,
     KitError,
     Party,
@@ -25,7 +25,7 @@ from common.federation.kit import (
     cert_sha256,
     peer_identity,
 )
-from common.federation.signing import (
+from modelshare.common.federation.signing import (
     generate_signing_key,
     key_id,
     load_signing_key,
@@ -125,7 +125,7 @@ def test_watcher_sees_a_revocation_and_keeps_the_last_good_roster(tmp_path, capl
     revoked.save(path)
     assert watcher.current().owners() == []
     good = watcher.current()
-    with caplog.at_level(logging.WARNING, logger="common.federation.kit"):
+    with caplog.at_level(logging.WARNING, logger="modelshare.common.federation.kit"):
         path.write_text("{ broken")
         assert watcher.current() is good and watcher.current() is good
         path.unlink()

@@ -11,26 +11,26 @@ import sys
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.federation.model_io import read_model, write_release
-from common.federation.wire import tree_to_pb
-from common.mechanisms.laplace_rdt import (
+from modelshare.cli import main
+from modelshare.common.audit.release import audit
+from modelshare.common.federation.model_io import read_model, write_release
+from modelshare.common.federation.wire import tree_to_pb
+from modelshare.common.mechanisms.laplace_rdt import (
     POST_PROCESSING,
     LaplaceRdt,
     leaf_class_counts,
 )
-from common.mechanisms.release import release
-from common.privacy.noise import SecureNoise, SeededNoise, discrete_laplace_log_pmf
-from common.privacy.report import PathClaim, Release
-from common.privacy.requirements import (
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.noise import SecureNoise, SeededNoise, discrete_laplace_log_pmf
+from modelshare.common.privacy.report import PathClaim, Release
+from modelshare.common.privacy.requirements import (
     DP,
     RequirementError,
     parse_requirement,
 )
-from common.trees.learners.random_tree import random_structure
-from common.trees.rebuild import rebuild
-from common.trees.tree import Node, Tree
-from modelshare.cli import main
+from modelshare.common.trees.learners.random_tree import random_structure
+from modelshare.common.trees.rebuild import rebuild
+from modelshare.common.trees.tree import Node, Tree
 
 REQUIREMENT = "dp:epsilon=1,trees=4"
 DEPTH = 2
@@ -268,6 +268,6 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
 
 
 def test_auditors_do_not_import_the_random_tree_code():
-    """The miner's verifier processes import `common.audit.release`; laplace-rdt must not make them load scikit-learn."""
-    code = "import sys, common.audit.release; sys.exit('sklearn' in sys.modules)"
+    """The miner's verifier processes import `modelshare.common.audit.release`; laplace-rdt must not make them load scikit-learn."""
+    code = "import sys, modelshare.common.audit.release; sys.exit('sklearn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

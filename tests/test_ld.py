@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from common.data.datasets import bundled_schema
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.privacy.requirements import RequirementError
+from modelshare.common.data.datasets import bundled_schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.privacy.requirements import RequirementError
 from modelshare.experiments.baselines.hierarchy import (
     TOP,
     CategoricalHierarchy,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import DecodedModel
-from common.mechanisms.learner_choice import CANDIDATES, Candidate, choose_learner, trained_params
-from common.mechanisms.release import local_learner, release
-from common.mechanisms.train_release import train_and_release
-from common.study import Training
-from miner_node.mining import _chosen_learner
+from modelshare.common.audit.release import audit
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import DecodedModel
+from modelshare.common.mechanisms.learner_choice import CANDIDATES, Candidate, choose_learner, trained_params
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.common.mechanisms.train_release import train_and_release
+from modelshare.common.study import Training
+from modelshare.miner_node.mining import _chosen_learner
 from modelshare.report_html import OwnerRow, StudyReport, _owners_table
 
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import local_learner, release
-from common.trees.learners import make_learner
-from common.trees.tree import CategorySet, Tree
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import CategorySet, Tree
 
 FIXTURE = Path(__file__).parent / "fixtures" / "learner_trees.json"
 

@@ -14,8 +14,8 @@ import time
 import grpc
 import numpy as np
 
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.store import verify_log
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.store import verify_log
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec
 
 OWNERS = [f"owner-{i:02d}" for i in range(60)]

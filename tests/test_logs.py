@@ -9,8 +9,8 @@ import logging
 import grpc
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
 from modelshare import logs
+from modelshare.common.federation.pb import federation_pb2 as fpb
 from tests.federation_helpers import make_federation, signed_model, study_spec
 
 

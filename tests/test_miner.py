@@ -7,8 +7,8 @@ import sqlite3
 import grpc
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.store import verify_log
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.store import verify_log
 from tests.federation_helpers import (
     deal,
     make_federation,
@@ -199,8 +199,8 @@ def test_at_the_deadline_a_study_with_its_quorum_is_mined_without_the_silent_own
 def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
     import dataclasses
 
-    from common.mechanisms import registry
-    from miner_node.server import start_miner
+    from modelshare.common.mechanisms import registry
+    from modelshare.miner_node.server import start_miner
 
     federation = make_federation(tmp_path, OWNERS)
     study = tmp_path / "kits" / "miner" / "nursery.toml"
@@ -218,8 +218,8 @@ def test_studies_listed_in_the_miner_config_are_created_once(tmp_path):
 
 
 def test_the_evaluation_table_counts_the_rows_it_drops_for_a_missing_value():
-    from common.data.datasets import load_dataset
-    from miner_node.mining import load_evaluation
+    from modelshare.common.data.datasets import load_dataset
+    from modelshare.miner_node.mining import load_evaluation
 
     table = load_dataset("car")
     frame = table.frame.head(20).astype(object)
@@ -232,8 +232,8 @@ def test_the_evaluation_table_counts_the_rows_it_drops_for_a_missing_value():
 def test_waiting_polls_hold_no_worker_thread(tmp_path, car_parts):
     import dataclasses
 
-    from common.mechanisms import registry
-    from miner_node.server import start_miner
+    from modelshare.common.mechanisms import registry
+    from modelshare.miner_node.server import start_miner
 
     federation = make_federation(tmp_path, OWNERS)
     # two worker threads, which admit at most eight calls at once on a threaded server, and 24 waiting owners

@@ -8,13 +8,13 @@ import grpc
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.serde import study_from_pb
-from common.federation.wire import model_message
-from common.mechanisms.release import release as release_model
-from common.trees.learners import make_learner
-from miner_node.store import Store, Submission, verify_log
-from miner_node.verify import ModelVerifier, Rejection, StudyTerms, check_model
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.wire import model_message
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.trees.learners import make_learner
+from modelshare.miner_node.store import Store, Submission, verify_log
+from modelshare.miner_node.verify import ModelVerifier, Rejection, StudyTerms, check_model
 from tests.federation_helpers import study_spec
 
 

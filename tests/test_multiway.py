@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
-from common.federation.wire import tree_from_pb, tree_to_pb
-from common.trees.learners.multiway import MultiwayTreeClassifier
-from common.trees.tree import CategorySet, Interval, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
+from modelshare.common.trees.learners.multiway import MultiwayTreeClassifier
+from modelshare.common.trees.tree import CategorySet, Interval, Tree
 
 
 # ------------------------------------------------------------------ helpers

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.regression import RegressionSchema
-from common.data.schema import NumericAttribute
-from common.mechanisms.diffpets import TARGET_GRID, DiffPetsRegressor
-from common.mechanisms.release import release
-from common.privacy.noise import (
+from modelshare.common.audit.release import audit
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import NumericAttribute
+from modelshare.common.mechanisms.diffpets import TARGET_GRID, DiffPetsRegressor
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.noise import (
     Randomness,
     SecureNoise,
     SeededNoise,

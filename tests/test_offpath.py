@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.serde import study_from_pb
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release as release_model
-from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.offpath import OffPathTree, ReleasedLaw, redraw_off_path
-from miner_node.pgen import pgen
-from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.offpath import OffPathTree, ReleasedLaw, redraw_off_path
+from modelshare.miner_node.pgen import pgen
+from modelshare.miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.pipeline import PipelineConfig, run_study
 
 SCHEMA = Schema(

@@ -8,24 +8,24 @@ import json
 import numpy as np
 import pytest
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import StudyError, load_study_file, spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import release as release_model
-from common.trees.learners import CartTreeClassifier
-from common.trees.tree import CategorySet, Edge, Node, Tree
-from miner_node.config import MiningConfig
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.onpath import ClassSetLaw, OnPathTree, class_set_law, redraw_on_path
-from miner_node.pgen import PathTable, pgen
-from miner_node.pseudo_parquet import chunk_rows, read_all
-from miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.admin import results_dict, status_dict
 from modelshare.cli import build_parser
 from modelshare.cli_common import out
 from modelshare.cli_federation import results_renderables
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import StudyError, load_study_file, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.miner_node.config import MiningConfig
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.onpath import ClassSetLaw, OnPathTree, class_set_law, redraw_on_path
+from modelshare.miner_node.pgen import PathTable, pgen
+from modelshare.miner_node.pseudo_parquet import chunk_rows, read_all
+from modelshare.miner_node.tasks import pseudo_data, pseudo_tree_chunks
 from modelshare.pipeline import PipelineConfig, run_study
 from modelshare.report_html import render_report, study_report
 from modelshare.simulate import prepare

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import Refusal
-from common.federation.serde import study_from_pb
 from modelshare import simulate
 from modelshare.admin import results_dict, status_dict, study_headline
 from modelshare.cli import CLOSED_PIPE_STATUS, main
 from modelshare.cli_common import TABLE_WIDTH, out
 from modelshare.cli_federation import list_table, results_renderables, status_renderables
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import Refusal
+from modelshare.common.federation.serde import study_from_pb
 from modelshare.legend import ACCURACY_GAP_POINTS, LEGEND, legend_lines
-from owner_node.budget import Ledger
-from owner_node.config import OwnerConfig
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.config import OwnerConfig
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial" / "first-simulate.md"

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import Refusal
 from modelshare.cli_owner_status import owner_health
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import Refusal
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
+from modelshare.owner_node.daemon import Backoff, Outbox, OwnerDaemon
+from modelshare.owner_node.status import read_status
+from modelshare.owner_node.training import LocalDataError, fits_domain, load_local_table
 from modelshare.provision import set_miner_port
-from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.daemon import Backoff, Outbox, OwnerDaemon
-from owner_node.status import read_status
-from owner_node.training import LocalDataError, fits_domain, load_local_table
 from tests.federation_helpers import CLI, make_federation, make_owner_config, study_spec, wait_until
 
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import spec_from_mapping
-from common.study import StudyError
 from modelshare.cli import main
-from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.policy import Policy, PolicyError
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.study import StudyError
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
+from modelshare.owner_node.policy import Policy, PolicyError
 
 SITE = Policy(min_k=3, min_l=2, max_c=20, disclosures=("hit_miss",), miners=("miner",))
 

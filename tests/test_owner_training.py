@@ -17,26 +17,32 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.federation.kit import Party, Roster
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import SENTENCES, Refusal
-from common.federation.serde import study_from_pb
-from common.federation.signing import (
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.kit import Party, Roster
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import SENTENCES, Refusal
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import (
     generate_signing_key,
     key_id,
     save_signing_key,
     verify_envelope,
 )
-from common.federation.study import StudyError, spec_from_mapping
-from common.federation.wire import decode_model, tree_to_pb
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import local_learner, release
-from owner_node.config import OwnerConfig, OwnerConfigError
-from owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
-from owner_node.policy import Policy
-from owner_node.training import DataUnavailable, LocalDataError, build_refusal, build_submission, load_local_table
+from modelshare.common.federation.study import StudyError, spec_from_mapping
+from modelshare.common.federation.wire import decode_model, tree_to_pb
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
+from modelshare.owner_node.daemon import Backoff, Outbox, OwnerDaemon, deliver, envelope_kind
+from modelshare.owner_node.policy import Policy
+from modelshare.owner_node.training import (
+    DataUnavailable,
+    LocalDataError,
+    build_refusal,
+    build_submission,
+    load_local_table,
+)
 from tests.federation_helpers import make_owner_config
 
 NO_WAIT = Backoff(base=0.0, cap=0.0, attempts=4)

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
-from miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
 
 
 def rows_per_path(tree, X):

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.datasets import load_dataset
-from common.data.regression import RegressionSchema
-from common.data.schema import NumericAttribute, Schema
-from common.federation.model_io import write_release
-from common.mechanisms.release import release
-from common.trees.learners import make_learner
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.federation.model_io import write_release
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import make_learner
 
 #: Adult's schema with its whole-number attributes declared integer (the bundled one leaves them real).
 INTEGER_COLUMNS = ("age", "education-num", "hours-per-week")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from miner_node.global_models import GRIDS
+from modelshare.miner_node.global_models import GRIDS
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, run_study, stratified_parts, summarize
 
 

@@ -16,8 +16,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.federation.dial import dial_miner
-from common.federation.kit import (
+from modelshare.admin import AdminConfig
+from modelshare.cli import main
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import (
     Roster,
     RosterWatcher,
     TlsFiles,
@@ -25,14 +27,13 @@ from common.federation.kit import (
     peer_cert_sha256,
     peer_identity,
 )
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import federation_pb2_grpc as fgrpc
-from common.federation.signing import key_id, load_signing_key
-from common.mechanisms import registry
-from miner_node.config import MinerConfig
-from miner_node.server import read_ready, start_miner
-from modelshare.admin import AdminConfig
-from modelshare.cli import main
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.signing import key_id, load_signing_key
+from modelshare.common.mechanisms import registry
+from modelshare.miner_node.config import MinerConfig
+from modelshare.miner_node.server import read_ready, start_miner
+from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
 from modelshare.provision import (
     ProvisionError,
     add_party,
@@ -43,7 +44,6 @@ from modelshare.provision import (
     revoke_party,
     set_miner_port,
 )
-from owner_node.config import OwnerConfig, OwnerConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

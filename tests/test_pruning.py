@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.wire import tree_from_pb, tree_to_pb
-from common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
-from common.privacy.requirements import CLDiversity, KAnonymity
-from common.trees.rebuild import eq1_counts
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
+from modelshare.common.privacy.requirements import CLDiversity, KAnonymity
+from modelshare.common.trees.rebuild import eq1_counts
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 
 # ----------------------------------------------------------------- helpers
 

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.schema import DEFAULT_CELLS, CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms.pruning import prune_leaves
-from common.mechanisms.release import release
-from common.privacy.checks import public_cuts_check, single_child_check
-from common.privacy.report import PrivacyReport
-from common.trees.learners import make_learner
-from common.trees.learners.public_cuts import index_schema, to_cells
+from modelshare.common.audit.release import audit
+from modelshare.common.data.schema import DEFAULT_CELLS, CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms.pruning import prune_leaves
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.checks import public_cuts_check, single_child_check
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.learners.public_cuts import index_schema, to_cells
 
 SCHEMA = Schema((NumericAttribute("age", 0.0, 120.0, integer=True), CategoricalAttribute("sex", ("f", "m"))),
                 "income", ("low", "high"))

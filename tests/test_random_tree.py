@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms.kanon_rdt import LowCount, counts_below_k, kanon_rdt
-from common.params import ParameterError
-from common.trees.learners.random_tree import RandomDecisionTrees, random_structure
-from common.trees.tree import CategorySet, Interval, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms.kanon_rdt import LowCount, counts_below_k, kanon_rdt
+from modelshare.common.params import ParameterError
+from modelshare.common.trees.learners.random_tree import RandomDecisionTrees, random_structure
+from modelshare.common.trees.tree import CategorySet, Interval, Tree
 
 MIXED = Schema(
     (

@@ -1,4 +1,4 @@
-"""Numbers for people (`common.trees.readable`): integer thresholds that admit exactly the same values, no
+"""Numbers for people (`modelshare.common.trees.readable`): integer thresholds that admit exactly the same values, no
 scientific notation, thousands separators, whole-number count axes; and report.html on Adult reads that way."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.data.schema import NumericAttribute
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import tree_to_pb
-from common.trees.learners import CartTreeClassifier
-from common.trees.readable import grouped, integer_span, numeric_condition, plain_number
-from common.trees.tree import Interval
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.schema import NumericAttribute
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import tree_to_pb
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.readable import grouped, integer_span, numeric_condition, plain_number
+from modelshare.common.trees.tree import Interval
 from modelshare.report_html import _count_axis, _figure, study_report, write_report
 from tests.federation_helpers import study_spec
 

@@ -11,20 +11,20 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
-from common.federation.serde import study_from_pb
-from common.federation.signing import generate_signing_key
-from common.mechanisms import registry
-from common.mechanisms.pruning import release_unchanged
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import CODES, SENTENCES, Refusal, describe, refusal_message
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import generate_signing_key
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.pruning import release_unchanged
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.daemon import OwnerDaemon
+from modelshare.owner_node.status import read_status
+from modelshare.owner_node.training import EmptyRelease, build_submission
 from modelshare.simulate import _owners_table
 from modelshare.simulate_hints import REFUSAL_HINTS, refusal_hints
-from owner_node.budget import Ledger
-from owner_node.daemon import OwnerDaemon
-from owner_node.status import read_status
-from owner_node.training import EmptyRelease, build_submission
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
 SECRET = "secret-cell-7731"

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.datasets import load_dataset
-from common.federation.model_io import read_model
-from common.federation.serde import study_from_pb
-from common.mechanisms import registry
-from common.mechanisms.registry import Mechanism
-from common.mechanisms.release import release
-from common.privacy.report import PrivacyReport, Release
 from modelshare.cli import main
-from owner_node.policy import Policy
+from modelshare.common.audit.release import audit
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.model_io import read_model
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.registry import Mechanism
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import PrivacyReport, Release
+from modelshare.owner_node.policy import Policy
 from tests import toy_mechanism
 from tests.federation_helpers import study_spec
 

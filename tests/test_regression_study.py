@@ -12,28 +12,28 @@ import grpc
 import numpy as np
 import pytest
 
-from common.audit.release import audit
-from common.data.regression import RegressionSchema
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
-from common.data.task import load_regression_table, load_schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.signing import sign_payload
-from common.federation.study import StudyError, load_study_file, spec_from_mapping
-from common.federation.wire import WireError, decode_model, model_message
-from common.mechanisms import registry
-from common.mechanisms.release import release
-from common.privacy.report import PrivacyReport, Release
-from common.trees.metrics import mae, rmse
-from miner_node.dp_pgen import PGEN_LEAF_SHARE
-from miner_node.global_models import make_regression_model
 from modelshare.admin import results_dict, write_results
 from modelshare.cli import build_parser, main
+from modelshare.common.audit.release import audit
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.task import load_regression_table, load_schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.study import StudyError, load_study_file, spec_from_mapping
+from modelshare.common.federation.wire import WireError, decode_model, model_message
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import PrivacyReport, Release
+from modelshare.common.trees.metrics import mae, rmse
+from modelshare.miner_node.dp_pgen import PGEN_LEAF_SHARE
+from modelshare.miner_node.global_models import make_regression_model
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.daemon import OwnerDaemon
+from modelshare.owner_node.training import build_submission
 from modelshare.report_html import study_report, write_report
 from modelshare.simulate import prepare
-from owner_node.budget import Ledger
-from owner_node.daemon import OwnerDaemon
-from owner_node.training import build_submission
 from tests.federation_helpers import REGRESSION_SCHEMA as SCHEMA
 from tests.federation_helpers import Federation, make_federation, regression_rows
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.refusal import Refusal
-from common.federation.wire import tree_to_pb
-from common.trees.learners import CartTreeClassifier
-from miner_node.tasks import ClassificationTask
 from modelshare.admin import write_results
 from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.refusal import Refusal
+from modelshare.common.federation.wire import tree_to_pb
+from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.miner_node.tasks import ClassificationTask
 from modelshare.report_html import study_report, write_report
 from modelshare.report_trees import draw_tree
 from tests.federation_helpers import study_spec

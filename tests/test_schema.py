@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.data.domain_fit import fit_to_domain
-from common.data.regression import RegressionSchema
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.domain_fit import fit_to_domain
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 
 def frame() -> pd.DataFrame:
@@ -148,7 +148,7 @@ def test_encode_is_vectorized_on_large_tables():
 
 
 def test_fit_to_domain_clamps_rounds_and_drops_row_by_row():
-    """What a dp or dps study does with values outside the public domain (`common.data.domain_fit`)."""
+    """What a dp or dps study does with values outside the public domain (`modelshare.common.data.domain_fit`)."""
     schema = Schema((NumericAttribute("age", 0.5, 99.5, integer=True), NumericAttribute("w", -1.0, 1.0),
                      CategoricalAttribute("job", ("a", "b"))), "cls", ("x", "y"))
     raw = pd.DataFrame({"age": ["30", "120", "-4", "7.6", "n/a", "40"], "w": [0.5, 3.0, -9.0, 0.0, 0.0, 0.0],

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 import tomllib
 
-from common.data.datasets import load_dataset, load_table
-from common.data.schema import NumericAttribute, Schema, SchemaError
-from common.federation.wire import schema_from_pb, schema_to_pb
-from miner_node.pgen import pgen, uniform_rows
 from modelshare.cli import main
 from modelshare.cli_schema import round_outward
+from modelshare.common.data.datasets import load_dataset, load_table
+from modelshare.common.data.schema import NumericAttribute, Schema, SchemaError
+from modelshare.common.federation.wire import schema_from_pb, schema_to_pb
+from modelshare.miner_node.pgen import pgen, uniform_rows
 
 
 @pytest.fixture
@@ -122,8 +122,8 @@ def test_an_integer_attribute_refuses_fractions_travels_and_pgen_draws_whole_num
     assert "integer" not in plain.to_dict()["attributes"][0]  # old schemas keep their fingerprint
     with pytest.raises(SchemaError, match="not a whole number"):
         schema.encode(pd.DataFrame({"age": [30, 30.5], "ratio": [0.1, 0.2], "c": ["a", "b"]}))
-    from common.mechanisms.release import release
-    from common.trees.learners import make_learner
+    from modelshare.common.mechanisms.release import release
+    from modelshare.common.trees.learners import make_learner
 
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.integers(0, 121, 2000), rng.random(2000)]).astype(float)
@@ -169,7 +169,7 @@ def test_pgen_writes_integer_columns_as_integers(tmp_path, capsys):
 
 
 def test_infer_drafts_a_regression_schema_with_the_given_target_bounds(tmp_path, capsys):
-    from common.data.task import load_schema
+    from modelshare.common.data.task import load_schema
 
     rng = np.random.default_rng(0)
     pd.DataFrame({"a": rng.uniform(0.2, 6.9, 80), "k": rng.integers(1, 8, 80), "q": rng.uniform(0, 10, 80)}).to_csv(

@@ -23,11 +23,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common.federation.kit import TlsFiles
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.signing import sign_payload
-from common.federation.wire import (
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import (
     model_message,
     new_nonce,
     report_from_pb,
@@ -35,10 +35,10 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
-from common.mechanisms.release import release as release_model
-from common.privacy.attacks import attack_report
-from common.trees.tree import Node, Tree
-from miner_node.store import verify_log
+from modelshare.common.mechanisms.release import release as release_model
+from modelshare.common.privacy.attacks import attack_report
+from modelshare.common.trees.tree import Node, Tree
+from modelshare.miner_node.store import verify_log
 from modelshare.provision import issue_throwaway_federation, revoke_party
 from tests.federation_helpers import (
     MinerStubs,
@@ -187,7 +187,7 @@ def test_an_owner_cannot_speak_for_another_owner(fed):
     code, why = refused(site_a.Submit, forged)
     assert code == grpc.StatusCode.UNAUTHENTICATED and "signature does not verify" in why
     # a key that is on no roster
-    from common.federation.signing import generate_signing_key
+    from modelshare.common.federation.signing import generate_signing_key
 
     code, why = refused(site_a.Submit, sign_payload(message, generate_signing_key()))
     assert code == grpc.StatusCode.UNAUTHENTICATED and "is not on the miner's roster" in why
@@ -370,8 +370,8 @@ def test_closed_studies_take_no_answers(fed):
 # ------------------------------------------------------------------ the owner checks whom it talks to
 @pytest.mark.parametrize("miner_name, state", [("site-b", "a owner"), ("nobody", "absent")])
 def test_an_owner_daemon_refuses_a_miner_the_roster_does_not_name_as_miner(fed, miner_name, state):
-    from owner_node.config import OwnerConfig, OwnerConfigError
-    from owner_node.daemon import OwnerDaemon
+    from modelshare.owner_node.config import OwnerConfig, OwnerConfigError
+    from modelshare.owner_node.daemon import OwnerDaemon
 
     kit = fed.kits["site-a"]
     path = kit / f"owner-{miner_name}.toml"  # the kit's config plus a [data] table (kits are issued without one)
@@ -383,8 +383,8 @@ def test_an_owner_daemon_refuses_a_miner_the_roster_does_not_name_as_miner(fed, 
 
 
 def test_an_insecure_miner_refuses_every_admin_call_to_a_caller_without_identity(tmp_path):
-    from common.mechanisms import registry
-    from miner_node.server import start_miner
+    from modelshare.common.mechanisms import registry
+    from modelshare.miner_node.server import start_miner
 
     federation = make_federation(tmp_path, ["site-a"])
     miner = start_miner(federation.miner_config(), mechanisms=registry.names(), insecure=True)

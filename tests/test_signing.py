@@ -1,4 +1,4 @@
-"""Ed25519 envelopes and signing key files (`common.federation.signing`)."""
+"""Ed25519 envelopes and signing key files (`modelshare.common.federation.signing`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.signing import (
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.signing import (
     SignatureError,
     generate_signing_key,
     key_id,

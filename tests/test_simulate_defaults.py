@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.privacy.requirements import path_rule
 from modelshare.cli import main
+from modelshare.common.privacy.requirements import path_rule
 from modelshare.simulate_hints import unsatisfiable_hint, whole_table_hints
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from common.federation.config_file import read_toml
-from common.federation.study import load_study_file
-from common.mechanisms import registry
 from modelshare.cli import build_parser
+from modelshare.common.federation.config_file import read_toml
+from modelshare.common.federation.study import load_study_file
+from modelshare.common.mechanisms import registry
+from modelshare.owner_node.policy import Policy
 from modelshare.simulate import prepare
-from owner_node.policy import Policy
 
 
 def _prepare(tmp_path, *flags):

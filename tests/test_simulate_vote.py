@@ -13,22 +13,22 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from common.data.datasets import load_dataset
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.study import spec_from_mapping
-from common.federation.wire import decode_model, tree_to_pb
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.tree_vote import TREE_VOTE
 from modelshare import simulate
 from modelshare.admin import results_dict, status_dict
 from modelshare.cli import main
 from modelshare.cli_common import out
 from modelshare.cli_federation import results_renderables
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import decode_model, tree_to_pb
 from modelshare.legend import LEGEND, legend_lines
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.tree_vote import TREE_VOTE
+from modelshare.owner_node.training import build_submission
 from modelshare.pipeline import stratified_parts
 from modelshare.report_html import study_report, write_report
-from owner_node.training import build_submission
 
 OWNERS = 3
 

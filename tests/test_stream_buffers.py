@@ -21,12 +21,12 @@ from typing import Iterator
 import grpc
 import pytest
 
-from common.federation.chunks import Reassembly, envelope_chunks
-from common.federation.pb import federation_pb2 as fpb
-from common.mechanisms import registry
-from miner_node.server import start_miner
-from miner_node.store import verify_log
-from owner_node.daemon import is_final_failure
+from modelshare.common.federation.chunks import Reassembly, envelope_chunks
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.mechanisms import registry
+from modelshare.miner_node.server import start_miner
+from modelshare.miner_node.store import verify_log
+from modelshare.owner_node.daemon import is_final_failure
 from tests.federation_helpers import make_federation, signed_model, study_spec, wait_until
 
 MiB = 2**20
@@ -59,10 +59,10 @@ def _killed_client(fed, owner: str, data: bytes, study_id: str) -> int:
     code = f"""
 import os, signal, sys
 from pathlib import Path
-from common.federation.chunks import envelope_chunks
-from common.federation.dial import dial_miner
-from common.federation.kit import TlsFiles
-from common.federation.pb import federation_pb2_grpc as fgrpc
+from modelshare.common.federation.chunks import envelope_chunks
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 stub = fgrpc.OwnerExchangeStub(dial_miner({fed.address!r}, TlsFiles.in_kit(Path({str(fed.kits[owner])!r})), "miner"))
 data = Path({str(answer)!r}).read_bytes()
 def pieces():

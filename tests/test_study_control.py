@@ -15,12 +15,12 @@ import threading
 import grpc
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from miner_node.store import Store, verify_log
 from modelshare.cli import main
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.store import Store, verify_log
+from modelshare.owner_node.budget import Ledger
+from modelshare.owner_node.daemon import OwnerDaemon
 from modelshare.provision import set_miner_port
-from owner_node.budget import Ledger
-from owner_node.daemon import OwnerDaemon
 from tests.federation_helpers import CLI, Federation, car_tables, deal, make_federation, signed_model, study_spec
 
 OWNERS = ["site-a", "site-b"]

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.study import StudyError, load_study_file, spec_from_mapping
-from common.federation.wire import disclosure_from_pb
 from modelshare.cli import build_parser, main
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.study import StudyError, load_study_file, spec_from_mapping
+from modelshare.common.federation.wire import disclosure_from_pb
+from modelshare.owner_node.daemon import OwnerDaemon
 from modelshare.provision import set_miner_port
 from modelshare.simulate import prepare
-from owner_node.daemon import OwnerDaemon
 from tests.federation_helpers import REGRESSION_SCHEMA, car_tables, make_federation
 
 # What differs between any two studies of the same release and mining: who, when, and the schema's source.

@@ -9,19 +9,19 @@ import json
 import numpy as np
 import pytest
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_from_pb
-from common.federation.wire import DecodedModel
-from common.privacy.combining import NO_COMPOSITION, cap, read_study, release_verdict
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import CLDiversity, KAnonymity
-from common.trees.tree import CategorySet, Edge, Node, Tree
-from miner_node.mining import AcceptedModel, mine
 from modelshare.admin import results_dict, status_dict
 from modelshare.cli import main
 from modelshare.cli_common import out
 from modelshare.cli_federation import results_renderables
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.wire import DecodedModel
+from modelshare.common.privacy.combining import NO_COMPOSITION, cap, read_study, release_verdict
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import CLDiversity, KAnonymity
+from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.miner_node.mining import AcceptedModel, mine
 from modelshare.provision import set_miner_port
 from modelshare.report_html import render_report, study_report
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec

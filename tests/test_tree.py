@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.federation.wire import tree_from_pb, tree_to_pb
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
 
 SCHEMA = Schema(
     (CategoricalAttribute("A", ("a1", "a2", "a3")), NumericAttribute("X", 0.0, 100.0)),

@@ -5,25 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.data.datasets import load_dataset
-from common.federation.serde import study_from_pb
-from common.federation.study import spec_from_mapping
-from common.federation.wire import decode_model, model_message
-from common.mechanisms.release import local_learner, release
-from common.study import WITHOUT_SETTINGS
-from common.trees.metrics import accuracy
-from miner_node.dask_engine import EngineError, check_models
-from miner_node.global_models import (
+from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.serde import study_from_pb
+from modelshare.common.federation.study import spec_from_mapping
+from modelshare.common.federation.wire import decode_model, model_message
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.common.study import WITHOUT_SETTINGS
+from modelshare.common.trees.metrics import accuracy
+from modelshare.miner_node.dask_engine import EngineError, check_models
+from modelshare.miner_node.global_models import (
     CLASSIFICATION_MODELS,
     GLOBAL_MODELS,
     RELEASE_MODELS,
     build_release_model,
     make_global_model,
 )
-from miner_node.mining import AcceptedModel, Evaluation, mine
-from miner_node.pgen import leaf_class_distributions
-from miner_node.tree_vote import TREE_VOTE, TreeVote
-from modelshare.cli import main
+from modelshare.miner_node.mining import AcceptedModel, Evaluation, mine
+from modelshare.miner_node.pgen import leaf_class_distributions
+from modelshare.miner_node.tree_vote import TREE_VOTE, TreeVote
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from common.federation.model_io import (
+from modelshare.common.federation.model_io import (
     read_model,
     read_model_file,
     read_tree,
@@ -18,10 +18,10 @@ from common.federation.model_io import (
     write_release,
     write_tree,
 )
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import model_pb2 as mpb
-from common.federation.signing import SignatureError, generate_signing_key, verify_envelope
-from common.federation.wire import (
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import model_pb2 as mpb
+from modelshare.common.federation.signing import SignatureError, generate_signing_key, verify_envelope
+from modelshare.common.federation.wire import (
     WireError,
     decode_model,
     model_message,
@@ -32,9 +32,9 @@ from common.federation.wire import (
     tree_from_pb,
     tree_to_pb,
 )
-from common.mechanisms.release import release
-from common.trees.learners import make_learner
-from common.trees.tree import Interval, TreeError
+from modelshare.common.mechanisms.release import release
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import Interval, TreeError
 
 ROOT = Path(__file__).resolve().parents[1]
 

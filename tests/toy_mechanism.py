@@ -16,14 +16,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.mechanisms.registry import Mechanism, PseudoData
-from common.privacy.checks import Check, integer_counts_check, recomputed
-from common.privacy.noise import Randomness, noisy_counts
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import DP
-from common.trees.rebuild import release_leaf_counts
-from common.trees.tree import Node, Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.registry import Mechanism, PseudoData
+from modelshare.common.privacy.checks import Check, integer_counts_check, recomputed
+from modelshare.common.privacy.noise import Randomness, noisy_counts
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.rebuild import release_leaf_counts
+from modelshare.common.trees.tree import Node, Tree
 
 NAME = "toy-histogram"
 POST_PROCESSING = "integer noisy class histogram clamped at 0"
@@ -54,7 +54,7 @@ PSEUDO_ROWS = "toy-histogram: rows drawn from the averaged noisy class histogram
 def pseudo_rows(trees: Sequence[Tree], report: PrivacyReport, scale: float, rng: np.random.Generator,
                 class_assignment: str) -> tuple[np.ndarray, np.ndarray]:
     """The toy's own pseudo-data step: ``scale`` times the mean released total, classes by the mean histogram."""
-    from miner_node.pgen import uniform_rows  # the miner's process runs this step
+    from modelshare.miner_node.pgen import uniform_rows  # the miner's process runs this step
 
     counts = np.mean([tree.root.counts for tree in trees], axis=0)
     n = max(int(round(scale * counts.sum())), 1)

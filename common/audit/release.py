@@ -10,7 +10,7 @@ with the reported ones. Then it parses the claimed requirement again and:
 * for ``dps`` (a k-AnonToRdt ensemble): checks that no released nonzero (node, class) count of
   any tree is below k, that the parameters restate the requirement (k, beta, epsilon, trees, and
   as many trees as stated, none deeper than the stated depth), and recomputes delta per tree and
-  composed (`common.privacy.dps`) to compare with the stated ones and the guarantee text. The sampling
+  composed (`modelshare.common.privacy.dps`) to compare with the stated ones and the guarantee text. The sampling
   itself cannot be seen in the release; what can be re-checked is that the release is a strongly
   safe k-anonymization of *some* sample and that the stated accounting follows from its setting;
 * for ``dp`` (an eps-DP ensemble such as laplace-rdt): checks that the parameters restate the
@@ -18,8 +18,8 @@ with the reported ones. Then it parses the claimed requirement again and:
   guarantee text) and the mechanism's own re-derivable accounting (laplace-rdt: the noise scale
   per count is trees * sensitivity / epsilon with sensitivity 1, and the counts are non-negative
   integers as its post-processing states). Whether noise was drawn at all cannot be seen in one
-  release; `common.audit.dp.estimate` tests that empirically. A dp release's class histogram
-  (``class_prior``, `common.mechanisms.class_prior`) is re-derived too: its share of the epsilon, scale,
+  release; `modelshare.common.audit.dp.estimate` tests that empirically. A dp release's class histogram
+  (``class_prior``, `modelshare.common.mechanisms.class_prior`) is re-derived too: its share of the epsilon, scale,
   counts and decline threshold; the mechanism's own checks run at the trees' share, and a declined
   release must be the histogram alone.
 
@@ -37,21 +37,21 @@ from typing import Sequence, overload
 
 import numpy as np
 
-from common.data.schema import DATA_DERIVED
-from common.mechanisms import registry
-from common.mechanisms.class_prior import (
+from modelshare.common.data.schema import DATA_DERIVED
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import (
     PRIOR_PARAMETER,
     class_prior_checks,
     class_prior_of,
     default_decline_rows,
     tree_requirement,
 )
-from common.privacy.attacks import AttackReport, ensemble_attack_report
-from common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
-from common.privacy.combining import release_verdict
-from common.privacy.noise import SecureNoise, SeededNoise
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import (
+from modelshare.common.privacy.attacks import AttackReport, ensemble_attack_report
+from modelshare.common.privacy.checks import Check, misstated, numeric_parameter, public_cuts_check, single_child_check
+from modelshare.common.privacy.combining import release_verdict
+from modelshare.common.privacy.noise import SecureNoise, SeededNoise
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import (
     DP,
     DPS,
     CLDiversity,
@@ -61,8 +61,8 @@ from common.privacy.requirements import (
     leaf_stats,
     parse_requirement,
 )
-from common.trees.regression import RegressionForest, RegressionTree
-from common.trees.tree import Tree, counts_match
+from modelshare.common.trees.regression import RegressionForest, RegressionTree
+from modelshare.common.trees.tree import Tree, counts_match
 
 __all__ = ["Check", "PathAudit", "AuditResult", "audit", "RegressionAuditResult"]
 
@@ -141,7 +141,7 @@ def _implied_counts(tree: Tree) -> np.ndarray:
 def _inner_failure(tree: Tree) -> str | None:
     """Why an inner node of ``tree`` differs from what its children imply (exact sums, or Eq. 1), or None.
 
-    Checked node by node against the node's own children (Eq. 1 as in `common.trees.rebuild.eq1_counts`,
+    Checked node by node against the node's own children (Eq. 1 as in `modelshare.common.trees.rebuild.eq1_counts`,
     applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node then
     derives from the leaves alone. A tie between classes may be broken either way.
     """
@@ -288,7 +288,7 @@ def _domain_check(trees: Sequence[Tree], report: PrivacyReport) -> Check:
 
 
 def _noise_check(report: PrivacyReport, seeded_ok: bool) -> Check:
-    """A dp or dps release's secret draws came from the secure samplers (`common.privacy.noise.SecureNoise`).
+    """A dp or dps release's secret draws came from the secure samplers (`modelshare.common.privacy.noise.SecureNoise`).
 
     A seeded release can be replayed by whoever knows the seed (the noise subtracted, the samples
     named), so its guarantee holds against nobody who does; the report says which source was used.
@@ -321,7 +321,7 @@ def _family_mechanism(report: PrivacyReport, family: str) -> tuple[Check, regist
 def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, seeded_ok: bool) -> list[Check]:
     """The checks of a ``dp`` claim: a known mechanism, its parameters and accounting, no per-path claims.
 
-    A release with a class histogram (``class_prior``, `common.mechanisms.class_prior`) gets its checks too,
+    A release with a class histogram (``class_prior``, `modelshare.common.mechanisms.class_prior`) gets its checks too,
     and the mechanism's own accounting is re-derived at the trees' share of the epsilon; a declined release
     (the histogram alone) has no trees of the mechanism to check.
     """
@@ -387,7 +387,7 @@ READER_CHECK = "a reader of the whole release"
 
 
 def reader_check(trees: Sequence[Tree], requirement: PathRequirement) -> Check:
-    """The release-level check (`common.privacy.combining`): under (c,l)-diversity of the whole release no leaf
+    """The release-level check (`modelshare.common.privacy.combining`): under (c,l)-diversity of the whole release no leaf
     lets the combining reader believe beyond the requirement; a per-leaf promise and k-anonymity are measured only."""
     judged = isinstance(requirement, CLDiversity) and not requirement.per_leaf
     verdict = release_verdict(trees, requirement if isinstance(requirement, CLDiversity) else None)

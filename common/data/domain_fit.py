@@ -19,7 +19,7 @@ Each rule sends one row to one row or to none, so tables that differ by one adde
 still do after the fit, and the mechanism's add/remove-one-row guarantee holds for the fitted table
 as for the raw one. The counts (`DomainFit`) are for the owner's own log and ``modelshare owner
 check``; nothing built from them is sent. Missing values are settled before this, by the site's
-``missing`` policy (`common.data.datasets.loading.settle_missing`).
+``missing`` policy (`modelshare.common.data.datasets.loading.settle_missing`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from common.data.regression import RegressionSchema
-from common.data.schema import NumericAttribute, Schema, SchemaError
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import NumericAttribute, Schema, SchemaError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from common.data.schema import (
+from modelshare.common.data.schema import (
     ATTRIBUTE_SOURCE,
     DATA_DERIVED,
     PUBLIC,
@@ -35,7 +35,7 @@ class RegressionSchema:
     ``target.low`` and ``target.high`` are the public bounds the target is scaled from (to [0, 1],
     clipped): they must not be read from the private rows. A schema file declares one with
     ``task = "regression"`` and a ``target`` table next to the usual ``attributes`` (`from_dict`);
-    it travels as a ``Schema`` message whose ``target`` field is set (`common.federation.wire`), and it offers
+    it travels as a ``Schema`` message whose ``target`` field is set (`modelshare.common.federation.wire`), and it offers
     what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
     `encode`, `decode`, `save`, `fingerprint`), so owners read their tables the same way for either task.
     ``data_derived`` marks attributes read off a table (as `Schema.data_derived` does; the target's
@@ -121,7 +121,7 @@ class RegressionSchema:
         return {**found, "domain": DATA_DERIVED} if self.data_derived else found
 
     def save(self, path: str | Path) -> None:
-        """Write the schema as JSON (`to_dict`), readable by `common.data.task.load_schema`."""
+        """Write the schema as JSON (`to_dict`), readable by `modelshare.common.data.task.load_schema`."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod

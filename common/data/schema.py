@@ -18,7 +18,7 @@ ignored as before.
 
 A schema file may state ``task = "classification"`` (the default, and the only task `Schema`
 reads); a regression schema (``task = "regression"``, a numeric target with public bounds) is a
-`common.data.regression.RegressionSchema`, and `common.data.task.load_schema` reads either kind.
+`modelshare.common.data.regression.RegressionSchema`, and `modelshare.common.data.task.load_schema` reads either kind.
 
 pandas is imported by the methods that take or make tables, not with the module: the owner's
 health probe (``modelshare owner status``) reads its config, and with it this module, and must
@@ -138,7 +138,7 @@ class NumericAttribute:
     ``cuts`` are the public cut points a released tree may split this attribute at (``x <= c``),
     increasing and strictly inside the range; without them `cut_points` is the even grid of
     `DEFAULT_CELLS` cells over ``[low, high]``. A tree released under a privacy requirement splits
-    only there, never at a midpoint of two private values (`common.trees.learners.public_cuts`).
+    only there, never at a midpoint of two private values (`modelshare.common.trees.learners.public_cuts`).
     """
 
     name: str

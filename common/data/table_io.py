@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.files import atomic_write_via
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.files import atomic_write_via
 
 __all__ = ["write_table_chunks"]
 

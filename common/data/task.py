@@ -3,7 +3,7 @@
 A federation declares its task in the public schema. A classification schema (`Schema`) names
 the class column and its classes, exactly as before; a schema file that says
 ``task = "regression"`` names instead a numeric ``target`` with its public bounds ``low`` and
-``high`` and is read as a `common.data.regression.RegressionSchema`::
+``high`` and is read as a `modelshare.common.data.regression.RegressionSchema`::
 
     {"task": "regression",
      "target": {"name": "quality", "low": 0, "high": 10},
@@ -24,9 +24,9 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 
-from common.data.datasets.loading import load_table, read_frame
-from common.data.regression import REGRESSION_TASK, RegressionSchema
-from common.data.schema import (
+from modelshare.common.data.datasets.loading import load_table, read_frame
+from modelshare.common.data.regression import REGRESSION_TASK, RegressionSchema
+from modelshare.common.data.schema import (
     CLASSIFICATION_TASK,
     NumericAttribute,
     Schema,
@@ -96,7 +96,7 @@ def load_regression_table(
     Parameters
     ----------
     path:
-        The table file (read by `common.data.datasets.loading.read_frame`).
+        The table file (read by `modelshare.common.data.datasets.loading.read_frame`).
     target:
         The numeric target column.
     schema:

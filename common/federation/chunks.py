@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterator
 
-from common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2 as fpb
 
 __all__ = [
     "CHUNK_BYTES",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import grpc
 
-from common.federation.kit import TlsFiles
+from modelshare.common.federation.kit import TlsFiles
 
 __all__ = ["dial_miner", "MAX_MESSAGE_BYTES"]
 

@@ -29,8 +29,8 @@ from typing import Literal, Sequence
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import new_nonce
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import new_nonce
 
 __all__ = ["CLOCK_SKEW", "REJECTION", "SENT_AT", "Staleness", "restamp", "sent_at", "staleness", "trailing_verdict"]
 

@@ -5,7 +5,7 @@
     ca.crt          the project CA certificate (PEM)
     tls.crt         the party's certificate, signed by the CA; subject CN = the party's name
     tls.key         its private key (PKCS8 PEM), mode 0600
-    signing.key     its Ed25519 signing key (`common.federation.signing` format), mode 0600
+    signing.key     its Ed25519 signing key (`modelshare.common.federation.signing` format), mode 0600
     roster.json     the roster: every party's name, role, signing key and certificate digest
     <role>.toml     a ready configuration: miner.toml, owner.toml or admin.toml
 
@@ -41,8 +41,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import AfterValidator
 
-from common.federation.config_file import ConfigModel, Text
-from common.federation.signing import (
+from modelshare.common.federation.config_file import ConfigModel, Text
+from modelshare.common.federation.signing import (
     KEY_ID_PREFIX,
     SignatureError,
     key_id,
@@ -50,7 +50,7 @@ from common.federation.signing import (
     public_key_to_text,
     require_private_file,
 )
-from common.files import atomic_write
+from modelshare.common.files import atomic_write
 
 __all__ = [
     "NAME_PATTERN",

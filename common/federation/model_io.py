@@ -2,7 +2,7 @@
 
 An unsigned file is a ``ModelMessage`` in JSON; a signed file is a ``SignedEnvelope`` in JSON
 whose ``payload`` (base64) is the serialized ModelMessage, exactly the bytes that cross the wire.
-Reading never trusts the file: the message is decoded and validated by `common.federation.wire`, and any
+Reading never trusts the file: the message is decoded and validated by `modelshare.common.federation.wire`, and any
 fault names the file. Writes are atomic: a partial file never replaces a good one.
 """
 
@@ -16,12 +16,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.signing import sign_payload
-from common.federation.wire import MAX_TREES, DecodedModel, WireError, decode_model, model_message
-from common.files import atomic_write
-from common.privacy.report import PrivacyReport, Release
-from common.trees.tree import Tree, TreeError
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.signing import sign_payload
+from modelshare.common.federation.wire import MAX_TREES, DecodedModel, WireError, decode_model, model_message
+from modelshare.common.files import atomic_write
+from modelshare.common.privacy.report import PrivacyReport, Release
+from modelshare.common.trees.tree import Tree, TreeError
 
 __all__ = ["ModelFile", "read_model_file", "read_model", "read_tree", "write_message", "write_release", "write_tree"]
 

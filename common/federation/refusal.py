@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import new_nonce, now_timestamp
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import new_nonce, now_timestamp
 
 __all__ = ["CODES", "SENTENCES", "Code", "Refusal", "describe", "refusal_message"]
 

@@ -1,4 +1,4 @@
-"""A study on the wire: `common.study.Study` to and from the ``StudySpec`` message.
+"""A study on the wire: `modelshare.common.study.Study` to and from the ``StudySpec`` message.
 
 The one place the study's protobuf form is read or written, as Flower keeps its messages in
 ``common/serde.py``: the admin encodes the study it read from ``study.toml``, the miner stores the
@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from common.data.schema import Schema
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.wire import WireError, disclosure_from_pb, disclosure_to_pb, schema_from_pb, schema_to_pb
-from common.privacy.requirements import RequirementError, parse_requirement
-from common.study import ModelSetting, ParameterValue, Study, StudyError, Training
-from common.trees.learners import UNPRUNED
+from modelshare.common.data.schema import Schema
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.wire import (
+    WireError,
+    disclosure_from_pb,
+    disclosure_to_pb,
+    schema_from_pb,
+    schema_to_pb,
+)
+from modelshare.common.privacy.requirements import RequirementError, parse_requirement
+from modelshare.common.study import ModelSetting, ParameterValue, Study, StudyError, Training
+from modelshare.common.trees.learners import UNPRUNED
 
 __all__ = ["parameter_from_pb", "parameter_to_pb", "study_from_pb", "study_to_pb"]
 

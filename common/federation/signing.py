@@ -6,8 +6,8 @@ key id, the lowercase hex SHA-256 of the raw 32-byte public key, which the roste
 
 Key files are PKCS8 PEM, unencrypted (the file mode is the protection, as for ssh keys): they are
 written atomically with mode 0600 set before any key byte reaches the disk, and reading refuses a
-file that group or others can access (`common.files.atomic_write`). `require_private_file` is
-shared with the other readers of kit material (`common.federation.kit`, `modelshare.provision`).
+file that group or others can access (`modelshare.common.files.atomic_write`). `require_private_file` is
+shared with the other readers of kit material (`modelshare.common.federation.kit`, `modelshare.provision`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from common.federation.pb import federation_pb2
-from common.files import atomic_write
+from modelshare.common.federation.pb import federation_pb2
+from modelshare.common.files import atomic_write
 
 __all__ = [
     "KEY_ID_PREFIX",

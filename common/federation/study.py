@@ -18,7 +18,7 @@ owners and checked against each owner's local policy, so there is one parser for
     [schema]
     dataset = "nursery"              # a bundled dataset's schema, or
     # file = "schema.json"           # a schema file (JSON or TOML), relative to study.toml; one that
-                                     # says task = "regression" (`common.data.task`) makes a regression study
+                                     # says task = "regression" (`modelshare.common.data.task`) makes a regression study
 
     [release]                        # required: a study without it, or without a mechanism, is refused
     mechanism = "apt"                # or "prune-leaf", "prune-parent", "kanon-rdt", "laplace-rdt", "none"
@@ -35,11 +35,11 @@ owners and checked against each owner's local policy, so there is one parser for
     confidence = 0.25                # optional, admissible only: C4.5 pruning, or "none" for the grown tree
 
 A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
-other, a ``dp`` requirement with the noise-based mechanisms (`common.mechanisms.registry`), and either asks for at most
-`common.federation.wire.MAX_TREES` trees (what a miner decodes).
+other, a ``dp`` requirement with the noise-based mechanisms (`modelshare.common.mechanisms.registry`), and either asks for at most
+`modelshare.common.federation.wire.MAX_TREES` trees (what a miner decodes).
 
 A regression study (its schema has a numeric ``target`` with public bounds) releases with a
-mechanism of `common.mechanisms.registry` with a regression trainer only (``diffpets`` and a ``dp:``
+mechanism of `modelshare.common.mechanisms.registry` with a regression trainer only (``diffpets`` and a ``dp:``
 requirement): owners release DiffPETs regression forests, and the miner learns regression global
 models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
 
@@ -48,16 +48,16 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
     pgen_scale = 10
     class_assignment = "exact"       # or "sample"
     off_path = "uniform"             # or "marginal", "class", "path": attributes a path leaves free drawn from
-                                     # the released paths' own law (`miner_node.offpath`)
+                                     # the released paths' own law (`modelshare.miner_node.offpath`)
     on_path = "uniform"              # the paper's, and the default; or "class": values inside a path's allowed
                                      # category set drawn from the class law all released paths determine
-                                     # (`miner_node.onpath`), the inference across leaves the owners meant to hide
+                                     # (`modelshare.miner_node.onpath`), the inference across leaves the owners meant to hide
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
     [global_models]                  # optional: how the miner sets each global model's hyperparameters
     decision-tree = "auto"           # cross-validated on the pseudo-data (never on raw or evaluation rows)
     naive-bayes = "fixed"            # the built-in rule (a dp study's decision tree: its leaf floor)
-    random-forest = { min_samples_leaf = 0.001 }   # given values (`common.study.settings`)
+    random-forest = { min_samples_leaf = 0.001 }   # given values (`modelshare.common.study.settings`)
 """
 
 from __future__ import annotations
@@ -69,16 +69,16 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AwareDatetime, Field, model_validator
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema, SchemaError
-from common.federation.config_file import ConfigModel, at_key, read_toml, validate_config
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.serde import study_to_pb
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
-from common.mechanisms.release import default_learner
-from common.privacy.requirements import RequirementError, parse_requirement
-from common.study import Study, StudyError, Training, settings_from_mapping
-from common.trees.learners import CATEGORY_SPLITS, PAIRINGS
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema, SchemaError
+from modelshare.common.federation.config_file import ConfigModel, at_key, read_toml, validate_config
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.serde import study_to_pb
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
+from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.privacy.requirements import RequirementError, parse_requirement
+from modelshare.common.study import Study, StudyError, Training, settings_from_mapping
+from modelshare.common.trees.learners import CATEGORY_SPLITS, PAIRINGS
 
 __all__ = ["StudyError", "StudyFile", "load_study_file", "spec_from_mapping", "new_study_id"]
 
@@ -92,7 +92,7 @@ class StudyFile:
 
     @property
     def spec(self) -> fpb.StudySpec:
-        """The study as the admin sends it (`common.federation.serde.study_to_pb`)."""
+        """The study as the admin sends it (`modelshare.common.federation.serde.study_to_pb`)."""
         return study_to_pb(self.study)
 
 
@@ -145,8 +145,8 @@ class _SchemaTable(ConfigModel):
 
     def load(self, base: Path, where: str) -> Schema | RegressionSchema:
         """The bundled dataset's schema, or the schema file's (relative to ``base``)."""
-        from common.data.datasets import bundled_schema
-        from common.data.task import load_schema
+        from modelshare.common.data.datasets import bundled_schema
+        from modelshare.common.data.task import load_schema
 
         try:
             return bundled_schema(self.dataset) if self.dataset is not None else load_schema(base / str(self.file))

@@ -18,15 +18,15 @@ from typing import Any, Sequence
 import numpy as np
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from common.data.regression import RegressionSchema
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
-from common.federation.pb import federation_pb2 as fpb
-from common.federation.pb import model_pb2 as mpb
-from common.privacy.attacks import AttackCounts, AttackReport
-from common.privacy.report import PathClaim, PrivacyReport, Release
-from common.study import MAX_TREES
-from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
-from common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import model_pb2 as mpb
+from modelshare.common.privacy.attacks import AttackCounts, AttackReport
+from modelshare.common.privacy.report import PathClaim, PrivacyReport, Release
+from modelshare.common.study import MAX_TREES
+from modelshare.common.trees.regression import RegressionForest, RegressionNode, RegressionTree
+from modelshare.common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree, TreeError
 
 __all__ = [
     "WireError",
@@ -55,7 +55,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 OVER_MINER_LIMIT = "this miner accepts at most"
 """The words of every miner refusal of a model for its trees or nodes: a fixed limit of the miner, so the
 owner treats the refusal as final (sending the same model again cannot pass)."""
-# MAX_TREES (most trees one ModelMessage may carry) is the study's rule: `common.study.MAX_TREES`.
+# MAX_TREES (most trees one ModelMessage may carry) is the study's rule: `modelshare.common.study.MAX_TREES`.
 
 
 class WireError(ValueError):
@@ -330,7 +330,7 @@ class DecodedModel:
 
     @property
     def released(self) -> tuple[Tree, ...] | RegressionForest:
-        """What was released, for `common.audit.release.audit`: the regression forest, or the trees."""
+        """What was released, for `modelshare.common.audit.release.audit`: the regression forest, or the trees."""
         return self.trees if self.forest is None else self.forest
 
 

@@ -5,14 +5,14 @@ its study's epsilon on the owner's class histogram (``prior_share``, `DEFAULT_PR
 study says otherwise; 0 is the papers' mechanisms unchanged) and the rest, ``(1 - share) * epsilon``,
 on the mechanism's own trees. The histogram's counts have L1 sensitivity 1 under add/remove one row,
 so discrete Laplace noise of scale ``1 / (share * epsilon)`` on every class, drawn by the release's secret
-sampler (`common.privacy.noise`), makes it ``share * epsilon``-DP; sequential composition with the
+sampler (`modelshare.common.privacy.noise`), makes it ``share * epsilon``-DP; sequential composition with the
 trees' ``(1 - share) * epsilon`` gives the study's epsilon. The noisy counts are clamped at 0.
 
 The miner sums the owners' histograms into the study's class prior: a model that predicts its
-majority class is the floor no global model should fall below (`miner_node.selection`).
+majority class is the floor no global model should fall below (`modelshare.miner_node.selection`).
 
 *Decline.* Right after the histogram is drawn, the owner compares its noisy total with a public
-threshold, `DECLINE_SIGNAL` times its mechanism's ``decline_rows`` (`common.mechanisms.registry`), a
+threshold, `DECLINE_SIGNAL` times its mechanism's ``decline_rows`` (`modelshare.common.mechanisms.registry`), a
 function of the trees' requirement, the depth and the public schema only. The default
 (`default_decline_rows`, `decline_threshold`) is the rows a release of ``trees`` trees of ``depth`` needs so
 that, spread evenly over the ``2^depth`` leaves and ``C`` classes of one full binary tree, each (leaf, class)
@@ -20,13 +20,13 @@ count holds one noise scale of the smallest any of laplace-rdt, DPEA and DiffPET
 ``trees / ((1 - share) * epsilon)`` (laplace-rdt's exactly; DPEA and DiffPETs spend part of each tree's
 budget on their splits, so their counts are noisier still). dpea-nb, whose budget goes mostly to
 per-leaf class histograms of every other attribute, counts those cells and their noise instead
-(`common.mechanisms.dpea_nb.decline_rows`). Below it the owner releases the
+(`modelshare.common.mechanisms.dpea_nb.decline_rows`). Below it the owner releases the
 histogram alone (as one root-only tree whose class counts are the noisy histogram) and spends nothing
 on trees: its release spends ``share * epsilon``, and it says why in a sentence that names only public
 numbers and the noisy total. The decision reads the histogram only, so it is post-processing of a DP
 output and discloses nothing beyond it.
 
-`class_prior_checks` re-derives all of it from the release for `common.audit.release`.
+`class_prior_checks` re-derives all of it from the release for `modelshare.common.audit.release`.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.privacy.checks import Check, recomputed
-from common.privacy.noise import SecretNoise, noisy_counts
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import DP
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.privacy.checks import Check, recomputed
+from modelshare.common.privacy.noise import SecretNoise, noisy_counts
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["DEFAULT_PRIOR_SHARE", "PAPER_PRIOR_SHARE", "DECLINE_SIGNAL", "SENSITIVITY", "PRIOR_PARAMETER",
            "ClassPrior", "Threshold", "check_prior_share", "decline_threshold", "default_decline_rows", "draw_class_prior",

@@ -35,7 +35,7 @@ noisy count and sum of the target). This follows the recommended implementation 
   one drawn for the stopping test and one drawn with the leaf's second half), clamped at 0 and
   rounded; its label is the argmax. A regression leaf releases (N', S'), the stopping test's noisy
   count and a noisy sum of the scaled target, and predicts clip(S' / max(N', 1), 0, 1).
-* *Noise on integers* (`common.privacy.noise`). Every noisy statistic is an integer plus discrete
+* *Noise on integers* (`modelshare.common.privacy.noise`). Every noisy statistic is an integer plus discrete
   Laplace noise from OpenDP's exact sampler, and the exponential mechanism's pick is OpenDP's exact
   Gumbel noisy-max; both are secret draws, never taken from the stream that draws the public
   candidates. A regression target scaled to [0, 1] is first rounded to the public grid of
@@ -69,9 +69,9 @@ mechanisms as in Dwork et al. 2006 and McSherry & Talwar 2007):
    reaching one is predicted by the other trees, exactly as a zero count would be), the regression
    leaf value S'/max(N', 1), prediction and PGEN are functions of the released values alone.
 
-Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
+Auditors (`modelshare.common.audit.release`, in the miner's verifier processes) import this module for its constants
 only, so it imports neither scikit-learn nor scipy: the row checks are imported on first use in
-``fit``. The empirical audit is `common.audit.dp.diffpets`.
+``fit``. The empirical audit is `modelshare.common.audit.dp.diffpets`.
 """
 
 from __future__ import annotations
@@ -83,20 +83,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Seq
 
 import numpy as np
 
-from common.data.regression import RegressionSchema
-from common.data.schema import (
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import (
     Attribute,
     CategoricalAttribute,
     NumericAttribute,
     Schema,
 )
-from common.params import check_positive_int, check_positive_real
-from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import Randomness, SecretNoise, to_grid
-from common.privacy.report import PrivacyReport
-from common.trees.rebuild import release_leaf_counts
-from common.trees.regression import RegressionForest, RegressionNode, RegressionTree
-from common.trees.tree import (
+from modelshare.common.params import check_positive_int, check_positive_real
+from modelshare.common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from modelshare.common.privacy.noise import Randomness, SecretNoise, to_grid
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.rebuild import release_leaf_counts
+from modelshare.common.trees.regression import RegressionForest, RegressionNode, RegressionTree
+from modelshare.common.trees.tree import (
     CategorySet,
     Constraint,
     Edge,
@@ -107,7 +107,7 @@ from common.trees.tree import (
 
 if TYPE_CHECKING:
 
-    from common.privacy.requirements import DP
+    from modelshare.common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
@@ -587,7 +587,7 @@ class DiffPets(_DiffPetsBase):
         ValueError
             Rows that do not fit the schema (naming the column and row), or more candidates than attributes.
         """
-        from common.trees.learners._data import check_xy  # see the module docstring
+        from modelshare.common.trees.learners._data import check_xy  # see the module docstring
 
         X, y = check_xy(schema, X, y)
         randomness = Randomness.of(rng)
@@ -656,7 +656,7 @@ class DiffPetsRegressor(_DiffPetsBase):
         ValueError
             Rows that do not fit the schema, a non-finite target (naming the row), more candidates than attributes.
         """
-        from common.trees.learners._data import check_xy  # see the module docstring
+        from modelshare.common.trees.learners._data import check_xy  # see the module docstring
 
         features = schema.features()
         y = np.asarray(y)

@@ -53,7 +53,7 @@ them:
   exp(eps'). ``"monotone"`` (the default) uses it: twice the paper's selection sharpness at the same
   claim, which on Adult at eps = 1 is worth several points of accuracy (EXPERIMENTS.md).
   ``"paper"`` keeps the paper's beta; its claim is then loose by the factor 2. The empirical audit
-  (`common.audit.dp.dpea`: the registered trainer end to end, and an exact-law fast path for
+  (`modelshare.common.audit.dp.dpea`: the registered trainer end to end, and an exact-law fast path for
   large trial counts) computes the exact loss of both and fails a selection sharper than either claims.
 * *Samplers (§2.5, §2.6).* ``exact`` (default) samples the exponential mechanism exactly by a
   sum-product recursion over the DAG of nodes (a node is a set of (attribute, value) constraints,
@@ -71,7 +71,7 @@ them:
   (`exact_sampler_check`): the miner refuses it.
 * *Leaves and post-processing.* Every leaf of the full structure, empty or not, gets
   count + discrete Laplace(1/eps') per class (an integer from OpenDP's exact sampler,
-  `common.privacy.noise`); each count is clamped at 0, the label is the
+  `modelshare.common.privacy.noise`); each count is clamped at 0, the label is the
   released argmax, inner counts are sums of their children, and leaves whose released counts are
   all 0 are dropped with any inner node left without children. All of that is a function of the
   released structure and counts alone, so it costs no privacy; a row reaching a dropped subtree
@@ -81,7 +81,7 @@ Why the full structure is materialised: every leaf must get noise, so a schema w
 full structure (the D largest arities multiplied out) exceeds ``max_nodes`` is refused before
 any row is read; the check is data-independent, so the refusal discloses nothing.
 
-Auditors (`common.audit.release`) import this module for its constants, so the row checks (and with them
+Auditors (`modelshare.common.audit.release`) import this module for its constants, so the row checks (and with them
 scikit-learn) are imported on first use in `DPEA.fit`.
 """
 
@@ -95,16 +95,16 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.params import check_positive_int, check_positive_real
-from common.privacy.checks import Check, integer_counts_check
-from common.privacy.noise import Randomness, SecretNoise, log_sum_exp, noisy_counts
-from common.privacy.report import PrivacyReport
-from common.trees.rebuild import release_leaf_counts
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.params import check_positive_int, check_positive_real
+from modelshare.common.privacy.checks import Check, integer_counts_check
+from modelshare.common.privacy.noise import Randomness, SecretNoise, log_sum_exp, noisy_counts
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.rebuild import release_leaf_counts
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 if TYPE_CHECKING:
-    from common.privacy.requirements import DP
+    from modelshare.common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
@@ -233,7 +233,7 @@ class Domain:
         return int(1 + sum(math.prod(int(x) for x in arities[:j]) for j in range(1, arities.size + 1)))
 
     def node_bytes(self) -> int:
-        """A bound on one released node's bytes on the wire (`common.federation.wire.tree_to_pb`), edge to it included.
+        """A bound on one released node's bytes on the wire (`modelshare.common.federation.wire.tree_to_pb`), edge to it included.
 
         protobuf fields, each with its tag: the node's entry (4: tag, length up to 3 bytes), label (6),
         hit and miss (9 each), the class counts (3 + 8 per class, packed doubles), the attribute (6);
@@ -796,7 +796,7 @@ class DPEA:
 
     def _prepare(self, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Domain, _Rows]:
         """The checked rows as codes, after the data-independent size checks."""
-        from common.trees.learners._data import check_xy  # see the module docstring
+        from modelshare.common.trees.learners._data import check_xy  # see the module docstring
 
         domain = Domain.of(schema, self.bins, self.max_arity)
         worst = domain.max_nodes(self.depth)
@@ -984,7 +984,7 @@ def accounting_errors(parameters: Mapping[str, Any]) -> list[str]:
     The setting (epsilon, trees, depth, embedding_depth, score, sampler, selection, bins, MCMC constants,
     max_rows) is read back from ``parameters`` and every derived value `DPEA.parameters` states
     (rounds, epsilon_per_tree, epsilon_per_step, score_sensitivity, noise_scale, guarantee_exact,
-    post_processing, ...) is recomputed and compared: what `common.audit.release` can check without the rows.
+    post_processing, ...) is recomputed and compared: what `modelshare.common.audit.release` can check without the rows.
     """
     stated = {field: parameters[key] for key, field in _SETTING_KEYS.items() if key in parameters}
     try:

@@ -49,18 +49,18 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from common.mechanisms import dpea
-from common.mechanisms.class_prior import DECLINE_SIGNAL
-from common.params import check_positive_real
-from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import Randomness, SecretNoise, noisy_counts
-from common.privacy.report import PrivacyReport
-from common.trees.rebuild import release_leaf_counts
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.mechanisms import dpea
+from modelshare.common.mechanisms.class_prior import DECLINE_SIGNAL
+from modelshare.common.params import check_positive_real
+from modelshare.common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from modelshare.common.privacy.noise import Randomness, SecretNoise, noisy_counts
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.rebuild import release_leaf_counts
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 if TYPE_CHECKING:
-    from common.privacy.requirements import DP
+    from modelshare.common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 MECHANISM = "dpea-nb"
-RELEASE_MODEL = "calibrated-nb"  # the miner's model of a dpea-nb release (`miner_node.calibrated_nb`)
+RELEASE_MODEL = "calibrated-nb"  # the miner's model of a dpea-nb release (`modelshare.miner_node.calibrated_nb`)
 TREE_SHARE = 0.18  # of eps: the DPEA root (the probe's best setting, EXPERIMENTS.md)
 HISTOGRAM_SHARE = 0.72  # of eps: the per-leaf class histograms
 CALIBRATION_SHARE = 0.10  # of eps: the temperature's exponential mechanism
@@ -325,7 +325,7 @@ class DpeaNb:
     def fit(self, schema: Schema, X: np.ndarray, y: np.ndarray,
             rng: int | np.random.Generator | Randomness | None = None) -> tuple[list[Tree], dict[str, Any]]:
         """The released trees (root, then one histogram tree per free attribute) and the stated parameters."""
-        from common.trees.learners._data import check_xy  # scikit-learn on first use, as dpea
+        from modelshare.common.trees.learners._data import check_xy  # scikit-learn on first use, as dpea
 
         X, y = check_xy(schema, X, y)
         randomness = Randomness.of(rng)
@@ -401,7 +401,7 @@ def release_shape(parameters: Mapping[str, Any], requirement: "DP") -> tuple[int
 
 
 def decline_rows(requirement: "DP", depth: int, schema: Schema) -> float:
-    """The noisy class total below which an owner declines a dpea-nb release (`common.mechanisms.class_prior`).
+    """The noisy class total below which an owner declines a dpea-nb release (`modelshare.common.mechanisms.class_prior`).
 
     Its budget goes mostly to the histograms: every class of every root leaf gets a histogram of each of the
     m = |A| - 1 other attributes, each count with noise of scale m / (`HISTOGRAM_SHARE` * eps). The rows

@@ -7,13 +7,13 @@ trees satisfy (beta, N_t·eps, N_t·delta)-DPS (Corollary 1) for ``0 < beta < 1`
 -ln(1 - beta). ``k = 0`` is the paper's non-private baseline (Table 6: "k = 0 means original
 decision tree without pruning"); with ``beta = 1`` as well it is Alg. 1.
 
-The training itself lives in `common.trees.learners.random_tree.RandomDecisionTrees` (Alg. 3 is Alg. 1
+The training itself lives in `modelshare.common.trees.learners.random_tree.RandomDecisionTrees` (Alg. 3 is Alg. 1
 with two changes, and its ``predict`` is Alg. 2); this module is the owner-side entry point that
 returns what is released, plus `counts_below_k`, a checker that reads only the released trees.
 
 ``kanon-rdt-log`` (`LOG_MECHANISM`) is the same mechanism with a public structure rule beyond the paper:
 numeric thresholds uniform on ``log(1 + x - low)`` of the public range instead of on ``x``
-(`common.trees.learners.random_tree`, ``thresholds="log"``). The structure still reads the schema
+(`modelshare.common.trees.learners.random_tree`, ``thresholds="log"``). The structure still reads the schema
 alone, so the proof, the accounting and the audit are kanon-rdt's; on Adult (k = 5) it lifts the miner's
 best global model from 0.826 to 0.832 (EXPERIMENTS.md, "k-AnonToRdt"). ``kanon-rdt`` stays the
 paper's and is what `modelshare experiment rdt` reproduces.
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.privacy.checks import Check, recomputed
-from common.privacy.noise import Randomness
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import DPS
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.privacy.checks import Check, recomputed
+from modelshare.common.privacy.noise import Randomness
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import DPS
+from modelshare.common.trees.tree import Tree
 
 if TYPE_CHECKING:
-    from common.trees.learners.random_tree import ThresholdScale
+    from modelshare.common.trees.learners.random_tree import ThresholdScale
 
 __all__ = ["MECHANISM", "LOG_MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k", "train_kanon_rdt",
            "train_kanon_rdt_log", "audit_checks"]
@@ -49,7 +49,7 @@ class KAnonRdtRelease:
     """The output of `kanon_rdt`.
 
     ``trees`` are released; ``sample_sizes`` (rows each tree counted) and ``structure_seed`` (the
-    seed of `common.trees.learners.random_tree.random_structure`) are for tests and audits, not release.
+    seed of `modelshare.common.trees.learners.random_tree.random_structure`) are for tests and audits, not release.
     """
 
     trees: list[Tree]
@@ -93,7 +93,7 @@ def kanon_rdt(
         Whether a numeric attribute may be split again below a split on it.
     thresholds:
         The scale numeric thresholds are drawn on: ``"uniform"`` (the paper's) or ``"log"``
-        (`common.trees.learners.random_tree.THRESHOLD_SCALES`).
+        (`modelshare.common.trees.learners.random_tree.THRESHOLD_SCALES`).
 
     Returns
     -------
@@ -105,9 +105,9 @@ def kanon_rdt(
     ValueError
         A parameter is invalid (naming it) or the rows do not fit the schema.
     """
-    # imported here, not at the top: auditors (the miner's verifier processes, `common.federation.study`) import
+    # imported here, not at the top: auditors (the miner's verifier processes, `modelshare.common.federation.study`) import
     # this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
-    from common.trees.learners.random_tree import RandomDecisionTrees
+    from modelshare.common.trees.learners.random_tree import RandomDecisionTrees
 
     randomness = Randomness.of(rng)
     model = RandomDecisionTrees(

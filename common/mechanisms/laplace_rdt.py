@@ -1,8 +1,8 @@
 """Laplace random decision trees (``laplace-rdt``): the classic eps-DP random forest, as a baseline.
 
-Every tree has the data-independent random structure of `common.trees.learners.random_tree`
+Every tree has the data-independent random structure of `modelshare.common.trees.learners.random_tree`
 (`random_structure`: splits drawn from the schema's attributes and public ranges, never from the
-rows), and releases its leaf class counts with discrete Laplace noise (`common.privacy.noise`).
+rows), and releases its leaf class counts with discrete Laplace noise (`modelshare.common.privacy.noise`).
 
 Privacy (neighbouring tables differ by one added or removed row):
 
@@ -23,10 +23,10 @@ Privacy (neighbouring tables differ by one added or removed row):
   trees, exactly as a zero count would be).
 
 `LaplaceRdt.noisy_counts` is the one place noise is drawn, and
-`common.privacy.noise.discrete_laplace_log_pmf` is the exact law of a released count, which the
-empirical audit (`common.audit.dp.rdt`, running `train_laplace_rdt` end to end) scores releases by.
+`modelshare.common.privacy.noise.discrete_laplace_log_pmf` is the exact law of a released count, which the
+empirical audit (`modelshare.common.audit.dp.rdt`, running `train_laplace_rdt` end to end) scores releases by.
 
-Auditors (`common.audit.release`, in the miner's verifier processes) import this module for its constants
+Auditors (`modelshare.common.audit.release`, in the miner's verifier processes) import this module for its constants
 only, so the random-tree code (and with it scikit-learn) is imported on first use in `LaplaceRdt.fit`.
 """
 
@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.params import check_positive_int, check_positive_real
-from common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
-from common.privacy.noise import Randomness, SecretNoise, noisy_counts
-from common.privacy.report import PrivacyReport
-from common.trees.rebuild import release_leaf_counts
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.params import check_positive_int, check_positive_real
+from modelshare.common.privacy.checks import Check, integer_counts_check, numeric_parameter, recomputed
+from modelshare.common.privacy.noise import Randomness, SecretNoise, noisy_counts
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.rebuild import release_leaf_counts
+from modelshare.common.trees.tree import Tree
 
 if TYPE_CHECKING:
-    from common.privacy.requirements import DP
+    from modelshare.common.privacy.requirements import DP
 
 __all__ = [
     "MECHANISM",
@@ -113,7 +113,7 @@ class LaplaceRdt:
         return SENSITIVITY * self.n_trees / self.epsilon
 
     def parameters(self) -> dict[str, Any]:
-        """What a release states about this setting (`common.audit.release` recomputes the derived values)."""
+        """What a release states about this setting (`modelshare.common.audit.release` recomputes the derived values)."""
         return {
             "epsilon": float(self.epsilon), "trees": self.n_trees, "depth": self.depth,
             "epsilon_per_tree": self.epsilon / self.n_trees, "sensitivity": SENSITIVITY,
@@ -144,8 +144,8 @@ class LaplaceRdt:
             Rows that do not fit the schema (naming the column and row), or a structure larger
             than ``max_nodes``.
         """
-        from common.trees.learners._data import check_xy  # see the module docstring
-        from common.trees.learners.random_tree import random_structure
+        from modelshare.common.trees.learners._data import check_xy  # see the module docstring
+        from modelshare.common.trees.learners.random_tree import random_structure
 
         X, y = check_xy(schema, X, y)
         randomness = Randomness.of(rng)

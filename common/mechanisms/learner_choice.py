@@ -22,12 +22,12 @@ from typing import Any, Mapping
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from common.data.schema import Schema
-from common.mechanisms.pruning import RequirementUnsatisfiable
-from common.mechanisms.release import default_learner, local_learner, release
-from common.privacy.requirements import Requirement
-from common.trees.learners import AUTO_LEARNER
-from common.trees.tree import Disclosure, Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
+from modelshare.common.mechanisms.release import default_learner, local_learner, release
+from modelshare.common.privacy.requirements import Requirement
+from modelshare.common.trees.learners import AUTO_LEARNER
+from modelshare.common.trees.tree import Disclosure, Tree
 
 __all__ = ["AUTO_LEARNER", "CANDIDATES", "CV_FOLDS", "CV_MAX_ROWS", "Candidate", "choose_learner"]
 

@@ -1,6 +1,6 @@
 """Privacy pruning of a trained tree: APT (Sharkey et al. Fig. 4) and Methods 1 and 2 (Wakabayashi et al.).
 
-Every function returns a new tree rebuilt by `common.trees.rebuild.rebuild`, so the released inner
+Every function returns a new tree rebuilt by `modelshare.common.trees.rebuild.rebuild`, so the released inner
 nodes disclose nothing beyond the released leaves, and raises `RequirementUnsatisfiable` instead of
 returning a tree that does not meet what was asked.
 """
@@ -12,9 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from common.privacy.checks import public_cuts_check
-from common.privacy.combining import release_verdict
-from common.privacy.requirements import (
+from modelshare.common.privacy.checks import public_cuts_check
+from modelshare.common.privacy.combining import release_verdict
+from modelshare.common.privacy.requirements import (
     CLDiversity,
     KAnonymity,
     LeafStats,
@@ -22,8 +22,8 @@ from common.privacy.requirements import (
     RequirementError,
     leaf_stats,
 )
-from common.trees.rebuild import merge_stats, rebuild, splice_single_children
-from common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree, preorder
+from modelshare.common.trees.rebuild import merge_stats, rebuild, splice_single_children
+from modelshare.common.trees.tree import CategorySet, Constraint, Disclosure, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["RequirementUnsatisfiable", "apt", "prune_leaves", "prune_parents", "release_unchanged", "release_apt",
            "release_prune_leaf", "release_prune_parent", "check_public_thresholds", "release_guard"]
@@ -124,7 +124,7 @@ def apt(tree: Tree, requirement: PathRequirement, *, disclosure: Disclosure | No
     tree:
         The trained tree. Counts are merged exactly when it has them, by Eq. 1 otherwise.
     requirement:
-        Checked per leaf in the form the output disclosure allows (see `common.privacy.requirements`).
+        Checked per leaf in the form the output disclosure allows (see `modelshare.common.privacy.requirements`).
     disclosure:
         What the released tree discloses; defaults to the input tree's.
 
@@ -257,7 +257,7 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
 
 # ---------------------------------------------------------------- registry releases
 # (tree, requirement, disclosure) -> (released tree, the parameters the report adds): the registry's
-# ``prune`` of each tree mechanism (`common.mechanisms.registry`).
+# ``prune`` of each tree mechanism (`modelshare.common.mechanisms.registry`).
 def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
     """``none``: the tree as trained, rebuilt so that it discloses ``disclosure``."""
     return rebuild(tree.schema, tree.nodes, disclosure), {}
@@ -297,7 +297,7 @@ def check_public_thresholds(tree: Tree, mechanism: str) -> None:
     """Refuse to prune a tree with a numeric threshold off the schema's public cut points (naming it).
 
     The released structure is the trained one minus pruning, so its thresholds must already be
-    public: train the local tree with ``public_cuts`` (`common.trees.learners.make_learner`).
+    public: train the local tree with ``public_cuts`` (`modelshare.common.trees.learners.make_learner`).
     """
     found = public_cuts_check([tree])
     if not found.passed:
@@ -348,7 +348,7 @@ def _guard_step(tree: Tree, leaf: int, sibling: int | None) -> list[Node]:
 
 
 def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
-    """Coarsen a released tree until the combining reader's beliefs meet ``requirement`` (`common.privacy.combining`).
+    """Coarsen a released tree until the combining reader's beliefs meet ``requirement`` (`modelshare.common.privacy.combining`).
 
     Each round reads the whole release as the combining reader does (`release_verdict`), and of the
     leaves where some person's belief breaks the requirement (or that fail it on their own statistics)

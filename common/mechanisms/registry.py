@@ -10,14 +10,14 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
   ``cl-diversity`` on every released path), ``dps`` (``dps:k,beta,epsilon,trees``) or ``dp``
   (``dp:epsilon,trees``); ``accepts`` narrows the requirement classes (Methods 1 and 2 take k-anonymity only);
 * ``audit_checks`` (and ``regression_audit_checks``): the checks that re-derive the mechanism's own
-  accounting from the released numbers, run by `common.audit.release` after the family's checks;
+  accounting from the released numbers, run by `modelshare.common.audit.release` after the family's checks;
 * ``release_shape``: ``(parameters, requirement) -> (trees, depth)``, the trees a release carries and
   the deepest of them, for a mechanism whose release is not ``requirement.trees`` trees of the stated
   depth (dpea-nb: one root and a histogram tree per free attribute, one level deeper); None: those;
 * ``max_trees`` and ``max_depth``: the most trees its requirement may ask for and the deepest tree it
   trains (None: no bound of its own); `modelshare experiment dp` runs a mechanism at no more than these
   (dpea-nb: one root of depth 1), and its trainer refuses more with the reason;
-* ``dp_audit_target``: the empirical DP audit's target factory (`common.audit.dp`), as a
+* ``dp_audit_target``: the empirical DP audit's target factory (`modelshare.common.audit.dp`), as a
   ``"module:function"`` reference because the audit layer sits above this one;
 * ``pseudo_data``: the miner's pseudo-data step for a release that describes a model rather than a
   partition (a `PseudoData`, or a ``"module:attribute"`` reference to one where it lives with the
@@ -26,7 +26,7 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
 * ``release_model``: a global model built from this mechanism's releases alone (dpea-nb's
   ``calibrated-nb``), which only a study of this mechanism may list;
 * ``decline_rows``: a ``dp`` mechanism's public rule ``(the trees' requirement, depth, schema) -> rows``, the
-  noisy class total below which an owner releases its class histogram alone (`common.mechanisms.class_prior`);
+  noisy class total below which an owner releases its class histogram alone (`modelshare.common.mechanisms.class_prior`);
   None: `class_prior.default_decline_rows`, one noise scale per leaf and class of a full tree;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
   bounds that apply (`policy_bounds`, from the family).
@@ -48,15 +48,15 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from common.data.regression import REGRESSION_TASK, RegressionSchema
-from common.data.schema import CLASSIFICATION_TASK, Schema
-from common.mechanisms import class_prior, diffpets, dpea, dpea_nb, kanon_rdt, laplace_rdt, pruning
-from common.privacy.checks import Check
-from common.privacy.noise import Randomness
-from common.privacy.report import PrivacyReport
-from common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, PathRequirement, Requirement
-from common.trees.regression import RegressionForest
-from common.trees.tree import Disclosure, Tree
+from modelshare.common.data.regression import REGRESSION_TASK, RegressionSchema
+from modelshare.common.data.schema import CLASSIFICATION_TASK, Schema
+from modelshare.common.mechanisms import class_prior, diffpets, dpea, dpea_nb, kanon_rdt, laplace_rdt, pruning
+from modelshare.common.privacy.checks import Check
+from modelshare.common.privacy.noise import Randomness
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, PathRequirement, Requirement
+from modelshare.common.trees.regression import RegressionForest
+from modelshare.common.trees.tree import Disclosure, Tree
 
 __all__ = [
     "Family",
@@ -91,7 +91,7 @@ _FAMILY_FORMS = {
     "none": "no requirement", "path": "'k-anonymity:k=K' or 'cl-diversity:c=C,l=L'",
     "dps": "'dps:k=K,beta=B,epsilon=E,trees=T'", "dp": "'dp:epsilon=E,trees=T'",
 }
-# the [policy] bounds of an owner site that apply to a study of each family (`owner_node.policy`)
+# the [policy] bounds of an owner site that apply to a study of each family (`modelshare.owner_node.policy`)
 _FAMILY_POLICY_BOUNDS: dict[str, tuple[str, ...]] = {
     "none": ("mix_dp_with_non_dp",), "path": ("min_k", "min_l", "max_c", "mix_dp_with_non_dp"),
     "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta", "mix_dp_with_non_dp"),
@@ -297,7 +297,7 @@ def regression_refusal(mechanism: str, target: str) -> str | None:
 def needs_public_cuts(mechanism: str) -> bool:
     """Whether a local tree released by ``mechanism`` must split numeric attributes at public cut points only.
 
-    Every mechanism that claims privacy does (`common.trees.learners.public_cuts`); ``none`` claims nothing.
+    Every mechanism that claims privacy does (`modelshare.common.trees.learners.public_cuts`); ``none`` claims nothing.
     """
     return get(mechanism).family != "none"
 
@@ -325,31 +325,31 @@ for _record in (
               prune=pruning.release_prune_parent, accepts=(KAnonymity,), default_requirement="k-anonymity:k=5"),
     Mechanism(kanon_rdt.MECHANISM, "dps", "k-AnonToRdt: random trees on Bernoulli(beta) samples, counts below k "
               "released as 0 (Waseda et al. 2024)", train=kanon_rdt.train_kanon_rdt,
-              audit_checks=kanon_rdt.audit_checks, dp_audit_target="common.audit.dp.rdt:kanon_rdt_target",
+              audit_checks=kanon_rdt.audit_checks, dp_audit_target="modelshare.common.audit.dp.rdt:kanon_rdt_target",
               default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
     Mechanism(kanon_rdt.LOG_MECHANISM, "dps", "k-AnonToRdt with numeric thresholds uniform on log(1 + x - low) of "
               "the public range (spread over wide ranges' orders of magnitude)", train=kanon_rdt.train_kanon_rdt_log,
-              audit_checks=kanon_rdt.audit_checks, dp_audit_target="common.audit.dp.rdt:kanon_rdt_log_target",
+              audit_checks=kanon_rdt.audit_checks, dp_audit_target="modelshare.common.audit.dp.rdt:kanon_rdt_log_target",
               default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
     Mechanism(laplace_rdt.MECHANISM, "dp", "random decision trees with Laplace noise on every leaf class count",
               train=laplace_rdt.train_laplace_rdt, audit_checks=laplace_rdt.audit_checks,
-              dp_audit_target="common.audit.dp.rdt:laplace_rdt_target",
+              dp_audit_target="modelshare.common.audit.dp.rdt:laplace_rdt_target",
               default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
     Mechanism(diffpets.MECHANISM, "dp", "DP ExtraTrees (Li, Chen and Xie 2020): exponential mechanism over random "
               "splits, noisy leaf histograms; also regression", train=diffpets.train_diffpets,
               train_regression=diffpets.train_diffpets_regression, audit_checks=diffpets.audit_checks,
               regression_audit_checks=diffpets.regression_audit_checks,
-              dp_audit_target="common.audit.dp.diffpets:diffpets_target",
+              dp_audit_target="modelshare.common.audit.dp.diffpets:diffpets_target",
               default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
     Mechanism(dpea.MECHANISM, "dp", "DPEA (Bai et al. 2017): exponential mechanism over whole d-step subtrees, "
               "noisy leaf counts", train=dpea.train_dpea, audit_checks=dpea.audit_checks,
-              dp_audit_target="common.audit.dp.dpea:dpea_target",
+              dp_audit_target="modelshare.common.audit.dp.dpea:dpea_target",
               default_requirement="dp:epsilon=1,trees=10", default_max_depth=4),
     Mechanism(dpea_nb.MECHANISM, "dp", "a depth-1 DPEA root, noisy per-leaf class histograms of every other "
               "attribute, a likelihood temperature chosen by the exponential mechanism (a calibrated naive Bayes)",
               train=dpea_nb.train_dpea_nb, audit_checks=dpea_nb.audit_checks, release_shape=dpea_nb.release_shape,
-              dp_audit_target="common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
-              pseudo_data="miner_node.calibrated_nb:PSEUDO_DATA", release_model=dpea_nb.RELEASE_MODEL,
+              dp_audit_target="modelshare.common.audit.dp.dpea_nb:dpea_nb_target", max_trees=1, max_depth=1,
+              pseudo_data="modelshare.miner_node.calibrated_nb:PSEUDO_DATA", release_model=dpea_nb.RELEASE_MODEL,
               decline_rows=dpea_nb.decline_rows,
               default_requirement="dp:epsilon=1,trees=1", default_max_depth=1),
 ):

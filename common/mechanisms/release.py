@@ -5,19 +5,24 @@ trained tree (``tree=``) to a per-path requirement; a *whole-release* mechanism 
 eps-DP ``laplace-rdt``, ``diffpets``, ``dpea``) trains its own trees from the rows (``schema``,
 ``X``, ``y`` and ``max_depth``). A regression table (a `RegressionSchema`) is released by the
 mechanisms with a regression trainer (``diffpets``). What each mechanism is, meets and states comes
-from its `common.mechanisms.registry` record; every release carries a `PrivacyReport` whose claims
-`common.audit.release.audit` re-derives from the released numbers alone.
+from its `modelshare.common.mechanisms.registry` record; every release carries a `PrivacyReport` whose claims
+`modelshare.common.audit.release.audit` re-derives from the released numbers alone.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from common.data.regression import RegressionSchema
-from common.data.schema import DATA_DERIVED, Schema
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, PRIOR_PARAMETER, check_prior_share, draw_class_prior
-from common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
-from common.mechanisms.registry import (
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import DATA_DERIVED, Schema
+from modelshare.common.mechanisms.class_prior import (
+    DEFAULT_PRIOR_SHARE,
+    PRIOR_PARAMETER,
+    check_prior_share,
+    draw_class_prior,
+)
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, check_public_thresholds
+from modelshare.common.mechanisms.registry import (
     Mechanism,
     decline_threshold,
     get,
@@ -25,10 +30,10 @@ from common.mechanisms.registry import (
     needs_public_cuts,
     regression_refusal,
 )
-from common.privacy.attacks import attack_report, ensemble_attack_report
-from common.privacy.noise import Randomness
-from common.privacy.report import PathClaim, PrivacyReport, Release
-from common.privacy.requirements import (
+from modelshare.common.privacy.attacks import attack_report, ensemble_attack_report
+from modelshare.common.privacy.noise import Randomness
+from modelshare.common.privacy.report import PathClaim, PrivacyReport, Release
+from modelshare.common.privacy.requirements import (
     DP,
     DPS,
     CLDiversity,
@@ -39,8 +44,8 @@ from common.privacy.requirements import (
     as_requirement,
     path_rule,
 )
-from common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
-from common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
+from modelshare.common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
+from modelshare.common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
 
 __all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
 
@@ -68,7 +73,7 @@ def release(
     Parameters
     ----------
     mechanism:
-        A registered mechanism name (`common.mechanisms.registry.names`).
+        A registered mechanism name (`modelshare.common.mechanisms.registry.names`).
     requirement:
         The requirement string: ``k-anonymity:k=K`` or ``cl-diversity:c=C,l=L`` for the tree
         mechanisms, ``dps:k=K,beta=B,epsilon=E,trees=T`` for ``kanon-rdt``, ``dp:epsilon=E,trees=T``
@@ -96,7 +101,7 @@ def release(
         over such a schema is refused. Tree mechanisms state the domain the same way and proceed.
     prior_share:
         The share of a ``dp`` classification release's epsilon spent on a noisy class histogram
-        (`common.mechanisms.class_prior`; default `DEFAULT_PRIOR_SHARE`), the rest on the mechanism's trees;
+        (`modelshare.common.mechanisms.class_prior`; default `DEFAULT_PRIOR_SHARE`), the rest on the mechanism's trees;
         below the histogram's public threshold the release is the histogram alone. 0 releases the
         papers' mechanisms unchanged. Other families take no histogram and ignore it.
 
@@ -142,9 +147,9 @@ def release(
 def default_learner(mechanism: str) -> str:
     """The owners' local learner when none is named: ``admissible`` for a path requirement, ``auto`` without one.
 
-    A tree grown to the requirement (`common.trees.learners.admissible`) keeps what APT would prune
+    A tree grown to the requirement (`modelshare.common.trees.learners.admissible`) keeps what APT would prune
     to the root. Released as trained (``none``), the owner chooses its learner by cross-validation
-    (``auto``, `common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
+    (``auto``, `modelshare.common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
     the learner that fits a table worst (EXPERIMENTS.md, the owner's choice). ``multiway`` (the
     model-sharing paper's J48-like learner) and ``cart`` stay selectable, and the paper's experiments name
     theirs. A whole-release mechanism trains its own trees and ignores the learner (``multiway`` is
@@ -164,7 +169,7 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
     """The local learner an owner trains before the tree ``mechanism`` releases its tree.
 
     Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
-    (`common.mechanisms.registry.needs_public_cuts`). A requirement-aware learner (``admissible``)
+    (`modelshare.common.mechanisms.registry.needs_public_cuts`). A requirement-aware learner (``admissible``)
     grows to the release's path requirement in its disclosure's form; under ``none`` (no
     requirement) it grows unconstrained.
 
@@ -200,7 +205,7 @@ def _domain(schema: Schema | RegressionSchema) -> dict[str, str]:
 
 
 def _noise(record: Mechanism, randomness: Randomness) -> dict[str, str]:
-    """Where a dp or dps release's secret draws came from (`common.privacy.noise`): the audit checks it."""
+    """Where a dp or dps release's secret draws came from (`modelshare.common.privacy.noise`): the audit checks it."""
     return {"noise_source": randomness.secret.source} if record.family in ("dp", "dps") else {}
 
 
@@ -271,7 +276,7 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
     """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family.
 
     A ``dp`` release with ``prior_share`` > 0 first draws its noisy class histogram
-    (`common.mechanisms.class_prior`); the trees then get the rest of the epsilon, or, when the owner
+    (`modelshare.common.mechanisms.class_prior`); the trees then get the rest of the epsilon, or, when the owner
     declines, the release is the histogram as one root-only tree. The report states the study's epsilon,
     and ``class_prior`` the split.
     """
@@ -283,7 +288,7 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
     randomness = Randomness.of(random_state)
     prior = None
     if isinstance(parsed, DP) and prior_share > 0:
-        from common.trees.learners._data import check_xy  # the rows are checked before any noise is drawn
+        from modelshare.common.trees.learners._data import check_xy  # the rows are checked before any noise is drawn
 
         X, y = check_xy(schema, X, y)
         prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret,

@@ -2,7 +2,7 @@
 
 A whole-release mechanism trains its own trees from the rows; a tree mechanism releases the tree of the
 study's local learner, or, for the learner ``auto``, of the learner the owner chose by cross-validation on
-its own rows (`common.mechanisms.learner_choice`), which the release then states as its ``learner``
+its own rows (`modelshare.common.mechanisms.learner_choice`), which the release then states as its ``learner``
 parameter. The papers' numbers are measured on this same path.
 """
 
@@ -13,16 +13,16 @@ from typing import Mapping
 
 import numpy as np
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
-from common.mechanisms.learner_choice import AUTO_LEARNER, Candidate, choose_learner, trained_params
-from common.mechanisms.registry import get
-from common.mechanisms.release import local_learner, release
-from common.privacy.noise import Randomness
-from common.privacy.report import Release
-from common.privacy.requirements import Requirement
-from common.trees.tree import Disclosure, Tree
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
+from modelshare.common.mechanisms.learner_choice import AUTO_LEARNER, Candidate, choose_learner, trained_params
+from modelshare.common.mechanisms.registry import get
+from modelshare.common.mechanisms.release import local_learner, release
+from modelshare.common.privacy.noise import Randomness
+from modelshare.common.privacy.report import Release
+from modelshare.common.privacy.requirements import Requirement
+from modelshare.common.trees.tree import Disclosure, Tree
 
 __all__ = ["ADMISSIBLE_ONLY", "Trained", "train_and_release"]
 

@@ -40,7 +40,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
-from common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, Schema
 
 __all__ = ["AccuracyBound", "cl_hit_miss_bound", "DEFAULT_MAX_SUBSETS"]
 

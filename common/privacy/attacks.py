@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from common.privacy.requirements import leaf_stats
-from common.trees.tree import Tree
+from modelshare.common.privacy.requirements import leaf_stats
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["AttackCounts", "AttackReport", "leaf_hit_miss", "attack_report", "ensemble_attack_report"]
 

@@ -2,7 +2,7 @@
 
 A `Check` is one audited claim of a release: its name, whether it holds, and why. Each mechanism
 states the checks that re-derive its own accounting from the released numbers alone (its registry
-record's ``audit_checks``, `common.mechanisms.registry`); `common.audit.release` runs them beside the
+record's ``audit_checks``, `modelshare.common.mechanisms.registry`); `modelshare.common.audit.release` runs them beside the
 checks every release gets. The helpers here compare a report's stated parameters with the values
 recomputed from the requirement.
 """
@@ -15,9 +15,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from common.data.schema import NumericAttribute
-from common.privacy.report import PrivacyReport
-from common.trees.tree import Tree
+from modelshare.common.data.schema import NumericAttribute
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["Check", "numeric_parameter", "misstated", "recomputed", "integer_counts_check", "single_child_check",
            "public_cuts_check"]

@@ -6,7 +6,7 @@ A per-path requirement is checked leaf by leaf, but a path that groups categorie
 allowed category sets and class mass: the counts, or hit with the miss spread evenly over the
 other classes under hit/miss) it fits, per categorical attribute that some path constrains, the
 law ``theta_j[v, c]`` of the attribute's value given the class by EM over every released path
-(`class_set_law`; the same law `miner_node.onpath` draws from), then believes, of a person with
+(`class_set_law`; the same law `modelshare.miner_node.onpath` draws from), then believes, of a person with
 values ``x`` in the leaf of path ``p``::
 
     q(c) ∝ W_p[c] * prod_j theta_j[x_j, c] / Z_pj[c],   Z_pj[c] = sum over v in A_pj of theta_j[v, c]
@@ -45,9 +45,9 @@ from typing import Sequence
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact, parse_requirement
-from common.trees.tree import CategorySet, Tree
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact, parse_requirement
+from modelshare.common.trees.tree import CategorySet, Tree
 
 __all__ = ["EM_ITERATIONS", "MAX_COMBINATIONS", "class_set_law", "ReleasedPaths", "CombiningReader",
            "LeafFinding", "ReaderVerdict", "release_verdict", "OwnerReading", "StudyReading", "read_study",

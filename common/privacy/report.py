@@ -2,7 +2,7 @@
 
 A report is made to be re-checked, not believed: it names the mechanism and its parameters, the
 requirement it claims to meet, for path requirements one claim per released path (the path's leaf
-and size), and the attack counts on the released statistics. `common.audit.release` re-derives all of it
+and size), and the attack counts on the released statistics. `modelshare.common.audit.release` re-derives all of it
 from the released trees alone.
 """
 
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from common.privacy.attacks import AttackCounts, AttackReport
-from common.trees.regression import RegressionForest, RegressionTree
-from common.trees.tree import Tree
+from modelshare.common.privacy.attacks import AttackCounts, AttackReport
+from modelshare.common.trees.regression import RegressionForest, RegressionTree
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["PathClaim", "PrivacyReport", "Release"]
 
@@ -51,7 +51,7 @@ class PrivacyReport:
         guarantee is about the ensemble (its audit re-checks the counts and recomputes delta).
     attacks:
         Attack counts on the released statistics, as the owner computed them (summed over the
-        trees of an ensemble, `common.privacy.attacks.ensemble_attack_report`).
+        trees of an ensemble, `modelshare.common.privacy.attacks.ensemble_attack_report`).
     """
 
     mechanism: str

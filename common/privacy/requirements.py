@@ -4,9 +4,9 @@ k-anonymity and (c,l)-diversity (Sharkey et al. §3.1) are *path* requirements, 
 leaf. ``dps:k=K,beta=B,epsilon=E,trees=T`` is the guarantee of a whole k-AnonToRdt release
 (Waseda, Nojima & Wang 2024, Corollary 1): T random trees, each on its own Bernoulli(B) sample
 with every (leaf, class) count below K released as 0, are (B, E, T*d(K, B, E/T))-DPS
-(`common.privacy.dps`). It says nothing about single paths; `DPS` documents how it is compared.
+(`modelshare.common.privacy.dps`). It says nothing about single paths; `DPS` documents how it is compared.
 ``dp:epsilon=E,trees=T`` is the eps-differential privacy of a whole noise-based release (add/remove
-one row neighbours), whose budget E is spent over T trees (`common.mechanisms.laplace_rdt`); `DP` documents it.
+one row neighbours), whose budget E is spent over T trees (`modelshare.common.mechanisms.laplace_rdt`); `DP` documents it.
 
 A root-to-leaf path partitions the training tuples like a QI-group of an anonymized table, so the
 measures of data anonymization apply to it. A requirement is parsed from the string a user types
@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from common.trees.tree import Disclosure, Tree
+from modelshare.common.trees.tree import Disclosure, Tree
 
 if TYPE_CHECKING:
-    from common.privacy.dps import DPSGuarantee
+    from modelshare.common.privacy.dps import DPSGuarantee
 
 __all__ = [
     "as_requirement",
@@ -102,7 +102,7 @@ class CLDiversity:
     """Every path is (c,l)-diverse, in the form its disclosure allows (see the module docstring).
 
     By default the promise holds for the whole release: a reader who combines every released path
-    (`common.privacy.combining`) believes no person's class beyond what a (c,l)-diverse leaf shows.
+    (`modelshare.common.privacy.combining`) believes no person's class beyond what a (c,l)-diverse leaf shows.
     ``per_leaf`` (``scope=leaf`` in the string) promises it leaf by leaf only, the paper's
     requirement, kept for the reproductions; it is weaker (`weaker_than`).
     """
@@ -140,12 +140,12 @@ class DPS:
         return f"dps:k={self.k},beta={_number(self.beta)},epsilon={_number(self.epsilon)},trees={self.trees}"
 
     def guarantee(self) -> DPSGuarantee:
-        """The composed (beta, epsilon, delta_total) guarantee of this setting (`common.privacy.dps.compose`).
+        """The composed (beta, epsilon, delta_total) guarantee of this setting (`modelshare.common.privacy.dps.compose`).
 
-        `common.privacy.dps` (and with it scipy.stats) is imported on first use: most processes that parse
+        `modelshare.common.privacy.dps` (and with it scipy.stats) is imported on first use: most processes that parse
         requirements (the miner's verifier workers among them) never meet a dps one.
         """
-        from common.privacy.dps import compose
+        from modelshare.common.privacy.dps import compose
 
         return compose(self.k, self.beta, self.epsilon, self.trees)
 
@@ -204,7 +204,7 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
     epsilon (total) <= epsilon_req and its composed delta <= the required setting's composed
     delta. The (epsilon, delta) pair is the differential-privacy guarantee itself; delta is
     compared after composition because the tree counts may differ and because d(k, beta, eps) is
-    not monotone in beta (`common.privacy.dps.dps_delta`), so the first three bounds alone would not
+    not monotone in beta (`modelshare.common.privacy.dps.dps_delta`), so the first three bounds alone would not
     imply it. k and beta are bounded in their own right: a study may insist on a minimum count
     per released cell and on each tree seeing at most a beta share of the rows. DPS and the path
     requirements never imply each other: a DPS release makes no per-path claim, and a path
@@ -280,7 +280,7 @@ def _integer(text: str, name: str, value: str, low: int) -> int:
 def as_requirement(value: str | Requirement, *, n_classes: int | None = None) -> Requirement:
     """``value`` parsed (`parse_requirement`), or returned as it is when it is a requirement already.
 
-    A decoded study (`common.study.Study`) holds its requirement parsed and checked once; the mechanisms take
+    A decoded study (`modelshare.common.study.Study`) holds its requirement parsed and checked once; the mechanisms take
     it so, or as the public string a person types.
     """
     if isinstance(value, (KAnonymity, CLDiversity, DPS, DP)):
@@ -365,7 +365,7 @@ def _parse_dps(text: str, body: str) -> DPS:
     if epsilon <= 0:
         raise RequirementError(text, f"epsilon={params['epsilon']} must be positive")
     requirement = DPS(k, beta, epsilon, _integer(text, "trees", params["trees"], 1))
-    from common.privacy.dps import DPSError  # see DPS.guarantee
+    from modelshare.common.privacy.dps import DPSError  # see DPS.guarantee
 
     try:
         guarantee = requirement.guarantee()
@@ -429,7 +429,7 @@ def cl_diverse_exact(counts: np.ndarray, c: float, l: int) -> np.ndarray:  # noq
 class PathRule:
     """A path requirement as a test on class-count vectors, in the form a disclosure allows.
 
-    What a requirement-aware learner (`common.trees.learners.admissible`) checks each candidate
+    What a requirement-aware learner (`modelshare.common.trees.learners.admissible`) checks each candidate
     child with: ``ok`` says whether a leaf with these counts would meet the requirement once
     released with ``disclosure`` (hit = majority count and miss = the rest under ``hit_miss``),
     ``deficit`` how far it is from meeting it, in rows, so that grouping can move towards it.

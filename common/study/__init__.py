@@ -1,11 +1,11 @@
 """A study, decoded and checked once: `Study`, its owners' `Training`, and the global models' settings.
 
 This layer sits above the mechanisms and the audit and below the federation: it knows what a study
-asks for, not how it travels (`common.federation.serde` is its wire form, `common.federation.study`
+asks for, not how it travels (`modelshare.common.federation.serde` is its wire form, `modelshare.common.federation.study`
 its ``study.toml``).
 """
 
-from common.study.settings import (
+from modelshare.common.study.settings import (
     AUTO,
     FIXED,
     GIVEN,
@@ -18,7 +18,7 @@ from common.study.settings import (
     check_settings,
     settings_from_mapping,
 )
-from common.study.study import (
+from modelshare.common.study.study import (
     CLASS_ASSIGNMENTS,
     LEARNERS,
     MAX_TREES,

@@ -7,10 +7,10 @@ Each global model a study learns (``[mining] global_models``) may get one settin
     naive-bayes = "fixed"                        # the miner's built-in rule (the paper's models)
     random-forest = { min_samples_leaf = 0.001, n_estimators = 200 }   # these values ("given")
 
-A model without a setting gets the miner's default for it (`miner_node.selection.DEFAULT_MODES`).
+A model without a setting gets the miner's default for it (`modelshare.miner_node.selection.DEFAULT_MODES`).
 ``"auto"`` never reads anyone's raw rows nor the evaluation table: the miner cross-validates on the
 pooled pseudo-data it learns from (BASIS gets the same setting on the raw training rows:
-`miner_node.selection.choose_basis`). The parameters a study may give are those of
+`modelshare.miner_node.selection.choose_basis`). The parameters a study may give are those of
 `MODEL_PARAMETERS`, each with the values it accepts; `check_settings` names every fault. The
 settings are the miner's business: the admin (reading study.toml) and the miner (at ``CreateStudy``)
 check them, never an owner.
@@ -64,7 +64,7 @@ MODEL_PARAMETERS: dict[str, dict[str, str]] = {
 }
 
 #: Global models a study may list that have no setting: built from the releases, never fitted on rows
-#: (`miner_node.global_models.RELEASE_MODELS`, whose test keeps the two in step).
+#: (`modelshare.miner_node.global_models.RELEASE_MODELS`, whose test keeps the two in step).
 WITHOUT_SETTINGS: tuple[str, ...] = ("tree-vote", "calibrated-nb", "class-prior")
 
 
@@ -141,7 +141,7 @@ def check_settings(models: tuple[str, ...] | list[str], settings: Mapping[str, M
 class ModelPlan:
     """What the miner's model choice reads of a study: its global models, their settings, its seed and mechanism.
 
-    A `common.study.Study` gives its own (`Study.model_plan`); the in-process pipeline and the experiments
+    A `modelshare.common.study.Study` gives its own (`Study.model_plan`); the in-process pipeline and the experiments
     build one directly, so that they choose hyperparameters by the same code as the miner.
     """
 

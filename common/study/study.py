@@ -1,7 +1,7 @@
 """A study, decoded: the one value every party reads a study from, checked once when it is built.
 
-The miner's admin writes a study in ``study.toml`` (`common.federation.study`); it travels as the
-``StudySpec`` wire message (`common.federation.serde` decodes it); owners, the miner, the in-process
+The miner's admin writes a study in ``study.toml`` (`modelshare.common.federation.study`); it travels as the
+``StudySpec`` wire message (`modelshare.common.federation.serde` decodes it); owners, the miner, the in-process
 pipeline and the experiments all take the `Study` it decodes into, so the schema is decoded and its
 fingerprint checked once, and the requirement is parsed once, with the schema's class count.
 
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.mechanisms import registry
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
-from common.privacy.requirements import DP, DPS, Requirement
-from common.study.settings import ModelPlan, ModelSetting, check_settings
-from common.trees.learners import LEARNER_NAMES, admissible_params
-from common.trees.tree import Disclosure
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
+from modelshare.common.privacy.requirements import DP, DPS, Requirement
+from modelshare.common.study.settings import ModelPlan, ModelSetting, check_settings
+from modelshare.common.trees.learners import LEARNER_NAMES, admissible_params
+from modelshare.common.trees.tree import Disclosure
 
 __all__ = ["CLASS_ASSIGNMENTS", "LEARNERS", "MAX_TREES", "OFF_PATH_MODES", "ON_PATH_MODES", "STUDY_ID", "Study",
            "StudyError", "Training"]
@@ -32,10 +32,10 @@ __all__ = ["CLASS_ASSIGNMENTS", "LEARNERS", "MAX_TREES", "OFF_PATH_MODES", "ON_P
 STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LEARNERS = LEARNER_NAMES
 CLASS_ASSIGNMENTS = ("exact", "sample")
-#: PGEN's values for attributes a path leaves free (`miner_node.offpath`): the paper's uniform draw, or the
+#: PGEN's values for attributes a path leaves free (`modelshare.miner_node.offpath`): the paper's uniform draw, or the
 #: law the released paths that constrain the attribute disclose: pooled, given the class, or given the path's region.
 OFF_PATH_MODES = ("uniform", "marginal", "class", "path")
-#: PGEN's values inside a path's allowed category set (`miner_node.onpath`): the paper's uniform draw, or the
+#: PGEN's values inside a path's allowed category set (`modelshare.miner_node.onpath`): the paper's uniform draw, or the
 #: class-conditional law every released path together determines (EM).
 ON_PATH_MODES = ("uniform", "class")
 MAX_TREES = 64
@@ -123,7 +123,7 @@ class Study:
 
     @property
     def model_plan(self) -> ModelPlan:
-        """What the miner's model choice reads of the study (`miner_node.selection`)."""
+        """What the miner's model choice reads of the study (`modelshare.miner_node.selection`)."""
         return ModelPlan(self.global_models, self.model_settings, self.seed, self.mechanism)
 
     @property

@@ -15,8 +15,8 @@ import math
 import numpy as np
 from sklearn.metrics import accuracy_score, mean_absolute_error, root_mean_squared_error
 
-from common.data.schema import NumericAttribute, Schema
-from common.trees.tree import Interval, Path, Tree
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.trees.tree import Interval, Path, Tree
 
 __all__ = ["accuracy", "class_match", "path_match", "rmse", "mae"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from common.data.schema import NumericAttribute
-from common.trees.tree import Interval
+from modelshare.common.data.schema import NumericAttribute
+from modelshare.common.trees.tree import Interval
 
 __all__ = ["grouped", "integer_span", "numeric_condition", "plain_number"]
 

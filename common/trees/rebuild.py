@@ -15,8 +15,8 @@ from typing import AbstractSet, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.trees.tree import Disclosure, Edge, Node, Tree, TreeError
+from modelshare.common.data.schema import Schema
+from modelshare.common.trees.tree import Disclosure, Edge, Node, Tree, TreeError
 
 __all__ = ["eq1_counts", "merge_stats", "rebuild", "splice_single_children", "release_leaf_counts"]
 

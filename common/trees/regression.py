@@ -2,7 +2,7 @@
 
 A `RegressionTree` borrows the structure checks, routing and paths of a classification `Tree`
 over `RegressionSchema.features` (its classification mirror), so a regression release obeys every
-structural rule a classification release does. DiffPETs regression (`common.mechanisms.diffpets`)
+structural rule a classification release does. DiffPETs regression (`modelshare.common.mechanisms.diffpets`)
 releases them; the miner's regression PGEN reads them.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from common.data.regression import RegressionSchema
-from common.data.schema import Schema
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, TreeError, counts_match
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import Schema
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, TreeError, counts_match
 
 __all__ = ["RegressionForest", "RegressionNode", "RegressionTree"]
 

@@ -8,7 +8,7 @@ category indices or an interval. A root-to-leaf `Path` is the conjunction of the
 constraint per attribute on that path (Sharkey et al. §2.1); paths are what privacy is measured on
 and what PGEN generates from.
 
-Rows use the encoded form of `common.data.schema` (categorical = category index, numeric = value).
+Rows use the encoded form of `modelshare.common.data.schema` (categorical = category index, numeric = value).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Iterator, Literal, Sequence, Union
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = [
     "preorder",

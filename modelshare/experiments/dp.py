@@ -3,23 +3,23 @@
 Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=seed + i)``,
 stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
 ``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
-split, every ``dp`` mechanism of `common.mechanisms.registry` (the registry, not a fixed list, so
+split, every ``dp`` mechanism of `modelshare.common.mechanisms.registry` (the registry, not a fixed list, so
 a mechanism registered later is run too; ``--mechanisms`` keeps some) releases ``trees`` trees at each total epsilon through
-`common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
+`modelshare.common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
 on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
 - ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it: PGEN
   pseudo-data (scale 1, beta 1: no sampling to undo; at most `MAX_DP_PGEN_ROWS` rows,
-  `miner_node.dp_pgen`) from the release, and the model's hyperparameters set as the miner sets
-  them (`miner_node.selection.choose`, the study's ``--model-setting``): by default the decision
+  `modelshare.miner_node.dp_pgen`) from the release, and the model's hyperparameters set as the miner sets
+  them (`modelshare.miner_node.selection.choose`, the study's ``--model-setting``): by default the decision
   tree's are cross-validated on the pseudo rows (``auto``; folds hold out whole released trees
   where there are at least 3), the others keep the fixed rule; ``decision-tree=fixed`` is the
   0.5 % leaf floor (`PGEN_LEAF_SHARE`) of the runs before studies could choose.
 
 Each release spends ``--prior-share`` of its epsilon on a noisy class histogram (default 0.1,
-`common.mechanisms.class_prior`; 0: the papers' mechanisms): ``class-prior`` rows score its majority class,
-the auto decision tree takes it as a candidate (`miner_node.selection.choose`), and a release that declined
+`modelshare.common.mechanisms.class_prior`; 0: the papers' mechanisms): ``class-prior`` rows score its majority class,
+the auto decision tree takes it as a candidate (`modelshare.miner_node.selection.choose`), and a release that declined
 (the histogram alone) is scored as the miner scores it, its models falling back to the prior.
 
 Two-class tables also report the ROC AUC of every scorer (the released trees' summed leaf counts,
@@ -33,13 +33,13 @@ diffpets floor(|A| / 2) as in the DiffPETs paper, any other mechanism its regist
 mechanism whose record bounds its trees or depth (``max_trees``, ``max_depth``: dpea-nb releases one root of
 depth 1) runs at no more than those; the rows state the trees and depth it ran at.
 
-dpea-nb (`common.mechanisms.dpea_nb`) releases a model rather than a partition, so it is scored as the miner
-scores it: ``ensemble`` is its calibrated naive Bayes (`miner_node.calibrated_nb.CalibratedNB`, the
-``calibrated-nb`` release model) and its PGEN rows are the miner's for it (`miner_node.tasks.pseudo_data`:
+dpea-nb (`modelshare.common.mechanisms.dpea_nb`) releases a model rather than a partition, so it is scored as the miner
+scores it: ``ensemble`` is its calibrated naive Bayes (`modelshare.miner_node.calibrated_nb.CalibratedNB`, the
+``calibrated-nb`` release model) and its PGEN rows are the miner's for it (`modelshare.miner_node.tasks.pseudo_data`:
 root rows, histogram attributes redrawn, calibrated labels). ``--pgen-scale`` multiplies every release's
 pseudo rows (default 1). ``--dpea-steps`` (only
 while ``dpea`` is registered) sweeps DPEA's embedding depth d, which its registry trainer fixes at
-d = D; those releases are trained by `common.mechanisms.dpea.DPEA` itself, the same trainer with d set.
+d = D; those releases are trained by `modelshare.common.mechanisms.dpea.DPEA` itself, the same trainer with d set.
 
 Each (split, mechanism, d, epsilon) is one task seeded from (seed, repeat, fold, and a CRC of the
 setting's name), so neither ``--jobs`` nor the registry's contents nor the epsilon list change a
@@ -59,24 +59,6 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.data.datasets import load_table as load_file
-from common.data.schema import Schema
-from common.mechanisms import registry
-from common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share, class_prior_of
-from common.mechanisms.dpea import DOMAINS, registered_dpea
-from common.mechanisms.dpea import MECHANISM as DPEA_NAME
-from common.mechanisms.release import release
-from common.privacy.report import PrivacyReport
-from common.study import ModelPlan
-from common.trees.learners.random_tree import ensemble_predict_proba
-from common.trees.tree import Tree
-from miner_node.calibrated_nb import CalibratedNB, is_nb_release
-from miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
-from miner_node.dp_pgen import dp_pgen_scale
-from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.pgen import pgen_ensemble
-from miner_node.selection import choose
-from miner_node.tasks import pseudo_data, pseudo_sources, two_class_auc
 from modelshare.cli_common import (
     add_global_models,
     add_list,
@@ -88,6 +70,17 @@ from modelshare.cli_common import (
     positive_int,
 )
 from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.common.data.datasets import load_table as load_file
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share, class_prior_of
+from modelshare.common.mechanisms.dpea import DOMAINS, registered_dpea
+from modelshare.common.mechanisms.dpea import MECHANISM as DPEA_NAME
+from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import PrivacyReport
+from modelshare.common.study import ModelPlan
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
+from modelshare.common.trees.tree import Tree
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -103,6 +96,13 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
+from modelshare.miner_node.calibrated_nb import CalibratedNB, is_nb_release
+from modelshare.miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
+from modelshare.miner_node.dp_pgen import dp_pgen_scale
+from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
+from modelshare.miner_node.pgen import pgen_ensemble
+from modelshare.miner_node.selection import choose
+from modelshare.miner_node.tasks import pseudo_data, pseudo_sources, two_class_auc
 
 __all__ = ["DpSettings", "default_depth", "run_dp", "summarize_dp", "references", "configure"]
 

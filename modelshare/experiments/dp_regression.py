@@ -9,7 +9,7 @@ option is required and never defaulted from the data. Values outside them are cl
 (the errors are still measured against the raw values). The attributes' ranges and categories come
 from ``--schema`` (a modelshare schema file; its class column, if it is not the target, becomes a
 categorical attribute over its public classes), from the bundled schema with ``--dataset``, or,
-without either, are inferred from the rows by `common.data.datasets.load_table`: all-number columns
+without either, are inferred from the rows by `modelshare.common.data.datasets.load_table`: all-number columns
 become numeric on their observed range, the rest categorical. Inferred ranges disclose the table's
 extremes, so such a run says so on stderr and in ``results.json``: the releases are eps-DP only
 if those ranges are taken as public.
@@ -18,18 +18,18 @@ Protocol (as `modelshare.experiments.dp`): ``repeats`` random 80/20 splits
 (``train_test_split(..., random_state=seed + i)``, not stratified: the target is numeric);
 ``--folds K`` runs shuffled K-fold cross-validation per repeat instead; with ``--test-data`` every
 repeat trains on the whole table and tests on that separate table. Per split and total epsilon,
-one `common.mechanisms.diffpets.DiffPetsRegressor` forest of ``trees`` trees of depth ``depth`` is released
+one `modelshare.common.mechanisms.diffpets.DiffPetsRegressor` forest of ``trees`` trees of depth ``depth`` is released
 from the training rows and scored on the test rows twice over:
 
 - ``forest``: the released forest's own prediction (the mean of its trees' leaf values);
 - ``pgen->regression-tree``: a scikit-learn ``DecisionTreeRegressor`` learned from the forest's
-  PGEN rows (`miner_node.pgen.pgen_regression`, scale 1: about as many rows as the training part).
+  PGEN rows (`modelshare.miner_node.pgen.pgen_regression`, scale 1: about as many rows as the training part).
   Every tree contributes rows drawn uniformly in its leaves' regions, each carrying that leaf's
   mean with no spread, so where the trees' regions overlap, neighbouring pseudo rows carry
   different trees' means, and every attribute a shallow leaf does not constrain is uniform noise.
   A fully grown tree would split on that noise down to single rows and predict one tree's leaf
   value at random instead of the forest's average, so the tree gets a ``min_samples_leaf`` of
-  `miner_node.dp_pgen.PGEN_LEAF_SHARE` of the PGEN rows, the floor a dp study's global decision
+  `modelshare.miner_node.dp_pgen.PGEN_LEAF_SHARE` of the PGEN rows, the floor a dp study's global decision
   tree gets for the same reason; its leaves then average the trees' values over their regions.
 
 Metrics: RMSE and MAE on the test rows, on the target's original scale. The non-private
@@ -61,23 +61,20 @@ import pandas as pd
 from rich.table import Table
 from sklearn.tree import DecisionTreeRegressor
 
-from common.data.datasets import LoadedTable, load_dataset, read_frame
-from common.data.datasets import load_table as load_file
-from common.data.regression import RegressionSchema
-from common.data.schema import (
+from modelshare.cli_common import add_max_depth, err, float_list, note_dropped, out, positive_int
+from modelshare.common.data.datasets import LoadedTable, load_dataset, read_frame
+from modelshare.common.data.datasets import load_table as load_file
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import (
     Attribute,
     CategoricalAttribute,
     NumericAttribute,
     Schema,
     SchemaError,
 )
-from common.mechanisms.diffpets import DiffPetsRegressor
-from common.trees.metrics import mae, rmse
-from common.trees.regression import RegressionForest
-from miner_node.dp_pgen import PGEN_LEAF_SHARE
-from miner_node.global_models import make_regression_model
-from miner_node.pgen import pgen_regression
-from modelshare.cli_common import add_max_depth, err, float_list, note_dropped, out, positive_int
+from modelshare.common.mechanisms.diffpets import DiffPetsRegressor
+from modelshare.common.trees.metrics import mae, rmse
+from modelshare.common.trees.regression import RegressionForest
 from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
 from modelshare.experiments.output import (
     PlotResult,
@@ -94,6 +91,9 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
+from modelshare.miner_node.dp_pgen import PGEN_LEAF_SHARE
+from modelshare.miner_node.global_models import make_regression_model
+from modelshare.miner_node.pgen import pgen_regression
 
 __all__ = [
     "RegressionSettings",
@@ -272,7 +272,7 @@ Context = tuple[RegressionSchema, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def errors(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-    """RMSE and MAE of the predictions (`common.trees.metrics`); a NaN prediction gives NaN for both."""
+    """RMSE and MAE of the predictions (`modelshare.common.trees.metrics`); a NaN prediction gives NaN for both."""
     if np.isnan(np.asarray(y_pred, dtype=np.float64)).any():
         return {"rmse": math.nan, "mae": math.nan}
     return {"rmse": rmse(y_true, y_pred), "mae": mae(y_true, y_pred)}

@@ -36,9 +36,9 @@ from rich.progress import (
 )
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
-from common.data.datasets import LoadedTable
-from common.files import atomic_write, atomic_write_via
 from modelshare.cli_common import add_json, add_seed, add_test_fraction, err, positive_int
+from modelshare.common.data.datasets import LoadedTable
+from modelshare.common.files import atomic_write, atomic_write_via
 
 __all__ = [
     "add_common_options",

@@ -15,14 +15,14 @@ fold, the training part is used twice:
 
 Beside PPGEN each row carries ``bound_accuracy``: the price of the requirement, an upper bound on
 the accuracy any tree whose leaves all meet it in hit/miss form can reach on the fold's training
-rows (`common.privacy.accuracy_bound`; NaN under counts disclosure, which it does not cover). LD and
+rows (`modelshare.common.privacy.accuracy_bound`; NaN under counts disclosure, which it does not cover). LD and
 the bound depend on the fold and the requirement only, so each is computed once per (fold, l, c)
 task and shared by every learner's rows.
 
 The global models are fitted by the paper's fixed rules unless ``--model-setting`` gives the miner's
 setting (``decision-tree=auto``: the leaf minimum cross-validated on the rows each side learns from,
-`miner_node.selection.choose`); it then applies to PPGEN's pseudo-data, to LD's published table and
-to BASIS's raw training rows alike (`miner_node.selection.choose_basis`: the same grid, cross-validated
+`modelshare.miner_node.selection.choose`); it then applies to PPGEN's pseudo-data, to LD's published table and
+to BASIS's raw training rows alike (`modelshare.miner_node.selection.choose_basis`: the same grid, cross-validated
 on shuffled folds of the training part, never the test fold), so no side is tuned and another not. Each
 raw row says how BASIS's and PPGEN's hyperparameters were set (``basis_selection``, ``ppgen_selection``).
 
@@ -52,13 +52,6 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from rich.table import Table
 
-from common.data.schema import Schema
-from common.privacy.accuracy_bound import cl_hit_miss_bound
-from common.study import ModelPlan
-from common.trees.metrics import accuracy
-from common.trees.tree import Disclosure
-from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.selection import choose
 from modelshare.cli_common import (
     LEARNER_DEFAULT,
     add_global_models,
@@ -77,6 +70,11 @@ from modelshare.cli_inputs import (
     load_source,
     resolve_disclosure,
 )
+from modelshare.common.data.schema import Schema
+from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
+from modelshare.common.study import ModelPlan
+from modelshare.common.trees.metrics import accuracy
+from modelshare.common.trees.tree import Disclosure
 from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
 from modelshare.experiments.output import (
     ACCURACY,
@@ -91,6 +89,8 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
+from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
+from modelshare.miner_node.selection import choose
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 
 __all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]

@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
-from common.privacy.attacks import attack_report
-from common.trees.learners import make_learner
-from common.trees.tree import Tree
 from modelshare.cli_common import add_max_depth, add_max_depths, int_list, out
 from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
+from modelshare.common.privacy.attacks import attack_report
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import Tree
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,

@@ -30,14 +30,12 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.data.schema import Schema
-from common.mechanisms.kanon_rdt import kanon_rdt
-from common.privacy.dps import DPSError, compose
-from common.trees.learners.random_tree import ensemble_predict_proba
-from miner_node.global_models import GLOBAL_MODELS, make_global_model
-from miner_node.pgen import pgen_ensemble
 from modelshare.cli_common import add_global_models, add_max_depths, float_list, int_list, out
 from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
+from modelshare.common.privacy.dps import DPSError, compose
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -52,6 +50,8 @@ from modelshare.experiments.output import (
     splits,
     spread,
 )
+from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
+from modelshare.miner_node.pgen import pgen_ensemble
 
 __all__ = ["RdtSettings", "configure", "run_rdt", "summarize_rdt"]
 

@@ -24,9 +24,6 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from common.data.schema import Schema
-from common.mechanisms import registry
-from miner_node.global_models import GLOBAL_MODELS
 from modelshare.cli_common import (
     add_global_models,
     add_max_depth,
@@ -51,6 +48,8 @@ from modelshare.cli_inputs import (
     resolve_disclosure,
     resolve_requirement,
 )
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
 from modelshare.experiments.output import (
     ACCURACY,
     PlotResult,
@@ -63,6 +62,7 @@ from modelshare.experiments.output import (
     series_by,
     spread,
 )
+from modelshare.miner_node.global_models import GLOBAL_MODELS
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, summarize
 
 __all__ = ["FoldTask", "configure", "run_sources"]

@@ -5,7 +5,7 @@ the in-process pipeline (`modelshare.pipeline.run_fold`) runs the study `simulat
 defaults: the mechanism's default learner (``admissible`` under a path requirement, released by ``apt``
 with hit/miss disclosure; the whole-release mechanisms' own trees at their registry depth, counts
 disclosure), PGEN at scale 10, and `simulate`'s global models set as a study without a
-``[global_models]`` table sets them (`miner_node.selection.DEFAULT_MODES`: the decision tree ``auto``,
+``[global_models]`` table sets them (`modelshare.miner_node.selection.DEFAULT_MODES`: the decision tree ``auto``,
 the others their fixed rule, a dp study's leaf floors included). A requirement is ``k-anonymity:k=K``
 or ``cl-diversity:c=C,l=L`` (released by ``apt``), ``kanon-rdt`` (its registry requirement), or
 ``dp:epsilon=E`` (each of ``--dp-mechanisms`` at its registry number of trees). Beside each study
@@ -17,7 +17,7 @@ and requirement, with the fold's own seed, so the owners get the same rows every
 ``--jobs`` gives the same numbers. Per fold the records are BASIS (the global models on the pooled raw
 training rows, set alike) and PGEN, plus the training part's majority class scored on the held-out
 fold and, for a (c,l) requirement, its hit/miss accuracy bound on the pooled training rows
-(`common.privacy.accuracy_bound`). The table reports per (table, requirement, owners) the best global
+(`modelshare.common.privacy.accuracy_bound`). The table reports per (table, requirement, owners) the best global
 model by mean accuracy over the folds ("no rows" where no release carried a pseudo row, so there is no
 model, and a condition fails there), the best BASIS model, the best model of the no-privacy
 federation, the majority class and the bound; `done_conditions` checks issue 33's two conditions on
@@ -39,19 +39,19 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from common.data.schema import Schema
-from common.files import atomic_write, atomic_write_via
-from common.mechanisms import registry
-from common.mechanisms.release import default_learner
-from common.privacy.accuracy_bound import cl_hit_miss_bound
-from common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
-from common.study import Training
-from miner_node.global_models import CLASSIFICATION_MODELS
-from miner_node.selection import DEFAULT_MODES
 from modelshare.cli_common import add_global_models, add_list, add_owners, err, out, titled_table
 from modelshare.cli_inputs import DEFAULT_MECHANISM, resolve_disclosure
+from modelshare.common.data.schema import Schema
+from modelshare.common.files import atomic_write, atomic_write_via
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
+from modelshare.common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
+from modelshare.common.study import Training
 from modelshare.experiments.output import add_common_options, records, run_tasks
 from modelshare.experiments.suite_tables import SUITE, load_suite_table
+from modelshare.miner_node.global_models import CLASSIFICATION_MODELS
+from modelshare.miner_node.selection import DEFAULT_MODES
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 from modelshare.simulate import DEFAULT_MODELS
 

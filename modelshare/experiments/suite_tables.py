@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.data.datasets import LoadedTable, load_table
-from common.data.schema import Attribute, CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.datasets import LoadedTable, load_table
+from modelshare.common.data.schema import Attribute, CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = ["DATA_DIR", "SUITE", "SuiteTable", "load_suite_table", "schema_of"]
 

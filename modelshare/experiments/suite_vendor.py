@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from sklearn import datasets as sk
 
-from common.data.schema import ATTRIBUTE_SOURCE
+from modelshare.common.data.schema import ATTRIBUTE_SOURCE
 from modelshare.experiments.suite_tables import DATA_DIR, SUITE, schema_of
 
 __all__ = ["build_all", "main"]

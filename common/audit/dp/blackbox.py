@@ -1,10 +1,10 @@
 """The black box every empirical-audit target runs: a registered mechanism's release path on D and D' = D + r.
 
 An audit that re-implements a mechanism's noise or sampling tests the re-implementation, not what
-owners run. So each target (`common.audit.dp.rdt`, `common.audit.dp.dpea`, `common.audit.dp.diffpets`,
-`common.audit.dp.dpea_nb`) holds a `ReleasePath`: per trial it calls the mechanism's registry trainer,
+owners run. So each target (`modelshare.common.audit.dp.rdt`, `modelshare.common.audit.dp.dpea`, `modelshare.common.audit.dp.diffpets`,
+`modelshare.common.audit.dp.dpea_nb`) holds a `ReleasePath`: per trial it calls the mechanism's registry trainer,
 ``registry.get(name).train(schema, X, y, requirement, depth, rng)`` (the code
-`common.mechanisms.release.release` runs for owners), on D or on D', and the target reduces the
+`modelshare.common.mechanisms.release.release` runs for owners), on D or on D', and the target reduces the
 released `Tree`s to one real score (`scores`), or the trees with the parameters the release states
 to one or more scores (`release_scores`), for a mechanism that states a data-dependent choice there
 (dpea-nb's temperature). A variant registered under another name (a plugin, or a test's deliberately
@@ -28,10 +28,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.mechanisms import registry
-from common.trees.learners._data import check_xy
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms import registry
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["ReleasePath", "Cells", "released_cell", "describe_added_row"]
 
@@ -119,7 +119,7 @@ class ReleasePath:
                        score: ReleaseScore) -> tuple[np.ndarray, np.ndarray]:
         """``score`` of the trees and stated parameters of ``trials`` releases on D, then of as many on D'.
 
-        A score of k values per release gives arrays of shape (trials, k) (`common.audit.dp.estimate`).
+        A score of k values per release gives arrays of shape (trials, k) (`modelshare.common.audit.dp.estimate`).
         """
         on_d = np.array([score(*self.released(False, rng)) for _ in range(trials)], dtype=np.float64)
         on_d1 = np.array([score(*self.released(True, rng)) for _ in range(trials)], dtype=np.float64)

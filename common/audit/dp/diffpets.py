@@ -1,6 +1,6 @@
-"""Audit target (`common.audit.dp.estimate.AuditTarget`) for DiffPETs, run as a black box.
+"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) for DiffPETs, run as a black box.
 
-Like every target, it runs the mechanism's registered release path (`common.audit.dp.blackbox`: the
+Like every target, it runs the mechanism's registered release path (`modelshare.common.audit.dp.blackbox`: the
 registry trainer, the code owners run) on D and on D' = D + r per trial, and reduces each release to
 one real score read from the released trees. DiffPETs chooses its splits from the rows (the
 exponential mechanism) and stops on noisy counts, so a release has no closed-form law to score by.
@@ -33,12 +33,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from common.audit.dp.blackbox import ReleasePath
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.diffpets import MECHANISM
-from common.privacy.requirements import DP
-from common.trees.learners._data import check_xy
-from common.trees.tree import Tree
+from modelshare.common.audit.dp.blackbox import ReleasePath
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.diffpets import MECHANISM
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["ISOLATED", "DiffPetsTarget", "adversarial_row", "diffpets_target"]
 

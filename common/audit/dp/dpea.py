@@ -1,4 +1,4 @@
-"""Audit target (`common.audit.dp.estimate.AuditTarget`) for DPEA, and the tiny adversarial table it is meant for.
+"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) for DPEA, and the tiny adversarial table it is meant for.
 
 DPEA's structure is chosen from the data: a release is (per tree) a whole structure, with its
 all-zero leaves dropped, plus the other leaves' noisy counts. On a small schema and depth every full
@@ -6,7 +6,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
 (`DPEA.structure_log_probs`). Two targets use that:
 
 * `DpeaReleaseTarget`, the registry's (default) target, runs DPEA's registered release path end to
-  end per trial (`common.audit.dp.blackbox`: the registry trainer, whole-tree embedding, the
+  end per trial (`modelshare.common.audit.dp.blackbox`: the registry trainer, whole-tree embedding, the
   registered public domain) and scores the released trees by their *exact* log-likelihood ratio under the
   claimed law: ln P(tree) is the log of the sum, over the listed structures the released tree is
   consistent with, of P(structure) times the count log-pmf of each of its (leaf, class) cells (0 at
@@ -27,7 +27,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
   Vectorised over trials (no training per trial), so it reaches the 10^6 trials per table the tests need.
   *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
   correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
-  log-pmf ratio at the claimed noise scale (`common.privacy.noise.discrete_laplace_log_pmf`, the same clamped,
+  log-pmf ratio at the claimed noise scale (`modelshare.common.privacy.noise.discrete_laplace_log_pmf`, the same clamped,
   rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
   release comes closest to its bound.
   *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
@@ -37,7 +37,7 @@ structure can be listed, and the exact sampler gives each one's probability on D
 
 The added row r is chosen among the domain's points (all of them when the domain is small, else
 sampled table rows and random points) with every class, maximising the symmetrised KL divergence
-between the structure laws on D and D'. Note (module docstring of `common.mechanisms.dpea`): all of DPEA's
+between the structure laws on D and D'. Note (module docstring of `modelshare.common.mechanisms.dpea`): all of DPEA's
 scores are monotone under adding a row, which is what lets the default ``monotone`` selection use
 beta = eps' / Δq'; its claim is then nearly tight on the audit pair, so a selection or leaf noise
 sharper than stated shows. Under the paper's beta = eps' / (2 Δq') a correct tree's exact epsilon
@@ -54,12 +54,12 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from common.audit.dp.blackbox import ReleasePath, describe_added_row
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, registered_dpea
-from common.privacy.noise import SeededNoise, discrete_laplace_log_pmf
-from common.trees.learners._data import check_xy
-from common.trees.tree import Tree
+from modelshare.common.audit.dp.blackbox import ReleasePath, describe_added_row
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.dpea import DPEA, MECHANISM, Domain, Structure, registered_dpea
+from modelshare.common.privacy.noise import SeededNoise, discrete_laplace_log_pmf
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["DpeaReleaseTarget", "DpeaTarget", "tiny_table", "ADDED_ROW_CANDIDATES", "MAX_STRUCTURES", "dpea_target"]
 

@@ -1,6 +1,6 @@
-"""Audit target (`common.audit.dp.estimate.AuditTarget`) for dpea-nb: every part of its release, choices included.
+"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) for dpea-nb: every part of its release, choices included.
 
-Every trial runs dpea-nb's registered trainer end to end (`common.audit.dp.blackbox.ReleasePath`) on D or
+Every trial runs dpea-nb's registered trainer end to end (`modelshare.common.audit.dp.blackbox.ReleasePath`) on D or
 on D' = D + r, and scores the whole release, its trees and the temperature its parameters state. Four
 log-likelihood ratios ln P'/P under the *claimed* law (the real `DpeaNb` at the claimed epsilon and its
 public shares) read one thing the release shows each:
@@ -18,7 +18,7 @@ public shares) read one thing the release shows each:
   computes u_D from the released trees, and u_D' = u_D + [r right at T]: the ratio is
   beta [r right at T] - ln sum_T' P_D(T') exp(beta [r right at T']).
 
-A release gets three scores (`SCORES`; `common.audit.dp.estimate` chooses the column and threshold of its
+A release gets three scores (`SCORES`; `modelshare.common.audit.dp.estimate` chooses the column and threshold of its
 event on the first half of the trials): the sum of the four, the Neyman-Pearson statistic of a correct
 release, which histograms with less noise than claimed move; the root split's ratio alone; and the
 temperature's alone. The two choices spend only 19% of the budget (half the root's share and the
@@ -41,10 +41,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import logsumexp
 
-from common.audit.dp.blackbox import ReleasePath
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.dpea import Domain, registered_dpea
-from common.mechanisms.dpea_nb import (
+from modelshare.common.audit.dp.blackbox import ReleasePath
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.dpea import Domain, registered_dpea
+from modelshare.common.mechanisms.dpea_nb import (
     CALIBRATION_SHARE,
     HISTOGRAM_SHARE,
     MECHANISM,
@@ -54,10 +54,10 @@ from common.mechanisms.dpea_nb import (
     HistogramBins,
     NaiveBayesRelease,
 )
-from common.privacy.noise import discrete_laplace_log_pmf
-from common.privacy.requirements import DP
-from common.trees.learners._data import check_xy
-from common.trees.tree import Tree
+from modelshare.common.privacy.noise import discrete_laplace_log_pmf
+from modelshare.common.privacy.requirements import DP
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["CANDIDATES", "SCORES", "DpeaNbTarget", "dpea_nb_target"]
 

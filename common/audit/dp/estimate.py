@@ -3,7 +3,7 @@
 A mechanism M is (eps, delta)-DP when for all neighbouring tables D, D' and every event E,
 P[M(D') in E] <= e^eps P[M(D) in E] + delta, and the same with D and D' swapped. The audit runs the
 mechanism many times on one adversarially chosen pair (D, D' = D plus one row; an `AuditTarget`
-builds the pair, runs the mechanism's registered release path per trial (`common.audit.dp.blackbox`)
+builds the pair, runs the mechanism's registered release path per trial (`modelshare.common.audit.dp.blackbox`)
 and reduces each release to a real *score* read from the released trees) and turns the observed
 frequencies of an event into a lower bound on eps that holds with confidence 1 - alpha:
 

@@ -1,6 +1,6 @@
-"""Audit targets (`common.audit.dp.estimate.AuditTarget`) for the random-tree mechanisms: laplace-rdt and kanon-rdt.
+"""Audit targets (`modelshare.common.audit.dp.estimate.AuditTarget`) for the random-tree mechanisms: laplace-rdt and kanon-rdt.
 
-Every trial runs the mechanism's registered release path end to end (`common.audit.dp.blackbox`:
+Every trial runs the mechanism's registered release path end to end (`modelshare.common.audit.dp.blackbox`:
 the registry trainer on D or on D' = D + r, a fresh structure seed each time) and scores the
 released trees. Nothing of the mechanism is re-implemented, so a trainer that skips noise on some
 cells, samples too much or suppresses too little is audited as it runs.
@@ -8,7 +8,7 @@ cells, samples too much or suppresses too little is audited as it runs.
 * *What the score reads.* D and D' differ by the row r, which in each tree changes only the
   (leaf, class) cell r falls in; every other cell has the same law under both tables given the
   structure. So the score of a release is built from r's cell in each released tree
-  (`common.audit.dp.blackbox.released_cell`): the released count c_t of r's class at the node r
+  (`modelshare.common.audit.dp.blackbox.released_cell`): the released count c_t of r's class at the node r
   stops at (0 when that leaf was dropped as all-zero) and the rows m_t of D of that class there.
 * *The score: a log-likelihood ratio under the claim.* sum_t ln P'(c_t) - ln P(c_t) under the
   *claimed* law of one cell with m_t rows of D (laplace-rdt: the clamped, rounded Laplace at scale
@@ -32,17 +32,17 @@ from typing import Any, Callable, Literal
 import numpy as np
 from scipy.stats import binom
 
-from common.audit.dp.blackbox import ReleasePath
-from common.data.schema import CategoricalAttribute, Schema
-from common.mechanisms.kanon_rdt import LOG_MECHANISM as KANON_RDT_LOG
-from common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
-from common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
-from common.mechanisms.laplace_rdt import SENSITIVITY, leaf_class_counts
-from common.privacy.noise import discrete_laplace_log_pmf
-from common.privacy.requirements import DP, DPS
-from common.trees.learners._data import check_xy
-from common.trees.learners.random_tree import ThresholdScale, random_structure
-from common.trees.tree import Tree
+from modelshare.common.audit.dp.blackbox import ReleasePath
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.kanon_rdt import LOG_MECHANISM as KANON_RDT_LOG
+from modelshare.common.mechanisms.kanon_rdt import MECHANISM as KANON_RDT
+from modelshare.common.mechanisms.laplace_rdt import MECHANISM as LAPLACE_RDT
+from modelshare.common.mechanisms.laplace_rdt import SENSITIVITY, leaf_class_counts
+from modelshare.common.privacy.noise import discrete_laplace_log_pmf
+from modelshare.common.privacy.requirements import DP, DPS
+from modelshare.common.trees.learners._data import check_xy
+from modelshare.common.trees.learners.random_tree import ThresholdScale, random_structure
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["LaplaceRdtTarget", "KAnonRdtTarget", "DOMAIN_CANDIDATES", "STRUCTURE_SAMPLES", "laplace_rdt_target",
            "kanon_rdt_target", "kanon_rdt_log_target"]
@@ -110,7 +110,7 @@ class _RdtTarget(ABC):
         return self.path.scores(trials, rng, self._score)
 
     def _neighbour(self, where: str) -> dict[str, Any]:
-        """r without its values (`common.audit.dp.blackbox.describe_added_row`) and its cells' sizes in D."""
+        """r without its values (`modelshare.common.audit.dp.blackbox.describe_added_row`) and its cells' sizes in D."""
         counts = self.expected_counts
         return {"added_row": self.path.added_row(where), "release_path": f"registry trainer of {self.mechanism!r}",
                 "cell_counts_in_D": [int(counts.min()), int(np.median(counts)), int(counts.max())]}

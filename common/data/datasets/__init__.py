@@ -2,11 +2,11 @@
 
 `load_dataset` reads one of the UCI tables shipped with the package (see `DATASETS` and the
 ``NOTICE`` file); `load_table` reads any CSV, TSV or Parquet file. Both apply the same
-missing-value policy (documented in `common.data.datasets.loading`) and return a `LoadedTable` whose
+missing-value policy (documented in `modelshare.common.data.datasets.loading`) and return a `LoadedTable` whose
 frame fits its schema.
 """
 
-from common.data.datasets.bundled import (
+from modelshare.common.data.datasets.bundled import (
     DATASETS,
     DatasetInfo,
     UnknownDatasetError,
@@ -16,7 +16,7 @@ from common.data.datasets.bundled import (
     list_datasets,
     load_dataset,
 )
-from common.data.datasets.loading import LoadedTable, MissingPolicy, load_table, read_frame
+from modelshare.common.data.datasets.loading import LoadedTable, MissingPolicy, load_table, read_frame
 
 __all__ = [
     "DATASETS",

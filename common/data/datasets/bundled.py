@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from common.data.datasets.loading import LoadedTable, MissingPolicy, load_table
-from common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.data.datasets.loading import LoadedTable, MissingPolicy, load_table
+from modelshare.common.data.schema import CategoricalAttribute, Schema
 
 __all__ = [
     "DatasetInfo",
@@ -119,7 +119,7 @@ def _info(name: str) -> DatasetInfo:
 
 
 def _data(filename: str) -> Any:
-    return resources.files("common.data.datasets") / "data" / filename
+    return resources.files("modelshare.common.data.datasets") / "data" / filename
 
 
 def list_datasets() -> list[DatasetInfo]:

@@ -45,8 +45,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from common.data.regression import RegressionSchema
-from common.data.schema import MISSING_TOKENS, Schema, SchemaError
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import MISSING_TOKENS, Schema, SchemaError
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "RowsRead", "load_table",
            "read_frame", "read_rows", "settle_missing"]

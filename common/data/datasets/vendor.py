@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m common.data.datasets.vendor /path/to/shared/datasets [--out common/data/datasets/data]
+    python -m modelshare.common.data.datasets.vendor /path/to/shared/datasets [--out common/data/datasets/data]
 
 Every table is written as gzip-compressed CSV with a header row (``NAME.csv.gz``, fixed gzip
 timestamp so reruns are byte-identical) and its schema as ``NAME.schema.json``. Field text is
@@ -27,7 +27,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from common.data.schema import ATTRIBUTE_SOURCE, Attribute, CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import ATTRIBUTE_SOURCE, Attribute, CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = ["main", "build_all", "save_schema", "ADULT_BOUNDS", "WINE_BOUNDS"]
 

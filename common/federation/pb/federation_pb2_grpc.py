@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.federation.pb import federation_pb2 as modelshare_dot_v1_dot_federation__pb2
+from modelshare.common.federation.pb import federation_pb2 as modelshare_dot_v1_dot_federation__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -6,13 +6,13 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.params import check_choice
-from common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, AdmissibleTreeClassifier, LeafRule
-from common.trees.learners.cart import CartTreeClassifier
-from common.trees.learners.multiway import MultiwayTreeClassifier
-from common.trees.learners.public_cuts import OnPublicCuts
-from common.trees.tree import Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.params import check_choice
+from modelshare.common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, AdmissibleTreeClassifier, LeafRule
+from modelshare.common.trees.learners.cart import CartTreeClassifier
+from modelshare.common.trees.learners.multiway import MultiwayTreeClassifier
+from modelshare.common.trees.learners.public_cuts import OnPublicCuts
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "TreeLearner", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
            "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
@@ -24,7 +24,7 @@ LEARNERS: dict[str, Callable[..., Any]] = {"admissible": AdmissibleTreeClassifie
 
 AUTO_LEARNER = "auto"
 """Not a learner: the name that asks the owner to choose one by cross-validation of its releases
-(`common.mechanisms.learner_choice`); the admissible options then apply to its admissible candidates."""
+(`modelshare.common.mechanisms.learner_choice`); the admissible options then apply to its admissible candidates."""
 
 LEARNER_NAMES: tuple[str, ...] = (*sorted(LEARNERS), AUTO_LEARNER)
 """Every name a study or command may give as its learner."""
@@ -88,7 +88,7 @@ def make_learner(name: str, schema: Schema, *, random_state: int | None = None, 
     ``public_cuts`` splits numeric attributes only at the schema's public cut points
     (`OnPublicCuts`): what a tree released under a privacy requirement needs. ``leaf_rule`` is
     what every leaf of a requirement-aware learner (`REQUIREMENT_AWARE`) must pass; build it with
-    `common.privacy.requirements.path_rule`, or let `common.mechanisms.release.local_learner` do it.
+    `modelshare.common.privacy.requirements.path_rule`, or let `modelshare.common.mechanisms.release.local_learner` do it.
     """
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; available: {sorted(LEARNERS)}")

@@ -3,7 +3,7 @@
 `bin_rows` turns checked encoded rows once into one code per row and attribute: a categorical attribute's
 code is its category index; a numeric attribute's is the rank of its value among the column's distinct
 values, or, for a column of whole numbers over a short range, the value minus the column's least one
-(no sort); `bin_cells` gives the public cell index of `common.trees.learners.public_cuts` directly,
+(no sort); `bin_cells` gives the public cell index of `modelshare.common.trees.learners.public_cuts` directly,
 without the float copy of the table that `to_cells` makes. Each code keeps the value it stands for,
 ascending. An attribute of at most `DENSE_CODES` codes (every categorical and public-cell one) is a
 column of one row-major matrix of ``(its first cell + code) * classes + class`` in the smallest unsigned
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
 __all__ = ["DENSE_CODES", "Binned", "NodeTables", "bin_cells", "bin_rows", "index_dtype", "tuple_ids"]
 
@@ -179,7 +179,7 @@ def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -
 
 
 def bin_rows(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
-    """Checked encoded rows (`common.trees.learners._data.check_xy`) as column codes (module docstring)."""
+    """Checked encoded rows (`modelshare.common.trees.learners._data.check_xy`) as column codes (module docstring)."""
     coded = [(X[:, j].astype(_unsigned(a.size)), np.arange(a.size, dtype=np.float64))
              if isinstance(a, CategoricalAttribute) else _numeric_codes(X[:, j]) for j, a in enumerate(schema.attributes)]
     return _binned(coded, y, schema.n_classes)

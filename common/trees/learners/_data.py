@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.data.schema import CategoricalAttribute, Schema, SchemaError
+from modelshare.common.data.schema import CategoricalAttribute, Schema, SchemaError
 
 __all__ = ["check_x", "check_xy"]
 

@@ -1,8 +1,8 @@
 """What the C4.5-style growers share: entropy arithmetic, the criterion's pick, and a grower's state.
 
-The multiway learner (`common.trees.learners.multiway`, the paper's J48) and the requirement-aware
+The multiway learner (`modelshare.common.trees.learners.multiway`, the paper's J48) and the requirement-aware
 `admissible` learner grow trees the same way: depth-first from the root over the column codes of
-`common.trees.learners._binned`, scoring candidate splits by information gain and split
+`modelshare.common.trees.learners._binned`, scoring candidate splits by information gain and split
 information from each node's class tables, and taking C4.5's pick. They differ in which splits
 are candidates and how a split partitions the rows, so each keeps its own ``_best_split`` and
 ``_partition``; what they would otherwise write twice lives here.
@@ -15,8 +15,8 @@ from typing import Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from common.data.schema import Schema
-from common.trees.learners._binned import Binned
+from modelshare.common.data.schema import Schema
+from modelshare.common.trees.learners._binned import Binned
 
 __all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "best_cuts", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
 

@@ -36,7 +36,7 @@ none exists. Beyond kADET:
   cut, as a numeric attribute is; ``"either"`` takes, per attribute, the better of the two by the
   criterion's ratio. A two-way branch leaves more rows below it for later splits, so under
   k-anonymity, where every leaf needs only k rows, the tree spends its leaves on more attributes
-  (`common.mechanisms.release.local_learner` asks for ``"either"`` there: EXPERIMENTS.md, Adult).
+  (`modelshare.common.mechanisms.release.local_learner` asks for ``"either"`` there: EXPERIMENTS.md, Adult).
 * **numeric attributes** are split in two at the best admissible threshold among all thresholds at
   once (cumulative class counts), and may be split again deeper on the path, so a run of adjacent
   intervals of the public cells forms a branch whenever both sides are admissible.
@@ -48,9 +48,9 @@ on the tree as the final guard, and finds nothing to prune in the leaves; the re
 re-checks every claim.
 
 The learner sits below the privacy layer, so it takes the requirement as a `LeafRule` on class-count
-vectors: `common.privacy.requirements.path_rule` builds it from the requirement and the disclosure
+vectors: `modelshare.common.privacy.requirements.path_rule` builds it from the requirement and the disclosure
 (``hit_miss``: the majority count is the hit and the rest the miss; ``counts``: the exact class
-counts), and `common.mechanisms.release.local_learner` hands it to the learner an owner trains.
+counts), and `modelshare.common.mechanisms.release.local_learner` hands it to the learner an owner trains.
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from common.data.schema import Schema
-from common.params import check_choice, check_nonnegative_real, check_positive_int
-from common.trees.learners._binned import Binned, bin_rows, tuple_ids
-from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._growing import (
+from modelshare.common.data.schema import Schema
+from modelshare.common.params import check_choice, check_nonnegative_real, check_positive_int
+from modelshare.common.trees.learners._binned import Binned, bin_rows, tuple_ids
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.learners._growing import (
     CRITERIA,
     TIE_TOLERANCE,
     GrowerBase,
@@ -77,8 +77,8 @@ from common.trees.learners._growing import (
     midpoint,
     xlog2x,
 )
-from common.trees.learners._params import check_schema
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
+from modelshare.common.trees.learners._params import check_schema
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
 
@@ -91,7 +91,7 @@ PAIRINGS = ("deferred", "eager")
 
 
 class LeafRule(Protocol):
-    """What a leaf must satisfy, on class-count vectors (``common.privacy.requirements.PathRule`` is the real one)."""
+    """What a leaf must satisfy, on class-count vectors (``modelshare.common.privacy.requirements.PathRule`` is the real one)."""
 
     def ok(self, counts: np.ndarray) -> np.ndarray:
         """Per row of ``counts`` (shape ``(n, classes)``): does a leaf with these counts pass?"""
@@ -207,7 +207,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         The schema the encoded rows and the tree refer to.
     leaf_rule:
         What every leaf must pass: the release's requirement in its disclosure's form
-        (``common.privacy.requirements.path_rule``); None admits every leaf of ``min_samples_leaf`` rows.
+        (``modelshare.common.privacy.requirements.path_rule``); None admits every leaf of ``min_samples_leaf`` rows.
     criterion:
         ``gain_ratio`` (C4.5's rule among splits of at least average gain) or ``info_gain``.
     max_depth:
@@ -275,7 +275,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         return self.fit_binned(bin_rows(self.schema, X, y))
 
     def fit_binned(self, binned: Binned) -> "AdmissibleTreeClassifier":
-        """`fit` on rows already binned for ``schema`` (`common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         rule, criterion, max_depth, min_gain, confidence, pairing, category_split = self._settings()
         grower = _DeferringGrower if pairing == "deferred" else _Grower
         nodes = grower(self.schema, binned, rule, criterion, max_depth, min_gain, category_split).grow()

@@ -1,4 +1,4 @@
-"""CART through scikit-learn, converted exactly into a `common.trees.tree.Tree`.
+"""CART through scikit-learn, converted exactly into a `modelshare.common.trees.tree.Tree`.
 
 scikit-learn's trees split every feature by ``x <= threshold``. Categorical attributes are fed to
 it either as their ordinal category index (``categorical_encoding="ordinal"``: a split keeps the
@@ -26,10 +26,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.params import ParameterError, check_choice, check_positive_int
-from common.trees.learners._data import check_x, check_xy
-from common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.params import ParameterError, check_choice, check_positive_int
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
 
 __all__ = ["CartTreeClassifier"]
 

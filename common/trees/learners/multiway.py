@@ -8,9 +8,9 @@ class counts of the rows in it. That shape is what the privacy measures and PGEN
 is why the learner is not a binary CART and why it does not prune (pruning would merge groups
 after the fact and blur what a path discloses).
 
-Rows use the encoded form of `common.data.schema`: ``X`` is float64 with category indices in
+Rows use the encoded form of `modelshare.common.data.schema`: ``X`` is float64 with category indices in
 categorical columns and values in numeric columns, ``y`` holds class indices; the learner grows on
-their column codes (`common.trees.learners._binned`).
+their column codes (`modelshare.common.trees.learners._binned`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,20 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from common.data.schema import Schema
-from common.params import check_choice, check_nonnegative_real, check_positive_int
-from common.trees.learners._binned import Binned, bin_rows
-from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._growing import CRITERIA, GrowerBase, best_cuts, gain_and_split_info, midpoint, xlog2x
-from common.trees.learners._params import check_schema
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import Schema
+from modelshare.common.params import check_choice, check_nonnegative_real, check_positive_int
+from modelshare.common.trees.learners._binned import Binned, bin_rows
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.learners._growing import (
+    CRITERIA,
+    GrowerBase,
+    best_cuts,
+    gain_and_split_info,
+    midpoint,
+    xlog2x,
+)
+from modelshare.common.trees.learners._params import check_schema
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["CRITERIA", "MultiwayTreeClassifier"]
 
@@ -123,7 +130,7 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
         return self.fit_binned(bin_rows(self.schema, X, y))
 
     def fit_binned(self, binned: Binned) -> "MultiwayTreeClassifier":
-        """`fit` on rows already binned for ``schema`` (`common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         grower = _Grower(self.schema, binned, *self._settings())
         self.tree_ = Tree(self.schema, grower.grow(), "counts")
         self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)

@@ -9,7 +9,7 @@ learners on the *cell index* of each numeric value instead, where the cells are 
 learner's thresholds on indices are midpoints k + 0.5 of whole numbers, which map back to the cut
 point ``cuts[k]``. The tree routes every training row to the same node as the index tree did, so
 its counts are exact; only the choice of thresholds is narrowed to public ones. A learner that grows
-on column codes (`BinnedLearner`) is given the cell indices as codes (`common.trees.learners._binned.bin_cells`),
+on column codes (`BinnedLearner`) is given the cell indices as codes (`modelshare.common.trees.learners._binned.bin_cells`),
 without a float copy of the table.
 """
 
@@ -20,10 +20,10 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from common.data.schema import NumericAttribute, Schema
-from common.trees.learners._binned import Binned, bin_cells
-from common.trees.learners._data import check_x, check_xy
-from common.trees.tree import Edge, Interval, Node, Tree
+from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.trees.learners._binned import Binned, bin_cells
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.tree import Edge, Interval, Node, Tree
 
 __all__ = ["OnPublicCuts", "index_schema", "to_cells", "on_public_cuts"]
 

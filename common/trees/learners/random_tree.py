@@ -51,11 +51,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.params import ParameterError, check_positive_int
-from common.trees.learners._data import check_x, check_xy
-from common.trees.learners._params import check_schema
-from common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.params import ParameterError, check_positive_int
+from modelshare.common.trees.learners._data import check_x, check_xy
+from modelshare.common.trees.learners._params import check_schema
+from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree
 
 __all__ = ["THRESHOLD_SCALES", "RandomDecisionTrees", "ensemble_predict_proba", "random_structure"]
 
@@ -425,7 +425,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         ``sampler`` is given.
     sampler:
         ``sampler(beta, n)`` returns n independent Bernoulli(beta) draws (booleans): the per-tree
-        samples. k-AnonToRdt passes a secret sampler (`common.privacy.noise`) so the samples never
+        samples. k-AnonToRdt passes a secret sampler (`modelshare.common.privacy.noise`) so the samples never
         come from the stream that draws the public structure seed; None draws them from
         ``random_state``.
 

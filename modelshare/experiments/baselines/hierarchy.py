@@ -6,7 +6,7 @@ group of level i + 1), and the top level is one group, ``*``. Generalising a col
 replaces each value by the id of its group; ids are ordered like the values they cover, so a
 learner that splits on ordinal codes still sees the schema's order.
 
-Hierarchies come from the public `common.data.schema.Schema`, never from private rows:
+Hierarchies come from the public `modelshare.common.data.schema.Schema`, never from private rows:
 
 * numeric attributes: interval halving of the public range ``[low, high]``. Level 1 cuts it into
   ``2**splits`` equal intervals (``splits`` = `DEFAULT_NUMERIC_SPLITS` = 4, i.e. 16 intervals:
@@ -32,7 +32,7 @@ from typing import Mapping, Union
 import numpy as np
 import pandas as pd
 
-from common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 
 __all__ = [
     "TOP",

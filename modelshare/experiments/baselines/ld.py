@@ -4,7 +4,7 @@ The model-sharing paper compares PPGEN (pseudo-data from a privacy-pruned tree) 
 publishes the data itself after (c,l)-diversification: every quasi-identifier (QI) is generalised
 to one level of its hierarchy (`modelshare.experiments.baselines.hierarchy`) for *all* rows, rows with equal generalised QIs
 form an equivalence class (EC), and every published EC must be (c,l)-diverse in the class, the
-sensitive attribute. The check is the project's own, `common.privacy.requirements.cl_diverse_exact` (recursive
+sensitive attribute. The check is the project's own, `modelshare.common.privacy.requirements.cl_diverse_exact` (recursive
 (c,l)-diversity ``r1 < c * (r_l + ... + r_m)`` over the sorted class counts, the ``counts`` form
 of `CLDiversity`), so LD and PPGEN are judged by one definition.
 
@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
 import numpy as np
 import pandas as pd
 
-from common.data.schema import CategoricalAttribute, Schema
-from common.privacy.requirements import CLDiversity, cl_diverse_exact, parse_requirement
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.privacy.requirements import CLDiversity, cl_diverse_exact, parse_requirement
 from modelshare.experiments.baselines.hierarchy import Hierarchy, NumericHierarchy, schema_hierarchies
 
 if TYPE_CHECKING:
-    from miner_node.global_models import GlobalModel
+    from modelshare.miner_node.global_models import GlobalModel
 
 __all__ = [
     "DEFAULT_MAX_SUPPRESSION",
@@ -401,12 +401,12 @@ class LDModel:
 
 
 def fit_ld_model(result: LDResult, name: str, *, random_state: int | None = None, **params: Any) -> LDModel:
-    """Train the global model ``name`` (`miner_node.global_models.GLOBAL_MODELS`) on LD's published table.
+    """Train the global model ``name`` (`modelshare.miner_node.global_models.GLOBAL_MODELS`) on LD's published table.
 
     The model sees `LDResult.generalised_schema`; ``params`` override its hyperparameters. The
     miner's registry is imported here, on use, because `common` sits below `miner_node`.
     """
-    from miner_node.global_models import make_global_model
+    from modelshare.miner_node.global_models import make_global_model
 
     if not result.has_data:
         raise LDError(f"LD yielded no data for {result.requirement}; no model can be trained")
