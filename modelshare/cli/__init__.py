@@ -281,6 +281,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(exc, message, as_json)
         return 2
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
