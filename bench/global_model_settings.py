@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from modelshare.cli_common import LEARNER_DEFAULT, model_setting, pruning_confidence
+from modelshare.cli.common import LEARNER_DEFAULT, model_setting, pruning_confidence
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.mechanisms import registry
 from modelshare.common.study import ModelPlan

@@ -51,7 +51,7 @@ from rich.progress import (
 from rich.table import Table
 
 from modelshare.admin import AdminConfig, admin_stub, reader_dict, settings_text, status_dict, study_headline
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     CommandFailed,
     add_global_models,
     add_json,
@@ -70,7 +70,7 @@ from modelshare.cli_common import (
     target_range,
     titled_table,
 )
-from modelshare.cli_inputs import (
+from modelshare.cli.inputs import (
     DEFAULT_MECHANISM,
     add_admissible_options,
     add_learner,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelshare.cli_common import LEARNER_DEFAULT, pruning_confidence
-from modelshare.cli_inputs import learner_params
+from modelshare.cli.common import LEARNER_DEFAULT, pruning_confidence
+from modelshare.cli.inputs import learner_params
 from modelshare.common.audit.release import audit
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema

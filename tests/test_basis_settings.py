@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from modelshare import simulate
 from modelshare.cli import build_parser
-from modelshare.cli_common import out
+from modelshare.cli.common import out
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import parameter_from_pb, study_to_pb
 from modelshare.common.federation.wire import decode_model

@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modelshare import cli, cli_datasets
+from modelshare import cli
 from modelshare.cli import build_parser, main
-from modelshare.cli_common import CommandFailed
-from modelshare.cli_owner_status import DEFAULT_MAX_AGE
+from modelshare.cli import datasets as cli_datasets
+from modelshare.cli.common import CommandFailed
+from modelshare.cli.owner_status import DEFAULT_MAX_AGE
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.federation.model_io import read_model_file, write_release
 from modelshare.common.mechanisms.release import release as release_model
@@ -67,7 +68,7 @@ def test_importing_the_cli_imports_no_command():
 
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
-    assert "modelshare.cli_owner_status" in loaded
+    assert "modelshare.cli.owner_status" in loaded
     assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "modelshare.experiments"} & loaded
 
 

@@ -353,7 +353,7 @@ def test_without_xgboosts_library_path_the_native_lines_keep_their_default_and_t
 # ------------------------------------------------------------------ study results --pseudo-data
 def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
     from modelshare.admin import results_dict
-    from modelshare.cli_federation import copy_pseudo_data, engine_line
+    from modelshare.cli.federation import copy_pseudo_data, engine_line
 
     schema, accepted, _, spec = _study("car", scale=1)
     source = tmp_path / "miner" / "pseudo"

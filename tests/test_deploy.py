@@ -27,9 +27,11 @@ import grpc
 import pytest
 import yaml
 
-from modelshare import cli_federation, cli_owner, cli_owner_status
 from modelshare.cli import build_parser, main
-from modelshare.cli_owner_status import owner_health
+from modelshare.cli import federation as cli_federation
+from modelshare.cli import owner as cli_owner
+from modelshare.cli import owner_status as cli_owner_status
+from modelshare.cli.owner_status import owner_health
 from modelshare.common.data.datasets import export_dataset
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.miner_node.config import MinerConfig

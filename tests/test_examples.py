@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from modelshare.cli_study_init import study_template
+from modelshare.cli.study_init import study_template
 from modelshare.common.federation.study import load_study_file
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

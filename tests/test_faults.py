@@ -24,7 +24,7 @@ import grpc
 import numpy as np
 import pytest
 
-from modelshare.cli_owner_status import owner_health
+from modelshare.cli.owner_status import owner_health
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.mechanisms import registry
 from modelshare.miner_node.server import RunningMiner, start_miner

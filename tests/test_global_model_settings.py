@@ -11,8 +11,8 @@ from rich.console import Console
 from sklearn.tree import DecisionTreeClassifier
 
 from modelshare.admin import results_dict
-from modelshare.cli_common import model_setting
-from modelshare.cli_federation import results_renderables
+from modelshare.cli.common import model_setting
+from modelshare.cli.federation import results_renderables
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import parameter_from_pb, study_from_pb
 from modelshare.common.federation.study import StudyError, spec_from_mapping

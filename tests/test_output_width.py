@@ -13,8 +13,8 @@ import pytest
 from modelshare import simulate
 from modelshare.admin import results_dict, status_dict, study_headline
 from modelshare.cli import CLOSED_PIPE_STATUS, main
-from modelshare.cli_common import TABLE_WIDTH, out
-from modelshare.cli_federation import list_table, results_renderables, status_renderables
+from modelshare.cli.common import TABLE_WIDTH, out
+from modelshare.cli.federation import list_table, results_renderables, status_renderables
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.refusal import Refusal
 from modelshare.common.federation.serde import study_from_pb

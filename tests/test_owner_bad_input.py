@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from modelshare.cli_owner_status import owner_health
+from modelshare.cli.owner_status import owner_health
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.refusal import Refusal

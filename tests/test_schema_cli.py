@@ -10,7 +10,7 @@ import pytest
 import tomllib
 
 from modelshare.cli import main
-from modelshare.cli_schema import round_outward
+from modelshare.cli.schema import round_outward
 from modelshare.common.data.datasets import load_dataset, load_table
 from modelshare.common.data.schema import NumericAttribute, Schema, SchemaError
 from modelshare.common.federation.wire import schema_from_pb, schema_to_pb

@@ -11,8 +11,8 @@ import pytest
 
 from modelshare.admin import results_dict, status_dict
 from modelshare.cli import main
-from modelshare.cli_common import out
-from modelshare.cli_federation import results_renderables
+from modelshare.cli.common import out
+from modelshare.cli.federation import results_renderables
 from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import study_from_pb

@@ -7,7 +7,7 @@ owner status`` (a service manager's health probe) never imports the experiments,
 pandas' users beyond its own needs; ``modelshare --help`` imports no command at all.
 
 Errors: bad input (ValueError, KeyError, OSError, and argparse's usage errors) exits 2, a command
-that fails after starting its work (`modelshare.cli_common.CommandFailed`) exits 1; both print
+that fails after starting its work (`modelshare.cli.common.CommandFailed`) exits 1; both print
 one line on stderr and, under ``--json``, one ``{"error": {"type": ..., "message": ...}}`` object
 on stdout (a command that failed after its work, like ``study wait`` on a failed study, adds its
 report's fields beside ``error``). ``study wait`` exits 3 when its ``--timeout`` passes.
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from rich.markup import escape
 
-from modelshare.cli_common import CommandFailed, err, note_deprecated
+from modelshare.cli.common import CommandFailed, err, note_deprecated
 
 __all__ = ["COMMANDS", "Command", "Group", "UsageError", "build_parser", "main", "package_version", "selected"]
 
@@ -59,25 +59,25 @@ def _experiment(name: str, help: str) -> Command:
 COMMANDS = Group("modelshare", {
     "simulate": Command("run a miner and 1-10 owner processes over mutual TLS on one machine; one study",
                         "modelshare.simulate:configure"),
-    "datasets": Command("list, show or export the bundled datasets", "modelshare.cli_datasets:configure"),
+    "datasets": Command("list, show or export the bundled datasets", "modelshare.cli.datasets:configure"),
     "release": Command("train a local tree (or k-AnonToRdt or eps-DP random trees), apply a release mechanism, "
-                       "write the model file", "modelshare.cli_release:configure_release"),
+                       "write the model file", "modelshare.cli.release:configure_release"),
     "audit": Command("re-derive a model file's privacy claims from its released counts",
-                     "modelshare.cli_release:configure_audit"),
+                     "modelshare.cli.release:configure_audit"),
     "schema": Group("draft a schema from a table for review, or check a table against a schema", {
         "infer": Command("draft a commented schema (TOML) from a table: ranges rounded outward, what came from the "
-                         "data said in its header", "modelshare.cli_schema:configure_infer"),
-        "check": Command("report every row of a table that does not fit a schema", "modelshare.cli_schema:configure_check"),
+                         "data said in its header", "modelshare.cli.schema:configure_infer"),
+        "check": Command("report every row of a table that does not fit a schema", "modelshare.cli.schema:configure_check"),
     }),
     "pgen": Command("generate pseudo-data from a released model file (PGEN): one tree, an ensemble or a "
-                    "regression forest", "modelshare.cli_pgen:configure"),
+                    "regression forest", "modelshare.cli.pgen:configure"),
     "privacy": Group("privacy accounting and audits", {
         "dps": Command("(beta, eps, delta)-DPS of k-AnonToRdt: Bernoulli(beta) sampling, then counts < k zeroed",
-                       "modelshare.cli_dps:configure"),
+                       "modelshare.cli.dps:configure"),
         "audit-dp": Command("empirically audit a mechanism's DP claim: run it on D and D' = D + one row, bound eps",
-                            "modelshare.cli_dp_audit:configure"),
+                            "modelshare.cli.dp_audit:configure"),
     }),
-    "audit-dp": Command("old spelling of 'privacy audit-dp'", "modelshare.cli_dp_audit:configure",
+    "audit-dp": Command("old spelling of 'privacy audit-dp'", "modelshare.cli.dp_audit:configure",
                         replaced_by="modelshare privacy audit-dp"),
     "experiment": Group("reproduce a paper's experiment on any table", {
         "sources": _experiment("sources", "in-process cross-validation of 1-10 sources: BASIS vs PGEN vs BASEGEN "
@@ -96,39 +96,39 @@ COMMANDS = Group("modelshare", {
                                       "model vs BASIS vs no privacy vs the majority class (issue 33)"),
     }),
     "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
-                         "revoke a party later", "modelshare.cli_provision:configure"),
+                         "revoke a party later", "modelshare.cli.provision:configure"),
     "miner": Group("run or inspect the miner", {
         "serve": Command("serve gRPC over mutual TLS, store submissions, run studies",
-                         "modelshare.cli_federation:configure_miner_serve"),
+                         "modelshare.cli.federation:configure_miner_serve"),
         "verify-log": Command("check the audit log's hash chain and head",
-                              "modelshare.cli_federation:configure_miner_verify_log"),
+                              "modelshare.cli.federation:configure_miner_verify_log"),
         "status": Command("ask a running miner for its health (exit 0 when serving, 1 when unhealthy)",
-                          "modelshare.cli_federation:configure_miner_status"),
+                          "modelshare.cli.federation:configure_miner_status"),
         "sites": Command("every provisioned owner with its last poll, version, health and state (admin)",
-                         "modelshare.cli_federation:configure_miner_sites"),
+                         "modelshare.cli.federation:configure_miner_sites"),
     }),
     "study": Group("create and follow studies (admin)", {
         "init": Command("write a commented study.toml with simulate's defaults to start from",
-                        "modelshare.cli_study_init:configure"),
-        "create": Command("create a study from study.toml", "modelshare.cli_federation:configure_study_create"),
+                        "modelshare.cli.study_init:configure"),
+        "create": Command("create a study from study.toml", "modelshare.cli.federation:configure_study_create"),
         "status": Command("a study's state and every owner's answer (--follow: every change until it ends)",
-                          "modelshare.cli_federation:configure_study_status"),
-        "results": Command("fetch a finished study's results", "modelshare.cli_federation:configure_study_results"),
-        "list": Command("every study on the miner", "modelshare.cli_federation:configure_study_list"),
+                          "modelshare.cli.federation:configure_study_status"),
+        "results": Command("fetch a finished study's results", "modelshare.cli.federation:configure_study_results"),
+        "list": Command("every study on the miner", "modelshare.cli.federation:configure_study_list"),
         "wait": Command("block until a study ends: exit 0 done, 1 failed or cancelled (with the reason), 3 on --timeout",
-                        "modelshare.cli_study_control:configure_study_wait"),
+                        "modelshare.cli.study_control:configure_study_wait"),
         "cancel": Command("cancel an open or mining study: owners stop waiting, later answers are refused, the "
-                          "audit log says who", "modelshare.cli_study_control:configure_study_cancel"),
+                          "audit log says who", "modelshare.cli.study_control:configure_study_cancel"),
     }),
     "owner": Group("the data owner: run the daemon, preview the policy on a study, report health and budget", {
         "serve": Command("dial out to the miner and answer studies until SIGTERM/SIGINT",
-                         "modelshare.cli_owner:configure_serve"),
+                         "modelshare.cli.owner:configure_serve"),
         "check": Command("would this site answer STUDY.toml? (no training, no miner)",
-                         "modelshare.cli_owner:configure_check"),
+                         "modelshare.cli.owner:configure_check"),
         "status": Command("is this site's daemon healthy? (exit 0 when it is; for service managers; reads the "
-                          "daemon's status file, contacts nobody)", "modelshare.cli_owner_status:configure"),
+                          "daemon's status file, contacts nobody)", "modelshare.cli.owner_status:configure"),
         "budget": Command("what this site's releases have spent of its privacy budget (epsilon, delta) and what "
-                          "its lifetime cap leaves", "modelshare.cli_owner:configure_budget"),
+                          "its lifetime cap leaves", "modelshare.cli.owner:configure_budget"),
     }),
 })
 

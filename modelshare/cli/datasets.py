@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from modelshare.cli_common import add_json, err, out, titled_table
+from modelshare.cli.common import add_json, err, out, titled_table
 from modelshare.common.data.datasets import describe_dataset, export_dataset, list_datasets
 from modelshare.common.data.schema import SchemaError
 from modelshare.common.trees.readable import grouped

@@ -20,7 +20,7 @@ import json
 import numpy as np
 from rich.table import Table
 
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     add_json,
     add_max_depth,
     add_seed,
@@ -29,7 +29,7 @@ from modelshare.cli_common import (
     out,
     positive_int,
 )
-from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.cli.inputs import add_table_source, load_source
 from modelshare.common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, audit_dp
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms import registry

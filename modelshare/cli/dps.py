@@ -12,7 +12,7 @@ import json
 
 from rich.table import Table
 
-from modelshare.cli_common import add_json, out
+from modelshare.cli.common import add_json, out
 from modelshare.common.privacy.dps import DPSError, DPSGuarantee, Table5, compose, table5
 
 __all__ = ["cmd_dps", "configure"]

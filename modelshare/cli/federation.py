@@ -1,6 +1,6 @@
 """`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`.
 
-``study wait``, ``study cancel`` and ``study status --follow`` are in `modelshare.cli_study_control`.
+``study wait``, ``study cancel`` and ``study status --follow`` are in `modelshare.cli.study_control`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from modelshare.admin import (
     study_headline,
     write_results,
 )
-from modelshare.cli_common import add_json, err, out
+from modelshare.cli.common import add_json, err, out
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.study import load_study_file
@@ -229,7 +229,7 @@ def cmd_study_create(args: argparse.Namespace) -> int:
 
 def cmd_study_status(args: argparse.Namespace) -> int:
     if args.follow:
-        from modelshare.cli_study_control import follow_status  # it builds on this module
+        from modelshare.cli.study_control import follow_status  # it builds on this module
 
         return follow_status(args)
     config = AdminConfig.load(args.config)

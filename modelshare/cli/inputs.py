@@ -6,9 +6,9 @@ ones, except for the local tree: a tree grown to the requirement (``admissible``
 mechanisms (the papers' experiments keep their multiway or CART learner), released by ``apt`` to
 ``cl-diversity:c=5,l=2`` with hit/miss disclosure (counts for the mechanisms that release counts
 only). ``release`` writes a model file that leaves the site, so it takes no default mechanism or
-requirement at all: the owner states both (`modelshare.cli_release`).
+requirement at all: the owner states both (`modelshare.cli.release`).
 
-Unlike `modelshare.cli_common`, this module imports the data and learner code, so only the
+Unlike `modelshare.cli.common`, this module imports the data and learner code, so only the
 commands that use it import it.
 """
 
@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Collection
 
-from modelshare.cli_common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
+from modelshare.cli.common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 from modelshare.common.data.datasets import LoadedTable, load_dataset, load_table
 from modelshare.common.data.schema import Schema, SchemaError
 from modelshare.common.mechanisms import registry

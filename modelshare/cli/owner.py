@@ -1,6 +1,6 @@
 """`modelshare owner serve` (the owner daemon), `owner check` (a policy preview), `owner budget` (the ledger).
 
-``owner status``, the health probe, is `modelshare.cli_owner_status`: it must start fast, so it
+``owner status``, the health probe, is `modelshare.cli.owner_status`: it must start fast, so it
 does not import this module's daemon and training code.
 
 ``owner check`` answers, before a study is ever announced, whether this site would take part:
@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 
-from modelshare.cli_common import add_json, err, out, titled_table
+from modelshare.cli.common import add_json, err, out, titled_table
 from modelshare.common.federation.study import load_study_file
 from modelshare.common.study import Study
 from modelshare.logs import configure_logging

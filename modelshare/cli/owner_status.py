@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from modelshare.cli_common import add_json, out
+from modelshare.cli.common import add_json, out
 from modelshare.owner_node.status import STATUS_FILE, read_status
 
 __all__ = ["DEFAULT_MAX_AGE", "cmd_status", "configure", "owner_health"]

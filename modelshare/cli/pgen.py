@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from modelshare.cli_common import add_json, add_seed, err, positive_int
+from modelshare.cli.common import add_json, add_seed, err, positive_int
 from modelshare.common.data.table_io import write_table_chunks
 from modelshare.common.federation.model_io import read_model_file
 from modelshare.common.federation.wire import DecodedModel

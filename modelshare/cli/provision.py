@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from modelshare.cli_common import add_json, err, out
+from modelshare.cli.common import add_json, err, out
 from modelshare.common.federation.kit import Party
 from modelshare.common.federation.signing import KEY_ID_PREFIX
 from modelshare.provision import (

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     add_json,
     add_max_depth,
     add_seed,
@@ -29,7 +29,7 @@ from modelshare.cli_common import (
     positive_int,
     titled_table,
 )
-from modelshare.cli_inputs import (
+from modelshare.cli.inputs import (
     add_admissible_options,
     add_learner,
     add_release_options,

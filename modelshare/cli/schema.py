@@ -30,7 +30,7 @@ import pandas as pd
 import tomli_w
 from rich.table import Table
 
-from modelshare.cli_common import add_json, err, note_dropped, out, target_range
+from modelshare.cli.common import add_json, err, note_dropped, out, target_range
 from modelshare.common.data.datasets import load_table
 from modelshare.common.data.datasets.loading import read_rows
 from modelshare.common.data.regression import RegressionSchema

@@ -12,7 +12,7 @@ a bounded backoff (`RETRY_SECONDS`) until the deadline; the first call failing i
 
 Output: on a terminal, ``study wait`` shows a live line on stderr and ``--follow`` prints changes
 as they come; elsewhere (a log, a pipe, CI) every change is one plain line with its UTC time and
-no control characters (`modelshare.cli_common.log_line`).
+no control characters (`modelshare.cli.common.log_line`).
 
 Exit status of ``study wait``: 0 done, 1 failed or cancelled (the reason is printed), 3 when the
 timeout passes first, 2 for bad input or a call the miner refused.
@@ -31,8 +31,8 @@ from typing import Any, Callable
 import grpc
 
 from modelshare.admin import AdminConfig, admin_stub, status_dict
-from modelshare.cli_common import CommandFailed, add_json, err, log_line, out, printable
-from modelshare.cli_federation import CALL_TIMEOUT, miner_error, print_status, rpc
+from modelshare.cli.common import CommandFailed, add_json, err, log_line, out, printable
+from modelshare.cli.federation import CALL_TIMEOUT, miner_error, print_status, rpc
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 

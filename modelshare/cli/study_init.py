@@ -15,8 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from modelshare.cli_common import add_json
-from modelshare.cli_inputs import resolve_disclosure, resolve_learner, resolve_requirement
+from modelshare.cli.common import add_json
+from modelshare.cli.inputs import resolve_disclosure, resolve_learner, resolve_requirement
 from modelshare.common.data.datasets import DATASETS, bundled_schema
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema

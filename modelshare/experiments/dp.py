@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     add_global_models,
     add_list,
     add_model_settings,
@@ -69,7 +69,7 @@ from modelshare.cli_common import (
     out,
     positive_int,
 )
-from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.cli.inputs import add_table_source, load_source
 from modelshare.common.data.datasets import load_table as load_file
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms import registry

@@ -61,7 +61,7 @@ import pandas as pd
 from rich.table import Table
 from sklearn.tree import DecisionTreeRegressor
 
-from modelshare.cli_common import add_max_depth, err, float_list, note_dropped, out, positive_int
+from modelshare.cli.common import add_max_depth, err, float_list, note_dropped, out, positive_int
 from modelshare.common.data.datasets import LoadedTable, load_dataset, read_frame
 from modelshare.common.data.datasets import load_table as load_file
 from modelshare.common.data.regression import RegressionSchema

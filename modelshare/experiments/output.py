@@ -36,7 +36,7 @@ from rich.progress import (
 )
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
-from modelshare.cli_common import add_json, add_seed, add_test_fraction, err, positive_int
+from modelshare.cli.common import add_json, add_seed, add_test_fraction, err, positive_int
 from modelshare.common.data.datasets import LoadedTable
 from modelshare.common.files import atomic_write, atomic_write_via
 

@@ -52,7 +52,7 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from rich.table import Table
 
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     LEARNER_DEFAULT,
     add_global_models,
     add_model_settings,
@@ -62,7 +62,7 @@ from modelshare.cli_common import (
     int_list,
     out,
 )
-from modelshare.cli_inputs import (
+from modelshare.cli.inputs import (
     add_confidence,
     add_disclosure,
     add_learner,

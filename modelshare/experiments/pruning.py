@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli_common import add_max_depth, add_max_depths, int_list, out
-from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.cli.common import add_max_depth, add_max_depths, int_list, out
+from modelshare.cli.inputs import add_table_source, load_source
 from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
 from modelshare.common.privacy.attacks import attack_report

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli_common import add_global_models, add_max_depths, float_list, int_list, out
-from modelshare.cli_inputs import add_table_source, load_source
+from modelshare.cli.common import add_global_models, add_max_depths, float_list, int_list, out
+from modelshare.cli.inputs import add_table_source, load_source
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
 from modelshare.common.privacy.dps import DPSError, compose

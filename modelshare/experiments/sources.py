@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli_common import (
+from modelshare.cli.common import (
     add_global_models,
     add_max_depth,
     add_off_path,
@@ -36,7 +36,7 @@ from modelshare.cli_common import (
     positive_int,
     tree_params,
 )
-from modelshare.cli_inputs import (
+from modelshare.cli.inputs import (
     DEFAULT_LEARNER,
     DEFAULT_MECHANISM,
     add_admissible_options,

@@ -39,8 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from modelshare.cli_common import add_global_models, add_list, add_owners, err, out, titled_table
-from modelshare.cli_inputs import DEFAULT_MECHANISM, resolve_disclosure
+from modelshare.cli.common import add_global_models, add_list, add_owners, err, out, titled_table
+from modelshare.cli.inputs import DEFAULT_MECHANISM, resolve_disclosure
 from modelshare.common.data.schema import Schema
 from modelshare.common.files import atomic_write, atomic_write_via
 from modelshare.common.mechanisms import registry
