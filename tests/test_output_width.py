@@ -14,7 +14,8 @@ from modelshare import simulate
 from modelshare.admin import results_dict, status_dict, study_headline
 from modelshare.cli import CLOSED_PIPE_STATUS, main
 from modelshare.cli.common import TABLE_WIDTH, out
-from modelshare.cli.federation import list_table, results_renderables, status_renderables
+from modelshare.cli.federation import list_table, results_renderables
+from modelshare.cli.miner_calls import status_renderables
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.refusal import Refusal
 from modelshare.common.federation.serde import study_from_pb

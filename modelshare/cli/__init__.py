@@ -162,7 +162,7 @@ def package_version() -> str:
             import tomllib
         else:  # pragma: no cover - exercised only on Python 3.10
             import tomli as tomllib
-        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
         return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
 
 

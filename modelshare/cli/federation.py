@@ -1,6 +1,7 @@
 """`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`.
 
-``study wait``, ``study cancel`` and ``study status --follow`` are in `modelshare.cli.study_control`.
+``study status --follow`` runs `modelshare.cli.study_control.follow_status`; ``study wait`` and ``study cancel``
+are there too. Both modules call the miner through `modelshare.cli.miner_calls`.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ import shutil
 import signal
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import grpc
 from rich.table import Table
 from rich.text import Text
 
 from modelshare.admin import (
     AdminConfig,
     admin_stub,
-    answer_label,
     auc_text,
     results_dict,
     settings_text,
@@ -29,6 +28,8 @@ from modelshare.admin import (
     write_results,
 )
 from modelshare.cli.common import add_json, err, out
+from modelshare.cli.miner_calls import CALL_TIMEOUT, print_status, rpc
+from modelshare.cli.study_control import follow_status
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.study import load_study_file
@@ -57,35 +58,7 @@ __all__ = [
     "configure_study_list",
     "configure_study_results",
     "configure_study_status",
-    "miner_error",
-    "print_status",
-    "rpc",
 ]
-
-CALL_TIMEOUT = 30.0
-
-
-def miner_error(exc: grpc.RpcError, miner: str) -> ValueError:
-    """A failed admin call as a ValueError with the miner's status and message.
-
-    A miner that cannot be reached (UNAVAILABLE) is said as such, with the address dialled and the
-    likely causes, rather than as a status the miner never sent.
-    """
-    details = exc.details() or ""
-    if exc.code() == grpc.StatusCode.UNAVAILABLE:
-        why = "connection refused" if "refused" in details.lower() else details
-        return ValueError(f"cannot reach the miner at {miner} ({why}): is `modelshare miner serve` running there, "
-                          "and was this kit provisioned by the same project CA?")
-    return ValueError(f"the miner answered {exc.code().name}: {details}")
-
-
-def rpc(call: Callable[[], Any], miner: str) -> Any:
-    """Run an admin call; a refusal by the miner becomes a ValueError (`miner_error`)."""
-    try:
-        return call()
-    except grpc.RpcError as exc:
-        raise miner_error(exc, miner) from None
-
 
 # --------------------------------------------------------------------- miner
 def cmd_miner_serve(args: argparse.Namespace) -> int:
@@ -135,24 +108,6 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- study
-def status_renderables(data: dict[str, Any]) -> list[Any]:
-    """What `study status` prints: the headline, the settings line and the answers table, from one `status_dict`."""
-    lines = [Text(study_headline(data)),
-             Text(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")]
-    table = Table("owner", "answer", "reason", "at")
-    table.columns[0].no_wrap = table.columns[1].no_wrap = True
-    table.columns[2].overflow = "fold"
-    for a in data["answers"]:
-        table.add_row(a["owner"], answer_label(a), a["reason"], a["at"] or "")
-    return [*lines, table]
-
-
-def print_status(data: dict[str, Any]) -> None:
-    """Print `status_renderables` (`study status`, `study wait`, `--follow`'s final state)."""
-    for renderable in status_renderables(data):
-        out.print(renderable)
-
-
 def list_table(rows: list[dict[str, Any]]) -> Table:
     """`study list`'s table: one row per study (a `status_dict`), its answers counted."""
     table = Table("study", "state", "mechanism", "requirement", "answers", "deadline")
@@ -229,8 +184,6 @@ def cmd_study_create(args: argparse.Namespace) -> int:
 
 def cmd_study_status(args: argparse.Namespace) -> int:
     if args.follow:
-        from modelshare.cli.study_control import follow_status  # it builds on this module
-
         return follow_status(args)
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)

@@ -32,7 +32,7 @@ import grpc
 
 from modelshare.admin import AdminConfig, admin_stub, status_dict
 from modelshare.cli.common import CommandFailed, add_json, err, log_line, out, printable
-from modelshare.cli.federation import CALL_TIMEOUT, miner_error, print_status, rpc
+from modelshare.cli.miner_calls import CALL_TIMEOUT, miner_error, print_status, rpc
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 
