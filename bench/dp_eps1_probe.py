@@ -63,11 +63,11 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from experiments.dp import DpSettings, model_plan
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms.dpea import registered_dpea
 from modelshare.common.privacy.noise import Randomness, SecretNoise
-from modelshare.experiments.dp import DpSettings, model_plan
 from modelshare.miner_node.global_models import make_global_model
 from modelshare.miner_node.pgen import pgen_ensemble
 from modelshare.miner_node.selection import choose, global_model_params

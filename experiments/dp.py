@@ -59,6 +59,21 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
+from experiments.output import (
+    ACCURACY,
+    PlotResult,
+    Results,
+    Series,
+    Split,
+    add_common_options,
+    finish,
+    held_out_or_separate,
+    plot_lines,
+    run_tasks,
+    series_by,
+    spread,
+    task_seed,
+)
 from modelshare.cli.common import (
     add_global_models,
     add_list,
@@ -81,21 +96,6 @@ from modelshare.common.privacy.report import PrivacyReport
 from modelshare.common.study import ModelPlan
 from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.common.trees.tree import Tree
-from modelshare.experiments.output import (
-    ACCURACY,
-    PlotResult,
-    Results,
-    Series,
-    Split,
-    add_common_options,
-    finish,
-    held_out_or_separate,
-    plot_lines,
-    run_tasks,
-    series_by,
-    spread,
-    task_seed,
-)
 from modelshare.miner_node.calibrated_nb import CalibratedNB, is_nb_release
 from modelshare.miner_node.class_prior import CLASS_PRIOR, ClassPriorModel
 from modelshare.miner_node.dp_pgen import dp_pgen_scale

@@ -14,7 +14,7 @@ become numeric on their observed range, the rest categorical. Inferred ranges di
 extremes, so such a run says so on stderr and in ``results.json``: the releases are eps-DP only
 if those ranges are taken as public.
 
-Protocol (as `modelshare.experiments.dp`): ``repeats`` random 80/20 splits
+Protocol (as `experiments.dp`): ``repeats`` random 80/20 splits
 (``train_test_split(..., random_state=seed + i)``, not stratified: the target is numeric);
 ``--folds K`` runs shuffled K-fold cross-validation per repeat instead; with ``--test-data`` every
 repeat trains on the whole table and tests on that separate table. Per split and total epsilon,
@@ -61,22 +61,8 @@ import pandas as pd
 from rich.table import Table
 from sklearn.tree import DecisionTreeRegressor
 
-from modelshare.cli.common import add_max_depth, err, float_list, note_dropped, out, positive_int
-from modelshare.common.data.datasets import LoadedTable, load_dataset, read_frame
-from modelshare.common.data.datasets import load_table as load_file
-from modelshare.common.data.regression import RegressionSchema
-from modelshare.common.data.schema import (
-    Attribute,
-    CategoricalAttribute,
-    NumericAttribute,
-    Schema,
-    SchemaError,
-)
-from modelshare.common.mechanisms.diffpets import DiffPetsRegressor
-from modelshare.common.trees.metrics import mae, rmse
-from modelshare.common.trees.regression import RegressionForest
-from modelshare.experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
-from modelshare.experiments.output import (
+from experiments.dp import DEFAULT_EPSILONS, REFERENCE_DEPTH
+from experiments.output import (
     PlotResult,
     Results,
     Series,
@@ -91,6 +77,20 @@ from modelshare.experiments.output import (
     spread,
     task_seed,
 )
+from modelshare.cli.common import add_max_depth, err, float_list, note_dropped, out, positive_int
+from modelshare.common.data.datasets import LoadedTable, load_dataset, read_frame
+from modelshare.common.data.datasets import load_table as load_file
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import (
+    Attribute,
+    CategoricalAttribute,
+    NumericAttribute,
+    Schema,
+    SchemaError,
+)
+from modelshare.common.mechanisms.diffpets import DiffPetsRegressor
+from modelshare.common.trees.metrics import mae, rmse
+from modelshare.common.trees.regression import RegressionForest
 from modelshare.miner_node.dp_pgen import PGEN_LEAF_SHARE
 from modelshare.miner_node.global_models import make_regression_model
 from modelshare.miner_node.pgen import pgen_regression

@@ -10,7 +10,7 @@ fold, the training part is used twice:
   nothing), PGEN pseudo-data pooled, global models learned from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
   training part, kept as the reference line);
 - LD: the training part itself (c,l)-diversified by full-domain generalisation and suppression
-  (`modelshare.experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
+  (`experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
   scored on the test fold generalised the same way.
 
 Beside PPGEN each row carries ``bound_accuracy``: the price of the requirement, an upper bound on
@@ -52,6 +52,20 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from rich.table import Table
 
+from experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
+from experiments.output import (
+    ACCURACY,
+    PlotResult,
+    Results,
+    Series,
+    add_common_options,
+    finish,
+    plot_lines,
+    run_tasks,
+    selections,
+    series_by,
+    spread,
+)
 from modelshare.cli.common import (
     LEARNER_DEFAULT,
     add_global_models,
@@ -75,20 +89,6 @@ from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.study import ModelPlan
 from modelshare.common.trees.metrics import accuracy
 from modelshare.common.trees.tree import Disclosure
-from modelshare.experiments.baselines.ld import DEFAULT_MAX_SUPPRESSION, LDModel, LDResult, diversify, fit_ld_model
-from modelshare.experiments.output import (
-    ACCURACY,
-    PlotResult,
-    Results,
-    Series,
-    add_common_options,
-    finish,
-    plot_lines,
-    run_tasks,
-    selections,
-    series_by,
-    spread,
-)
 from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
 from modelshare.miner_node.selection import choose
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold

@@ -25,14 +25,7 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli.common import add_max_depth, add_max_depths, int_list, out
-from modelshare.cli.inputs import add_table_source, load_source
-from modelshare.common.data.schema import CategoricalAttribute, Schema
-from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
-from modelshare.common.privacy.attacks import attack_report
-from modelshare.common.trees.learners import make_learner
-from modelshare.common.trees.tree import Tree
-from modelshare.experiments.output import (
+from experiments.output import (
     ACCURACY,
     PlotResult,
     Results,
@@ -49,6 +42,13 @@ from modelshare.experiments.output import (
     splits,
     spread,
 )
+from modelshare.cli.common import add_max_depth, add_max_depths, int_list, out
+from modelshare.cli.inputs import add_table_source, load_source
+from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, prune_leaves, prune_parents
+from modelshare.common.privacy.attacks import attack_report
+from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import Tree
 
 __all__ = ["PruningSettings", "configure", "run_pruning", "summarize_pruning"]
 

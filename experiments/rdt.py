@@ -30,13 +30,7 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from modelshare.cli.common import add_global_models, add_max_depths, float_list, int_list, out
-from modelshare.cli.inputs import add_table_source, load_source
-from modelshare.common.data.schema import Schema
-from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
-from modelshare.common.privacy.dps import DPSError, compose
-from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
-from modelshare.experiments.output import (
+from experiments.output import (
     ACCURACY,
     PlotResult,
     Results,
@@ -50,6 +44,12 @@ from modelshare.experiments.output import (
     splits,
     spread,
 )
+from modelshare.cli.common import add_global_models, add_max_depths, float_list, int_list, out
+from modelshare.cli.inputs import add_table_source, load_source
+from modelshare.common.data.schema import Schema
+from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
+from modelshare.common.privacy.dps import DPSError, compose
+from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
 from modelshare.miner_node.pgen import pgen_ensemble
 

@@ -24,6 +24,18 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
+from experiments.output import (
+    ACCURACY,
+    PlotResult,
+    Results,
+    add_common_options,
+    finish,
+    plot_lines,
+    run_tasks,
+    selections,
+    series_by,
+    spread,
+)
 from modelshare.cli.common import (
     add_global_models,
     add_max_depth,
@@ -50,18 +62,6 @@ from modelshare.cli.inputs import (
 )
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms import registry
-from modelshare.experiments.output import (
-    ACCURACY,
-    PlotResult,
-    Results,
-    add_common_options,
-    finish,
-    plot_lines,
-    run_tasks,
-    selections,
-    series_by,
-    spread,
-)
 from modelshare.miner_node.global_models import GLOBAL_MODELS
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold, summarize
 

@@ -1,6 +1,6 @@
 """The project's defaults on tables no constant was tuned on (`modelshare experiment suite`, issue 33).
 
-For every suite table (`modelshare.experiments.suite_tables`), every owner count and every requirement,
+For every suite table (`experiments.suite_tables`), every owner count and every requirement,
 the in-process pipeline (`modelshare.pipeline.run_fold`) runs the study `simulate` would run with its
 defaults: the mechanism's default learner (``admissible`` under a path requirement, released by ``apt``
 with hit/miss disclosure; the whole-release mechanisms' own trees at their registry depth, counts
@@ -39,6 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from experiments.output import add_common_options, records, run_tasks
+from experiments.suite_tables import SUITE, load_suite_table
 from modelshare.cli.common import add_global_models, add_list, add_owners, err, out, titled_table
 from modelshare.cli.inputs import DEFAULT_MECHANISM, resolve_disclosure
 from modelshare.common.data.schema import Schema
@@ -48,8 +50,6 @@ from modelshare.common.mechanisms.release import default_learner
 from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
 from modelshare.common.study import Training
-from modelshare.experiments.output import add_common_options, records, run_tasks
-from modelshare.experiments.suite_tables import SUITE, load_suite_table
 from modelshare.miner_node.global_models import CLASSIFICATION_MODELS
 from modelshare.miner_node.selection import DEFAULT_MODES
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold

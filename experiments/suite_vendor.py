@@ -2,14 +2,14 @@
 
 Usage::
 
-    python -m modelshare.experiments.suite_vendor --penguins penguins.csv --statsmodels DIR [--out DIR]
+    python -m experiments.suite_vendor --penguins penguins.csv --statsmodels DIR [--out DIR]
 
 ``--penguins`` is ``palmerpenguins/data/penguins.csv`` of the palmerpenguins wheel (0.1.6); ``--statsmodels``
 is the ``statsmodels/datasets`` folder of the statsmodels wheel (0.15.0); the four scikit-learn tables
 are read from the installed scikit-learn, which ships them. Every table is written as gzip-compressed
 CSV with a header (fixed gzip timestamp, so reruns are byte-identical) beside its schema
 ``NAME.schema.json``. Numeric bounds and category lists are public statements written in
-`modelshare.experiments.suite_tables` (each with the ``source`` text the schema file carries), never
+`experiments.suite_tables` (each with the ``source`` text the schema file carries), never
 read off the rows; the script fails if any row falls outside them (`Schema.encode`), so a re-vendor
 cannot bring data-derived domains in. Attribution and licences: ``suite_data/NOTICE``.
 """
@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from sklearn import datasets as sk
 
+from experiments.suite_tables import DATA_DIR, SUITE, schema_of
 from modelshare.common.data.schema import ATTRIBUTE_SOURCE
-from modelshare.experiments.suite_tables import DATA_DIR, SUITE, schema_of
 
 __all__ = ["build_all", "main"]
 

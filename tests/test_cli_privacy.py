@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from modelshare.cli import main
-from modelshare.common.data.datasets import load_dataset
-from modelshare.common.federation.model_io import read_tree
-from modelshare.experiments.pruning import (
+from experiments.pruning import (
     PruningSettings,
     _reinfer,
     run_pruning,
     summarize_pruning,
 )
+from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
+from modelshare.common.federation.model_io import read_tree
 from modelshare.pipeline import PipelineConfig, run_study
 
 

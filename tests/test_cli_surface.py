@@ -62,14 +62,14 @@ def _imported_after(code: str) -> set[str]:
 
 def test_importing_the_cli_imports_no_command():
     loaded = _imported_after("import modelshare.cli")
-    heavy = {"modelshare.experiments", "modelshare.simulate", "modelshare.provision", "pandas", "sklearn", "grpc"}
+    heavy = {"experiments", "modelshare.simulate", "modelshare.provision", "pandas", "sklearn", "grpc"}
     assert not heavy & loaded
 
 
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
     assert "modelshare.cli.owner_status" in loaded
-    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "modelshare.experiments"} & loaded
+    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "experiments"} & loaded
 
 
 def test_the_default_max_age_is_three_poll_rounds_of_the_daemon():

@@ -8,9 +8,9 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
+from experiments.dp import DpSettings, _plot, summarize_dp
 from modelshare.cli import main
 from modelshare.common.mechanisms import registry
-from modelshare.experiments.dp import DpSettings, _plot, summarize_dp
 
 TINY = ["experiment", "dp", "--dataset", "vote", "--epsilons", "0.1", "10", "--trees", "2", "--repeats", "2",
         "--prior-share", "0"]  # the papers' mechanisms; test_the_class_prior_rows covers the default share

@@ -10,16 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modelshare.cli import main
-from modelshare.common.data.datasets import load_dataset
-from modelshare.experiments import output, pruning, rdt, sources
-from modelshare.experiments.output import (
+from experiments import output, pruning, rdt, sources
+from experiments.output import (
     Series,
     plot_bars,
     plot_lines,
     run_tasks,
     series_by,
 )
+from modelshare.cli import main
+from modelshare.common.data.datasets import load_dataset
 from modelshare.pipeline import PipelineConfig, run_study
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

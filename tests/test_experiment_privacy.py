@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from modelshare.cli import main
-from modelshare.experiments.privacy import (
+from experiments.privacy import (
     PrivacySettings,
     plot_privacy,
     run_privacy,
     summarize_privacy,
 )
+from modelshare.cli import main
 
 GRID = ["--dataset", "car", "--folds", "2", "--ls", "2", "4", "--cs", "5"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

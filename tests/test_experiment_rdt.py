@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pandas as pd
 
+from experiments.rdt import RdtSettings, run_rdt
 from modelshare.cli import main
 from modelshare.common.data.schema import Schema
 from modelshare.common.privacy.dps import compose
-from modelshare.experiments.rdt import RdtSettings, run_rdt
 
 
 def test_nursery_grid_has_one_row_per_setting_with_sane_scores(tmp_path, capsys):

@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modelshare.cli import build_parser, main
-from modelshare.common.data.schema import NumericAttribute
-from modelshare.experiments.suite import (
+from experiments.suite import (
     NONE,
     done_conditions,
     requirement_item,
     settings_for,
 )
-from modelshare.experiments.suite_tables import DATA_DIR, SUITE, load_suite_table, schema_of
+from experiments.suite_tables import DATA_DIR, SUITE, load_suite_table, schema_of
+from modelshare.cli import build_parser, main
+from modelshare.common.data.schema import NumericAttribute
 
 TUNED_OR_RESERVED = {"nursery", "car", "adult", "vote", "winequality", "wine-quality", "mushroom", "cmc", "tictactoe"}
 

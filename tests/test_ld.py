@@ -7,10 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from modelshare.common.data.datasets import bundled_schema
-from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
-from modelshare.common.privacy.requirements import RequirementError
-from modelshare.experiments.baselines.hierarchy import (
+from experiments.baselines.hierarchy import (
     TOP,
     CategoricalHierarchy,
     HierarchyError,
@@ -19,7 +16,10 @@ from modelshare.experiments.baselines.hierarchy import (
     read_hierarchy,
     schema_hierarchies,
 )
-from modelshare.experiments.baselines.ld import LDError, check_cl_diversity, diversify, fit_ld_model
+from experiments.baselines.ld import LDError, check_cl_diversity, diversify, fit_ld_model
+from modelshare.common.data.datasets import bundled_schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.privacy.requirements import RequirementError
 
 # ------------------------------------------------------------------ hierarchies
 

@@ -2,7 +2,7 @@
 
 The model-sharing paper compares PPGEN (pseudo-data from a privacy-pruned tree) with LD, which
 publishes the data itself after (c,l)-diversification: every quasi-identifier (QI) is generalised
-to one level of its hierarchy (`modelshare.experiments.baselines.hierarchy`) for *all* rows, rows with equal generalised QIs
+to one level of its hierarchy (`experiments.baselines.hierarchy`) for *all* rows, rows with equal generalised QIs
 form an equivalence class (EC), and every published EC must be (c,l)-diverse in the class, the
 sensitive attribute. The check is the project's own, `modelshare.common.privacy.requirements.cl_diverse_exact` (recursive
 (c,l)-diversity ``r1 < c * (r_l + ... + r_m)`` over the sorted class counts, the ``counts`` form
@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
 import numpy as np
 import pandas as pd
 
+from experiments.baselines.hierarchy import Hierarchy, NumericHierarchy, schema_hierarchies
 from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.privacy.requirements import CLDiversity, cl_diverse_exact, parse_requirement
-from modelshare.experiments.baselines.hierarchy import Hierarchy, NumericHierarchy, schema_hierarchies
 
 if TYPE_CHECKING:
     from modelshare.miner_node.global_models import GlobalModel
@@ -288,7 +288,7 @@ def diversify(
     qi:
         Quasi-identifiers; every attribute by default.
     hierarchies:
-        Hierarchy per attribute; `modelshare.experiments.baselines.hierarchy.schema_hierarchies` of ``schema`` by default.
+        Hierarchy per attribute; `experiments.baselines.hierarchy.schema_hierarchies` of ``schema`` by default.
     max_suppression:
         Share of the rows that suppression may remove, in [0, 1).
     max_nodes:

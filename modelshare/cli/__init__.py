@@ -53,7 +53,7 @@ class Group:
 
 
 def _experiment(name: str, help: str) -> Command:
-    return Command(help, f"modelshare.experiments.{name.replace('-', '_')}:configure")
+    return Command(help, f"experiments.{name.replace('-', '_')}:configure")
 
 
 COMMANDS = Group("modelshare", {
