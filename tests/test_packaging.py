@@ -47,6 +47,7 @@ def test_the_wheel_installs_only_modelshare_and_runs_from_it(tmp_path):
     for folder in FOLDERS:
         assert f"modelshare/{folder}/__init__.py" in names
     assert "modelshare/common/federation/pb/federation_pb2.py" in names
+    assert not any(name.startswith("modelshare/experiments/") for name in names)
     assert "modelshare/common/data/datasets/data/car.csv.gz" in names
 
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
@@ -64,3 +65,6 @@ def test_the_wheel_installs_only_modelshare_and_runs_from_it(tmp_path):
     cli = subprocess.run([sys.executable, "-m", "modelshare.cli", "datasets", "list"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert cli.returncode == 0 and "car" in cli.stdout, cli.stderr[-2000:]
+    experiment = subprocess.run([sys.executable, "-m", "modelshare.cli", "experiment", "rdt", "--help"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True)
+    assert experiment.returncode == 2 and "experiments/ of a source checkout" in experiment.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -197,8 +198,26 @@ def selected(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(path)
 
 
+def _experiments_checkout() -> None:
+    """Make the source checkout's ``experiments/`` importable, or say why ``modelshare experiment`` cannot run.
+
+    The paper reproductions are not part of the installed package: they live in ``experiments/`` beside
+    ``bench/`` in a source checkout, whose root is the folder above this package's ``modelshare/``.
+    """
+    if importlib.util.find_spec("experiments") is not None:
+        return
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "experiments" / "__init__.py").is_file():
+        raise ValueError("`modelshare experiment` runs the paper reproductions, which are not installed with the package: "
+                         "they are in experiments/ of a source checkout; run it from a clone of the repository "
+                         "installed with `pip install -e .`")
+    sys.path.insert(0, str(root))
+
+
 def _configure(parser: argparse.ArgumentParser, command: Command) -> None:
     module, _, function = command.configure.partition(":")
+    if module.partition(".")[0] == "experiments":
+        _experiments_checkout()
     configure: Callable[[argparse.ArgumentParser], None] = getattr(importlib.import_module(module), function)
     configure(parser)
     if command.replaced_by is not None:
@@ -262,6 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "--json" in argv:
             _json_error(exc, exc.message)
         raise
+    except ValueError as exc:  # a command that cannot run here (`modelshare experiment` outside a source checkout)
+        _report(exc, str(exc), "--json" in argv)
+        return 2
     as_json = bool(getattr(args, "json", False))
     if getattr(args, "replaced_by", None):
         note_deprecated(f"modelshare {' '.join(path)}", args.replaced_by)
