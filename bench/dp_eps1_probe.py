@@ -56,14 +56,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from experiments.dp import DpSettings, model_plan
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms.dpea import registered_dpea
@@ -71,6 +72,9 @@ from modelshare.common.privacy.noise import Randomness, SecretNoise
 from modelshare.miner_node.global_models import make_global_model
 from modelshare.miner_node.pgen import pgen_ensemble
 from modelshare.miner_node.selection import choose, global_model_params
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is in the checkout, not installed
+from experiments.dp import DpSettings, model_plan  # noqa: E402
 
 ADULT_TRAIN_ROWS = 32561  # adult.data's rows come first in the bundled table, adult.test's after
 LOG_DECADES = 3.0  # ``--scale auto``: log bins when high - low >= 10^3 (a public property of the range)
