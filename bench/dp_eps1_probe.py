@@ -89,7 +89,7 @@ class Discretiser:
     edges: tuple[np.ndarray | None, ...]
 
     @classmethod
-    def of(cls, schema: Schema, bins: int, scale: str) -> "Discretiser":
+    def of(cls, schema: Schema, bins: int, scale: str) -> Discretiser:
         edges: list[np.ndarray | None] = []
         for attr in schema.attributes:
             if isinstance(attr, CategoricalAttribute):
@@ -113,7 +113,7 @@ class Discretiser:
     @property
     def sizes(self) -> np.ndarray:
         return np.array([attr.size if e is None else e.size - 1  # type: ignore[union-attr]
-                         for attr, e in zip(self.schema.attributes, self.edges)])
+                         for attr, e in zip(self.schema.attributes, self.edges, strict=False)])
 
     def codes(self, X: np.ndarray) -> np.ndarray:
         out = np.empty(X.shape, dtype=np.int64)
@@ -124,7 +124,7 @@ class Discretiser:
     def values(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Encoded rows for ``codes``: a category as it is, a number uniform inside its bin (whole if integer)."""
         X = np.empty(codes.shape, dtype=np.float64)
-        for j, (attr, e) in enumerate(zip(self.schema.attributes, self.edges)):
+        for j, (attr, e) in enumerate(zip(self.schema.attributes, self.edges, strict=False)):
             if e is None:
                 X[:, j] = codes[:, j]
                 continue
@@ -422,7 +422,7 @@ class Calibration:
 TEMPERATURES = np.round(np.geomspace(1.0, 8.0, 31), 4)  # a public grid of likelihood temperatures
 
 
-def choose_temperature(model: "LeafNB", X: np.ndarray, y: np.ndarray, eps: float, noise: SecretNoise,
+def choose_temperature(model: LeafNB, X: np.ndarray, y: np.ndarray, eps: float, noise: SecretNoise,
                        beta_factor: float = 1.0) -> tuple[float, np.ndarray]:
     """A temperature from `TEMPERATURES` by the exponential mechanism, utility = owner rows classified right.
 
@@ -477,7 +477,7 @@ def run(args: argparse.Namespace) -> None:
             n = int(round(model.n_rows * args.pgen_scale))
             sampled = model.sample(n, codes.shape[1], rng)
             Xp, yp = disc.values(sampled[:, :klass], rng), sampled[:, klass]
-            score = lambda X_: model.proba(np.column_stack([disc.codes(X_), np.zeros(len(X_), int)]), schema.n_classes)[:, 1]  # noqa: E731
+            score = lambda X_, model=model: model.proba(np.column_stack([disc.codes(X_), np.zeros(len(X_), int)]), schema.n_classes)[:, 1]  # noqa: E731
         else:
             leaf_model, stated = dpea_leaf_release(schema, X, y, disc, eps_release, args.dpea_share, args.depth,
                                                    args.smooth, randomness,
@@ -486,10 +486,10 @@ def run(args: argparse.Namespace) -> None:
             row["tree"], row["tree_auc"] = _scores(_tree_proba(leaf_model.tree, Xt), yt)
             row["released"], row["released_auc"] = _scores(leaf_model.proba(Xt), yt)
             Xp, yp = leaf_pseudo_rows(leaf_model, rng, args.pgen_scale)
-            score = lambda X_: leaf_model.proba(X_)[:, 1]  # noqa: E731
+            score = lambda X_, leaf_model=leaf_model: leaf_model.proba(X_)[:, 1]  # noqa: E731
             if args.calibrate_by_leaf:
                 leaf_ids = {leaf: i + 1 for i, leaf in enumerate(leaf_model.free)}  # group 0: rows no leaf admits
-                group = lambda X_: np.vectorize(lambda n: leaf_ids.get(n, 0))(leaf_model.tree.apply(X_))  # noqa: E731
+                group = lambda X_, ids=leaf_ids, model=leaf_model: np.vectorize(lambda stop: ids.get(stop, 0))(model.tree.apply(X_))  # noqa: E731
         if args.calibrate and args.calibration == "temperature":
             temp, utility = choose_temperature(leaf_model, X, y, args.eps * args.calibrate, randomness.secret,
                                                args.beta_factor)

@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from results_file import (  # bench/ is sys.path[0] when run as a script
@@ -130,7 +130,7 @@ def measure(args: argparse.Namespace) -> list[Score]:
     for seed in range(args.repeats):
         record("non-private: majority class", 0.0, (majority, 0.0))
         record("non-private: scikit-learn tree, depth 5", 0.0,
-               timed(lambda: SkTree(max_depth=5, random_state=seed).fit(X, y).predict, X_test, y_test))
+               timed(lambda seed=seed: SkTree(max_depth=5, random_state=seed).fit(X, y).predict, X_test, y_test))
         for epsilon in args.epsilons:
             for mechanism in registry.names(family="dp"):
                 depth = args.depth.get(mechanism, DEFAULT_DEPTH.get(mechanism, 4))
@@ -140,10 +140,12 @@ def measure(args: argparse.Namespace) -> list[Score]:
                 record(f"{label}: released ensemble", epsilon, timed(ensemble, X_test, y_test))
                 record(f"{label}: PGEN global tree", epsilon, timed(global_tree, X_test, y_test))
             record(f"diffprivlib forest ({args.trees} trees)", epsilon, timed(
-                lambda: DplForest(n_estimators=args.trees, epsilon=epsilon, bounds=bounds, classes=classes,
+                lambda epsilon=epsilon, seed=seed: DplForest(n_estimators=args.trees, epsilon=epsilon, bounds=bounds,
+                                                            classes=classes,
                                   random_state=seed).fit(X, y).predict, X_test, y_test))
             record("diffprivlib tree", epsilon, timed(
-                lambda: DplTree(epsilon=epsilon, bounds=bounds, classes=classes, random_state=seed).fit(X, y).predict,
+                lambda epsilon=epsilon, seed=seed: DplTree(epsilon=epsilon, bounds=bounds, classes=classes,
+                                                           random_state=seed).fit(X, y).predict,
                 X_test, y_test))
     return list(scores.values())
 

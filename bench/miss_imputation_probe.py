@@ -72,7 +72,7 @@ def main() -> None:
         parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment) for r in released.values()]
         Xp = np.vstack([p[0] for p in parts])
         yp = np.concatenate([p[1] for p in parts])
-        labels = np.concatenate([leaf_labels(r.trees, p[0]) for r, p in zip(released.values(), parts)])
+        labels = np.concatenate([leaf_labels(r.trees, p[0]) for r, p in zip(released.values(), parts, strict=False)])
         row = []
         for labelled in (yp, impute(schema, Xp, yp, labels, rng)):
             row += [accuracy(y[test], make_global_model(m, schema, random_state=0).fit(Xp, labelled).predict(X[test]))

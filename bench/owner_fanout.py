@@ -181,7 +181,7 @@ def series(call: Any, count: int, budget: float) -> list[tuple[float, str | None
     end = time.perf_counter() + budget
     samples = []
     for i in range(count):
-        samples.append(timed(lambda: call(i)))
+        samples.append(timed(lambda i=i: call(i)))
         if time.perf_counter() > end:
             break
     return samples

@@ -15,7 +15,7 @@ import argparse
 import datetime
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -67,7 +67,7 @@ def child(engine: str, rows: int, models: list[str], workers: int, budget_mb: in
     order = np.random.default_rng(0).permutation(y.shape[0])
     test, train = order[: y.shape[0] // 4], order[y.shape[0] // 4:]
     accepted, released_rows = [], 0.0
-    for owner, part in zip(("site-a", "site-b"), np.array_split(train, 2)):
+    for owner, part in zip(("site-a", "site-b"), np.array_split(train, 2), strict=False):
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[part], y[part]).tree_
         accepted.append(AcceptedModel(owner, decode_model(model_message(release("none", tree=tree)))))
         released_rows += tree.root.total

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 __all__ = ["atomic_write", "atomic_write_via", "fsync_dir"]
 

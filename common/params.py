@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Literal, Sequence, overload
+from collections.abc import Sequence
+from typing import Literal, overload
 
 __all__ = ["ParameterError", "check_choice", "check_positive_int", "check_positive_real", "check_nonnegative_real"]
 

@@ -51,9 +51,10 @@ scored-as), ``summary.csv``, ``results.json`` (with the references) and ``accura
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -42,9 +42,10 @@ paper markers.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -263,10 +264,10 @@ def _colors(cs: Sequence[float], learners: Sequence[str]) -> dict[str, str]:
     for larger c; BASIS in grey."""
     colors = {"BASIS (raw training rows)": "tab:gray"}
     shade = [0.45 + 0.5 * i / max(len(cs) - 1, 1) for i in range(len(cs))]
-    for learner, cmap in zip(learners, PPGEN_COLORMAPS):
-        for c, x in zip(cs, shade):
+    for learner, cmap in zip(learners, PPGEN_COLORMAPS, strict=False):
+        for c, x in zip(cs, shade, strict=False):
             colors[_ppgen_label(learner, c, len(learners) > 1)] = to_hex(colormaps[cmap](x))
-    for c, x in zip(cs, shade):
+    for c, x in zip(cs, shade, strict=False):
         colors[f"LD c={c:g}"] = to_hex(colormaps["Oranges"](x))
     return colors
 

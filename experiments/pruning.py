@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -275,7 +276,7 @@ def _print(frame: pd.DataFrame, title: str, keys: Sequence[str]) -> None:
     for col in columns:
         table.add_column(HEADERS.get(col, col), justify="left" if col in keys else "right")
     for row in frame[columns].itertuples(index=False):
-        table.add_row(*[_cell(k, v, keys) for k, v in zip(columns, row)])
+        table.add_row(*[_cell(k, v, keys) for k, v in zip(columns, row, strict=False)])
     out.print(table)
 
 

@@ -22,9 +22,10 @@ paper's Table 6 (or, with ``--total-epsilon``, Table 7) values.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -16,9 +16,10 @@ fold), every owner count sees the same folds, any ``--jobs`` gives the same numb
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -19,7 +19,8 @@ class counts and the class histograms of every other attribute, and the temperat
 
 from __future__ import annotations
 
-from typing import Sequence, TypeGuard
+from collections.abc import Sequence
+from typing import TypeGuard
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, r
                 class_assignment=class_assignment)
     leaf = model.leaf_index(X)
     rows = np.flatnonzero(leaf >= 0)
-    for a, table in zip(model.attributes, model.histograms):
+    for a, table in zip(model.attributes, model.histograms, strict=False):
         cumulative = np.cumsum(table[leaf[rows], :, y[rows]], axis=1)  # (rows, bins) for each row's class
         codes = np.minimum((rng.random(rows.size)[:, None] > cumulative).sum(axis=1), cumulative.shape[1] - 1)
         X[rows, a] = model.bins.values(a, codes, rng)

@@ -12,7 +12,7 @@ the grid's best on the same cross-validation folds of the pseudo rows.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -134,7 +135,7 @@ class _MinerTable(ConfigModel):
     """Model verification worker processes (default: the cores, at most 4; 0: in the serving thread)."""
 
     @model_validator(mode="after")
-    def _buffers(self) -> "_MinerTable":
+    def _buffers(self) -> _MinerTable:
         """The largest answer fits one owner's buffer, and one owner's buffer fits the miner's."""
         if self.max_buffered_bytes_per_owner < self.max_message_bytes:
             raise ValueError(f"max_buffered_bytes_per_owner ({self.max_buffered_bytes_per_owner}) is less than "
@@ -176,7 +177,7 @@ class _MiningTable(ConfigModel):
     cluster fails the study with the reason instead of hanging the miner."""
 
     @model_validator(mode="after")
-    def _cluster(self) -> "_MiningTable":
+    def _cluster(self) -> _MiningTable:
         """Engine dask needs exactly one of ``scheduler`` and ``workers``; engine local takes neither."""
         if self.scheduler is not None and not _SCHEDULER.fullmatch(self.scheduler):
             raise ValueError(f"scheduler must be tcp://HOST:PORT (or tls://HOST:PORT), got {self.scheduler!r}")
@@ -217,13 +218,13 @@ class MinerConfig:
     mining: MiningConfig = field(default_factory=MiningConfig)
 
     @classmethod
-    def load(cls, path: str | Path) -> "MinerConfig":
+    def load(cls, path: str | Path) -> MinerConfig:
         path = Path(path)
         data = read_toml(path, "miner config", ConfigError)
         return cls.from_mapping(data, base=path.parent, where=str(path))
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, base: Path, where: str) -> "MinerConfig":
+    def from_mapping(cls, data: Mapping[str, Any], *, base: Path, where: str) -> MinerConfig:
         """Validate parsed TOML tables; relative paths are resolved against ``base``."""
         file = validate_config(data, _MinerFile, ConfigError, where=where)
         miner = file.miner

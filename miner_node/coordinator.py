@@ -24,8 +24,8 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import study_from_pb
@@ -68,8 +68,8 @@ class Coordinator:
         self._attempts: dict[str, int] = {}
         self._mining_since: dict[str, float] = {}  # monotonic time each study was queued for mining here
         self._current: tuple[str, float] | None = None  # the study the mining worker is on, since when
-        self._queue: "queue.Queue[str | None]" = queue.Queue()
-        self._answers: "queue.Queue[str | None]" = queue.Queue()
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._answers: queue.Queue[str | None] = queue.Queue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 

@@ -62,9 +62,10 @@ import ctypes
 import functools
 import logging
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -351,7 +352,7 @@ class DaskEngine:
         self._client: Any = None
         self._cluster: Any = None
 
-    def __enter__(self) -> "DaskEngine":
+    def __enter__(self) -> DaskEngine:
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:

@@ -43,7 +43,7 @@ points on a 2,000-row table whose real leaves are as small as the noise, so it i
 from __future__ import annotations
 
 import inspect
-from typing import Sequence
+from collections.abc import Sequence
 
 from sklearn.ensemble import HistGradientBoostingClassifier
 

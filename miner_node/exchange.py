@@ -29,8 +29,9 @@ import functools
 import hashlib
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -129,7 +130,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         self.limits = limits
         self.verifier = verifier
         self.clock = clock
-        self._snapshot: tuple[int, "asyncio.Future[list[_OpenStudy]]"] | None = None
+        self._snapshot: tuple[int, asyncio.Future[list[_OpenStudy]]] | None = None
         self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
 
     # ------------------------------------------------------------- identity

@@ -27,8 +27,9 @@ the papers' experiments, the pipeline and the hyperparameter settings work on `G
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.special import logsumexp
@@ -135,7 +136,7 @@ class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
         self.schema = schema
         self.alpha = alpha
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "MixedNaiveBayes":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MixedNaiveBayes:
         """Fit the categorical and numeric parts on their columns and the empirical class prior."""
         X, y = check_xy(self.schema, X, y)
         if X.shape[0] == 0:
@@ -205,7 +206,7 @@ class GradientBoostingClassifier(HistGradientBoostingClassifier):
     busy two-CPU machine its threads spun for 120 s on a fit that takes 1 s on one.
     """
 
-    def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "GradientBoostingClassifier":
+    def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> GradientBoostingClassifier:
         """Fit; early stopping off when some class of ``y`` has fewer than two rows."""
         if self.early_stopping is not False and np.unique(y, return_counts=True)[1].min() < 2:
             self.early_stopping = False
@@ -226,7 +227,7 @@ class GradientBoostingClassifier(HistGradientBoostingClassifier):
 class GradientBoostingRegressor(HistGradientBoostingRegressor):
     """scikit-learn's histogram gradient boosting regressor, single-threaded (`GradientBoostingClassifier`)."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "GradientBoostingRegressor":
+    def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> GradientBoostingRegressor:
         """Fit on one thread."""
         with threadpool_limits(limits=1):
             return super().fit(X, y, sample_weight=sample_weight)

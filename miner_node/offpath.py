@@ -33,8 +33,9 @@ and a draw is floored), so draws stay whole, as PGEN's do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -101,14 +102,14 @@ class ReleasedLaw:
     """
 
     def __init__(self, schema: Schema, laws: dict[int, _Categorical | _Numeric], mode: OffPathMode,
-                 pool: "_PathPool | None" = None) -> None:
+                 pool: _PathPool | None = None) -> None:
         self.schema = schema
         self.laws = laws
         self.mode = mode
         self.pool = pool
 
     @classmethod
-    def from_trees(cls, trees: Sequence[Tree], mode: OffPathMode = "class") -> "ReleasedLaw":
+    def from_trees(cls, trees: Sequence[Tree], mode: OffPathMode = "class") -> ReleasedLaw:
         """Pool the constraining paths of ``trees`` (all on one schema) into per-attribute laws (module docstring)."""
         if mode not in ("marginal", "class", "path"):
             raise ValueError(f"mode is {mode!r}; expected 'marginal', 'class' or 'path'")
@@ -237,7 +238,7 @@ class _PathPool:
     marginal: dict[int, _Categorical | _Numeric]
 
     @classmethod
-    def from_tables(cls, tables: Sequence[PathTable], marginal: dict[int, _Categorical | _Numeric]) -> "_PathPool":
+    def from_tables(cls, tables: Sequence[PathTable], marginal: dict[int, _Categorical | _Numeric]) -> _PathPool:
         schema = tables[0].schema
         allowed, codes, offset, n_allowed, low, high, constrained = {}, {}, {}, {}, {}, {}, {}
         for j in marginal:
@@ -245,7 +246,7 @@ class _PathPool:
                 allowed[j] = np.vstack([t.allowed[j] for t in tables])
                 codes[j] = np.concatenate([t.codes[j] for t in tables])
                 before = np.cumsum([0] + [t.codes[j].size for t in tables[:-1]])
-                offset[j] = np.concatenate([t.offset[j] + shift for t, shift in zip(tables, before)])
+                offset[j] = np.concatenate([t.offset[j] + shift for t, shift in zip(tables, before, strict=False)])
                 n_allowed[j] = np.concatenate([t.n_allowed[j] for t in tables])
                 constrained[j] = n_allowed[j] < allowed[j].shape[1]
             else:
@@ -306,7 +307,7 @@ def _bounds(tables: Sequence[PathTable], j: int) -> tuple[np.ndarray, np.ndarray
     return low, high
 
 
-def _redraw_given_path(tree: "OffPathTree", pid: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
+def _redraw_given_path(tree: OffPathTree, pid: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
     """``mode="path"``: each free value drawn inside a pooled path chosen by its overlap with the row's path.
 
     Paths are taken in blocks; within one, the rows of all its paths draw their pooled path at once
@@ -362,7 +363,7 @@ class OffPathTree:
     weights: np.ndarray | None
 
     @classmethod
-    def of(cls, tree: Tree, law: ReleasedLaw) -> "OffPathTree":
+    def of(cls, tree: Tree, law: ReleasedLaw) -> OffPathTree:
         """Prepare ``tree`` (paths in `Tree.paths` order, the order `PathTable` keeps) for redraws from ``law``."""
         leaf_to_path = leaf_paths(tree)
         table = PathTable.from_tree(tree)

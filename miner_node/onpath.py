@@ -29,8 +29,8 @@ touched; a path whose set is one category keeps it (its rows are not even drawn 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class ClassSetLaw:
     iterations: int
 
     @classmethod
-    def from_trees(cls, trees: Sequence[Tree], iterations: int = EM_ITERATIONS) -> "ClassSetLaw":
+    def from_trees(cls, trees: Sequence[Tree], iterations: int = EM_ITERATIONS) -> ClassSetLaw:
         """Fit ``theta`` for each constrained categorical attribute over all paths of ``trees`` (all on one schema)."""
         if not trees:
             raise ValueError("a class law needs at least one released tree")
@@ -103,7 +103,7 @@ class OnPathTree:
     cum: dict[int, np.ndarray]
 
     @classmethod
-    def of(cls, tree: Tree, law: ClassSetLaw) -> "OnPathTree":
+    def of(cls, tree: Tree, law: ClassSetLaw) -> OnPathTree:
         """Prepare ``tree`` for redraws from ``law``."""
         table = PathTable.from_tree(tree)
         moves, cum = {}, {}

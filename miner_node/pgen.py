@@ -33,8 +33,9 @@ An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -110,7 +111,7 @@ class PathTable:
     constant: frozenset[int] = frozenset()
 
     @classmethod
-    def from_tree(cls, tree: Tree) -> "PathTable":
+    def from_tree(cls, tree: Tree) -> PathTable:
         """Compile ``tree``'s root-to-leaf paths, in `Tree.paths` order, into per-path arrays."""
         schema = tree.schema
         leaves, low, high, allowed = _walk_paths(tree)
@@ -325,7 +326,7 @@ def pgen_ensemble(
 ) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on an ensemble: each tree's share of `ensemble_rows` drawn from its own paths, stacked in tree order."""
     parts = [pgen(tree, rows=int(rows), rng=rng, class_assignment=class_assignment)
-             for tree, rows in zip(trees, ensemble_rows(trees, scale=scale, beta=beta))]
+             for tree, rows in zip(trees, ensemble_rows(trees, scale=scale, beta=beta), strict=False)]
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
 
 
@@ -590,5 +591,5 @@ def pgen_regression(forest: RegressionForest, *, scale: float,
     """
     mirrors = [tree.tree for tree in forest.trees]
     parts = [pgen_regression_tree(tree, rows=int(rows), rng=rng)
-             for tree, rows in zip(forest.trees, ensemble_rows(mirrors, scale=scale, beta=1.0))]
+             for tree, rows in zip(forest.trees, ensemble_rows(mirrors, scale=scale, beta=1.0), strict=False)]
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])

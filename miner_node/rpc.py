@@ -20,9 +20,10 @@ import functools
 import inspect
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError

@@ -180,7 +180,7 @@ class RuleListClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "RuleListClassifier":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> RuleListClassifier:
         """Grow the tree, read and generalize one rule per leaf, dedupe, order, pick the default."""
         X, y = check_xy(self.schema, X, y)
         tree = CartTreeClassifier(

@@ -44,8 +44,9 @@ rule, or the same grid cross-validated on the raw training rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.model_selection import GroupKFold, KFold

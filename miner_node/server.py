@@ -25,10 +25,11 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Coroutine, Iterable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Coroutine, Iterable, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 
@@ -36,7 +36,7 @@ def _mib(size: int) -> str:
 class StreamSlot:
     """One stream in progress: its owner and the bytes it has reserved (returned by `StreamLedger.open`)."""
 
-    def __init__(self, ledger: "StreamLedger", owner: str) -> None:
+    def __init__(self, ledger: StreamLedger, owner: str) -> None:
         self._ledger = ledger
         self.owner = owner
         self.reserved = 0

@@ -21,8 +21,9 @@ and the results say which and how.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -218,7 +219,7 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
         return pgen_ensemble(trees, scale=scale, beta=beta, rng=rng, class_assignment=class_assignment)
     sizes = [_pgen_rows(trees[0], scale)] if single else [int(n) for n in ensemble_rows(trees, scale=scale, beta=beta)]
     parts = []
-    for tree, rows in zip(trees, sizes):
+    for tree, rows in zip(trees, sizes, strict=False):
         X, y = pgen(tree, rows=rows, rng=rng, class_assignment=class_assignment)
         parts.append((_redraw(_prepare(tree, law, on_path), X, y, rng), y))
     return np.vstack([X for X, _ in parts]), np.concatenate([y for _, y in parts])
@@ -248,7 +249,7 @@ def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scal
         sizes: list[int | None] = [_pgen_rows(trees[0], scale)]
     else:
         sizes = [int(rows) for rows in ensemble_rows(trees, scale=scale, beta=beta)]
-    for index, (tree, rows) in enumerate(zip(trees, sizes)):
+    for index, (tree, rows) in enumerate(zip(trees, sizes, strict=False)):
         prepared = _prepare(tree, law, on_path)  # once per tree, used by every chunk
         for X, y in pgen_chunks(tree, rows=rows, rng=rng, class_assignment=class_assignment, chunk_rows=chunk_rows):
             yield _redraw(prepared, X, y, rng), y, index

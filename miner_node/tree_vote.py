@@ -13,7 +13,7 @@ boosting on the pseudo-data (EXPERIMENTS.md). It has no hyperparameters and read
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class TreeVote:
         """Per row, the summed leaf class distributions normalised to one; shape ``(rows, classes)``."""
         X = check_x(self.schema, X)
         total = np.zeros((X.shape[0], self.classes_.size))
-        for tree, table in zip(self.trees, self._tables):
+        for tree, table in zip(self.trees, self._tables, strict=False):
             total += table[tree.apply(X)]
         sums = total.sum(axis=1, keepdims=True)
         return np.divide(total, sums, out=np.full_like(total, 1.0 / self.classes_.size), where=sums > 0)

@@ -199,7 +199,7 @@ class ModelVerifier:
             raise ValueError(f"processes must be >= 0, got {processes}")
         self.processes = processes
         self.max_nodes = max_nodes
-        self._idle: "queue.Queue[_Worker | None]" = queue.Queue()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._lock = threading.Lock()
         self._started = False
         self._closed = False

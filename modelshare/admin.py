@@ -77,7 +77,7 @@ class AdminConfig:
     tls: TlsFiles
 
     @classmethod
-    def load(cls, path: str | Path) -> "AdminConfig":
+    def load(cls, path: str | Path) -> AdminConfig:
         """Read and validate ``admin.toml``; every error names the file and the key at fault."""
         path = Path(path)
         file = load_config(path, _AdminFile, AdminError, "admin config")

@@ -12,9 +12,10 @@ learned from, with the study's PGEN laws), `pgen` the plain PGEN of one release 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -13,8 +13,9 @@ record says how the model's hyperparameters were set (``selection``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -248,7 +249,7 @@ def run_fold(
         drawn = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
                  for r in released.values()]
         X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.trees, r.report, config.pgen_scale, y.shape[0]))
-                                        for r, (X, y) in zip(released.values(), drawn)],
+                                        for r, (X, y) in zip(released.values(), drawn, strict=False)],
                                        schema.n_attributes, np.empty(0, dtype=np.int64))
         tables["PGEN"] = (X_p, y_p)
         if config.model_settings and drawn:  # which release each row came from: the miner's CV holds out whole trees

@@ -24,9 +24,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from modelshare.admin import reader_dict, settings_text
 from modelshare.common.data.regression import RegressionSchema
@@ -418,11 +419,11 @@ def _models_table(report: StudyReport) -> str:
     numeric = range(1, len(head))
     if any(m.settings for m in report.models):  # text, not a number: left-aligned after the scores
         head.append("hyperparameters")
-        for row, m in zip(rows, report.models):
+        for row, m in zip(rows, report.models, strict=False):
             row.append(_e(m.settings) or "-")
     if any(m.basis_settings for m in report.models):
         head.append("BASIS hyperparameters")
-        for row, m in zip(rows, report.models):
+        for row, m in zip(rows, report.models, strict=False):
             row.append(_e(m.basis_settings) or "-")
     return _table(head, rows, numeric=numeric)
 

@@ -33,9 +33,10 @@ starts, shows the wait in ``owner status``, and answers a study once the file ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator
 

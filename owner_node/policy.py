@@ -39,8 +39,9 @@ refused once a non-DP release of the table has left, and a non-DP study once a D
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Mapping
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 

@@ -8,7 +8,8 @@ same registered release path as the real one, and must refute its claim.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

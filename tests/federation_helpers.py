@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import grpc
 import numpy as np
@@ -186,7 +187,7 @@ class Federation:
         config = OwnerConfig.load(self.kits[owner] / "owner.toml")
         return dataclasses.replace(config, **{"miner": self.address, **changes})
 
-    def stub(self, party: str, tls: TlsFiles | None = None) -> "MinerStubs":
+    def stub(self, party: str, tls: TlsFiles | None = None) -> MinerStubs:
         """Stubs of the miner's three services on one channel dialled with ``party``'s kit (or ``tls``)."""
         channel = dial_miner(self.address, tls or TlsFiles.in_kit(self.kits[party]), "miner")
         self.channels.append(channel)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -44,7 +44,7 @@ def best_tree(X: np.ndarray, y: np.ndarray, n_classes: int, c: float, l: int) ->
     so every multiway, binary or grouped split); brute force over all of them, memoised on the row set.
     """
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(rows: frozenset[int]) -> float:
         idx = np.array(sorted(rows))
         counts = np.bincount(y[idx], minlength=n_classes)

@@ -235,8 +235,8 @@ THREE = Schema((CategoricalAttribute("A", ("a0", "a1")),), "cls", ("x", "y", "z"
 
 
 def _two_leaf_tree(left, right) -> Tree:
-    l, r = np.array(left, float), np.array(right, float)
-    nodes = [Node.from_counts(l + r), Node.from_counts(l), Node.from_counts(r)]
+    lc, rc = np.array(left, float), np.array(right, float)
+    nodes = [Node.from_counts(lc + rc), Node.from_counts(lc), Node.from_counts(rc)]
     nodes[0].attribute = 0
     nodes[0].edges = [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1})), 2)]
     return Tree(THREE, nodes)
@@ -285,7 +285,7 @@ def test_k_anonymity_is_total_at_least_k(rows, k, with_counts):
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(rows=count_matrices, c=st.integers(1, 10), l=st.integers(2, 5))
-def test_exact_form_matches_a_reference(rows, c, l):
+def test_exact_form_matches_a_reference(rows, c, l):  # noqa: E741 (the paper's l)
     expected = []
     for r in rows:
         ranked = sorted(r, reverse=True)
@@ -296,7 +296,7 @@ def test_exact_form_matches_a_reference(rows, c, l):
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(rows=count_matrices, c=st.integers(1, 10), l=st.integers(2, 5))
-def test_hit_miss_form_matches_a_reference(rows, c, l):
+def test_hit_miss_form_matches_a_reference(rows, c, l):  # noqa: E741 (the paper's l)
     expected = []
     for r in rows:
         hit = max(r)
@@ -365,7 +365,7 @@ def test_weaker_than_orders_dps_and_dp_claims_and_says_why(claimed, required, fr
     counts=st.lists(st.integers(0, 30), min_size=3, max_size=5),
     c=st.floats(0.5, 10), l=st.integers(2, 3), dc=st.floats(0, 5), dl=st.integers(0, 1),
 )
-def test_a_stronger_diversity_claim_implies_the_weaker_on_every_path(counts, c, l, dc, dl):
+def test_a_stronger_diversity_claim_implies_the_weaker_on_every_path(counts, c, l, dc, dl):  # noqa: E741
     """weaker_than's ordering agrees with both check forms on arbitrary leaves."""
     strong, weak = CLDiversity(c, l + dl), CLDiversity(c + dc, l)
     assert weaker_than(strong, weak) is None

@@ -185,4 +185,4 @@ def test_an_ensemble_is_attacked_tree_by_tree_and_the_counts_add_up(car):
     both, ra, rb = ensemble_attack_report([a, b]), attack_report(a), attack_report(b)
     assert both.homogeneity == AttackCounts(ra.homogeneity.leaves + rb.homogeneity.leaves,
                                             ra.homogeneity.users + rb.homogeneity.users)
-    assert [c.leaves for c in both.background] == [x.leaves + z.leaves for x, z in zip(ra.background, rb.background)]
+    assert [c.leaves for c in both.background] == [x.leaves + z.leaves for x, z in zip(ra.background, rb.background, strict=False)]

@@ -90,7 +90,7 @@ def test_stacked_cut_search_picks_each_tables_own_best_cut(seed: int, n_tables: 
         return (left.sum(axis=1) >= floor) & (right.sum(axis=1) >= floor)
 
     found = best_cuts(tables, n, parent, admissible)
-    for table, got in zip(tables, found):
+    for table, got in zip(tables, found, strict=False):
         left = np.cumsum(table, axis=0)[:-1]
         right = table.sum(axis=0) - left
         positions = np.flatnonzero(admissible(left, right))

@@ -259,7 +259,7 @@ def test_the_miner_refuses_a_release_whose_share_is_not_the_studys(car):
     secure = [release("laplace-rdt", schema=car[0], X=car[1], y=car[2], requirement="dp:epsilon=0.05,trees=4",
                       max_depth=3, prior_share=share) for share in (DEFAULT_PRIOR_SHARE, 0.0, 0.2)]
     check_model(model_message(secure[0], study_id="s1", owner_id="o"), terms, 10**6)  # the study's share
-    for other, share in zip(secure[1:], (0, 0.2)):
+    for other, share in zip(secure[1:], (0, 0.2), strict=False):
         with pytest.raises(Rejection, match=f"spends a share {share:g} of its epsilon on its class histogram; "
                                             "the study's prior_share is 0.1") as caught:
             check_model(model_message(other, study_id="s1", owner_id="o"), terms, 10**6)

@@ -82,10 +82,10 @@ def _study(dataset: str, seed: int = 3, scale: float = 3, models: tuple[str, ...
     order = np.random.default_rng(0).permutation(y.shape[0])
     test, train = order[: y.shape[0] // 4], order[y.shape[0] // 4:]
     accepted = []
-    for owner, rows in zip(("site-a", "site-b"), np.array_split(train, 2)):
+    for owner, rows in zip(("site-a", "site-b"), np.array_split(train, 2), strict=False):
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
         accepted.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
-    spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset}, "release": {"mechanism": "none", "disclosure": "counts"}, 
+    spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset}, "release": {"mechanism": "none", "disclosure": "counts"},
                               "mining": {"global_models": list(models), "pgen_scale": scale},
                               "global_models": {"decision-tree": "fixed"} if settings is None else settings}).spec
     return schema, accepted, Evaluation(X[test], y[test], test), spec

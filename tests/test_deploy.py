@@ -253,7 +253,9 @@ NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def _record(**changes) -> dict:
-    at = lambda seconds: (NOW - timedelta(seconds=seconds)).isoformat()
+    def at(seconds: int) -> str:
+        return (NOW - timedelta(seconds=seconds)).isoformat()
+
     record = {"owner": "site-a", "miner": "miner:50051", "pid": 4242, "started_at": at(300), "updated_at": at(5),
               "state": "polling", "study": None, "last_contact_at": at(5), "consecutive_failures": 0,
               "last_error": None, "last_error_at": None}

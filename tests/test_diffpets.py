@@ -183,7 +183,7 @@ def test_released_trees_validate_and_respect_depth_and_post_processing(nursery_s
         assert all(tree.nodes[i].counts.sum() > 0 for i in tree.leaves)  # zero leaves dropped
     again = DiffPets(1.0, 4, 4).fit(schema, X, y, rng=0)
     assert all(len(a.nodes) == len(b.nodes) and np.array_equal(a.root.counts, b.root.counts)
-               for a, b in zip(release.trees, again.trees))
+               for a, b in zip(release.trees, again.trees, strict=False))
 
 
 def test_splits_use_public_ranges_and_allowed_categories(mixed):

@@ -125,7 +125,7 @@ def test_the_fast_paths_release_law_is_the_registered_trainers():
     release = DPEA(2.0 * n, n, 2, bins=finest_bins(schema, 2)).fit(schema, X1, y1, np.random.default_rng(2))
     index = {s: i for i, s in enumerate(target.structures)}
     observed = np.zeros((len(index), 4))
-    for structure, tree in zip(release.structures, release.trees):
+    for structure, tree in zip(release.structures, release.trees, strict=False):
         node = tree.nodes[tree.apply(target.row[None, :])[0]]
         count = node.counts[target.label] if node.is_leaf else 0.0  # type: ignore[index]
         observed[index[structure], min(int(count), 3)] += 1

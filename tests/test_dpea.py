@@ -46,7 +46,7 @@ from tests.federation_helpers import make_federation, study_spec
 @pytest.fixture(scope="module")
 def small():
     """40 rows over four categorical attributes (arities 2, 3, 2, 2): 54 subtrees of two levels."""
-    schema = Schema(tuple(CategoricalAttribute(name, tuple("012"[:k])) for name, k in zip("abcd", (2, 3, 2, 2))),
+    schema = Schema(tuple(CategoricalAttribute(name, tuple("012"[:k])) for name, k in zip("abcd", (2, 3, 2, 2), strict=False)),
                     "label", ("no", "yes"))
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.integers(0, k, 40) for k in (2, 3, 2, 2)]).astype(np.float64)
@@ -244,7 +244,7 @@ def test_released_trees_are_valid_count_trees(vote, steps):
     schema, X, y = vote
     release = DPEA(1.0, 2, 3, embedding_depth=steps).fit(schema, X, y, np.random.default_rng(0))
     arity = Domain.of(schema, 5).arity
-    for tree, structure in zip(release.trees, release.structures):
+    for tree, structure in zip(release.trees, release.structures, strict=False):
         tree.validate()
         assert tree.disclosure == "counts" and tree.depth <= 3
         counts = np.stack([node.counts for node in tree.nodes])
@@ -326,7 +326,7 @@ def test_a_seed_replays_a_release(small):
     a = DPEA(1.0, 2, 3, embedding_depth=1).fit(*small, 7)
     b = DPEA(1.0, 2, 3, embedding_depth=1).fit(*small, 7)
     assert a.structures == b.structures
-    assert all(np.array_equal(s.counts, t.counts) for x, y in zip(a.trees, b.trees) for s, t in zip(x.nodes, y.nodes))
+    assert all(np.array_equal(s.counts, t.counts) for x, y in zip(a.trees, b.trees, strict=False) for s, t in zip(x.nodes, y.nodes, strict=False))
 
 
 # ------------------------------------------------------------------ the audit of the sampler

@@ -66,7 +66,7 @@ def test_the_release_is_a_root_and_a_histogram_tree_per_free_attribute_and_passe
     assert p["histogram_attributes"] == [schema.names[a] for a in free] and len(released.trees) == 1 + len(free)
     assert p["histogram_noise_scale"] == pytest.approx(len(free) / 0.72) and p["temperature"] in TEMPERATURES
     assert p["epsilon_tree"] + p["epsilon_histograms"] + p["epsilon_calibration"] == pytest.approx(1.0)
-    for tree, a in zip(released.trees[1:], free):
+    for tree, a in zip(released.trees[1:], free, strict=False):
         assert tree.nodes[0].attribute == root_attribute and tree.depth == 2
         assert {tree.nodes[e.child].attribute for e in tree.nodes[0].edges} == {a}
     assert release_shape(p, DP(1.0, 1)) == (1 + len(free), 2)
@@ -161,7 +161,7 @@ def test_the_bins_are_public_and_route_every_value(adult):
         drawn = bins.values(a, codes, np.random.default_rng(0))
         assert (bins.codes(drawn[:, None].repeat(schema.n_attributes, axis=1), a) == codes).all()
     again = HistogramBins.of(schema)  # a function of the schema alone
-    assert all((c is None and d is None) or np.array_equal(c, d) for c, d in zip(bins.cuts, again.cuts))
+    assert all((c is None and d is None) or np.array_equal(c, d) for c, d in zip(bins.cuts, again.cuts, strict=False))
 
 
 def test_a_large_epsilon_chooses_the_temperature_the_rows_favour(adult):

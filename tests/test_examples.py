@@ -37,7 +37,7 @@ def test_the_api_mining_example_is_within_2_points_of_simulate_on_the_same_study
     mining = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)[0]
     exec(compile(mining, str(DOC), "exec"), namespace)
     capsys.readouterr()
-    api = dict(zip(namespace["mined"].scores["model"], namespace["mined"].scores["accuracy"]))
+    api = dict(zip(namespace["mined"].scores["model"], namespace["mined"].scores["accuracy"], strict=False))
     run = subprocess.run([sys.executable, "-m", "modelshare.cli", "simulate", "--json", "--timeout", "300"],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]

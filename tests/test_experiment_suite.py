@@ -31,7 +31,7 @@ def test_eight_unseen_tables_of_both_kinds_each_within_its_public_schema():
         bundled = json.loads((DATA_DIR / f"{name}.schema.json").read_text())
         assert table.schema.fingerprint == schema_of(name).fingerprint and not table.schema.data_derived
         assert "domain" not in bundled  # public statements, not a draft read off the rows
-        for attribute, written in zip(table.schema.attributes, bundled["attributes"]):
+        for attribute, written in zip(table.schema.attributes, bundled["attributes"], strict=False):
             if isinstance(attribute, NumericAttribute):
                 assert written["source"], f"{name}.{attribute.name} has no public source for its bounds"
         sizes.append(len(table.frame))

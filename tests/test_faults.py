@@ -168,8 +168,9 @@ def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path
         assert status.state == "done", status.reason
         assert _submissions(state, "f2") == {o: 1 for o in owners}
         for daemon in daemons:  # every daemon settled its answer and says so
-            wait_until(lambda: ((read_status(daemon.config.state_dir) or {}).get("last_outcome") or {}).get("outcome")
-                       == "submitted", 30, lambda: f"{daemon.config.name}'s status {read_status(daemon.config.state_dir)}")
+            wait_until(lambda daemon=daemon: ((read_status(daemon.config.state_dir) or {}).get("last_outcome") or {})
+                       .get("outcome") == "submitted", 30,
+                       lambda daemon=daemon: f"{daemon.config.name}'s status {read_status(daemon.config.state_dir)}")
     finally:
         _stop_daemons(stop, threads, daemons, fed)
 

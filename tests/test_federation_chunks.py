@@ -184,8 +184,9 @@ def test_pieces_and_a_whole_message_are_one_answer_to_the_miner(fed, car):
         envelope = signed_model(fed, owner, spec, *car[1:])
         data = envelope.SerializeToString()
         stub = fed.stub(owner)
-        sends = {"Submit": lambda: stub.Submit(envelope, timeout=30),
-                 "SubmitChunks": lambda: stub.SubmitChunks(envelope_chunks(data, "twin", 997), timeout=30)}
+        sends = {"Submit": lambda stub=stub, envelope=envelope: stub.Submit(envelope, timeout=30),
+                 "SubmitChunks": lambda stub=stub, data=data: stub.SubmitChunks(envelope_chunks(data, "twin", 997),
+                                                                                 timeout=30)}
         first, second = (sends[rpc]() for rpc in order)
         assert not first.duplicate and second.duplicate and first.submission_id == second.submission_id
         assert _stored(fed, "twin", owner).envelope == data

@@ -38,7 +38,7 @@ def _on(schema, spec):
 
 
 def study(settings: dict | None = None, models: tuple[str, ...] = ("decision-tree", "naive-bayes")) -> dict:
-    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": list(models)}}
     if settings is not None:
         data["global_models"] = settings
@@ -102,7 +102,7 @@ def test_simulate_reads_model_settings_as_the_study_file_writes_them():
 
 # ------------------------------------------------------------------ the miner
 def _spec(models: tuple[str, ...], settings: dict[str, str | dict] | None = None) -> fpb.StudySpec:
-    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
+    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": list(models), "pgen_scale": 5}}
     if settings:
         data["global_models"] = settings
@@ -112,7 +112,7 @@ def _spec(models: tuple[str, ...], settings: dict[str, str | dict] | None = None
 def _accepted(schema, X, y) -> list[AcceptedModel]:
     """Three owners' trees released without a mechanism (PGEN then draws their unconstrained attributes uniformly)."""
     models = []
-    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3)):
+    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3), strict=False):
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     return models
@@ -151,7 +151,7 @@ def test_the_choice_never_reads_the_evaluation_rows(mixed):
     first = mine(_on(schema, spec), accepted, _evaluation(X, y))
     second = mine(_on(schema, spec), accepted, flipped)
     none = mine(_on(schema, spec), accepted, None)
-    for a, b, c in zip(first.models, second.models, none.models):
+    for a, b, c in zip(first.models, second.models, none.models, strict=False):
         assert a.selection.startswith("auto: ")
         assert a.selection == b.selection == c.selection and a.parameters == b.parameters == c.parameters
     assert first.models[0].accuracy > 0.9 and second.models[0].accuracy < 0.1

@@ -271,7 +271,7 @@ def test_pgen_shares_the_table_among_the_trees_and_undoes_the_sampling(forest):
     X, y = pgen_ensemble(forest.trees, scale=2.0, beta=0.3, rng=np.random.default_rng(0))
     assert X.shape[0] == y.shape[0] == rows.sum()
     start = 0
-    for tree, n in zip(forest.trees, rows):  # each tree's share lies in its own nonempty leaves
+    for tree, n in zip(forest.trees, rows, strict=False):  # each tree's share lies in its own nonempty leaves
         leaves = tree.apply(X[start:start + n])
         assert all(tree.nodes[i].total > 0 for i in np.unique(leaves))
         start += n

@@ -38,9 +38,9 @@ def test_derived_levels_nest_and_the_top_is_one_group(dataset):
         values = _probe(hierarchy)
         first = 0 if isinstance(hierarchy, CategoricalHierarchy) else 1
         ids = [hierarchy.group_ids(values, level) for level in range(first, hierarchy.height + 1)]
-        for fine, coarse in zip(ids, ids[1:]):
+        for fine, coarse in zip(ids, ids[1:], strict=False):
             parents = {}
-            for f, g in zip(fine, coarse):
+            for f, g in zip(fine, coarse, strict=False):
                 assert parents.setdefault(f, g) == g, f"{hierarchy.attribute.name}: group {f} split"
             assert len(np.unique(coarse)) < len(np.unique(fine)) or len(np.unique(fine)) == 1
         assert set(ids[-1]) == {0}
@@ -202,7 +202,7 @@ def test_suppression_lets_a_finer_node_qualify_within_the_budget():
 def _suppressed_at(X, y, schema, hierarchies, node, c, l):  # noqa: E741
     """Rows in non-diverse ECs of ``node``, computed with the hierarchies and the independent checker only."""
     frame = schema.decode(X, y)
-    for j, (name, level) in enumerate(zip(schema.names, node)):
+    for j, (name, level) in enumerate(zip(schema.names, node, strict=False)):
         frame[name] = hierarchies[name].group_ids(X[:, j], level) if level else X[:, j]
     report = check_cl_diversity(frame, list(schema.names), schema.class_name, c, l)
     return int(report["size"][~report.diverse].sum())
@@ -220,7 +220,7 @@ def test_output_is_diverse_within_budget_and_no_lower_node_qualifies(seed):
     n = 300
     X = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 5, n), rng.integers(0, 8, n) / 7]).astype(float)
     y = np.minimum(rng.geometric(0.5, n) - 1, 2).astype(np.int64)  # skewed classes
-    c, l, share = [(3, 2, 0.05), (3, 3, 0.1), (1.5, 2, 0.0)][seed % 3]
+    c, l, share = [(3, 2, 0.05), (3, 3, 0.1), (1.5, 2, 0.0)][seed % 3]  # noqa: E741 (the paper's l)
     result = diversify(X, y, schema, c=c, l=l, hierarchies=hierarchies, max_suppression=share)
     heights = [hierarchies[name].height for name in schema.names]
     lattice = list(itertools.product(*(range(h + 1) for h in heights)))

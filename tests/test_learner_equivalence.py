@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ CASES: dict[str, tuple[str, str, str | None, str | None, str, dict[str, Any]]] =
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _table(name: str) -> tuple[Any, np.ndarray, np.ndarray]:
     """A bundled table's schema and encoded rows; ``adult:N:SEED`` is N rows of Adult drawn with SEED."""
     base, *sample = name.split(":")

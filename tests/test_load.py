@@ -57,7 +57,7 @@ def test_sixty_concurrent_owners_are_all_accounted_for(tmp_path, car):
               f"p50 {np.percentile(latency, 50) * 1e3:.0f} ms, p99 {np.percentile(latency, 99) * 1e3:.0f} ms")
         assert not errors, errors[:3]
         for owner in OWNERS:  # one fresh accept and one duplicate per owner, with the same submission id
-            mine = [a for a, o in zip(acks, calls) if o == owner]
+            mine = [a for a, o in zip(acks, calls, strict=False) if o == owner]
             assert sorted(a.duplicate for a in mine) == [False, True]
             assert mine[0].submission_id == mine[1].submission_id
         status = fed.stub("admin").GetStudy(fpb.StudyRef(study_id="load"), timeout=10)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -131,7 +131,7 @@ def reference_root_choice(
             continue
         best = None
         values = sorted(set(column.tolist()))
-        for low, high in zip(values, values[1:]):
+        for low, high in zip(values, values[1:], strict=False):
             t = (low + high) / 2
             groups = [y[column <= t], y[column > t]]
             if min(len(g) for g in groups) < msl:
@@ -151,7 +151,7 @@ def reference_root_choice(
         average = sum(positive) / len(positive) if positive else -math.inf
         scores = [c[1] / c[2] if c[1] >= average - 1e-12 else -math.inf for c in candidates]
     top = max(scores)
-    chosen = next(c for c, s in zip(candidates, scores) if s >= top - 1e-12)
+    chosen = next(c for c, s in zip(candidates, scores, strict=False) if s >= top - 1e-12)
     return chosen[0], chosen[3]
 
 

@@ -159,7 +159,7 @@ def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n
 
 # ------------------------------------------------------------------ the study setting
 def study(mining: dict) -> dict:
-    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
 
 
@@ -180,7 +180,7 @@ def fpb_roundtrip(spec):
 def test_the_miner_draws_off_path_values_as_the_study_says_and_reports_it(mixed):
     schema, X, y = mixed
     models = []
-    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3)):
+    for owner, rows in zip(("site-a", "site-b", "site-c"), np.array_split(np.arange(X.shape[0]), 3), strict=False):
         tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))

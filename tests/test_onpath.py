@@ -102,7 +102,7 @@ def test_uniform_leaves_pgen_byte_identical_and_chunks_redraw_as_the_whole():
     trees = PAIRED[:1]
     same = pseudo_data(trees, None, 2.0, np.random.default_rng(5), "exact", None, None)
     plain = pgen(trees[0], rows=int(round(2.0 * trees[0].root.total)), rng=np.random.default_rng(5), class_assignment="exact")
-    assert all(np.array_equal(a, b) for a, b in zip(same, plain))
+    assert all(np.array_equal(a, b) for a, b in zip(same, plain, strict=False))
     law = ClassSetLaw.from_trees(PAIRED)
     whole = pseudo_data(PAIRED, None, 50.0, np.random.default_rng(6), "exact", None, law)
     chunks = list(pseudo_tree_chunks(PAIRED, None, 50.0, np.random.default_rng(6), "exact", 97, None, law))
@@ -114,7 +114,7 @@ def test_uniform_leaves_pgen_byte_identical_and_chunks_redraw_as_the_whole():
 
 
 def study(mining: dict) -> dict:
-    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"}, 
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
 
 
@@ -155,7 +155,7 @@ def test_a_study_without_on_path_gets_the_default_of_its_requirement(release, ex
 def test_the_miner_draws_on_path_values_as_the_study_says_and_reports_it(car):
     schema, X, y = car
     models = []
-    for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(X.shape[0]), 2)):
+    for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(X.shape[0]), 2), strict=False):
         tree = CartTreeClassifier(schema, max_depth=2, random_state=0).fit(X[rows], y[rows]).tree_
         models.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
@@ -207,7 +207,7 @@ def test_the_dask_engine_redraws_each_chunk_as_the_local_engine_does(car, tmp_pa
     schema, X, y = car
     models = [AcceptedModel(owner, decode_model(model_message(release_model(
         "none", tree=CartTreeClassifier(schema, max_depth=3, random_state=0).fit(X[rows], y[rows]).tree_))))
-        for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(y.shape[0]), 2))]
+        for owner, rows in zip(("site-a", "site-b"), np.array_split(np.arange(y.shape[0]), 2), strict=False)]
     spec = spec_from_mapping(study({"on_path": "class"})).spec
     evaluation = Evaluation(X, y, np.arange(y.shape[0]))
     local = mine(study_from_pb(spec), models, evaluation)

@@ -61,7 +61,7 @@ def test_requested_size_is_shared_by_largest_remainder(car):
     share = allocate_rows(np.array([p.total for p in paths]), n)
     Xp, yp = pgen(tree, rows=n, rng=np.random.default_rng(2))
     assert len(yp) == n == share.sum()
-    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(paths, share)})
+    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(paths, share, strict=False)})
     exact = np.array([p.total for p in paths]) * n / len(y)
     assert np.all(np.abs(share - exact) < 1)
 
@@ -213,7 +213,7 @@ def test_values_follow_pgens_law_on_every_path():
     paths = tree.paths()
     share = allocate_rows(np.array([p.total for p in paths]), rows)
     alpha = 1e-4  # fixed seed: the test is deterministic; alpha only says how strict it is
-    for p, n_rows in zip(paths, share):
+    for p, n_rows in zip(paths, share, strict=False):
         m = p.mask(X)
         assert m.sum() == n_rows
         assert np.array_equal(np.bincount(y[m], minlength=2), allocate_rows(p.counts, n_rows))
@@ -239,7 +239,7 @@ def test_shuffled_rows_follow_the_same_law():
     tree = _hand_tree()
     X, y = pgen(tree, rows=60_000, rng=np.random.default_rng(21), shuffle=True)
     assert_exact(tree, X, y, expected_rows={p.leaf: s for p, s in zip(
-        tree.paths(), allocate_rows(np.array([p.total for p in tree.paths()]), 60_000))})
+        tree.paths(), allocate_rows(np.array([p.total for p in tree.paths()]), 60_000), strict=False)})
     first = tree.paths()[0]
     m = first.mask(X)
     assert stats.kstest(X[m, 1], stats.uniform(0.0, 3.5).cdf).pvalue > 1e-4
@@ -256,4 +256,4 @@ def test_integer_draws_stay_whole_and_in_range_beyond_exact_floats():
     Xp, yp = pgen(tree, rows=20_000, rng=np.random.default_rng(0))
     assert Xp.min() >= top - 2.0**12 and Xp.max() <= top and np.array_equal(Xp, np.floor(Xp))
     share = allocate_rows(np.array([p.total for p in tree.paths()]), 20_000)
-    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(tree.paths(), share)})
+    assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(tree.paths(), share, strict=False)})

@@ -32,7 +32,7 @@ def test_fold_plan_is_seeded_stratified_k_fold_and_covers_every_row_once_per_rep
         assert all((np.bincount(y[m], minlength=3) == [10, 6, 2]).all() for m in masks)
     assert len({seed for *_, seed in plan}) == len(plan)
     again = fold_plan(y, PipelineConfig(folds=5, repeats=2, random_state=3))
-    assert all(np.array_equal(a[2], b[2]) and a[3] == b[3] for a, b in zip(plan, again))
+    assert all(np.array_equal(a[2], b[2]) and a[3] == b[3] for a, b in zip(plan, again, strict=False))
 
 
 def test_study_records_and_scores(car):

@@ -98,7 +98,7 @@ def satisfies(node: Node, requirement, disclosure: str) -> bool:
     """Independent check of one released leaf in the form its disclosure allows."""
     if isinstance(requirement, KAnonymity):
         return node.hit + node.miss >= requirement.k
-    c, l = requirement.c, requirement.l
+    c, l = requirement.c, requirement.l  # noqa: E741 (the paper's l)
     if disclosure == "counts":
         ranked = sorted(node.counts.tolist(), reverse=True)
         return ranked[0] < c * sum(ranked[l - 1 :])
@@ -148,7 +148,7 @@ def test_apt_numeric_merges_only_interval_neighbours():
         Interval(20.0, 30.0, False, True),
         Interval(30.0, math.inf, False, False),
     ]
-    tree = build(schema, (0, list(zip(spans, [(5, 5), (1, 0), (20, 20), (1, 1)]))))
+    tree = build(schema, (0, list(zip(spans, [(5, 5), (1, 0), (20, 20), (1, 1)], strict=False))))
     out = apt(tree, KAnonymity(3))
     # (10,20] (1 tuple) is merged with its smaller neighbour (-inf,10], not with (30,inf) which is
     # smaller but not adjacent: (-inf,20] with (6,5). Then (30,inf) (2 tuples) can only merge with
@@ -339,7 +339,7 @@ def check_apt(tree: Tree, requirement, disclosure: str) -> None:
     where = out.apply(rows)
     assert set(where.tolist()) == set(out.leaves)
     for leaf in out.leaves:
-        taken = [o for o, w in zip(originals, where) if w == leaf]
+        taken = [o for o, w in zip(originals, where, strict=False) if w == leaf]
         assert math.isclose(out.nodes[leaf].total, sum(o.total for o in taken), abs_tol=1e-9)
         if disclosure == "counts":
             np.testing.assert_array_equal(out.nodes[leaf].counts, np.sum([o.counts for o in taken], axis=0))

@@ -113,7 +113,7 @@ def test_structure_is_a_function_of_the_seed_not_the_data() -> None:
     a = RandomDecisionTrees(MIXED, depth=4, n_trees=5, random_state=42).fit(X1, y1)
     b = RandomDecisionTrees(MIXED, depth=4, n_trees=5, k=3, beta=0.5, random_state=42).fit(X2, y2)
     assert a.structure_seed_ == b.structure_seed_
-    for i, (ta, tb) in enumerate(zip(a.trees_, b.trees_)):
+    for i, (ta, tb) in enumerate(zip(a.trees_, b.trees_, strict=False)):
         full = random_structure(MIXED, 4, a.structure_seed_, i)
         assert_part_of(ta, full)
         assert_part_of(tb, full)
@@ -181,7 +181,7 @@ def test_log_structure_is_a_function_of_the_seed_not_the_data() -> None:
     y1, y2 = rng.integers(0, 3, 400), (X2[:, 1] > 5).astype(np.int64)
     a = RandomDecisionTrees(MIXED, depth=4, n_trees=3, thresholds="log", random_state=7).fit(X1, y1)
     b = RandomDecisionTrees(MIXED, depth=4, n_trees=3, k=3, beta=0.5, thresholds="log", random_state=7).fit(X2, y2)
-    for i, (ta, tb) in enumerate(zip(a.trees_, b.trees_)):
+    for i, (ta, tb) in enumerate(zip(a.trees_, b.trees_, strict=False)):
         full = random_structure(MIXED, 4, a.structure_seed_, i, thresholds="log")
         assert_part_of(ta, full)
         assert_part_of(tb, full)
@@ -215,7 +215,7 @@ def test_no_released_count_is_below_k(n: int, k: int, beta: float, depth: int, s
     X, y = random_rows(MIXED, n, rng), rng.integers(0, 3, n)
     release = kanon_rdt(MIXED, X, y, k=k, beta=beta, depth=depth, n_trees=3, rng=seed)
     assert counts_below_k(release.trees, k) == []
-    for tree, size in zip(release.trees, release.sample_sizes):
+    for tree, size in zip(release.trees, release.sample_sizes, strict=False):
         tree.validate()
         assert tree.depth <= depth
         assert tree.root.total <= size

@@ -80,7 +80,7 @@ def test_report_html_on_adult_writes_whole_thresholds_no_exponents_and_gaps_in_p
     spec = study_spec("adult-1", dataset="adult", owners=["site-a", "site-b"])
     status = fpb.StudyStatus(spec=spec, state="done")
     results = fpb.StudyResults(study_id="adult-1", evaluation_rows=2, evaluation_row=[0, 1], evaluation_class=[0, 1])
-    for owner, tree in zip(["site-a", "site-b"], trees):
+    for owner, tree in zip(["site-a", "site-b"], trees, strict=False):
         status.owners.add(owner_id=owner, state="submitted")
         results.owners.add(owner_id=owner, tuples=tree.root.total, leaves=tree.n_leaves, claim="k-anonymity:k=5",
                            audit_passed=True, pseudo_rows=361770, trees=[tree_to_pb(tree)])

@@ -98,7 +98,7 @@ def test_the_wire_round_trip_of_a_regression_forest_is_exact():
     assert decoded.trees == () and decoded.schema == SCHEMA and message.schema_fingerprint == SCHEMA.fingerprint
     assert decoded.report == release.report  # the target's bounds come back as a table
     assert len(decoded.forest.trees) == len(release.forest.trees) == 2
-    for sent, received in zip(release.forest.trees, decoded.forest.trees):
+    for sent, received in zip(release.forest.trees, decoded.forest.trees, strict=False):
         assert received.nodes == sent.nodes  # counts, sums, split attributes and edges, bit for bit
     X, _ = regression_rows(200, 9)
     assert np.array_equal(decoded.forest.predict(X), release.forest.predict(X))

@@ -79,7 +79,7 @@ def _messages(tree_count: int = 2) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
     status = fpb.StudyStatus(spec=spec, state="done")
     results = fpb.StudyResults(study_id="rep-1", evaluation_rows=4, evaluation_row=[0, 1, 3, 5],
                                evaluation_class=[0, 1, 0, 2])
-    for owner, tree in zip(["site-a", "site-b"], trees):
+    for owner, tree in zip(["site-a", "site-b"], trees, strict=False):
         status.owners.add(owner_id=owner, state="submitted")
         results.owners.add(owner_id=owner, tuples=tree.root.total, leaves=tree.n_leaves, claim="k-anonymity:k=5",
                            audit_passed=True, pseudo_rows=int(tree.root.total), trees=[tree_to_pb(tree)])

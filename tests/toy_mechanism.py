@@ -12,7 +12,8 @@ record brings its own pseudo-data step (`pseudo_rows`), which the miner runs in 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -31,9 +31,10 @@ sensitivity, its stated post-processing, and the target's public bounds against 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Sequence, overload
+from typing import overload
 
 import numpy as np
 
@@ -97,11 +98,11 @@ class AuditResult:
     @cached_property
     def paths(self) -> tuple[PathAudit, ...]:
         found: list[PathAudit] = []
-        for t, (tree, s, meets) in enumerate(zip(self.trees, self.stats, self.meets)):
+        for t, (tree, s, meets) in enumerate(zip(self.trees, self.stats, self.meets, strict=False)):
             descriptions = {p.leaf: p.describe(tree.schema) for p in tree.paths()}
             found.extend(
                 PathAudit(int(i), descriptions[int(i)], float(n), float(h), float(m), bool(o), t)
-                for i, n, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, meets)
+                for i, n, h, m, o in zip(s.leaves, s.total, s.hit, s.miss, meets, strict=False)
             )
         return tuple(found)
 
@@ -185,7 +186,7 @@ def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, le
     extra = sorted(set(claimed) - {int(i) for i in leaves})
     if missing or extra:
         return Check("claims cover the released paths", False, f"paths without a claim: {missing[:10]}; claims without a path: {extra[:10]}")
-    for leaf, total in zip(leaves, stats_total):
+    for leaf, total in zip(leaves, stats_total, strict=False):
         claim = claimed[int(leaf)]
         if not math.isclose(claim.tuples, float(total), abs_tol=1e-6) or claim.requirement != report.requirement:
             return Check(

@@ -31,9 +31,10 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -181,7 +182,7 @@ class NumericAttribute:
         return found
 
 
-Attribute = Union[CategoricalAttribute, NumericAttribute]
+Attribute = CategoricalAttribute | NumericAttribute
 
 CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
 DEFAULT_CELLS = 256  # cells of the even grid of public cut points of a numeric attribute without declared cuts (docs/privacy.md)
@@ -314,7 +315,7 @@ class Schema:
         return fingerprint_of(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "Schema":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> Schema:
         """Build a schema from its dictionary form, naming the field at fault on bad input.
 
         An attribute's optional ``source`` (text: where its public bounds or categories come from)
@@ -386,7 +387,7 @@ class Schema:
             raise SchemaError(exc.why, source=source, column=exc.column) from None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Schema":
+    def load(cls, path: str | Path) -> Schema:
         """Read a schema from a ``.json`` or ``.toml`` file."""
         return cls.from_dict(read_schema_file(path), source=str(path))
 
@@ -404,7 +405,7 @@ class Schema:
         categorical: Sequence[str] = (),
         category_order: str = "sorted",
         source: str | None = None,
-    ) -> "Schema":
+    ) -> Schema:
         """Infer a schema from a table: numeric dtypes become numeric attributes on their observed range.
 
         Columns named in ``categorical`` are forced categorical. Categories and classes are sorted
@@ -432,7 +433,7 @@ class Schema:
             raise SchemaError(exc.why, source=source, column=exc.column) from None
 
     @classmethod
-    def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str], sort: bool) -> "Schema":
+    def _infer(cls, frame: pd.DataFrame, class_column: str, categorical: Sequence[str], sort: bool) -> Schema:
         import pandas as pd
 
         order = _natural_sort if sort else list

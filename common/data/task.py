@@ -18,9 +18,10 @@ exploration and simulation (`load_regression_table`), with the target's bounds g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ __all__ = [
     "load_regression_table",
 ]
 
-AnySchema = Union[Schema, RegressionSchema]
+AnySchema = Schema | RegressionSchema
 TASKS = (CLASSIFICATION_TASK, REGRESSION_TASK)
 
 

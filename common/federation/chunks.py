@@ -15,7 +15,7 @@ which is at most the limit. Both roles use this module, so the two sides cannot 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from modelshare.common.federation.pb import federation_pb2 as fpb
 

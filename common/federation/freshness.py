@@ -24,8 +24,9 @@ before this module) gets the ``stale`` verdict with a sentence that names both c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from google.protobuf.timestamp_pb2 import Timestamp
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from google.protobuf import struct_pb2, timestamp_pb2

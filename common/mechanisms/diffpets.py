@@ -78,8 +78,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -250,7 +251,7 @@ class _Region:
     def splittable(self) -> np.ndarray:
         """Attributes with two non-empty sides left: >= 2 categories, or a float strictly inside (low, high)."""
         ok = [mask.sum() >= 2 if mask is not None else np.nextafter(lo, np.inf) < hi
-              for mask, lo, hi in zip(self.allowed, self.low, self.high)]
+              for mask, lo, hi in zip(self.allowed, self.low, self.high, strict=False)]
         return np.flatnonzero(ok)
 
     def draw_split(self, attribute: int, rng: np.random.Generator) -> _Split:
@@ -487,7 +488,7 @@ class _DiffPetsBase:
                 continue
             left = split.goes_left(Xn[:, split.attribute])
             node.attribute = split.attribute
-            for (constraint, child_region), side in zip(region.children(split), (left, ~left)):
+            for (constraint, child_region), side in zip(region.children(split), (left, ~left), strict=False):
                 node.edges.append(Edge(constraint, len(nodes)))
                 stack.append((len(nodes), rows[side], depth + 1, child_region))
                 nodes.append(_Grown())
@@ -684,7 +685,7 @@ class DiffPetsRegressor(_DiffPetsBase):
             else:
                 stats[i] = g.halves[0][0], g.halves[1][0] / TARGET_GRID  # exact: a power of two
         return RegressionTree(schema, [RegressionNode(float(c), float(s), g.attribute, tuple(g.edges))
-                                       for (c, s), g in zip(stats, grown)])
+                                       for (c, s), g in zip(stats, grown, strict=False)])
 
 
 def train_diffpets_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,

@@ -90,8 +90,9 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ DEFAULT_BINS = 24  # equal-width bins per numeric attribute (module docstring)
 MCMC_EXACT_STEPS = 2  # rounds of at most this many steps use the exact sampler under sampler="mcmc" (B7)
 
 # A subtree: None is a leaf; (attribute, children) splits on the attribute, one child per value (code) in order.
-Structure = Union[None, tuple[int, tuple["Structure", ...]]]
+Structure = None | tuple[int, tuple["Structure", ...]]
 Key = frozenset  # a node of the subtree DAG: the (attribute, value) constraints below the round's root
 
 
@@ -166,7 +167,7 @@ class Domain:
     splits: tuple[tuple[Constraint, ...], ...] = ()  # per attribute, the edge constraints of a split on it
 
     @classmethod
-    def of(cls, schema: Schema, bins: int, max_arity: int | None = None) -> "Domain":
+    def of(cls, schema: Schema, bins: int, max_arity: int | None = None) -> Domain:
         """The domain of ``schema`` with ``bins`` bins per numeric attribute (an empty range gets one)."""
         arity, edges, groups = [], [], []
         for attr in schema.attributes:
@@ -183,7 +184,7 @@ class Domain:
                 arity.append(1)
                 edges.append(np.empty(0))
             groups.append(group)
-        splits = tuple(_split_constraints(attr, n, e, g) for attr, n, e, g in zip(schema.attributes, arity, edges, groups))
+        splits = tuple(_split_constraints(attr, n, e, g) for attr, n, e, g in zip(schema.attributes, arity, edges, groups, strict=False))
         return cls(schema, bins, np.array(arity, dtype=np.int64), tuple(edges), tuple(groups), max_arity, splits)
 
     @property
@@ -252,7 +253,7 @@ def _split_constraints(attr: CategoricalAttribute | NumericAttribute, arity: int
             return tuple(CategorySet(frozenset({v})) for v in range(arity))
         return tuple(CategorySet(frozenset(int(c) for c in np.flatnonzero(group == v))) for v in range(arity))
     bounds = np.concatenate([[-math.inf], edges, [math.inf]])
-    return tuple(Interval(float(lo), float(hi), False, bool(math.isfinite(hi))) for lo, hi in zip(bounds[:-1], bounds[1:]))
+    return tuple(Interval(float(lo), float(hi), False, bool(math.isfinite(hi))) for lo, hi in zip(bounds[:-1], bounds[1:], strict=False))
 
 
 def _structures(arity: np.ndarray, k: int, avail: tuple[int, ...]) -> list[Structure]:
@@ -338,7 +339,7 @@ class _Rows:
         codes = self.codes[rows, a]
         ordered = rows[np.argsort(codes, kind="stable")]
         ends = np.cumsum(np.bincount(codes, minlength=int(self.arity[a]))).tolist()
-        return [ordered[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+        return [ordered[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=False)]
 
     def _layout(self, avail: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
         """Attributes, cell offsets, table size and per-attribute value offsets of `one_step` over ``avail``."""
@@ -379,7 +380,7 @@ class _Rows:
         a, children = structure
         if all(c is None for c in children):
             return float(self.one_step(rows, (a,))[0])
-        return sum(self.subtree_score(r, c) for r, c in zip(self.partition(rows, a), children))
+        return sum(self.subtree_score(r, c) for r, c in zip(self.partition(rows, a), children, strict=False))
 
     def rows_at(self, rows: np.ndarray, structure: Structure, address: tuple[int, ...]) -> np.ndarray:
         """The rows reaching the node at ``address`` (child indices from the root) of ``structure``."""
@@ -854,7 +855,7 @@ class DPEA:
                 continue
             a, children = node
             nodes[i].attribute = a
-            parts = zip(children, data.partition(rows, a), domain.constraints(a))
+            parts = zip(children, data.partition(rows, a), domain.constraints(a), strict=False)
             stack.extend(reversed([(c, part, i, con) for c, part, con in parts]))
         true = np.bincount(leaf_of * n_classes + data.y, minlength=len(leaves) * n_classes)
         noisy = self.noisy_counts(true.reshape(len(leaves), n_classes), noise)
@@ -933,7 +934,7 @@ class _Grower:
         a, children = chosen
         rest = _without(avail, a)
         return a, tuple(self._graft(c, part, depth + 1, rest, key | {(a, v)})
-                        for v, (c, part) in enumerate(zip(children, self.data.partition(rows, a))))
+                        for v, (c, part) in enumerate(zip(children, self.data.partition(rows, a), strict=False)))
 
     def _select(self, rows: np.ndarray, k: int, avail: tuple[int, ...], key: Key) -> Structure:
         """One selection of a k-step subtree at node ``key`` with the configured sampler."""
@@ -969,7 +970,7 @@ def _frontier(split: Callable[[Key, np.ndarray, int], list[np.ndarray]], structu
         return [(structure, key, rows, avail)] if steps == 0 else []
     a, children = structure
     rest = _without(avail, a)
-    return [found for v, (c, part) in enumerate(zip(children, split(key, rows, a)))
+    return [found for v, (c, part) in enumerate(zip(children, split(key, rows, a), strict=False))
             for found in _frontier(split, c, key | {(a, v)}, part, rest, steps - 1)]
 
 
@@ -1038,7 +1039,7 @@ def release_domain(schema: Schema, depth: int, trees: int, domain: str = "compac
     return 2, 2
 
 
-def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
+def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
                rng: Randomness, domain: str = "compact") -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of DPEA: ``requirement.trees`` trees of depth ``depth``, whole-tree embedding.
 
@@ -1116,7 +1117,7 @@ def exact_sampler_check(parameters: Mapping[str, Any]) -> Check:
                  "proves no dp claim; release with sampler 'exact' or 'exhaustive'")
 
 
-def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP") -> list[Check]:
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
     """DPEA's budget eps / T / (ceil(D/d) + 1) per step, score sensitivity and leaf noise, recomputed,
     and an exact sampler (`exact_sampler_check`): a ``dp`` claim needs both."""
     wrong = accounting_errors(report.parameters)

@@ -44,8 +44,9 @@ DPEA accounting and domain, every histogram tree's structure, the noise scale, t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ class HistogramBins:
     cuts: tuple[np.ndarray | None, ...]  # inner edges per numeric attribute (None: categorical)
 
     @classmethod
-    def of(cls, schema: Schema, bins: int = BINS) -> "HistogramBins":
+    def of(cls, schema: Schema, bins: int = BINS) -> HistogramBins:
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
             raise ValueError(f"bins must be an integer >= 2; got {bins!r}")
         cuts: list[np.ndarray | None] = []
@@ -154,7 +155,7 @@ class HistogramBins:
             return tuple(CategorySet(frozenset({v})) for v in range(self.size(a)))
         bounds = np.concatenate([[-math.inf], cut, [math.inf]])
         return tuple(Interval(float(lo), float(hi), bool(math.isfinite(lo)), False)
-                     for lo, hi in zip(bounds[:-1], bounds[1:]))
+                     for lo, hi in zip(bounds[:-1], bounds[1:], strict=False))
 
     def values(self, a: int, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """An encoded value of attribute ``a`` per bin code: the category, or uniform in the bin's public part."""
@@ -205,7 +206,7 @@ class NaiveBayesRelease:
         leaf_counts = np.array([self.root.nodes[i].counts for i in self.children.values()]) + 1e-9
         self.log_prior = np.log(leaf_counts / leaf_counts.sum(axis=1, keepdims=True))
         strength = float(parameters["smoothing"]) * float(parameters["histogram_noise_scale"])
-        self.histograms = [self._histogram(tree, a, strength) for tree, a in zip(trees[1:], self.attributes)]
+        self.histograms = [self._histogram(tree, a, strength) for tree, a in zip(trees[1:], self.attributes, strict=False)]
 
     def _histogram(self, tree: Tree, a: int, strength: float) -> np.ndarray:
         """P(bin | root leaf, class) of attribute ``a``, shape (leaves, bins, classes), smoothed."""
@@ -227,7 +228,7 @@ class NaiveBayesRelease:
         lik = np.zeros((X.shape[0], self.n_classes))
         rows = leaf >= 0
         prior[rows] = self.log_prior[leaf[rows]]
-        for a, table in zip(self.attributes, self.histograms):
+        for a, table in zip(self.attributes, self.histograms, strict=False):
             lik[rows] += np.log(table[leaf[rows], self.bins.codes(X[rows], a)])
         return prior, lik
 
@@ -379,7 +380,7 @@ class DpeaNb:
         return release_leaf_counts(schema, nodes, leaves, self.noisy_histogram(true, scale, randomness.secret))
 
 
-def train_dpea_nb(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP", depth: int,
+def train_dpea_nb(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
                   rng: Randomness) -> tuple[list[Tree], dict[str, Any]]:
     """The registry trainer of dpea-nb: ``dp:epsilon=E,trees=1`` (one root) at ``depth`` 1."""
     if requirement.trees != 1:
@@ -388,7 +389,7 @@ def train_dpea_nb(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: "DP
     return DpeaNb(requirement.epsilon, depth=depth).fit(schema, X, y, rng)
 
 
-def release_shape(parameters: Mapping[str, Any], requirement: "DP") -> tuple[int, float]:
+def release_shape(parameters: Mapping[str, Any], requirement: DP) -> tuple[int, float]:
     """(trees released, deepest tree) a dpea-nb release must have: the root and its histogram trees, one level deeper.
 
     ValueError when the stated parameters cannot say (the audit's parameter check then fails with it).
@@ -400,7 +401,7 @@ def release_shape(parameters: Mapping[str, Any], requirement: "DP") -> tuple[int
     return requirement.trees + int(m), depth + 1
 
 
-def decline_rows(requirement: "DP", depth: int, schema: Schema) -> float:
+def decline_rows(requirement: DP, depth: int, schema: Schema) -> float:
     """The noisy class total below which an owner declines a dpea-nb release (`modelshare.common.mechanisms.class_prior`).
 
     Its budget goes mostly to the histograms: every class of every root leaf gets a histogram of each of the
@@ -417,7 +418,7 @@ def decline_rows(requirement: "DP", depth: int, schema: Schema) -> float:
 
 
 # ------------------------------------------------------------------ audit
-def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP") -> list[Check]:
+def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP) -> list[Check]:
     """dpea-nb's accounting re-derived from the release: budget, root, histogram trees, noise, counts, grid."""
     p = report.parameters
     checks = [_budget_check(p, requirement)]
@@ -432,7 +433,7 @@ def audit_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: "DP"
     return checks
 
 
-def _budget_check(p: Mapping[str, Any], requirement: "DP") -> Check:
+def _budget_check(p: Mapping[str, Any], requirement: DP) -> Check:
     name = "budget split recomputed (tree + histograms + calibration = epsilon)"
     stated = [numeric_parameter(p, k) for k in ("tree_share", "histogram_share", "calibration_share")]
     shares = [s for s in stated if s is not None and s > 0]
@@ -476,7 +477,7 @@ def _histogram_check(trees: Sequence[Tree], p: Mapping[str, Any]) -> Check:
         return Check(name, False, f"the release states histogram attributes {p.get('histogram_attributes')!r} and "
                                   f"carries {len(trees) - 1} histogram trees; the root leaves {names} free")
     children = _root_children(trees[0])
-    for t, (tree, a) in enumerate(zip(trees[1:], expected), start=1):
+    for t, (tree, a) in enumerate(zip(trees[1:], expected, strict=False), start=1):
         top = tree.nodes[0]
         if None not in children and not top.is_leaf and top.attribute != trees[0].nodes[0].attribute:
             return Check(name, False, f"tree {t} does not repeat the root's split on "

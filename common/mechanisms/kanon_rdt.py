@@ -21,8 +21,9 @@ paper's and is what `modelshare experiment rdt` reproduces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ def counts_below_k(trees: Sequence[Tree], k: int) -> list[LowCount]:
             raise ValueError(f"tree {t} discloses {tree.disclosure!r}; counts_below_k needs class counts")
         counts = np.array([node.counts for node in tree.nodes], dtype=np.float64)
         nodes, labels = np.nonzero((counts > 0) & (counts < k))
-        found.extend(LowCount(t, int(i), int(c), float(counts[i, c])) for i, c in zip(nodes, labels))
+        found.extend(LowCount(t, int(i), int(c), float(counts[i, c])) for i, c in zip(nodes, labels, strict=False))
     return found
 
 

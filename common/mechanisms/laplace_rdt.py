@@ -32,8 +32,9 @@ only, so the random-tree code (and with it scikit-learn) is imported on first us
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

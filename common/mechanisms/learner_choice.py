@@ -16,8 +16,9 @@ the same for every table; the same rows, seed and study give the same choice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold

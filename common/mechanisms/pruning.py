@@ -7,8 +7,8 @@ returning a tree that does not meet what was asked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 

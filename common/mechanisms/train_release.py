@@ -8,8 +8,8 @@ parameter. The papers' numbers are measured on this same path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import numpy as np
 

@@ -32,9 +32,9 @@ since every grouping of one categorical attribute's values is a tree.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 from scipy import sparse
@@ -145,7 +145,7 @@ def _column_types(X: np.ndarray, y: np.ndarray, attrs: tuple[int, ...], sizes: S
         column = np.zeros(n, dtype=np.int64)
     n_cells = int(np.prod(sizes)) if sizes else 1
     cell = np.zeros(n, dtype=np.int64)
-    for j, size in zip(attrs, sizes):
+    for j, size in zip(attrs, sizes, strict=False):
         cell = cell * size + X[:, j].astype(np.int64)
     n_columns = int(column.max()) + 1
     if n_columns * n_cells * n_classes > _MAX_CELLS:

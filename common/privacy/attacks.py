@@ -19,8 +19,8 @@ e.g. in a region Method 1 deleted, are exposed by no leaf).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -129,5 +129,5 @@ def ensemble_attack_report(trees: Sequence[Tree]) -> AttackReport:
     return AttackReport(
         uniqueness=_sum_counts([r.uniqueness for r in reports]),
         homogeneity=_sum_counts([r.homogeneity for r in reports]),
-        background=tuple(_sum_counts(level) for level in zip(*(r.background for r in reports))),
+        background=tuple(_sum_counts(level) for level in zip(*(r.background for r in reports), strict=False)),
     )

@@ -40,8 +40,8 @@ release").
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -104,7 +104,7 @@ class ReleasedPaths:
     allowed: dict[int, np.ndarray]
 
     @classmethod
-    def of(cls, tree: Tree) -> "ReleasedPaths":
+    def of(cls, tree: Tree) -> ReleasedPaths:
         schema = tree.schema
         paths = tree.paths()
         n_classes = schema.n_classes
@@ -146,7 +146,7 @@ class CombiningReader:
 
     @classmethod
     def from_trees(cls, trees: Sequence[Tree | ReleasedPaths], iterations: int = EM_ITERATIONS,
-                   free: bool = False) -> "CombiningReader":
+                   free: bool = False) -> CombiningReader:
         """Fit ``theta`` for each constrained categorical attribute over every path of ``trees`` (one schema)."""
         if not trees:
             raise ValueError("a combining reader needs at least one released tree")
@@ -301,7 +301,7 @@ class ReaderVerdict:
 
 def _describe_values(schema: Schema, attributes: list[int], codes: np.ndarray) -> str:
     parts = []
-    for j, code in zip(attributes, codes):
+    for j, code in zip(attributes, codes, strict=False):
         attr = schema.attributes[j]
         assert isinstance(attr, CategoricalAttribute)
         parts.append(f"{attr.name} = {attr.categories[int(code)]}")

@@ -9,8 +9,9 @@ from the released trees alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from modelshare.common.privacy.attacks import AttackCounts, AttackReport
 from modelshare.common.trees.regression import RegressionForest, RegressionTree
@@ -72,7 +73,7 @@ class PrivacyReport:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyReport":
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyReport:
         """Parse the dictionary form; a missing or mistyped field raises ValueError naming it."""
         try:
             attacks = data.get("attacks")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class KAnonymity:
     def __str__(self) -> str:
         return f"k-anonymity:k={self.k}"
 
-    def check(self, stats: "LeafStats") -> np.ndarray:
+    def check(self, stats: LeafStats) -> np.ndarray:
         """Per leaf: does it hold at least k tuples?"""
         return stats.total >= self.k
 
@@ -114,7 +114,7 @@ class CLDiversity:
     def __str__(self) -> str:
         return f"cl-diversity:c={_number(self.c)},l={self.l}" + (",scope=leaf" if self.per_leaf else "")
 
-    def check(self, stats: "LeafStats") -> np.ndarray:
+    def check(self, stats: LeafStats) -> np.ndarray:
         """Per leaf: exact form under counts disclosure, hit/miss form otherwise."""
         if stats.counts is not None:
             return cl_diverse_exact(stats.counts, self.c, self.l)
@@ -171,8 +171,8 @@ class DP:
         return f"{self.epsilon:g}-DP (add/remove one row)"
 
 
-PathRequirement = Union[KAnonymity, CLDiversity]
-Requirement = Union[KAnonymity, CLDiversity, DPS, DP]
+PathRequirement = KAnonymity | CLDiversity
+Requirement = KAnonymity | CLDiversity | DPS | DP
 
 _SHAPE = re.compile(r"^\s*([a-z-]+)\s*:\s*(.*?)\s*$")
 

@@ -19,8 +19,9 @@ check them, never an owner.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["AUTO", "FIXED", "GIVEN", "MODES", "MODEL_PARAMETERS", "WITHOUT_SETTINGS", "ModelPlan", "ModelSetting",
            "ParameterValue", "check_settings", "settings_from_mapping"]

@@ -13,9 +13,10 @@ settings, is `Study.mining_faults`, run by the admin and at ``CreateStudy``, nev
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema

@@ -10,8 +10,9 @@ is what any reader of the leaves could compute anyway.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
-from typing import AbstractSet, Sequence
 
 import numpy as np
 
@@ -144,7 +145,7 @@ def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[
     if not counts.any():
         return Tree(schema, [Node.from_counts(np.zeros(schema.n_classes))], "counts")
     released = list(nodes)
-    for i, leaf_counts in zip(leaves, counts):
+    for i, leaf_counts in zip(leaves, counts, strict=False):
         released[i] = Node.from_counts(leaf_counts)
     dropped = {int(leaves[int(j)]) for j in np.flatnonzero(~counts.any(axis=1))}
     return rebuild(schema, released, "counts", dropped=dropped)

@@ -9,8 +9,9 @@ releases them; the miner's regression PGEN reads them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class RegressionTree:
             if not nodes[i].is_leaf:
                 rows[i] = sum(rows[e.child] for e in nodes[i].edges)
         return Tree(features, [Node(0, float(r), 0.0, np.array([r, 0.0]), n.attribute, list(n.edges))
-                               for r, n in zip(rows, nodes)], "counts")
+                               for r, n in zip(rows, nodes, strict=False)], "counts")
 
     @property
     def leaves(self) -> list[int]:

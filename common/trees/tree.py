@@ -14,8 +14,9 @@ Rows use the encoded form of `modelshare.common.data.schema` (categorical = cate
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Sequence, Union
+from typing import Literal
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class CategorySet:
     def mask(self, column: np.ndarray) -> np.ndarray:
         return np.isin(column, np.fromiter(self.codes, dtype=np.float64, count=len(self.codes)))
 
-    def intersect(self, other: "CategorySet") -> "CategorySet":
+    def intersect(self, other: CategorySet) -> CategorySet:
         return CategorySet(self.codes & other.codes)
 
     @property
@@ -82,7 +83,7 @@ class Interval:
         below = column <= self.high if self.high_closed else column < self.high
         return above & below
 
-    def intersect(self, other: "Interval") -> "Interval":
+    def intersect(self, other: Interval) -> Interval:
         if self.low > other.low or (self.low == other.low and not self.low_closed):
             low, low_closed = self.low, self.low_closed
         else:
@@ -97,7 +98,7 @@ class Interval:
     def is_empty(self) -> bool:
         return self.low > self.high or (self.low == self.high and not (self.low_closed and self.high_closed))
 
-    def clip(self, attribute: NumericAttribute) -> "Interval":
+    def clip(self, attribute: NumericAttribute) -> Interval:
         """Intersect with the attribute's closed schema range."""
         return self.intersect(Interval(attribute.low, attribute.high, True, True))
 
@@ -110,7 +111,7 @@ class Interval:
         return ("iv", float(self.low), float(self.high), self.low_closed, self.high_closed)
 
 
-Constraint = Union[CategorySet, Interval]
+Constraint = CategorySet | Interval
 
 
 def conjunction_mask(constraints: Sequence[tuple[int, Constraint]], X: np.ndarray) -> np.ndarray:
@@ -146,7 +147,7 @@ class Node:
     edges: list[Edge] = field(default_factory=list)
 
     @classmethod
-    def from_counts(cls, counts: np.ndarray, label: int | None = None) -> "Node":
+    def from_counts(cls, counts: np.ndarray, label: int | None = None) -> Node:
         """A node whose hit/miss derive from ``counts``; label is the first argmax unless given."""
         counts = np.asarray(counts, dtype=np.float64)
         if label is None:
@@ -500,7 +501,7 @@ class Tree:
         return result
 
     # ----------------------------------------------------------- disclosure
-    def to_hit_miss(self) -> "Tree":
+    def to_hit_miss(self) -> Tree:
         """The same tree disclosing only majority class, hit and miss per node."""
         nodes = [Node(n.label, n.hit, n.miss, None, n.attribute, list(n.edges)) for n in self.nodes]
         return Tree(self.schema, nodes, "hit_miss")

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Union
 
 import numpy as np
 import pandas as pd
@@ -164,10 +164,10 @@ class NumericHierarchy:
             return (TOP,)
         edges = [float(e) for e in self._edges(level)]
         closing = [")"] * (len(edges) - 2) + ["]"]
-        return tuple(f"[{a!r}, {b!r}{close}" for a, b, close in zip(edges[:-1], edges[1:], closing))
+        return tuple(f"[{a!r}, {b!r}{close}" for a, b, close in zip(edges[:-1], edges[1:], closing, strict=False))
 
 
-Hierarchy = Union[CategoricalHierarchy, NumericHierarchy]
+Hierarchy = CategoricalHierarchy | NumericHierarchy
 
 
 def _ordered_grouping(attribute: CategoricalAttribute) -> CategoricalHierarchy:

@@ -41,9 +41,10 @@ respects the group order), so no one-hot encoding is needed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -135,7 +136,7 @@ class LDResult:
     def levels(self) -> dict[str, int]:
         """Level of every attribute: the chosen node's for QIs, 0 for the rest (and for all without data)."""
         levels = dict.fromkeys(self.schema.names, 0)
-        levels.update(zip(self.qi, self.node or ()))
+        levels.update(zip(self.qi, self.node or (), strict=False))
         return levels
 
     @cached_property
@@ -201,7 +202,7 @@ def _equivalence_ids(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> tup
     rows = len(columns[0])
     limit = max(4 * rows, 4096)
     ids, bound = np.zeros(rows, dtype=np.int64), 1
-    for codes, size in zip(columns, sizes):
+    for codes, size in zip(columns, sizes, strict=False):
         if bound * size > limit:
             ids, bound = _compact(ids)
         ids, bound = ids * size + codes, bound * size
@@ -325,7 +326,7 @@ def _search(
     """Breadth-first by height: the qualifying nodes of the first height that has any, with their C_DM."""
     heights = [hierarchies[name].height for name in qi]
     codes = [[_level_codes(hierarchies[name], X[:, schema.index(name)], level) for level in range(h + 1)]
-             for name, h in zip(qi, heights)]
+             for name, h in zip(qi, heights, strict=False)]
     lattice = int(np.prod([h + 1 for h in heights], dtype=np.float64))
     evaluated = 0
     for height in range(sum(heights) + 1):
@@ -336,7 +337,7 @@ def _search(
                 raise LDError(f"the search reached max_nodes={max_nodes} at height {height} of a lattice of "
                               f"{lattice} nodes over QIs {list(qi)}; use fewer quasi-identifiers, coarser "
                               f"hierarchies or a larger max_nodes")
-            ids, bound = _equivalence_ids(*zip(*(codes[j][level] for j, level in enumerate(node))))
+            ids, bound = _equivalence_ids(*zip(*(codes[j][level] for j, level in enumerate(node)), strict=False))
             discernibility = _assess(_class_counts(ids, bound, y, schema.n_classes), requirement, budget)
             if discernibility is not None:
                 found.append((discernibility, node))
@@ -359,10 +360,10 @@ def _publish(X: np.ndarray, y: np.ndarray, found: list[tuple[int, tuple[int, ...
     schema, hierarchies, requirement, qi = (setting[k] for k in ("schema", "hierarchies", "requirement", "qi"))
     discernibility, node = found[0]
     levels = dict.fromkeys(schema.names, 0)
-    levels.update(zip(qi, node))
+    levels.update(zip(qi, node, strict=False))
     generalised = _generalise(X, schema, hierarchies, levels)
-    columns = [_level_codes(hierarchies[name], X[:, schema.index(name)], level) for name, level in zip(qi, node)]
-    ids, bound = _equivalence_ids(*zip(*columns))
+    columns = [_level_codes(hierarchies[name], X[:, schema.index(name)], level) for name, level in zip(qi, node, strict=False)]
+    ids, bound = _equivalence_ids(*zip(*columns, strict=False))
     counts = _class_counts(ids, bound, y, schema.n_classes)
     kept = cl_diverse_exact(counts, requirement.c, requirement.l)[ids]
     return LDResult(node=node, candidates=tuple(n for _, n in found), kept=kept, X=generalised[kept], y=y[kept],

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, Callable, Collection, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import tomllib
 from rich.console import Console

@@ -15,8 +15,9 @@ commands that use it import it.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any
 
 from modelshare.cli.common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 from modelshare.common.data.datasets import LoadedTable, load_dataset, load_table

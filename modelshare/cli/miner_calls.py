@@ -6,7 +6,8 @@ turned into one ValueError sentence (`miner_error`, `rpc`), and a study's status
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 from rich.table import Table

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -130,7 +131,7 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         attacks.add_column(col, justify="left" if col == "attack" else "right")
     released = _attack_rows(summary["report"]["attacks"])
     own = _attack_rows(owner) if owner else [()] * len(released)
-    for row, mine in zip(released, own):
+    for row, mine in zip(released, own, strict=False):
         attacks.add_row(*row, *mine[2:])
     out.print(attacks)
     for reader in summary.get("owner_readers", ()):

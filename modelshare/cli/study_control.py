@@ -24,9 +24,10 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 

@@ -23,8 +23,9 @@ domain, and where the target chose it; the targets add aggregate sizes (rows of 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -36,7 +36,8 @@ count is smallest, the noise alone hides it), then the largest change of the roo
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp

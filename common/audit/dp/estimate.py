@@ -193,6 +193,6 @@ def audit_dp(target: AuditTarget, trials: int, rng: np.random.Generator, *, alph
         alpha=alpha, threshold=threshold, p_d=hits_d / n, p_d1=hits_d1 / n,
         interval_d=(float(low), float(high)), interval_d1=(float(low1), float(high1)),
         bounds=tuple(EventBound(f"{names[column]} {op} {threshold:.6g}", ratio, float(b))
-                     for (op, ratio), b in zip(_EVENTS, bounds)),
+                     for (op, ratio), b in zip(_EVENTS, bounds, strict=False)),
         neighbours=target.describe(), score=names[column],
     )

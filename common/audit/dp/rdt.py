@@ -26,8 +26,9 @@ cells, samples too much or suppresses too little is audited as it runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy.stats import binom

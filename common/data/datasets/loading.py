@@ -35,10 +35,11 @@ import csv
 import gzip
 import io
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -99,7 +100,7 @@ def _suffix(path: Path, label: str) -> str:
 
 def _sniff(sample: str) -> str:
     """Pick the delimiter from the first lines; comma when the sample is ambiguous."""
-    head = "".join(line for _, line in zip(range(_SNIFF_LINES), io.StringIO(sample)))
+    head = "".join(line for _, line in zip(range(_SNIFF_LINES), io.StringIO(sample), strict=False))
     try:
         return csv.Sniffer().sniff(head, delimiters=_DELIMITERS).delimiter
     except csv.Error:

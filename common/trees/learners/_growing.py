@@ -11,7 +11,8 @@ are candidates and how a split partitions the rows, so each keeps its own ``_bes
 from __future__ import annotations
 
 import math
-from typing import Callable, Protocol, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def best_cuts(tables: Sequence[np.ndarray], n: int, parent_cells: float,
     np.maximum.at(top, table_of, gain)
     tied = np.flatnonzero(gain >= top[table_of] - TIE_TOLERANCE)
     winners, first = np.unique(table_of[tied], return_index=True)
-    for t, i in zip(winners, tied[first]):
+    for t, i in zip(winners, tied[first], strict=False):
         found[int(t)] = (int(at[positions[i]]), float(gain[i]), float(split_info[i]))
     return found
 

@@ -179,7 +179,7 @@ def group_categories(table: np.ndarray, rule: LeafRule, together: np.ndarray | N
         members[h] = np.concatenate([members[h], members[b]])
         groups[h] = merged[h]
         keep = np.arange(len(members)) != b
-        members = [m for m, k in zip(members, keep) if k]
+        members = [m for m, k in zip(members, keep, strict=False) if k]
         groups = groups[keep]
         failing = ~rule.ok(groups)
     return members if len(members) > 1 else []
@@ -262,7 +262,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         self.pairing = pairing
         self.category_split = category_split
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "AdmissibleTreeClassifier":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> AdmissibleTreeClassifier:
         """Grow the tree on encoded rows and store it as ``tree_``.
 
         Raises
@@ -274,7 +274,7 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         X, y = check_xy(self.schema, X, y)
         return self.fit_binned(bin_rows(self.schema, X, y))
 
-    def fit_binned(self, binned: Binned) -> "AdmissibleTreeClassifier":
+    def fit_binned(self, binned: Binned) -> AdmissibleTreeClassifier:
         """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         rule, criterion, max_depth, min_gain, confidence, pairing, category_split = self._settings()
         grower = _DeferringGrower if pairing == "deferred" else _Grower
@@ -424,7 +424,7 @@ class _Grower(GrowerBase):
             groups[int(np.argmax(sizes[:-1]))] |= absent
             order = np.argsort(child, kind="stable")
             parts = np.split(rows[order], np.cumsum(sizes)[:-1])[:len(groups)]  # rows in no group dropped
-            return [(CategorySet(frozenset(g)), part) for g, part in zip(groups, parts)]
+            return [(CategorySet(frozenset(g)), part) for g, part in zip(groups, parts, strict=False)]
         t = split.threshold
         left = codes <= np.searchsorted(self.binned.values[j], t, side="right") - 1
         return [(Interval(-math.inf, t, low_closed=False, high_closed=True), rows[left]),
@@ -466,7 +466,7 @@ class _Grower(GrowerBase):
                     order = present[np.argsort(shown[:, majority] / shown.sum(axis=1), kind="stable")]
                     ordered[j] = order, table[order]
         cuts = dict(zip(ordered, best_cuts([table for _, table in ordered.values()], n, parent_cells,
-                                           self._both_admissible)))
+                                           self._both_admissible), strict=False))
         candidates = []
         for j in range(self.schema.n_attributes):
             cut = cuts.get(j)
@@ -597,7 +597,7 @@ class _DeferringGrower(_Grower):
         if not clear.any():
             return best
         top = reaches[clear].max()
-        return self._pick([s for s, r, ok in zip(free, reaches, clear) if ok and r >= top - 1e-9])
+        return self._pick([s for s, r, ok in zip(free, reaches, clear, strict=False) if ok and r >= top - 1e-9])
 
     def _deferral(self, split: _Split, core: np.ndarray, j: int, groups: tuple[frozenset[int], ...],
                   allowed: dict[int, frozenset[int]]) -> tuple[float, float]:

@@ -90,7 +90,7 @@ class CartTreeClassifier(ClassifierMixin, BaseEstimator):
         self.categorical_encoding = categorical_encoding
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "CartTreeClassifier":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> CartTreeClassifier:
         """Fit scikit-learn's CART on ``(X, y)`` and convert it into ``tree_``."""
         check_choice("criterion", self.criterion, ("gini", "entropy", "log_loss"))
         check_positive_int("max_depth", self.max_depth, allow_none=True)

@@ -104,7 +104,7 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
         self.min_gain = min_gain
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "MultiwayTreeClassifier":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MultiwayTreeClassifier:
         """Grow the tree on encoded rows and store it as ``tree_``.
 
         Parameters
@@ -129,7 +129,7 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
         X, y = check_xy(self.schema, X, y)
         return self.fit_binned(bin_rows(self.schema, X, y))
 
-    def fit_binned(self, binned: Binned) -> "MultiwayTreeClassifier":
+    def fit_binned(self, binned: Binned) -> MultiwayTreeClassifier:
         """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         grower = _Grower(self.schema, binned, *self._settings())
         self.tree_ = Tree(self.schema, grower.grow(), "counts")
@@ -232,7 +232,7 @@ class _Grower(GrowerBase):
             values, table = node.present(int(found))
             numeric[int(found)] = values
             tables.append(table)
-        cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large)))
+        cuts = dict(zip(numeric, best_cuts(tables, rows.size, parent_cells, self._both_large), strict=False))
         candidates = []
         for j in map(int, np.flatnonzero(usable)):
             cut = None if self.categorical[j] else cuts[j]

@@ -16,7 +16,8 @@ without a float copy of the table.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -109,7 +110,7 @@ class _Space:
     log: bool = False
 
     @classmethod
-    def of(cls, schema: Schema, numeric_reuse: bool, thresholds: ThresholdScale = "uniform") -> "_Space":
+    def of(cls, schema: Schema, numeric_reuse: bool, thresholds: ThresholdScale = "uniform") -> _Space:
         attrs = schema.attributes
         categorical = schema.categorical_mask
         branches = np.array([a.size if isinstance(a, CategoricalAttribute) else 2 for a in attrs], dtype=np.int64)
@@ -467,7 +468,7 @@ class RandomDecisionTrees(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.sampler = sampler
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "RandomDecisionTrees":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> RandomDecisionTrees:
         """Draw the structures, then count each tree's own sample of the rows (Alg. 3).
 
         Parameters
