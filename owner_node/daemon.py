@@ -121,10 +121,13 @@ class StudyClosed(Exception):
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with full jitter: attempt n waits uniformly in [0, min(cap, base * 2**n)]."""
+    """Exponential backoff with full jitter: attempt n waits uniformly in [0, min(cap, base * 2**n)].
+
+    The default cap of 4 s lets an owner reach a restarted miner within about 4 s of it serving again, while
+    the jitter (a wait of 2 s on average per owner once capped) keeps owners from hammering a miner that is down."""
 
     base: float = 0.5
-    cap: float = 30.0
+    cap: float = 4.0
     attempts: int = 8  # sends per study per round; a study still unsent stays in the outbox
 
     def ceiling(self, attempt: int) -> float:

@@ -175,6 +175,44 @@ def test_owner_daemons_retry_through_a_miner_restart_without_duplicates(tmp_path
         _stop_daemons(stop, threads, daemons, fed)
 
 
+@pytest.mark.slow  # a miner process, killed and restarted
+def test_an_owner_backing_off_with_the_default_backoff_reaches_a_restarted_miner_within_seconds(tmp_path, caplog):
+    fed = make_federation(tmp_path, ["site-a"], address="localhost:0", owner_data=car_tables(tmp_path, ["site-a"]),
+                          policy={"mechanisms": ["apt"], "min_k": 5, "miners": ["miner"]})
+    log = tmp_path / "miner.log"
+    miner = fed.serve(log)
+    stop = threading.Event()
+    daemon = OwnerDaemon(fed.owner_config("site-a"))  # the default backoff, as deployed
+    state = daemon.config.state_dir
+    thread = threading.Thread(target=daemon.run, args=(stop,), daemon=True)
+
+    def state_is(name: str) -> bool:
+        return (read_status(state) or {}).get("state") == name
+
+    def failed_polls() -> int:
+        return sum(r.getMessage().startswith("poll of") for r in caplog.records)
+
+    try:
+        caplog.set_level("WARNING", logger="modelshare.owner")
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f2")), timeout=10)
+        thread.start()
+        wait_until(lambda: ((read_status(state) or {}).get("last_outcome") or {}).get("outcome") == "submitted", 60,
+                   lambda: f"the owner's first answer: {read_status(state)}")
+        miner.kill()
+        fed.close_channels()
+        # enough failed polls that the backoff has reached its cap (ceilings 0.5, 1, 2, 4 s)
+        wait_until(lambda: failed_polls() >= 6, 90, lambda: f"six failed polls, {failed_polls()} so far")
+        fed.serve(log)
+        ready = time.monotonic()
+        # a study open at once, so the owner's next Poll returns as soon as it reaches the miner
+        fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("f3")), timeout=10)
+        wait_until(lambda: state_is("polling") or state_is("answering"), 30,
+                   lambda: f"the owner back at the miner: {read_status(state)}")
+        assert time.monotonic() - ready < Backoff().cap + 3.0  # one capped, jittered wait and the reconnection
+    finally:
+        _stop_daemons(stop, [thread], [daemon], fed)
+
+
 def test_at_the_deadline_without_the_quorum_the_study_fails_naming_the_silent_owners(tmp_path, ten_parts):
     with make_federation(tmp_path, OWNERS[:3]) as fed:
         admin = fed.stub("admin")
