@@ -1,0 +1,104 @@
+"""Hostile answers in pieces against a `modelshare miner serve` process: its RSS after them and an honest owner's latency.
+
+Ten owners open ``--streams`` SubmitChunks streams in all, each declaring ``--mib`` MiB of bytes that are no
+envelope and carrying a wrong digest, all at once; meanwhile an honest owner sends a signed model with ``Submit``
+(acknowledged as a duplicate after the first) and its latencies are kept. The miner's RSS (``VmRSS``) is read
+idle, at its peak during the attack, and five seconds after the last hostile stream ended, with no collection
+forced; results go to bench/RESULTS.md with the load before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+from results_file import machine, write_section  # noqa: E402
+
+from common.federation.chunks import envelope_chunks  # noqa: E402
+from common.federation.pb import federation_pb2 as fpb  # noqa: E402
+from tests.conftest import _encoded  # noqa: E402
+from tests.federation_helpers import deal, make_federation, signed_model, study_spec  # noqa: E402
+
+MiB = 2**20
+
+
+def rss(pid: int) -> int:
+    """The process's resident set, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--mib", type=int, default=8)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    owners = [f"site-{i}" for i in range(10)]
+    with tempfile.TemporaryDirectory() as tmp:
+        fed = make_federation(Path(tmp), [*owners, "honest"], address="localhost:0")
+        miner = fed.serve(Path(tmp) / "miner.log")
+        pid = miner.process.pid
+        try:
+            spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s1")), timeout=10).spec
+            _, X, y = _encoded("car")
+            honest = signed_model(fed, "honest", spec, *deal(X, y, ["honest"])["honest"])
+            fed.stub("honest").Submit(honest, timeout=30)
+            time.sleep(2)
+            idle = rss(pid)
+            junk = bytes(range(256)) * (args.mib * MiB // 256)
+            outcomes: list[str] = []
+
+            def hostile(owner: str) -> None:
+                pieces = list(envelope_chunks(junk, "s1", 1 * MiB))
+                pieces[0].sha256 = bytes(32)
+                try:
+                    fed.stub(owner).SubmitChunks(iter(pieces), timeout=120)
+                    outcomes.append("OK")
+                except grpc.RpcError as exc:
+                    outcomes.append(exc.code().name)
+
+            threads = [threading.Thread(target=hostile, args=(owners[i % 10],)) for i in range(args.streams)]
+            latencies: list[float] = []
+            peak = idle
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                start = time.perf_counter()
+                fed.stub("honest").Submit(honest, timeout=30)
+                latencies.append(time.perf_counter() - start)
+                peak = max(peak, rss(pid))
+            for t in threads:
+                t.join()
+            time.sleep(5)  # the measurement the issue asks for: five seconds after the streams ended
+            after = rss(pid)
+        finally:
+            fed.close()
+    load_after = os.getloadavg()
+    p99 = float(np.percentile(latencies, 99)) if latencies else float("nan")
+    counts = {k: outcomes.count(k) for k in sorted(set(outcomes))}
+    body = (f"`python bench/stream_attack.py --streams {args.streams} --mib {args.mib}`; {machine()}. Load average "
+            f"before {', '.join(f'{x:.2f}' for x in load_before)}, after {', '.join(f'{x:.2f}' for x in load_after)}. "
+            f"{args.streams} digest-broken streams of {args.mib} MiB from 10 owners at once against `modelshare miner "
+            f"serve` (default limits); the miner's refusals: {counts}.\n\n"
+            "| miner RSS idle | peak during attack | 5 s after (no forced gc) | after / idle | honest Submits | p50 | p99 |\n"
+            "|---|---|---|---|---|---|---|\n"
+            f"| {idle / MiB:.0f} MiB | {peak / MiB:.0f} MiB | {after / MiB:.0f} MiB | {after / idle:.2f}x | "
+            f"{len(latencies)} | {np.percentile(latencies, 50) * 1000:.0f} ms | {p99 * 1000:.0f} ms |\n")
+    print(body)
+    write_section("Miner under hostile answers in pieces (issue 36)", body)
+
+
+if __name__ == "__main__":
+    main()
