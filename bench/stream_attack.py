@@ -23,8 +23,8 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 from results_file import machine, write_section  # noqa: E402
 
-from common.federation.chunks import envelope_chunks  # noqa: E402
-from common.federation.pb import federation_pb2 as fpb  # noqa: E402
+from modelshare.common.federation.chunks import envelope_chunks  # noqa: E402
+from modelshare.common.federation.pb import federation_pb2 as fpb  # noqa: E402
 from tests.conftest import _encoded  # noqa: E402
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec  # noqa: E402
 
