@@ -27,6 +27,7 @@ import pytest
 from modelshare.cli.owner_status import owner_health
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.mechanisms import registry
+from modelshare.miner_node.config import default_verify_processes
 from modelshare.miner_node.server import RunningMiner, start_miner
 from modelshare.miner_node.store import StoreError, verify_log
 from modelshare.owner_node.budget import Ledger
@@ -536,6 +537,18 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def _verifiers(pid: int) -> list[int]:
+    """The miner's verification workers: its children that multiprocessing spawned."""
+    found = []
+    for child in _children(pid):
+        try:
+            if b"multiprocessing.spawn" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def _gone(pid: int) -> bool:
     """The process exited (a zombie waiting for its new parent to reap it counts as gone)."""
     try:
@@ -549,8 +562,10 @@ def test_killing_the_miner_ends_its_verifier_processes_without_tracebacks(tmp_pa
     fed = make_federation(tmp_path, OWNERS[:1], address="localhost:0")
     log = tmp_path / "miner.log"
     miner = fed.serve(log)
-    workers = _children(miner.process.pid)
-    assert workers  # the verifier processes
+    # the verifier processes start in the background once the miner serves (miner_node.verify.start_in_background)
+    wanted = default_verify_processes()
+    wait_until(lambda: len(_verifiers(miner.process.pid)) >= wanted, 60, f"the {wanted} verifier processes to start")
+    workers = _verifiers(miner.process.pid)
     miner.kill()
     wait_until(lambda: all(_gone(p) for p in workers), 30, "the verifier processes to exit")
     said = log.read_text()
