@@ -239,3 +239,19 @@ def test_a_revoked_owner_reaches_the_final_revoked_state_and_stops_retrying(fed,
     assert record["consecutive_failures"] == 1  # one refusal, no retries
     code, report = run_json(capsys, "owner", "status", "--config", str(fed.kits["site-b"] / "owner.toml"))
     assert code == 1 and report["state"] == "revoked" and report["reason"].startswith("revoked:")
+
+
+def test_a_study_is_named_by_a_start_of_its_id_or_latest(fed, capsys):
+    create(fed, "nursery-2026-a")
+    create(fed, "nursery-2026-b")
+    create(fed, "car-2026")
+    code, status = run_json(capsys, "study", "status", "car", "--config", admin_toml(fed))
+    assert code == 0 and status["id"] == "car-2026"
+    code, status = run_json(capsys, "study", "status", "latest", "--config", admin_toml(fed))
+    assert code == 0 and status["id"] == "car-2026"
+    code, error = run_json(capsys, "study", "status", "nursery", "--config", admin_toml(fed))
+    assert code == 2 and "is the start of 2 studies' ids (nursery-2026-a, nursery-2026-b)" in error["error"]["message"]
+    code, cancelled = run_json(capsys, "study", "cancel", "nursery-2026-b", "--config", admin_toml(fed))
+    assert code == 0 and cancelled["state"] == "cancelled"
+    code, error = run_json(capsys, "study", "status", "nope", "--config", admin_toml(fed))
+    assert code == 2 and "NOT_FOUND" in error["error"]["message"]

@@ -28,7 +28,7 @@ from modelshare.admin import (
     write_results,
 )
 from modelshare.cli.common import add_json, err, out
-from modelshare.cli.miner_calls import CALL_TIMEOUT, print_status, rpc
+from modelshare.cli.miner_calls import CALL_TIMEOUT, print_status, resolve_study, rpc
 from modelshare.cli.study_control import follow_status
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
@@ -188,7 +188,8 @@ def cmd_study_status(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
     with channel:
-        status = rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=args.id), timeout=CALL_TIMEOUT), config.miner)
+        study_id = resolve_study(stub, args.id, config.miner)
+        status = rpc(lambda: stub.GetStudy(fpb.StudyRef(study_id=study_id), timeout=CALL_TIMEOUT), config.miner)
     data = status_dict(status)
     print(json.dumps(data, indent=2)) if args.json else print_status(data)
     return 0
@@ -210,8 +211,8 @@ def cmd_study_list(args: argparse.Namespace) -> int:
 def cmd_study_results(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
     channel, stub = admin_stub(config)
-    ref = fpb.StudyRef(study_id=args.id)
     with channel:
+        ref = fpb.StudyRef(study_id=resolve_study(stub, args.id, config.miner))
         status = rpc(lambda: stub.GetStudy(ref, timeout=CALL_TIMEOUT), config.miner)
         results = rpc(lambda: stub.GetResults(ref, timeout=CALL_TIMEOUT), config.miner)
     written = write_results(results, status, args.out)
@@ -295,7 +296,7 @@ def configure_study_create(create: argparse.ArgumentParser) -> None:
 
 def configure_study_status(status: argparse.ArgumentParser) -> None:
     """`study status ID [--follow] --config admin.toml`."""
-    status.add_argument("id", help="the study's id")
+    status.add_argument("id", help="the study's id, a start of it that names one study, or 'latest'")
     status.add_argument("--follow", action="store_true",
                         help="then print one line per change (state, answers per owner) until the study is done, "
                              "failed or cancelled; plain timestamped lines when stdout is not a terminal (with --json: "
@@ -306,7 +307,7 @@ def configure_study_status(status: argparse.ArgumentParser) -> None:
 
 def configure_study_results(results: argparse.ArgumentParser) -> None:
     """`study results ID --out DIR --config admin.toml`."""
-    results.add_argument("id", help="the study's id")
+    results.add_argument("id", help="the study's id, a start of it that names one study, or 'latest'")
     results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions.csv and report.html")
     results.add_argument("--pseudo-data", action="store_true",
                          help="also copy the study's Parquet pseudo-data (engine dask) into OUT/pseudo-data when the "

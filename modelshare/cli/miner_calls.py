@@ -13,10 +13,16 @@ import grpc
 from rich.table import Table
 from rich.text import Text
 
-from modelshare.admin import CALL_TIMEOUT, answer_label, study_headline
+from modelshare.admin import CALL_TIMEOUT, AdminConfig, admin_stub, answer_label, study_headline
 from modelshare.cli.common import out
+from modelshare.common.federation.pb import federation_pb2 as fpb
 
-__all__ = ["CALL_TIMEOUT", "miner_error", "print_status", "rpc", "status_renderables"]
+__all__ = ["CALL_TIMEOUT", "LATEST", "miner_error", "print_status", "resolve_study", "resolved_id", "rpc",
+           "status_renderables"]
+
+LATEST = "latest"
+"""The study id that names the study created last."""
+
 
 def miner_error(exc: grpc.RpcError, miner: str) -> ValueError:
     """A failed admin call as a ValueError with the miner's status and message.
@@ -38,6 +44,36 @@ def rpc(call: Callable[[], Any], miner: str) -> Any:
         return call()
     except grpc.RpcError as exc:
         raise miner_error(exc, miner) from None
+
+
+def resolve_study(stub: Any, given: str, miner: str) -> str:
+    """The full id of study ``given``: itself when the miner has it, ``latest`` the one created last, else the one
+    study whose id starts with ``given`` (ids are long: a prefix that names one is enough).
+
+    Raises ValueError when ``latest`` finds no study, or a prefix names several (the matches are listed); an id no
+    study has is passed on, for the miner to say it has no such study.
+    """
+    studies = rpc(lambda: stub.ListStudies(fpb.ListStudiesRequest(), timeout=CALL_TIMEOUT), miner).studies
+    ids = [s.spec.study_id for s in studies]
+    if given in ids:
+        return given
+    if given == LATEST:
+        if not studies:
+            raise ValueError("'latest' names the study created last, and the miner has none")
+        newest = max(studies, key=lambda s: (s.created_at.seconds, s.created_at.nanos, s.spec.study_id))
+        return str(newest.spec.study_id)
+    matches = sorted(i for i in ids if i.startswith(given))
+    if len(matches) > 1:
+        raise ValueError(f"study id {given!r} is the start of {len(matches)} studies' ids ({', '.join(matches)}); "
+                         "give more of it")
+    return matches[0] if matches else given
+
+
+def resolved_id(config: AdminConfig, given: str) -> str:
+    """`resolve_study` on a channel of its own, for the commands that take a study id."""
+    channel, stub = admin_stub(config)
+    with channel:
+        return resolve_study(stub, given, config.miner)
 
 
 def status_renderables(data: dict[str, Any]) -> list[Any]:

@@ -33,7 +33,7 @@ import grpc
 
 from modelshare.admin import AdminConfig, admin_stub, status_dict
 from modelshare.cli.common import CommandFailed, add_json, err, log_line, out, printable
-from modelshare.cli.miner_calls import CALL_TIMEOUT, miner_error, print_status, rpc
+from modelshare.cli.miner_calls import CALL_TIMEOUT, miner_error, print_status, resolved_id, rpc
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 
@@ -150,6 +150,7 @@ def _final_outcome(status: fpb.StudyStatus) -> None:
 # ---------------------------------------------------------------------- wait
 def cmd_study_wait(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
+    args.id = resolved_id(config, args.id)
     channel, stub = admin_stub(config)
     live = err.is_terminal
     with channel, (err.status(f"waiting for study {args.id}") if live else nullcontext()) as spinner:
@@ -173,6 +174,7 @@ def cmd_study_wait(args: argparse.Namespace) -> int:
 def follow_status(args: argparse.Namespace) -> int:
     """``study status ID --follow``: the status, then one line per change until the study is final (exit 0)."""
     config = AdminConfig.load(args.config)
+    args.id = resolved_id(config, args.id)
     channel, stub = admin_stub(config)
     live = out.is_terminal and not args.json
     first = True
@@ -198,6 +200,7 @@ def follow_status(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------- cancel
 def cmd_study_cancel(args: argparse.Namespace) -> int:
     config = AdminConfig.load(args.config)
+    args.id = resolved_id(config, args.id)
     channel, stub = admin_stub(config)
     request = fpb.CancelStudyRequest(study_id=args.id, reason=args.reason or "")
     with channel:
@@ -227,7 +230,7 @@ def _positive_seconds(text: str) -> float:
 
 def configure_study_wait(wait: argparse.ArgumentParser) -> None:
     """`study wait ID [--timeout S] --config admin.toml`."""
-    wait.add_argument("id", help="the study's id")
+    wait.add_argument("id", help="the study's id, a start of it that names one study, or 'latest'")
     wait.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                       help="give up after this many seconds with exit status 3 (default: wait until the study ends)")
     wait.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
@@ -239,7 +242,8 @@ def configure_study_wait(wait: argparse.ArgumentParser) -> None:
 
 def configure_study_cancel(cancel: argparse.ArgumentParser) -> None:
     """`study cancel ID [--reason TEXT] --config admin.toml`."""
-    cancel.add_argument("id", help="the study's id (open or mining; a cancelled one is left as it is)")
+    cancel.add_argument("id", help="the study's id, a start of it that names one study, or 'latest' (open or mining; "
+                        "a cancelled one is left as it is)")
     cancel.add_argument("--reason", default=None, metavar="TEXT",
                         help="why, in at most 500 characters: kept in the study's reason and the miner's audit log")
     cancel.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
