@@ -38,19 +38,12 @@ def eq1_counts(labels: np.ndarray, hits: np.ndarray, misses: np.ndarray, n_class
     return counts
 
 
-def _counts(node: Node) -> np.ndarray:
-    """A node's class counts, which a counts-disclosure node always has."""
-    if node.counts is None:
-        raise ValueError("a hit/miss node has no class counts to merge exactly")
-    return node.counts
-
-
 def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -> Node:
     """A leaf holding the tuples of ``parts``: exact sums under counts, Eq. 1 under hit/miss."""
     if not parts:
         raise ValueError("cannot merge zero nodes")
     if disclosure == "counts":
-        return Node.from_counts(np.sum([_counts(p) for p in parts], axis=0))
+        return Node.from_counts(np.sum([p.class_counts() for p in parts], axis=0))
     if len(parts) == 1:
         p = parts[0]
         return Node(p.label, p.hit, p.miss)

@@ -164,6 +164,12 @@ class Node:
     def total(self) -> float:
         return self.hit + self.miss
 
+    def class_counts(self) -> np.ndarray:
+        """The class-count vector of a node that discloses it; TreeError for a hit/miss node, which has none."""
+        if self.counts is None:
+            raise TreeError("a hit/miss node discloses no class counts")
+        return self.counts
+
 
 @dataclass(frozen=True, eq=False)
 class Path:

@@ -329,7 +329,7 @@ def prune_pessimistic(nodes: list[Node], confidence: float, rule: LeafRule) -> l
     The root keeps its split: a root-only tree is no model, and the release would refuse it.
     Returns the reachable nodes renumbered in preorder (siblings stay consecutive).
     """
-    counts = np.stack([_counts(node) for node in nodes])
+    counts = np.stack([node.class_counts() for node in nodes])
     n = counts.sum(axis=1)
     errors = n - counts.max(axis=1)
     as_leaf = errors + _added_errors(n, errors, confidence)
@@ -381,10 +381,10 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, allowed = stack.pop()
             node = nodes[index]
-            if (np.count_nonzero(_counts(node)) <= 1 or rows.size < self.splittable
+            if (np.count_nonzero(node.class_counts()) <= 1 or rows.size < self.splittable
                     or (self.max_depth is not None and depth >= self.max_depth)):
                 continue
-            split = self._best_split(rows, _counts(node), allowed)
+            split = self._best_split(rows, node.class_counts(), allowed)
             if split is None:
                 continue
             self._made(split)
@@ -659,9 +659,3 @@ class _DeferringGrower(_Grower):
         if not members:
             return whole
         return max(whole, self._reach(rows, j, tuple(frozenset(int(c) for c in m) for m in members)))
-
-
-def _counts(node: Node) -> np.ndarray:
-    """A grown node's class counts (the learner grows counts nodes only)."""
-    assert node.counts is not None
-    return node.counts

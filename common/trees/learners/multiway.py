@@ -172,7 +172,7 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, usable = stack.pop()
             node = nodes[index]
-            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, _counts(node), usable)
+            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, node.class_counts(), usable)
             if split is None:
                 continue
             node.attribute = split.attribute
@@ -194,7 +194,7 @@ class _Grower(GrowerBase):
 
     def _is_leaf(self, node: Node, n: int, depth: int) -> bool:
         """The stopping rules that need no split search: purity, too few rows, depth limit."""
-        pure = np.count_nonzero(_counts(node)) <= 1
+        pure = np.count_nonzero(node.class_counts()) <= 1
         too_small = n < 2 * self.min_samples_leaf
         too_deep = self.max_depth is not None and depth >= self.max_depth
         return bool(pure or too_small or too_deep)
@@ -258,9 +258,3 @@ class _Grower(GrowerBase):
             return None
         gain, split_info = gain_and_split_info(table.astype(np.float64), n, parent_cells)
         return _Split(j, float(gain), float(split_info), None)
-
-
-def _counts(node: Node) -> np.ndarray:
-    """A grown node's class counts (the learners grow counts nodes only)."""
-    assert node.counts is not None
-    return node.counts

@@ -548,21 +548,13 @@ def ensemble_predict_proba(trees: Sequence[Tree], X: np.ndarray) -> np.ndarray:
     total = np.zeros((X.shape[0], schema.n_classes))
     for tree in trees:
         total += _leaf_counts(tree)[tree.apply(X)]
-    prior = np.sum([_root_counts(tree) for tree in trees], axis=0)
+    prior = np.sum([tree.root.class_counts() for tree in trees], axis=0)
     if prior.sum() == 0:
         prior = np.ones(schema.n_classes)
     empty = total.sum(axis=1) == 0
     total[empty] = prior
     proba: np.ndarray = total / total.sum(axis=1, keepdims=True)
     return proba
-
-
-def _root_counts(tree: Tree) -> np.ndarray:
-    """A released tree's root class counts (random trees release counts)."""
-    counts = tree.root.counts
-    if counts is None:
-        raise ValueError("a random tree without class counts (hit/miss) has no class prior")
-    return counts
 
 
 def _leaf_counts(tree: Tree) -> np.ndarray:
