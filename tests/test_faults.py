@@ -564,9 +564,11 @@ def test_killing_the_miner_ends_its_verifier_processes_without_tracebacks(tmp_pa
     miner = fed.serve(log)
     # the verifier processes start in the background once the miner serves (miner_node.verify.start_in_background)
     wanted = default_verify_processes()
-    wait_until(lambda: len(_verifiers(miner.process.pid)) >= wanted, 60, f"the {wanted} verifier processes to start")
-    workers = _verifiers(miner.process.pid)
-    miner.kill()
+    try:
+        wait_until(lambda: len(_verifiers(miner.process.pid)) >= wanted, 60, f"the {wanted} verifier processes to start")
+        workers = _verifiers(miner.process.pid)
+    finally:  # killed however the wait ends: a miner left running would outlive the test
+        miner.kill()
     wait_until(lambda: all(_gone(p) for p in workers), 30, "the verifier processes to exit")
     said = log.read_text()
     assert "Traceback" not in said and "EOFError" not in said, said[-3000:]
