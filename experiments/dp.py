@@ -226,7 +226,7 @@ def _run_setting(context: Context, task: _Task) -> list[dict[str, Any]]:
     trees, report = _release(schema, X_tr, y_tr, mechanism, steps, epsilon, n_trees, depth, task.seed,
                              settings.dpea_domain, settings.prior_share)
     prior = class_prior_of(report)
-    floor = None if prior is None else ClassPriorModel(prior.counts)
+    floor = None if prior is None else ClassPriorModel(prior.estimate)
     if prior is not None and prior.declined is not None:  # the histogram alone: no trees, no pseudo rows
         scores: dict[str, tuple[float, float]] = {ENSEMBLE: (float("nan"), float("nan"))}
         Xp, yp, groups = np.empty((0, schema.n_attributes)), np.empty(0, dtype=np.int64), None

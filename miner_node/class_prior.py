@@ -34,8 +34,13 @@ def declined(report: PrivacyReport | None) -> ClassPrior | None:
 
 def study_prior(reports: Sequence[PrivacyReport | None], n_classes: int) -> np.ndarray | None:
     """The sum of the releases' noisy class histograms; None when no release carries one of ``n_classes`` counts."""
-    found = [prior.counts for prior in map(class_prior_of, reports) if prior is not None and len(prior.counts) == n_classes]
+    found = [prior.estimate for prior in map(class_prior_of, reports) if prior is not None and len(prior.counts) == n_classes
+             and (prior.refined is None or len(prior.refined) == n_classes)]
     return np.sum(np.asarray(found, dtype=np.float64), axis=0) if found else None
+
+
+NO_ROWS_FLOOR = "no pseudo rows (every owner declined to release trees): the class prior's majority class"
+"""What a study's model is, and what its results say, when every owner declined and its releases carry histograms."""
 
 
 class ClassPriorModel(ClassifierMixin, BaseEstimator):
@@ -62,6 +67,12 @@ class ClassPriorModel(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         smoothed = np.asarray(self.counts, dtype=np.float64) + 1.0
         return np.tile(smoothed / smoothed.sum(), (np.asarray(X).shape[0], 1))
+
+
+def study_floor(reports: Sequence[PrivacyReport | None], n_classes: int) -> ClassPriorModel | None:
+    """The floor of a study whose releases are ``reports``: the model of their summed class histograms, None without any."""
+    prior = study_prior(reports, n_classes)
+    return None if prior is None else ClassPriorModel(prior)
 
 
 def build_class_prior(releases: Sequence[tuple[Sequence[Tree], PrivacyReport | None]]) -> ClassPriorModel:

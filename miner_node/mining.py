@@ -62,7 +62,7 @@ from modelshare.common.privacy.requirements import (
 )
 from modelshare.common.study import AUTO, ModelPlan, Study
 from modelshare.common.trees.tree import Tree
-from modelshare.miner_node.class_prior import ClassPriorModel, study_prior
+from modelshare.miner_node.class_prior import NO_ROWS_FLOOR, study_floor
 from modelshare.miner_node.config import MiningConfig
 from modelshare.miner_node.global_models import RELEASE_MODELS, build_release_model
 from modelshare.miner_node.pseudo_parquet import Sample, chunk_rows, sample, write_owner
@@ -249,9 +249,8 @@ def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
     _record_evaluation(study, task, evaluation, results)
     releases = [(item.model.trees, item.model.report) for item in owners]
     trees = sum(len(released) for released, _ in releases)
-    prior = study_prior([report for _, report in releases], study.schema.n_classes) if isinstance(
+    floor = study_floor([report for _, report in releases], study.schema.n_classes) if isinstance(
         task, ClassificationTask) else None
-    floor = None if prior is None else ClassPriorModel(prior)
     for name in study.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none
             entry = results.models.add(name=name, train_rows=0)
@@ -266,8 +265,7 @@ def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
         entry = results.models.add(name=name, train_rows=int(y.shape[0]))
         if y.shape[0] == 0:
             if floor is not None:  # every owner declined: the floor is what the study has
-                task.score(entry, Fitted(floor, Choice({}, "no pseudo rows (every owner declined to release trees): "
-                                                           "the class prior's majority class", floor=True)), evaluation)
+                task.score(entry, Fitted(floor, Choice({}, NO_ROWS_FLOOR, floor=True)), evaluation)
             continue
         task.score(entry, task.fit(name, study.model_plan, X, y, groups, floor), evaluation)
 
@@ -310,15 +308,13 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
     _record_evaluation(study, task, evaluation, results)
     seed = study.seed % 2**31
     held: list[Sample] = []  # the sample "auto" cross-validates on, drawn once for all models
-    prior = study_prior([item.model.report for item in owners], schema.n_classes)
+    floor = study_floor([item.model.report for item in owners], schema.n_classes)
     with DaskEngine(mining) as engine:
         for name in study.global_models:
             entry = results.models.add(name=name, train_rows=total)
             if total == 0:
-                if prior is not None:  # every owner declined to release trees: the floor is what the study has
-                    task.score(entry, Fitted(ClassPriorModel(prior), Choice(
-                        {}, "no pseudo rows (every owner declined to release trees): the class prior's majority class",
-                        floor=True)), evaluation)
+                if floor is not None:  # every owner declined to release trees: the floor is what the study has
+                    task.score(entry, Fitted(floor, Choice({}, NO_ROWS_FLOOR, floor=True)), evaluation)
                 continue
             choice = _dask_choice(name, study.model_plan, schema, files, np.asarray(owner_of_file), total, held)
             model = engine.fit(name, schema, files, seed, choice.parameters)

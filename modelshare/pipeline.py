@@ -31,6 +31,7 @@ from modelshare.common.privacy.requirements import parse_requirement
 from modelshare.common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
 from modelshare.common.trees.metrics import accuracy, class_match, path_match
 from modelshare.common.trees.tree import Disclosure, Tree
+from modelshare.miner_node.class_prior import NO_ROWS_FLOOR, study_floor
 from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
 from modelshare.miner_node.offpath import ReleasedLaw
 from modelshare.miner_node.onpath import ClassSetLaw
@@ -242,6 +243,7 @@ def run_fold(
     sources, released, audited_ok = release_owners(schema, X_train, y_train, config, rng)
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     groups: dict[str, np.ndarray | None] = {}
+    floor = study_floor([r.report for r in released.values()], schema.n_classes)  # a dp study's, as the miner's
     if "PGEN" in config.methods:
         trees = [tree for r in released.values() for tree in r.trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
@@ -267,21 +269,24 @@ def run_fold(
             def build(params: dict[str, Any], name: str = name) -> Any:
                 return make_global_model(name, schema, random_state=model_seed, **params)
 
-            if name in config.model_settings and y.shape[0] > 0:
+            held = floor if method == "PGEN" else None  # the miner's floor holds its models, never BASIS's
+            if y.shape[0] == 0 and held is not None:
+                choice = Choice({}, NO_ROWS_FLOOR, floor=True)
+            elif name in config.model_settings and y.shape[0] > 0:
                 choice = (choose_basis(name, plan, X, y, build, regression=False) if method == "BASIS" else
-                          choose(name, plan, X, y, build, regression=False, groups=groups.get(method)))
+                          choose(name, plan, X, y, build, regression=False, groups=groups.get(method), floor=held))
             else:
                 choice = _fixed_choice(config.global_params.get(name, {}))
-            model = build(choice.parameters)
+            model = held if choice.floor and held is not None else build(choice.parameters)
             record: dict[str, Any] = {
                 "method": method,
                 "model": name,
-                "selection": choice.text if y.shape[0] > 0 else "",
+                "selection": choice.text if y.shape[0] > 0 or choice.floor else "",
                 "train_rows": int(y.shape[0]),
                 "owners_released": config.n_sources if method == "BASIS" else len(released),
                 "releases_audited_ok": audited_ok,
             }
-            if y.shape[0] == 0:
+            if y.shape[0] == 0 and not choice.floor:
                 records.append({**record, "accuracy": np.nan, "class_match": np.nan, "path_match": np.nan})
                 continue
             model.fit(X, y)

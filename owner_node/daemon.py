@@ -686,8 +686,8 @@ class OwnerDaemon:
                                  f"the encoded {study.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
         self._check_still_waiting(study.study_id)
         declined = submission.declined
-        # before the answer enters the outbox: no release leaves unrecorded; a declined one spent its histogram's share
-        self.ledger.charge(study, spent_epsilon=None if declined is None else declined.epsilon)
+        # before the answer enters the outbox: no release leaves unrecorded; a declined one spent what it states
+        self.ledger.charge(study, spent_epsilon=None if declined is None else declined.spent)
         if declined is not None:
             notes += f"; declined to release trees: {declined.declined}"
         claim = study.requirement_text

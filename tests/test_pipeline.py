@@ -155,3 +155,23 @@ def test_basis_auto_reads_only_the_training_rows(car):
     assert runs[0]["selection"].startswith("auto: ") and "raw rows" in runs[0]["selection"]
     assert runs[0]["selection"] == runs[1]["selection"] == runs[2]["selection"]
     assert runs[0]["accuracy"] > 0.9 and runs[1]["accuracy"] < 0.1
+
+
+def test_the_in_process_study_holds_the_miners_floor(car):
+    """Where every owner declines, the in-process study (the suite's) scores the class prior's majority class, as
+    the miner does, instead of reporting no model; where they release, the auto tree has the prior as a candidate."""
+    schema, X, y = car
+    rows = np.random.default_rng(0).permutation(len(y))[:300]
+    declined = PipelineConfig(n_sources=3, folds=2, mechanism="laplace-rdt", requirement="dp:epsilon=0.5,trees=4",
+                              learner_params={"max_depth": 3}, methods=("BASIS", "PGEN"), random_state=0,
+                              model_settings={"decision-tree": "auto"})
+    records = run_study(schema, X[rows], y[rows], declined)
+    pgen = records[records.method == "PGEN"]
+    assert len(pgen) > 0 and (pgen.train_rows == 0).all()
+    assert pgen.selection.str.startswith("no pseudo rows (every owner declined").all()
+    assert pgen.accuracy.notna().all() and (pgen.accuracy > 0.6).all()  # Car's majority class is 70 %
+    released = replace(declined, requirement="dp:epsilon=8,trees=4")
+    trees = run_study(schema, X[rows], y[rows], released)
+    tree_rows = trees[(trees.method == "PGEN") & (trees.model == "decision-tree")]
+    assert (tree_rows.train_rows > 0).all()
+    assert tree_rows.selection.str.contains("class prior's majority class").all()

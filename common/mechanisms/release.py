@@ -294,7 +294,8 @@ def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarr
         prior = draw_class_prior(y, schema.n_classes, parsed, prior_share, depth, randomness.secret,
                                  decline_threshold(record.name, schema))
     if prior is not None and prior.declined is not None:
-        trees = [Tree(schema, [Node.from_counts(np.asarray(prior.counts))], "counts")]
+        held = prior.counts if prior.refined is None else prior.refined
+        trees = [Tree(schema, [Node.from_counts(np.asarray(held))], "counts")]
         parameters: dict[str, object] = {"epsilon": float(parsed.epsilon), "trees": parsed.trees, "depth": depth}
     else:
         tree_requirement = parsed if prior is None else DP(prior.tree_epsilon, parsed.trees)
