@@ -109,3 +109,13 @@ def test_the_conditions_read_the_gap_at_five_owners_and_the_majority_under_dp():
     assert found[(median[:45], "median of 3")]["holds"] is False
     dp = {c["table"]: c["holds"] for c in done_conditions(pd.DataFrame(rows)) if c["condition"].startswith("dp:")}
     assert dp == {"a": True, "b": False}  # the best dp mechanism run counts
+
+
+def test_a_floor_equal_to_the_majority_holds_whatever_the_rounding():
+    """The floor's accuracy and the majority class's are means of the same fold values summed in another order."""
+    folds = [0.5841269841, 0.5841269841, 0.5828025478]
+    best, majority = float(np.mean(folds)), sum(folds) / 3
+    rows = [{"table": "t", "setting": "dpea-nb", "requirement": "dp:epsilon=1", "owners": 5, "best": best, "none": 0.9,
+             "majority": majority + 1e-16}]
+    [holds] = [c["holds"] for c in done_conditions(pd.DataFrame(rows)) if c["condition"].startswith("dp:")]
+    assert holds
