@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -324,3 +325,24 @@ def test_calibrated_nb_falls_back_to_the_prior_when_every_owner_declined(car):
     model = build_release_model("calibrated-nb", [(r.trees, r.report) for r in releases])
     assert isinstance(model, ClassPriorModel)
     assert model.counts.tolist() == np.sum([class_prior_of(r.report).estimate for r in releases], axis=0).tolist()
+
+
+def test_the_choice_weighs_pseudo_rows_to_the_prior():
+    """Clamped noise makes a dp release's pseudo rows more balanced than the owners' rows. Pseudo rows whose
+    labels are a coin toss, under a prior of 70/30: unweighted, the floor scores a coin toss too and a tree
+    fitted to the noise can win; weighted to the prior, the floor scores about 0.7 and wins."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from modelshare.common.study import ModelPlan
+    from modelshare.miner_node.selection import choose, prior_weights
+
+    rng = np.random.default_rng(0)
+    X, y = rng.random((3000, 3)), rng.integers(0, 2, 3000)
+    weights = prior_weights(y, [699.0, 299.0])
+    assert np.sum(weights[y == 0]) / weights.sum() == pytest.approx(0.7, abs=1e-9)
+    floor = ClassPriorModel([699.0, 299.0])
+    plan = ModelPlan.checked(("decision-tree",), {"decision-tree": "auto"}, seed=0, mechanism="dpea")
+    choice = choose("decision-tree", plan, X, y, lambda p: DecisionTreeClassifier(random_state=0, **p),
+                    regression=False, groups=rng.integers(0, 5, 3000), floor=floor)
+    assert choice.floor and "weighted to the class prior" in choice.text, choice.text
+    assert re.search(r"accuracy 0\.(69|70|71)", choice.text), choice.text
