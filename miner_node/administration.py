@@ -3,7 +3,9 @@
 Every call reaching a handler here has been authenticated as the admin's by `modelshare.miner_node.rpc.AdminInterceptor`,
 once, before the handler runs; the handlers only read the admin's name off the call (for the audit log).
 `StudyAdminService.complete_spec` checks a new study and fills its defaults, for ``CreateStudy`` and for the
-studies a miner config lists. ``WatchStudy`` holds a call, as a coroutine, until the study changes.
+studies a miner config lists. ``WatchStudy`` holds a call, as a coroutine, until the study changes. The reads
+(`StudyAdminService.site_list`, `status`, `study_list`, `results`) are also what the web dashboard shows, and
+``OpenDashboard`` hands the admin a one-time sign-in to it (`modelshare.miner_node.dashboard`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         self.limits = limits
         self.mechanisms = frozenset(mechanisms)
         self.clock = clock
+        self.dashboard: Callable[[str], tuple[str, float]] | None = None
+        """Set by the server when it serves the web dashboard: the admin's name -> (one-time sign-in URL, expiry)."""
 
     @handler
     def CreateStudy(self, request: fpb.CreateStudyRequest, context: grpc.ServicerContext) -> fpb.StudyStatus:
@@ -86,7 +90,7 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"a study {spec.study_id!r} exists already; choose another id")
         log.info("study %s: created for %s (quorum %d)", spec.study_id, ", ".join(spec.owners), spec.quorum)
         self.coordinator.notify()
-        return self._status(spec.study_id)
+        return self.status(spec.study_id)
 
     def complete_spec(self, spec: fpb.StudySpec) -> Study:
         """Validate a new study and fill its defaults: every roster owner, a quorum of all of them, this
@@ -131,7 +135,11 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
 
     @handler
     def ListSites(self, request: fpb.ListSitesRequest, context: grpc.ServicerContext) -> fpb.SiteList:
-        """Every owner on the roster (revoked ones included) with its last poll, version, health and state."""
+        return self.site_list()
+
+    def site_list(self) -> fpb.SiteList:
+        """Every owner on the roster (revoked ones included) with its last poll, version, health and state
+        (``ListSites``; the web dashboard shows the same)."""
         seen = self.store.sites()
         now = self.clock()
         reply = fpb.SiteList(silent_after_seconds=SILENT_AFTER_SECONDS)
@@ -150,25 +158,45 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         return reply
 
     @handler
+    def OpenDashboard(self, request: fpb.OpenDashboardRequest, context: grpc.ServicerContext) -> fpb.DashboardLogin:
+        """A one-time sign-in URL of the web dashboard for the admin whose certificate this call proved."""
+        if self.dashboard is None:
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            "this miner serves no web dashboard: add a [dashboard] table to its miner.toml and restart it")
+        url, expires = self.dashboard(_admin(context))
+        reply = fpb.DashboardLogin(url=url)
+        reply.expires_at.FromNanoseconds(int(expires * 1e9))
+        log.info("dashboard: sign-in code issued to %s", _admin(context))
+        return reply
+
+    @handler
     def GetStudy(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyStatus:
-        return self._status(request.study_id)
+        return self.status(request.study_id)
 
     @handler
     def ListStudies(self, request: fpb.ListStudiesRequest, context: grpc.ServicerContext) -> fpb.StudyList:
+        return self.study_list()
+
+    def study_list(self) -> fpb.StudyList:
+        """Every study's status, in the store's order (``ListStudies``)."""
         reply = fpb.StudyList()
         for row in self.store.studies():
-            reply.studies.append(self._status(row.study_id))
+            reply.studies.append(self.status(row.study_id))
         return reply
 
     @handler
     def GetResults(self, request: fpb.StudyRef, context: grpc.ServicerContext) -> fpb.StudyResults:
-        row = self.store.study(request.study_id)
+        return self.results(request.study_id)
+
+    def results(self, study_id: str) -> fpb.StudyResults:
+        """A finished study's results (``GetResults``); NOT_FOUND or FAILED_PRECONDITION (its state) otherwise."""
+        row = self.store.study(study_id)
         if row is None:
-            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
-        data = self.store.results(request.study_id)
+            raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
+        data = self.store.results(study_id)
         if data is None:
             reason = f": {row.reason}" if row.reason else ""
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"study {request.study_id!r} is {row.state}{reason}")
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"study {study_id!r} is {row.state}{reason}")
         return fpb.StudyResults.FromString(data)
 
     @handler
@@ -188,7 +216,7 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
             log.info("study %s: cancelled by %s", request.study_id, by,
                      extra={"study": request.study_id, "outcome": "cancelled"})
             self.coordinator.notify()
-        return fpb.CancelReply(status=self._status(request.study_id), already_cancelled=outcome == "already")
+        return fpb.CancelReply(status=self.status(request.study_id), already_cancelled=outcome == "already")
 
     @async_handler
     async def WatchStudy(self, request: fpb.WatchStudyRequest, context: Any) -> fpb.StudyStatus:
@@ -202,7 +230,7 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         deadline = loop.time() + min(request.wait_seconds, MAX_WATCH_SECONDS)
         while True:
             version = self.feed.version
-            status = await self.offload(self._status, request.study_id)
+            status = await self.offload(self.status, request.study_id)
             answered = sum(o.state != "waiting" for o in status.owners)
             remaining = deadline - loop.time()
             if status.state != request.seen_state or answered != request.seen_answers or remaining <= 0:
@@ -210,7 +238,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
             await self.feed.wait(version, remaining)
 
 
-    def _status(self, study_id: str) -> fpb.StudyStatus:
+    def status(self, study_id: str) -> fpb.StudyStatus:
+        """The study's state and every invited owner's answer (``GetStudy``); NOT_FOUND for an unknown id."""
         row = self.store.study(study_id)
         if row is None:
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")

@@ -28,6 +28,10 @@
     memory_budget_mb = 256              # pseudo-data is written to Parquet in chunks that fit this budget
     engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, counts)
 
+    [dashboard]                         # optional: the admin's read-only web dashboard (off without this table)
+    listen = "127.0.0.1:8750"           # loopback by default; another address needs tls = true
+    tls = false                         # serve HTTPS with the [tls] certificate (the federation CA signs it)
+
     [tls]
     ca = "ca.crt"
     cert = "tls.crt"
@@ -36,6 +40,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -52,7 +57,8 @@ from modelshare.common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 MINING_TIMEOUT_SECONDS = 3600.0
 
-__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "Limits", "MiningConfig", "ENGINES"]
+__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "DashboardConfig", "Limits", "MiningConfig", "ENGINES",
+           "is_loopback"]
 
 ENGINES = ("local", "dask")
 _SCHEDULER = re.compile(r"(tcp|tls)://\S+:\d+")
@@ -194,12 +200,59 @@ class _MiningTable(ConfigModel):
                             float(self.engine_timeout_seconds))
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address's host part, brackets allowed) names this machine only: localhost, 127/8, ::1."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class DashboardConfig:
+    """Where the admin's web dashboard listens (``[dashboard]``) and whether it serves HTTPS."""
+
+    listen: str = "127.0.0.1:8750"
+    tls: bool = False
+
+
+class _DashboardTable(ConfigModel):
+    listen: Text = DashboardConfig.listen
+    """``HOST:PORT`` of the admin's read-only web dashboard (port 0: a free port, reported in `state/ready.json`).
+    Loopback by default; any other address needs ``tls = true``, so that the session cookie never crosses a
+    network in clear."""
+    tls: bool = False
+    """Serve HTTPS with the miner's ``[tls]`` certificate and key (signed by the federation CA, which the browser
+    must trust); required on a non-loopback address."""
+
+    @model_validator(mode="after")
+    def _address(self) -> _DashboardTable:
+        """``HOST:PORT`` with a port in 0-65535; a non-loopback host only with ``tls = true``."""
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"listen must be HOST:PORT (e.g. 127.0.0.1:8750), got {self.listen!r}")
+        if not self.tls and not is_loopback(host):
+            raise ValueError(f"listen {self.listen!r} is not a loopback address: set tls = true (the session cookie "
+                             "must not cross a network in clear), or listen on 127.0.0.1")
+        return self
+
+
 class _MinerFile(ConfigModel):
     """``miner.toml`` as written (module docstring); without [tls] the miner can only serve plaintext."""
 
     miner: _MinerTable
     mining: _MiningTable | None = None
+    dashboard: _DashboardTable | None = None
     tls: TlsTable | None = None
+
+    @model_validator(mode="after")
+    def _dashboard_tls(self) -> _MinerFile:
+        if self.dashboard is not None and self.dashboard.tls and self.tls is None:
+            raise ValueError("[dashboard] tls = true serves the [tls] certificate, and there is no [tls] table")
+        return self
 
 
 @dataclass(frozen=True)
@@ -216,6 +269,7 @@ class MinerConfig:
     mining_timeout_seconds: float = MINING_TIMEOUT_SECONDS
     verify_processes: int = field(default_factory=lambda: default_verify_processes())
     mining: MiningConfig = field(default_factory=MiningConfig)
+    dashboard: DashboardConfig | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> MinerConfig:
@@ -247,6 +301,7 @@ class MinerConfig:
             mining_timeout_seconds=float(miner.mining_timeout_seconds),
             verify_processes=default_verify_processes() if miner.verify_processes is None else miner.verify_processes,
             mining=MiningConfig() if file.mining is None else file.mining.config(),
+            dashboard=None if file.dashboard is None else DashboardConfig(file.dashboard.listen, file.dashboard.tls),
         )
 
 

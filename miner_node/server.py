@@ -5,7 +5,8 @@ its port before it opens the store, so a second miner, or a port in use, is refu
 reason and nothing touched. It returns once the server is bound and serving, with the port it got
 (``:0`` asks the OS for a free one), so callers wait on readiness rather than on time. It also
 writes ``ready.json`` into the state directory for supervisors in other processes: the port it
-bound, the address it listens on with that port, its pid and the configured ``listen``;
+bound, the address it listens on with that port, its pid, the configured ``listen`` and, when it serves the
+admin's web dashboard (``[dashboard]``, `modelshare.miner_node.dashboard`), the dashboard's ``http(s)://HOST:PORT``;
 `read_ready` reads it. The verification workers start in the background once it serves
 (`ModelVerifier.start_in_background`), so a restarted miner is back in seconds
 (`bench/miner_startup.py`).
@@ -25,7 +26,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from modelshare.common.study import StudyError
 from modelshare.miner_node.administration import StudyAdminService
 from modelshare.miner_node.config import ConfigError, MinerConfig
 from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.dashboard import DashboardAccess, DashboardServer, Pages
 from modelshare.miner_node.exchange import OwnerExchangeService
 from modelshare.miner_node.rpc import AdminInterceptor, ChangeFeed, HealthService, Identity, add_service
 from modelshare.miner_node.store import StateLock, Store
@@ -93,6 +95,7 @@ class RunningMiner:
     loop: _EventLoop
     pool: futures.ThreadPoolExecutor
     lock: StateLock
+    dashboard: DashboardServer | None = None
 
     stopped: bool = False
 
@@ -101,6 +104,8 @@ class RunningMiner:
         if self.stopped:
             return
         self.stopped = True
+        if self.dashboard is not None:
+            self.dashboard.stop()
         self.loop.run(self.server.stop(grace))
         self.coordinator.stop()
         self.exchange.verifier.close()
@@ -169,10 +174,18 @@ async def _new_server(config: MinerConfig, pool: futures.ThreadPoolExecutor, int
     return server, port
 
 
-def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: bool = False) -> RunningMiner:
-    """Lock the state directory, bind, open the store, resume unfinished studies and start serving."""
+def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: bool = False,
+                dashboard_pages: Callable[[StudyAdminService], Pages] | None = None) -> RunningMiner:
+    """Lock the state directory, bind, open the store, resume unfinished studies and start serving.
+
+    With a ``[dashboard]`` table the web dashboard serves too, showing ``dashboard_pages(admin service)``
+    (the composition root's pages, `modelshare.dashboard`)."""
     if config.tls is None and not insecure:
         raise ConfigError("the miner config has no [tls] section; mutual TLS is required (or pass --insecure to debug)")
+    if config.dashboard is not None and (insecure or dashboard_pages is None):
+        raise ConfigError("[dashboard] needs a miner serving mutual TLS (the admin signs in with its certificate); "
+                          "remove [dashboard] from the miner config to serve --insecure" if insecure else
+                          "[dashboard]: this miner was started without the dashboard's pages (use `modelshare miner serve`)")
     lock = StateLock(config.state_dir)
     loop = _EventLoop()
     pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc")
@@ -206,11 +219,24 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     add_service(exchange, "OwnerExchange", server)
     add_service(admin, "StudyAdmin", server)
     add_service(HealthService(config.name, store, coordinator, identity), "Miner", server)
+    dashboard = None
+    if config.dashboard is not None and dashboard_pages is not None:
+        try:
+            dashboard = DashboardServer(config.dashboard, config.tls, DashboardAccess(identity.roster),
+                                        dashboard_pages(admin)).start()
+        except BaseException:
+            store.close()
+            abandon()
+            raise
+        admin.dashboard = dashboard.login_url
     coordinator.start()
     loop.run(server.start())
     verifier.start_in_background()
     ready = config.state_dir / READY_FILE
     bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
-    atomic_write(ready, json.dumps({"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}) + "\n")
+    facts: dict[str, Any] = {"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}
+    if dashboard is not None:
+        facts["dashboard"] = dashboard.base_url
+    atomic_write(ready, json.dumps(facts) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
-    return RunningMiner(server, port, exchange, admin, store, coordinator, config, loop, pool, lock)
+    return RunningMiner(server, port, exchange, admin, store, coordinator, config, loop, pool, lock, dashboard)

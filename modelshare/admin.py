@@ -39,7 +39,7 @@ from modelshare.common.federation.wire import model_message, tree_from_pb
 from modelshare.miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 from modelshare.miner_node.selection import Choice
 
-__all__ = ["AdminConfig", "AdminError", "admin_stub", "status_dict", "study_headline", "answer_label", "results_dict",
+__all__ = ["AdminConfig", "AdminError", "admin_stub", "sites_dict", "status_dict", "study_headline", "answer_label", "results_dict",
            "reader_dict", "write_results", "auc_text", "settings_text"]
 
 CALL_TIMEOUT = 30.0
@@ -144,6 +144,15 @@ def study_headline(data: dict[str, Any]) -> str:
         else:
             state = f"failed: {cause}: {len(groups['submitted'])} of the {data['quorum']} submissions needed"
     return f"study {data['id']}: {state}" + "".join(f"; {part}" for part in parts)
+
+
+def sites_dict(reply: fpb.SiteList) -> dict[str, Any]:
+    """Every site (``ListSites``) as JSON-ready data: owner, state, last poll, version, health, revoked_at."""
+    return {"silent_after_seconds": reply.silent_after_seconds,
+            "sites": [{"owner": s.owner_id, "state": s.state,
+                       "last_poll_at": s.last_poll_at.ToJsonString() if s.HasField("last_poll_at") else None,
+                       "version": s.version or None, "health": s.health or None, "revoked_at": s.revoked_at or None}
+                      for s in reply.sites]}
 
 
 def results_dict(results: fpb.StudyResults) -> dict[str, Any]:

@@ -108,6 +108,8 @@ COMMANDS = Group("modelshare", {
                           "modelshare.cli.federation:configure_miner_status"),
         "sites": Command("every provisioned owner with its last poll, version, health and state (admin)",
                          "modelshare.cli.federation:configure_miner_sites"),
+        "dashboard": Command("a one-time sign-in URL of the miner's read-only web dashboard (admin)",
+                             "modelshare.cli.federation:configure_miner_dashboard"),
     }),
     "study": Group("create and follow studies (admin)", {
         "init": Command("write a commented study.toml with simulate's defaults to start from",

@@ -1,4 +1,4 @@
-"""`modelshare miner serve | verify-log | status` and `modelshare study create | status | results | list`.
+"""`modelshare miner serve | verify-log | status | sites | dashboard` and `modelshare study create | status | results | list`.
 
 ``study status --follow`` runs `modelshare.cli.study_control.follow_status`; ``study wait`` and ``study cancel``
 are there too. Both modules call the miner through `modelshare.cli.miner_calls`.
@@ -23,6 +23,7 @@ from modelshare.admin import (
     auc_text,
     results_dict,
     settings_text,
+    sites_dict,
     status_dict,
     study_headline,
     write_results,
@@ -35,6 +36,7 @@ from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.study import load_study_file
 from modelshare.common.mechanisms import registry
 from modelshare.common.trees.readable import grouped
+from modelshare.dashboard import dashboard_pages
 from modelshare.logs import configure_logging
 from modelshare.miner_node.config import MinerConfig
 from modelshare.miner_node.server import start_miner
@@ -42,6 +44,7 @@ from modelshare.miner_node.store import StoreError, verify_log
 from modelshare.report_html import study_report, write_report
 
 __all__ = [
+    "cmd_miner_dashboard",
     "cmd_miner_serve",
     "cmd_miner_sites",
     "cmd_miner_status",
@@ -50,6 +53,7 @@ __all__ = [
     "cmd_study_list",
     "cmd_study_results",
     "cmd_study_status",
+    "configure_miner_dashboard",
     "configure_miner_serve",
     "configure_miner_sites",
     "configure_miner_status",
@@ -65,7 +69,7 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
     try:
-        miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure)
+        miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure, dashboard_pages=dashboard_pages)
     except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
         raise OSError(str(exc)) from None
     stop = threading.Event()
@@ -73,6 +77,9 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     print(f"modelshare miner {config.name}: serving on port {miner.port} "
           f"({'INSECURE plaintext' if args.insecure else 'mutual TLS'}), state in {config.state_dir}", flush=True)
+    if miner.dashboard is not None:
+        print(f"web dashboard on {miner.dashboard.base_url} (admin only: `modelshare miner dashboard --config "
+              "admin.toml` prints a sign-in URL)", flush=True)
     stop.wait()
     err.print("stopping the miner")
     miner.stop()
@@ -267,19 +274,50 @@ def cmd_miner_sites(args: argparse.Namespace) -> int:
     channel, stub = admin_stub(config)
     with channel:
         reply = rpc(lambda: stub.ListSites(fpb.ListSitesRequest(), timeout=CALL_TIMEOUT), config.miner)
-    sites = [{"owner": s.owner_id, "state": s.state,
-              "last_poll_at": s.last_poll_at.ToJsonString() if s.HasField("last_poll_at") else None,
-              "version": s.version or None, "health": s.health or None, "revoked_at": s.revoked_at or None}
-             for s in reply.sites]
+    data = sites_dict(reply)
     if args.json:
-        print(json.dumps({"silent_after_seconds": reply.silent_after_seconds, "sites": sites}))
+        print(json.dumps(data))
         return 0
+    sites = data["sites"]
     table = Table("owner", "state", "last poll", "version", "health")
     for s in sites:
         table.add_row(s["owner"], s["state"] + (f" ({s['revoked_at']})" if s["revoked_at"] else ""),
                       s["last_poll_at"] or "never", s["version"] or "-", s["health"] or "-")
     out.print(table)
     return 0
+
+
+def configure_miner_dashboard(dashboard: argparse.ArgumentParser) -> None:
+    """`miner dashboard --config admin.toml`."""
+    dashboard.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
+    add_json(dashboard, "the sign-in URL and when it expires")
+    dashboard.set_defaults(func=cmd_miner_dashboard)
+
+
+def cmd_miner_dashboard(args: argparse.Namespace) -> int:
+    config = AdminConfig.load(args.config)
+    channel, stub = admin_stub(config)
+    with channel:
+        reply = rpc(lambda: stub.OpenDashboard(fpb.OpenDashboardRequest(), timeout=CALL_TIMEOUT), config.miner)
+    url = dashboard_url(reply.url, config.miner)
+    expires = reply.expires_at.ToJsonString()
+    if args.json:
+        print(json.dumps({"url": url, "expires_at": expires}))
+        return 0
+    print(url)
+    err.print(f"open it once, before {expires}: it signs this browser in (a session cookie) and is then used up")
+    return 0
+
+
+def dashboard_url(url: str, miner: str) -> str:
+    """The sign-in URL as the miner made it, its host replaced by the miner's (as the admin dials it) when the
+    dashboard listens on every address ("0.0.0.0", "[::]")."""
+    scheme, _, rest = url.partition("://")
+    host_port, slash, path = rest.partition("/")
+    host, _, port = host_port.rpartition(":")
+    if host in ("0.0.0.0", "[::]", ""):
+        host = miner.rpartition(":")[0]
+    return f"{scheme}://{host}:{port}{slash}{path}"
 
 
 def _admin_options(p: argparse.ArgumentParser, report: str) -> None:

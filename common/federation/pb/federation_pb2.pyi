@@ -455,6 +455,18 @@ class SiteList(_message.Message):
     silent_after_seconds: int
     def __init__(self, sites: _Optional[_Iterable[_Union[Site, _Mapping]]] = ..., silent_after_seconds: _Optional[int] = ...) -> None: ...
 
+class OpenDashboardRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DashboardLogin(_message.Message):
+    __slots__ = ("url", "expires_at")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class HealthRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -288,6 +288,11 @@ class StudyAdminStub:
                 request_serializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
                 response_deserializer=modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
                 _registered_method=True)
+        self.OpenDashboard = channel.unary_unary(
+                '/modelshare.v1.StudyAdmin/OpenDashboard',
+                request_serializer=modelshare_dot_v1_dot_federation__pb2.OpenDashboardRequest.SerializeToString,
+                response_deserializer=modelshare_dot_v1_dot_federation__pb2.DashboardLogin.FromString,
+                _registered_method=True)
 
 
 class StudyAdminServicer:
@@ -339,6 +344,13 @@ class StudyAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenDashboard(self, request, context):
+        """a one-time sign-in URL of the web dashboard
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StudyAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -376,6 +388,11 @@ def add_StudyAdminServicer_to_server(servicer, server):
                     servicer.ListSites,
                     request_deserializer=modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.FromString,
                     response_serializer=modelshare_dot_v1_dot_federation__pb2.SiteList.SerializeToString,
+            ),
+            'OpenDashboard': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenDashboard,
+                    request_deserializer=modelshare_dot_v1_dot_federation__pb2.OpenDashboardRequest.FromString,
+                    response_serializer=modelshare_dot_v1_dot_federation__pb2.DashboardLogin.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -569,6 +586,33 @@ class StudyAdmin:
             '/modelshare.v1.StudyAdmin/ListSites',
             modelshare_dot_v1_dot_federation__pb2.ListSitesRequest.SerializeToString,
             modelshare_dot_v1_dot_federation__pb2.SiteList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenDashboard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/modelshare.v1.StudyAdmin/OpenDashboard',
+            modelshare_dot_v1_dot_federation__pb2.OpenDashboardRequest.SerializeToString,
+            modelshare_dot_v1_dot_federation__pb2.DashboardLogin.FromString,
             options,
             channel_credentials,
             insecure,
