@@ -25,7 +25,6 @@ from modelshare.common.federation.kit import RosterWatcher, TlsFiles
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.miner_node.config import ConfigError, DashboardConfig, MinerConfig
 from modelshare.miner_node.dashboard import COOKIE, CSP, DashboardAccess, DashboardServer
-from modelshare.provision import set_miner_port
 from tests.federation_helpers import CLI, Federation, deal, make_federation, signed_model, study_spec
 
 OWNERS = ["site-a", "site-b"]
