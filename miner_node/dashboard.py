@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from modelshare.common.federation.kit import RosterWatcher, TlsFiles
-from modelshare.miner_node.config import ConfigError, DashboardConfig
+from modelshare.miner_node.config import ConfigError, DashboardConfig, is_loopback
 
 __all__ = ["CODE_SECONDS", "COOKIE", "CSP", "MAX_CONNECTIONS", "SESSION_SECONDS", "DashboardAccess", "DashboardServer",
            "Pages"]
@@ -205,6 +205,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, *, body: bool) -> None:
         url = urlsplit(self.path)
+        if url.path == "/login" and not body:  # a link preview's HEAD must not use up the code
+            self._send(405, "", body=False, extra=(("Allow", "GET"),))
+            return
         if url.path == "/login":
             codes = parse_qs(url.query).get("code", [])
             session = self.server.access.redeem(codes[0]) if len(codes) == 1 else None
@@ -264,6 +267,8 @@ class DashboardServer:
         self.access = access
         self.pages = pages
         self.context: ssl.SSLContext | None = None
+        if not config.tls and not is_loopback(self.host):
+            raise ConfigError(f"[dashboard] listen {config.listen!r} is not a loopback address: set tls = true")
         if config.tls:
             if tls is None:
                 raise ConfigError("[dashboard] tls = true serves the [tls] certificate, and there is no [tls] table")

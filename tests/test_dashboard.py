@@ -102,6 +102,7 @@ def test_no_credential_an_owner_and_a_used_or_forged_code_are_refused(fed):
     assert get(base + "/", cookie="forged").status == 401
     assert get(base + "/login?code=forged").status == 401
     url = sign_in_url(fed)
+    assert get(url, method="HEAD").status == 405  # a link preview does not use the code up
     assert get(url).status == 303
     assert get(url).status == 401  # one use only
 
@@ -231,3 +232,22 @@ def test_the_sign_in_url_names_the_miner_host_when_the_dashboard_listens_everywh
     assert dashboard_url("https://[::]:8750/login?code=c", "miner.example:50051") == \
         "https://miner.example:8750/login?code=c"
     assert dashboard_url("http://127.0.0.1:8750/login?code=c", "localhost:50051") == "http://127.0.0.1:8750/login?code=c"
+
+
+def test_a_miner_without_a_dashboard_says_so_and_one_serving_plaintext_may_not_have_one(tmp_path):
+    import dataclasses
+
+    from modelshare.common.mechanisms import registry
+    from modelshare.miner_node.server import start_miner
+
+    with make_federation(tmp_path, OWNERS) as fed:
+        with pytest.raises(grpc.RpcError) as info:
+            fed.stub("admin").OpenDashboard(fpb.OpenDashboardRequest(), timeout=10)
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "serves no web dashboard: add a [dashboard] table" in info.value.details()
+        config = dataclasses.replace(fed.miner_config(), dashboard=DashboardConfig("127.0.0.1:0"))
+    with pytest.raises(ConfigError, match="needs a miner serving mutual TLS"):
+        start_miner(config, mechanisms=registry.names(), insecure=True, dashboard_pages=lambda admin: lambda path: (200, ""))
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        DashboardServer(DashboardConfig("0.0.0.0:0"), None, DashboardAccess(RosterWatcher(fed.kits["miner"] / "roster.json")),
+                        lambda path: (200, ""))
