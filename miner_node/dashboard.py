@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from modelshare.common.federation.kit import RosterWatcher, TlsFiles
 from modelshare.miner_node.config import ConfigError, DashboardConfig, is_loopback
@@ -204,12 +204,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
 
     def _answer(self, *, body: bool) -> None:
-        url = urlsplit(self.path)
-        if url.path == "/login" and not body:  # a link preview's HEAD must not use up the code
+        path, _, query = self.path.partition("?")  # the request target as sent, never read as a URL with a host
+        path = path.partition("#")[0]
+        if path == "/login" and not body:  # a link preview's HEAD must not use up the code
             self._send(405, "", body=False, extra=(("Allow", "GET"),))
             return
-        if url.path == "/login":
-            codes = parse_qs(url.query).get("code", [])
+        if path == "/login":
+            codes = parse_qs(query).get("code", [])
             session = self.server.access.redeem(codes[0]) if len(codes) == 1 else None
             if session is None:
                 self._send(401, _message("Sign-in link not valid", "This sign-in link was used already or has expired. "
@@ -225,9 +226,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                      "the URL it prints."), body=body)
             return
         try:
-            status, page = self.server.pages(url.path)
+            status, page = self.server.pages(path)
         except Exception:
-            log.error("dashboard: the page %r failed", url.path, exc_info=True)
+            log.error("dashboard: the page %r failed", path, exc_info=True)
             status, page = 500, _message("Internal error", "The page could not be made; the miner's log says why.")
         self._send(status, page, body=body)
 

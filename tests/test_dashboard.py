@@ -143,6 +143,11 @@ def test_the_pages_show_the_sites_the_studies_their_progress_results_and_report(
 def test_bad_requests_leave_the_miner_serving(fed):
     base, cookie = session(fed)
     parts = urlsplit(base)
+    for path in ("/studies/", "/studies/s1/../../etc/passwd", "/studies/%00", "/%ff%fe", "/studies/s1/report.html/x",
+                 "/login/x", "/studies//report.html"):
+        answer = get(base + path, cookie)
+        assert answer.status == 404 and (b"Not found" in answer.body or b"No study" in answer.body), path
+    assert get(base + "/?" + "q" * 5000, cookie).status == 200  # a query the overview ignores
     assert get(base + "/", cookie, method="POST").status == 405
     assert get(base + "/", cookie, method="DELETE").status == 405
     raw = [b"garbage\r\n\r\n", b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n",
