@@ -198,6 +198,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._answer(body=False)
 
     def _refuse_method(self) -> None:
+        self.close_connection = True  # a body it may have sent is never read, so the connection cannot go on
         self._send(405, _message("Method not allowed", "The dashboard is read-only: it answers GET and HEAD only."),
                    body=True, extra=(("Allow", "GET, HEAD"),))
 
