@@ -10,6 +10,7 @@ itself run in this process too, against the admin's kit.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import shutil
@@ -53,13 +54,17 @@ def fed(tmp_path_factory, car):
 
 
 def send_raw(host: str, port: int, data: bytes) -> bytes:
-    """What the server answers ``data`` on a connection of its own (b"" when it closes or resets it)."""
+    """What the server answers ``data`` on a connection of its own (b"" when it closes or resets it first)."""
     with socket.create_connection((host, port), timeout=30) as sock:
         try:
             sock.sendall(data)
             sock.shutdown(socket.SHUT_WR)
             return sock.recv(100)
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+        except OSError as exc:  # the server closed first (ENOTCONN on our shutdown)
+            if exc.errno != errno.ENOTCONN:
+                raise
             return b""
 
 
