@@ -13,6 +13,7 @@ finished study's ``report.html`` is `modelshare.report_html`'s page itself. Path
   models' scores and a link to its report;
 * ``/studies/ID/report.html``: the study report.
 
+The overview and an unfinished study's page reload themselves every `REFRESH_SECONDS` (a meta refresh).
 Every value is HTML-escaped; the pages hold no script, no form and no link off the dashboard. An unknown path
 or study is 404, a study not finished has no report (409).
 """
@@ -42,6 +43,9 @@ from modelshare.report_html import CSS, render_report, study_report
 __all__ = ["dashboard_pages"]
 
 MADE_BY = "the miner's web dashboard"
+REFRESH_SECONDS = 15
+"""How often the overview and an unfinished study's page reload themselves."""
+FINAL = ("done", "failed", "cancelled")
 
 
 def _e(value: Any) -> str:
@@ -56,9 +60,11 @@ def _table(head: list[str], rows: list[list[str]], *, cls: str = "") -> str:
     return "".join(lines) + "</table>"
 
 
-def _page(title: str, body: list[str]) -> str:
+def _page(title: str, body: list[str], *, refresh: bool = False) -> str:
+    """A dashboard page; ``refresh``: the browser reloads it every `REFRESH_SECONDS` (no script: a meta refresh)."""
     nav = '<p class="sub"><a href="/">sites and studies</a></p>'
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+    reload = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{reload}<title>{_e(title)}</title>'
             f"<style>{CSS}</style></head><body>\n{nav}\n" + "\n".join(body) + "\n</body></html>\n")
 
 
@@ -87,7 +93,7 @@ def _overview(admin: StudyAdminService) -> str:
         "<h1>Studies</h1>",
         _table(["study", "state", "mechanism", "requirement", "answers received / expected", "quorum", "deadline"],
                study_rows, cls="studies") if study_rows else "<p>No study yet.</p>",
-    ])
+    ], refresh=True)
 
 
 def _results(results: fpb.StudyResults) -> list[str]:
@@ -123,7 +129,7 @@ def _study(admin: StudyAdminService, study_id: str) -> tuple[int, str]:
     if status.state == "done":
         body += _results(admin.results(study_id))
         body.append(f'<p><a href="{_e(_study_href(study_id, "/report.html"))}">the study report (report.html)</a></p>')
-    return 200, _page(f"modelshare study {data['id']}", body)
+    return 200, _page(f"modelshare study {data['id']}", body, refresh=status.state not in FINAL)
 
 
 def _report(admin: StudyAdminService, study_id: str) -> tuple[int, str]:

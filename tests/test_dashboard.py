@@ -135,6 +135,7 @@ def test_the_pages_show_the_sites_the_studies_their_progress_results_and_report(
     assert "<td>decision-tree</td>" in study and 'href="/studies/s1/report.html"' in study
     open_study = get(base + "/studies/s2-open", cookie).body.decode()
     assert "answers received 0 / 2" in open_study and "report.html" not in open_study
+    assert 'http-equiv="refresh"' in open_study and 'http-equiv="refresh"' not in study  # only what can still change
 
     report = get(base + "/studies/s1/report.html", cookie)
     assert report.status == 200 and b"<h1>Study s1: done</h1>" in report.body and b"web dashboard" in report.body
