@@ -219,7 +219,12 @@ def test_local_up_status_a_study_and_down(tmp_path, capsys):
         assert not any(_running(pid) for pid in pids.values())
         assert main(["local", "status", "--dir", str(root), "--json"]) == 1
         assert {p["state"] for p in json.loads(capsys.readouterr().out)["processes"]} == {"stopped"}
+
+        assert main(["local", "up", "--dir", str(root), "--json"]) == 0  # the folder kept: up starts it again
+        again = json.loads(capsys.readouterr().out)
+        assert not again["made"] and again["started"] == ["miner", "owner-1", "owner-2"] and again["port"] == up["port"]
         assert main(["local", "down", "--dir", str(root), "--clean"]) == 0
+        assert not any(_running(pid) for pid in again["pids"].values())
         assert not root.exists()
     finally:
         if root.exists():
