@@ -441,7 +441,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ parsers
 def _dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR,
-                   help="the local federation's folder (default %(default)s)")
+                   help=f"the local federation's folder (default {DEFAULT_DIR})")
 
 
 def configure_up(up: argparse.ArgumentParser) -> None:
@@ -456,7 +456,7 @@ def configure_up(up: argparse.ArgumentParser) -> None:
                          "stopped federation: move it there)")
     add_seed(up, default=0, help="seed of the dealing of a new federation's table (default 0)")
     up.add_argument("--timeout", type=float, default=120.0,
-                    help="seconds to wait for each process to serve and the owners to poll (default %(default)s)")
+                    help="seconds to wait for each process to serve and the owners to poll (default 120)")
     add_json(up, "the folder, the processes' pids, the miner's port and the commands to run next")
     up.set_defaults(func=cmd_up)
 
