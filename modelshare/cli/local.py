@@ -50,7 +50,6 @@ DEFAULT_DATASET = "nursery"
 MARKER = "local.json"
 FORMAT = "modelshare.local/1"
 TEST_FRACTION = 0.2
-ROLES = ("miner", "owner")
 
 
 class LocalError(CommandFailed):
