@@ -46,6 +46,7 @@ __all__ = ["DEFAULT_DIR", "DEFAULT_PORT", "LocalFederation", "cmd_down", "cmd_st
 DEFAULT_DIR = Path("modelshare-local")
 DEFAULT_PORT = 50061
 DEFAULT_OWNERS = 3
+MAX_OWNERS = 10
 DEFAULT_DATASET = "nursery"
 MARKER = "local.json"
 FORMAT = "modelshare.local/1"
@@ -275,6 +276,10 @@ def _open(args: argparse.Namespace) -> tuple[LocalFederation, bool]:
         if root.exists() and root.is_dir() and any(root.iterdir()):
             load_federation(root)  # raises: a folder some other tool made
         port = DEFAULT_PORT if args.port is None else args.port
+        if args.owners is not None and not 1 <= args.owners <= MAX_OWNERS:
+            raise ValueError(f"--owners must be between 1 and {MAX_OWNERS} (as simulate's), got {args.owners}")
+        if not 0 <= port < 65536:
+            raise ValueError(f"--port must lie in 0..65535, got {port}")
         if port and _port_taken(port):
             raise ValueError(f"port {port} on 127.0.0.1 is taken (another miner or program listens on it); pass "
                              "--port N, or --port 0 for any free port")
@@ -318,7 +323,9 @@ def _start_all(fed: LocalFederation, timeout: float) -> tuple[dict[str, int], li
             _run_script(fed.kit("miner"), "start.sh", timeout)
             started.append("miner")
         miner_pid = _pid(fed.kit("miner"), "miner")
-        assert miner_pid is not None  # start.sh returned once it served
+        if miner_pid is None:  # start.sh returned once it served, and it exited since
+            raise LocalError(f"the miner exited after it started; {fed.kit('miner') / 'miner.log'} ends with:\n"
+                             f"{_log_tail(fed.kit('miner'), 'miner')}")
         port = _miner_port(fed, miner_pid)
         if port is not None and _configured_port(fed) == 0:  # made with --port 0: the kits learn the port it bound
             set_miner_port([fed.root / "kits" / name for name in ("miner", "admin", *fed.owners)], port)
@@ -447,7 +454,7 @@ def configure_up(up: argparse.ArgumentParser) -> None:
     """`local up [--dir DIR] [--owners N] [--dataset NAME] [--port N]`."""
     _dir(up)
     up.add_argument("--owners", type=positive_int, default=None, metavar="N",
-                    help=f"owners of a new federation (default {DEFAULT_OWNERS}; an existing one keeps its own)")
+                    help=f"owners of a new federation, 1-{MAX_OWNERS} (default {DEFAULT_OWNERS}; an existing one keeps its own)")
     up.add_argument("--dataset", choices=sorted(DATASETS), default=None,
                     help=f"the bundled dataset dealt to the owners of a new federation (default {DEFAULT_DATASET})")
     up.add_argument("--port", type=int, default=None,
