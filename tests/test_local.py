@@ -88,6 +88,16 @@ def test_provision_json_carries_the_next_commands_and_prints_nothing_else(tmp_pa
     assert all(step["step"] for step in report["next"])
 
 
+def test_provision_add_prints_how_to_start_the_new_owner(tmp_path, capsys):
+    kits, _ = _provision(tmp_path, capsys)
+    with (tmp_path / "project.toml").open("a", encoding="utf-8") as project:
+        project.write('[[parties]]\nname = "site-b"\nrole = "owner"\n')
+    assert main(["provision", str(tmp_path / "project.toml"), "--out", str(kits), "--add", "site-b", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [step["command"] for step in report["next"]] == [f"sh {kits / 'site-b' / 'start.sh'}"]
+    assert (kits / "site-b" / "start.sh").is_file()
+
+
 def test_miner_and_owner_kits_carry_executable_posix_scripts(tmp_path, capsys):
     kits, _ = _provision(tmp_path, capsys)
     assert not (kits / "admin" / "start.sh").exists() and kit_scripts("admin") == {}
