@@ -6,9 +6,10 @@
 #
 # It deals the bundled Nursery table to three sites (every 5th row held out for scoring), provisions a CA and
 # a kit per party, starts the miner and the three owner daemons as separate processes (mutual TLS on
-# loopback), writes a study with simulate's defaults (`study init`), checks it at a site, creates it, waits
-# for it and fetches its results (results/results.json, results/report.html). Every process it started is
-# stopped when it ends, also on failure. tests/test_examples.py runs it.
+# loopback) with their kits' start.sh, writes a study with simulate's defaults (`study init`), checks it at a
+# site, creates it, waits for it and fetches its results (results/results.json, results/report.html). Every
+# process it started is stopped with its kit's stop.sh when it ends, also on failure. tests/test_examples.py
+# runs it.
 set -euo pipefail
 
 WORK=${WORK:-$(mktemp -d)}
@@ -58,18 +59,13 @@ done
 modelshare provision project.toml --out kits
 
 # ---------------------------------------------------------------- 2. the miner and each site start their daemon
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
-modelshare miner serve --config kits/miner/miner.toml > miner.log 2>&1 &
-pids+=($!)
-deadline=$((SECONDS + TIMEOUT))
-until modelshare miner status --config kits/admin/admin.toml --timeout 2 > /dev/null 2>&1; do
-  if ((SECONDS > deadline)); then echo "the miner did not serve within ${TIMEOUT}s; miner.log:" >&2; tail miner.log >&2; exit 1; fi
-  kill -0 "${pids[0]}" || { echo "the miner exited; miner.log:" >&2; tail miner.log >&2; exit 1; }
-done
+# A kit's start.sh runs its daemon in the background (pid and log beside the script) and returns once it
+# serves; stop.sh stops it. The sites start after the miner, as they would dial it.
+trap 'for kit in kits/site-a kits/site-b kits/site-c kits/miner; do sh "$kit/stop.sh" || true; done' EXIT
+export MODELSHARE_START_TIMEOUT=$TIMEOUT
+sh kits/miner/start.sh
 for site in site-a site-b site-c; do
-  modelshare owner serve --config "kits/$site/owner.toml" > "$site.log" 2>&1 &
-  pids+=($!)
+  sh "kits/$site/start.sh"
 done
 
 # ---------------------------------------------------------------- 3. the admin writes, checks and creates a study

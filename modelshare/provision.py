@@ -5,7 +5,14 @@ directory; nobody generates keys by hand. ``modelshare provision project.toml --
 
     kits/ca/          ca.crt, ca.key (0600; the CA key never enters a party kit),
                       project.json (the provisioned roster and certificate serials), crl.pem
-    kits/<name>/      ca.crt, tls.crt, tls.key, signing.key, roster.json, <role>.toml
+    kits/<name>/      ca.crt, tls.crt, tls.key, signing.key, roster.json, <role>.toml,
+                      and for the miner and each owner start.sh and stop.sh (`kit_scripts`)
+
+``start.sh`` runs the kit's daemon (``modelshare miner serve`` or ``modelshare owner serve`` with the
+kit's config) in the background, its output appended to ``<role>.log`` and its pid in ``<role>.pid``
+beside the script, and returns once the daemon says it serves (or fails with its log's tail);
+``stop.sh`` sends that pid SIGTERM and waits for it to exit. Both find the kit from their own
+path, so a kit can be moved, and both are idempotent.
 
 Directories are 0700 and key files 0600, set before any key byte is written. A project is
 provisioned once: re-running on the same ``--out`` refuses rather than replace a CA every kit
@@ -96,6 +103,7 @@ __all__ = [
     "ProvisionError",
     "add_party",
     "issue_throwaway_federation",
+    "kit_scripts",
     "load_project",
     "provision",
     "provisioned_roster",
@@ -419,6 +427,117 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
     return tomli_w.dumps(tables)
 
 
+# ------------------------------------------------------------------ start and stop scripts
+#: What each daemon prints once it serves (`modelshare.cli.federation.cmd_miner_serve`,
+#: `modelshare.cli.owner.cmd_serve`); start.sh waits for it in the log.
+READY_LINES = {"miner": "serving on port", "owner": "dialling the miner"}
+
+_SCRIPT_HEAD = """#!/bin/sh
+# {what}
+# Written by `modelshare provision`; it finds the kit from its own path, so the kit may be moved.
+set -eu
+kit=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+pidfile="$kit/{role}.pid"
+log="$kit/{role}.log"
+
+# is process $1 this kit's {role} daemon? (not a zombie, not another program that got its pid)
+running() {{
+    ps -ww -o args= -p "$1" 2>/dev/null | grep -qF -- "{role} serve --config"
+}}
+
+# does process $1 exist and run? (a zombie has exited)
+alive() {{
+    state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    case $state in ''|Z*) return 1 ;; esac
+}}
+
+read_pid() {{
+    pid=$(cat "$pidfile")
+    case $pid in
+        ''|*[!0-9]*) echo "$pidfile does not hold a process id: $pid" >&2; exit 1 ;;
+    esac
+}}
+"""
+
+_START = """
+if [ -f "$pidfile" ]; then
+    read_pid
+    if running "$pid"; then
+        echo "the {role} of this kit is already running (pid $pid, $pidfile)"
+        exit 0
+    fi
+    rm -f "$pidfile"
+fi
+offset=0
+if [ -f "$log" ]; then offset=$(wc -c < "$log"); fi
+cd "$kit"
+# MODELSHARE is split on purpose: a command and its arguments
+nohup ${{MODELSHARE:-modelshare}} {role} serve --config "$kit/{role}.toml" >> "$log" 2>&1 < /dev/null &
+pid=$!
+echo "$pid" > "$pidfile"
+timeout=${{MODELSHARE_START_TIMEOUT:-60}}
+waited=0
+until tail -c +$((offset + 1)) "$log" | grep -qF "{ready}"; do
+    if ! alive "$pid"; then
+        rm -f "$pidfile"
+        echo "the {role} exited before it served; $log ends with:" >&2
+        tail -n 15 "$log" >&2
+        exit 1
+    fi
+    if [ "$waited" -ge $((timeout * 10)) ]; then
+        echo "the {role} (pid $pid) has not served within $timeout s; it still runs: see $log, stop it with $kit/stop.sh" >&2
+        exit 1
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+done
+echo "started the {role} (pid $pid): $(tail -c +$((offset + 1)) "$log" | grep -F "{ready}" | tail -n 1)"
+echo "log $log; stop it with $kit/stop.sh"
+"""
+
+_STOP = """
+if [ ! -f "$pidfile" ]; then
+    echo "the {role} of this kit is not running (no $pidfile)"
+    exit 0
+fi
+read_pid
+if ! running "$pid"; then
+    rm -f "$pidfile"
+    echo "the {role} of this kit is not running (pid $pid has exited); removed $pidfile"
+    exit 0
+fi
+timeout=${{MODELSHARE_STOP_TIMEOUT:-30}}
+kill -TERM "$pid" 2>/dev/null || true
+waited=0
+signal=SIGTERM
+while running "$pid"; do
+    if [ "$waited" -eq $((timeout * 10)) ]; then
+        echo "the {role} (pid $pid) did not exit within $timeout s of SIGTERM; sending SIGKILL" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+        signal=SIGKILL
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+done
+rm -f "$pidfile"
+echo "stopped the {role} (pid $pid, $signal)"
+"""
+
+
+def kit_scripts(role: str) -> dict[str, str]:
+    """The start.sh and stop.sh of a kit of ``role`` (POSIX sh; none for an admin, who runs no daemon)."""
+    if role not in READY_LINES:
+        return {}
+    start = (f"Start this kit's {role} in the background: output appended to {role}.log, pid in {role}.pid; returns\n"
+             f"# once it serves (MODELSHARE_START_TIMEOUT seconds at most, default 60); safe to rerun. MODELSHARE: the\n"
+             f'# command, split on spaces (default: modelshare on PATH; e.g. "python3 -m modelshare.cli").')
+    stop = (f"Stop this kit's {role} (the pid in {role}.pid): SIGTERM, wait for it to exit (SIGKILL after\n"
+            f"# MODELSHARE_STOP_TIMEOUT seconds, default 30), remove the pid file; safe to rerun.")
+    values = {"role": role, "ready": READY_LINES[role]}
+    return {"start.sh": _SCRIPT_HEAD.format(what=start, **values) + _START.format(**values),
+            "stop.sh": _SCRIPT_HEAD.format(what=stop, **values) + _STOP.format(**values)}
+
+
 # ------------------------------------------------------------------ files on disk
 @dataclass(frozen=True)
 class _State:
@@ -500,6 +619,8 @@ def _write_kit(kit: Path, issued: _Issued, miner: PartySpec, ca_pem: bytes, rost
     save_signing_key(issued.signing_key, kit / "signing.key")
     roster.save(kit / "roster.json")
     atomic_write(kit / f"{issued.spec.role}.toml", _config(issued.spec, miner).encode("utf-8"), mode=0o644)
+    for name, text in kit_scripts(issued.spec.role).items():
+        atomic_write(kit / name, text.encode("utf-8"), mode=0o755)
 
 
 def _refuse_existing(paths: Iterable[Path]) -> None:

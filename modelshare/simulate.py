@@ -129,7 +129,7 @@ from modelshare.provision import issue_throwaway_federation, set_miner_port
 from modelshare.report_html import study_report, write_report
 from modelshare.simulate_hints import refusal_hints, study_settings, whole_table_hints
 
-__all__ = ["configure", "cmd_simulate", "SimulationError"]
+__all__ = ["DealtTables", "configure", "cmd_simulate", "deal_tables", "owner_names", "SimulationError"]
 
 STUDY_ID = "simulate"
 TASK_MECHANISM = {CLASSIFICATION_TASK: DEFAULT_MECHANISM, REGRESSION_TASK: DIFFPETS}  # DiffPETs: the regression release
@@ -298,6 +298,47 @@ def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | Regress
                          f"{args.data} {_infer_flags(args, schema)}`, review it, and pass --schema")
 
 
+def owner_names(count: int) -> list[str]:
+    """The simulated owners' names: owner-1 .. owner-``count``."""
+    return [f"owner-{i + 1}" for i in range(count)]
+
+
+@dataclass(frozen=True)
+class DealtTables:
+    """A table dealt by `deal_tables`: the held-out rows, each training row's owner, each owner's file and row count."""
+
+    test: np.ndarray
+    """True for a held-out row of the table (written to test.csv)."""
+    parts: np.ndarray
+    """For each training row (the rows not held out, in order), the index of its owner in ``owners``."""
+    data: dict[str, tuple[str, str]]
+    """Owner -> (its table's path, the class or target column), as `issue_throwaway_federation` takes them."""
+    rows: dict[str, int]
+    """Owner -> how many training rows it got."""
+
+
+def deal_tables(schema: Schema | RegressionSchema, X: np.ndarray, y: np.ndarray, owners: list[str], root: Path, *,
+                test_fraction: float, seed: int) -> DealtTables:
+    """Hold out ``test_fraction`` of the rows and deal the rest to ``owners``, both stratified by class (by target
+    for a regression table), seeded by ``seed``; write ``root/data/<owner>.csv``, ``root/test.csv`` and
+    ``root/schema.json``."""
+    rng = np.random.default_rng(seed)
+    test = stratified_parts(y, round(1 / test_fraction), rng) == 0
+    parts = stratified_parts(y[~test], len(owners), rng)
+    X_train, y_train = X[~test], y[~test]
+    data: dict[str, tuple[str, str]] = {}
+    rows: dict[str, int] = {}
+    for i, owner in enumerate(owners):
+        path = root / "data" / f"{owner}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        schema.decode(X_train[parts == i], y_train[parts == i]).to_csv(path, index=False)
+        data[owner] = (str(path), schema.class_name)
+        rows[owner] = int((parts == i).sum())
+    schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
+    schema.save(root / "schema.json")
+    return DealtTables(test, parts, data, rows)
+
+
 def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSchema, dict[str, Any]]:
     """Write the owners' tables, the test table, the schema, study.toml and the kits under ``root``.
 
@@ -318,21 +359,9 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     _task_defaults(args, task, schema)
     if schema.data_derived:
         warn_data_derived(schema, source, args.schema)
-    rng = np.random.default_rng(args.seed)
-    test = stratified_parts(y, round(1 / args.test_fraction), rng) == 0
-    owners = [f"owner-{i + 1}" for i in range(args.owners)]
-    parts = stratified_parts(y[~test], args.owners, rng)
-    X_train, y_train = X[~test], y[~test]
-    data: dict[str, tuple[str, str]] = {}
-    rows: dict[str, int] = {}
-    for i, owner in enumerate(owners):
-        path = root / "data" / f"{owner}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        schema.decode(X_train[parts == i], y_train[parts == i]).to_csv(path, index=False)
-        data[owner] = (str(path), schema.class_name)
-        rows[owner] = int((parts == i).sum())
-    schema.decode(X[test], y[test]).to_csv(root / "test.csv", index=False)
-    schema.save(root / "schema.json")
+    owners = owner_names(args.owners)
+    dealt = deal_tables(schema, X, y, owners, root, test_fraction=args.test_fraction, seed=args.seed)
+    test, parts, data, rows = dealt.test, dealt.parts, dealt.data, dealt.rows
     requirement = resolve_requirement(args.mechanism, args.requirement)
     record = registry.get(args.mechanism)
     if record.whole_release:
@@ -345,7 +374,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         policy["per_leaf_diversity"] = True
     kits = issue_throwaway_federation(root / "kits", owners=owners, address="localhost:0",
                                       owner_data=data, policy=policy)
-    return schema, {"X_train": X_train, "y_train": y_train, "X_test": X[test], "y_test": y[test], "rows": rows,
+    return schema, {"X_train": X[~test], "y_train": y[~test], "X_test": X[test], "y_test": y[test], "rows": rows,
                     "parts": parts, "study": study,
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 

@@ -147,8 +147,9 @@ def test_keys_are_private_and_the_ca_key_stays_in_ca(kits):
         assert _mode(kit) == 0o700
         assert _mode(kit / "tls.key") == 0o600 and _mode(kit / "signing.key") == 0o600
         role = Roster.load(kit / "roster.json").get(name).role
+        scripts = ["start.sh", "stop.sh"] if role in ("miner", "owner") else []
         assert sorted(p.name for p in kit.iterdir()) == sorted(
-            ["ca.crt", "tls.crt", "tls.key", "signing.key", "roster.json", f"{role}.toml"])
+            ["ca.crt", "tls.crt", "tls.key", "signing.key", "roster.json", f"{role}.toml", *scripts])
         assert all(ca_key not in p.read_bytes() for p in kit.iterdir())
     assert not [p for p in kits.iterdir() if p.name.startswith(".")]  # no staging directory left
 

@@ -99,6 +99,14 @@ COMMANDS = Group("modelshare", {
     }),
     "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
                          "revoke a party later", "modelshare.cli.provision:configure"),
+    "local": Group("a persistent federation on this machine to try studies against (as FLARE's POC mode)", {
+        "up": Command("make (once) and start a local federation: a bundled table dealt to N owners, kits, the miner and "
+                      "the owners in the background; prints how to create a study", "modelshare.cli.local:configure_up"),
+        "status": Command("each process of the local federation: running or stopped, pid, port, health",
+                          "modelshare.cli.local:configure_status"),
+        "down": Command("stop the local federation's processes (--clean: and remove its folder)",
+                        "modelshare.cli.local:configure_down"),
+    }),
     "miner": Group("run or inspect the miner", {
         "serve": Command("serve gRPC over mutual TLS, store submissions, run studies",
                          "modelshare.cli.federation:configure_miner_serve"),

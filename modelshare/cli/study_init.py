@@ -49,9 +49,10 @@ def _line(key: str, value: str, comment: str) -> str:
 
 
 def study_template(*, dataset: str | None = None, schema_file: str | None = None,
-                   schema: Schema | RegressionSchema | None = None) -> str:
+                   schema: Schema | RegressionSchema | None = None, evaluation: str | None = None) -> str:
     """The commented study.toml text for a bundled ``dataset`` or a ``schema_file`` (as written in the file; its
-    parsed ``schema`` decides the task), with `simulate`'s defaults for that task."""
+    parsed ``schema`` decides the task), with `simulate`'s defaults for that task; ``evaluation`` names the
+    held-out table to score on, relative to the file (default: none, the line commented out)."""
     task = task_of(schema) if schema is not None else task_of(bundled_schema(str(dataset)))
     mechanism = TASK_MECHANISM[task]
     record = registry.get(mechanism)
@@ -101,7 +102,8 @@ def study_template(*, dataset: str | None = None, schema_file: str | None = None
         _line("pgen_scale", str(PGEN_SCALE), "pseudo rows per released tuple"),
         _line("off_path", _toml_string(DEFAULT_OFF_PATH[task]),
               "values a path leaves free: uniform"),
-        _line("# evaluation", '"test.csv"', "held-out rows to score on (never to owners)"),
+        _line("evaluation" if evaluation else "# evaluation", _toml_string(evaluation or "test.csv"),
+              "held-out rows to score on (never to owners)"),
         "",
     ]
     return "\n".join(lines)
