@@ -47,6 +47,7 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact, parse_requirement
+from modelshare.common.trees.regression import RegressionTree
 from modelshare.common.trees.tree import CategorySet, Tree
 
 __all__ = ["EM_ITERATIONS", "MAX_COMBINATIONS", "class_set_law", "ReleasedPaths", "CombiningReader",
@@ -501,13 +502,16 @@ def reader_figures(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray, cap_shar
                          float(best.max()), reader.free)
 
 
-def owner_readers(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray,
+def owner_readers(trees: Sequence[Tree] | Sequence[RegressionTree], X: np.ndarray, y: np.ndarray,
                   requirement: str | None) -> tuple[ReaderFigures, ...]:
     """What an owner sees of its one-tree (c,l) release on its own rows: the combining reader, then the population
     reader, each against the per-leaf cap; none for any other release (never sent: `ReaderFigures`)."""
-    if len(trees) != 1 or not isinstance(trees[0], Tree) or requirement is None:
+    if len(trees) != 1 or requirement is None:
+        return ()
+    tree = trees[0]
+    if not isinstance(tree, Tree):
         return ()
     parsed = parse_requirement(requirement)
     if not isinstance(parsed, CLDiversity):
         return ()
-    return tuple(reader_figures(trees, X, y, cap(parsed), population=population) for population in (False, True))
+    return tuple(reader_figures((tree,), X, y, cap(parsed), population=population) for population in (False, True))
