@@ -129,7 +129,8 @@ class ReleasedPaths:
     def sets(self, j: int) -> np.ndarray:
         """(paths,) whether each path constrains attribute ``j`` to a set of two or more, but not all, categories."""
         n = self.allowed[j].sum(axis=1)
-        return (n > 1) & (n < self.allowed[j].shape[1])
+        narrowed: np.ndarray = (n > 1) & (n < self.allowed[j].shape[1])
+        return narrowed
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,8 @@ class CombiningReader:
         top = log_q.max(axis=1, keepdims=True)
         q = np.exp(log_q - np.where(np.isfinite(top), top, 0.0))
         sums = q.sum(axis=1, keepdims=True)
-        return np.divide(q, sums, out=np.full_like(q, 1.0 / q.shape[1]), where=sums > 0)
+        posterior: np.ndarray = np.divide(q, sums, out=np.full_like(q, 1.0 / q.shape[1]), where=sums > 0)
+        return posterior
 
 
 @dataclass(frozen=True)
