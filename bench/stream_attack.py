@@ -39,6 +39,9 @@ def rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+HEADING = "## Miner under hostile answers in pieces (bench/stream_attack.py)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--streams", type=int, default=100)
@@ -88,7 +91,7 @@ def main() -> None:
     load_after = os.getloadavg()
     p99 = float(np.percentile(latencies, 99)) if latencies else float("nan")
     counts = {k: outcomes.count(k) for k in sorted(set(outcomes))}
-    body = (f"`python bench/stream_attack.py --streams {args.streams} --mib {args.mib}`; {machine()}. Load average "
+    body = (f"{HEADING}\n\n`python bench/stream_attack.py --streams {args.streams} --mib {args.mib}`; {machine()}. Load average "
             f"before {', '.join(f'{x:.2f}' for x in load_before)}, after {', '.join(f'{x:.2f}' for x in load_after)}. "
             f"{args.streams} digest-broken streams of {args.mib} MiB from 10 owners at once against `modelshare miner "
             f"serve` (default limits); the miner's refusals: {counts}.\n\n"
@@ -97,7 +100,7 @@ def main() -> None:
             f"| {idle / MiB:.0f} MiB | {peak / MiB:.0f} MiB | {after / MiB:.0f} MiB | {after / idle:.2f}x | "
             f"{len(latencies)} | {np.percentile(latencies, 50) * 1000:.0f} ms | {p99 * 1000:.0f} ms |\n")
     print(body)
-    write_section("Miner under hostile answers in pieces (issue 36)", body)
+    write_section(HEADING, body)
 
 
 if __name__ == "__main__":

@@ -280,7 +280,7 @@ def _spread(mean: float, std: float) -> str:
 def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: str) -> str:
     """The suite's table and its conditions as Markdown, headed by the command that ran them."""
     lines = [f"    {command}", "",
-             "| table | release | owners | best model | BASIS | no privacy | majority | (c,l) bound | released |",
+             "| table | release | owners | best model | BASIS | no privacy | majority | (c,l) bound | released trees |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary[summary["setting"] != NONE].itertuples(index=False):
         lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "

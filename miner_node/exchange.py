@@ -47,6 +47,7 @@ from modelshare.common.federation.signing import SignatureError, verify_envelope
 from modelshare.common.federation.wire import NONCE_BYTES
 from modelshare.miner_node.config import Limits
 from modelshare.miner_node.coordinator import Coordinator
+from modelshare.miner_node.heap import HeapTrim
 from modelshare.miner_node.rpc import (
     Attached,
     Identity,
@@ -136,6 +137,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         self.clock = clock
         self._snapshot: tuple[int, asyncio.Future[list[_OpenStudy]]] | None = None
         self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
+        self.heap = HeapTrim()  # freed buffers' memory given back to the system after large streams
 
     # ------------------------------------------------------------- identity
     def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
@@ -217,6 +219,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                                     f"{party.name!r} has the role {party.role}; only owners submit")
                 owner = party.name if party is not None else f"peer {context.peer()}"
                 slot = held.enter_context(self.streams.open(owner))
+                held.callback(lambda: self.heap.after_stream(slot.reserved))  # runs before the slot gives its bytes back
                 envelope = await self._receive_envelope(request_iterator, slot, event)
             except Rejection as rej:
                 await self.offload(self._log_rejection, event, rej)

@@ -31,7 +31,7 @@ from modelshare.common.privacy.requirements import parse_requirement
 from modelshare.common.study import OFF_PATH_MODES, ON_PATH_MODES, ModelPlan
 from modelshare.common.trees.metrics import accuracy, class_match, path_match
 from modelshare.common.trees.tree import Disclosure, Tree
-from modelshare.miner_node.class_prior import NO_ROWS_FLOOR, study_floor
+from modelshare.miner_node.class_prior import NO_ROWS_FLOOR, declined, study_floor
 from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
 from modelshare.miner_node.offpath import ReleasedLaw
 from modelshare.miner_node.onpath import ClassSetLaw
@@ -244,6 +244,7 @@ def run_fold(
     tables: dict[str, tuple[np.ndarray, np.ndarray]] = {"BASIS": (X_train, y_train)}
     groups: dict[str, np.ndarray | None] = {}
     floor = study_floor([r.report for r in released.values()], schema.n_classes)  # a dp study's, as the miner's
+    trees_released = sum(declined(r.report) is None for r in released.values())  # a decline is its histogram alone
     if "PGEN" in config.methods:
         trees = [tree for r in released.values() for tree in r.trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
@@ -283,7 +284,7 @@ def run_fold(
                 "model": name,
                 "selection": choice.text if y.shape[0] > 0 or choice.floor else "",
                 "train_rows": int(y.shape[0]),
-                "owners_released": config.n_sources if method == "BASIS" else len(released),
+                "owners_released": config.n_sources if method == "BASIS" else trees_released,
                 "releases_audited_ok": audited_ok,
             }
             if y.shape[0] == 0 and not choice.floor:

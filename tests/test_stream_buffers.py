@@ -216,3 +216,52 @@ def test_an_owner_over_its_limits_is_refused_while_other_owners_are_served(limit
     wait_until(lambda: not ledger.total_bytes and not ledger.streams("site-a"), 30, "the held streams to end")
     data = signed_model(fed, "site-b", spec, *car[1:]).SerializeToString()
     assert fed.stub("site-b").SubmitChunks(envelope_chunks(data, "limits", 4096), timeout=30).owner_id == "site-b"
+
+
+def test_the_heap_is_trimmed_after_a_large_stream_ends_however_it_ends(fed, car):
+    """A refused stream of 4 MiB, then two refused streams of 1 MiB, each lead to a `malloc_trim` soon after they
+    end (glibc keeps freed buffers' memory otherwise: bench/stream_attack.py), and the miner serves on."""
+    from modelshare.miner_node.heap import HeapTrim, malloc_trim
+
+    if malloc_trim is None:
+        pytest.skip("this C library has no malloc_trim (not glibc): there is nothing to give back this way")
+    fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("trim")), timeout=10)
+    heap = fed.miner.exchange.heap
+    assert isinstance(heap, HeapTrim)
+    before = heap.trims
+    big = list(envelope_chunks(JUNK * 4, "trim", PIECE))
+    big[0].sha256 = bytes(32)
+    with pytest.raises(grpc.RpcError) as refused:
+        fed.stub("site-b").SubmitChunks(iter(big), timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    wait_until(lambda: heap.trims > before, 30, "a trim after the refused 4 MiB stream")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two streams that end together share one trim
+        done = list(pool.map(lambda _: _stream(fed, "site-b", "digest", "trim", fpb.SignedEnvelope()), range(2)))
+    assert done == ["INVALID_ARGUMENT"] * 2
+    wait_until(lambda: heap.trims > before + 1, 30, "a trim after the two 1 MiB streams")
+    assert fed.stub("site-b").Health(fpb.HealthRequest(), timeout=10).status == "serving"
+
+
+def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared():
+    """`HeapTrim` on an event loop, with a recording trim: small streams ask for none, large ones ending within the
+    delay share one, and one ending after it asks for the next."""
+    import asyncio
+
+    from modelshare.miner_node.heap import TRIM_FROM_BYTES, HeapTrim
+
+    calls: list[int] = []
+
+    async def scenario() -> list[int]:
+        heap = HeapTrim(trim=lambda: calls.append(1), delay=0.01)
+        heap.after_stream(TRIM_FROM_BYTES - 1)
+        assert not heap._pending
+        heap.after_stream(TRIM_FROM_BYTES)
+        heap.after_stream(8 * TRIM_FROM_BYTES)
+        while heap.trims < 1:
+            await asyncio.sleep(0.005)
+        heap.after_stream(TRIM_FROM_BYTES)
+        while heap.trims < 2:
+            await asyncio.sleep(0.005)
+        return calls
+
+    assert asyncio.run(scenario()) == [1, 1]
