@@ -73,11 +73,13 @@ class CalibratedNB:
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Per row, the mean of the owners' calibrated posteriors; shape ``(rows, classes)``."""
         X = check_x(self.schema, X)
-        return np.mean([model.proba(X) for model in self.models], axis=0)
+        proba: np.ndarray = np.mean([model.proba(X) for model in self.models], axis=0)
+        return proba
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Per row, the most probable class (the lowest index on ties)."""
-        return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        labels: np.ndarray = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return labels
 
 
 def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, rng: np.random.Generator,

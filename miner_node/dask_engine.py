@@ -94,7 +94,7 @@ DASK_MODELS: dict[str, dict[str, Any]] = {
 }
 
 #: Candidates of ``"auto"`` on this engine, simplest first, in the study's parameter names (all mappable).
-DASK_GRIDS: dict[str, list[dict[str, Any]]] = {
+DASK_GRIDS: dict[str, list[Mapping[str, Any]]] = {
     "decision-tree": GRIDS["decision-tree"],
     "naive-bayes": GRIDS["naive-bayes"],
     "random-forest": GRIDS["random-forest"],
@@ -147,7 +147,8 @@ class BoosterModel:
         return np.column_stack([1.0 - p, p]) if self.n_classes == 2 else p
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        labels: np.ndarray = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return labels
 
 
 @dataclass
@@ -194,10 +195,12 @@ class CountNaiveBayes:
         joint = self._joint(X)
         joint -= joint.max(axis=1, keepdims=True)
         p = np.exp(joint)
-        return p / p.sum(axis=1, keepdims=True)
+        proba: np.ndarray = p / p.sum(axis=1, keepdims=True)
+        return proba
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.classes_[np.argmax(self._joint(X), axis=1)].astype(np.int64)
+        labels: np.ndarray = self.classes_[np.argmax(self._joint(X), axis=1)].astype(np.int64)
+        return labels
 
 
 def first_round_hessian(n_classes: int) -> float:
@@ -359,14 +362,15 @@ class DaskEngine:
             raise EngineError("engine dask needs the dask extra: pip install 'modelshare[dask]' "
                               f"({type(exc).__name__}: {exc})") from None
         if self.config.workers is not None:
-            self._cluster = self._call("starting a LocalCluster", lambda: LocalCluster(
+            # distributed's constructors are unannotated (no stubs): the calls return what they say
+            self._cluster = self._call("starting a LocalCluster", lambda: LocalCluster(  # type: ignore[no-untyped-call]
                 n_workers=self.config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                 dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.WARNING))
             address = self._cluster.scheduler_address
         else:
             address = self.config.scheduler
         self._client = self._call(f"connecting to the Dask scheduler at {address}",
-                                  lambda: Client(address, timeout=f"{self.timeout}s"))
+                                  lambda: Client(address, timeout=f"{self.timeout}s"))  # type: ignore[no-untyped-call]
         return self
 
     @property
@@ -429,10 +433,10 @@ class DaskEngine:
         return BoosterModel(booster, schema.n_classes, schema.names)
 
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
-        import dask
+        from dask.delayed import delayed
 
-        partials = [dask.delayed(count_partition)(part, schema) for part in self._frame(schema, files).to_delayed()]
-        counts, n, sums, squares = dask.delayed(_add_counts)(partials).compute()
+        partials = [delayed(count_partition)(part, schema) for part in self._frame(schema, files).to_delayed()]
+        counts, n, sums, squares = delayed(_add_counts)(partials).compute()
         return CountNaiveBayes(schema, alpha, counts, n, sums, squares)
 
 
@@ -465,7 +469,7 @@ def count_partition(part: Any, schema: Schema) -> Counts:
 
 def _codes(part: Any, column: str, size: int) -> np.ndarray:
     """Column ``column`` of a partition as codes; ValueError naming it if one is outside 0..size-1."""
-    codes = part[column].to_numpy(dtype=np.int64)
+    codes: np.ndarray = part[column].to_numpy(dtype=np.int64)
     if codes.size and (codes.min() < 0 or codes.max() >= size):
         raise ValueError(f"pseudo-data column {column!r} holds codes outside 0..{size - 1}")
     return codes
@@ -473,5 +477,10 @@ def _codes(part: Any, column: str, size: int) -> np.ndarray:
 
 def _add_counts(partials: Sequence[Counts]) -> Counts:
     """The statistics of all partitions from each one's (`count_partition`)."""
-    counts = {j: sum(p[0][j] for p in partials) for j in partials[0][0]}
-    return (counts, sum(p[1] for p in partials), sum(p[2] for p in partials), sum(p[3] for p in partials))
+    counts = {j: _total([p[0][j] for p in partials]) for j in partials[0][0]}
+    return (counts, _total([p[1] for p in partials]), _total([p[2] for p in partials]), _total([p[3] for p in partials]))
+
+
+def _total(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The elementwise sum of one or more arrays of one shape."""
+    return sum(arrays[1:], arrays[0])

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -64,6 +64,10 @@ from modelshare.miner_node.verify import ModelVerifier, Rejection, StudyTerms
 __all__ = ["Interrupted", "OwnerExchangeService"]
 
 log = logging.getLogger("modelshare.miner")
+
+#: The pieces of a `OwnerExchangeService.SubmitChunks` stream as the tolerant deserializer hands them over.
+Pieces: TypeAlias = AsyncIterator[fpb.EnvelopeChunk | UndecodableRequest]
+
 MAX_POLL_SECONDS = 30
 
 
@@ -92,7 +96,7 @@ def _remaining(context: grpc.ServicerContext) -> float | None:
     return None if remaining is None or remaining > 1e6 else max(remaining, 0.0)
 
 
-async def _next_chunk(pieces: AsyncIterator[Any], index: int, timeout: float, what: str) -> fpb.EnvelopeChunk | None:
+async def _next_chunk(pieces: Pieces, index: int, timeout: float, what: str) -> fpb.EnvelopeChunk | None:
     """The next piece of a `OwnerExchangeService.SubmitChunks` stream, None at its end; DEADLINE_EXCEEDED after
     ``timeout`` seconds (the stream is cut off), INVALID_ARGUMENT for bytes that are no `EnvelopeChunk`."""
     try:
@@ -198,7 +202,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         return self._submit_logged(request, context, {"peer": peer_identity(context)})
 
     @async_handler
-    async def SubmitChunks(self, request_iterator: AsyncIterator[Any], context: Any) -> fpb.SubmitAck:
+    async def SubmitChunks(self, request_iterator: Pieces, context: Any) -> fpb.SubmitAck:
         """`Submit` for an envelope sent in pieces (`modelshare.common.federation.chunks`): put back together within
         the study's size limit, a deadline and the buffer limits (`modelshare.miner_node.streams`), then checked, stored
         and acknowledged by the same code as `Submit`.
@@ -222,14 +226,15 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                 raise
             return await self.offload(self._submit_logged, envelope, context, event)
 
-    async def _receive_envelope(self, chunks: AsyncIterator[Any], slot: StreamSlot,
+    async def _receive_envelope(self, chunks: Pieces, slot: StreamSlot,
                                 event: dict[str, Any]) -> fpb.SignedEnvelope:
         """The envelope sent in pieces, parsed; the reassembled bytes are let go before a refusal is raised, so a
         refusal kept alive (by a log handler, a debugger) does not keep them."""
         data = await self._receive_chunks(chunks, slot, event)
         size = len(data)
         try:
-            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)
+            # protobuf parses any buffer (its stub says bytes); a bytes() copy would hold the release twice
+            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)  # type: ignore[arg-type]
         except (DecodeError, RecursionError):
             envelope = None
         del data
@@ -237,7 +242,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the {size} bytes received are not a SignedEnvelope")
         return envelope
 
-    async def _receive_chunks(self, chunks: AsyncIterator[Any], slot: StreamSlot, event: dict[str, Any]) -> bytearray:
+    async def _receive_chunks(self, chunks: Pieces, slot: StreamSlot, event: dict[str, Any]) -> bytearray:
         """The envelope's bytes from its pieces; `Rejection` for a study that does not exist, a stream
         `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), one that stalls, or one over the
         buffer limits (`StreamSlot.reserve`, of the size the first piece declares, before more is taken).
@@ -260,7 +265,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             message = f"{exc}; nothing stored"
         raise refusal(code, message)
 
-    async def _reassemble(self, pieces: AsyncIterator[Any], first: fpb.EnvelopeChunk, limit: int) -> bytearray:
+    async def _reassemble(self, pieces: Pieces, first: fpb.EnvelopeChunk, limit: int) -> bytearray:
         """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines."""
         loop = asyncio.get_running_loop()
         idle = self.limits.stream_idle_seconds

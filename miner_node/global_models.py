@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from scipy.special import logsumexp
@@ -158,27 +158,31 @@ class MixedNaiveBayes(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "classes_")
         X = check_x(self.schema, X)
         categorical = self.schema.categorical_mask
-        parts = []
+        parts: list[np.ndarray] = []  # scikit-learn's joint log likelihoods, (rows, classes) each
         if self.categorical_ is not None:
             parts.append(self.categorical_.predict_joint_log_proba(X[:, categorical]))
         if self.gaussian_ is not None:
             parts.append(self.gaussian_.predict_joint_log_proba(X[:, ~categorical]))
         if len(parts) == 1:
             return parts[0]
-        return parts[0] + parts[1] - self.class_log_prior_
+        joint: np.ndarray = parts[0] + parts[1] - self.class_log_prior_
+        return joint
 
     def predict_log_proba(self, X: np.ndarray) -> np.ndarray:
         """Normalized log posterior per row and class in ``classes_``."""
         joint = self.predict_joint_log_proba(X)
-        return joint - logsumexp(joint, axis=1, keepdims=True)
+        normalised: np.ndarray = joint - logsumexp(joint, axis=1, keepdims=True)
+        return normalised
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Posterior probability per row and class in ``classes_``."""
-        return np.exp(self.predict_log_proba(X))
+        proba: np.ndarray = np.exp(self.predict_log_proba(X))
+        return proba
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Most probable class index (into ``schema.classes``) per row."""
-        return self.classes_[np.argmax(self.predict_joint_log_proba(X), axis=1)]
+        labels: np.ndarray = self.classes_[np.argmax(self.predict_joint_log_proba(X), axis=1)]
+        return labels
 
 
 def _decision_tree(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
@@ -190,7 +194,8 @@ def _naive_bayes(schema: Schema, random_state: int | None, params: Mapping[str, 
 
 
 def _random_forest(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
-    return RandomForestClassifier(**{**DEFAULT_FOREST_PARAMS, **params}, random_state=random_state)
+    forest: GlobalModel = RandomForestClassifier(**{**DEFAULT_FOREST_PARAMS, **params}, random_state=random_state)
+    return forest
 
 
 def _rules(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:
@@ -206,22 +211,27 @@ class GradientBoostingClassifier(HistGradientBoostingClassifier):
     busy two-CPU machine its threads spun for 120 s on a fit that takes 1 s on one.
     """
 
+    early_stopping: Literal["auto"] | bool  # scikit-learn's parameter, set by its __init__
+
     def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> GradientBoostingClassifier:
         """Fit; early stopping off when some class of ``y`` has fewer than two rows."""
         if self.early_stopping is not False and np.unique(y, return_counts=True)[1].min() < 2:
             self.early_stopping = False
         with threadpool_limits(limits=1):
-            return super().fit(X, y, sample_weight=sample_weight)
+            super().fit(X, y, sample_weight=sample_weight)
+        return self
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities per row, on one thread."""
         with threadpool_limits(limits=1):
-            return super().predict_proba(X)
+            proba: np.ndarray = super().predict_proba(X)
+        return proba
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Class index per row, on one thread."""
         with threadpool_limits(limits=1):
-            return super().predict(X)
+            labels: np.ndarray = super().predict(X)
+        return labels
 
 
 class GradientBoostingRegressor(HistGradientBoostingRegressor):
@@ -230,12 +240,14 @@ class GradientBoostingRegressor(HistGradientBoostingRegressor):
     def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> GradientBoostingRegressor:
         """Fit on one thread."""
         with threadpool_limits(limits=1):
-            return super().fit(X, y, sample_weight=sample_weight)
+            super().fit(X, y, sample_weight=sample_weight)
+        return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Target value per row, on one thread."""
         with threadpool_limits(limits=1):
-            return super().predict(X)
+            values: np.ndarray = super().predict(X)
+        return values
 
 
 def _gradient_boosting(schema: Schema, random_state: int | None, params: Mapping[str, Any]) -> GlobalModel:

@@ -249,7 +249,7 @@ def _mine_locally(study: Study, task: MiningTask, owners: list[AcceptedModel],
     _record_evaluation(study, task, evaluation, results)
     releases = [(item.model.trees, item.model.report) for item in owners]
     trees = sum(len(released) for released, _ in releases)
-    floor = study_floor([report for _, report in releases], study.schema.n_classes) if isinstance(
+    floor = study_floor([report for _, report in releases], task.schema.n_classes) if isinstance(
         task, ClassificationTask) else None
     for name in study.global_models:
         if name in RELEASE_MODELS:  # built from the released trees; it reads no pseudo row, so it trains on none

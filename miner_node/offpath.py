@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from modelshare.common.data.schema import CategoricalAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.study import OFF_PATH_MODES
 from modelshare.common.trees.tree import Tree
 from modelshare.miner_node.pgen import PathTable
@@ -73,15 +73,18 @@ class _Numeric:
 def _constrained_numeric(table: PathTable, j: int) -> np.ndarray:
     """Paths whose drawable interval on numeric attribute ``j`` is narrower than the attribute's whole range."""
     attr = table.schema.attributes[j]
+    assert isinstance(attr, NumericAttribute), f"attribute {j} is not numeric"
     whole = j in table.integer
     full_low = np.ceil(attr.low) if whole else attr.low
     full_high = np.floor(attr.high) if whole else attr.high
-    return (table.low[j] > full_low) | (table.high[j] < full_high)
+    narrower: np.ndarray = (table.low[j] > full_low) | (table.high[j] < full_high)
+    return narrower
 
 
 def class_mass(table: PathTable) -> np.ndarray:
     """(paths, classes): each path's released tuples shared by its class distribution (a noisy negative total: none)."""
-    return table.class_probs * np.clip(table.totals, 0, None)[:, None]
+    mass: np.ndarray = table.class_probs * np.clip(table.totals, 0, None)[:, None]
+    return mass
 
 
 def _normalise(mass: np.ndarray) -> np.ndarray | None:
@@ -141,7 +144,7 @@ class ReleasedLaw:
         """Values of attribute ``j`` for rows of classes ``y``, drawn from its law (``j`` must be in `laws`)."""
         law = self.laws[j]
         k = np.empty(y.shape[0], dtype=np.int64)
-        u = rng.random(y.shape[0])
+        u = rng.random(len(y))
         for c in np.unique(y):
             rows = np.flatnonzero(y == c)
             cum = np.cumsum(law.probs[min(int(c), law.probs.shape[0] - 1)])
@@ -149,7 +152,7 @@ class ReleasedLaw:
         if isinstance(law, _Categorical):
             return k.astype(np.float64)
         lo, hi = law.edges[k], law.edges[k + 1]
-        values = lo + rng.random(y.shape[0]) * (hi - lo)
+        values: np.ndarray = lo + rng.random(len(y)) * (hi - lo)
         if law.integer:
             values = np.minimum(np.floor(values), law.edges[-1] - 1)
         return values
@@ -189,6 +192,7 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
     if not parts:
         return None
     attr = tables[0].schema.attributes[j]
+    assert isinstance(attr, NumericAttribute), f"attribute {j} is not numeric"
     lows, highs = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     mass = np.vstack([p[2] for p in parts])
     domain = (np.ceil(attr.low), np.floor(attr.high) + 1.0) if integer else (attr.low, attr.high)
@@ -213,7 +217,8 @@ _POOL_BLOCK = 1 << 22  # (paths x pooled paths) weights computed per block of ab
 def _mass_below(law: _Numeric, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Pooled numeric law's probability of each ``[low, high)`` (piecewise-uniform CDF)."""
     cdf = np.concatenate([[0.0], np.cumsum(law.probs[0])])
-    return np.interp(high, law.edges, cdf) - np.interp(low, law.edges, cdf)
+    mass: np.ndarray = np.interp(high, law.edges, cdf) - np.interp(low, law.edges, cdf)
+    return mass
 
 
 @dataclass(frozen=True)
@@ -292,9 +297,10 @@ class _PathPool:
         if j in self.allowed:
             n = self.n_allowed[j][pooled]
             k = np.minimum((u * n).astype(np.int64), n.astype(np.int64) - 1)
-            return self.codes[j][self.offset[j][pooled] + k]
+            codes: np.ndarray = self.codes[j][self.offset[j][pooled] + k]
+            return codes
         lo, hi = self.low[j][pooled], self.high[j][pooled]
-        values = lo + u * (hi - lo)
+        values: np.ndarray = lo + u * (hi - lo)
         if j in self.marginal and isinstance(law := self.marginal[j], _Numeric) and law.integer:
             values = np.minimum(np.floor(values), hi - 1)
         return values
@@ -342,7 +348,7 @@ def _redraw_given_path(tree: OffPathTree, pid: np.ndarray, out: np.ndarray, rng:
 
 def _paths_per_block(pool: _PathPool) -> int:
     """How many of a tree's paths `_redraw_given_path` weighs at once against the pool (about `_POOL_BLOCK` cells)."""
-    return max(1, _POOL_BLOCK // max(1, pool.mass.shape[0]))
+    return max(1, _POOL_BLOCK // max(1, int(pool.mass.shape[0])))
 
 
 @dataclass(frozen=True)
@@ -389,7 +395,7 @@ def row_paths(tree: Tree, leaf_to_path: np.ndarray, X: np.ndarray) -> np.ndarray
     PGEN's rows satisfy their paths and a tree's paths partition the domain, so routing finds the
     path a row was drawn from; a row that ends on no leaf is not the tree's own and is refused.
     """
-    pid = leaf_to_path[tree.apply(X)]
+    pid: np.ndarray = leaf_to_path[tree.apply(X)]
     if np.any(pid < 0):
         raise ValueError("a pseudo row reaches no leaf of its tree; a redraw needs the tree's own PGEN rows")
     return pid

@@ -41,7 +41,7 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.trees.regression import RegressionForest, RegressionTree
-from modelshare.common.trees.tree import Interval, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree
 
 __all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
            "pgen_regression", "pgen_regression_tree"]
@@ -51,7 +51,7 @@ DEFAULT_CHUNK_ROWS = 1_000_000
 BLOCK_ROWS = 1 << 15
 
 
-def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
+def allocate_rows(weights: np.ndarray, total: int | np.ndarray) -> np.ndarray:
     """Split ``total`` into integers proportional to ``weights`` by largest remainders.
 
     Ties among remainders go to the lower index, so the result is deterministic. Each row of a
@@ -73,7 +73,8 @@ def allocate_rows(weights: np.ndarray, total: int) -> np.ndarray:
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(w.shape[1])[None, :].repeat(w.shape[0], axis=0), axis=1)
     base += rank < left[:, None]
-    return base if two_d else base[0]
+    rows: np.ndarray = base if two_d else base[0]
+    return rows
 
 
 @dataclass(frozen=True)
@@ -188,12 +189,15 @@ def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int
         k = slot[node.attribute]  # type: ignore[index]
         attr = schema.attributes[node.attribute]  # type: ignore[index]
         for e in reversed(node.edges):
+            constraint = e.constraint  # a category set under a categorical split, an interval under a numeric one
             if isinstance(attr, CategoricalAttribute):
+                assert isinstance(constraint, CategorySet), f"node {i}: a categorical split with an interval edge"
                 child_masks = masks.copy()
-                child_masks[k] &= sum(1 << int(c) for c in e.constraint.codes)  # type: ignore[union-attr]
+                child_masks[k] &= sum(1 << int(c) for c in constraint.codes)
                 stack.append((e.child, bounds, child_masks))
             else:
-                edge_low, edge_high = _edge_bounds(e.constraint, attr)  # type: ignore[arg-type]
+                assert isinstance(constraint, Interval), f"node {i}: a numeric split with a category edge"
+                edge_low, edge_high = _edge_bounds(constraint, attr)
                 child_bounds = bounds.copy()
                 child_bounds[2 * k] = max(bounds[2 * k], edge_low)
                 child_bounds[2 * k + 1] = min(bounds[2 * k + 1], edge_high)
@@ -251,7 +255,8 @@ def _class_probs(schema: Schema, leaves: Sequence[Node]) -> np.ndarray:
             probs[p] = leaf.miss / (c - 1)
             probs[p, leaf.label] = leaf.hit
     sums = probs.sum(axis=1, keepdims=True)
-    return np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
+    normalised: np.ndarray = np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
+    return normalised
 
 
 def pgen(
@@ -387,7 +392,9 @@ class _RowPaths:
         if self.runs is not None:
             paths, lengths = self.runs
             return np.repeat(per_path[paths], lengths)
-        return np.take(per_path, self.pid, mode="clip")  # type: ignore[arg-type]
+        assert self.pid is not None, "a block of rows carries its runs or its rows' path ids"
+        per_row: np.ndarray = np.take(per_path, self.pid, mode="clip")
+        return per_row
 
 
 def _generate(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -31,6 +32,10 @@ __all__ = ["Conditions", "Rule", "RuleListClassifier", "generalize", "laplace"]
 Conditions = tuple[tuple[int, Constraint], ...]
 
 
+@overload
+def laplace(correct: int, covered: int, n_classes: int) -> float: ...
+@overload
+def laplace(correct: np.ndarray, covered: np.ndarray, n_classes: int) -> np.ndarray: ...
 def laplace(correct: int | np.ndarray, covered: int | np.ndarray, n_classes: int) -> float | np.ndarray:
     """Laplace accuracy ``(correct + 1) / (covered + n_classes)`` of a rule on training data.
 
@@ -120,12 +125,12 @@ def generalize(conditions: Conditions, label: int, X: np.ndarray, y: np.ndarray,
     fails = fails_each.sum(axis=0, dtype=np.min_scalar_type(len(conditions)))  # small ints sum fastest
     hit = y == label
     covered = fails == 0
-    n_covered, n_correct = np.count_nonzero(covered), np.count_nonzero(covered & hit)
+    n_covered, n_correct = int(np.count_nonzero(covered)), int(np.count_nonzero(covered & hit))
     best = float(laplace(n_correct, n_covered, n_classes))
     kept = list(range(len(conditions)))
     while kept:
         near = np.flatnonzero(fails == 1)
-        gains = fails_each[np.ix_(kept, near)]
+        gains = fails_each[np.ix_(np.asarray(kept, dtype=np.intp), near)]
         gain_covered = np.count_nonzero(gains, axis=1)
         gain_correct = np.count_nonzero(gains[:, hit[near]], axis=1)
         scores = laplace(n_correct + gain_correct, n_covered + gain_covered, n_classes)
@@ -194,7 +199,7 @@ class RuleListClassifier(ClassifierMixin, BaseEstimator):
         candidates = [generalize(p.constraints, p.label, X, y, n_classes) for p in tree.paths()]
         # Best first; ties keep the tree's leaf order, so the ordering is deterministic.
         candidates.sort(key=lambda r: (-r.laplace, -r.covered))
-        seen: set[tuple] = set()
+        seen: set[tuple[tuple[int, tuple[object, ...]], ...]] = set()
         self.rules_: list[Rule] = []
         for rule in candidates:
             key = tuple((a, c.canonical()) for a, c in rule.conditions)

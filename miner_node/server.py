@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import grpc
 
@@ -47,7 +47,7 @@ from modelshare.miner_node.rpc import AdminInterceptor, ChangeFeed, HealthServic
 from modelshare.miner_node.store import StateLock, Store
 from modelshare.miner_node.verify import ModelVerifier, Rejection
 
-__all__ = ["READY_FILE", "RunningMiner", "read_ready", "start_miner"]
+__all__ = ["READY_FILE", "ReadyFile", "RunningMiner", "read_ready", "start_miner"]
 
 log = logging.getLogger("modelshare.miner")
 READY_FILE = "ready.json"
@@ -119,14 +119,28 @@ class RunningMiner:
         self.lock.release()
 
 
-def read_ready(state_dir: Path) -> dict[str, Any] | None:
-    """The ready file of the miner whose state is in `state_dir` ({"port", "address", "pid", "listen"}),
-    or None while there is none. A miner killed without a clean stop leaves its file behind: compare
-    ``pid`` with the process you started."""
+class _Serving(TypedDict):
+    port: int
+    address: str
+    pid: int
+    listen: str
+
+
+class ReadyFile(_Serving, total=False):
+    """``ready.json``: the bound port, the address to dial, the serving process, the configured ``listen`` and,
+    when the miner serves one, the web dashboard's base URL."""
+
+    dashboard: str
+
+
+def read_ready(state_dir: Path) -> ReadyFile | None:
+    """The ready file of the miner whose state is in `state_dir`, or None while there is none. A miner killed
+    without a clean stop leaves its file behind: compare ``pid`` with the process you started."""
     try:
-        return json.loads((state_dir / READY_FILE).read_text())
+        ready: ReadyFile = json.loads((state_dir / READY_FILE).read_text())  # written whole by `start_miner` only
     except FileNotFoundError:
         return None
+    return ready
 
 
 def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
@@ -234,9 +248,9 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     verifier.start_in_background()
     ready = config.state_dir / READY_FILE
     bound = f"{config.listen.rpartition(':')[0]}:{port}"  # ":0" asks the OS; say the port it gave
-    facts: dict[str, Any] = {"port": port, "address": bound, "pid": os.getpid(), "listen": config.listen}
+    record = ReadyFile(port=port, address=bound, pid=os.getpid(), listen=config.listen)
     if dashboard is not None:
-        facts["dashboard"] = dashboard.base_url
-    atomic_write(ready, json.dumps(facts) + "\n")
+        record["dashboard"] = dashboard.base_url
+    atomic_write(ready, json.dumps(record) + "\n")
     log.info("miner %s serving on port %d (%s)", config.name, port, "INSECURE plaintext" if insecure else "mutual TLS")
     return RunningMiner(server, port, exchange, admin, store, coordinator, config, loop, pool, lock, dashboard)

@@ -269,7 +269,7 @@ class Store:
             self._local.db = conn
         return conn
 
-    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         try:
             return self._reader().execute(sql, args).fetchall()
         except sqlite3.Error as exc:

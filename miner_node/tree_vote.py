@@ -49,8 +49,10 @@ class TreeVote:
         for tree, table in zip(self.trees, self._tables, strict=False):
             total += table[tree.apply(X)]
         sums = total.sum(axis=1, keepdims=True)
-        return np.divide(total, sums, out=np.full_like(total, 1.0 / self.classes_.size), where=sums > 0)
+        proba: np.ndarray = np.divide(total, sums, out=np.full_like(total, 1.0 / self.classes_.size), where=sums > 0)
+        return proba
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Per row, the class with the largest summed distribution (the lowest index on ties)."""
-        return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        labels: np.ndarray = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return labels

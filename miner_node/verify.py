@@ -22,6 +22,7 @@ import grpc
 
 from modelshare.common.audit.release import audit
 from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import model_pb2 as mpb
 from modelshare.common.federation.wire import OVER_MINER_LIMIT, WireError, decode_model
 from modelshare.common.mechanisms.class_prior import class_prior_of
 from modelshare.common.privacy.requirements import Requirement, RequirementError, parse_requirement, weaker_than
@@ -70,7 +71,7 @@ def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) ->
     the same `audit` for a regression forest), and the report's requirement must be
     at least as strong as the study's (`weaker_than`).
     """
-    raw_trees = [*message.trees, *message.regression_trees]
+    raw_trees: list[mpb.Tree | mpb.RegressionTree] = [*message.trees, *message.regression_trees]
     if len(raw_trees) > MAX_TREES:
         raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
                         f"the model has {len(raw_trees)} trees; {OVER_MINER_LIMIT} {MAX_TREES}")
@@ -265,23 +266,24 @@ class ModelVerifier:
         if worker is None:  # closing
             self._idle.put(None)
             raise Rejection(grpc.StatusCode.UNAVAILABLE, "the miner is shutting down; nothing was stored")
+        returned: _Worker | None = worker  # back to the idle queue afterwards, unless replaced
         try:
             worker.conn.send((payload, terms, self.max_nodes))
             if not worker.conn.poll(timeout):
                 self._replace(worker)
-                worker = None
+                returned = None
                 raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
                                 "the model could not be verified before the call's deadline; nothing was stored")
             verdict = worker.conn.recv()
         except (EOFError, OSError):
             self._replace(worker)
-            worker = None
+            returned = None
             log.error("a verification worker died; the submission was not stored")
             raise Rejection(grpc.StatusCode.UNAVAILABLE,
                             "the miner's verifier was interrupted; nothing was stored, retry later") from None
         finally:
-            if worker is not None:
-                self._idle.put(worker)
+            if returned is not None:
+                self._idle.put(returned)
         if verdict is not None:
             code, text = verdict
             raise Rejection(grpc.StatusCode[code], text)

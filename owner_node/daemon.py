@@ -233,10 +233,21 @@ def _status(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
     return code, details or ""
 
 
+def _code_name(code: grpc.StatusCode | None) -> str:
+    """The name of a failed call's status code, for messages (an `RpcError` raised without a status has none)."""
+    return code.name if code is not None else "no status"
+
+
+def _trailers(exc: grpc.RpcError) -> tuple[tuple[str, str | bytes], ...]:
+    """A failed call's trailing metadata as (key, value) pairs: grpc hands named tuples ``(key, value)`` whose
+    value is a str, or bytes under a ``-bin`` key; an `RpcError` raised without a call has none."""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    return tuple((item.key, item.value) for item in trailers or ())
+
+
 def _revoked_at(exc: grpc.RpcError) -> str | None:
     """When this site was revoked, if the miner refused the call because it was (its `REVOKED` trailer), else None."""
-    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-    for key, value in trailers or ():
+    for key, value in _trailers(exc):
         if key == REVOKED:
             return value if isinstance(value, str) else value.decode("utf-8", "replace")
     return None
@@ -309,7 +320,7 @@ def deliver(
             code, details = _status(exc)
             if stop.is_set():
                 break
-            verdict, skew = trailing_verdict(exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None)
+            verdict, skew = trailing_verdict(_trailers(exc))
             if verdict == "stale" and signer is not None and not restamped:
                 data, restamped = _restamped(data, signer), True
                 outbox.put(study_id, data)
@@ -322,7 +333,7 @@ def deliver(
                     on_skew(skew, details)
                 log.error("study %s: the miner refuses the %s: %s; the answer stays in %s", study_id, kind, details,
                           outbox.path(study_id), extra={"study": study_id, "outcome": f"deferred:{verdict}"})
-                return Outcome(study_id, "deferred", f"{code.name}: {details}", digest)
+                return Outcome(study_id, "deferred", f"{_code_name(code)}: {details}", digest)
             if code in FINAL:
                 outbox.settle(study_id, outcome=outcome, submission_id=digest, status=code.name)
                 log.info("study %s: %s; miner says %s: %s", study_id, outcome, code.name, details,
@@ -330,12 +341,12 @@ def deliver(
                 return Outcome(study_id, outcome, f"{code.name}: {details}", digest)
             if is_final_failure(code, details):
                 log.error("study %s: giving up until restart; miner rejected the %s: %s: %s (kept in %s)",
-                          study_id, kind, getattr(code, "name", code), details, outbox.path(study_id),
+                          study_id, kind, _code_name(code), details, outbox.path(study_id),
                           extra={"study": study_id, "outcome": "gave-up"})
-                return Outcome(study_id, "gave-up", f"{getattr(code, 'name', code)}: {details}", digest)
+                return Outcome(study_id, "gave-up", f"{_code_name(code)}: {details}", digest)
             if attempt + 1 < backoff.attempts:
                 delay = backoff.delay(attempt, rng)
-                log.warning("study %s: %s: %s; retry %d in %.1f s", study_id, code.name, details, attempt + 1, delay)
+                log.warning("study %s: %s: %s; retry %d in %.1f s", study_id, _code_name(code), details, attempt + 1, delay)
                 stop.wait(delay)
             continue
         status = "duplicate" if ack.duplicate else "OK"
@@ -462,14 +473,14 @@ class OwnerDaemon:
                 if (revoked_at := _revoked_at(exc)) is not None:
                     log.error("the miner %s refuses this site: %s; revoked is final, the daemon stops polling "
                               "(a new kit is needed to take part again)", self.config.miner, details)
-                    self.status.failure(f"poll: {getattr(code, 'name', code)}: {details}", state="revoked")
+                    self.status.failure(f"poll: {_code_name(code)}: {details}", state="revoked")
                     self.status.update(revoked_at=revoked_at, study=None)
                     return
                 delay = self.backoff.delay(failures, self._rng)
                 failures += 1
                 log.warning("poll of %s failed: %s: %s; retrying in %.1f s",
-                            self.config.miner, getattr(code, "name", code), details, delay)
-                self.status.failure(f"poll: {getattr(code, 'name', code)}: {details}", state="backing-off")
+                            self.config.miner, _code_name(code), details, delay)
+                self.status.failure(f"poll: {_code_name(code)}: {details}", state="backing-off")
                 stop.wait(delay)
                 continue
             failures = 0

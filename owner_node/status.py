@@ -110,8 +110,8 @@ class StatusFile:
             log.warning("cannot write the status file %s: %s", self.path, exc)
 
 
-def read_status(state_dir: Path) -> dict | None:
-    """The status record a daemon keeps in ``state_dir``, or None when there is none.
+def read_status(state_dir: Path) -> dict[str, object] | None:
+    """The status record a daemon keeps in ``state_dir`` (the fields `StatusFile` lists), or None when there is none.
 
     Raises
     ------

@@ -3,7 +3,9 @@
 protoc writes imports as ``from modelshare.v1 import model_pb2`` (the proto path), which would
 resolve to the CLI package; the generated modules live in ``modelshare.common.federation.pb`` instead, so those imports
 are rewritten. ``--check`` regenerates into a temporary directory and exits 1 if the committed
-code differs (CI runs it through the test suite).
+code differs (CI runs it through the test suite). Beside protoc's own ``.pyi`` stubs of the messages,
+mypy-protobuf's ``protoc-gen-mypy_grpc`` plugin (pinned in the test extra) writes typed stubs of the gRPC
+services (``*_pb2_grpc.pyi``), so mypy checks every call through a generated stub and every servicer.
 
 Usage: python protos/generate.py [--check]
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +32,9 @@ def generate(out: Path) -> None:
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
+    plugin = shutil.which("protoc-gen-mypy_grpc", path=str(Path(sys.executable).parent)) or shutil.which("protoc-gen-mypy_grpc")
+    if plugin is None:
+        raise SystemExit("protoc-gen-mypy_grpc is not installed; install the test extra: pip install '.[test]'")
     with tempfile.TemporaryDirectory() as raw:
         args = [
             "protoc",
@@ -37,6 +43,8 @@ def generate(out: Path) -> None:
             f"--python_out={raw}",
             f"--pyi_out={raw}",
             f"--grpc_python_out={raw}",
+            f"--plugin=protoc-gen-mypy_grpc={plugin}",
+            f"--mypy_grpc_out={raw}",
             *protos,
         ]
         if protoc.main(args) != 0:

@@ -282,3 +282,11 @@ def test_a_single_tree_audits_the_same_alone_or_in_a_sequence():
     assert {p.tree for p in alone.paths} == {0}
     with pytest.raises(ValueError, match="at least one tree"):
         audit([], report)
+
+
+def test_a_parsed_requirement_of_the_wrong_family_is_named_as_written():
+    """A refusal quotes a `Requirement` object in the grammar's text, as it would the string, never its repr."""
+    tree = flat(SCHEMA2, (2, 1), (10, 10), (6, 6))
+    with pytest.raises(ValueError, match="bad requirement 'dp:epsilon=1,trees=1'") as refused:
+        release_model("apt", tree=tree, requirement=parse_requirement("dp:epsilon=1,trees=1"))
+    assert "DP(" not in str(refused.value)

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
+from modelshare.common.audit.release import audit
 from modelshare.common.data.datasets import bundled_schema
 from modelshare.common.data.regression import RegressionSchema
-from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, SchemaError
+from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from modelshare.common.mechanisms.diffpets import (
     BOOTSTRAP_CAVEAT,
     GINI_SENSITIVITY,
@@ -31,7 +32,7 @@ from modelshare.common.mechanisms.diffpets import (
 from modelshare.common.privacy.noise import SecureNoise, SeededNoise
 from modelshare.common.privacy.requirements import DP
 from modelshare.common.trees.regression import RegressionForest, RegressionNode, RegressionTree
-from modelshare.common.trees.tree import CategorySet, Edge, Interval, Tree, TreeError
+from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree, TreeError
 from modelshare.miner_node.pgen import pgen_ensemble, pgen_regression, pgen_regression_tree
 
 WINE = "common/data/datasets/data/winequality.csv.gz"
@@ -306,6 +307,18 @@ def test_malformed_regression_trees_are_refused():
         RegressionTree(schema, [RegressionNode(7.0, 3.0, 0, edges), RegressionNode(math.nan, 1.0), leaves[1]])
     with pytest.raises(TreeError, match="lies outside the schema range"):
         RegressionTree(schema, [RegressionNode(7.0, 3.0, 0, (Edge(Interval(2.0, 3.0), 1), edges[1])), *leaves])
+
+
+def test_audit_refuses_a_release_mixing_classification_and_regression_trees():
+    """A release is one kind of tree: `audit` names a mix instead of failing inside one of its checks."""
+    schema = RegressionSchema((NumericAttribute("x", 0, 1),), NumericAttribute("t", 0.0, 1.0))
+    edges = (Edge(Interval(-math.inf, 0.5), 1), Edge(Interval(0.5, math.inf, False, False), 2))
+    regression = RegressionTree(schema, [RegressionNode(7.0, 3.0, 0, edges), RegressionNode(3.0, 1.0),
+                                         RegressionNode(4.0, 2.0)])
+    classes = Schema((NumericAttribute("x", 0, 1),), "label", ("a", "b", "c"))
+    classification = Tree(classes, [Node.from_counts(np.array([1.0, 2.0, 3.0]))], disclosure="counts")
+    with pytest.raises(TypeError, match="one kind; got RegressionTree, Tree"):
+        audit([classification, regression], None)
 
 
 def test_regression_pgen_draws_rows_in_the_leaves_with_their_means(wine):

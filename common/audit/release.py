@@ -126,7 +126,7 @@ def _implied_counts(tree: Tree) -> np.ndarray:
     parent = tree.parents[children]
     if tree.disclosure == "counts":
         implied = np.zeros((n, k))
-        np.add.at(implied, parent, np.stack([tree.nodes[c].counts for c in children]).reshape(-1, k))
+        np.add.at(implied, parent, np.stack([tree.nodes[c].class_counts() for c in children]).reshape(-1, k))
         return implied
     labels = np.fromiter((tree.nodes[c].label for c in children), dtype=np.int64, count=n - 1)
     hit = np.fromiter((tree.nodes[c].hit for c in children), dtype=np.float64, count=n - 1)
@@ -151,7 +151,7 @@ def _inner_failure(tree: Tree) -> str | None:
         implied = _implied_counts(tree)
         labels = np.array([node.label for node in tree.nodes])
         if tree.disclosure == "counts":
-            disclosed = np.stack([node.counts for node in tree.nodes])
+            disclosed = np.stack([node.class_counts() for node in tree.nodes])
             same = counts_match(implied, disclosed).all(axis=1)
         else:
             hit = np.array([node.hit for node in tree.nodes])
@@ -272,11 +272,16 @@ def _dps_checks(
         checks += record.audit_checks(trees, report, requirement)
     checks.append(claims)
     meets = tuple(
-        np.zeros(s.leaves.size, dtype=bool) if s.counts is None
-        else ~((s.counts > 0) & (s.counts < requirement.k)).any(axis=1)
+        np.zeros(s.leaves.size, dtype=bool) if s.counts is None else _no_count_below(s.counts, requirement.k)
         for s in stats
     )
     return checks, meets
+
+
+def _no_count_below(counts: np.ndarray, k: int) -> np.ndarray:
+    """Per leaf (row of ``counts``), whether none of its nonzero class counts is below ``k``."""
+    small: np.ndarray = np.any((counts > 0) & (counts < k), axis=1)
+    return ~small
 
 
 def _domain_check(trees: Sequence[Tree], report: PrivacyReport) -> Check:
@@ -425,11 +430,17 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
     """
     if isinstance(trees, RegressionForest):
         return _audit_regression(trees, report, seeded_ok)
-    trees = (trees,) if isinstance(trees, Tree) else tuple(trees)
-    if trees and all(isinstance(t, RegressionTree) for t in trees):
-        return _audit_regression(RegressionForest(trees[0].schema, trees), report, seeded_ok)  # type: ignore[arg-type]
-    if not trees:
+    given = (trees,) if isinstance(trees, Tree) else tuple(trees)
+    if not given:
         raise ValueError("audit needs at least one tree")
+    regression = tuple(t for t in given if isinstance(t, RegressionTree))
+    if len(regression) == len(given):
+        return _audit_regression(RegressionForest(regression[0].schema, regression), report, seeded_ok)
+    classification = tuple(t for t in given if isinstance(t, Tree))
+    if len(classification) != len(given):
+        kinds = sorted({type(t).__name__ for t in given})
+        raise TypeError(f"a release is Trees or RegressionTrees, one kind; got {', '.join(kinds)}")
+    trees = classification
     stats = tuple(leaf_stats(tree) for tree in trees)
     attacks = ensemble_attack_report(trees)
     checks = [_inner_check(trees)]

@@ -55,7 +55,8 @@ Text = Annotated[str, Field(pattern=r"\S", description="a non-empty string")]
 def read_toml(path: Path, what: str, error: type[Exception]) -> dict[str, Any]:
     """Parse ``path``; raise ``error`` naming the file, what it should be (``what``) and why not."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        parsed: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        return parsed
     except FileNotFoundError:
         raise error(f"{path}: {what} does not exist") from None
     except OSError as exc:

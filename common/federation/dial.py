@@ -18,7 +18,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 def dial_miner(address: str, tls: TlsFiles | None, miner_name: str) -> grpc.Channel:
     """A channel to the miner at ``address``: mutual TLS with ``tls``, plaintext when it is None."""
-    options = [
+    options: list[tuple[str, int | str]] = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.enable_retries", 0),

@@ -29,7 +29,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -367,7 +367,8 @@ REVOKED = "modelshare-revoked"
 
 def peer_identity(context: grpc.ServicerContext) -> str | None:
     """The authenticated client's party name (its certificate's CN); None without client TLS."""
-    names = context.auth_context().get("x509_common_name")
+    # grpc maps each property to a list of bytes values; types-grpcio's stub says one bytes value
+    names: Sequence[bytes] | None = context.auth_context().get("x509_common_name")  # type: ignore[assignment]
     return names[0].decode("utf-8", errors="replace") if names else None
 
 

@@ -351,15 +351,15 @@ def decode_model(msg: fpb.ModelMessage, *, max_trees: int = MAX_TREES) -> Decode
     if not regression and len(msg.regression_trees):
         raise WireError("regression_trees: the schema is a classification schema (no target); "
                         "regression trees need a regression schema")
-    field, raw = ("regression_trees", msg.regression_trees) if regression else ("trees", msg.trees)
-    if not 1 <= len(raw) <= max_trees:
-        raise WireError(f"{field}: a model carries 1 to {max_trees} trees, this one {len(raw)}")
+    field, count = ("regression_trees", len(msg.regression_trees)) if regression else ("trees", len(msg.trees))
+    if not 1 <= count <= max_trees:
+        raise WireError(f"{field}: a model carries 1 to {max_trees} trees, this one {count}")
     forest: RegressionForest | None = None
     trees: tuple[Tree, ...] = ()
     if isinstance(schema, RegressionSchema):
         forest = RegressionForest(schema, tuple(regression_tree_from_pb(t, schema, where=f"regression tree {i}")
-                                                for i, t in enumerate(raw)))
+                                                for i, t in enumerate(msg.regression_trees)))
     else:
-        trees = tuple(tree_from_pb(t, schema, where=f"tree {i}") for i, t in enumerate(raw))
+        trees = tuple(tree_from_pb(t, schema, where=f"tree {i}") for i, t in enumerate(msg.trees))
     report = report_from_pb(msg.report) if msg.HasField("report") else None
     return DecodedModel(schema, trees, report, forest)

@@ -216,8 +216,10 @@ def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement
                                 f"{SENSITIVITY}); {prior.spent - prior.epsilon:g} more on {rest}: {prior.spent:g} in "
                                 "total (sequential composition)")]
     depth = report.parameters.get("depth")
-    depth_ok = isinstance(depth, (int, float)) and not isinstance(depth, bool) and float(depth).is_integer() and depth >= 1
-    threshold = threshold_of(tree_requirement(requirement, prior), int(depth)) if depth_ok else math.nan
+    whole = (int(depth) if isinstance(depth, (int, float)) and not isinstance(depth, bool) and float(depth).is_integer()
+             and depth >= 1 else None)
+    depth_ok = whole is not None
+    threshold = threshold_of(tree_requirement(requirement, prior), whole) if whole is not None else math.nan
     decline = "decline threshold recomputed"
     if not depth_ok or not math.isclose(prior.threshold, threshold, rel_tol=1e-9):
         checks.append(Check(decline, False, f"decline_threshold={prior.threshold!r}, recomputed {threshold:.6g} from "

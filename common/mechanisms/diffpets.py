@@ -148,7 +148,8 @@ def _weighted_gini(counts: np.ndarray) -> np.ndarray:
     """tau * (1 - sum_c p_c^2) = tau - sum_c tau_c^2 / tau per row of ``counts`` (K, C); 0 for tau = 0."""
     tau = counts.sum(axis=1)
     squares = np.square(counts).sum(axis=1)
-    return tau - np.divide(squares, tau, out=np.zeros_like(squares), where=tau > 0)
+    gini: np.ndarray = tau - np.divide(squares, tau, out=np.zeros_like(squares), where=tau > 0)
+    return gini
 
 
 def gini_utility(left: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
@@ -172,14 +173,16 @@ def gini_utility(left: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
     cells = (np.arange(k)[:, None] * n_classes + y[None, :])[left]  # (candidate, class) of every left row
     left_counts = np.bincount(cells, minlength=k * n_classes).reshape(k, n_classes).astype(np.float64)
     right_counts = np.bincount(y, minlength=n_classes).astype(np.float64)[None, :] - left_counts
-    return -(_weighted_gini(left_counts) + _weighted_gini(right_counts))
+    utility: np.ndarray = -(_weighted_gini(left_counts) + _weighted_gini(right_counts))
+    return utility
 
 
 def _sse(moments: np.ndarray) -> np.ndarray:
     """Sum of squared errors from (count, sum, sum of squares) rows; 0 for an empty side."""
     n, total, squares = moments.T
     mean_square = np.divide(total * total, n, out=np.zeros_like(total), where=n > 0)
-    return np.maximum(squares - mean_square, 0.0)
+    sse: np.ndarray = np.maximum(squares - mean_square, 0.0)
+    return sse
 
 
 def variance_utility(left: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -199,7 +202,8 @@ def variance_utility(left: np.ndarray, y: np.ndarray) -> np.ndarray:
     """
     moments = np.column_stack([np.ones_like(y), y, y * y])
     left_moments = left.astype(np.float64) @ moments
-    return -(_sse(left_moments) + _sse(moments.sum(axis=0)[None, :] - left_moments))
+    utility: np.ndarray = -(_sse(left_moments) + _sse(moments.sum(axis=0)[None, :] - left_moments))
+    return utility
 
 
 def exponential_choice(utility: np.ndarray, coefficient: float, noise: SecretNoise) -> int:
@@ -303,7 +307,7 @@ class _Task(Protocol):
     of `half_two` one row can change, the factor its noise scale carries.
     """
 
-    half_two_units: int
+    half_two_units: ClassVar[int]
 
     def half_one(self, target: np.ndarray) -> np.ndarray:
         """The integer statistic noised in every node's first half (its sum is the size the stopping test uses)."""
@@ -525,11 +529,12 @@ class DiffPetsRelease:
         schema = self.trees[0].schema
         total = np.zeros((X.shape[0], schema.n_classes))
         for tree in self.trees:
-            table = np.array([n.counts if n.is_leaf else np.zeros(schema.n_classes) for n in tree.nodes])
+            table = np.array([n.class_counts() if n.is_leaf else np.zeros(schema.n_classes) for n in tree.nodes])
             total += table[tree.apply(X)]
-        prior = np.sum([tree.root.counts for tree in self.trees], axis=0)
+        prior = np.sum([tree.root.class_counts() for tree in self.trees], axis=0)
         total[total.sum(axis=1) == 0] = prior if prior.sum() > 0 else np.ones(schema.n_classes)
-        return total / total.sum(axis=1, keepdims=True)
+        proba: np.ndarray = total / total.sum(axis=1, keepdims=True)
+        return proba
 
     def predict(self, X: np.ndarray, voting: Voting = "majority") -> np.ndarray:
         """Class index per row: the majority of the trees' labels (the paper, §1.9) or the soft vote.
@@ -538,14 +543,16 @@ class DiffPetsRelease:
         stops at.
         """
         if voting == "soft":
-            return np.argmax(self.predict_proba(X), axis=1)
+            soft: np.ndarray = np.argmax(self.predict_proba(X), axis=1)
+            return soft
         if voting != "majority":
             raise ValueError(f"voting is {voting!r}; expected 'majority' or 'soft'")
         n_classes = self.trees[0].schema.n_classes
         votes = np.stack([tree.predict(np.asarray(X, dtype=np.float64)) for tree in self.trees], axis=1)
         tally = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
         np.add.at(tally, (np.arange(votes.shape[0])[:, None], votes), 1)
-        return np.argmax(tally, axis=1)
+        majority: np.ndarray = np.argmax(tally, axis=1)
+        return majority
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ MCMC_EXACT_STEPS = 2  # rounds of at most this many steps use the exact sampler 
 
 # A subtree: None is a leaf; (attribute, children) splits on the attribute, one child per value (code) in order.
 Structure = None | tuple[int, tuple["Structure", ...]]
-Key = frozenset  # a node of the subtree DAG: the (attribute, value) constraints below the round's root
+Key = frozenset[tuple[int, int]]  # a node of the subtree DAG: the (attribute, value) constraints below the round's root
 
 
 # ------------------------------------------------------------------ the public, discretised domain
@@ -169,13 +169,17 @@ class Domain:
     @classmethod
     def of(cls, schema: Schema, bins: int, max_arity: int | None = None) -> Domain:
         """The domain of ``schema`` with ``bins`` bins per numeric attribute (an empty range gets one)."""
-        arity, edges, groups = [], [], []
+        arity: list[int] = []
+        edges: list[np.ndarray] = []
+        groups: list[np.ndarray | None] = []
         for attr in schema.attributes:
-            group = None
+            group: np.ndarray | None = None
             if isinstance(attr, CategoricalAttribute):
                 if max_arity is not None and attr.size > max_arity:
                     group = np.arange(attr.size, dtype=np.int64) * max_arity // attr.size
-                arity.append(attr.size if group is None else max_arity)
+                    arity.append(max_arity)
+                else:
+                    arity.append(attr.size)
                 edges.append(np.empty(0))
             elif attr.high > attr.low:
                 arity.append(bins)
@@ -198,8 +202,9 @@ class Domain:
         for j, attr in enumerate(self.schema.attributes):
             if isinstance(attr, CategoricalAttribute):
                 Z[:, j] = X[:, j].astype(np.int64)
-                if self.groups[j] is not None:
-                    Z[:, j] = self.groups[j][Z[:, j]]
+                group = self.groups[j]
+                if group is not None:
+                    Z[:, j] = group[Z[:, j]]
             else:
                 Z[:, j] = np.searchsorted(self.edges[j], X[:, j], side="left")
         return Z
@@ -275,14 +280,18 @@ def leaf_scores(counts: np.ndarray, score: str) -> np.ndarray:
     ``infogain``: -total entropy in bits = sum_c n_c log2(n_c / n).
     """
     counts = np.asarray(counts, dtype=np.float64)
+    term: np.ndarray
     if score == "max":
-        return counts.max(axis=-1)
+        term = counts.max(axis=-1)
+        return term
     total = counts.sum(axis=-1)
     if score == "gini":
         squares = (counts**2).sum(axis=-1)
-        return np.divide(squares, total, out=np.zeros_like(total), where=total > 0) - total
+        term = np.divide(squares, total, out=np.zeros_like(total), where=total > 0) - total
+        return term
     if score == "infogain":
-        return _xlog2x(counts).sum(axis=-1) - _xlog2x(total)
+        term = _xlog2x(counts).sum(axis=-1) - _xlog2x(total)
+        return term
     raise ValueError(f"score must be one of {list(SCORES)}; got {score!r}")
 
 
@@ -323,7 +332,8 @@ class _Rows:
     arity: np.ndarray
     score: str
     cells: np.ndarray = field(init=False)  # codes * n_classes + y: a row's (value, class) cell per attribute
-    _layouts: dict = field(init=False, default_factory=dict)  # avail -> one_step's bincount layout
+    _layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, int, np.ndarray]] = field(
+        init=False, default_factory=dict)  # avail -> one_step's bincount layout
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cells", self.codes * self.n_classes + self.y[:, None])
@@ -598,7 +608,8 @@ class _Chain:
     @staticmethod
     def _movable(structure: Structure, avail: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         """(address, avail) of the inner nodes a proposal may change: those with >= 2 attributes available."""
-        found, stack = [], [((), structure, avail)]
+        found: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        stack: list[tuple[tuple[int, ...], Structure, tuple[int, ...]]] = [((), structure, avail)]
         while stack:
             address, node, av = stack.pop()
             if node is None:

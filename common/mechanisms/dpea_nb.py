@@ -168,7 +168,8 @@ class HistogramBins:
         lo = np.concatenate([[attr.low], cut])[codes]
         hi = np.concatenate([cut, [top]])[codes]
         drawn = lo + rng.random(codes.size) * (hi - lo)
-        return np.minimum(np.floor(drawn), attr.high) if attr.integer else np.minimum(drawn, attr.high)
+        values: np.ndarray = np.minimum(np.floor(drawn), attr.high) if attr.integer else np.minimum(drawn, attr.high)
+        return values
 
     def histogram_attributes(self, root_attribute: int | None) -> tuple[int, ...]:
         """The attributes that get a histogram tree: every one but the root's split with at least two bins."""
@@ -178,7 +179,8 @@ class HistogramBins:
 # ------------------------------------------------------------------ the release's model
 def _softmax(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
+    probabilities: np.ndarray = shifted / shifted.sum(axis=1, keepdims=True)
+    return probabilities
 
 
 class NaiveBayesRelease:
@@ -214,7 +216,8 @@ class NaiveBayesRelease:
         pooled = counts.sum(axis=0) + 1e-9
         pooled /= pooled.sum(axis=0, keepdims=True)
         smoothed = counts + strength * pooled[None] + 1e-12
-        return smoothed / smoothed.sum(axis=1, keepdims=True)
+        histogram: np.ndarray = smoothed / smoothed.sum(axis=1, keepdims=True)
+        return histogram
 
     def leaf_index(self, X: np.ndarray) -> np.ndarray:
         """Per row, the index of its root leaf, -1 where no leaf admits it."""
@@ -251,7 +254,8 @@ def _leaf_index(root: Tree, children: Mapping[Constraint | None, int], X: np.nda
     lookup = np.full(len(root.nodes), -1, dtype=np.int64)
     for j, i in enumerate(children.values()):
         lookup[i] = j
-    return lookup[root.apply(X)]
+    leaf: np.ndarray = lookup[root.apply(X)]
+    return leaf
 
 
 def histogram_counts(tree: Tree, children: Mapping[Constraint | None, int], bins: Sequence[Constraint],
@@ -264,7 +268,7 @@ def histogram_counts(tree: Tree, children: Mapping[Constraint | None, int], bins
     position = {c: b for b, c in enumerate(bins)}
     counts = np.zeros((len(children), len(bins), n_classes))
     top = tree.nodes[0]
-    if top.is_leaf and not top.counts.any():
+    if top.is_leaf and not top.class_counts().any():
         return counts  # every count released as 0
     groups = [(None, 0)] if None in order else [(edge.constraint, edge.child) for edge in top.edges]
     for constraint, i in groups:
@@ -480,8 +484,9 @@ def _histogram_check(trees: Sequence[Tree], p: Mapping[str, Any]) -> Check:
     for t, (tree, a) in enumerate(zip(trees[1:], expected, strict=False), start=1):
         top = tree.nodes[0]
         if None not in children and not top.is_leaf and top.attribute != trees[0].nodes[0].attribute:
+            root_split = trees[0].nodes[0].attribute
             return Check(name, False, f"tree {t} does not repeat the root's split on "
-                                      f"{schema.names[trees[0].nodes[0].attribute]!r}")
+                                      f"{'no attribute' if root_split is None else repr(schema.names[root_split])}")
         splits = [] if top.is_leaf else ([0] if None in children else [e.child for e in top.edges])
         if any(tree.nodes[i].attribute != a for i in splits):
             return Check(name, False, f"tree {t} does not split {schema.names[a]!r} under the root's split")

@@ -173,7 +173,7 @@ def train_kanon_rdt(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: D
     forest = kanon_rdt(schema, X, y, k=requirement.k, beta=requirement.beta, depth=depth, n_trees=requirement.trees,
                        rng=rng, thresholds=thresholds)
     g = requirement.guarantee()
-    parameters = {
+    parameters: dict[str, Any] = {
         "k": requirement.k, "beta": requirement.beta, "epsilon_total": requirement.epsilon,
         "trees": requirement.trees, "depth": int(depth), "epsilon_per_tree": g.epsilon_per_tree,
         "delta_per_tree": g.delta_per_tree, "delta_total": g.delta_total,

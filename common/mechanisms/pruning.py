@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -258,12 +259,12 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
 # ---------------------------------------------------------------- registry releases
 # (tree, requirement, disclosure) -> (released tree, the parameters the report adds): the registry's
 # ``prune`` of each tree mechanism (`modelshare.common.mechanisms.registry`).
-def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``none``: the tree as trained, rebuilt so that it discloses ``disclosure``."""
     return rebuild(tree.schema, tree.nodes, disclosure), {}
 
 
-def release_apt(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def release_apt(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``apt``: anonymity-based tree pruning to the path requirement, then (for (c,l)-diversity of the whole
     release, the default) `release_guard`; the parameters say how many leaves the guard pruned away."""
     assert requirement is not None
@@ -281,13 +282,13 @@ def _threshold(requirement: PathRequirement | None, mechanism: str) -> int:
     return requirement.k - 1
 
 
-def release_prune_leaf(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def release_prune_leaf(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``prune-leaf``: Method 1 with threshold s = k - 1."""
     s = _threshold(requirement, "prune-leaf")
     return prune_leaves(tree, s, disclosure=disclosure), {"s": s}
 
 
-def release_prune_parent(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict]:
+def release_prune_parent(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``prune-parent``: Method 2 with threshold s = k - 1."""
     s = _threshold(requirement, "prune-parent")
     return prune_parents(tree, s, disclosure=disclosure), {"s": s}

@@ -74,7 +74,7 @@ __all__ = [
 ]
 
 Family = Literal["none", "path", "dps", "dp"]
-Prune = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict]]
+Prune = Callable[[Tree, "PathRequirement | None", Disclosure], tuple[Tree, dict[str, Any]]]
 Train = Callable[[Schema, np.ndarray, np.ndarray, Any, int, Randomness], tuple[list[Tree], dict[str, Any]]]
 TrainRegression = Callable[[RegressionSchema, np.ndarray, np.ndarray, DP, int, Randomness],
                            tuple[RegressionForest, dict[str, Any]]]
@@ -200,7 +200,8 @@ class Mechanism:
         if target is None or callable(target):
             return target
         module, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        factory: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
+        return factory
 
     def resolve_pseudo_data(self) -> PseudoData | None:
         """The mechanism's own pseudo-data step, imported on first use (None: PGEN on the released paths)."""

@@ -209,7 +209,7 @@ def _noise(record: Mechanism, randomness: Randomness) -> dict[str, str]:
     return {"noise_source": randomness.secret.source} if record.family in ("dp", "dps") else {}
 
 
-def _hint(requirement: object) -> str:
+def _hint(requirement: Requirement) -> str:
     """Which mechanisms meet ``requirement``: the hint of a refusal."""
     family = "dp" if isinstance(requirement, DP) else "dps"
     return f"a {family} guarantee is met by mechanism {' or '.join(repr(m) for m in meeting(requirement))}"
@@ -224,7 +224,7 @@ def _release_tree(record: Mechanism, tree: Tree, requirement: str | Requirement 
             raise ValueError(f"mechanism {record.name!r} needs a requirement, e.g. 'k-anonymity:k=10'")
         found = as_requirement(requirement, n_classes=tree.schema.n_classes)
         if not isinstance(found, (KAnonymity, CLDiversity)):
-            raise RequirementError(requirement, f"{record.name} prunes to a per-path requirement; {_hint(found)}")
+            raise RequirementError(str(requirement), f"{record.name} prunes to a per-path requirement; {_hint(found)}")
         parsed = found
     elif requirement is not None:
         raise ValueError(f"mechanism {record.name!r} releases the tree as trained and cannot meet {requirement!r}")
@@ -265,7 +265,7 @@ def _whole_requirement(record: Mechanism, requirement: str | Requirement | None,
         raise ValueError(f"mechanism {record.name!r} needs a requirement {record.requirement_form}")
     parsed = as_requirement(requirement, n_classes=n_classes)
     if not record.accepts_requirement(parsed):
-        raise RequirementError(requirement, f"{record.name}{what} takes {record.requirement_form}")
+        raise RequirementError(str(requirement), f"{record.name}{what} takes {record.requirement_form}")
     assert isinstance(parsed, (DP, DPS))
     return parsed
 
@@ -322,6 +322,8 @@ def _release_regression(record: Mechanism, schema: RegressionSchema, X: np.ndarr
     if why is not None or record.train_regression is None:
         raise ValueError(why)
     parsed = _whole_requirement(record, requirement, None, " regression")
+    if not isinstance(parsed, DP):
+        raise RequirementError(str(parsed), f"{record.name} releases regression trees under a dp requirement only")
     randomness = Randomness.of(random_state)
     forest, parameters = record.train_regression(schema, X, y, parsed, depth, randomness)
     report = PrivacyReport(mechanism=record.name, parameters={**parameters, **_domain(schema),

@@ -245,10 +245,17 @@ def _relaxation(objective: np.ndarray, inequalities: sparse.csr_matrix, cover: s
     return None
 
 
+def _categories(schema: Schema, j: int) -> int:
+    """The number of categories of attribute ``j``, which the bound's attribute sets only ever name if categorical."""
+    attr = schema.attributes[j]
+    assert isinstance(attr, CategoricalAttribute), f"attribute {j} is not categorical"
+    return attr.size
+
+
 def _bound_for(X: np.ndarray, y: np.ndarray, schema: Schema, attrs: tuple[int, ...], c: float, l: int,  # noqa: E741
                integer: bool) -> tuple[float, bool] | None:
     """The relaxation's bound (correct rows) for one attribute set, or None if too large to build."""
-    sizes = [schema.attributes[j].size for j in attrs]
+    sizes = [_categories(schema, j) for j in attrs]
     built = _column_types(X, y, attrs, sizes, schema.n_classes)
     if built is None:
         return None

@@ -66,7 +66,7 @@ def integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_proc
     for t, tree in enumerate(trees):
         if tree.disclosure != "counts":
             return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
-        counts = np.stack([node.counts for node in tree.nodes])
+        counts = np.stack([node.class_counts() for node in tree.nodes])
         bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
         if bad.size:
             i = int(bad[0])
@@ -92,9 +92,9 @@ def public_cuts_check(trees: Sequence[Tree]) -> Check:
     name = "numeric thresholds on public cut points"
     for t, tree in enumerate(trees):
         for i, node in enumerate(tree.nodes):
-            if node.attribute is None or not isinstance(tree.schema.attributes[node.attribute], NumericAttribute):
+            attribute = None if node.attribute is None else tree.schema.attributes[node.attribute]
+            if not isinstance(attribute, NumericAttribute):
                 continue
-            attribute = tree.schema.attributes[node.attribute]
             cuts = attribute.cut_points()
             for edge in node.edges:
                 ends = [getattr(edge.constraint, end) for end in ("low", "high")]

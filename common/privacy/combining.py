@@ -47,6 +47,7 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.privacy.requirements import CLDiversity, PathRequirement, cl_diverse_exact, parse_requirement
+from modelshare.common.trees.regression import RegressionTree
 from modelshare.common.trees.tree import CategorySet, Tree
 
 __all__ = ["EM_ITERATIONS", "MAX_COMBINATIONS", "class_set_law", "ReleasedPaths", "CombiningReader",
@@ -128,7 +129,8 @@ class ReleasedPaths:
     def sets(self, j: int) -> np.ndarray:
         """(paths,) whether each path constrains attribute ``j`` to a set of two or more, but not all, categories."""
         n = self.allowed[j].sum(axis=1)
-        return (n > 1) & (n < self.allowed[j].shape[1])
+        narrowed: np.ndarray = (n > 1) & (n < self.allowed[j].shape[1])
+        return narrowed
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,8 @@ class CombiningReader:
         top = log_q.max(axis=1, keepdims=True)
         q = np.exp(log_q - np.where(np.isfinite(top), top, 0.0))
         sums = q.sum(axis=1, keepdims=True)
-        return np.divide(q, sums, out=np.full_like(q, 1.0 / q.shape[1]), where=sums > 0)
+        posterior: np.ndarray = np.divide(q, sums, out=np.full_like(q, 1.0 / q.shape[1]), where=sums > 0)
+        return posterior
 
 
 @dataclass(frozen=True)
@@ -501,13 +504,16 @@ def reader_figures(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray, cap_shar
                          float(best.max()), reader.free)
 
 
-def owner_readers(trees: Sequence[Tree], X: np.ndarray, y: np.ndarray,
+def owner_readers(trees: Sequence[Tree] | Sequence[RegressionTree], X: np.ndarray, y: np.ndarray,
                   requirement: str | None) -> tuple[ReaderFigures, ...]:
     """What an owner sees of its one-tree (c,l) release on its own rows: the combining reader, then the population
     reader, each against the per-leaf cap; none for any other release (never sent: `ReaderFigures`)."""
-    if len(trees) != 1 or not isinstance(trees[0], Tree) or requirement is None:
+    if len(trees) != 1 or requirement is None:
+        return ()
+    tree = trees[0]
+    if not isinstance(tree, Tree):
         return ()
     parsed = parse_requirement(requirement)
     if not isinstance(parsed, CLDiversity):
         return ()
-    return tuple(reader_figures(trees, X, y, cap(parsed), population=population) for population in (False, True))
+    return tuple(reader_figures((tree,), X, y, cap(parsed), population=population) for population in (False, True))

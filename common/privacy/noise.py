@@ -79,7 +79,7 @@ class SecretNoise(Protocol):
 def _checked_integers(true: np.ndarray) -> np.ndarray:
     """``true`` as int64, refusing values that are not whole numbers (noise is added on the integers)."""
     values = np.asarray(true)
-    as_int = np.rint(values).astype(np.int64)
+    as_int: np.ndarray = np.rint(values).astype(np.int64)
     if values.size and not np.array_equal(as_int, values):
         raise ValueError("discrete Laplace noise is added to integers; got non-integer values "
                          "(put real-valued statistics on a public grid first: to_grid)")
@@ -123,9 +123,11 @@ class SecureNoise:
     def discrete_laplace(self, true: np.ndarray, scale: float) -> np.ndarray:
         values = _checked_integers(true)
         if values.size == 0:
-            return values.copy()
+            empty: np.ndarray = values.copy()
+            return empty
         noisy = _opendp_laplace(float(scale))(values.ravel().tolist())
-        return np.asarray(noisy, dtype=np.int64).reshape(values.shape)
+        noised: np.ndarray = np.asarray(noisy, dtype=np.int64).reshape(values.shape)
+        return noised
 
     def exponential_index(self, logits: np.ndarray) -> int:
         finite, index = _finite_logits(logits)
@@ -139,7 +141,8 @@ class SecureNoise:
         if p == 1.0:
             return np.ones(size, dtype=bool)
         words = np.frombuffer(os.urandom(8 * size), dtype=np.uint64)
-        return words < np.uint64(min(math.floor(p * 2.0**64), 2**64 - 1))
+        draws: np.ndarray = words < np.uint64(min(math.floor(p * 2.0**64), 2**64 - 1))
+        return draws
 
     def numpy_generator(self) -> np.random.Generator:
         return np.random.default_rng()  # seeded from OS entropy; PCG64 is not a CSPRNG (see the docstring)
@@ -206,7 +209,8 @@ class Randomness:
 
 def noisy_counts(true: np.ndarray, scale: float, noise: SecretNoise) -> np.ndarray:
     """Integer counts plus discrete Laplace(``scale``) noise, clamped at 0 (post-processing), as float64."""
-    return np.maximum(noise.discrete_laplace(true, scale), 0).astype(np.float64)
+    clamped: np.ndarray = np.maximum(noise.discrete_laplace(true, scale), 0).astype(np.float64)
+    return clamped
 
 
 def discrete_laplace_log_pmf(released: np.ndarray, true: np.ndarray, scale: float) -> np.ndarray:

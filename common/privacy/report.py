@@ -124,7 +124,7 @@ class Release:
         if not trees or not (all(isinstance(t, Tree) for t in trees) or all(isinstance(t, RegressionTree) for t in trees)):
             raise TypeError(f"Release.trees must be a non-empty sequence of Trees (or of RegressionTrees), "
                             f"got {self.trees!r:.80}")
-        if any(t.schema != trees[0].schema for t in trees):
+        if any(t.schema != self.trees[0].schema for t in self.trees):
             raise ValueError("Release.trees must share one schema")
         object.__setattr__(self, "trees", trees)
 

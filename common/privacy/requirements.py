@@ -390,7 +390,8 @@ class LeafStats:
 
     @property
     def total(self) -> np.ndarray:
-        return self.hit + self.miss
+        total: np.ndarray = self.hit + self.miss
+        return total
 
 
 def leaf_stats(tree: Tree) -> LeafStats:
@@ -422,7 +423,8 @@ def cl_diverse_exact(counts: np.ndarray, c: float, l: int) -> np.ndarray:  # noq
         raise ValueError(f"counts must be a (leaves, classes) matrix, got shape {counts.shape}")
     ranked = -np.sort(-counts, axis=1)
     tail = ranked[:, l - 1 :].sum(axis=1)
-    return ranked[:, 0] < c * tail
+    diverse: np.ndarray = ranked[:, 0] < c * tail
+    return diverse
 
 
 @dataclass(frozen=True)
@@ -443,7 +445,8 @@ class PathRule:
         counts = np.asarray(counts, dtype=np.float64)
         hit = counts.max(axis=1)
         if isinstance(self.requirement, KAnonymity):  # its check reads the total alone: hit + miss, as LeafStats
-            return hit + (counts.sum(axis=1) - hit) >= self.requirement.k
+            anonymous: np.ndarray = hit + (counts.sum(axis=1) - hit) >= self.requirement.k
+            return anonymous
         stats = LeafStats(np.arange(counts.shape[0]), counts.argmax(axis=1), hit, counts.sum(axis=1) - hit,
                           counts if self.disclosure == "counts" else None, self.disclosure)
         return self.requirement.check(stats)

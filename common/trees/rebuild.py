@@ -127,7 +127,7 @@ def splice_single_children(tree: Tree) -> Tree:
     return Tree(tree.schema, nodes, tree.disclosure)
 
 
-def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int], counts: np.ndarray) -> Tree:
+def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int] | np.ndarray, counts: np.ndarray) -> Tree:
     """A counts tree with ``counts[j]`` (post-processed noisy counts) at node ``leaves[j]`` of ``nodes``.
 
     Leaves whose counts are all 0 are not materialised and inner counts are recomputed from the

@@ -31,6 +31,7 @@ import numpy as np
 
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms import registry
+from modelshare.common.privacy.noise import Randomness
 from modelshare.common.trees.learners._data import check_xy
 from modelshare.common.trees.tree import Tree
 
@@ -101,7 +102,7 @@ class ReleasePath:
     def released(self, added: bool, rng: np.random.Generator) -> tuple[list[Tree], dict[str, Any]]:
         """One release of the registered trainer on D (``added`` False) or D': its trees and stated parameters."""
         X, y = (self.X1, self.y1) if added else (self.X, self.y)
-        trees, parameters = self._train(self.schema, X, y, self.requirement, self.depth, rng)
+        trees, parameters = self._train(self.schema, X, y, self.requirement, self.depth, Randomness.of(rng))
         return list(trees), dict(parameters)
 
     def release(self, added: bool, rng: np.random.Generator) -> list[Tree]:

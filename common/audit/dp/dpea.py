@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,8 @@ class DpeaTarget(_Pair):
     @staticmethod
     def _law(log_probs: np.ndarray) -> np.ndarray:
         p = np.exp(log_probs - log_probs.max())
-        return p / p.sum()
+        law: np.ndarray = p / p.sum()
+        return law
 
     # --------------------------------------------------------------- releases
     def _scores(self, law: np.ndarray, added: int, trials: int, rng: np.random.Generator) -> np.ndarray:
@@ -204,7 +206,8 @@ class DpeaTarget(_Pair):
         released = self.audited.noisy_counts(m + added, SeededNoise(rng))
         scale = self.claimed.noise_scale
         llr = self.structure_llr[chosen] + discrete_laplace_log_pmf(released, m + 1, scale) - discrete_laplace_log_pmf(released, m, scale)
-        return llr.sum(axis=1)
+        scores: np.ndarray = llr.sum(axis=1)
+        return scores
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return self._scores(self.law[0], 0, trials, rng), self._scores(self.law[1], 1, trials, rng)
@@ -247,7 +250,7 @@ def _node_paths(tree: Tree, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     while stack:
         i = stack.pop()
         node = tree.nodes[i]
-        if not node.is_leaf:
+        if not node.is_leaf and node.attribute is not None:  # a valid tree's split nodes all name their attribute
             attrs[i, depths[i]] = node.attribute
             for edge in node.edges:
                 depths[edge.child] = depths[i] + 1
@@ -316,7 +319,7 @@ class DpeaReleaseTarget(_Pair):
             result[table] = logsumexp(np.where(misfit, -np.inf, log))
         return result
 
-    def score(self, trees: list[Tree]) -> float:
+    def score(self, trees: Sequence[Tree]) -> float:
         """sum over the released trees of ln P'(tree) - ln P(tree) under the claimed law, each within +-`_IMPOSSIBLE`.
 
         A tree only one table's claimed law allows scores +-`_IMPOSSIBLE`; one neither allows, 0.

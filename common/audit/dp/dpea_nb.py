@@ -130,7 +130,7 @@ class DpeaNbTarget:
     def _root_split(self, root: Tree) -> float:
         """ln P'(split) - ln P(split) of the released root's split (0 when the root released none)."""
         node = root.nodes[0]
-        s = None if node.is_leaf else self._structure_of.get(node.attribute)
+        s = None if node.is_leaf or node.attribute is None else self._structure_of.get(node.attribute)
         return 0.0 if s is None else float(self.root_laws[1][s] - self.root_laws[0][s])
 
     def _temperature(self, trees: Sequence[Tree], parameters: Mapping[str, Any]) -> float:

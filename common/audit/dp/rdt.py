@@ -26,7 +26,7 @@ cells, samples too much or suppresses too little is audited as it runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -75,14 +75,16 @@ def _candidate_cells(schema: Schema, X: np.ndarray, y: np.ndarray, depth: int, r
 
 def _fewest(cells: np.ndarray) -> np.ndarray:
     """Preference for the candidate whose cells hold the fewest rows of D, over the structures."""
-    return -cells.sum(axis=0)
+    fewest: np.ndarray = -cells.sum(axis=0)
+    return fewest
 
 
 def _threshold(cells: np.ndarray, k: int) -> np.ndarray:
     """Preference: most structures with exactly k - 1 rows of D in r's cell, then the smallest total distance."""
     gap = np.abs(cells - (max(k, 1) - 1))
     most = cells.shape[0] * (gap.max() + 1)  # exceeds any total distance, so exact cells come first
-    return (gap == 0).sum(axis=0) * most - gap.sum(axis=0)
+    preference: np.ndarray = (gap == 0).sum(axis=0) * most - gap.sum(axis=0)
+    return preference
 
 
 class _RdtTarget(ABC):
@@ -103,7 +105,7 @@ class _RdtTarget(ABC):
         self.expected_counts = cells[:, i, c]
 
     @abstractmethod
-    def _score(self, trees: list[Tree]) -> float:
+    def _score(self, trees: Sequence[Tree]) -> float:
         """The score of one release, from its released trees."""
 
     def sample(self, trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +133,7 @@ class LaplaceRdtTarget(_RdtTarget):
         self.claimed_scale = SENSITIVITY * requirement.trees / requirement.epsilon
         super().__init__(mechanism, requirement, depth, schema, X, y, rng, _fewest)
 
-    def _score(self, trees: list[Tree]) -> float:
+    def _score(self, trees: Sequence[Tree]) -> float:
         cells, scale = self.path.cells(trees), self.claimed_scale
         m = cells.same_class
         return float((discrete_laplace_log_pmf(cells.released, m + 1, scale) - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
@@ -162,7 +164,7 @@ class KAnonRdtTarget(_RdtTarget):
         preference = _fewest if aim == "sparse" else partial(_threshold, k=requirement.k)
         super().__init__(mechanism, requirement, depth, schema, X, y, rng, preference, thresholds)
 
-    def _score(self, trees: list[Tree]) -> float:
+    def _score(self, trees: Sequence[Tree]) -> float:
         cells = self.path.cells(trees)
         released, m = cells.released, cells.same_class
         k, beta = self.requirement.k, self.requirement.beta
