@@ -1,6 +1,6 @@
 """Fuzz soak: >= 100,000 hostile cases against a running miner over mutual TLS and against the model readers.
 
-The strategies and properties are those of tests/test_fuzz.py (tests/fuzz_cases.py), run for many
+The strategies and properties are those of tests/federation/test_fuzz.py (tests/fuzz_cases.py), run for many
 more cases. A throw-away federation (owners site-a, site-b and one that never answers, so no
 study is ever mined) is provisioned and its miner started in this process exactly as `modelshare
 miner serve` builds it (`start_miner` with the kit's miner.toml: mutual TLS, verifier processes).
@@ -111,7 +111,7 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
         f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_libraries()}: {tally.cases:,} hypothesis-generated cases "
         f"in {seconds / 60:.1f} min, {miner_cases:,} of them over mutual TLS to a miner in the bench process "
         f"(`start_miner` with the kit's miner.toml, {after['verifiers']} verifier processes; owners site-a, site-b and one "
-        "that never answers, so no study is mined). Strategies and properties of tests/test_fuzz.py: signed models with "
+        "that never answers, so no study is mined). Strategies and properties of tests/federation/test_fuzz.py: signed models with "
         "hostile fields (cycles, detached rings, 10^6 nodes, deep chains, up to and past 64 trees, NaN/inf intervals, "
         "negative or inconsistent counts, unknown enums, schema mismatches, megabyte fields, lying reports) or bytes "
         "(truncated, bit-flipped, arbitrary), envelopes altered after signing, hostile refusals, hostile requests to "

@@ -26,7 +26,7 @@
 #   5. prints the study's status and results, and tears everything down (processes, namespaces,
 #      the bridge, the work directory) on exit, also on failure, Ctrl-C or timeout.
 #
-# Lines starting with "DEMO " are stable markers for scripts (tests/test_deploy.py greps them).
+# Lines starting with "DEMO " are stable markers for scripts (tests/project/test_deploy.py greps them).
 #
 # Environment:
 #   MODELSHARE       the modelshare command (default: the one on PATH)

@@ -8,7 +8,7 @@
 # a kit per party, starts the miner and the three owner daemons as separate processes (mutual TLS on
 # loopback) with their kits' start.sh, writes a study with simulate's defaults (`study init`), checks it at a
 # site, creates it, waits for it and fetches its results (results/results.json, results/report.html). Every
-# process it started is stopped with its kit's stop.sh when it ends, also on failure. tests/test_examples.py
+# process it started is stopped with its kit's stop.sh when it ends, also on failure. tests/project/test_examples.py
 # runs it.
 set -euo pipefail
 

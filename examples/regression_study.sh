@@ -8,7 +8,7 @@
 # reviewed by deleting its `domain = "data-derived"` line; dp releases refuse a draft that still has it.
 # Each of 3 owners then releases a DiffPETs regression forest under dp:epsilon=5,trees=4 (depth 4), and the
 # miner learns a regression tree and a random forest, reported as RMSE and MAE against BASIS.
-# tests/test_examples.py runs it.
+# tests/project/test_examples.py runs it.
 set -euo pipefail
 
 WORK=${WORK:-$(mktemp -d)}

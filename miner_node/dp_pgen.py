@@ -6,7 +6,7 @@ included. At a small epsilon that noise dwarfs the table: a DPEA tree over Adult
 leaves, and at eps = 0.01 over 10 trees each class count gets noise of scale 2,000, whose clamped
 mean is about 1,000, so the counts add up to some 50 million rows for a table of 30,000 (an
 estimate; `experiment dp --dataset adult` grew to 6 GB per worker before the cap, and
-`tests/test_dp_pgen.py` shows a 2,000-row table's release at eps = 0.01 stating over 100,000). The rows are drawn in
+`tests/miner_node/test_dp_pgen.py` shows a 2,000-row table's release at eps = 0.01 stating over 100,000). The rows are drawn in
 proportion to the counts, so fewer of them follow the same law; a dp release therefore yields at
 most ``MAX_DP_PGEN_ROWS`` rows (`dp_pgen_scale`), which bounds the miner's memory and time
 whatever epsilon the owners chose, and changes nothing at the budgets where the release is useful.
@@ -14,7 +14,7 @@ whatever epsilon the owners chose, and changes nothing at the budgets where the 
 *The global tree.* PGEN draws every attribute a leaf does not constrain uniformly, and DP trees are shallow (few
 levels, coarse leaves), so most of a pseudo row is uniform noise. A fully grown tree on such rows
 isolates single rows on those noise columns and predicts close to chance where a leaf's classes
-are mixed (`tests/test_dp_pgen.py`: 0.71 against 0.81 with the floor, on a table with 25 % label
+are mixed (`tests/miner_node/test_dp_pgen.py`: 0.71 against 0.81 with the floor, on a table with 25 % label
 noise; a scratch run on Adult gave 0.58, below the majority class's 0.754). The global
 ``decision-tree`` of a dp study therefore gets ``min_samples_leaf`` = ``PGEN_LEAF_SHARE`` of its
 training rows, which reads only the pseudo rows, so it costs no privacy. APT and pruning studies

@@ -8,7 +8,7 @@ of the kills left, so that every kill meets answers in flight), and restarted. A
 owner resends its exact bytes (as the daemon's outbox does). The result says what was acknowledged, what
 was stored, how often, whether every resend of an acknowledged answer was a duplicate of the same
 submission, whether every study finished, and whether the audit log verifies. Used by
-`tests/test_chaos.py` (a few kills) and `bench/chaos.py` (many).
+`tests/federation/test_chaos.py` (a few kills) and `bench/chaos.py` (many).
 """
 
 from __future__ import annotations

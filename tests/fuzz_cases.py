@@ -1,6 +1,6 @@
 """Hostile input for the miner and the model-file readers: hypothesis strategies and the harness.
 
-Shared by ``tests/test_fuzz.py`` (a short run in the suite) and ``bench/fuzz_soak.py`` (>= 100,000
+Shared by ``tests/federation/test_fuzz.py`` (a short run in the suite) and ``bench/fuzz_soak.py`` (>= 100,000
 cases). A case is a small frozen dataclass (so hypothesis prints a readable falsifying example):
 
 * ``SubmitCase`` / ``RefuseCase``: a valid model or refusal, edited field by field (`Edit`s:

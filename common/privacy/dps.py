@@ -12,7 +12,7 @@ for 0 < beta < 1 and eps >= -ln(1 - beta),
 
 with f(j; n, beta) the Binomial(n, beta) probability mass, so the inner sum is the upper tail
 P[Bin(n, beta) > gamma*n]. (The paper's text extraction lost the symbols; this reading is the one
-of Li et al.'s Theorem 5 and reproduces the paper's Table 5, see tests/test_dps.py.) Corollary 1 composes the Nt independently sampled trees (Theorem 2,
+of Li et al.'s Theorem 5 and reproduces the paper's Table 5, see tests/common/privacy/test_dps.py.) Corollary 1 composes the Nt independently sampled trees (Theorem 2,
 basic composition): the forest is (beta, Nt*eps, Nt*delta)-DPS, i.e. a total budget eps_total
 gives every tree eps = eps_total / Nt and the forest delta_total = Nt * d(k, beta, eps).
 
@@ -146,7 +146,7 @@ def dps_delta(k: int, beta: float, epsilon: float) -> float:
     epsilon >= -ln(1 - beta), the range in which the theorem holds.
 
     d is non-increasing in k (a larger k only raises the lower limit n0 of the sup) and in
-    epsilon (tests/test_dps.py proves it), but *not* monotone in beta: a larger beta raises
+    epsilon (tests/common/privacy/test_dps.py proves it), but *not* monotone in beta: a larger beta raises
     gamma, which can lower n0 = ceil(k/gamma) - 1 by one and drop the peak term, e.g.
     d(5, 0.100, 0.5) = 2.75e-3 but d(5, 0.101, 0.5) = 1.71e-3.
     """

@@ -24,7 +24,7 @@ release, which histograms with less noise than claimed move; the root split's ra
 temperature's alone. The two choices spend only 19% of the budget (half the root's share and the
 temperature's), so in the sum their evidence drowns in the cells' noise; alone, a split or temperature
 picked without the exponential mechanism's noise shows as an event of probability 0 under one table and 1
-under the other, wherever r changes the pick (`tests/test_dp_audit_broken.py`, the ``tie`` table). A score
+under the other, wherever r changes the pick (`tests/common/audit/test_dp_audit_broken.py`, the ``tie`` table). A score
 is any function of the release, so the audit stays sound whatever it reads.
 
 *The added row.* r is chosen among `CANDIDATES` domain points drawn from the schema's public ranges, each

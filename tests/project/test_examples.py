@@ -17,7 +17,7 @@ import pytest
 from modelshare.cli.study_init import study_template
 from modelshare.common.federation.study import load_study_file
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DOC = EXAMPLES.parent / "docs" / "python-api.md"
 
 

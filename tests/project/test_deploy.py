@@ -46,7 +46,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SPEC = load_project(DEPLOY / "project.toml")
 KIT_ROOT = PurePosixPath("/etc/modelshare")        # where the units and compose.yaml expect each kit

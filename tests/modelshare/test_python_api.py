@@ -13,7 +13,7 @@ import pytest
 import modelshare as ms
 from modelshare.cli import main as cli_main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
 def documented_examples() -> list[str]:

@@ -36,7 +36,7 @@ from modelshare.common.mechanisms.release import release
 from modelshare.common.trees.learners import make_learner
 from modelshare.common.trees.tree import Interval, TreeError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

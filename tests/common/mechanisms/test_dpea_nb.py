@@ -44,7 +44,7 @@ def adult():
 @pytest.fixture(scope="module")
 def released(adult) -> Release:
     schema, X, y = adult
-    # the mechanism as designed (no class histogram: tests/test_class_prior.py covers the default share)
+    # the mechanism as designed (no class histogram: tests/common/mechanisms/test_class_prior.py covers the default share)
     return release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=1, random_state=0,
                    prior_share=0.0)
 

@@ -23,7 +23,7 @@ from modelshare.owner_node.policy import Policy
 from tests import toy_mechanism
 from tests.federation_helpers import study_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

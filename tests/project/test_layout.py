@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool(name: str) -> str:
@@ -41,12 +41,29 @@ def test_mypy_strict_finds_nothing_in_the_typed_modules():
 
 def test_no_test_module_imports_another():
     offenders = []
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             offenders += [f"{path.name}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
     assert offenders == [], "shared test helpers belong in tests/federation_helpers.py or conftest.py"
+
+
+CROSS_CUTTING = {"federation": "owners and a miner together", "project": "the repository: layout, packaging, docs, deploy",
+                 "experiments": "the paper reproductions (experiments/)", "modelshare": "the composition root"}
+
+
+def test_the_tests_mirror_the_package_tree():
+    """Every test module sits in a folder named for what it tests: a package of modelshare (common/<layer>,
+    owner_node, miner_node), or one of the cross-cutting folders; none at the top of tests/."""
+    misplaced = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        area = path.parent.relative_to(ROOT / "tests").as_posix()
+        if area in CROSS_CUTTING:
+            continue
+        if area == "." or not (ROOT / "modelshare" / area).is_dir():
+            misplaced.append(path.relative_to(ROOT).as_posix())
+    assert misplaced == [], f"test modules outside the package tree's folders: {misplaced}"
 
 
 def test_a_test_without_the_slow_marker_cannot_start_a_miner_process():

@@ -4,7 +4,7 @@
 attribute and edges, floats by their exact ``repr``) of each case's tree, written by the learners as
 they were before they grew on binned column codes; a case is a bundled table (Adult sampled with a
 seed), a learner with its options and, for the release cases, APT with its requirement. Regenerate
-only on purpose: ``python tests/test_learner_equivalence.py --write``.
+only on purpose: ``python tests/common/trees/test_learner_equivalence.py --write``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from modelshare.common.mechanisms.release import local_learner, release
 from modelshare.common.trees.learners import make_learner
 from modelshare.common.trees.tree import CategorySet, Tree
 
-FIXTURE = Path(__file__).parent / "fixtures" / "learner_trees.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "learner_trees.json"
 
 # (table, learner, mechanism for local_learner or None for make_learner, requirement, disclosure, options)
 CASES: dict[str, tuple[str, str, str | None, str | None, str, dict[str, Any]]] = {

@@ -24,7 +24,7 @@ from modelshare.owner_node.budget import Ledger
 from modelshare.owner_node.config import OwnerConfig
 from tests.federation_helpers import car_tables, make_federation, study_spec
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial" / "first-simulate.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial" / "first-simulate.md"
 OWNERS = [f"hospital-site-{i:02d}" for i in range(1, 11)]
 
 

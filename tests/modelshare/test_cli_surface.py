@@ -98,7 +98,7 @@ def test_every_reporting_command_documents_json_and_no_command_shows_an_old_spel
         assert seed.type is int, path
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDERS = {"N": "1", "S": "1", "OWNERS": "1", "ID": "study-1", "LEARNER": "admissible",
                 "REQUIREMENT": "k-anonymity:k=10", "PAIRING": "deferred"}  # EXPERIMENTS.md's and README's
 

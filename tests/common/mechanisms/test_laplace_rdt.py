@@ -39,7 +39,7 @@ DEPTH = 2
 @pytest.fixture(scope="module")
 def forest(nursery) -> Release:
     schema, X, y = nursery
-    # the paper's mechanism (no class histogram: tests/test_class_prior.py covers the default share)
+    # the paper's mechanism (no class histogram: tests/common/mechanisms/test_class_prior.py covers the default share)
     return release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, prior_share=0.0)
 
 

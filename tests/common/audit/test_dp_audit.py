@@ -19,7 +19,7 @@ from modelshare.common.mechanisms import registry
 from modelshare.common.privacy.requirements import DP, DPS, parse_requirement
 from tests import broken_mechanisms
 
-TRIALS = 400  # per table; every trial runs the registered trainer (broken variants: tests/test_dp_audit_broken.py)
+TRIALS = 400  # per table; every trial runs the registered trainer (broken variants: tests/common/audit/test_dp_audit_broken.py)
 KANON = "dps:k=3,beta=0.5,epsilon=2,trees=2"
 
 

@@ -1,11 +1,11 @@
 """Attacks on a running miner over real mutual TLS on loopback: each is refused with its reason, nothing is stored.
 
-Covered already in tests/test_miner.py (not repeated here): TLS identity of one owner presenting
+Covered already in tests/miner_node/test_miner.py (not repeated here): TLS identity of one owner presenting
 another owner's envelope, a signature over altered bytes, an owner not invited, an unknown study,
 a schema fingerprint mismatch, a timestamp an hour old, a claim weaker than the study's k
 (k=2 < k=5, honestly audited), a requirement the tree does not meet (k=500), a malformed tree, the
 wrong mechanism, CreateStudy from an owner, a replayed nonce to the same study after a restart, a
-submission to a failed study. tests/test_provision.py checks the handshake of a client without a
+submission to a failed study. tests/modelshare/test_provision.py checks the handshake of a client without a
 certificate and of another CA against a bare gRPC probe; here the same clients meet the miner.
 """
 
