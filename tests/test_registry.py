@@ -9,8 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import modelshare_toy_histogram as toy_mechanism  # examples/plugin_mechanism, on pytest's pythonpath
 import numpy as np
@@ -190,6 +192,44 @@ def test_an_installed_plugin_is_registered_by_its_entry_point(tmp_path, monkeypa
         assert registry.names(family="dp").count(toy_mechanism.NAME) == 1
     finally:
         registry.unregister(toy_mechanism.NAME)
+
+
+def test_a_thread_asking_while_another_loads_the_plugins_waits_for_them(tmp_path, monkeypatch):
+    """The miner's threads may ask the registry at once: one loads the installed plugins, the others wait for it
+    rather than find the plugin's mechanism unknown."""
+    if toy_mechanism.NAME in registry.names():
+        pytest.skip("the example plugin is installed in this environment already")
+    gate = SimpleNamespace(importing=threading.Event(), release=threading.Event())
+    monkeypatch.setitem(sys.modules, "plugin_gate", gate)
+    module = ("import sys\nsys.modules['plugin_gate'].importing.set()\nsys.modules['plugin_gate'].release.wait()\n"
+              "from modelshare_toy_histogram import RECORD\n")
+    _distribution(tmp_path, "slow-plugin", f"{toy_mechanism.NAME} = slow_plugin:RECORD", module,
+                  module_name="slow_plugin")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    found: dict[str, object] = {}
+
+    def ask(who: str) -> None:
+        try:
+            found[who] = registry.get(toy_mechanism.NAME)
+        except ValueError as exc:
+            found[who] = exc
+
+    loader = threading.Thread(target=ask, args=("loader",))
+    loader.start()
+    assert gate.importing.wait(60)  # the loader is inside the plugin's import
+    other = threading.Thread(target=ask, args=("other",))
+    other.start()
+    other.join(0.5)
+    waited = other.is_alive()  # without the lock it would have answered "unknown mechanism" already
+    gate.release.set()
+    loader.join(60)
+    other.join(60)
+    try:
+        assert waited and found == {"loader": toy_mechanism.RECORD, "other": toy_mechanism.RECORD}, found
+    finally:
+        registry.unregister(toy_mechanism.NAME)
+        sys.modules.pop("slow_plugin", None)
 
 
 def test_a_plugin_module_without_records_is_refused(monkeypatch):

@@ -33,7 +33,8 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
 
 Adding a mechanism is one module with its trainer and checks plus one `register` call. Mechanisms
 outside this package come from plugins, loaded on first use of the registry in every process (so the
-miner and owner processes of a federation, which are separate programs, know them too): installed
+miner and owner processes of a federation, which are separate programs, know them too; other threads wait
+for the loading): installed
 distributions that declare an entry point in the ``modelshare.mechanisms`` group (`ENTRY_POINT_GROUP`),
 each naming a `Mechanism` record or a sequence of them, and modules named in the ``MODELSHARE_PLUGINS``
 environment variable (comma-separated module names), whose ``MODELSHARE_MECHANISMS`` sequence is
@@ -240,6 +241,7 @@ _REGISTRY: dict[str, Mechanism] = {}
 _lock = threading.Lock()
 _plugins_loaded: set[str] = set()
 _entry_points_loaded = False
+_plugin_lock = threading.RLock()  # one thread loads plugins while others wait; re-entrant for a plugin that asks
 
 
 def register(mechanism: Mechanism, *, replace: bool = False) -> Mechanism:
@@ -295,7 +297,13 @@ def _load_entry_points() -> None:
 
 def _load_plugins() -> None:
     """Register the installed plugins' records and those of each module named in ``MODELSHARE_PLUGINS``, once."""
-    _load_entry_points()
+    with _plugin_lock:
+        _load_entry_points()
+        _load_named_modules()
+
+
+def _load_named_modules() -> None:
+    """Register the ``MODELSHARE_MECHANISMS`` of each module named in ``MODELSHARE_PLUGINS``, once per module."""
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
         if name in _plugins_loaded:
             continue
