@@ -232,14 +232,24 @@ def test_a_thread_asking_while_another_loads_the_plugins_waits_for_them(tmp_path
         sys.modules.pop("slow_plugin", None)
 
 
-def test_a_plugin_module_without_records_is_refused(monkeypatch):
+def test_a_plugin_module_without_records_is_refused(tmp_path, monkeypatch):
+    """MODELSHARE_PLUGINS naming a module without records, a missing module or one whose import fails is a
+    PluginError naming the module and why."""
+    (tmp_path / "failing_plugin_module.py").write_text("raise RuntimeError('needs a licence server')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(registry.PLUGINS_VARIABLE, "failing_plugin_module")
+    monkeypatch.setattr(registry, "_plugins_loaded", set())
+    with pytest.raises(registry.PluginError, match="names module 'failing_plugin_module', which cannot be imported: "
+                                                   "RuntimeError: needs a licence server"):
+        registry.names()
     monkeypatch.setenv(registry.PLUGINS_VARIABLE, "json")
     monkeypatch.setattr(registry, "_plugins_loaded", set())
     with pytest.raises(registry.PluginError, match=r"plugin module 'json' \(MODELSHARE_PLUGINS\) must define "
                                                    "MODELSHARE_MECHANISMS"):
         registry.names()
     monkeypatch.setenv(registry.PLUGINS_VARIABLE, "no_such_plugin_module")
-    with pytest.raises(registry.PluginError, match="names module 'no_such_plugin_module', which cannot be imported"):
+    with pytest.raises(registry.PluginError, match="names module 'no_such_plugin_module', which cannot be imported: "
+                                                   "ModuleNotFoundError"):
         registry.names()
 
 

@@ -34,11 +34,10 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
 Adding a mechanism is one module with its trainer and checks plus one `register` call. Mechanisms
 outside this package come from plugins, loaded on first use of the registry in every process (so the
 miner and owner processes of a federation, which are separate programs, know them too; other threads wait
-for the loading): installed
-distributions that declare an entry point in the ``modelshare.mechanisms`` group (`ENTRY_POINT_GROUP`),
-each naming a `Mechanism` record or a sequence of them, and modules named in the ``MODELSHARE_PLUGINS``
-environment variable (comma-separated module names), whose ``MODELSHARE_MECHANISMS`` sequence is
-registered. A plugin that cannot be imported, names no record or takes a registered name raises
+for the loading): installed distributions that declare an entry point in the ``modelshare.mechanisms``
+group (`ENTRY_POINT_GROUP`), each naming a `Mechanism` record or a sequence of them, and modules named in
+the ``MODELSHARE_PLUGINS`` environment variable (comma-separated module names), whose
+``MODELSHARE_MECHANISMS`` sequence is registered. A plugin that cannot be imported, names no record or takes a registered name raises
 `PluginError`, naming the distribution and entry point (or module) and why, on every use of the registry
 until it is fixed or removed. Installing a plugin is trusting its code; which mechanisms a site releases
 with is still its ``[policy]``'s ``mechanisms`` list.
@@ -312,8 +311,9 @@ def _load_named_modules() -> None:
         try:
             try:
                 module = importlib.import_module(name)
-            except ImportError as exc:
-                raise PluginError(f"{PLUGINS_VARIABLE} names module {name!r}, which cannot be imported: {exc}") from exc
+            except Exception as exc:  # a plugin's import may fail in any way; say which plugin and why
+                raise PluginError(f"{PLUGINS_VARIABLE} names module {name!r}, which cannot be imported: "
+                                  f"{type(exc).__name__}: {exc}") from exc
             if not hasattr(module, "MODELSHARE_MECHANISMS"):
                 raise PluginError(f"{source} must define MODELSHARE_MECHANISMS, a sequence of Mechanism records")
             _register_plugin(module.MODELSHARE_MECHANISMS, f"{source} MODELSHARE_MECHANISMS")
