@@ -3,8 +3,8 @@
 For a tree trained on each bundled table (categorical Nursery, mixed Adult), PGEN generates a
 large pseudo table; its output values per second (rows x (attributes + class)) are divided by
 the values per second of ``Generator.random`` drawing the same number of float64 values. The
-ratio is hardware-independent enough to be a target: >= 0.5 (issue 21: PGEN keeps up with the
-writer). Results go to bench/RESULTS.md.
+ratio is hardware-independent enough to be a target: >= 0.6 on both tables (issue 35; it was 0.5
+in issue 21, PGEN keeping up with the writer). Results go to bench/RESULTS.md.
 
     python bench/pgen.py [--rows 2000000] [--repeats 3]
 """
@@ -23,7 +23,7 @@ from modelshare.common.data.datasets import load_dataset
 from modelshare.common.trees.learners import CartTreeClassifier
 from modelshare.miner_node.pgen import pgen
 
-TARGET = 0.5
+TARGET = 0.6
 from results_file import machine, write_section  # noqa: E402 (bench/ is sys.path[0] when run as a script)
 
 

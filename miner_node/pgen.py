@@ -20,10 +20,13 @@ the class follows the path's disclosed counts. Choices where the paper leaves ro
   majority with ``hit / (hit + miss)`` and the miss share spread uniformly over the other classes,
   as in the paper's experiments.
 
-Everything is vectorized over rows: the Python-level loops run over the tree's edges (once, to
-compile the paths into arrays, `PathTable`) and over attributes and blocks of rows. Rows come
-grouped by path, so each path's parameters (its interval, its category set) are spread over its
-run of rows with `np.repeat` instead of being gathered row by row; shuffled rows gather them.
+Everything is vectorized over rows: the Python-level loops run over the tree's edges and depth
+levels (once, to compile the paths into arrays, `PathTable`) and over attributes and blocks of
+rows. Rows come grouped by path, so each path's parameters (its interval, its category set) are
+spread over its run of rows with `np.repeat` instead of being gathered row by row; shuffled rows
+gather them. A category set that is a run of consecutive categories (ordinal and single-category
+splits, whole domains) is drawn like a whole-number interval, without a table lookup; the draw is
+the same category the lookup would give for the same uniform.
 Large outputs stream in chunks of whole rows (`pgen_chunks`), optionally shuffled within a chunk.
 
 An ensemble (k-AnonToRdt) is regenerated tree by tree from each tree's own paths (`pgen_ensemble`);
@@ -34,14 +37,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.trees.regression import RegressionForest, RegressionTree
-from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree, preorder
 
 __all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
            "pgen_regression", "pgen_regression_tree"]
@@ -88,6 +91,9 @@ class PathTable:
     ``low[j]``/``high[j]`` are the drawable closed bounds for numeric attribute ``j``;
     ``class_probs`` is (paths, classes); ``totals`` is each path's hit + miss; ``constant`` holds
     the attributes that every path draws from the same set or interval (no per-path parameters).
+    ``first[j]`` is each path's lowest allowed category, for the categorical attributes on which
+    every path allows a run of consecutive categories (ordinal and single-category splits, whole
+    domains): there the k-th allowed category is ``first + k``, so a draw needs no `codes` lookup.
 
     An integer attribute (`NumericAttribute.integer`) is in ``integer``: its bounds are the least
     and greatest whole numbers of each path's interval and ``span`` counts the whole numbers, so a
@@ -110,6 +116,7 @@ class PathTable:
     integer: frozenset[int] = frozenset()
     unclamped: frozenset[int] = frozenset()
     constant: frozenset[int] = frozenset()
+    first: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_tree(cls, tree: Tree) -> PathTable:
@@ -123,6 +130,11 @@ class PathTable:
             codes[j] = np.argsort(~sets, axis=1, kind="stable").astype(np.float64).ravel()
             offset[j] = (set_of * mask.shape[1]).astype(np.int32)
         n_allowed = {j: m.sum(axis=1).astype(np.float64) for j, m in allowed.items()}
+        first = {}
+        for j, mask in allowed.items():
+            lowest, highest = mask.argmax(axis=1), mask.shape[1] - 1 - mask[:, ::-1].argmax(axis=1)
+            if np.array_equal(highest - lowest + 1, n_allowed[j]):  # every set is a run of consecutive categories
+                first[j] = lowest.astype(np.float64)
         span = {j: high[j] - low[j] for j in low}
         integer = frozenset(j for j in low if getattr(schema.attributes[j], "integer", False))
         for j in integer:
@@ -136,7 +148,7 @@ class PathTable:
         constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
             j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
         return cls(schema, allowed, codes, offset, n_allowed, low, high, span, _class_probs(schema, leaves),
-                   np.array([leaf.total for leaf in leaves]), integer, unclamped, constant)
+                   np.array([leaf.total for leaf in leaves]), integer, unclamped, constant, first)
 
     @property
     def n_paths(self) -> int:
@@ -156,77 +168,110 @@ def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """Each path's leaf, drawable numeric bounds and allowed categories, in one walk over the tree's edges.
+    """Each path's leaf, drawable numeric bounds and allowed categories, vectorized over the tree's nodes.
 
     Returns the leaves in `Tree.paths` order (depth first, edges in order), ``low[j]``/``high[j]``
-    per numeric attribute and ``allowed[j]`` (paths, categories) per categorical one. A path's
-    bounds are the tightest of its edges' drawable bounds (`_edge_bounds`): the floats that
-    satisfy every interval on the path, which are exactly the floats that satisfy their
-    intersection, so the result is the intersection's drawable bounds without building interval
-    objects per edge. Category sets are intersected as bit masks. A numeric attribute that a path
-    leaves no drawable value is a malformed path (ValueError naming its interval).
+    per numeric attribute and ``allowed[j]`` (paths, categories) per categorical one. One pass
+    over the edges records what each edge imposes on its child: drawable bounds on its numeric
+    attribute (`_edge_bounds`), an allowed-category mask on its categorical one. The constraints
+    then flow from the root down one depth level at a time (`_flow_down`): a node keeps the
+    tightest of its parent's and its edge's bounds and the intersection of their categories. The
+    floats that satisfy every interval on a path are exactly those that satisfy their
+    intersection, so a leaf's bounds are the intersection's drawable bounds without building
+    interval objects. A numeric attribute that a path leaves no drawable value is a malformed path
+    (ValueError naming its interval).
     """
     schema = tree.schema
-    numeric = [j for j, attr in enumerate(schema.attributes) if not isinstance(attr, CategoricalAttribute)]
-    categorical = [j for j, attr in enumerate(schema.attributes) if isinstance(attr, CategoricalAttribute)]
+    attrs = schema.attributes
+    numeric = [j for j, attr in enumerate(attrs) if not isinstance(attr, CategoricalAttribute)]
+    categorical = [j for j, attr in enumerate(attrs) if isinstance(attr, CategoricalAttribute)]
     slot = {j: k for k, j in enumerate(numeric)} | {j: k for k, j in enumerate(categorical)}
-    bounds_of_root: list[float] = []
-    for j in numeric:
-        bounds_of_root += [schema.attributes[j].low, schema.attributes[j].high]  # type: ignore[union-attr]
-    masks_of_root = [(1 << schema.attributes[j].size) - 1 for j in categorical]  # type: ignore[union-attr]
-    leaves: list[Node] = []
-    leaf_bounds: list[list[float]] = []
-    leaf_masks: list[list[int]] = []
-    stack: list[tuple[int, list[float], list[int]]] = [(0, bounds_of_root, masks_of_root)]
-    while stack:
-        i, bounds, masks = stack.pop()
-        node = tree.nodes[i]
+    sizes = [attrs[j].size for j in categorical]  # type: ignore[union-attr]
+    block = np.cumsum([0, *sizes])  # categorical attribute k owns mask columns block[k]:block[k + 1]
+    numeric_edges: list[tuple[int, int, float, float, bool, bool]] = []  # child, slot, the interval
+    category_edges: list[tuple[int, int, int]] = []  # child, slot, how many codes
+    category_codes: list[int] = []  # every categorical edge's codes, edge after edge
+    for i, node in enumerate(tree.nodes):
         if not node.edges:
-            leaves.append(node)
-            leaf_bounds.append(bounds)
-            leaf_masks.append(masks)
             continue
-        k = slot[node.attribute]  # type: ignore[index]
-        attr = schema.attributes[node.attribute]  # type: ignore[index]
-        for e in reversed(node.edges):
+        attr, k = attrs[node.attribute], slot[node.attribute]  # type: ignore[index]
+        for e in node.edges:
             constraint = e.constraint  # a category set under a categorical split, an interval under a numeric one
             if isinstance(attr, CategoricalAttribute):
                 assert isinstance(constraint, CategorySet), f"node {i}: a categorical split with an interval edge"
-                child_masks = masks.copy()
-                child_masks[k] &= sum(1 << int(c) for c in constraint.codes)
-                stack.append((e.child, bounds, child_masks))
+                category_edges.append((e.child, k, len(constraint.codes)))
+                category_codes.extend(constraint.codes)
             else:
                 assert isinstance(constraint, Interval), f"node {i}: a numeric split with a category edge"
-                edge_low, edge_high = _edge_bounds(constraint, attr)
-                child_bounds = bounds.copy()
-                child_bounds[2 * k] = max(bounds[2 * k], edge_low)
-                child_bounds[2 * k + 1] = min(bounds[2 * k + 1], edge_high)
-                stack.append((e.child, child_bounds, masks))
-    n = len(leaves)
-    table = np.array(leaf_bounds, dtype=np.float64).reshape(n, 2 * len(numeric))
-    low = {j: table[:, 2 * k].copy() for k, j in enumerate(numeric)}
-    high = {j: table[:, 2 * k + 1].copy() for k, j in enumerate(numeric)}
-    for j in numeric:
-        empty = np.flatnonzero(low[j] > high[j])
+                numeric_edges.append((e.child, k, constraint.low, constraint.high,
+                                      constraint.low_closed, constraint.high_closed))
+    n_nodes = len(tree.nodes)
+    low = np.full((n_nodes, len(numeric)), -np.inf)
+    high = np.full((n_nodes, len(numeric)), np.inf)
+    low[0] = [attrs[j].low for j in numeric]  # type: ignore[union-attr]  # the root: each schema range
+    high[0] = [attrs[j].high for j in numeric]  # type: ignore[union-attr]
+    if numeric_edges:
+        child, at, edge_low, edge_high, low_closed, high_closed = (np.array(c) for c in zip(*numeric_edges, strict=True))
+        low[child, at], high[child, at] = _edge_bounds(edge_low, edge_high, low_closed, high_closed, low[0, at], high[0, at])
+    allowed = np.ones((n_nodes, int(block[-1])), dtype=bool)
+    if category_edges:
+        child, at, count = (np.array(c, dtype=np.int64) for c in zip(*category_edges, strict=True))
+        width = block[at + 1] - block[at]
+        allowed[np.repeat(child, width), np.repeat(block[at], width) + _ranks(width)] = False
+        allowed[np.repeat(child, count), np.repeat(block[at], count) + np.array(category_codes, dtype=np.int64)] = True
+    _flow_down(tree.parents, low, high, allowed)
+    leaf_ids = [i for i in preorder(tree.nodes) if not tree.nodes[i].edges]
+    low, high, allowed = low[leaf_ids], high[leaf_ids], allowed[leaf_ids]
+    for k, j in enumerate(numeric):
+        empty = np.flatnonzero(low[:, k] > high[:, k])
         if empty.size:
             raise _undrawable(tree, int(empty[0]), j)
-    allowed = {}
-    for k, j in enumerate(categorical):
-        size = schema.attributes[j].size  # type: ignore[union-attr]
-        width = (size + 7) // 8
-        packed = np.frombuffer(b"".join(m[k].to_bytes(width, "little") for m in leaf_masks), dtype=np.uint8)
-        allowed[j] = np.unpackbits(packed.reshape(n, width), axis=1, count=size, bitorder="little").astype(bool)
-    return leaves, low, high, allowed
+    return ([tree.nodes[i] for i in leaf_ids],
+            {j: low[:, k].copy() for k, j in enumerate(numeric)},
+            {j: high[:, k].copy() for k, j in enumerate(numeric)},
+            {j: allowed[:, block[k]: block[k + 1]].copy() for k, j in enumerate(categorical)})
 
 
-def _edge_bounds(interval: Interval, attr: NumericAttribute) -> tuple[float, float]:
-    """Closed bounds of the floats in ``attr``'s schema range that satisfy ``interval``.
+def _edge_bounds(low: np.ndarray, high: np.ndarray, low_closed: np.ndarray, high_closed: np.ndarray,
+                 range_low: np.ndarray, range_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Closed bounds of the floats in the schema range ``[range_low, range_high]`` that satisfy each interval.
 
     An open end moves one float inward; an end outside the range becomes the range's closed end.
     """
-    low = interval.low if interval.low_closed else math.nextafter(interval.low, math.inf)
-    high = interval.high if interval.high_closed else math.nextafter(interval.high, -math.inf)
-    return max(low, attr.low), min(high, attr.high)
+    drawable_low = np.where(low_closed, low, np.nextafter(low, np.inf))
+    drawable_high = np.where(high_closed, high, np.nextafter(high, -np.inf))
+    return np.maximum(drawable_low, range_low), np.minimum(drawable_high, range_high)
+
+
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """``0 .. length - 1`` for each length, concatenated."""
+    ends = np.cumsum(lengths)
+    ranks: np.ndarray = np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - lengths, lengths)
+    return ranks
+
+
+def _flow_down(parents: np.ndarray, low: np.ndarray, high: np.ndarray, allowed: np.ndarray) -> None:
+    """Turn per-edge constraints (row i: what the edge into node i imposes) into per-node ones, in place.
+
+    A node's bounds become the tightest of its parent's and its own, its allowed categories the
+    intersection; depths come from the parent links by pointer doubling (log2 of the node count in
+    vectorized steps), then each depth level is one vectorized step, parents before children.
+    """
+    n = parents.size
+    has_parent = parents >= 0
+    up = np.where(has_parent, parents, np.arange(n))  # the root points at itself
+    depth = has_parent.astype(np.int64)  # distance to ``up``
+    for _ in range(max(n - 1, 1).bit_length()):
+        depth = depth + depth[up]
+        up = up[up]
+    by_depth = np.argsort(depth, kind="stable")
+    starts = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max()) + 2))
+    for begin, end in zip(starts[:-1], starts[1:], strict=True):
+        nodes = by_depth[begin:end]
+        above = parents[nodes]
+        low[nodes] = np.maximum(low[above], low[nodes])
+        high[nodes] = np.minimum(high[above], high[nodes])
+        allowed[nodes] = allowed[above] & allowed[nodes]
 
 
 def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
@@ -247,13 +292,18 @@ def leaf_class_distributions(tree: Tree) -> np.ndarray:
 def _class_probs(schema: Schema, leaves: Sequence[Node]) -> np.ndarray:
     """Per-path class distribution from its leaf's counts, or from hit/miss with the miss spread uniformly."""
     c = schema.n_classes
-    probs = np.zeros((len(leaves), c))
-    for p, leaf in enumerate(leaves):
-        if leaf.counts is not None:
-            probs[p] = leaf.counts
-        else:
-            probs[p] = leaf.miss / (c - 1)
-            probs[p, leaf.label] = leaf.hit
+    n = len(leaves)
+    disclosed = [p for p, leaf in enumerate(leaves) if leaf.counts is not None]
+    probs = np.zeros((n, c))
+    if disclosed:
+        probs[disclosed] = np.array([leaves[p].counts for p in disclosed], dtype=np.float64)
+    if len(disclosed) < n:
+        hit_miss = [p for p, leaf in enumerate(leaves) if leaf.counts is None]
+        hit = np.array([leaves[p].hit for p in hit_miss], dtype=np.float64)
+        miss = np.array([leaves[p].miss for p in hit_miss], dtype=np.float64)
+        label = np.array([leaves[p].label for p in hit_miss], dtype=np.int64)
+        probs[hit_miss] = (miss / (c - 1))[:, None]
+        probs[hit_miss, label] = hit
     sums = probs.sum(axis=1, keepdims=True)
     normalised: np.ndarray = np.divide(probs, sums, out=np.full_like(probs, 1.0 / c), where=sums > 0)
     return normalised
@@ -437,7 +487,10 @@ def _generate(
         block_u = u[: stop - start]
         for j in range(schema.n_attributes):
             column = X[start:stop, j]
-            if j in table.allowed:
+            if j in table.first:
+                rng.random(out=column)
+                _category_run_column(table, j, rows, column)
+            elif j in table.allowed:
                 rng.random(out=block_u)
                 _categorical_column(table, j, rows, block_u, column)
             else:
@@ -454,12 +507,23 @@ def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[slice, np.ndarr
     return slice(first, last + 1), np.diff(ends, prepend=start)
 
 
+def _category_run_column(table: PathTable, j: int, rows: _RowPaths, values: np.ndarray) -> None:
+    """Turn uniforms on [0, 1) in ``values`` into uniform categories of each row's run of allowed categories, in place.
+
+    The category is ``first + floor(u * n_allowed)``: the one the `codes` lookup of
+    `_categorical_column` picks for the same uniform, computed in three passes and no gather.
+    """
+    if j in table.constant:  # every path allows every category
+        values *= table.allowed[j].shape[1]
+        np.floor(values, out=values)
+        return
+    values *= rows.spread(table.n_allowed[j])
+    np.floor(values, out=values)
+    values += rows.spread(table.first[j])
+
+
 def _categorical_column(table: PathTable, j: int, rows: _RowPaths, u: np.ndarray, out: np.ndarray) -> None:
     """Uniform category index among each row's allowed set, written into ``out``."""
-    if j in table.constant:  # every path allows every category
-        u *= table.allowed[j].shape[1]
-        np.floor(u, out=out)
-        return
     u *= rows.spread(table.n_allowed[j])
     k = u.astype(np.int32)
     k += rows.spread(table.offset[j])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +14,7 @@ from scipy import stats
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.trees.learners import CartTreeClassifier, MultiwayTreeClassifier
 from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
-from modelshare.miner_node.pgen import allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
+from modelshare.miner_node.pgen import PathTable, _generate, allocate_rows, basegen, pgen, pgen_chunks, uniform_rows
 
 
 def rows_per_path(tree, X):
@@ -175,12 +178,18 @@ def test_rejects_bad_arguments(car):
         pgen(tree, rows=-1, rng=np.random.default_rng(0))
 
 
-def _hand_tree() -> Tree:
+def _hand_tree(colours: tuple[int, ...] = (0, 1, 2, 3, 4)) -> Tree:
     """Five paths over a categorical, a real and an integer attribute; colour is split twice on one path.
 
     Paths (in `Tree.paths` order): colour in {0,1} & size <= 3.5; colour in {0,1} & size > 3.5;
     colour in {2,3,4} & count <= 7.5 & colour = 2; ... & colour in {3,4}; colour in {2,3,4} & count > 7.5.
+    ``colours`` renames colour c to ``colours[c]``: the identity keeps every set a run of consecutive
+    categories, `SCATTERED` makes the sets of two or more colours gaps (PGEN's two ways to draw a category).
     """
+
+    def colour(*codes: int) -> CategorySet:
+        return CategorySet(frozenset(colours[c] for c in codes))
+
     schema = Schema(
         (CategoricalAttribute("colour", tuple("abcde")), NumericAttribute("size", 0.0, 10.0),
          NumericAttribute("count", 0.0, 20.0, integer=True)),
@@ -197,17 +206,24 @@ def _hand_tree() -> Tree:
         return node
 
     nodes: dict[int, Node] = dict(leaf)
-    nodes[5] = inner(0, [Edge(CategorySet(frozenset({2})), 7), Edge(CategorySet(frozenset({3, 4})), 8)], 7, 8)
+    nodes[5] = inner(0, [Edge(colour(2), 7), Edge(colour(3, 4), 8)], 7, 8)
     nodes[2] = inner(2, [Edge(Interval(high=7.5), 5), Edge(Interval(low=7.5), 6)], 5, 6)
     nodes[1] = inner(1, [Edge(Interval(high=3.5), 3), Edge(Interval(low=3.5), 4)], 3, 4)
-    nodes[0] = inner(0, [Edge(CategorySet(frozenset({0, 1})), 1), Edge(CategorySet(frozenset({2, 3, 4})), 2)], 1, 2)
+    nodes[0] = inner(0, [Edge(colour(0, 1), 1), Edge(colour(2, 3, 4), 2)], 1, 2)
     return Tree(schema, [nodes[i] for i in range(9)], "counts")
 
 
-def test_values_follow_pgens_law_on_every_path():
+SCATTERED = (0, 2, 4, 1, 3)  # {0,1} -> {0,2}, {2,3,4} -> {1,3,4}, {3,4} -> {1,3}: no longer runs
+
+
+@pytest.mark.parametrize("colours", [(0, 1, 2, 3, 4), SCATTERED], ids=["runs", "scattered"])
+def test_values_follow_pgens_law_on_every_path(colours):
     """Chi-square and KS checks, per path: on-path values uniform within the path's category set,
-    interval or whole numbers; off-path values uniform over the public domain; classes exact."""
-    tree = _hand_tree()
+    interval or whole numbers; off-path values uniform over the public domain; classes exact.
+    Category sets that are runs of consecutive categories and sets with gaps are drawn differently
+    (`PathTable.first`); both follow the law."""
+    tree = _hand_tree(colours)
+    assert (0 in PathTable.from_tree(tree).first) == (colours != SCATTERED)
     rows = 120_000
     X, y = pgen(tree, rows=rows, rng=np.random.default_rng(20))
     paths = tree.paths()
@@ -234,9 +250,10 @@ def test_values_follow_pgens_law_on_every_path():
         assert stats.chisquare(whole).pvalue > alpha, p.describe(tree.schema)
 
 
-def test_shuffled_rows_follow_the_same_law():
+@pytest.mark.parametrize("colours", [(0, 1, 2, 3, 4), SCATTERED], ids=["runs", "scattered"])
+def test_shuffled_rows_follow_the_same_law(colours):
     """Shuffling permutes rows only: same per-path counts and classes, and uniform values on a path."""
-    tree = _hand_tree()
+    tree = _hand_tree(colours)
     X, y = pgen(tree, rows=60_000, rng=np.random.default_rng(21), shuffle=True)
     assert_exact(tree, X, y, expected_rows={p.leaf: s for p, s in zip(
         tree.paths(), allocate_rows(np.array([p.total for p in tree.paths()]), 60_000), strict=False)})
@@ -257,3 +274,66 @@ def test_integer_draws_stay_whole_and_in_range_beyond_exact_floats():
     assert Xp.min() >= top - 2.0**12 and Xp.max() <= top and np.array_equal(Xp, np.floor(Xp))
     share = allocate_rows(np.array([p.total for p in tree.paths()]), 20_000)
     assert_exact(tree, Xp, yp, expected_rows={p.leaf: s for p, s in zip(tree.paths(), share, strict=False)})
+
+
+def _reference_bounds(interval: Interval | None, attr: NumericAttribute) -> tuple[float, float]:
+    """The drawable closed bounds of a path's interval, one scalar at a time (open ends one float inward)."""
+    if interval is None:
+        return attr.low, attr.high
+    low = interval.low if interval.low_closed else math.nextafter(interval.low, math.inf)
+    high = interval.high if interval.high_closed else math.nextafter(interval.high, -math.inf)
+    return max(low, attr.low), min(high, attr.high)
+
+
+def _trees(car, mixed) -> list[Tree]:
+    """Trees whose category sets are runs (ordinal CART, multiway), gaps (one-hot CART, `SCATTERED`) or both."""
+    trees = [_hand_tree(), _hand_tree(SCATTERED)]
+    for schema, X, y in (car, mixed):
+        for encoding in ("ordinal", "onehot"):
+            tree = CartTreeClassifier(schema, min_samples_leaf=3, random_state=0, categorical_encoding=encoding).fit(X, y).tree_
+            trees += [tree, tree.to_hit_miss()]
+        trees.append(MultiwayTreeClassifier(schema, min_samples_leaf=3).fit(X, y).tree_)
+    return trees
+
+
+def test_path_table_matches_the_trees_paths(car, mixed):
+    """The vectorized compile gives each path (`Tree.paths` order) its most specific constraints' sets and bounds."""
+    for tree in _trees(car, mixed):
+        table, paths = PathTable.from_tree(tree), tree.paths()
+        assert table.n_paths == len(paths)
+        assert np.array_equal(table.totals, [p.total for p in paths])
+        for j, attr in enumerate(tree.schema.attributes):
+            for p, path in enumerate(paths):
+                constraint = path.constraint(j)
+                if isinstance(attr, CategoricalAttribute):
+                    codes = sorted(constraint.codes) if constraint is not None else list(range(attr.size))
+                    assert np.flatnonzero(table.allowed[j][p]).tolist() == codes, (path.describe(tree.schema), j)
+                    if j in table.first:
+                        assert table.first[j][p] == codes[0] and codes == list(range(codes[0], codes[0] + len(codes)))
+                elif not attr.integer:
+                    assert (table.low[j][p], table.high[j][p]) == _reference_bounds(constraint, attr)
+            if isinstance(attr, CategoricalAttribute) and j not in table.first:
+                assert not all(np.ptp(np.flatnonzero(row)) + 1 == row.sum() for row in table.allowed[j])
+
+
+def test_runs_of_categories_draw_what_the_code_lookup_draws(car, mixed):
+    """Drawing a run's category as ``first + floor(u * n)`` gives, uniform for uniform, the category the lookup gives."""
+    for tree in _trees(car, mixed):
+        table = PathTable.from_tree(tree)
+        cells = allocate_rows(table.totals, 50_000)
+        for shuffle in (False, True):
+            fast = _generate(table, cells, "sample", np.random.default_rng(3), shuffle)
+            looked_up = _generate(dataclasses.replace(table, first={}), cells, "sample", np.random.default_rng(3), shuffle)
+            assert np.array_equal(fast[0], looked_up[0]) and np.array_equal(fast[1], looked_up[1])
+
+
+def test_a_path_without_drawable_values_is_named():
+    """An open interval between two adjacent floats holds no float: the compile names that path's interval."""
+    schema = Schema((NumericAttribute("x", 0.0, 10.0),), "k", ("a", "b"))
+    gap = math.nextafter(1.0, math.inf)
+    nodes = [Node.from_counts(np.array([3.0, 3.0]), label=0)] + [Node.from_counts(np.array([1.0, 1.0]), label=0) for _ in range(3)]
+    nodes[0].attribute = 0
+    nodes[0].edges = [Edge(Interval(high=1.0), 1), Edge(Interval(1.0, gap, False, False), 2), Edge(Interval(gap, low_closed=True), 3)]
+    tree = Tree(schema, nodes, "counts")
+    with pytest.raises(ValueError, match=r"path interval x in \(1, 1\) holds no drawable value in \[0, 10\]"):
+        PathTable.from_tree(tree)
