@@ -145,8 +145,9 @@ def mechanisms_page() -> str:
         rows.append(f"| `{m.name}` | {m.kind} | {m.requirement_form} | {', '.join(m.tasks)} | "
                     f"{', '.join(d['disclosures'])} | {defaults or '—'} | {m.summary} |")
     lines = ["# Release mechanisms", "", "The records of `modelshare.common.mechanisms.registry`: what `release`, studies, site "
-             "policies, the audit and the miner know about each mechanism (a plugin's records join them through "
-             "`MODELSHARE_PLUGINS`; docs/architecture.md).", "", *rows]
+             "policies, the audit and the miner know about each mechanism (an installed plugin's records join them "
+             "through the entry point group `modelshare.mechanisms`, an uninstalled one's through `MODELSHARE_PLUGINS`; "
+             "docs/how-to/mechanism-plugin.md).", "", *rows]
     return HEADER + "\n".join(lines) + "\n"
 
 

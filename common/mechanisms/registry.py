@@ -32,15 +32,21 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
   bounds that apply (`policy_bounds`, from the family).
 
 Adding a mechanism is one module with its trainer and checks plus one `register` call. Mechanisms
-outside this package come from plugin modules named in the ``MODELSHARE_PLUGINS`` environment
-variable (comma-separated module names): on first use of the registry each is imported and the
-records in its ``MODELSHARE_MECHANISMS`` sequence are registered, so that the miner and owner
-processes of a federation, which are separate programs, know them too.
+outside this package come from plugins, loaded on first use of the registry in every process (so the
+miner and owner processes of a federation, which are separate programs, know them too; other threads wait
+for the loading): installed distributions that declare an entry point in the ``modelshare.mechanisms``
+group (`ENTRY_POINT_GROUP`), each naming a `Mechanism` record or a sequence of them, and modules named in
+the ``MODELSHARE_PLUGINS`` environment variable (comma-separated module names), whose
+``MODELSHARE_MECHANISMS`` sequence is registered. A plugin that cannot be imported, names no record or takes a registered name raises
+`PluginError`, naming the distribution and entry point (or module) and why, on every use of the registry
+until it is fixed or removed. Installing a plugin is trusting its code; which mechanisms a site releases
+with is still its ``[policy]``'s ``mechanisms`` list.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -63,6 +69,8 @@ __all__ = [
     "Family",
     "Mechanism",
     "PLUGINS_VARIABLE",
+    "ENTRY_POINT_GROUP",
+    "PluginError",
     "register",
     "unregister",
     "get",
@@ -84,6 +92,11 @@ RegressionAuditChecks = Callable[[RegressionForest, PrivacyReport, DP], list[Che
 DeclineRows = Callable[[DP, int, Schema], float]
 
 PLUGINS_VARIABLE = "MODELSHARE_PLUGINS"
+ENTRY_POINT_GROUP = "modelshare.mechanisms"
+
+
+class PluginError(ImportError):
+    """A plugin that cannot be loaded: the message names its distribution and entry point (or module) and why."""
 
 _FAMILY_CLASSES: dict[str, tuple[type, ...]] = {
     "none": (), "path": (KAnonymity, CLDiversity), "dps": (DPS,), "dp": (DP,),
@@ -226,6 +239,8 @@ class Mechanism:
 _REGISTRY: dict[str, Mechanism] = {}
 _lock = threading.Lock()
 _plugins_loaded: set[str] = set()
+_entry_points_loaded = False
+_plugin_lock = threading.RLock()  # one thread loads plugins while others wait; re-entrant for a plugin that asks
 
 
 def register(mechanism: Mechanism, *, replace: bool = False) -> Mechanism:
@@ -243,22 +258,68 @@ def unregister(name: str) -> None:
         del _REGISTRY[name]
 
 
+def _register_plugin(records: object, source: str) -> None:
+    """Register the plugin records ``records`` loaded from ``source`` (a phrase naming where they come from)."""
+    found = (records,) if isinstance(records, Mechanism) else records
+    if not isinstance(found, (list, tuple)) or not found or not all(isinstance(r, Mechanism) for r in found):
+        raise PluginError(f"{source} must give a Mechanism record or a non-empty sequence of them, "
+                          f"not {type(records).__name__}")
+    for record in found:
+        if _REGISTRY.get(record.name) is record:
+            continue  # the same record reached by both ways (installed, and named in MODELSHARE_PLUGINS)
+        try:
+            register(record)
+        except ValueError as exc:
+            raise PluginError(f"{source}: {exc}") from exc
+
+
+def _load_entry_points() -> None:
+    """Register the records of every installed distribution's ``modelshare.mechanisms`` entry points, once."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True  # set first: a plugin's import may itself ask the registry
+    try:
+        for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+            dist = point.dist.name if point.dist is not None else "an unnamed distribution"
+            source = f"plugin {point.name!r} = {point.value!r} (entry point group {ENTRY_POINT_GROUP!r} of {dist})"
+            try:
+                records = point.load()
+            except Exception as exc:  # a plugin's import may fail in any way; say which plugin and why
+                raise PluginError(f"{source} cannot be loaded: {type(exc).__name__}: {exc}; "
+                                  "fix or uninstall that distribution") from exc
+            _register_plugin(records, source)
+    except BaseException:
+        _entry_points_loaded = False  # the next use of the registry tries again, and says why again
+        raise
+
+
 def _load_plugins() -> None:
+    """Register the installed plugins' records and those of each module named in ``MODELSHARE_PLUGINS``, once."""
+    with _plugin_lock:
+        _load_entry_points()
+        _load_named_modules()
+
+
+def _load_named_modules() -> None:
     """Register the ``MODELSHARE_MECHANISMS`` of each module named in ``MODELSHARE_PLUGINS``, once per module."""
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
         if name in _plugins_loaded:
             continue
-        _plugins_loaded.add(name)
+        source = f"plugin module {name!r} ({PLUGINS_VARIABLE})"
+        _plugins_loaded.add(name)  # first: the module's import may itself ask the registry
         try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            raise ImportError(f"{PLUGINS_VARIABLE} names module {name!r}, which cannot be imported: {exc}") from exc
-        records = getattr(module, "MODELSHARE_MECHANISMS", None)
-        if not isinstance(records, (list, tuple)) or not all(isinstance(r, Mechanism) for r in records):
-            raise TypeError(f"plugin module {name!r} ({PLUGINS_VARIABLE}) must define MODELSHARE_MECHANISMS, "
-                            "a sequence of Mechanism records")
-        for record in records:
-            register(record)
+            try:
+                module = importlib.import_module(name)
+            except Exception as exc:  # a plugin's import may fail in any way; say which plugin and why
+                raise PluginError(f"{PLUGINS_VARIABLE} names module {name!r}, which cannot be imported: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            if not hasattr(module, "MODELSHARE_MECHANISMS"):
+                raise PluginError(f"{source} must define MODELSHARE_MECHANISMS, a sequence of Mechanism records")
+            _register_plugin(module.MODELSHARE_MECHANISMS, f"{source} MODELSHARE_MECHANISMS")
+        except BaseException:
+            _plugins_loaded.discard(name)  # the next use of the registry tries again, and says why again
+            raise
 
 
 def get(name: str) -> Mechanism:

@@ -13,6 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import modelshare_toy_histogram  # examples/plugin_mechanism, on pytest's pythonpath
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,6 +25,7 @@ from modelshare.cli.common import CommandFailed
 from modelshare.cli.owner_status import DEFAULT_MAX_AGE
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.federation.model_io import read_model_file, write_release
+from modelshare.common.mechanisms import registry
 from modelshare.common.mechanisms.release import release as release_model
 from modelshare.miner_node.pgen import pgen_regression
 from modelshare.miner_node.tasks import pseudo_data
@@ -115,8 +117,14 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
+PLUGIN_PAGES = {"mechanism-plugin.md"}  # their commands run where the example plugin is installed
+
+
 @pytest.mark.parametrize("where, argv", _documented_commands(), ids=lambda v: v if isinstance(v, str) else " ".join(v))
-def test_every_documented_command_line_parses(capsys, where, argv):
+def test_every_documented_command_line_parses(capsys, request, where, argv):
+    if where in PLUGIN_PAGES and modelshare_toy_histogram.NAME not in registry.names():
+        registry.register(modelshare_toy_histogram.RECORD)
+        request.addfinalizer(lambda: registry.unregister(modelshare_toy_histogram.NAME))
     try:
         build_parser().parse_args(argv)
     except SystemExit as exit:

@@ -1,6 +1,7 @@
 """examples/ runs: the Python API scripts end to end, the federation by hand and the regression study (slow:
-separate processes), study.toml is what `modelshare study init` writes, and docs/python-api.md's mining
-example gives the numbers `modelshare simulate` prints for the same study."""
+separate processes), study.toml is what `modelshare study init` writes, docs/python-api.md's mining
+example gives the numbers `modelshare simulate` prints for the same study, and the plugin example declares the
+entry point the registry reads and documents every field its record sets (tests/common/mechanisms/test_registry.py runs it)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,21 @@ import re
 import socket
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+import modelshare_toy_histogram  # examples/plugin_mechanism, on pytest's pythonpath
 import pytest
 
 from modelshare.cli.study_init import study_template
 from modelshare.common.federation.study import load_study_file
+from modelshare.common.mechanisms import registry
+from modelshare.common.mechanisms.registry import Mechanism
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DOC = EXAMPLES.parent / "docs" / "python-api.md"
@@ -88,3 +98,23 @@ def test_the_regression_example_runs_a_dp_regression_study(tmp_path):
     run = _script("regression_study.sh", tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "regression-tree" in run.stdout and "random-forest" in run.stdout and "RMSE" in run.stdout
+
+
+def test_the_plugin_example_declares_its_entry_point_and_documents_every_field_its_record_sets():
+    plugin = EXAMPLES / "plugin_mechanism"
+    project = tomllib.loads((plugin / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    points = project["entry-points"][registry.ENTRY_POINT_GROUP]
+    assert points == {"toy-histogram": "modelshare_toy_histogram:RECORD"}
+    module, _, attribute = points["toy-histogram"].partition(":")
+    assert module == modelshare_toy_histogram.__name__
+    record = getattr(modelshare_toy_histogram, attribute)
+    assert isinstance(record, Mechanism) and record.name == "toy-histogram"
+    assert modelshare_toy_histogram.MODELSHARE_MECHANISMS == (record,)
+    defaults = Mechanism("x", "dp", "x", train=record.train)  # what an unset field becomes
+    set_here = [f.name for f in fields(Mechanism) if getattr(record, f.name) != getattr(defaults, f.name)]
+    assert {"name", "summary", "audit_checks", "pseudo_data", "dp_audit_target"} <= set(set_here)
+    for doc in (plugin / "README.md", EXAMPLES.parent / "docs" / "how-to" / "mechanism-plugin.md"):
+        text = doc.read_text(encoding="utf-8")
+        missing = [name for name in set_here + ["family", "train"] if f"`{name}`" not in text]
+        assert missing == [], f"{doc.name} does not explain {missing}"
+    assert "plugin_mechanism/" in (EXAMPLES / "README.md").read_text(encoding="utf-8")

@@ -1,13 +1,14 @@
-"""A toy eps-DP mechanism registered at run time: what a new mechanism needs, and nothing else.
+"""``toy-histogram``: an example release mechanism shipped as a plugin distribution, and everything it needs.
 
-``toy-histogram`` releases T one-leaf trees, each the table's class histogram plus Laplace(T / eps)
-noise per count (sensitivity 1 under add/remove one row; T-fold sequential composition), clamped
-at 0 and rounded. `RECORD` is registered by a test (and unregistered after it), or by the registry
-itself in every process when ``MODELSHARE_PLUGINS=tests.toy_mechanism`` is set (it reads
-``MODELSHARE_MECHANISMS``), so a whole federation knows it. Nothing
-outside this module and its registry record is touched to make it available to ``release``,
-``audit``, ``simulate --mechanism``, the owner policy, the miner's re-audit and its pseudo-data: the
-record brings its own pseudo-data step (`pseudo_rows`), which the miner runs in place of PGEN.
+The mechanism releases T one-leaf trees, each the owner's class histogram plus discrete Laplace(T / eps)
+noise per count from the secret stream (sensitivity 1 under add/remove one row, T-fold sequential
+composition: eps-DP), clamped at 0. Its contract with modelshare is the one `RECORD`: the trainer
+(`train`), the checks `modelshare audit` and the miner re-run on every release (`audit_checks`: the
+stated noise scale is T / eps, counts are whole and clamped as stated), and its own pseudo-data step
+(`pseudo_rows`), which the miner runs in place of PGEN because a histogram describes no partition of the
+attribute space. The distribution's entry point (``modelshare.mechanisms``, pyproject.toml) registers
+`RECORD` in every process where it is installed; `MODELSHARE_MECHANISMS` lets a checkout that does not
+install it name the module in ``MODELSHARE_PLUGINS`` instead. Nothing in modelshare names this module.
 """
 
 from __future__ import annotations
@@ -54,16 +55,24 @@ PSEUDO_ROWS = "toy-histogram: rows drawn from the averaged noisy class histogram
 
 def pseudo_rows(trees: Sequence[Tree], report: PrivacyReport, scale: float, rng: np.random.Generator,
                 class_assignment: str) -> tuple[np.ndarray, np.ndarray]:
-    """The toy's own pseudo-data step: ``scale`` times the mean released total, classes by the mean histogram."""
-    from modelshare.miner_node.pgen import uniform_rows  # the miner's process runs this step
+    """Its own pseudo-data step: ``scale`` times the mean released total, classes by the mean histogram.
 
-    counts = np.mean([tree.root.counts for tree in trees], axis=0)
+    The histogram says nothing about the attributes, so they are drawn uniformly over the schema's public
+    domain (the miner's `uniform_rows`, imported here because only the miner's process runs this step).
+    """
+    from modelshare.miner_node.pgen import uniform_rows
+
+    histograms = [tree.root.counts for tree in trees]
+    if any(h is None for h in histograms):  # the miner re-audited the release, so this is a release of another kind
+        raise ValueError("a toy-histogram release states its class counts (disclosure 'counts')")
+    counts = np.mean(np.asarray(histograms, dtype=np.float64), axis=0)
     n = max(int(round(scale * counts.sum())), 1)
     share = counts / counts.sum() if counts.sum() > 0 else np.full(counts.shape, 1 / counts.size)
     return uniform_rows(trees[0].schema, n, rng), rng.choice(counts.size, size=n, p=share).astype(np.int64)
 
 
-RECORD = Mechanism(NAME, "dp", "a noisy class histogram per tree (a test's toy)", train=train,
+RECORD = Mechanism(NAME, "dp", "a noisy class histogram per tree (the example plugin)", train=train,
                    audit_checks=audit_checks, default_requirement="dp:epsilon=1,trees=2", default_max_depth=1,
+                   dp_audit_target="modelshare.common.audit.dp.rdt:laplace_rdt_target",
                    pseudo_data=PseudoData(pseudo_rows, PSEUDO_ROWS))
 MODELSHARE_MECHANISMS = (RECORD,)
