@@ -2,8 +2,8 @@
 
 Ten owners open ``--streams`` SubmitChunks streams in all, each declaring ``--mib`` MiB of bytes that are no
 envelope and carrying a wrong digest, all at once; meanwhile an honest owner sends a signed model with ``Submit``
-(acknowledged as a duplicate after the first) on one channel it keeps open, as an owner daemon does, and its
-latencies are kept. The miner's RSS (``VmRSS``) is read
+(acknowledged as a duplicate after the first) from its own process on one channel it keeps open, as an owner
+daemon does, and the latencies of the Submits sent during the attack are kept. The miner's RSS (``VmRSS``) is read
 idle, at its peak during the attack, and five seconds after the last hostile stream ended, with no collection
 forced; results go to bench/RESULTS.md with the load before and after.
 """
@@ -11,7 +11,9 @@ forced; results go to bench/RESULTS.md with the load before and after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +44,26 @@ def rss(pid: int) -> int:
 
 HEADING = "## Miner under hostile answers in pieces (bench/stream_attack.py)"
 
+HONEST_OWNER = """
+import json, sys, time
+from pathlib import Path
+from modelshare.common.federation.dial import dial_miner
+from modelshare.common.federation.kit import TlsFiles
+from modelshare.common.federation.pb import federation_pb2 as fpb, federation_pb2_grpc as fgrpc
+address, kit, envelope, stop = sys.argv[1:5]
+stub = fgrpc.OwnerExchangeStub(dial_miner(address, TlsFiles.in_kit(Path(kit)), "miner"))
+answer = fpb.SignedEnvelope.FromString(Path(envelope).read_bytes())
+stub.Submit(answer, timeout=30)
+print("ready", flush=True)
+samples = []
+while not Path(stop).exists():
+    at, start = time.time(), time.perf_counter()
+    stub.Submit(answer, timeout=30)
+    samples.append((at, time.perf_counter() - start))
+print(json.dumps(samples), flush=True)
+"""
+"""The honest owner: its own process with one channel kept open, as its daemon runs; (sent at, seconds) per Submit."""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -58,8 +80,12 @@ def main() -> None:
             spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s1")), timeout=10).spec
             _, X, y = _encoded("car")
             honest = signed_model(fed, "honest", spec, *deal(X, y, ["honest"])["honest"])
-            honest_owner = fed.stub("honest")  # one channel, kept open as an owner daemon keeps it
-            honest_owner.Submit(honest, timeout=30)
+            fed.stub("honest").Submit(honest, timeout=30)  # stored once: every later Submit is its duplicate
+            envelope, stop = Path(tmp) / "honest.bin", Path(tmp) / "stop"
+            envelope.write_bytes(honest.SerializeToString())
+            owner = subprocess.Popen([sys.executable, "-c", HONEST_OWNER, fed.address, str(fed.kits["honest"]),
+                                      str(envelope), str(stop)], stdout=subprocess.PIPE, text=True)
+            assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
             time.sleep(2)
             idle = rss(pid)
             junk = bytes(range(256)) * (args.mib * MiB // 256)
@@ -75,17 +101,19 @@ def main() -> None:
                     outcomes.append(exc.code().name)
 
             threads = [threading.Thread(target=hostile, args=(owners[i % 10],)) for i in range(args.streams)]
-            latencies: list[float] = []
             peak = idle
+            began = time.time()
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads):
-                start = time.perf_counter()
-                honest_owner.Submit(honest, timeout=30)
-                latencies.append(time.perf_counter() - start)
-                peak = max(peak, rss(pid))
             for t in threads:
-                t.join()
+                while t.is_alive():
+                    t.join(0.05)
+                    peak = max(peak, rss(pid))
+            ended = time.time()
+            stop.write_text("")
+            samples = json.loads(owner.stdout.readline())
+            owner.wait(30)
+            latencies = [seconds for at, seconds in samples if began <= at <= ended]  # sent during the attack
             time.sleep(5)  # the measurement the issue asks for: five seconds after the streams ended
             after = rss(pid)
         finally:
