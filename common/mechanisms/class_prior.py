@@ -218,10 +218,9 @@ def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement
     depth = report.parameters.get("depth")
     whole = (int(depth) if isinstance(depth, (int, float)) and not isinstance(depth, bool) and float(depth).is_integer()
              and depth >= 1 else None)
-    depth_ok = whole is not None
     threshold = threshold_of(tree_requirement(requirement, prior), whole) if whole is not None else math.nan
     decline = "decline threshold recomputed"
-    if not depth_ok or not math.isclose(prior.threshold, threshold, rel_tol=1e-9):
+    if whole is None or not math.isclose(prior.threshold, threshold, rel_tol=1e-9):
         checks.append(Check(decline, False, f"decline_threshold={prior.threshold!r}, recomputed {threshold:.6g} from "
                                             f"(trees, depth={depth!r}, the schema, tree epsilon)"))
         return checks
