@@ -21,7 +21,9 @@ fold and, for a (c,l) requirement, its hit/miss accuracy bound on the pooled tra
 model by mean accuracy over the folds ("no rows" where no release carried a pseudo row, so there is no
 model, and a condition fails there), the best BASIS model, the best model of the no-privacy
 federation, the majority class and the bound; `done_conditions` checks issue 33's two conditions on
-them. Tables run one after another and the files in ``--out`` are rewritten after each, so an
+them, and beside the dp condition `order_risk`: the least chance that any study at that epsilon names the wrong
+one of the training part's two largest classes, on the table or on a neighbour of it (a proof, not a
+measurement), which says how far a dp floor can be held to the majority class at all. Tables run one after another and the files in ``--out`` are rewritten after each, so an
 interrupted run keeps every finished table; ``--merge`` writes the one table of several runs' folders.
 """
 
@@ -56,7 +58,8 @@ from modelshare.miner_node.selection import DEFAULT_MODES
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 from modelshare.simulate import DEFAULT_MODELS
 
-__all__ = ["Setting", "SuiteSettings", "settings_for", "run_table", "summarize_suite", "done_conditions", "configure"]
+__all__ = ["Setting", "SuiteSettings", "settings_for", "run_table", "summarize_suite", "done_conditions", "configure",
+           "order_risk"]
 
 NONE = "none"
 DEFAULT_OWNERS = (1, 5, 10)
@@ -169,6 +172,24 @@ def _bound(setting: Setting, schema: Schema, X: np.ndarray, y: np.ndarray) -> fl
     return float(cl_hit_miss_bound(X, y, schema, found.c, found.l).accuracy)
 
 
+def order_risk(y_train: np.ndarray, n_classes: int, item: str) -> float:
+    """For a ``dp:epsilon=E`` release, the least chance, over a table and a neighbour of it, that an E-DP study names
+    the wrong majority class; NaN for any other release.
+
+    With training counts n1 >= n2 of the two largest classes and gap g = n1 - n2, removing g + 1 rows of the
+    first class makes the second the majority. Every owner's release is E-DP in its own rows and the owners hold
+    disjoint rows, so the whole study is E-DP in each row and, by group privacy, any output's probability changes
+    by at most e^(E (g + 1)) between the two tables. If it named the first class with probability 1 - w on this
+    table, it names it with probability at least (1 - w) e^-(E (g + 1)) on the neighbour, where that is wrong:
+    one of the two errs with probability at least 1 / (1 + e^(E (g + 1))), whatever the mechanism.
+    """
+    if not item.startswith("dp:"):
+        return float("nan")
+    epsilon = float(item.split("=")[1])
+    top = np.sort(np.bincount(y_train, minlength=max(n_classes, 2)))[::-1]
+    return float(1.0 / (1.0 + np.exp(epsilon * (int(top[0] - top[1]) + 1))))
+
+
 def _run(context: tuple[str, Schema, np.ndarray, np.ndarray, SuiteSettings], task: _Task) -> list[dict[str, Any]]:
     name, schema, X, y, suite = context
     train = ~task.test
@@ -177,10 +198,11 @@ def _run(context: tuple[str, Schema, np.ndarray, np.ndarray, SuiteSettings], tas
     found = run_fold(schema, X[train], y[train], X[task.test], y[task.test], config, np.random.default_rng(task.seed))
     majority = float((y[task.test] == np.bincount(y[train], minlength=schema.n_classes).argmax()).mean())
     bound = _bound(task.setting, schema, X[train], y[train])
+    risk = order_risk(y[train], schema.n_classes, task.setting.item)
     seconds = time.perf_counter() - started
     return [{"table": name, "setting": task.setting.label, "requirement": task.setting.item,
              "mechanism": task.setting.mechanism, "owners": task.owners, "repeat": task.repeat, "fold": task.fold,
-             **record, "majority": majority, "bound": bound, "seconds": seconds} for record in found]
+             **record, "majority": majority, "bound": bound, "order_risk": risk, "seconds": seconds} for record in found]
 
 
 def run_table(name: str, schema: Schema, X: np.ndarray, y: np.ndarray, suite: SuiteSettings, *,
@@ -225,6 +247,7 @@ def summarize_suite(raw: pd.DataFrame) -> pd.DataFrame:
                      "best_model": model, "best": mean, "best_std": std, "basis_model": basis_model, "basis": basis,
                      "none_model": none_model, "none": none_mean, "majority": float(frame["majority"].mean()),
                      "bound": float(frame["bound"].mean()),
+                     "order_risk": float(frame["order_risk"].mean()) if "order_risk" in frame else float("nan"),
                      "owners_released": float(pgen.groupby(["repeat", "fold"])["owners_released"].first().mean()),
                      "seconds": float(frame.groupby(["repeat", "fold"])["seconds"].first().sum())})
     summary = pd.DataFrame.from_records(rows)
@@ -263,7 +286,8 @@ def done_conditions(summary: pd.DataFrame) -> list[dict[str, Any]]:
         best = frame["best"].max()
         margin = best - frame["majority"].iloc[0]
         out_rows.append({"condition": f"{item_} at {n} owners: best (any dp mechanism run) not below the majority",
-                         "table": table, "value": margin, "holds": bool(margin >= -TIE)})
+                         "table": table, "value": margin, "holds": bool(margin >= -TIE),
+                         "order_risk": float(frame["order_risk"].iloc[0]) if "order_risk" in frame else float("nan")})
     return out_rows
 
 
@@ -286,10 +310,13 @@ def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: s
         lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
                      f"{_acc(r.basis, r.basis_model)} | {_acc(r.none, r.none_model)} | {_acc(r.majority)} | "
                      f"{_acc(r.bound)} | {r.owners_released:.1f}/{r.owners} |")
-    lines += ["", "| condition | table | value | holds |", "|---|---|---|---|"]
+    lines += ["", "| condition | table | value | holds | least chance an eps-DP study names the wrong majority |",
+              "|---|---|---|---|---|"]
     for c in checks:
         held = "not run" if c["holds"] is None else ("yes" if c["holds"] else "**no**")
-        lines.append(f"| {c['condition']} | {c['table']} | {c['value']:+.3f} | {held} |")
+        risk = c.get("order_risk", float("nan"))
+        lines.append(f"| {c['condition']} | {c['table']} | {c['value']:+.3f} | {held} | "
+                     f"{'' if risk is None or np.isnan(risk) else f'{risk:.3f}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -302,7 +329,9 @@ def _show(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], folds: str) -
     out.print(table)
     for c in checks:
         held = "not run" if c["holds"] is None else ("holds" if c["holds"] else "FAILS")
-        out.print(f"{c['condition']}: {c['table']} {c['value']:+.3f} {held}", highlight=False)
+        risk = c.get("order_risk", float("nan"))
+        note = "" if risk is None or np.isnan(risk) else f" (any eps-DP study names the wrong majority with chance >= {risk:.3f} on it or a neighbour)"
+        out.print(f"{c['condition']}: {c['table']} {c['value']:+.3f} {held}{note}", highlight=False)
 
 
 def _table(name: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from experiments.suite import (
     NONE,
     done_conditions,
+    order_risk,
     requirement_item,
     settings_for,
 )
@@ -119,3 +120,23 @@ def test_a_floor_equal_to_the_majority_holds_whatever_the_rounding():
              "majority": majority + 1e-16}]
     [holds] = [c["holds"] for c in done_conditions(pd.DataFrame(rows)) if c["condition"].startswith("dp:")]
     assert holds
+
+
+def test_order_risk_is_the_group_privacy_bound_and_a_laplace_histogram_does_not_beat_it():
+    """No eps-DP study orders two near-equal classes reliably on both a table and its neighbour.
+
+    The neighbour drops g + 1 rows of the larger class (g the gap), so its majority is the other class. The
+    attack on the bound: the floor's own mechanism, a Laplace class histogram at eps read by its argmax.
+    """
+    y = np.repeat([0, 1, 2], [48, 40, 30])  # gap 8 between the two largest classes
+    risk = order_risk(y, 3, "dp:epsilon=0.1")
+    assert risk == pytest.approx(1 / (1 + np.exp(0.1 * 9)))
+    assert np.isnan(order_risk(y, 3, "k-anonymity:k=10"))
+    rng = np.random.default_rng(0)
+    draws = 20_000
+    for counts, right in ((np.array([48, 40, 30]), 0), (np.array([39, 40, 30]), 1)):
+        noisy = counts + rng.laplace(scale=1 / 0.1, size=(draws, 3))
+        wrong = float((noisy.argmax(axis=1) != right).mean())
+        if wrong >= risk:
+            return
+    pytest.fail("a Laplace histogram named the right majority on both tables more often than eps-DP allows")
