@@ -10,8 +10,16 @@ simulation can see), each set by the study's setting for it as the miner's is (`
 local engine's grid, also under ``--engine dask``); the released trees' vote (``tree-vote``) is
 compared with the vote of the owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
 process that dies or stalls is named with the tail of its log. Processes are always stopped, also
-on Ctrl-C, and the directory is removed unless ``--keep-dir`` is given (it then holds the kits,
-the owners' tables, study.toml and every log).
+on Ctrl-C (they are sent SIGTERM once the results are fetched and reaped after the BASIS comparison,
+so their shutdown overlaps it), and the directory is removed unless ``--keep-dir`` is given (it then
+holds the kits, the owners' tables, study.toml and every log).
+
+On Linux the parties are forked from a fork server (`modelshare.forkserver`), started first so that it
+imports the miner's and the owners' code while the tables are dealt: each party is still a process of
+its own, in its own session, reading its own config, keys, TLS identity and store and writing its own
+log, as a ``modelshare miner serve`` or ``modelshare owner serve`` started by hand would; only the
+interpreter's start-up and imports (about 1.5 s of CPU per party) are paid once. Elsewhere each party
+is a new interpreter (``python -m modelshare.cli``).
 
 The study's quorum is one owner: it is mined from every owner that released a model once all have
 answered, and each refusal is reported with its reason code (an owner whose release would carry no
