@@ -242,11 +242,14 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
         "is its own interpreter and imports, the fork server's imports (overlapping the dealing of the tables), CSV "
         "writing and reading, the kits, the miner's verifier processes, TLS, signing, verification, the durable "
         "store, the results' round trip (the global tree encoded by the miner and decoded and validated by "
-        "simulate) and the interpreters' exits; BASIS, its path match and class match are computed on both sides."
+        "simulate) and its own interpreter's exit; BASIS, its path match and class match are computed on both sides."
         + (f" The machine was loaded (load {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after, on "
-           f"{os.cpu_count()} cores): both sides ran slower than on an idle machine, and simulate's dozen processes "
-           "compete for a larger share of a contended CPU than the in-process pipeline's one thread, so the wall "
-           "ratio under load is flattered; the CPU ratio much less so."
+           f"{os.cpu_count()} cores): both sides ran slower than on an idle machine and the wall ratio swings with "
+           f"the other work ({min(sw / pw for sw, _, pw, _ in r['runs']):.2f} to "
+           f"{max(sw / pw for sw, _, pw, _ in r['runs']):.2f} between runs), while the CPU ratio is steadier "
+           f"({min(sc / pc for _, sc, _, pc in r['runs']):.2f} to {max(sc / pc for _, sc, _, pc in r['runs']):.2f}); "
+           "on an idle machine simulate's parallel parts (owners, the miner beside simulate's own work) bring "
+           "its wall ratio below its CPU ratio."
            if max(r["load_before"][0], r["load_after"][0]) > (os.cpu_count() or 1) else ""),
     ]
     section = "\n".join(lines) + "\n"
