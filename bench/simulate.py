@@ -248,8 +248,8 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
            f"the other work ({min(sw / pw for sw, _, pw, _ in r['runs']):.2f} to "
            f"{max(sw / pw for sw, _, pw, _ in r['runs']):.2f} between runs), while the CPU ratio is steadier "
            f"({min(sc / pc for _, sc, _, pc in r['runs']):.2f} to {max(sc / pc for _, sc, _, pc in r['runs']):.2f}); "
-           "on an idle machine simulate's parallel parts (owners, the miner beside simulate's own work) bring "
-           "its wall ratio below its CPU ratio."
+           "simulate's parallel parts (the owners at once, the miner beside simulate's own work) can use both "
+           "cores only on an idle machine."
            if max(r["load_before"][0], r["load_after"][0]) > (os.cpu_count() or 1) else ""),
     ]
     section = "\n".join(lines) + "\n"
