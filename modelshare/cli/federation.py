@@ -68,13 +68,13 @@ __all__ = [
 def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
+    stop = threading.Event()  # before the ready file exists: a SIGTERM as soon as it does is a clean stop
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure, dashboard_pages=dashboard_pages)
     except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
         raise OSError(str(exc)) from None
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     print(f"modelshare miner {config.name}: serving on port {miner.port} "
           f"({'INSECURE plaintext' if args.insecure else 'mutual TLS'}), state in {config.state_dir}", flush=True)
     if miner.dashboard is not None:
