@@ -173,7 +173,7 @@ def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps
         return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees, None
     found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                     max_depth=depth, random_state=seed, prior_share=prior_share)
-    return list(found.trees), found.report
+    return list(found.classification_trees), found.report
 
 
 @dataclass(frozen=True)

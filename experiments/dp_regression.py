@@ -184,7 +184,7 @@ def regression_attributes(schema: Schema, target: str, source: str) -> tuple[Att
 
 def target_values(frame: pd.DataFrame, target: str, source: str) -> np.ndarray:
     """The target column as float64; SchemaError naming the first row whose value is not a finite number."""
-    values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
+    values: np.ndarray = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         label = frame.index[bad[0]]
@@ -331,7 +331,7 @@ def run_dp_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, se
 def references(X: np.ndarray, y: np.ndarray, X_eval: np.ndarray, y_eval: np.ndarray, split_list: Sequence[Split],
                seed: int) -> pd.DataFrame:
     """Per split, the non-private errors: the training mean and a depth-5 regression tree on the real rows."""
-    frames = []
+    frames: list[dict[str, Any]] = []
     for split in split_list:
         y_tr, y_te = y[split.train], y_eval[split.test]
         tree = DecisionTreeRegressor(max_depth=REFERENCE_DEPTH, random_state=(seed + split.repeat) % 2**32)

@@ -147,7 +147,7 @@ def pipeline_config(setting: Setting, owners: int, suite: SuiteSettings) -> Pipe
         n_sources=owners, folds=suite.folds, repeats=suite.repeats, learner=learner,
         learner_params={} if record.whole_release else Training(learner=learner).learner_params(),
         mechanism=setting.mechanism, requirement=setting.requirement,
-        disclosure=resolve_disclosure(setting.mechanism, None),  # type: ignore[arg-type]
+        disclosure=resolve_disclosure(setting.mechanism, None),
         global_models=suite.global_models,
         model_settings={m: DEFAULT_MODES.get(m, "fixed") for m in suite.global_models},
         methods=("BASIS", "PGEN"), random_state=suite.seed,

@@ -415,6 +415,7 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
         main = {"name": party.name, "listen": party.listen or f"[::]:{port}", "state_dir": "state",
                 "roster": "roster.json"}
     else:
+        assert miner.address is not None  # validated: a miner has an address
         main = {"name": party.name, "miner": miner.address, "miner_name": miner.name}
         main |= {"state_dir": "state"} if party.role == "owner" else {}
         main |= {"signing_key": "signing.key", "roster": "roster.json"}
@@ -758,7 +759,7 @@ def issue_throwaway_federation(
     owners: list[str],
     address: str,
     owner_data: dict[str, tuple[str, str]] | None = None,
-    policy: dict | None = None,
+    policy: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Provision a short-lived federation (a miner "miner", an admin "admin", `owners`) in memory.
 

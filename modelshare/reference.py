@@ -153,7 +153,8 @@ def mechanisms_page() -> str:
 
 # ------------------------------------------------------------------ commands
 def _subparser(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser:
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action: argparse._SubParsersAction[argparse.ArgumentParser] = next(
+        a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[word]
 
 

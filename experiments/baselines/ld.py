@@ -172,7 +172,7 @@ def _generalise(X: np.ndarray, schema: Schema, hierarchies: Mapping[str, Hierarc
     """``X`` with every attribute at a level >= 1 replaced by its group ids."""
     if X.ndim != 2 or X.shape[1] != schema.n_attributes:
         raise LDError(f"X must have shape (rows, {schema.n_attributes}), one column per schema attribute; got {X.shape}")
-    out = X.copy()
+    out: np.ndarray = X.copy()
     for j, name in enumerate(schema.names):
         if levels[name]:
             out[:, j] = hierarchies[name].group_ids(X[:, j], levels[name])

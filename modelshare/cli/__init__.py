@@ -240,7 +240,9 @@ def _add_commands(parser: argparse.ArgumentParser, group: Group, path: tuple[str
     sub = parser.add_subparsers(dest=dest, required=True, metavar="COMMAND")
     for name, node in group.commands.items():
         hidden = isinstance(node, Command) and node.replaced_by is not None
-        child = sub.add_parser(name, description=node.help, **({} if hidden else {"help": node.help}))
+        # a hidden command is added without help=: argparse lists a command in the help when the keyword is given
+        child = (sub.add_parser(name, description=node.help) if hidden
+                 else sub.add_parser(name, description=node.help, help=node.help))
         if path is not None and path[:1] != (name,):
             continue
         rest = None if path is None else path[1:]

@@ -197,8 +197,9 @@ class _Alias(argparse.Action):
     """A hidden old spelling of an option: notes the deprecation, then acts as the new option."""
 
     def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action) -> None:
-        super().__init__(option_strings, target.dest, nargs=target.nargs, type=target.type, choices=target.choices,
+        super().__init__(option_strings, target.dest, nargs=target.nargs, choices=target.choices,
                          default=argparse.SUPPRESS, metavar=target.metavar, help=argparse.SUPPRESS)
+        self.type = target.type  # after __init__: its parameter omits the registry names (str) the attribute may hold
         self.target = target
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
@@ -253,10 +254,8 @@ def add_list(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: st
              default: Sequence[Any] | None, help: str, metavar: str, what: str, dest: str | None = None,
              empty: str | None = None) -> argparse.Action:
     """Add a list option ``flag`` of values that ``parse`` reads (``what`` names one, for errors)."""
-    extra = {"dest": dest} if dest is not None else {}
-    return parser.add_argument(flag, nargs="+", type=_items(parse, what), action=_List, empty=empty,
-                               default=None if default is None else tuple(default), metavar=metavar, help=help,
-                               **extra)
+    return parser.add_argument(flag, nargs="+", type=_items(parse, what), action=_List, empty=empty,  # dest None: from flag
+                               default=None if default is None else tuple(default), metavar=metavar, help=help, dest=dest)
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:

@@ -132,7 +132,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if isinstance(decision, dict):
             out.print(f"  last decision: study {decision.get('study_id')} {decision.get('kind')} at {decision.get('at')}: "
                       f"{decision.get('detail')}", highlight=False)
-        for study, why in sorted((record.get("gave_up") or {}).items()):
+        gave_up = record.get("gave_up")
+        for study, why in sorted(gave_up.items() if isinstance(gave_up, dict) else ()):
             out.print(f"  gave up on study {study} until a restart: {why}", highlight=False)
     return 0 if healthy else 1
 

@@ -103,7 +103,7 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
                                     prior_share=check_prior_share(args.prior_share)).release
     except DataDerivedDomain as exc:
         raise ValueError(f"{exc}. Here: pass --schema, or --data-derived-domain to give the guarantee up") from None
-    trees = release.trees
+    trees = release.classification_trees
     summary = {
         "trees": len(trees),
         "released_leaves": sum(tree.n_leaves for tree in trees),
@@ -197,8 +197,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     attacks = titled_table("attacks on the released statistics" + (" (summed over the trees)" if ensemble else ""))
     for col in ("attack", "leaves", "users"):
         attacks.add_column(col, justify="left" if col == "attack" else "right")
-    for row in _attack_rows(result.attacks.to_dict()):
-        attacks.add_row(*row)
+    for attack in _attack_rows(result.attacks.to_dict()):
+        attacks.add_row(*attack)
     out.print(attacks)
     return 0 if result.passed else 1
 

@@ -119,22 +119,22 @@ def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
         attributes, notes = _drafted_attributes(table.schema, table.frame)
         notes += _non_number_notes(args.data, table.non_numbers)
         notes.append(f"{table.schema.class_name} (the class): the {table.schema.n_classes} classes seen in the data")
-        body = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
+        body: dict[str, Any] = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
                 "attributes": attributes}
         Schema.from_dict(body, source=str(args.data))  # the draft must itself be a valid schema
         return body, notes, len(table.frame)
     if args.class_column is not None or args.target_range is None:
         raise ValueError("a regression draft (--target) needs --target-range LOW,HIGH, the target's public bounds, "
                          "and takes no --class-column")
-    table = load_regression_table(args.data, args.target, target_range=args.target_range)
-    note_dropped(table.source, table.dropped_rows)
-    attributes, notes = _drafted_attributes(table.schema, table.schema.decode(table.X))
+    numeric = load_regression_table(args.data, args.target, target_range=args.target_range)
+    note_dropped(numeric.source, numeric.dropped_rows)
+    attributes, notes = _drafted_attributes(numeric.schema, numeric.schema.decode(numeric.X))
     notes.append(f"{args.target} (the target): the public bounds given, [{_number(args.target_range[0])}, "
                  f"{_number(args.target_range[1])}]")
-    body = {"task": "regression", "target": table.schema.target.to_dict(), "domain": DATA_DERIVED,
+    body = {"task": "regression", "target": numeric.schema.target.to_dict(), "domain": DATA_DERIVED,
             "attributes": attributes}
     RegressionSchema.from_dict(body, source=str(args.data))
-    return body, notes, len(table.y)
+    return body, notes, len(numeric.y)
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
