@@ -179,7 +179,8 @@ def regression_attributes(schema: Schema, target: str, source: str) -> tuple[Att
                           f"{list(schema.names)}", source=source, column=target)
     if not isinstance(schema.attributes[schema.index(target)], NumericAttribute):
         raise SchemaError("--target must be numeric; the schema makes it categorical", source=source, column=target)
-    return (*(a for a in schema.attributes if a.name != target), CategoricalAttribute(schema.class_name, schema.classes))
+    return (*(a for a in schema.attributes if a.name != target),
+            CategoricalAttribute(schema.class_name, schema.classes))
 
 
 def target_values(frame: pd.DataFrame, target: str, source: str) -> np.ndarray:
@@ -413,7 +414,8 @@ def cmd_dp_regression(args: argparse.Namespace) -> int:
         test_frame, _ = read_rows(args.test_data, data.schema)
         test = encode_rows(test_frame, data.schema, str(args.test_data))
     settings = RegressionSettings(target=args.target, target_range=args.target_range,
-                                  depth=args.max_depth or default_depth(data.schema), attribute_ranges=data.attribute_ranges,
+                                  depth=args.max_depth or default_depth(data.schema),
+                                  attribute_ranges=data.attribute_ranges,
                                   epsilons=args.epsilons, trees=args.trees, folds=args.folds, repeats=args.repeats,
                                   test_size=args.test_fraction, seed=args.seed,
                                   test_data=None if args.test_data is None else str(args.test_data))

@@ -71,7 +71,8 @@ MODES = ("air", "train", "bus", "car")
 
 
 def _modechoice(folder: Path) -> pd.DataFrame:
-    """Greene's long table (one row per traveller and mode) made wide: one row per traveller, the chosen mode as class."""
+    """Greene's long table (one row per traveller and mode) made
+    wide: one row per traveller, the chosen mode as class."""
     raw = pd.read_csv(folder / "modechoice" / "modechoice.csv", sep=";")
     wide = raw.pivot(index="individual", columns="mode", values=["ttme", "invc", "invt", "gc"])
     frame = pd.DataFrame({f"{var}_{MODES[mode - 1]}": wide[(var, mode)] for var in ("ttme", "invc", "invt", "gc")

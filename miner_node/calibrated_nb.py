@@ -33,8 +33,8 @@ from modelshare.common.trees.tree import Tree
 from modelshare.miner_node.dp_pgen import dp_pgen_scale
 from modelshare.miner_node.pgen import ClassAssignment, pgen
 
-__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
-           "nb_pseudo_data"]
+__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release",
+           "nb_model", "nb_pseudo_data"]
 
 CALIBRATED_NB = RELEASE_MODEL
 """The release model's name among a classification study's global models."""

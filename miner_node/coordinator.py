@@ -57,7 +57,8 @@ class Coordinator:
         self.store = store
         self.mining = mining or MiningConfig()
         self.state_dir = state_dir
-        """Where the dask engine writes studies' pseudo-data (`modelshare.miner_node.pseudo_parquet.study_pseudo_dir`)."""
+        """Where the dask engine writes studies' pseudo-data
+        (`modelshare.miner_node.pseudo_parquet.study_pseudo_dir`)."""
         self.clock = clock
         self.mining_timeout = mining_timeout
         self.changed = threading.Condition()
@@ -161,7 +162,8 @@ class Coordinator:
         self.notify()
 
     @staticmethod
-    def _failure(why: str, quorum: int, submitted: set[str], waiting: list[str], refused: dict[str, tuple[str, float]]) -> str:
+    def _failure(why: str, quorum: int, submitted: set[str], waiting: list[str],
+                 refused: dict[str, tuple[str, float]]) -> str:
         parts = [f"{why}: {len(submitted)} of the {quorum} submissions needed"]
         if waiting:
             parts.append(f"no answer from {', '.join(sorted(waiting))}")
@@ -252,7 +254,8 @@ class Coordinator:
         return results.SerializeToString()
 
     def _deadline_loop(self) -> None:
-        """Re-evaluate open studies once their deadlines pass, and fail studies mined for too long (every half second)."""
+        """Re-evaluate open studies once their deadlines pass, and
+        fail studies mined for too long (every half second)."""
         while not self._stop.wait(0.5):
             now = self.clock()
             try:

@@ -46,8 +46,8 @@ from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.trees.regression import RegressionForest, RegressionTree
 from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree, preorder
 
-__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
-           "pgen_regression", "pgen_regression_tree"]
+__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble",
+           "pgen_chunks", "basegen", "uniform_rows", "pgen_regression", "pgen_regression_tree"]
 
 ClassAssignment = Literal["exact", "sample"]
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -211,8 +211,10 @@ def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int
     low[0] = [attrs[j].low for j in numeric]  # type: ignore[union-attr]  # the root: each schema range
     high[0] = [attrs[j].high for j in numeric]  # type: ignore[union-attr]
     if numeric_edges:
-        child, at, edge_low, edge_high, low_closed, high_closed = (np.array(c) for c in zip(*numeric_edges, strict=True))
-        low[child, at], high[child, at] = _edge_bounds(edge_low, edge_high, low_closed, high_closed, low[0, at], high[0, at])
+        child, at, edge_low, edge_high, low_closed, high_closed = (np.array(c)
+                                                                   for c in zip(*numeric_edges, strict=True))
+        low[child, at], high[child, at] = _edge_bounds(edge_low, edge_high, low_closed, high_closed,
+                                                       low[0, at], high[0, at])
     allowed = np.ones((n_nodes, int(block[-1])), dtype=bool)
     if category_edges:
         child, at, count = (np.array(c, dtype=np.int64) for c in zip(*category_edges, strict=True))
@@ -283,7 +285,8 @@ def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
 
 
 def leaf_class_distributions(tree: Tree) -> np.ndarray:
-    """Per node of ``tree``, the class distribution PGEN draws its leaf's rows from (`_class_probs`); zeros at inner nodes."""
+    """Per node of ``tree``, the class distribution PGEN draws its
+    leaf's rows from (`_class_probs`); zeros at inner nodes."""
     table = np.zeros((len(tree.nodes), tree.schema.n_classes))
     table[tree.leaves] = _class_probs(tree.schema, [tree.nodes[i] for i in tree.leaves])
     return table
@@ -500,7 +503,8 @@ def _generate(
 
 
 def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[slice, np.ndarray]:
-    """The paths (a slice) and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
+    """The paths (a slice) and run lengths of rows ``start:stop`` when
+    rows are grouped by path (``path_ends``: cumulative counts)."""
     first = int(np.searchsorted(path_ends, start, side="right"))
     last = int(np.searchsorted(path_ends, stop, side="left"))
     ends = np.minimum(path_ends[first: last + 1], stop)

@@ -39,8 +39,8 @@ from modelshare.common.federation.wire import WireError, model_message, tree_fro
 from modelshare.miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 from modelshare.miner_node.selection import Choice
 
-__all__ = ["AdminConfig", "AdminError", "admin_stub", "sites_dict", "status_dict", "study_headline", "answer_label", "results_dict",
-           "reader_dict", "write_results", "auc_text", "settings_text", "global_tree_schema"]
+__all__ = ["AdminConfig", "AdminError", "admin_stub", "sites_dict", "status_dict", "study_headline", "answer_label",
+           "results_dict", "reader_dict", "write_results", "auc_text", "settings_text", "global_tree_schema"]
 
 CALL_TIMEOUT = 30.0
 
@@ -114,7 +114,8 @@ def status_dict(status: fpb.StudyStatus) -> dict[str, Any]:
 def _late(status: fpb.StudyStatus, owner: fpb.OwnerState) -> bool:
     """True for an answer recorded after the study failed (it raced the deadline): it did not count."""
     answered = owner.state != "waiting"
-    return status.state == "failed" and answered and owner.updated_at.ToNanoseconds() > status.updated_at.ToNanoseconds()
+    return (status.state == "failed" and answered
+            and owner.updated_at.ToNanoseconds() > status.updated_at.ToNanoseconds())
 
 
 def answer_label(answer: dict[str, Any]) -> str:
@@ -185,7 +186,8 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
 
 
 def reader_dict(results: fpb.StudyResults) -> dict[str, Any] | None:
-    """What a reader of every release believes (`modelshare.common.privacy.combining.read_study`), None when nothing was read."""
+    """What a reader of every release believes
+    (`modelshare.common.privacy.combining.read_study`), None when nothing was read."""
     if not results.HasField("reader"):
         return None
     r = results.reader

@@ -156,7 +156,8 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     if max_depth is not None:
         params["max_depth"] = max_depth
     rule = path_rule(requirement, disclosure, n_classes=schema.n_classes) if requirement is not None else None
-    trained = make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts, leaf_rule=rule, **params)
+    trained = make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts,
+                           leaf_rule=rule, **params)
     trained.fit(X, y)
     return trained.tree_
 

@@ -39,7 +39,8 @@ from modelshare.miner_node.pgen import ClassAssignment, basegen
 from modelshare.miner_node.selection import Choice, choose, choose_basis
 from modelshare.miner_node.tasks import pool, pseudo_data, pseudo_sources
 
-__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
+__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study",
+           "summarize", "METHODS"]
 
 METHODS = ("BASIS", "PGEN", "BASEGEN")
 
@@ -137,7 +138,8 @@ class PipelineConfig:
             parse_requirement(self.requirement)
         unset = sorted(set(self.model_settings) - set(self.global_models))
         if unset:
-            raise ValueError(f"model settings for {unset}, which are not among the global models {list(self.global_models)}")
+            raise ValueError(f"model settings for {unset}, which are not among the global models "
+                             f"{list(self.global_models)}")
         both = sorted(set(self.model_settings) & set(self.global_params))
         if both:
             raise ValueError(f"{both} have both model settings and global parameters; give one of the two")
@@ -249,9 +251,11 @@ def run_fold(
         trees = [tree for r in released.values() for tree in r.classification_trees]
         law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)
         on_path = None if config.on_path == "uniform" or not trees else ClassSetLaw.from_trees(trees)
-        drawn = [pseudo_data(r.classification_trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
+        drawn = [pseudo_data(r.classification_trees, r.report, config.pgen_scale, rng,
+                             config.class_assignment, law, on_path)
                  for r in released.values()]
-        X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.classification_trees, r.report, config.pgen_scale, y.shape[0]))
+        X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.classification_trees, r.report,
+                                                              config.pgen_scale, y.shape[0]))
                                         for r, (X, y) in zip(released.values(), drawn, strict=False)],
                                        schema.n_attributes, np.empty(0, dtype=np.int64))
         tables["PGEN"] = (X_p, y_p)
@@ -300,7 +304,8 @@ def run_fold(
             record["accuracy"] = accuracy(y_test, pred)
             record["class_match"] = class_match(pred, basis_pred)
             record["path_match"] = (
-                path_match(tree, basis_tree, values=X_train) if isinstance(tree, Tree) and isinstance(basis_tree, Tree) else np.nan
+                path_match(tree, basis_tree, values=X_train) if isinstance(tree, Tree)
+                and isinstance(basis_tree, Tree) else np.nan
             )
             records.append(record)
     return records

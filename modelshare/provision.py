@@ -486,7 +486,8 @@ until tail -c +$((offset + 1)) "$log" | grep -qF "{ready}"; do
         exit 1
     fi
     if [ "$waited" -ge $((timeout * 10)) ]; then
-        echo "the {role} (pid $pid) has not served within $timeout s; it still runs: see $log, stop it with $kit/stop.sh" >&2
+        echo "the {role} (pid $pid) has not served within $timeout s; it still runs:" \\
+            "see $log, stop it with $kit/stop.sh" >&2
         exit 1
     fi
     sleep 0.1
@@ -530,7 +531,8 @@ def kit_scripts(role: str) -> dict[str, str]:
     if role not in READY_LINES:
         return {}
     start = (f"Start this kit's {role} in the background: output appended to {role}.log, pid in {role}.pid; returns\n"
-             f"# once it serves (MODELSHARE_START_TIMEOUT seconds at most, default 60); safe to rerun. MODELSHARE: the\n"
+             "# once it serves (MODELSHARE_START_TIMEOUT seconds at most, default 60); safe "
+             "to rerun. MODELSHARE: the\n"
              f'# command, split on spaces (default: modelshare on PATH; e.g. "python3 -m modelshare.cli").')
     stop = (f"Stop this kit's {role} (the pid in {role}.pid): SIGTERM, wait for it to exit (SIGKILL after\n"
             f"# MODELSHARE_STOP_TIMEOUT seconds, default 30), remove the pid file; safe to rerun.")

@@ -335,7 +335,8 @@ def _settings(report: StudyReport) -> str:
     s, schema = report.study, report.schema
     attributes = ", ".join(a.name for a in schema.attributes)
     if isinstance(schema, RegressionSchema):
-        learned = f"target {schema.target.name} in [{plain_number(schema.target.low)}, {plain_number(schema.target.high)}] (public bounds)"
+        learned = (f"target {schema.target.name} in [{plain_number(schema.target.low)}, "
+                   f"{plain_number(schema.target.high)}] (public bounds)")
     else:
         learned = f"class column {schema.class_name} with classes " + ", ".join(schema.classes)
     rows = [
@@ -356,7 +357,8 @@ def _settings(report: StudyReport) -> str:
         ("PGEN on-path values", report.on_path or s["on_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
-        ("evaluation table", (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
+        ("evaluation table",
+         (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
                                                                   "value dropped)" if report.evaluation_rows_dropped
                                                                   else "")) if report.evaluation_rows else "none sent"),
     ]

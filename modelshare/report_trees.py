@@ -87,7 +87,8 @@ def _classification_box(tree: Tree, i: int) -> _Box:
             stats = f"hit {grouped(node.hit)} · miss {grouped(node.miss)}"
         tip = f"leaf {i}: class {label}; hit {grouped(node.hit)}, miss {grouped(node.miss)}"
         if node.counts is not None:
-            tip += "; counts " + ", ".join(f"{c}={grouped(v)}" for c, v in zip(schema.classes, node.counts, strict=False))
+            tip += "; counts " + ", ".join(f"{c}={grouped(v)}"
+                                           for c, v in zip(schema.classes, node.counts, strict=False))
         return _Box((label, stats), tip, PALETTE[node.label % len(PALETTE)])
     name = schema.attributes[node.attribute].name  # type: ignore[index]
     return _Box((name, f"n = {grouped(node.total)}"), f"node {i}: split on {name}; {grouped(node.total)} tuples",

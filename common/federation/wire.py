@@ -173,7 +173,8 @@ def tree_from_pb(msg: mpb.Tree, schema: Schema, *, where: str = "tree") -> Tree:
         if disclosure == "counts":
             counts = np.asarray(raw.counts, dtype=np.float64)
             if counts.shape != (schema.n_classes,):
-                raise WireError(f"{where}: node {i} carries {counts.size} class counts; the schema has {schema.n_classes} classes")
+                raise WireError(f"{where}: node {i} carries {counts.size} class counts; the schema has "
+                                f"{schema.n_classes} classes")
         elif len(raw.counts):
             raise WireError(f"{where}: node {i} carries class counts under hit_miss disclosure")
         attribute = raw.attribute if raw.HasField("attribute") else None
@@ -261,7 +262,8 @@ def report_from_pb(msg: mpb.PrivacyReport) -> PrivacyReport:
     attacks = None
     if msg.HasField("attacks"):
         attacks = AttackReport(
-            counts(msg.attacks.uniqueness), counts(msg.attacks.homogeneity), tuple(counts(b) for b in msg.attacks.background)
+            counts(msg.attacks.uniqueness), counts(msg.attacks.homogeneity),
+            tuple(counts(b) for b in msg.attacks.background)
         )
     return PrivacyReport(
         mechanism=msg.mechanism,

@@ -83,7 +83,8 @@ class PrivacyReport:
                 guarantee=str(data.get("guarantee", "none")),
                 requirement=None if data.get("requirement") is None else str(data["requirement"]),
                 claims=tuple(
-                    PathClaim(int(c["leaf"]), float(c["tuples"]), str(c["requirement"])) for c in data.get("claims") or ()
+                    PathClaim(int(c["leaf"]), float(c["tuples"]), str(c["requirement"]))
+                    for c in data.get("claims") or ()
                 ),
                 attacks=None if attacks is None else _attacks_from_dict(attacks),
             )
@@ -121,7 +122,8 @@ class Release:
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees) if isinstance(self.trees, (list, tuple)) else None
-        if not trees or not (all(isinstance(t, Tree) for t in trees) or all(isinstance(t, RegressionTree) for t in trees)):
+        if not trees or not (all(isinstance(t, Tree) for t in trees)
+                             or all(isinstance(t, RegressionTree) for t in trees)):
             raise TypeError(f"Release.trees must be a non-empty sequence of Trees (or of RegressionTrees), "
                             f"got {self.trees!r:.80}")
         if any(t.schema != self.trees[0].schema for t in self.trees):

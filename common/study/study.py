@@ -208,7 +208,8 @@ class Study:
 
     def _check_pgen(self) -> None:
         if self.class_assignment not in CLASS_ASSIGNMENTS:
-            raise StudyError(f"class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {self.class_assignment!r}")
+            raise StudyError(f"class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, "
+                             f"got {self.class_assignment!r}")
         if self.off_path not in OFF_PATH_MODES:
             raise StudyError(f"off_path must be one of {list(OFF_PATH_MODES)}, got {self.off_path!r}")
         if self.on_path not in ON_PATH_MODES:

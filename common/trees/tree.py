@@ -311,7 +311,8 @@ class Tree:
     def _validate_node(self, i: int, node: Node) -> None:
         """The node's label, split attribute and edge constraints against the schema."""
         schema = self.schema
-        if isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer)) or not 0 <= node.label < schema.n_classes:
+        if (isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer))
+                or not 0 <= node.label < schema.n_classes):
             raise TreeError(f"node {i}: class index {node.label} is outside 0..{schema.n_classes - 1}")
         if self.disclosure == "counts":
             if node.counts is None or node.counts.shape != (schema.n_classes,):
@@ -371,7 +372,8 @@ class Tree:
                 here = e.constraint.clip(attr) if isinstance(e.constraint, Interval) else e.constraint  # type: ignore[arg-type]
                 merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
                 if merged.is_empty:
-                    raise TreeError(f"node {i}: edge to node {e.child} on {attr.name!r} admits no value the path to node {i} allows")
+                    raise TreeError(f"node {i}: edge to node {e.child} on {attr.name!r} admits no value "
+                                    f"the path to node {i} allows")
                 stack.append((e.child, {**constraints, a: merged}))  # type: ignore[dict-item]
 
     def _validate_stats(self) -> None:
@@ -516,4 +518,5 @@ class Tree:
         return iter(self.nodes)
 
     def __repr__(self) -> str:
-        return f"Tree(nodes={len(self.nodes)}, leaves={self.n_leaves}, depth={self.depth}, disclosure={self.disclosure!r})"
+        return (f"Tree(nodes={len(self.nodes)}, leaves={self.n_leaves}, depth={self.depth}, "
+                f"disclosure={self.disclosure!r})")

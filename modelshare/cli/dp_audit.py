@@ -1,4 +1,5 @@
-"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`modelshare.common.audit.dp.estimate`) of a mechanism on a table.
+"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit
+(`modelshare.common.audit.dp.estimate`) of a mechanism on a table.
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism's registered
 release path (its registry trainer, what owners run) ``--trials`` times on each, and bounds eps from
@@ -129,7 +130,8 @@ def _probability(text: str) -> float:
 def configure(p: argparse.ArgumentParser) -> None:
     """`privacy audit-dp MECHANISM` (and its old spelling `audit-dp`)."""
     p.description = ("Runs MECHANISM's registered trainer (what owners run) many times on the table (D) and on the "
-                     "table plus one adversarially chosen row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
+                     "table plus one adversarially chosen row (D'), picks a distinguishing event on half the trials, "
+                     "and bounds eps from below with "
                      "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
                      "Exit 1 when the bound exceeds --epsilon.")
     p.add_argument("mechanism", choices=audited_mechanisms(), help="the mechanism to audit")

@@ -110,7 +110,8 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
 
 
 def add_admissible_options(p: argparse.ArgumentParser) -> None:
-    """--pairing, --category-split and --confidence: the admissible learner's options (`resolve_admissible` checks them)."""
+    """--pairing, --category-split and --confidence: the admissible
+    learner's options (`resolve_admissible` checks them)."""
     p.add_argument("--pairing", choices=PAIRINGS, default=None,
                    help="admissible learner only: where a category that may not stand alone is grouped; "
                         "deferred (the default) only where grouping pays, with the partner chosen per subtree; "

@@ -71,7 +71,8 @@ def test_importing_the_cli_imports_no_command():
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
     assert "modelshare.cli.owner_status" in loaded
-    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "experiments"} & loaded
+    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas",
+                "experiments"} & loaded
 
 
 def test_the_default_max_age_is_three_poll_rounds_of_the_daemon():
@@ -278,7 +279,8 @@ def test_pgen_regenerates_a_regression_forest_and_refuses_rows_of_an_ensemble(tm
     assert list(frame.columns) == [*REGRESSION_SCHEMA.names, "y"] and len(frame) == len(yp)
     assert np.allclose(frame["y"].to_numpy(), yp)
     assert main(["pgen", str(model), "--out", str(out), "--rows", "10"]) == 2
-    assert "--rows asks for exactly N rows of a single tree; this model is a regression forest" in capsys.readouterr().err
+    assert ("--rows asks for exactly N rows of a single tree; this model is a regression forest"
+            in capsys.readouterr().err)
 
 
 def test_pgen_shuffles_by_default_and_keeps_the_class_counts(tmp_path):
