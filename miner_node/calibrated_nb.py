@@ -99,5 +99,6 @@ def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, r
     return X, np.argmax(model.proba(X), axis=1).astype(np.int64)
 
 
+# the ignore below: class_assignment: the study's str, checked
 PSEUDO_DATA = PseudoData(nb_pseudo_data, NB_PSEUDO_ROWS)  # type: ignore[arg-type]
 """dpea-nb's pseudo-data step, which its registry record names (`modelshare.common.mechanisms.registry.PseudoData`)."""

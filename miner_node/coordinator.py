@@ -135,7 +135,7 @@ class Coordinator:
                 return
             for study_id in dict.fromkeys(pending):
                 try:
-                    self.evaluate(study_id)  # type: ignore[arg-type]
+                    self.evaluate(study_id)  # type: ignore[arg-type]  # None was returned on above
                 except StoreError as exc:
                     log.error("study %s: cannot update its state (%s); the deadline check retries", study_id, exc)
 
@@ -221,7 +221,7 @@ class Coordinator:
         kind, value = outcome
         if kind == "failed":
             self.store.transition(study_id, "mining", "failed", str(value))
-        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]
+        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]  # a done outcome carries bytes
             log.info("study %s: done", study_id, extra={"study": study_id, "outcome": "done"})
         else:
             row = self.store.study(study_id)

@@ -298,6 +298,7 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
     for i, item in enumerate(owners):
         rng = np.random.default_rng([study.seed, i])
         chunks = pseudo_tree_chunks(item.model.trees, item.model.report, study.pgen_scale, rng,
+                                    # the ignore below: Study checked it
                                     study.class_assignment, rows_per_chunk, law, on_path)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)

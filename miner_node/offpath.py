@@ -288,7 +288,7 @@ class _PathPool:
                                   0, None)
                 length = self.high[j] - self.low[j]
                 inside = overlap / np.where(length > 0, length, 1.0)[None, :]
-                outside = _mass_below(self.marginal[j], lo, hi)  # type: ignore[arg-type]
+                outside = _mass_below(self.marginal[j], lo, hi)  # type: ignore[arg-type]  # j is numeric here
             factor = np.where(self.constrained[j][None, :], inside, outside[:, None])
             w[narrowed] *= factor[narrowed]
         return w
@@ -379,6 +379,7 @@ class OffPathTree:
                 else ~_constrained_numeric(table, j) for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
         pool = law.pool
         whole = pool is not None and table.n_paths <= _paths_per_block(pool)
+        # the ignore below: whole: pool is set
         weights = pool.weights(table, slice(0, table.n_paths)) if whole else None  # type: ignore[union-attr]
         return cls(tree, law, table, leaf_to_path, free, weights)
 

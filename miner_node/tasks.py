@@ -332,6 +332,7 @@ class ClassificationTask:
     def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
                     law: ReleasedLaw | None = None,
                     on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        # the ignore below: Study checked it
         return pseudo_data(model.trees, model.report, study.pgen_scale, rng, study.class_assignment,  # type: ignore[arg-type]
                            law, on_path)
 
@@ -343,7 +344,7 @@ class ClassificationTask:
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH
-        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
+        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]  # Study checked off_path
         return law, law.describe()
 
     def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import tomli_w
 from cryptography import x509
@@ -85,7 +85,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import model_validator
 
 from modelshare.common.federation.config_file import ConfigModel, load_config, read_toml
-from modelshare.common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
+from modelshare.common.federation.kit import NAME_PATTERN, ROLES, Party, Role, Roster, RosterError
 from modelshare.common.federation.signing import (
     SignatureError,
     generate_signing_key,
@@ -172,7 +172,7 @@ class _PartyTable(ConfigModel):
 
     name: str
     """The party's name (`[A-Za-z0-9][A-Za-z0-9._-]{0,62}`; `ca` is reserved): its certificate CN and roster entry."""
-    role: Literal[ROLES]  # type: ignore[valid-type]
+    role: Role
     """`miner` (exactly one), `owner` or `admin`."""
     address: str | None = None
     """Miner only, required: what owners and admins dial, HOST:PORT."""

@@ -579,6 +579,7 @@ class OwnerDaemon:
             self.outbox.put(study_id, envelope.SerializeToString())
             (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
             self._data_waits.pop(study_id, None)
+            # the ignore below: the status record holds what this daemon wrote: a table
             problems = {k: v for k, v in dict(self.status.data.get("data_problems") or {}).items() if k != study_id}  # type: ignore[call-overload]
             self.status.update(last_decision={"study_id": study_id, "kind": kind, "detail": reason, "at": utc_now()},
                                data_problems=problems)
@@ -603,6 +604,7 @@ class OwnerDaemon:
         delay = min(self.data_retry.ceiling(attempts - 1), left)
         self._data_waits[study_id] = (attempts, time.monotonic() + delay)
         retry_at = datetime.fromtimestamp(self.clock() + delay, timezone.utc).isoformat(timespec="seconds")
+        # the ignore below: the status record holds what this daemon wrote: a table
         problems = dict(self.status.data.get("data_problems") or {})  # type: ignore[call-overload]
         problems[study_id] = {"error": str(exc), "attempts": attempts, "next_retry_at": retry_at}
         self.status.update(state="polling", study=None, data_problems=problems)
@@ -621,6 +623,7 @@ class OwnerDaemon:
         changes: dict[str, object] = {"state": "polling", "study": None, "last_outcome": record,
                                       "pending": len(self.outbox.pending())}
         if outcome.outcome == "gave-up":
+            # the ignore below: the status record holds what this daemon wrote: a table
             changes["gave_up"] = {**self.status.data.get("gave_up", {}), study_id: outcome.reason}  # type: ignore[dict-item]
         if outcome.outcome == "deferred" and not stop.is_set():
             self.status.failure(f"{study_id}: {outcome.reason}", **changes)

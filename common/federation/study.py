@@ -183,10 +183,12 @@ class _TrainingTable(ConfigModel):
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
     """Minimum leaf size of the owners' trees."""
+    # the ignore below: pydantic reads the tuple; mypy wants literal values
     category_split: Literal[CATEGORY_SPLITS] | None = None  # type: ignore[valid-type]
     """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups
     (`binary`) or the better of the two by gain ratio (`either`);
     default `either` under k-anonymity, `grouped` otherwise."""
+    # the ignore below: pydantic reads the tuple; mypy wants literal values
     pairing: Literal[PAIRINGS] | None = None  # type: ignore[valid-type]
     """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where
     grouping pays, the partner chosen per subtree; the default) or

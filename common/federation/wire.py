@@ -73,7 +73,7 @@ def disclosure_to_pb(disclosure: Disclosure) -> mpb.Disclosure:
 def disclosure_from_pb(value: int, *, where: str) -> Disclosure:
     for name, code in _DISCLOSURES.items():
         if code == value:
-            return name  # type: ignore[return-value]
+            return name  # type: ignore[return-value]  # the keys of _DISCLOSURES are the Disclosure literals
     raise WireError(f"{where}: disclosure {value} is not one of {sorted(_DISCLOSURES)}")
 
 
@@ -312,6 +312,7 @@ def model_message(
     if isinstance(release, Release) and release.task == "regression":
         msg.regression_trees.extend(regression_tree_to_pb(tree) for tree in release.forest.trees)
     else:
+        # the ignore below: not a regression release: classification trees
         msg.trees.extend(tree_to_pb(tree) for tree in trees)  # type: ignore[arg-type]
     if isinstance(release, Release):
         msg.report.CopyFrom(report_to_pb(release.report))

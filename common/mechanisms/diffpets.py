@@ -614,6 +614,7 @@ class DiffPets(_DiffPetsBase):
         """The released `Tree`: leaf counts post-processed, zero leaves dropped, inner counts summed."""
         nodes = [Node(0, 0.0, 0.0, np.zeros(schema.n_classes), g.attribute, g.edges) for g in grown]
         leaves = [i for i, g in enumerate(grown) if g.halves is not None]
+        # the ignore below: leaves: the nodes whose halves are set
         counts = np.array([np.maximum(np.rint((grown[i].halves[0] + grown[i].halves[1]) / 2), 0.0)  # type: ignore[index]
                            for i in leaves]).reshape(len(leaves), schema.n_classes)
         return release_leaf_counts(schema, nodes, leaves, counts)

@@ -399,7 +399,7 @@ class _Rows:
     def rows_at(self, rows: np.ndarray, structure: Structure, address: tuple[int, ...]) -> np.ndarray:
         """The rows reaching the node at ``address`` (child indices from the root) of ``structure``."""
         for v in address:
-            a, children = structure  # type: ignore[misc]
+            a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
             rows = rows[self.codes[rows, a] == v]
             structure = children[v]
         return rows
@@ -606,7 +606,7 @@ class _Chain:
 
     def _draw_log_q(self, structure: Structure, avail: tuple[int, ...]) -> float:
         """log-probability that `_random` builds ``structure`` below its root (the root's choice excluded)."""
-        a, children = structure  # type: ignore[misc]
+        a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
         rest = _without(avail, a)
         return sum(-math.log(len(rest)) + self._draw_log_q(c, rest) for c in children if c is not None)
 
@@ -629,7 +629,7 @@ class _Chain:
     def _replace(structure: Structure, address: tuple[int, ...], new: Structure) -> Structure:
         if not address:
             return new
-        a, children = structure  # type: ignore[misc]
+        a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
         v = address[0]
         return a, children[:v] + (_Chain._replace(children[v], address[1:], new),) + children[v + 1:]
 
@@ -639,8 +639,8 @@ class _Chain:
         address, av = movable[int(self.rng.integers(len(movable)))]
         old = self.state
         for v in address:
-            old = old[1][v]  # type: ignore[index]
-        choices = _without(av, old[0])  # type: ignore[index]
+            old = old[1][v]  # type: ignore[index]  # an address runs through inner nodes only
+        choices = _without(av, old[0])  # type: ignore[index]  # a movable address names an inner node
         a = choices[int(self.rng.integers(len(choices)))]
         rest = _without(av, a)
         built = [self._random(rest, self.k - len(address) - 1) for _ in range(int(self.data.arity[a]))]
@@ -868,6 +868,7 @@ class DPEA:
             i = len(nodes)
             nodes.append(Node(0, 0.0, 0.0))  # statistics are set below (leaves) or by `rebuild` (inner nodes)
             if parent >= 0:
+                # the ignore below: a node with a parent has its edge's constraint
                 nodes[parent].edges.append(Edge(constraint, i))  # type: ignore[arg-type]
             if node is None:
                 leaf_of[rows] = len(leaves)

@@ -100,6 +100,7 @@ def _candidates(edges: list[Edge], b: int) -> list[int]:
     """
     if isinstance(edges[b].constraint, CategorySet):
         return [j for j in range(len(edges)) if j != b]
+    # the ignore below: not a CategorySet: Intervals
     order = sorted(range(len(edges)), key=lambda j: edges[j].constraint.low)  # type: ignore[union-attr]
     at = order.index(b)
     return [order[j] for j in (at - 1, at + 1) if 0 <= j < len(order)]

@@ -70,6 +70,7 @@ class Training:
         Raises ValueError for a value out of its range, or an option set for a learner other than ``admissible``.
         """
         params: dict[str, Any] = {"min_samples_leaf": self.min_samples_leaf,
+                                  # the ignore below: admissible() holds its keywords
                                   **admissible_params(self.learner, **self.admissible())}  # type: ignore[arg-type]
         if self.max_depth is not None:
             params["max_depth"] = self.max_depth
