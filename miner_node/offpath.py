@@ -203,8 +203,8 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
         return None
     edges[-1] = domain[1]
     # overlap of each path's interval with each segment, as a share of the interval's length
-    overlap = np.clip(np.minimum(highs[:, None], edges[None, 1:]) - np.maximum(lows[:, None], edges[None, :-1]), 0,
-                      None)
+    overlap = np.clip(np.minimum(highs[:, None], edges[None, 1:]) - np.maximum(lows[:, None], edges[None, :-1]),
+                      0, None)
     length = highs - lows
     share = np.where(length[:, None] > 0, overlap / np.where(length > 0, length, 1.0)[:, None],
                      (edges[None, :-1] == lows[:, None]).astype(np.float64))

@@ -358,9 +358,8 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, se
     if record is not None and record.audit_checks is not None and not declined:
         if prior is not None:  # the mechanism's accounting at the trees' share, as it stated it
             tree_claim = tree_requirement(requirement, prior)
-            checks += record.audit_checks(trees, replace(report, parameters={**report.parameters,
-                                                                             "epsilon": tree_claim.epsilon}),
-                                          tree_claim)
+            checks += record.audit_checks(
+                trees, replace(report, parameters={**report.parameters, "epsilon": tree_claim.epsilon}), tree_claim)
         else:
             checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,

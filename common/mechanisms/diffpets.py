@@ -772,6 +772,5 @@ def regression_audit_checks(forest: RegressionForest, report: PrivacyReport, req
     same = stated == target.to_dict()
     bounds = Check("target bounds are the schema's public bounds", same,
                    f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]"
-                   if same
-                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
+                   if same else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
     return [budget, post, grid, bounds]

@@ -84,8 +84,8 @@ def _drafted_attributes(schema: Schema | RegressionSchema,
         attributes.append({"name": attr.name, "type": "numeric", "low": low, "high": high,
                            **({"integer": True} if whole else {})})
         notes.append(f"{attr.name}: data range [{_number(attr.low)}, {_number(attr.high)}] rounded outward to "
-                     f"[{_number(low)}, {_number(high)}]" + ("; integer: every value is a whole number" if whole
-                                                             else ""))
+                     f"[{_number(low)}, {_number(high)}]"
+                     + ("; integer: every value is a whole number" if whole else ""))
     return attributes, notes
 
 

@@ -162,9 +162,8 @@ def cmd_study_wait(args: argparse.Namespace) -> int:
                 log_line(summary(status))
 
         status = follow(stub, args.id, config.miner, timeout=args.timeout, on_change=changed,
-                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False, soft_wrap=True)
-                        if live
-                        else log_line(text))
+                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False,
+                                                        soft_wrap=True) if live else log_line(text))
     _final_outcome(status)
     if args.json:
         print(json.dumps(status_dict(status), indent=2))
