@@ -30,6 +30,8 @@ from modelshare.common.mechanisms.release import release as release_model
 from modelshare.miner_node.pgen import pgen_regression
 from modelshare.miner_node.tasks import pseudo_data
 from modelshare.owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS
+from modelshare.owner_node.status import STATUS_FILE, STATUS_FORMAT
+from modelshare.provision import issue_throwaway_federation
 from tests.federation_helpers import REGRESSION_SCHEMA, regression_rows
 
 # Commands that run until stopped and report nothing: the only ones without --json.
@@ -186,6 +188,17 @@ def test_a_command_that_fails_after_starting_exits_1_with_its_hints(capsys, monk
 def test_owner_status_reports_an_unusable_config_as_json(tmp_path, capsys):
     assert main(["owner", "status", "--config", str(tmp_path / "missing.toml"), "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["error"]["type"] == "OwnerConfigError"
+
+
+def test_owner_status_reads_a_status_file_whose_gave_up_is_not_a_table(tmp_path, capsys):
+    """A hand-edited or foreign status file with a list for ``gave_up`` is reported, not an AttributeError."""
+    kit = issue_throwaway_federation(tmp_path, owners=["site-a"], address="localhost:1",
+                                     owner_data={"site-a": (str(tmp_path / "rows.csv"), "class")})["site-a"]
+    (kit / "state").mkdir(exist_ok=True)
+    (kit / "state" / STATUS_FILE).write_text(json.dumps({"format": STATUS_FORMAT, "state": "polling",
+                                                          "gave_up": ["s1"]}))
+    assert main(["owner", "status", "--config", str(kit / "owner.toml")]) in (0, 1)
+    assert "site-a: " in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ deprecated spellings
