@@ -23,7 +23,8 @@ model, and a condition fails there), the best BASIS model, the best model of the
 federation, the majority class and the bound; `done_conditions` checks issue 33's two conditions on
 them, and beside the dp condition `order_risk`: the least chance that any study at that epsilon names the wrong
 one of the training part's two largest classes, on the table or on a neighbour of it (a proof, not a
-measurement), which says how far a dp floor can be held to the majority class at all. Tables run one after another and the files in ``--out`` are rewritten after each, so an
+measurement), which says how far a dp floor can be held to the majority class at all. Tables run one after another and
+the files in ``--out`` are rewritten after each, so an
 interrupted run keeps every finished table; ``--merge`` writes the one table of several runs' folders.
 """
 
@@ -71,7 +72,8 @@ QUICK_OWNERS = (5,)
 QUICK_FOLDS = 3
 SHORT = {"decision-tree": "tree", "naive-bayes": "NB", "gradient-boosting": "GB", "random-forest": "RF"}
 K_TARGET = ("k-anonymity:k=10", 5, 0.05, 0.02)
-"""Issue 33: under k-anonymity k=10 at 5 owners, within 5 points of the no-privacy federation on every table, 2 on the median."""
+"""Issue 33: under k-anonymity k=10 at 5 owners, within 5 points
+of the no-privacy federation on every table, 2 on the median."""
 DP_TARGETS = ("dp:epsilon=0.1", "dp:epsilon=1")
 
 
@@ -95,7 +97,8 @@ def _trees(mechanism: str) -> int:
 
 
 def requirement_item(text: str) -> str:
-    """One ``--requirements`` item, checked: a path requirement, a dps mechanism's name, ``dp:epsilon=E`` or ``none``."""
+    """One ``--requirements`` item, checked: a path requirement,
+    a dps mechanism's name, ``dp:epsilon=E`` or ``none``."""
     if text == NONE or (text in registry.names() and registry.get(text).family == "dps"):
         return text
     if match := re.fullmatch(r"dp:epsilon=([0-9.eE+-]+)", text):
@@ -157,7 +160,7 @@ def pipeline_config(setting: Setting, owners: int, suite: SuiteSettings) -> Pipe
         n_sources=owners, folds=suite.folds, repeats=suite.repeats, learner=learner,
         learner_params={} if record.whole_release else Training(learner=learner).learner_params(),
         mechanism=setting.mechanism, requirement=setting.requirement,
-        disclosure=resolve_disclosure(setting.mechanism, setting.disclosure),  # type: ignore[arg-type]
+        disclosure=resolve_disclosure(setting.mechanism, setting.disclosure),
         global_models=suite.global_models,
         model_settings={m: DEFAULT_MODES.get(m, "fixed") for m in suite.global_models},
         methods=("BASIS", "PGEN"), random_state=suite.seed,
@@ -212,7 +215,8 @@ def _run(context: tuple[str, Schema, np.ndarray, np.ndarray, SuiteSettings], tas
     seconds = time.perf_counter() - started
     return [{"table": name, "setting": task.setting.label, "requirement": task.setting.item,
              "mechanism": task.setting.mechanism, "owners": task.owners, "repeat": task.repeat, "fold": task.fold,
-             **record, "majority": majority, "bound": bound, "order_risk": risk, "seconds": seconds} for record in found]
+             **record, "majority": majority, "bound": bound, "order_risk": risk, "seconds": seconds}
+            for record in found]
 
 
 def run_table(name: str, schema: Schema, X: np.ndarray, y: np.ndarray, suite: SuiteSettings, *,
@@ -242,7 +246,8 @@ def _rank(item: str) -> tuple[int, float]:
 
 
 def summarize_suite(raw: pd.DataFrame) -> pd.DataFrame:
-    """One row per (table, release, owners): best model, best BASIS, the no-privacy federation's best, majority, bound."""
+    """One row per (table, release, owners): best model, best
+    BASIS, the no-privacy federation's best, majority, bound."""
     rows = []
     keys = ["table", "setting", "requirement", "mechanism", "owners"]
     for (table, setting, item, mechanism, owners), frame in raw.groupby(keys, sort=False):
@@ -317,7 +322,8 @@ def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: s
              "| table | release | owners | best model | BASIS | no privacy | majority | (c,l) bound | released trees |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary[summary["setting"] != NONE].itertuples(index=False):
-        lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
+        lines.append(f"| {r.table} | {r.setting} | {r.owners} | "
+                     f"{_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
                      f"{_acc(r.basis, r.basis_model)} | {_acc(r.none, r.none_model)} | {_acc(r.majority)} | "
                      f"{_acc(r.bound)} | {r.owners_released:.1f}/{r.owners} |")
     lines += ["", "| condition | table | value | holds | least chance an eps-DP study names the wrong majority |",
@@ -340,7 +346,8 @@ def _show(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], folds: str) -
     for c in checks:
         held = "not run" if c["holds"] is None else ("holds" if c["holds"] else "FAILS")
         risk = c.get("order_risk", float("nan"))
-        note = "" if risk is None or np.isnan(risk) else f" (any eps-DP study names the wrong majority with chance >= {risk:.3f} on it or a neighbour)"
+        note = ("" if risk is None or np.isnan(risk) else
+                f" (any eps-DP study names the wrong majority with chance >= {risk:.3f} on it or a neighbour)")
         out.print(f"{c['condition']}: {c['table']} {c['value']:+.3f} {held}{note}", highlight=False)
 
 

@@ -94,7 +94,8 @@ def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) ->
     for i, tree in enumerate(trees):
         if tree.disclosure != wanted:
             which = "the tree" if len(trees) == 1 else f"tree {i}"
-            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
+            raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
     try:
         result = audit(model.released, report)
     except (ArithmeticError, ValueError) as exc:  # numbers of a hostile report the auditor cannot compute with
@@ -199,8 +200,8 @@ class ModelVerifier:
 
     Workers are spawned (not forked: the miner is multi-threaded and gRPC does not survive a fork)
     by `start` or on first use; `start_in_background` lets the miner serve while they start, and until
-    the first is ready a model is verified on the calling thread. A caller takes an idle worker, sends it the request over its pipe
-    and waits for the verdict, with no broker thread in between; a worker that dies or overruns
+    the first is ready a model is verified on the calling thread. A caller takes an idle worker, sends it the request
+    over its pipe and waits for the verdict, with no broker thread in between; a worker that dies or overruns
     the call's deadline is replaced.
     """
 

@@ -1,15 +1,15 @@
 """A fork server for `modelshare simulate`'s parties: the miner's and the owners' code imported once, each party forked.
 
 ``python -m modelshare.forkserver`` imports what ``modelshare miner serve`` and ``modelshare owner serve``
-import (their commands' modules, the learners, the mining code), then forks one process per request
-of its parent. Each fork is a party of its own: a new session, its own address space, stdin from
-/dev/null, stdout and stderr to its log, and it runs `modelshare.cli.main` on its arguments and exits
-with its status as ``python -m modelshare.cli ARGS`` does; its ``atexit`` handlers run, but not the
-interpreter's teardown of its modules (`_leave`). The server holds no config, key, socket, gRPC channel or thread of its own when it forks, so
-each party reads its own config, keys, TLS identity and store, as a separately started process does;
-what the parties share is the imported code (copy-on-write pages), which every interpreter started
-from the same installation loads anyway. Only the start-up (interpreter and imports, about 1.5 s of CPU
-per party) is paid once instead of once per party.
+import (their commands' modules, the learners, the mining code), then forks one process per request of its
+parent. Each fork is a party of its own: a new session, its own address space, stdin from /dev/null, stdout and
+stderr to its log, and it runs `modelshare.cli.main` on its arguments and exits with its status as ``python -m
+modelshare.cli ARGS`` does; its ``atexit`` handlers run, but not the interpreter's teardown of its modules
+(`_leave`). The server holds no config, key, socket, gRPC channel or thread of its own when it forks, so each
+party reads its own config, keys, TLS identity and store, as a separately started process does; what the parties
+share is the imported code (copy-on-write pages), which every interpreter started from the same installation
+loads anyway. Only the start-up (interpreter and imports, about 1.5 s of CPU per party) is paid once instead of
+once per party.
 
 Protocol (JSON lines on the server's stdin and stdout): the server says ``{"ready": true}`` once it has
 imported; ``{"start": ARGS, "log": PATH}`` forks a party and is answered ``{"started": PID}``;
@@ -154,7 +154,8 @@ def _become_party(args: list[str], log: str) -> int:
 
 
 def _leave(status: int) -> NoReturn:
-    """End a party (or the server): flush its output, run its ``atexit`` handlers (logging's flush among them), then `os._exit`.
+    """End a party (or the server): flush its output, run its ``atexit`` handlers (logging's flush among them), then
+    `os._exit`.
 
     What is skipped is the interpreter's teardown of every imported module, about 0.7 s of CPU per party
     on this code base, which a forked process (like `multiprocessing`'s forked children) does not owe.
@@ -279,7 +280,8 @@ class ForkServer:
             if not self._changed.wait_for(lambda: pid in self._exits or self._ended, timeout):
                 raise subprocess.TimeoutExpired(f"party {pid}", timeout or 0.0)
             if pid not in self._exits:
-                raise ForkServerError(f"the fork server ended before party {pid} did; its log ends with:\n{self._tail()}")
+                raise ForkServerError(f"the fork server ended before party {pid} did; its log ends with:\n"
+                                      f"{self._tail()}")
             return self._exits[pid]
 
     def signal(self, pid: int, number: int) -> None:

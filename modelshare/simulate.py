@@ -103,6 +103,7 @@ from modelshare.common.data.task import (
     task_of,
 )
 from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.serde import parameter_from_pb, study_to_pb
 from modelshare.common.federation.study import load_study_file
 from modelshare.common.federation.wire import tree_from_pb
@@ -118,6 +119,7 @@ from modelshare.common.study import Study
 from modelshare.common.trees.learners import admissible_params
 from modelshare.common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from modelshare.common.trees.readable import grouped
+from modelshare.common.trees.tree import Disclosure
 from modelshare.forkserver import Forked, ForkServer, ForkServerError
 from modelshare.legend import legend_lines, pseudo_data_name
 from modelshare.miner_node.config import ENGINES
@@ -158,7 +160,7 @@ class Party:
     """A started process: its name, handle (spawned, or forked by the fork server) and log file."""
 
     name: str
-    process: subprocess.Popen | Forked
+    process: subprocess.Popen[bytes] | Forked
     log: Path
 
     def tail(self, lines: int = 15) -> str:
@@ -396,7 +398,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     study = load_study_file(root / "study.toml").study  # checked before any process starts
-    policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
+    policy: dict[str, Any] = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     parsed = None if requirement is None else parse_requirement(requirement)
     if isinstance(parsed, CLDiversity) and parsed.per_leaf:  # the user asked for the per-leaf promise
         policy["per_leaf_diversity"] = True
@@ -407,7 +409,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
-def _table_hints(schema: Schema, data: Mapping[str, Any], disclosure: str) -> list[str]:
+def _table_hints(schema: Schema | RegressionSchema, data: Mapping[str, Any], disclosure: Disclosure) -> list[str]:
     """`simulate_hints.whole_table_hints` for the owners' tables `prepare` dealt (none for a regression study)."""
     if isinstance(schema, RegressionSchema):
         return []
@@ -477,7 +479,7 @@ def _failure(status: fpb.StudyStatus) -> str:
     return "; ".join([study_headline(data), *refused])
 
 
-def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
+def _wait_study(stub: fgrpc.StudyAdminStub, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
     """The study's final status; a progress bar on a terminal, else one line per change (`progress_step`)."""
     deadline = time.monotonic() + timeout
     seen: tuple[str, int] | None = None
@@ -577,7 +579,7 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
         made = train_and_release("none", schema, data["X_train"][rows], data["y_train"][rows], requirement=None,
                                  disclosure="counts", learner=args.learner, learner_params=limits,
                                  max_depth=args.max_depth, seed=args.seed % (2**32))
-        releases.append((made.release.trees, None))
+        releases.append((made.release.classification_trees, None))
     return build_release_model(name, releases)
 
 
