@@ -27,7 +27,7 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
-__all__ = ["DENSE_CODES", "Binned", "CellCoder", "NodeTables", "bin_cells", "bin_rows", "index_dtype", "tuple_ids"]
+__all__ = ["DENSE_CODES", "Binned", "CellCoder", "NodeTables", "bin_cells", "bin_rows", "dense_ids", "index_dtype", "tuple_ids"]
 
 _SHORT_RANGE = 1 << 16
 """A whole-number column spanning at most this many values is coded by offset (no sort)."""
@@ -247,6 +247,26 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     return coder.binned()
 
 
+def dense_ids(keys: np.ndarray) -> np.ndarray:
+    """Per key: the rank of its value among the distinct values of ``keys`` (``np.unique``'s inverse), in `index_dtype`.
+
+    One argsort and one sorted copy of ``keys``; ``np.unique(..., return_inverse=True)`` holds about three
+    more int64 arrays of their length at once, which at 10^7 rows is most of the (c,l) grower's peak.
+    """
+    n = keys.shape[0]
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(n, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    del ordered
+    ranks = np.cumsum(new, dtype=index_dtype(n))
+    ranks -= 1
+    ids = np.empty(n, dtype=ranks.dtype)
+    ids[order] = ranks
+    return ids
+
+
 def tuple_ids(binned: Binned, exclude: int) -> np.ndarray:
     """Per row: an id of its codes on every attribute but ``exclude`` (equal ids, equal codes), in `index_dtype`."""
     n = binned.n_rows
@@ -256,8 +276,9 @@ def tuple_ids(binned: Binned, exclude: int) -> np.ndarray:
             continue
         size = binned.size(j)
         if bound * size >= 1 << 62:
-            ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            ids = dense_ids(ids).astype(np.int64)
             bound = int(ids.max()) + 1
-        ids = ids * size + binned.codes(j, slice(None))
+        ids *= size
+        ids += binned.codes(j, slice(None))
         bound *= size
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(index_dtype(n))
+    return dense_ids(ids)
