@@ -4,8 +4,8 @@ The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundl
 ``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard
 deviation, rounded and clipped to the schema's public range; categories and classes are kept. Per size,
 each case runs in a fresh child process that generates the rows column by column, each column kept in the
-smallest dtype holding its values exactly (the table as a file holds it, about 21 bytes a row, not as 112 bytes
-of float64), then is timed from the local learner's fit to the released tree
+smallest dtype holding its values exactly (the table as a file holds it: 21 bytes a row of Adult's attributes,
+not 112 bytes of float64), then is timed from the local learner's fit to the released tree
 (`modelshare.common.mechanisms.release.release`). The learner is fed the encoded rows as float64 chunks of
 `CHUNK_ROWS` rows (`OnPublicCuts.fit_chunks`, as a chunked reader of the file would), so it holds only their
 public-cell codes, never the float table:
