@@ -53,6 +53,8 @@ from modelshare.common.mechanisms.release import default_learner
 from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
 from modelshare.common.study import Training
+from modelshare.common.trees.learners import LEARNER_NAMES
+from modelshare.common.trees.tree import DISCLOSURES
 from modelshare.miner_node.global_models import CLASSIFICATION_MODELS
 from modelshare.miner_node.selection import DEFAULT_MODES
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
@@ -81,6 +83,8 @@ class Setting:
     item: str
     mechanism: str
     requirement: str | None
+    learner: str | None = None  # a path release's owners' learner; None: the mechanism's default
+    disclosure: str | None = None  # a path release's disclosure; None: the mechanism's default
 
 
 def _trees(mechanism: str) -> int:
@@ -114,8 +118,13 @@ def _requirement_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
-def settings_for(item: str, dp_mechanisms: Sequence[str]) -> list[Setting]:
-    """The releases one ``--requirements`` item stands for (several for ``dp:epsilon=E``: one per dp mechanism)."""
+def settings_for(item: str, dp_mechanisms: Sequence[str], *, learner: str | None = None,
+                 disclosure: str | None = None) -> list[Setting]:
+    """The releases one ``--requirements`` item stands for (several for ``dp:epsilon=E``: one per dp mechanism).
+
+    ``learner`` and ``disclosure`` replace the defaults of a path release (``k-anonymity``, ``cl-diversity``) and
+    are named in its label; the other releases keep their own.
+    """
     item = requirement_item(item)
     if item == NONE:
         return [Setting(NONE, NONE, NONE, None)]
@@ -124,7 +133,8 @@ def settings_for(item: str, dp_mechanisms: Sequence[str]) -> list[Setting]:
         return [Setting(f"{item} {requirement}", item, item, requirement)]
     if item.startswith("dp:"):
         return [Setting(f"{m} {item},trees={_trees(m)}", item, m, f"{item},trees={_trees(m)}") for m in dp_mechanisms]
-    return [Setting(f"{DEFAULT_MECHANISM} {item}", item, DEFAULT_MECHANISM, item)]
+    named = "".join(f" {key}={value}" for key, value in (("learner", learner), ("disclosure", disclosure)) if value)
+    return [Setting(f"{DEFAULT_MECHANISM} {item}{named}", item, DEFAULT_MECHANISM, item, learner, disclosure)]
 
 
 @dataclass(frozen=True)
@@ -142,12 +152,12 @@ class SuiteSettings:
 def pipeline_config(setting: Setting, owners: int, suite: SuiteSettings) -> PipelineConfig:
     """The study `simulate` runs with its defaults for this release, as the in-process pipeline's settings."""
     record = registry.get(setting.mechanism)
-    learner = default_learner(setting.mechanism)
+    learner = setting.learner or default_learner(setting.mechanism)
     return PipelineConfig(
         n_sources=owners, folds=suite.folds, repeats=suite.repeats, learner=learner,
         learner_params={} if record.whole_release else Training(learner=learner).learner_params(),
         mechanism=setting.mechanism, requirement=setting.requirement,
-        disclosure=resolve_disclosure(setting.mechanism, None),  # type: ignore[arg-type]
+        disclosure=resolve_disclosure(setting.mechanism, setting.disclosure),  # type: ignore[arg-type]
         global_models=suite.global_models,
         model_settings={m: DEFAULT_MODES.get(m, "fixed") for m in suite.global_models},
         methods=("BASIS", "PGEN"), random_state=suite.seed,
@@ -346,7 +356,8 @@ def command_line(args: argparse.Namespace) -> str:
     return (f"modelshare experiment suite --tables {' '.join(args.tables)} --owners {' '.join(map(str, args.owners))} "
             f"--requirements {' '.join(args.requirements)} --dp-mechanisms {' '.join(args.dp_mechanisms)} "
             f"--global-models {' '.join(args.global_models)} --folds {args.folds} --repeats {args.repeats} "
-            f"--seed {args.seed}")
+            f"--seed {args.seed}" + "".join(f" --{flag} {value}" for flag, value in
+                                            (("learner", args.learner), ("disclosure", args.disclosure)) if value))
 
 
 def document(settings: dict[str, Any], raw: pd.DataFrame, summary: pd.DataFrame,
@@ -416,7 +427,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     if args.quick:
         args.owners, args.folds = QUICK_OWNERS, QUICK_FOLDS
     settings = tuple(s for item in dict.fromkeys([NONE, *args.requirements])
-                     for s in settings_for(item, args.dp_mechanisms))
+                     for s in settings_for(item, args.dp_mechanisms, learner=args.learner, disclosure=args.disclosure))
     suite = SuiteSettings(tuple(args.owners), settings, tuple(args.global_models), folds=args.folds,
                           repeats=args.repeats, seed=args.seed)
     for n in suite.owners:
@@ -466,6 +477,12 @@ def configure(p: argparse.ArgumentParser) -> None:
                         f"depth (default {' '.join(DEFAULT_DP_MECHANISMS)})")
     add_global_models(p, choices=CLASSIFICATION_MODELS, default=tuple(DEFAULT_MODELS["classification"]),
                       help="global models (simulate's default), set as a study without [global_models] sets them")
+    p.add_argument("--learner", choices=LEARNER_NAMES, default=None,
+                   help="the owners' learner of the k-anonymity and cl-diversity releases (default: the mechanism's, "
+                        "admissible); named in their rows. The no-privacy federation keeps its own default")
+    p.add_argument("--disclosure", choices=DISCLOSURES, default=None,
+                   help="what the k-anonymity and cl-diversity releases disclose per leaf (default: the mechanism's, "
+                        "hit_miss); named in their rows")
     p.add_argument("--quick", action="store_true",
                    help=f"the owner count issue 33's conditions read, {' '.join(map(str, QUICK_OWNERS))}, and "
                         f"{QUICK_FOLDS} folds (replaces --owners and --folds)")

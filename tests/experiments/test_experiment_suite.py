@@ -140,3 +140,17 @@ def test_order_risk_is_the_group_privacy_bound_and_a_laplace_histogram_does_not_
         if wrong >= risk:
             return
     pytest.fail("a Laplace histogram named the right majority on both tables more often than eps-DP allows")
+
+
+def test_a_path_release_can_name_its_learner_and_disclosure_and_the_others_keep_theirs():
+    [path] = settings_for("k-anonymity:k=10", ("dpea-nb",), learner="cart", disclosure="counts")
+    assert path.label == "apt k-anonymity:k=10 learner=cart disclosure=counts"
+    from experiments.suite import SuiteSettings, pipeline_config
+
+    suite = SuiteSettings((5,), (path,), ("decision-tree",), folds=3)
+    config = pipeline_config(path, 5, suite)
+    assert (config.learner, config.disclosure) == ("cart", "counts")
+    [plain] = settings_for("k-anonymity:k=10", ("dpea-nb",))
+    assert (pipeline_config(plain, 5, suite).learner, pipeline_config(plain, 5, suite).disclosure) == ("admissible", "hit_miss")
+    [dp] = settings_for("dp:epsilon=1", ("dpea-nb",), learner="cart", disclosure="counts")
+    assert dp.learner is None and dp.disclosure is None
