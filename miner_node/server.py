@@ -108,6 +108,7 @@ class RunningMiner:
             self.dashboard.stop()
         self.loop.run(self.server.stop(grace))
         self.coordinator.stop()
+        self.exchange.close()
         self.exchange.verifier.close()
         self.store.close()
         self.loop.close()
