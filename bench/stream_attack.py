@@ -4,11 +4,12 @@ Ten owners open ``--streams`` SubmitChunks streams in all, each on a channel of 
 declaring ``--mib`` MiB of bytes that are no envelope and carrying a wrong digest (the pieces are built once,
 before the attack: every stream sends the same bytes). A stream the miner refuses for its per-owner or total
 limits (RESOURCE_EXHAUSTED) is sent again 0.1 s later, so every one of them is put back together and refused for its
-digest in the end. Meanwhile an honest owner in its own process, on one channel it keeps open as its daemon
-does, sends a signed model with ``Submit`` (acknowledged as a duplicate after the first) every ``--interval-ms``
-whether the previous one was answered or not, so a stall is counted by every Submit it delays, not by one; the
-latencies of those sent during the attack give its p50 and p99 (with fewer than `MIN_SAMPLES` of them the bench
-says so instead of a p99). The miner's RSS (``VmRSS``) is read idle, at its peak during the attack, and five
+digest in the end (each attacker's channel has gRPC's default connection timeout). Meanwhile an honest owner in
+its own process, on one channel it keeps open as its daemon does, sends a signed model with ``Submit``
+(acknowledged as a duplicate after the first) one after the other, as its daemon does, or with ``--interval-ms``
+one every so many milliseconds whether the previous one was answered or not (then a stall is counted by every
+Submit it delays, and the miner must also keep up with that rate); the latencies of those sent during the attack
+give its p50 and p99 (with fewer than `MIN_SAMPLES` of them the bench says so instead of a p99). The miner's RSS (``VmRSS``) is read idle, at its peak during the attack, and five
 seconds after the last hostile stream ended, with no collection forced; the CPU seconds the miner and the
 attacker used during the attack are read too. Results go to bench/RESULTS.md with the load before and after.
 """
@@ -32,7 +33,9 @@ import numpy as np  # noqa: E402
 from results_file import machine, write_section  # noqa: E402
 
 from modelshare.common.federation.chunks import envelope_chunks  # noqa: E402
+from modelshare.common.federation.kit import TlsFiles  # noqa: E402
 from modelshare.common.federation.pb import federation_pb2 as fpb  # noqa: E402
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc  # noqa: E402
 from tests.conftest import _encoded  # noqa: E402
 from tests.federation_helpers import deal, make_federation, signed_model, study_spec  # noqa: E402
 
@@ -96,7 +99,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--mib", type=int, default=8)
-    parser.add_argument("--interval-ms", type=float, default=20.0, help="between the honest owner's Submits")
+    parser.add_argument("--interval-ms", type=float, default=0.0,
+                        help="send the honest owner's Submits this often, answered or not (0: one after the other)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     owners = [f"site-{i}" for i in range(10)]
@@ -120,17 +124,23 @@ def main() -> None:
             pieces = list(envelope_chunks(junk, "s1", 1 * MiB))
             pieces[0].sha256 = bytes(32)
             outcomes: list[str] = []
-            limited: list[str] = []  # the owners refused for the buffer limits, once per refusal (each sent again)
+            limited: list[str] = []  # the streams refused for the limits or not connected, once each time (sent again)
 
             def hostile(owner: str) -> None:
-                stub = fed.stub(owner)
+                # a channel of its own, with gRPC's default connection timeout (an owner's `dial_miner` gives up on
+                # a handshake after half a second, which a loaded miner can take: the attacker would wait longer)
+                channel = grpc.secure_channel(fed.address, TlsFiles.in_kit(fed.kits[owner]).channel_credentials(),
+                                              options=[("grpc.ssl_target_name_override", "miner"),
+                                                       ("grpc.max_send_message_length", 4 * MiB)])
+                fed.channels.append(channel)
+                stub = fgrpc.OwnerExchangeStub(channel)
                 while True:
                     try:
                         stub.SubmitChunks(iter(pieces), timeout=120)
                         outcomes.append("OK")
                     except grpc.RpcError as exc:
-                        if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                            limited.append(owner)
+                        if exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+                            limited.append(exc.code().name)
                             time.sleep(0.1)
                             continue
                         outcomes.append(exc.code().name)
@@ -160,13 +170,13 @@ def main() -> None:
     p50, p99, slowest = (float(np.percentile(latencies, q)) * 1000 for q in (50, 99, 100))
     enough = len(latencies) >= MIN_SAMPLES
     body = (f"{HEADING}\n\n`python bench/stream_attack.py --streams {args.streams} --mib {args.mib}"
-            f"{'' if args.interval_ms == 20 else f' --interval-ms {args.interval_ms:g}'}`; {machine()}. Load average "
+            f"{f' --interval-ms {args.interval_ms:g}' if args.interval_ms else ''}`; {machine()}. Load average "
             f"before {', '.join(f'{x:.2f}' for x in load_before)}, after {', '.join(f'{x:.2f}' for x in load_after)}. "
             f"{args.streams} digest-broken streams of {args.mib} MiB from 10 owners at once against `modelshare miner "
-            f"serve` (default limits), each sent again 0.1 s after a refusal for the buffer limits "
-            f"({len(limited)} such refusals); how they ended: {counts}. The attack lasted {ended - began:.1f} s, in which "
-            f"the miner used {miner_cpu:.1f} CPU seconds and the attacker {own_cpu:.1f}. The honest owner sent a Submit "
-            f"every {args.interval_ms:g} ms from its own process.\n\n"
+            f"serve` (default limits), each sent again 0.1 s after a refusal for the limits or a failed connection "
+            f"({ {k: limited.count(k) for k in sorted(set(limited))} }); how they ended: {counts}. The attack lasted {ended - began:.1f} s, in which "
+            f"the miner used {miner_cpu:.1f} CPU seconds and the attacker {own_cpu:.1f}. The honest owner sent its Submits "
+            f"{f'every {args.interval_ms:g} ms' if args.interval_ms else 'one after the other'} from its own process.\n\n"
             "| miner RSS idle | peak during attack | 5 s after (no forced gc) | after / idle | honest Submits | p50 | p99 | slowest |\n"
             "|---|---|---|---|---|---|---|---|\n"
             f"| {idle / MiB:.0f} MiB | {peak / MiB:.0f} MiB | {after / MiB:.0f} MiB | {after / idle:.2f}x | "

@@ -252,7 +252,7 @@ def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared(
     calls: list[int] = []
 
     async def scenario() -> list[int]:
-        heap = HeapTrim(trim=lambda: calls.append(1), delay=0.01)
+        heap = HeapTrim(trim=lambda: calls.append(1), delays=(0.01,))
         heap.after_stream(TRIM_FROM_BYTES - 1)
         assert not heap._pending
         heap.after_stream(TRIM_FROM_BYTES)
