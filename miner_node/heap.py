@@ -10,9 +10,10 @@ reads and flow control) until it is closed; the server closes a connection with 
 `IDLE_CONNECTION_SECONDS` (`modelshare.miner_node.server`). `HeapTrim.after_stream` therefore schedules one
 ``malloc_trim(0)`` on a worker thread `TRIM_DELAY_SECONDS` after a stream that reserved at least
 `TRIM_FROM_BYTES` ended, however it ended, and one more `2 * IDLE_CONNECTION_SECONDS` after it, when its
-connection, if left idle, has been closed (the server's idle close is a GOAWAY, which the client answers by closing
-the connection, and only then are its buffers freed); streams ending meanwhile share those trims. On a C library without ``malloc_trim`` (musl, macOS) it does
-nothing. It reads and changes no data: it only returns pages the allocator holds free.
+connection, if left idle, has been closed (the server's idle close is a GOAWAY, which the client answers by
+closing the connection; only then are its buffers freed); streams ending meanwhile share those trims. On a C
+library without ``malloc_trim`` (musl, macOS) it does nothing. It reads and changes no data: it only returns
+pages the allocator holds free.
 """
 
 from __future__ import annotations
