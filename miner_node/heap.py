@@ -11,7 +11,8 @@ reads and flow control) until it is closed; the server closes a connection with 
 ``malloc_trim(0)`` on a worker thread `TRIM_DELAY_SECONDS` after a stream that reserved at least
 `TRIM_FROM_BYTES` ended, however it ended, and one more `2 * IDLE_CONNECTION_SECONDS` after it, when its
 connection, if left idle, has been closed (the server's idle close is a GOAWAY, which the client answers by
-closing the connection; only then are its buffers freed); streams ending meanwhile share those trims. On a C
+closing the connection; only then are its buffers freed); streams ending meanwhile share those trims, and a trim
+is followed by one more when a stream ended less than its delay before it. On a C
 library without ``malloc_trim`` (musl, macOS) it does nothing. It reads and changes no data: it only returns
 pages the allocator holds free.
 """
@@ -62,11 +63,12 @@ class HeapTrim:
         self._trim = trim
         self._delays = delays
         self._pending: set[float] = set()  # the delays with a trim scheduled
+        self._last_end = float("-inf")  # when the last large stream ended (event-loop time)
         self.trims = 0  # trims run so far (for tests and logs)
 
     def after_stream(self, reserved: int) -> None:
-        """A stream that had reserved ``reserved`` bytes ended; trim after each delay that has no trim pending, if it
-        was large.
+        """A stream that had reserved ``reserved`` bytes ended; if it was large, trim after each delay that has no
+        trim pending (a pending one is followed by another if it comes less than its delay after this stream).
 
         Called on the server's event loop; outside one (a test, a shutdown) it does nothing."""
         if self._trim is None or reserved < TRIM_FROM_BYTES:
@@ -75,14 +77,18 @@ class HeapTrim:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        self._last_end = loop.time()
         for delay in self._delays:
             if delay not in self._pending:
                 self._pending.add(delay)
                 loop.call_later(delay, self._start, loop, delay)
 
     def _start(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
-        self._pending.discard(delay)
         loop.run_in_executor(None, self._run)
+        if self._last_end + delay > loop.time():  # a stream ended since this trim was scheduled: trim after it too
+            loop.call_at(self._last_end + delay, self._start, loop, delay)
+        else:
+            self._pending.discard(delay)
 
     def _run(self) -> None:
         assert self._trim is not None
