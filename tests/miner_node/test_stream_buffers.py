@@ -322,3 +322,26 @@ def test_an_honest_owner_is_served_while_a_flood_of_streams_is_in_flight(crowded
     assert outcomes == ["INVALID_ARGUMENT"] * 12 + ["RESOURCE_EXHAUSTED"] * 6
     wait_until(lambda: not ledger.total_bytes, 30, "the streams' bytes to be given back")
     assert fed.miner.store.submitted_owners("crowd") == {"honest"}
+
+
+def test_the_last_large_stream_gets_a_trim_at_least_its_delay_after_it_ends():
+    """A stream ending while a trim is pending shares it, and the pending trim is then followed by one more, its delay
+    after that stream ended (so the last streams' buffers, freed late, are given back too)."""
+    import asyncio
+
+    from modelshare.miner_node.heap import TRIM_FROM_BYTES, HeapTrim
+
+    async def scenario() -> tuple[list[float], float]:
+        loop = asyncio.get_running_loop()
+        at: list[float] = []
+        heap = HeapTrim(trim=lambda: at.append(loop.time()), delays=(0.05,))
+        heap.after_stream(TRIM_FROM_BYTES)
+        await asyncio.sleep(0.02)
+        heap.after_stream(TRIM_FROM_BYTES)
+        last_end = loop.time()
+        while heap.trims < 2 or heap._pending:
+            await asyncio.sleep(0.005)
+        return at, last_end
+
+    at, last_end = asyncio.run(scenario())
+    assert len(at) == 2 and at[-1] >= last_end + 0.05
