@@ -8,14 +8,15 @@ payload is parsed); the signer is not revoked; an identical envelope already sto
 original ack back, whatever the study's state is by now (safe retries, even after a crash lost
 the first ack); the study exists, is open and invites the signer; the envelope is within the
 study's ``max_message_bytes`` (RESOURCE_EXHAUSTED, with both sizes); the schema fingerprint is the
-study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
+study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not
+submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
 (`modelshare.common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
 to the hash-chained audit log. No exception escapes a handler (`modelshare.miner_node.rpc.handler`): a bug answers
-INTERNAL and the server keeps serving. An envelope over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
-(`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
+INTERNAL and the server keeps serving. An envelope over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` arrives in
+pieces (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
 exactly the path above; what the miner buffers of such streams is bounded per owner and in total
 (`modelshare.miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
 buffer is let go when its call ends, however it ends.
@@ -108,7 +109,8 @@ async def _next_chunk(pieces: Pieces, index: int, timeout: float, what: str) -> 
         raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"the stream stalled waiting for {what}; cut off, nothing stored") from None
     if isinstance(chunk, UndecodableRequest):
-        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"piece {index} is not a valid {chunk.message_type}: {chunk.error}")
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"piece {index} is not a valid {chunk.message_type}: {chunk.error}")
     return chunk
 
 
@@ -165,11 +167,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         try:
             payload = verify_envelope(envelope, signer.signing_key)
         except SignatureError as exc:
-            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, f"{exc}; the envelope was altered or signed by another key") from None
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED,
+                            f"{exc}; the envelope was altered or signed by another key") from None
         if signer.revoked:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} was revoked at {signer.revoked_at}")
         if signer.role != "owner":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} is a {signer.role}; only owners submit")
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{signer.name!r} is a {signer.role}; only owners submit")
         return signer, payload
 
     # ---------------------------------------------------------- study checks
@@ -190,7 +194,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
         """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
-        says whether it is old (the owner re-signs it) or the owner's clock is off (`modelshare.common.federation.freshness`)."""
+        says whether it is old (the owner re-signs it) or the owner's clock is off
+        (`modelshare.common.federation.freshness`)."""
         late = staleness(timestamp_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
                          self.clock(), self.limits.timestamp_window_seconds)
         if late is not None:
@@ -202,7 +207,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"the nonce is {len(nonce)} bytes; every message carries {NONCE_BYTES} fresh random bytes")
         if self.store.nonce_seen(nonce):
-            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
+                            "this message's nonce was used before (a replay); nothing stored")
 
     # ------------------------------------------------------------------ RPCs
     @handler
@@ -227,7 +233,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                                     f"{party.name!r} has the role {party.role}; only owners submit")
                 owner = party.name if party is not None else f"peer {context.peer()}"
                 slot = held.enter_context(self.streams.open(owner))
-                held.callback(lambda: self.heap.after_stream(slot.reserved))  # runs before the slot gives its bytes back
+                # runs before the slot gives its bytes back
+                held.callback(lambda: self.heap.after_stream(slot.reserved))
                 envelope = await self._receive_envelope(request_iterator, slot, event)
             except Rejection as rej:
                 await self.offload(self._log_rejection, event, rej)
@@ -312,7 +319,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             self._log_rejection(event, rej)
             raise
 
-    def _submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext, event: dict[str, Any]) -> fpb.SubmitAck:
+    def _submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext,
+                event: dict[str, Any]) -> fpb.SubmitAck:
         signer, payload = self._signed_by_caller(request, context)
         event["owner"] = signer.name
         try:
@@ -332,11 +340,12 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             return self._ack(previous, duplicate=True)
         spec = self._open_study(message.study_id, signer.name)
         if len(envelope) > (limit := self._study_limit(spec)):
-            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED, too_large_message(len(envelope), limit, message.study_id))
+            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            too_large_message(len(envelope), limit, message.study_id))
         if message.schema_fingerprint != spec.schema_fingerprint:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {spec.schema_fingerprint[:12]}; "
-                            "encode the table with the study's schema")
+                            f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's "
+                            f"{spec.schema_fingerprint[:12]}; encode the table with the study's schema")
         self._fresh(message.timestamp, context)
         try:
             self._unspent(message.nonce)
@@ -371,7 +380,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     @staticmethod
     def _ack(sub: Submission, *, duplicate: bool) -> fpb.SubmitAck:
-        ack = fpb.SubmitAck(study_id=sub.study_id, owner_id=sub.owner_id, submission_id=sub.submission_id, duplicate=duplicate)
+        ack = fpb.SubmitAck(study_id=sub.study_id, owner_id=sub.owner_id, submission_id=sub.submission_id,
+                            duplicate=duplicate)
         ack.accepted_at.FromNanoseconds(int(sub.accepted_at * 1e9))
         return ack
 
@@ -427,7 +437,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         if party is None or party.role != "owner":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
         owner = party.name
-        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64), clip(request.health, 200))
+        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64),
+                           clip(request.health, 200))
         assert self.feed is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)

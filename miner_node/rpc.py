@@ -97,7 +97,8 @@ class Identity:
         self.insecure = insecure
 
     def caller(self, context: Any) -> Party | None:
-        """The roster party of the TLS peer (None only in insecure mode); UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
+        """The roster party of the TLS peer (None only in insecure
+        mode); UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
         name = peer_identity(context)
         if name is None:
             if self.insecure:
@@ -115,12 +116,14 @@ class Identity:
         return party
 
     def admin(self, context: Any) -> str:
-        """The admin's name, proven by its TLS certificate; under ``--insecure`` nobody can prove it, so nobody passes."""
+        """The admin's name, proven by its TLS certificate; under
+        ``--insecure`` nobody can prove it, so nobody passes."""
         party = self.caller(context)
         if party is None:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, INSECURE_ADMIN)
         if party.role != "admin":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{party.name!r} is a {party.role}; only the admin may do this")
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{party.name!r} is a {party.role}; only the admin may do this")
         return party.name
 
 

@@ -93,7 +93,8 @@ class Reassembly:
         if first.total_bytes == 0:
             raise ChunkError("the first piece declares no total_bytes; it must give the envelope's size")
         if len(first.sha256) != DIGEST_BYTES:
-            raise ChunkError(f"the first piece's sha256 is {len(first.sha256)} bytes; a SHA-256 digest is {DIGEST_BYTES}")
+            raise ChunkError(f"the first piece's sha256 is {len(first.sha256)} bytes; a "
+                             f"SHA-256 digest is {DIGEST_BYTES}")
         if first.total_bytes > limit:
             raise ChunkError(too_large_message(first.total_bytes, limit, first.study_id), too_large=True)
         self.total = first.total_bytes
@@ -117,7 +118,8 @@ class Reassembly:
             what = "repeats" if chunk.index < expected else "skips to"
             raise ChunkError(f"piece {chunk.index} {what} the order: piece {expected} was expected next")
         if expected > 0 and (chunk.total_bytes or chunk.sha256 or chunk.study_id):
-            raise ChunkError(f"piece {chunk.index} repeats the header (total_bytes, sha256, study_id); only piece 0 has it")
+            raise ChunkError(f"piece {chunk.index} repeats the header (total_bytes, sha256, "
+                             "study_id); only piece 0 has it")
         data = chunk.data  # protobuf copies a bytes field out on every access: once
         if not data:
             raise ChunkError(f"piece {chunk.index} carries no data")

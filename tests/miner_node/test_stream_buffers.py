@@ -143,7 +143,9 @@ def test_a_streams_buffer_is_let_go_however_the_stream_ends(fed, car, caplog):
         for kind, want in KINDS.items():
             assert _stream(fed, "site-a", kind, "held", envelope) == want, kind
             wait_until(lambda: not ledger.streams("site-a") and not ledger.total_bytes and _live_buffers() == (0, 0),
-                       30, lambda kind=kind: f"the buffers of the {kind} stream to be let go: {_live_buffers()} (reassemblies, "
+                       30,
+                       lambda kind=kind: f"the buffers of the {kind} stream to be let go: "
+                       f"{_live_buffers()} (reassemblies, "
                                    f"bytes) alive, {ledger.total_bytes} bytes reserved")
     finally:
         gc.enable()

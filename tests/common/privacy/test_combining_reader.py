@@ -1,4 +1,5 @@
-"""The combining reader (`modelshare.common.privacy.combining`): the attack on a per-leaf release, and the defaults that stop it.
+"""The combining reader (`modelshare.common.privacy.combining`):
+the attack on a per-leaf release, and the defaults that stop it.
 
 The attack reads only the released model: EM over every released path gives each categorical value's
 law given the class, and the reader believes P(class | leaf, the person's set values). On Nursery under
@@ -169,7 +170,8 @@ def test_row_beliefs_equal_the_enumerated_belief_of_the_rows_values():
 
 def test_the_population_reader_is_measured_not_bounded(nursery):
     """The limit the docs state: applying the released law to the attributes a path leaves free still believes
-    beyond the cap for some persons of a guarded release (measured 8.9%, right for 92%); it is reported, not enforced."""
+    beyond the cap for some persons of a guarded release (measured
+    8.9%, right for 92%); it is reported, not enforced."""
     schema, X, y = nursery
     found = release("apt", tree=_trained(nursery, "hit_miss"), requirement=str(PROMISE), disclosure="hit_miss")
     inside = reader_figures(found.trees, X, y, cap(PROMISE))

@@ -1,4 +1,5 @@
-"""A pruned release's structure discloses no private value: no one-child node, no threshold off the public cut points."""
+"""A pruned release's structure discloses no private value:
+no one-child node, no threshold off the public cut points."""
 
 from __future__ import annotations
 
