@@ -31,6 +31,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -140,6 +141,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         self._snapshot: tuple[int, asyncio.Future[list[_OpenStudy]]] | None = None
         self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
         self.heap = HeapTrim()  # freed buffers' memory given back to the system after large streams
+        # the digests of streams that ended, one at a time: the event loop never hashes, and a burst of them
+        # takes one core, not every worker thread
+        self._digests = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="miner-digest")
+
+    def close(self) -> None:
+        """Stop the digest thread (after the server stopped: no stream is being put back together)."""
+        self._digests.shutdown(wait=True)
 
     # ------------------------------------------------------------- identity
     def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
@@ -240,8 +248,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         data = await self._receive_chunks(chunks, slot, event)
         size = len(data)
         try:
-            # protobuf parses any buffer (its stub says bytes); a bytes() copy would hold the release twice
-            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)  # type: ignore[arg-type]
+            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)
         except (DecodeError, RecursionError):
             envelope = None
         del data
@@ -249,7 +256,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the {size} bytes received are not a SignedEnvelope")
         return envelope
 
-    async def _receive_chunks(self, chunks: Pieces, slot: StreamSlot, event: dict[str, Any]) -> bytearray:
+    async def _receive_chunks(self, chunks: Pieces, slot: StreamSlot, event: dict[str, Any]) -> bytes:
         """The envelope's bytes from its pieces; `Rejection` for a study that does not exist, a stream
         `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), one that stalls, or one over the
         buffer limits (`StreamSlot.reserve`, of the size the first piece declares, before more is taken).
@@ -272,8 +279,12 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             message = f"{exc}; nothing stored"
         raise refusal(code, message)
 
-    async def _reassemble(self, pieces: Pieces, first: fpb.EnvelopeChunk, limit: int) -> bytearray:
-        """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines."""
+    async def _reassemble(self, pieces: Pieces, first: fpb.EnvelopeChunk, limit: int) -> bytes:
+        """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines.
+
+        Only taking each piece runs on the event loop; the digest over the whole and the join run on the
+        digest thread, so the loop keeps serving other calls (an honest owner's ``Submit``, ``Health``) while
+        many large streams end at once."""
         loop = asyncio.get_running_loop()
         idle = self.limits.stream_idle_seconds
         whole = Reassembly(first, limit)
@@ -285,7 +296,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                                       f"piece {whole.pieces} ({whole.received} of {whole.total} bytes in; the miner "
                                       f"waits {idle:g} s for a piece and {budget:.0f} s for the whole)")
             if chunk is None:
-                return whole.finish()
+                return await loop.run_in_executor(self._digests, whole.finish)
             whole.add(chunk)
 
     def _stream_limit(self, study_id: str) -> int:

@@ -285,8 +285,11 @@ def add_service(servicer: Any, service: str, server: grpc.aio.Server) -> None:
     """Register the methods of ``service`` (its proto name, e.g. "OwnerExchange") as the generated
     ``add_..._to_server`` does, with request deserializers that never raise (for a client stream, per piece):
     bytes that do not parse reach the handler as `UndecodableRequest` and are answered INVALID_ARGUMENT, where
-    gRPC would log a traceback and answer INTERNAL. Only generic handlers are registered: the server's
-    interceptors (`AdminInterceptor`) see every call to them."""
+    gRPC would log a traceback and answer INTERNAL. The handlers are registered twice, as gRPC's generated code
+    does: as a generic handler, and per method (``add_registered_method_handlers``), so that the server takes
+    each method's calls from a queue of its own: the calls of a flood of ``SubmitChunks`` streams waiting to be
+    taken do not hold back an owner's ``Submit`` or a ``Health`` behind them (bench/stream_attack.py). The
+    server's interceptors (`AdminInterceptor`) see every call either way."""
     methods = fpb.DESCRIPTOR.services_by_name[service]
     handlers = {
         m.name: (grpc.stream_unary_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler)(
@@ -297,6 +300,7 @@ def add_service(servicer: Any, service: str, server: grpc.aio.Server) -> None:
         for m in methods.methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(methods.full_name, handlers),))
+    server.add_registered_method_handlers(methods.full_name, handlers)
 
 
 class HealthService:
