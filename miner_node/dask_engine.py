@@ -62,6 +62,7 @@ import ctypes
 import functools
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,11 +107,13 @@ DASK_GRIDS: dict[str, list[Mapping[str, Any]]] = {
 #: (a guaranteed floor scored lower: bench/dask_dp_boosting.py).
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
-#: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
-#: histogram boosting (every model here: ``tree_method`` "hist") reads, where `DaskDMatrix` first concatenates
-#: a worker's parts and copies them into a DMatrix, then quantises that (module docstring).
-#: bench/scale_out.py sets "DaskDMatrix" for its comparison run.
-TRAINING_MATRIX = "DaskQuantileDMatrix"
+#: How the workers hold the training rows. "streamed" (the engine's): each worker quantises its share of the
+#: Parquet files file by file into an `xgboost.QuantileDMatrix` and keeps nothing else (`modelshare.miner_node.streamed_training`).
+#: "DaskQuantileDMatrix" and "DaskDMatrix": `xgboost.dask`'s matrices, which first compute the whole frame into
+#: the workers' memory and keep it for the fit (the quantile one then quantises it, the plain one copies and
+#: concatenates it first); bench/scale_out.py sets them for its comparison runs.
+STREAMED = "streamed"
+TRAINING_MATRIX = STREAMED
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
 #: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).
@@ -365,6 +368,7 @@ class DaskEngine:
             # distributed's constructors are unannotated (no stubs): the calls return what they say
             self._cluster = self._call("starting a LocalCluster", lambda: LocalCluster(  # type: ignore[no-untyped-call]
                 n_workers=self.config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                memory_limit="auto" if self.config.worker_memory_mb is None else f"{self.config.worker_memory_mb}MiB",
                 dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.WARNING))
             address = self._cluster.scheduler_address
         else:
@@ -421,6 +425,9 @@ class DaskEngine:
         return dd.read_parquet([str(f) for f in files], columns=columns, blocksize=None)
 
     def _xgboost(self, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> BoosterModel:
+        train, rounds = _booster_params(params, schema.n_classes, seed)
+        if TRAINING_MATRIX == STREAMED:
+            return BoosterModel(self._streamed(schema, files, train, rounds), schema.n_classes, schema.names)
         from xgboost import dask as dxgb
 
         read = self._frame(schema, files)
@@ -428,9 +435,38 @@ class DaskEngine:
         frame = self._client.persist(read.map_partitions(route_native_logs, meta=read._meta))
         dtrain = getattr(dxgb, TRAINING_MATRIX)(self._client, frame[list(schema.names)], frame[schema.class_name])
         del frame  # the matrix holds its own attribute and class parts: the whole frame's may go
-        train, rounds = _booster_params(params, schema.n_classes, seed)
         booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]
         return BoosterModel(booster, schema.n_classes, schema.names)
+
+    def _streamed(self, schema: Schema, files: Sequence[Path], train: Mapping[str, Any], rounds: int) -> Any:
+        """The booster trained by every worker together, each on its `shares` of the files read one at a time.
+
+        One task per worker, pinned to it; the tasks join one xgboost collective (its tracker runs on the
+        scheduler, `start_tracker`) and each builds its `xgboost.QuantileDMatrix` from `ParquetBatches`,
+        so a worker holds its share's quantised rows and one file's columns, never a frame. The first
+        worker's booster (every worker's is the same) is the result; a failed task cancels the others.
+        """
+        from distributed import as_completed
+        from distributed.comm.addressing import get_address_host
+
+        from modelshare.miner_node.streamed_training import shares, start_tracker, train_share
+
+        workers = sorted(self._client.scheduler_info(n_workers=-1)["workers"])
+        if not workers:
+            raise EngineError("the Dask cluster has no workers")
+        parts = [share for share in shares([str(f) for f in files], len(workers)) if share]
+        host = get_address_host(self._client.scheduler.address)
+        args = self._client.run_on_scheduler(start_tracker, len(parts), host, int(self.timeout))
+        futures = [self._client.submit(train_share, share, schema.names, schema.class_name, dict(train), rounds,
+                                       {**args, "dmlc_task_id": f"{rank:06d}"}, key=f"modelshare-train-{rank}-{uuid.uuid4().hex}",
+                                       workers=[workers[rank]], allow_other_workers=False, pure=False)
+                   for rank, share in enumerate(parts)]
+        try:
+            # a failure raises here (distributed is unannotated)
+            boosters = [booster for _, booster in as_completed(futures, with_results=True)]  # type: ignore[no-untyped-call]
+        finally:
+            self._client.cancel(futures)
+        return next(booster for booster in boosters if booster is not None)
 
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         from dask.delayed import delayed

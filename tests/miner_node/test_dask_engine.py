@@ -267,11 +267,12 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
 
 
 @pytest.mark.slow
-def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypatch):
-    """One worker: every xgboost model is tree for tree the same on `DaskQuantileDMatrix` as on `DaskDMatrix`.
+def test_the_streamed_and_the_quantile_matrix_grow_the_trees_of_the_plain_one(tmp_path, monkeypatch):
+    """One worker: every xgboost model is tree for tree the same trained streamed from the files (the engine's
+    `ParquetBatches`), on `DaskQuantileDMatrix` and on `DaskDMatrix`.
 
-    (On several workers the quantile sketch, and a forest's row sample, follow how the parts are spread over the
-    workers, which Dask may change from one fit to the next, whichever the matrix.)
+    (On several workers the quantile sketch, and a forest's row sample, follow how the rows are spread over the
+    workers, which for the Dask matrices Dask may change from one fit to the next.)
     """
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
@@ -279,9 +280,11 @@ def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypa
 
     schema, accepted, _, spec = _study("adult", scale=1)
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
+    assert len(files) > 2  # several batches
     dumps = {}
+    matrices = ("DaskDMatrix", "DaskQuantileDMatrix", "streamed")
     with dask_engine.DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
-        for matrix in ("DaskDMatrix", "DaskQuantileDMatrix"):
+        for matrix in matrices:
             monkeypatch.setattr(dask_engine, "TRAINING_MATRIX", matrix)
             for name, given in (("gradient-boosting", {"max_iter": 20}), ("random-forest", {"n_estimators": 10}),
                                 ("decision-tree", {"min_samples_leaf": 30})):
@@ -289,6 +292,8 @@ def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypa
                 dumps[matrix, name] = engine.fit(name, schema, files, 0, params).booster.get_dump()
     for name in ("gradient-boosting", "random-forest", "decision-tree"):
         assert dumps["DaskQuantileDMatrix", name] == dumps["DaskDMatrix", name], name
+        assert dumps["streamed", name] == dumps["DaskDMatrix", name], name
+
 
 @pytest.mark.slow
 def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
