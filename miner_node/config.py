@@ -183,7 +183,7 @@ class _MiningTable(ConfigModel):
     engine_timeout_seconds: _Count = int(MiningConfig.engine_timeout_seconds)
     """Engine dask: the deadline of every call to the cluster (starting or connecting, each fit, each count); a lost
     cluster fails the study with the reason instead of hanging the miner."""
-    worker_memory_mb: _Count | None = None
+    worker_memory_mb: Annotated[int | None, Field(ge=1)] = None
     """Engine dask with ``workers``: each LocalCluster worker's memory cap (Dask's ``memory_limit``: a worker spills
     Dask data to disk from 60 % of it, pauses at 80 % and is restarted at 95 %, which fails the fit that ran on it
     with the reason). Unset: Dask's default, the machine's memory shared equally by the workers. A streamed fit

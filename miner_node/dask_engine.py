@@ -4,14 +4,15 @@ Chosen by ``[mining] engine = "dask"`` (`modelshare.miner_node.config.MiningConf
 (``pip install 'modelshare[dask]'``: dask.distributed and xgboost), imported only when a study runs
 on it. The cluster is either an existing scheduler (``scheduler = "tcp://HOST:PORT"``; its workers
 read the Parquet files at the miner's paths, so they share the state directory's file system) or a
-LocalCluster of ``workers`` single-threaded processes on loopback that lives for one study.
+LocalCluster of ``workers`` single-threaded processes on loopback that lives for one study, each capped
+at ``worker_memory_mb`` (Dask's ``memory_limit``) when that is set.
 
 The global models, each learned from the study's Parquet files without pooling them in the miner:
 
-* ``gradient-boosting``: `xgboost.dask` histogram boosting, up to 200 rounds of shrinkage 0.1, at most
+* ``gradient-boosting``: xgboost's histogram boosting, up to 200 rounds of shrinkage 0.1, at most
   31 leaves a tree, L2 penalty 1 (the local engine's `HistGradientBoostingClassifier` settings, without
   its early stopping);
-* ``random-forest``: `xgboost.dask` in random-forest mode, 100 parallel trees of one unshrunk round,
+* ``random-forest``: xgboost in random-forest mode, 100 parallel trees of one unshrunk round,
   each on 63.2 % of the rows and 80 % of the attributes per split;
 * ``decision-tree``: one unshrunk round of a single xgboost tree (for more than two classes, one
   regression tree per class on the softmax gradient, which is xgboost's form of one tree), depth at
@@ -22,10 +23,12 @@ The global models, each learned from the study's Parquet files without pooling t
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
 Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
-study's evaluation table in the miner, as on the local engine. The workers train on `DaskQuantileDMatrix`
-(`TRAINING_MATRIX`), which keeps only the quantised data: on one worker the same trees as `DaskDMatrix`;
-on several, the quantile sketch and a forest's row sample follow Dask's placement of the parts on the
-workers, whichever the matrix, so a re-run may differ slightly.
+study's evaluation table in the miner, as on the local engine. The workers train streamed from the files
+(`TRAINING_MATRIX` "streamed", `modelshare.miner_node.streamed_training`): each worker quantises its own run
+of files one file at a time and keeps only the quantised rows, and the workers train one booster together
+in xgboost's collective; nothing is persisted in Dask. On one worker that grows the same trees as
+`xgboost.dask`'s matrices (which hold the whole frame in the workers and remain for bench/scale_out.py's
+comparison); on several, the quantile sketch and a forest's row sample follow the fixed split of the files.
 
 The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
 named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
@@ -51,8 +54,9 @@ xgboost models trained in the miner (`LocalBooster`) on a bounded sample of the 
 Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
 deadline, which fails the study with that reason; the miner never waits on it longer. A worker
-that dies mid-fit is Dask's to retry (its tasks are recomputed on the others); a fit that fails for
-good raises `EngineError` with Dask's reason.
+that dies mid-fit (killed, or restarted by its nanny over its memory cap) ends a streamed fit, whose
+workers cannot go on without its share: `EngineError` names the worker; naive Bayes' counting tasks
+are Dask's to recompute on the others. A fit that fails otherwise raises `EngineError` with the reason.
 """
 
 from __future__ import annotations
@@ -113,6 +117,8 @@ DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FL
 #: the workers' memory and keep it for the fit (the quantile one then quantises it, the plain one copies and
 #: concatenates it first); bench/scale_out.py sets them for its comparison runs.
 STREAMED = "streamed"
+#: How often a streamed fit checks that its workers are still in the cluster (`DaskEngine._await_group`).
+GROUP_POLL_SECONDS = 1.0
 TRAINING_MATRIX = STREAMED
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
@@ -446,7 +452,6 @@ class DaskEngine:
         so a worker holds its share's quantised rows and one file's columns, never a frame. The first
         worker's booster (every worker's is the same) is the result; a failed task cancels the others.
         """
-        from distributed import as_completed
         from distributed.comm.addressing import get_address_host
 
         from modelshare.miner_node.streamed_training import shares, start_tracker, train_share
@@ -462,11 +467,35 @@ class DaskEngine:
                                        workers=[workers[rank]], allow_other_workers=False, pure=False)
                    for rank, share in enumerate(parts)]
         try:
-            # a failure raises here (distributed is unannotated)
-            boosters = [booster for _, booster in as_completed(futures, with_results=True)]  # type: ignore[no-untyped-call]
+            self._await_group(futures, workers[: len(parts)])
         finally:
             self._client.cancel(futures)
-        return next(booster for booster in boosters if booster is not None)
+        return next(booster for booster in (f.result() for f in futures) if booster is not None)
+
+    def _await_group(self, futures: Sequence[Any], workers: Sequence[str]) -> None:
+        """Return once every task of a streamed fit is done; raise the first task's error, or name a worker that left.
+
+        A task pinned to a worker that dies is never run elsewhere and the others wait for it in the collective,
+        so the cluster's worker list is checked every `GROUP_POLL_SECONDS` while the tasks run.
+        """
+        from distributed import TimeoutError as DaskTimeout
+        from distributed import wait
+
+        while True:
+            try:
+                wait(futures, timeout=GROUP_POLL_SECONDS, return_when="FIRST_EXCEPTION")  # type: ignore[no-untyped-call]
+            except DaskTimeout:
+                pass
+            for future in futures:
+                if future.status == "error":
+                    future.result()  # raises the task's error
+            if all(future.status == "finished" for future in futures):
+                return
+            present = self._client.scheduler_info(n_workers=-1)["workers"]
+            lost = [w for w in workers if w not in present]
+            if lost:
+                raise RuntimeError(f"worker {lost[0]} left the cluster during the fit; a streamed fit cannot go on "
+                                   "without its share of the files")
 
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         from dask.delayed import delayed
