@@ -468,9 +468,9 @@ class DaskEngine:
                    for rank, share in enumerate(parts)]
         try:
             self._await_group(futures, workers[: len(parts)])
+            return next(booster for booster in (f.result() for f in futures) if booster is not None)
         finally:
             self._client.cancel(futures)
-        return next(booster for booster in (f.result() for f in futures) if booster is not None)
 
     def _await_group(self, futures: Sequence[Any], workers: Sequence[str]) -> None:
         """Return once every task of a streamed fit is done; raise the first task's error, or name a worker that left.
@@ -481,17 +481,17 @@ class DaskEngine:
         from distributed import TimeoutError as DaskTimeout
         from distributed import wait
 
-        while True:
+        pending = list(futures)
+        while pending:
             try:
-                wait(futures, timeout=GROUP_POLL_SECONDS, return_when="FIRST_EXCEPTION")  # type: ignore[no-untyped-call]
+                wait(pending, timeout=GROUP_POLL_SECONDS, return_when="FIRST_COMPLETED")  # type: ignore[no-untyped-call]
             except DaskTimeout:
                 pass
-            for future in futures:
-                if future.status == "error":
+            for future in pending:
+                if future.status in ("error", "cancelled"):
                     future.result()  # raises the task's error
-            if all(future.status == "finished" for future in futures):
-                return
-            present = self._client.scheduler_info(n_workers=-1)["workers"]
+            pending = [future for future in pending if future.status != "finished"]
+            present = self._client.scheduler_info(n_workers=-1)["workers"] if pending else workers
             lost = [w for w in workers if w not in present]
             if lost:
                 raise RuntimeError(f"worker {lost[0]} left the cluster during the fit; a streamed fit cannot go on "

@@ -15,18 +15,21 @@ xgboost and distributed, so only the workers and the streamed fit load it.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import xgboost
 from distributed import get_worker
 
 from modelshare.miner_node.dask_engine import route_native_logs
+from modelshare.miner_node.heap import malloc_trim
 
-__all__ = ["ParquetBatches", "shares", "start_tracker", "train_share"]
+__all__ = ["ParquetBatches", "release_batches", "shares", "start_tracker", "train_share"]
 
 
 def shares(files: Sequence[str], n: int) -> list[list[str]]:
@@ -67,6 +70,19 @@ class ParquetBatches(xgboost.DataIter):
         self._at = 0
 
 
+def release_batches() -> None:
+    """Give the memory the read batches were freed from back to the system, before training starts.
+
+    Arrow's pool (mimalloc) and glibc's heap keep freed buffers for reuse, and the batches' are not reused:
+    on Adult-like files they stayed resident at about 70 bytes a row beside the quantised matrix's 50
+    (measured with psutil, 2 x 10^6 rows in four files), a resident cost that grew with the rows.
+    """
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if malloc_trim is not None:
+        malloc_trim()
+
+
 def train_share(files: Sequence[str], names: Sequence[str], label: str, params: Mapping[str, Any], rounds: int,
                 coll_args: Mapping[str, Any]) -> xgboost.Booster | None:
     """One worker's part of a streamed fit: its ``files`` quantised batch by batch, then trained in the collective.
@@ -79,6 +95,7 @@ def train_share(files: Sequence[str], names: Sequence[str], label: str, params: 
     threads = get_worker().state.nthreads
     with xgboost.collective.CommunicatorContext(**coll_args):
         matrix = xgboost.QuantileDMatrix(ParquetBatches(files, names, label), nthread=threads)
+        release_batches()
         booster = xgboost.train({**params, "nthread": threads}, matrix, num_boost_round=rounds)
         rank = xgboost.collective.get_rank()
     return booster if rank == 0 else None
