@@ -63,6 +63,7 @@ ENGINES = ("local", "dask", "dask-quantile", "dask-dmatrix")
 #: The Dask engine's training matrix per engine of the bench (`modelshare.miner_node.dask_engine.TRAINING_MATRIX`).
 MATRICES = {"dask": "streamed", "dask-quantile": "DaskQuantileDMatrix", "dask-dmatrix": "DaskDMatrix"}
 SAMPLE_SECONDS = 0.1
+LOCAL_MAX_ROWS = 20_000_000
 
 
 def child(engine: str, rows: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -175,6 +176,7 @@ def section(heading: str, results: list[dict[str, Any]], args: argparse.Namespac
     lines += ratios(results)
     engines = "" if args.engines == ["local", "dask"] else f" --engines {' '.join(args.engines)}"
     label = f" --label '{args.label}'" if args.label else ""
+    label = (f" --local-max-rows {args.local_max_rows}" if args.local_max_rows != LOCAL_MAX_ROWS else "") + label
     lines += ["", f"`python bench/scale_out.py --rows {' '.join(str(r) for r in args.rows)} --models "
               f"{' '.join(args.models)}{engines} --workers {args.workers} --worker-memory-mb {args.worker_memory_mb} "
               f"--cap-mb {args.cap_mb}{label}`. Miner peak RSS is the mining process's own `ru_maxrss`; the tree "
@@ -207,7 +209,7 @@ def main() -> None:
     parser.add_argument("--worker-memory-mb", type=int, default=5120, help="each Dask worker's memory cap (MiB)")
     parser.add_argument("--cap-mb", type=int, default=14336, help="the whole process tree's cap (MiB), enforced")
     parser.add_argument("--label", default="", help="appended to the RESULTS.md heading (a separate section)")
-    parser.add_argument("--local-max-rows", type=int, default=20_000_000)
+    parser.add_argument("--local-max-rows", type=int, default=LOCAL_MAX_ROWS)
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=["local", "dask"])
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--child", choices=ENGINES, default=None, help=argparse.SUPPRESS)
