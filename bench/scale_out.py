@@ -134,7 +134,10 @@ def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> di
         out.seek(0)
         err.seek(0)
         if process.returncode != 0:
-            tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+            lines = err.read().decode(errors="replace").strip().splitlines()
+            # a worker its nanny restarted over its memory cap says so on the child's standard error
+            capped = [line.strip() for line in lines if "memory" in line and ("exceeded" in line or "Restarting" in line)]
+            tail = [*capped[:2], *lines[-3:]]
             return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode}: {' / '.join(tail)}"}
         result = json.loads(out.read().decode().strip().splitlines()[-1])
     return {**result, "process_seconds": elapsed, "tree_peak_mb": peak_tree / 2**20,

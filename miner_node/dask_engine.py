@@ -347,6 +347,15 @@ def _unrouted(why: str) -> None:
     log.warning("xgboost's native log lines stay on standard error in this worker (%s)", why)
 
 
+def worker_addresses(dask_scheduler: Any) -> list[str]:
+    """The addresses of the scheduler's workers, asked of the scheduler itself (run by `Client.run_on_scheduler`).
+
+    Not `Client.scheduler_info`: the client's periodic refresh overwrites the same cached answer without
+    the workers, so a read between the two can find none (it did, under load).
+    """
+    return list(dask_scheduler.workers)
+
+
 def check_models(names: Sequence[str]) -> None:
     """EngineError naming the first of ``names`` the Dask engine cannot learn (checked before any pseudo-data is written)."""
     for name in names:
@@ -456,7 +465,7 @@ class DaskEngine:
 
         from modelshare.miner_node.streamed_training import shares, start_tracker, train_share
 
-        workers = sorted(self._client.scheduler_info(n_workers=-1)["workers"])
+        workers = sorted(self._client.run_on_scheduler(worker_addresses))
         if not workers:
             raise EngineError("the Dask cluster has no workers")
         parts = [share for share in shares([str(f) for f in files], len(workers)) if share]
@@ -491,7 +500,7 @@ class DaskEngine:
                 if future.status in ("error", "cancelled"):
                     future.result()  # raises the task's error
             pending = [future for future in pending if future.status != "finished"]
-            present = self._client.scheduler_info(n_workers=-1)["workers"] if pending else workers
+            present = self._client.run_on_scheduler(worker_addresses) if pending else workers
             lost = [w for w in workers if w not in present]
             if lost:
                 raise RuntimeError(f"worker {lost[0]} left the cluster during the fit; a streamed fit cannot go on "

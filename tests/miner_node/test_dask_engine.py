@@ -317,8 +317,8 @@ def test_a_streamed_fit_on_capped_workers_keeps_no_rows_in_dask_and_learns_as_th
     assert shares([str(f) for f in files[:3]], 2) == [[str(files[0]), str(files[1])], [str(files[2])]]
     params = {"max_iter": 30}
     with DaskEngine(MiningConfig(engine="dask", workers=2, worker_memory_mb=1536, engine_timeout_seconds=120)) as engine:
-        limits = [w["memory_limit"] for w in engine.client.scheduler_info(n_workers=-1)["workers"].values()]
-        assert limits == [1536 * 2**20] * 2
+        limits = engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+        assert list(limits.values()) == [1536 * 2**20] * 2
         model = engine.fit("gradient-boosting", schema, files, 0, xgboost_parameters("gradient-boosting", schema.n_classes,
                                                                                       params))
         held = engine.client.run(lambda dask_worker: len(dask_worker.data))
