@@ -138,7 +138,8 @@ def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> di
             # a worker its nanny restarted over its memory cap says so on the child's standard error
             capped = [line.strip() for line in lines if "memory" in line and ("exceeded" in line or "Restarting" in line)]
             tail = [*capped[:2], *lines[-3:]]
-            return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode}: {' / '.join(tail)}"}
+            return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode} after "
+                    f"{time.perf_counter() - started:.0f} s, process-tree peak {peak_tree / 2**20:,.0f} MB: {' / '.join(tail)}"}
         result = json.loads(out.read().decode().strip().splitlines()[-1])
     return {**result, "process_seconds": elapsed, "tree_peak_mb": peak_tree / 2**20,
             "sampled_own_peak_mb": peak_own / 2**20, "workers_peak_mb": peak_rest / 2**20}
