@@ -28,6 +28,7 @@
     # scheduler = "tcp://10.0.0.5:8786" # dask: ... an existing cluster (exactly one of the two)
     memory_budget_mb = 256              # pseudo-data is written to Parquet in chunks that fit this budget
     engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, counts)
+    worker_memory_mb = 4096             # dask with workers: each worker's memory cap (default: Dask's, memory / workers)
 
     [dashboard]                         # optional: the admin's read-only web dashboard (off without this table)
     listen = "127.0.0.1:8750"           # loopback by default; another address needs tls = true
@@ -164,6 +165,7 @@ class MiningConfig:
     workers: int | None = None
     memory_budget_mb: int = 256
     engine_timeout_seconds: float = 600.0
+    worker_memory_mb: int | None = None
 
 
 class _MiningTable(ConfigModel):
@@ -184,6 +186,11 @@ class _MiningTable(ConfigModel):
     engine_timeout_seconds: _Count = int(MiningConfig.engine_timeout_seconds)
     """Engine dask: the deadline of every call to the cluster (starting or connecting, each fit, each count); a lost
     cluster fails the study with the reason instead of hanging the miner."""
+    worker_memory_mb: Annotated[int | None, Field(ge=1)] = None
+    """Engine dask with ``workers``: each LocalCluster worker's memory cap (Dask's ``memory_limit``: a worker spills
+    Dask data to disk from 60 % of it, pauses at 80 % and is restarted at 95 %, which fails the fit that ran on it
+    with the reason). Unset: Dask's default, the machine's memory shared equally by the workers. A streamed fit
+    needs about 40-50 bytes a pseudo row on Adult's 14 attributes, spread over the workers (docs/scale-out.md)."""
 
     @model_validator(mode="after")
     def _cluster(self) -> _MiningTable:
@@ -196,11 +203,14 @@ class _MiningTable(ConfigModel):
                              + (" (both are given)" if given else ""))
         if self.engine == "local" and given:
             raise ValueError(f'{given[0]} applies to engine "dask"; engine is "local"')
+        if self.worker_memory_mb is not None and self.workers is None:
+            raise ValueError("worker_memory_mb caps the workers of the LocalCluster that workers = N starts; an existing "
+                             "cluster's workers keep the limits they were started with")
         return self
 
     def config(self) -> MiningConfig:
         return MiningConfig(self.engine, self.scheduler, self.workers, self.memory_budget_mb,
-                            float(self.engine_timeout_seconds))
+                            float(self.engine_timeout_seconds), self.worker_memory_mb)
 
 
 def is_loopback(host: str) -> bool:

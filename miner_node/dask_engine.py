@@ -4,14 +4,15 @@ Chosen by ``[mining] engine = "dask"`` (`modelshare.miner_node.config.MiningConf
 (``pip install 'modelshare[dask]'``: dask.distributed and xgboost), imported only when a study runs
 on it. The cluster is either an existing scheduler (``scheduler = "tcp://HOST:PORT"``; its workers
 read the Parquet files at the miner's paths, so they share the state directory's file system) or a
-LocalCluster of ``workers`` single-threaded processes on loopback that lives for one study.
+LocalCluster of ``workers`` single-threaded processes on loopback that lives for one study, each capped
+at ``worker_memory_mb`` (Dask's ``memory_limit``) when that is set.
 
 The global models, each learned from the study's Parquet files without pooling them in the miner:
 
-* ``gradient-boosting``: `xgboost.dask` histogram boosting, up to 200 rounds of shrinkage 0.1, at most
+* ``gradient-boosting``: xgboost's histogram boosting, up to 200 rounds of shrinkage 0.1, at most
   31 leaves a tree, L2 penalty 1 (the local engine's `HistGradientBoostingClassifier` settings, without
   its early stopping);
-* ``random-forest``: `xgboost.dask` in random-forest mode, 100 parallel trees of one unshrunk round,
+* ``random-forest``: xgboost in random-forest mode, 100 parallel trees of one unshrunk round,
   each on 63.2 % of the rows and 80 % of the attributes per split;
 * ``decision-tree``: one unshrunk round of a single xgboost tree (for more than two classes, one
   regression tree per class on the softmax gradient, which is xgboost's form of one tree), depth at
@@ -22,10 +23,12 @@ The global models, each learned from the study's Parquet files without pooling t
 * ``rules`` has no Dask form: a study that asks for it on this engine fails with that reason.
 
 Categorical attributes are learned from their codes as ordered numbers. Every model is scored on the
-study's evaluation table in the miner, as on the local engine. The workers train on `DaskQuantileDMatrix`
-(`TRAINING_MATRIX`), which keeps only the quantised data: on one worker the same trees as `DaskDMatrix`;
-on several, the quantile sketch and a forest's row sample follow Dask's placement of the parts on the
-workers, whichever the matrix, so a re-run may differ slightly.
+study's evaluation table in the miner, as on the local engine. The workers train streamed from the files
+(`TRAINING_MATRIX` "streamed", `modelshare.miner_node.streamed_training`): each worker quantises its own run
+of files one file at a time and keeps only the quantised rows, and the workers train one booster together
+in xgboost's collective; nothing is persisted in Dask. On one worker that grows the same trees as
+`xgboost.dask`'s matrices (which hold the whole frame in the workers and remain for bench/scale_out.py's
+comparison); on several, the quantile sketch and a forest's row sample follow the fixed split of the files.
 
 The study's ``[global_models]`` settings apply (`xgboost_parameters` maps the study's parameters,
 named as the local engine's, onto xgboost's; `check_settings` refuses, before any pseudo-data is
@@ -51,8 +54,9 @@ xgboost models trained in the miner (`LocalBooster`) on a bounded sample of the 
 Faults: every call to the cluster (connecting, each fit, naive Bayes' counts) has a deadline,
 ``engine_timeout_seconds``: a lost or stuck cluster raises `EngineError` naming the call and the
 deadline, which fails the study with that reason; the miner never waits on it longer. A worker
-that dies mid-fit is Dask's to retry (its tasks are recomputed on the others); a fit that fails for
-good raises `EngineError` with Dask's reason.
+that dies mid-fit (killed, or restarted by its nanny over its memory cap) ends a streamed fit, whose
+workers cannot go on without its share: `EngineError` names the worker; naive Bayes' counting tasks
+are Dask's to recompute on the others. A fit that fails otherwise raises `EngineError` with the reason.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ import ctypes
 import functools
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,11 +111,15 @@ DASK_GRIDS: dict[str, list[Mapping[str, Any]]] = {
 #: (a guaranteed floor scored lower: bench/dask_dp_boosting.py).
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
-#: The `xgboost.dask` matrix the workers train on. `DaskQuantileDMatrix` keeps only the quantised data that
-#: histogram boosting (every model here: ``tree_method`` "hist") reads, where `DaskDMatrix` first concatenates
-#: a worker's parts and copies them into a DMatrix, then quantises that (module docstring).
-#: bench/scale_out.py sets "DaskDMatrix" for its comparison run.
-TRAINING_MATRIX = "DaskQuantileDMatrix"
+#: How the workers hold the training rows. "streamed" (the engine's): each worker quantises its share of the
+#: Parquet files file by file into an `xgboost.QuantileDMatrix` and keeps nothing else (`modelshare.miner_node.streamed_training`).
+#: "DaskQuantileDMatrix" and "DaskDMatrix": `xgboost.dask`'s matrices, which first compute the whole frame into
+#: the workers' memory and keep it for the fit (the quantile one then quantises it, the plain one copies and
+#: concatenates it first); bench/scale_out.py sets them for its comparison runs.
+STREAMED = "streamed"
+#: How often a streamed fit checks that its workers are still in the cluster (`DaskEngine._await_group`).
+GROUP_POLL_SECONDS = 1.0
+TRAINING_MATRIX = STREAMED
 
 _SINGLE_ROUND = ("decision-tree", "random-forest")
 #: Per model, each study parameter's xgboost name (``min_samples_leaf`` and ``criterion`` are mapped apart).
@@ -338,6 +347,15 @@ def _unrouted(why: str) -> None:
     log.warning("xgboost's native log lines stay on standard error in this worker (%s)", why)
 
 
+def worker_addresses(dask_scheduler: Any) -> list[str]:
+    """The addresses of the scheduler's workers, asked of the scheduler itself (run by `Client.run_on_scheduler`).
+
+    Not `Client.scheduler_info`: the client's periodic refresh overwrites the same cached answer without
+    the workers, so a read between the two can find none (it did, under load).
+    """
+    return list(dask_scheduler.workers)
+
+
 def check_models(names: Sequence[str]) -> None:
     """EngineError naming the first of ``names`` the Dask engine cannot learn (checked before any pseudo-data is written)."""
     for name in names:
@@ -365,6 +383,7 @@ class DaskEngine:
             # distributed's constructors are unannotated (no stubs): the calls return what they say
             self._cluster = self._call("starting a LocalCluster", lambda: LocalCluster(  # type: ignore[no-untyped-call]
                 n_workers=self.config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                memory_limit="auto" if self.config.worker_memory_mb is None else f"{self.config.worker_memory_mb}MiB",
                 dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.WARNING))
             address = self._cluster.scheduler_address
         else:
@@ -421,6 +440,9 @@ class DaskEngine:
         return dd.read_parquet([str(f) for f in files], columns=columns, blocksize=None)
 
     def _xgboost(self, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> BoosterModel:
+        train, rounds = _booster_params(params, schema.n_classes, seed)
+        if TRAINING_MATRIX == STREAMED:
+            return BoosterModel(self._streamed(schema, files, train, rounds), schema.n_classes, schema.names)
         from xgboost import dask as dxgb
 
         read = self._frame(schema, files)
@@ -428,9 +450,61 @@ class DaskEngine:
         frame = self._client.persist(read.map_partitions(route_native_logs, meta=read._meta))
         dtrain = getattr(dxgb, TRAINING_MATRIX)(self._client, frame[list(schema.names)], frame[schema.class_name])
         del frame  # the matrix holds its own attribute and class parts: the whole frame's may go
-        train, rounds = _booster_params(params, schema.n_classes, seed)
         booster = dxgb.train(self._client, train, dtrain, num_boost_round=rounds)["booster"]
         return BoosterModel(booster, schema.n_classes, schema.names)
+
+    def _streamed(self, schema: Schema, files: Sequence[Path], train: Mapping[str, Any], rounds: int) -> Any:
+        """The booster trained by every worker together, each on its `shares` of the files read one at a time.
+
+        One task per worker, pinned to it; the tasks join one xgboost collective (its tracker runs on the
+        scheduler, `start_tracker`) and each builds its `xgboost.QuantileDMatrix` from `ParquetBatches`,
+        so a worker holds its share's quantised rows and one file's columns, never a frame. The first
+        worker's booster (every worker's is the same) is the result; a failed task cancels the others.
+        """
+        from distributed.comm.addressing import get_address_host
+
+        from modelshare.miner_node.streamed_training import shares, start_tracker, train_share
+
+        workers = sorted(self._client.run_on_scheduler(worker_addresses))
+        if not workers:
+            raise EngineError("the Dask cluster has no workers")
+        parts = [share for share in shares([str(f) for f in files], len(workers)) if share]
+        host = get_address_host(self._client.scheduler.address)
+        args = self._client.run_on_scheduler(start_tracker, len(parts), host, int(self.timeout))
+        futures = [self._client.submit(train_share, share, schema.names, schema.class_name, dict(train), rounds,
+                                       {**args, "dmlc_task_id": f"{rank:06d}"}, key=f"modelshare-train-{rank}-{uuid.uuid4().hex}",
+                                       workers=[workers[rank]], allow_other_workers=False, pure=False)
+                   for rank, share in enumerate(parts)]
+        try:
+            self._await_group(futures, workers[: len(parts)])
+            return next(booster for booster in (f.result() for f in futures) if booster is not None)
+        finally:
+            self._client.cancel(futures)
+
+    def _await_group(self, futures: Sequence[Any], workers: Sequence[str]) -> None:
+        """Return once every task of a streamed fit is done; raise the first task's error, or name a worker that left.
+
+        A task pinned to a worker that dies is never run elsewhere and the others wait for it in the collective,
+        so the cluster's worker list is checked every `GROUP_POLL_SECONDS` while the tasks run.
+        """
+        from distributed import TimeoutError as DaskTimeout
+        from distributed import wait
+
+        pending = list(futures)
+        while pending:
+            try:
+                wait(pending, timeout=GROUP_POLL_SECONDS, return_when="FIRST_COMPLETED")  # type: ignore[no-untyped-call]
+            except DaskTimeout:
+                pass
+            for future in pending:
+                if future.status in ("error", "cancelled"):
+                    future.result()  # raises the task's error
+            pending = [future for future in pending if future.status != "finished"]
+            present = self._client.run_on_scheduler(worker_addresses) if pending else workers
+            lost = [w for w in workers if w not in present]
+            if lost:
+                raise RuntimeError(f"worker {lost[0]} left the cluster during the fit; a streamed fit cannot go on "
+                                   "without its share of the files")
 
     def _naive_bayes(self, schema: Schema, files: Sequence[Path], alpha: float) -> CountNaiveBayes:
         from dask.delayed import delayed

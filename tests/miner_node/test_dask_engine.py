@@ -52,6 +52,8 @@ def test_mining_defaults_to_the_local_engine(tmp_path):
     assert MinerConfig.load(path).mining == MiningConfig()
     config = MinerConfig.load(_miner_toml(tmp_path, 'engine = "dask"\nworkers = 2\nmemory_budget_mb = 64'))
     assert (config.mining.engine, config.mining.workers, config.mining.memory_budget_mb) == ("dask", 2, 64)
+    capped = MinerConfig.load(_miner_toml(tmp_path, 'engine = "dask"\nworkers = 2\nworker_memory_mb = 3072'))
+    assert capped.mining.worker_memory_mb == 3072 and config.mining.worker_memory_mb is None
 
 
 @pytest.mark.parametrize("mining, message", [
@@ -62,6 +64,10 @@ def test_mining_defaults_to_the_local_engine(tmp_path):
     ('engine = "dask"\nscheduler = "h:8786"', "scheduler must be tcp://HOST:PORT (or tls://HOST:PORT), got 'h:8786'"),
     ('memory_budget_mb = 0', "[mining]: memory_budget_mb must be an integer >= 1, got 0"),
     ('engine_timeout = 5', "unknown key 'mining.engine_timeout'"),
+    ('engine = "dask"\nscheduler = "tcp://h:8786"\nworker_memory_mb = 1024',
+     "worker_memory_mb caps the workers of the LocalCluster that workers = N starts"),
+    ('engine = "dask"\nworkers = 2\nworker_memory_mb = 0', "[mining]: worker_memory_mb must be an integer >= 1, got 0"),
+    ('engine = "dask"\nworkers = 2\nworker_memory = 1024', "unknown key 'mining.worker_memory'"),
 ])
 def test_a_bad_mining_table_is_an_error_naming_the_file_and_key(tmp_path, mining, message):
     with pytest.raises(ConfigError, match="miner.toml") as caught:
@@ -266,17 +272,19 @@ def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp
                 model = fit.result(timeout=150)
             except EngineError as exc:
                 assert str(exc).startswith("the Dask engine failed fitting gradient-boosting: "), exc
+                assert "left the cluster during the fit" in str(exc) or "XGBoostError" in str(exc), exc
             else:
                 assert model.predict(np.zeros((1, schema.n_attributes))).shape == (1,)
 
 
 
 @pytest.mark.slow
-def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypatch):
-    """One worker: every xgboost model is tree for tree the same on `DaskQuantileDMatrix` as on `DaskDMatrix`.
+def test_the_streamed_and_the_quantile_matrix_grow_the_trees_of_the_plain_one(tmp_path, monkeypatch):
+    """One worker: every xgboost model is tree for tree the same trained streamed from the files (the engine's
+    `ParquetBatches`), on `DaskQuantileDMatrix` and on `DaskDMatrix`.
 
-    (On several workers the quantile sketch, and a forest's row sample, follow how the parts are spread over the
-    workers, which Dask may change from one fit to the next, whichever the matrix.)
+    (On several workers the quantile sketch, and a forest's row sample, follow how the rows are spread over the
+    workers, which for the Dask matrices Dask may change from one fit to the next.)
     """
     pytest.importorskip("distributed")
     pytest.importorskip("xgboost")
@@ -284,9 +292,11 @@ def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypa
 
     schema, accepted, _, spec = _study("adult", scale=1)
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
+    assert len(files) > 2  # several batches
     dumps = {}
+    matrices = ("DaskDMatrix", "DaskQuantileDMatrix", "streamed")
     with dask_engine.DaskEngine(MiningConfig(engine="dask", workers=1, engine_timeout_seconds=120)) as engine:
-        for matrix in ("DaskDMatrix", "DaskQuantileDMatrix"):
+        for matrix in matrices:
             monkeypatch.setattr(dask_engine, "TRAINING_MATRIX", matrix)
             for name, given in (("gradient-boosting", {"max_iter": 20}), ("random-forest", {"n_estimators": 10}),
                                 ("decision-tree", {"min_samples_leaf": 30})):
@@ -294,6 +304,34 @@ def test_the_quantile_matrix_grows_the_trees_of_the_plain_one(tmp_path, monkeypa
                 dumps[matrix, name] = engine.fit(name, schema, files, 0, params).booster.get_dump()
     for name in ("gradient-boosting", "random-forest", "decision-tree"):
         assert dumps["DaskQuantileDMatrix", name] == dumps["DaskDMatrix", name], name
+        assert dumps["streamed", name] == dumps["DaskDMatrix", name], name
+
+
+@pytest.mark.slow
+def test_a_streamed_fit_on_capped_workers_keeps_no_rows_in_dask_and_learns_as_the_local_booster(tmp_path):
+    """Two workers capped by ``worker_memory_mb``: each trains on its own run of the files (`shares`), the workers'
+    Dask memory holds no pseudo rows after the fit (nothing was persisted), and the booster scores within 0.3
+    points of the same xgboost model trained in one process on all the rows."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("xgboost")
+    from modelshare.miner_node.dask_engine import DaskEngine, LocalBooster, xgboost_parameters
+    from modelshare.miner_node.streamed_training import shares
+
+    schema, accepted, evaluation, spec = _study("nursery", scale=3)
+    files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
+    assert shares([str(f) for f in files[:3]], 2) == [[str(files[0]), str(files[1])], [str(files[2])]]
+    params = {"max_iter": 30}
+    with DaskEngine(MiningConfig(engine="dask", workers=2, worker_memory_mb=1536, engine_timeout_seconds=120)) as engine:
+        limits = engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+        assert list(limits.values()) == [1536 * 2**20] * 2
+        model = engine.fit("gradient-boosting", schema, files, 0, xgboost_parameters("gradient-boosting", schema.n_classes,
+                                                                                      params))
+        held = engine.client.run(lambda dask_worker: len(dask_worker.data))
+        assert list(held.values()) == [0, 0], held
+    X, y = read_all(files, schema)
+    local = LocalBooster("gradient-boosting", schema, params, 0).fit(X, y)
+    assert abs(accuracy(evaluation.y, model.predict(evaluation.X)) - accuracy(evaluation.y, local.predict(evaluation.X))) <= 0.003
+
 
 @pytest.mark.slow
 def test_workers_log_xgboost_warnings_but_not_its_rank_lines(tmp_path, capfd):
