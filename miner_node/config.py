@@ -28,7 +28,7 @@
     # scheduler = "tcp://10.0.0.5:8786" # dask: ... an existing cluster (exactly one of the two)
     memory_budget_mb = 256              # pseudo-data is written to Parquet in chunks that fit this budget
     engine_timeout_seconds = 600        # dask: a deadline on every cluster call (connect, fit, counts)
-    worker_memory_mb = 4096             # dask with workers: each worker's memory cap (default: Dask's, memory / workers)
+    worker_memory_mb = 4096             # dask with workers: each worker's memory cap (default: memory / workers)
 
     [dashboard]                         # optional: the admin's read-only web dashboard (off without this table)
     listen = "127.0.0.1:8750"           # loopback by default; another address needs tls = true
@@ -204,8 +204,8 @@ class _MiningTable(ConfigModel):
         if self.engine == "local" and given:
             raise ValueError(f'{given[0]} applies to engine "dask"; engine is "local"')
         if self.worker_memory_mb is not None and self.workers is None:
-            raise ValueError("worker_memory_mb caps the workers of the LocalCluster that workers = N starts; an existing "
-                             "cluster's workers keep the limits they were started with")
+            raise ValueError("worker_memory_mb caps the workers of the LocalCluster that workers = N starts; "
+                             "an existing cluster's workers keep the limits they were started with")
         return self
 
     def config(self) -> MiningConfig:

@@ -33,7 +33,8 @@ __all__ = ["ParquetBatches", "release_batches", "shares", "start_tracker", "trai
 
 
 def shares(files: Sequence[str], n: int) -> list[list[str]]:
-    """``files`` in ``n`` runs of consecutive files, as even in count as they go (a run is empty when files are fewer)."""
+    """``files`` in ``n`` runs of consecutive files, as even in count as they go (a run is empty when files are
+    fewer)."""
     return [[str(f) for f in run] for run in np.array_split(np.asarray(files, dtype=object), n)]
 
 
@@ -51,7 +52,8 @@ def start_tracker(n_workers: int, host: str, timeout: int) -> dict[str, Any]:
 
 
 class ParquetBatches(xgboost.DataIter):
-    """An `xgboost.DataIter` over Parquet files: each batch one file's attribute columns and class, read when asked for."""
+    """An `xgboost.DataIter` over Parquet files: each batch one file's attribute columns and class, read when
+    asked for."""
 
     def __init__(self, files: Sequence[str], names: Sequence[str], label: str) -> None:
         self._files, self._names, self._label = list(files), list(names), label

@@ -321,16 +321,19 @@ def test_a_streamed_fit_on_capped_workers_keeps_no_rows_in_dask_and_learns_as_th
     files = _owners_parquet(tmp_path, schema, accepted, spec, memory_budget_mb=1)
     assert shares([str(f) for f in files[:3]], 2) == [[str(files[0]), str(files[1])], [str(files[2])]]
     params = {"max_iter": 30}
-    with DaskEngine(MiningConfig(engine="dask", workers=2, worker_memory_mb=1536, engine_timeout_seconds=120)) as engine:
+    config = MiningConfig(engine="dask", workers=2, worker_memory_mb=1536, engine_timeout_seconds=120)
+    with DaskEngine(config) as engine:
         limits = engine.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
         assert list(limits.values()) == [1536 * 2**20] * 2
-        model = engine.fit("gradient-boosting", schema, files, 0, xgboost_parameters("gradient-boosting", schema.n_classes,
-                                                                                      params))
+        parameters = xgboost_parameters("gradient-boosting", schema.n_classes, params)
+        model = engine.fit("gradient-boosting", schema, files, 0, parameters)
         held = engine.client.run(lambda dask_worker: len(dask_worker.data))
         assert list(held.values()) == [0, 0], held
     X, y = read_all(files, schema)
     local = LocalBooster("gradient-boosting", schema, params, 0).fit(X, y)
-    assert abs(accuracy(evaluation.y, model.predict(evaluation.X)) - accuracy(evaluation.y, local.predict(evaluation.X))) <= 0.003
+    streamed = accuracy(evaluation.y, model.predict(evaluation.X))
+    whole = accuracy(evaluation.y, local.predict(evaluation.X))
+    assert abs(streamed - whole) <= 0.003
 
 
 @pytest.mark.slow
