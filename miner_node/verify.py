@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import select
 import signal
 import threading
 from dataclasses import dataclass
@@ -144,6 +145,12 @@ class _Worker:
         self.process = ctx.Process(target=_serve, args=(child,), name="miner-verifier", daemon=True)
         self.process.start()
         child.close()
+        self._verdicts = select.poll()  # kept, not rebuilt per call as `Connection.poll` does
+        self._verdicts.register(self.conn.fileno(), select.POLLIN)
+
+    def answered(self, timeout: float | None) -> bool:
+        """Whether the worker's answer (or its end: the pipe closed) is there within ``timeout`` seconds (None: wait)."""
+        return bool(self._verdicts.poll(None if timeout is None else max(timeout, 0.0) * 1e3))
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the worker has imported everything and said so (it sends ``"ready"`` first).
@@ -269,7 +276,7 @@ class ModelVerifier:
         returned: _Worker | None = worker  # back to the idle queue afterwards, unless replaced
         try:
             worker.conn.send((payload, terms, self.max_nodes))
-            if not worker.conn.poll(timeout):
+            if not worker.answered(timeout):
                 self._replace(worker)
                 returned = None
                 raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
