@@ -518,8 +518,8 @@ def interpretation(runs: list[dict[str, Any]], accept: Phase) -> str:
             f"verifier round trip, the group-committed write), its verifier processes {verifiers:.2f} ms (decode, "
             f"validate, re-audit){clients}. {cores} cores at {total:.2f} ms a submission allow at most "
             f"{cores * 1e3 / total:,.0f}/s, of which this run reached {s.rate * total / (cores * 1e3):.0%}; and the "
-            f"miner process's share runs mostly under one interpreter lock, which alone allows at most "
-            f"{1e3 / miner:,.0f}/s. ")
+            f"miner process's share, were it all under its one interpreter lock (gRPC's C threads, SQLite and the "
+            f"fsync run partly outside it), would alone allow at most {1e3 / miner:,.0f}/s. ")
     if s.rate < TARGET:
         text += (f"{TARGET:,.0f}/s on {cores} cores needs all of it within {cores * 1e3 / TARGET:.2f} ms a "
                  f"submission (and the miner process's part well within {1e3 / TARGET:.2f} ms): that is the floor "
