@@ -3,18 +3,22 @@
 The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundled Adult table (seed
 ``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard
 deviation, rounded and clipped to the schema's public range; categories and classes are kept. Per size,
-each case runs in a fresh child process that generates the rows, then is timed from the local learner's
-``fit`` to the released tree (`modelshare.common.mechanisms.release.release`), as ``modelshare release`` does:
+each case runs in a fresh child process that generates the rows column by column, each column kept in the
+smallest dtype holding its values exactly (the table as a file holds it: 21 bytes a row of Adult's attributes,
+not 112 bytes of float64), then is timed from the local learner's fit to the released tree
+(`modelshare.common.mechanisms.release.release`). The learner is fed the encoded rows as float64 chunks of
+`CHUNK_ROWS` rows (`OnPublicCuts.fit_chunks`, as a chunked reader of the file would), so it holds only their
+public-cell codes, never the float table:
 
 * ``admissible-k``: the admissible learner under ``k-anonymity:k=10`` (counts), then APT;
 * ``admissible-cl``: the admissible learner under ``cl-diversity:c=5,l=2`` (hit/miss), then APT and its
   release guard;
 * ``multiway-apt``: the multiway learner, then APT to ``k-anonymity:k=10``;
 * ``cart``: the reference, scikit-learn's ``DecisionTreeClassifier(min_samples_leaf=10, random_state=0)``
-  fitted on the same encoded rows (float64, as the owner's learners are given them).
+  fitted on the same encoded rows as one float64 matrix (what it needs).
 
 Measured per child: the timed step's wall time, the child's peak resident memory (``ru_maxrss``) and
-its resident memory once the rows are generated (what the table itself holds), the trained and
+its resident memory once the rows are generated (the compact table, or cart's float64 matrix), the trained and
 released leaves. The machine's load average is read before and after the run. Results go to
 bench/RESULTS.md.
 
@@ -32,6 +36,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -47,22 +52,44 @@ CASES: dict[str, tuple[str, str, str]] = {  # case: (learner, requirement, discl
     "multiway-apt": ("multiway", "k-anonymity:k=10", "counts"),
 }
 REFERENCE = "cart"
+CHUNK_ROWS = 1 << 16
+"""Rows per float64 chunk the learners are fed (`OnPublicCuts.fit_chunks`)."""
 
 
-def adult_shaped(rows: int, seed: int) -> tuple[Schema, np.ndarray, np.ndarray]:
-    """``rows`` Adult-shaped encoded rows (module docstring)."""
+def _compact(column: np.ndarray) -> np.ndarray:
+    """``column`` in the smallest integer dtype that holds its values exactly (float64 if they are not whole)."""
+    low, high = column.min(), column.max()
+    if not np.array_equal(column, np.floor(column)) or low < np.iinfo(np.int64).min or high > np.iinfo(np.int64).max:
+        return column
+    return column.astype(np.result_type(np.min_scalar_type(int(low)), np.min_scalar_type(int(high))))
+
+
+def adult_shaped(rows: int, seed: int) -> tuple[Schema, list[np.ndarray], np.ndarray]:
+    """``rows`` Adult-shaped encoded rows (module docstring), made and kept column by column, each column in the
+    smallest dtype that holds its values exactly: the table as a file would hold it, not as float64 rows."""
     table = load_dataset("adult")
     schema = table.schema
     X, y = schema.encode(table.frame)
     rng = np.random.default_rng(seed)
     drawn = rng.integers(0, y.shape[0], rows)
-    X, y = X[drawn], y[drawn]
+    columns = []
     for j, attribute in enumerate(schema.attributes):
+        column = X[drawn, j]
         if isinstance(attribute, NumericAttribute):
             moved = np.flatnonzero(rng.random(rows) < 0.5)
-            noise = np.round(rng.normal(0.0, 0.05 * X[:, j].std(), moved.size))
-            X[moved, j] = np.clip(X[moved, j] + noise, attribute.low, attribute.high)
-    return schema, X, y
+            noise = np.round(rng.normal(0.0, 0.05 * column.std(), moved.size))
+            column[moved] = np.clip(column[moved] + noise, attribute.low, attribute.high)
+        columns.append(_compact(column))
+    return schema, columns, y[drawn]
+
+
+def float_chunks(columns: list[np.ndarray], y: np.ndarray, size: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The table's encoded rows as float64 chunks of ``size`` rows (what a chunked reader of the file gives)."""
+    for start in range(0, y.shape[0], size):
+        chunk = np.empty((min(size, y.shape[0] - start), len(columns)), dtype=np.float64)
+        for j, column in enumerate(columns):
+            chunk[:, j] = column[start:start + size]
+        yield chunk, y[start:start + size]
 
 
 def _maxrss_mb() -> float:
@@ -71,22 +98,28 @@ def _maxrss_mb() -> float:
 
 def child(case: str, rows: int, seed: int) -> dict[str, Any]:
     """Generate the rows and time the case's release (or the reference's fit) in this process."""
-    schema, X, y = adult_shaped(rows, seed)
-    data_mb = _maxrss_mb()
+    schema, columns, y = adult_shaped(rows, seed)
     if case == REFERENCE:
         from sklearn.tree import DecisionTreeClassifier
 
+        X = np.empty((rows, len(columns)), dtype=np.float64)
+        for j in range(len(columns)):
+            X[:, j], columns[j] = columns[j], np.empty(0)  # each compact column dropped once copied
+        data_mb = _maxrss_mb()
         started = time.perf_counter()
         fitted = DecisionTreeClassifier(min_samples_leaf=10, random_state=0).fit(X, y)
         wall = time.perf_counter() - started
         return {"wall": wall, "maxrss_mb": _maxrss_mb(), "data_mb": data_mb,
                 "trained_leaves": int(fitted.get_n_leaves()), "released_leaves": None}
     from modelshare.common.mechanisms.release import local_learner, release
+    from modelshare.common.trees.learners import OnPublicCuts
 
+    data_mb = _maxrss_mb()
     learner, requirement, disclosure = CASES[case]
     started = time.perf_counter()
-    trained = local_learner(learner, schema, "apt", requirement=requirement, disclosure=disclosure,
-                            random_state=0).fit(X, y).tree_
+    local = local_learner(learner, schema, "apt", requirement=requirement, disclosure=disclosure, random_state=0)
+    assert isinstance(local, OnPublicCuts)  # apt claims privacy: numeric splits on the public cuts
+    trained = local.fit_chunks(float_chunks(columns, y)).tree_
     fitted_at = time.perf_counter()
     released = release("apt", tree=trained, requirement=requirement, disclosure=disclosure)
     wall = time.perf_counter() - started

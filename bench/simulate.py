@@ -9,7 +9,9 @@ and the same global models trained on the pooled pseudo-data and, for BASIS, on 
 rows, then scored on the held-out 20 % -- which is what simulate's miner and its BASIS
 comparison do. BASEGEN, which simulate does not run, is switched off. The ratio (simulate wall /
 in-process wall) is the price of processes, gRPC, mutual TLS, signing, verification, durable
-storage and CSV round trips. simulate also gets ``--keep-dir`` (a temporary directory, removed
+storage and CSV round trips. Beside the wall times it records each side's CPU seconds (simulate: every
+process of its tree, from the children's resource usage; in-process: this process's), which a loaded
+machine distorts less, and the load average before and after. simulate also gets ``--keep-dir`` (a temporary directory, removed
 afterwards) so that the miner's log can split its time into the owners' answers and mining.
 Results go to bench/RESULTS.md.
 
@@ -30,6 +32,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,17 +89,20 @@ def run_simulate(requirement: str, max_depth: int | None) -> dict:
     cmd = simulate_command(requirement, max_depth)
     with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
         keep = Path(tmp) / "run"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "modelshare.cli", *cmd[1:], "--keep-dir", str(keep)], cwd=ROOT,
                               capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # every process of the tree was reaped by its parent
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} exited with status {done.returncode}:\n{done.stderr[-3000:]}")
         timeline = miner_timeline(keep / "logs" / "miner.log")
     report = json.loads(done.stdout)
     if len(report["owners"]) != OWNERS or not all(o["audit_passed"] for o in report["owners"]):
         raise SystemExit(f"simulate reported {len(report['owners'])} owners / failed audits: {report['owners']}")
-    return {"wall": wall, "report": report, **timeline}
+    return {"wall": wall, "cpu": cpu, "report": report, **timeline}
 
 
 def run_in_process(requirement: str, max_depth: int | None) -> dict:
@@ -105,7 +111,7 @@ def run_in_process(requirement: str, max_depth: int | None) -> dict:
     from modelshare.common.data.datasets import load_dataset
     from modelshare.pipeline import PipelineConfig, run_fold, stratified_parts
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     table = load_dataset(DATASET)
     schema = table.schema
     X, y = schema.encode(table.frame, source=table.source)
@@ -132,26 +138,34 @@ def run_in_process(requirement: str, max_depth: int | None) -> dict:
     try:
         fold_start = time.perf_counter()
         records = run_fold(schema, X[~test], y[~test], X[test], y[test], config, rng)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         pipeline.pseudo_data = original_pgen
-    return {"wall": wall, "records": records, "owners": first_pgen[0] - fold_start}
+    return {"wall": wall, "cpu": cpu, "records": records, "owners": first_pgen[0] - fold_start}
 
 
 def measure(requirement: str, max_depth: int | None, repeats: int) -> dict:
     sims, procs = [], []
+    load_before = os.getloadavg()
     for _ in range(repeats):  # interleaved, so drift hits both sides alike
         sims.append(run_simulate(requirement, max_depth))
         procs.append(run_in_process(requirement, max_depth))
-        print(f"simulate {sims[-1]['wall']:.1f} s (its own wall_seconds {sims[-1]['report']['wall_seconds']:.1f} s; "
-              f"owners answered in {sims[-1]['answers']:.1f} s, mining {sims[-1]['mining']:.1f} s), "
-              f"in-process {procs[-1]['wall']:.1f} s (owners' training + release {procs[-1]['owners']:.1f} s)", flush=True)
+        print(f"simulate {sims[-1]['wall']:.1f} s, {sims[-1]['cpu']:.1f} CPU s (its own wall_seconds "
+              f"{sims[-1]['report']['wall_seconds']:.1f} s; owners answered in {sims[-1]['answers']:.1f} s, mining "
+              f"{sims[-1]['mining']:.1f} s), in-process {procs[-1]['wall']:.1f} s, {procs[-1]['cpu']:.1f} CPU s "
+              f"(owners' training + release {procs[-1]['owners']:.1f} s)", flush=True)
+    load_after = os.getloadavg()
     sim = min(sims, key=lambda r: r["wall"])
     proc = min(procs, key=lambda r: r["wall"])
     pgen = {r["model"]: r for r in proc["records"] if r["method"] == "PGEN"}
     basis = {r["model"]: r for r in proc["records"] if r["method"] == "BASIS"}
     released = next(r["owners_released"] for r in proc["records"] if r["method"] == "PGEN")
     return {
+        "load_before": load_before,
+        "load_after": load_after,
+        "runs": [(s["wall"], s["cpu"], p["wall"], p["cpu"]) for s, p in zip(sims, procs, strict=True)],
+        "sim_cpu": sim["cpu"],
+        "proc_cpu": proc["cpu"],
         "sim_wall": sim["wall"],
         "sim_internal": sim["report"]["wall_seconds"],
         "sim_answers": sim["answers"],
@@ -168,6 +182,10 @@ def measure(requirement: str, max_depth: int | None, repeats: int) -> dict:
     }
 
 
+def _load(values: tuple[float, float, float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
 def write_results(command: str, requirement: str, max_depth: int | None, repeats: int, r: dict) -> None:
     depth = f", max depth {max_depth}" if max_depth is not None else ", no depth limit"
     lines = [
@@ -178,11 +196,17 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
         "owner processes, mutual TLS on loopback; interpreter start included) over the wall time of the same work in "
         f"this process (`modelshare.pipeline.run_fold`, methods BASIS + PGEN, multiway min leaf 1{depth}, "
         f"APT {requirement}, hit/miss, PGEN scale {PGEN_SCALE:g}, global models {', '.join(MODELS)}; load + encode + "
-        f"the same 80/20 split and owner tables as simulate), same run, best of {repeats}.",
+        f"the same 80/20 split and owner tables as simulate), same run, best of {repeats}. Load average (1, 5, 15 min) "
+        f"before {_load(r['load_before'])}, after {_load(r['load_after'])}.",
         "",
         "| simulate wall | simulate's own `wall_seconds` | in-process pipeline wall | ratio |",
         "|---:|---:|---:|---:|",
         f"| {r['sim_wall']:.1f} s | {r['sim_internal']:.1f} s | {r['proc_wall']:.1f} s | {r['ratio']:.2f} |",
+        "",
+        "| run | simulate wall | simulate CPU (all its processes) | in-process wall | in-process CPU | wall ratio | CPU ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        *(f"| {i + 1} | {sw:.1f} s | {sc:.1f} s | {pw:.1f} s | {pc:.1f} s | {sw / pw:.2f} | {sc / pc:.2f} |"
+          for i, (sw, sc, pw, pc) in enumerate(r["runs"])),
         "",
         "| part of the best runs | simulate | in-process |",
         "|---|---:|---:|",
@@ -209,12 +233,24 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
         "`cl-diversity:c=5,l=2` on Adult (every tree pruned to the root), hence `--requirement k-anonymity:k=5` "
         "on both sides.",
         "",
-        f"Interpretation: simulate takes {r['ratio']:.1f}x the in-process pipeline for the same learning work; "
-        f"{r['sim_answers'] - r['proc_owners']:.0f} s of the {r['sim_wall'] - r['proc_wall']:.0f} s gap is the owners' "
-        f"side ({r['sim_answers']:.0f} s to answer against {r['proc_owners']:.0f} s in-process: {OWNERS} owner "
-        f"interpreters starting, reading their CSVs and training at once on {os.cpu_count()} cores), and the rest lies "
-        "outside owners and mining (provisioning, process start-up and shutdown, and simulate's BASIS comparison, "
-        "which in-process is inside the pipeline's own time).",
+        f"Interpretation: simulate takes {r['ratio']:.2f}x the in-process pipeline's wall time for the same learning "
+        f"work and {r['sim_cpu'] / r['proc_cpu']:.2f}x its CPU time ({r['sim_cpu']:.0f} s over all its processes "
+        f"against {r['proc_cpu']:.0f} s). The miner and the {OWNERS} owners are forked from one fork server that "
+        "imported their code once (`modelshare.forkserver`), so the owners answer in "
+        f"{r['sim_answers']:.1f} s against {r['proc_owners']:.1f} s in-process (they train at once on "
+        f"{os.cpu_count()} cores), and the parties are stopped while simulate trains BASIS. What simulate still adds "
+        "is its own interpreter and imports, the fork server's imports (overlapping the dealing of the tables), CSV "
+        "writing and reading, the kits, the miner's verifier processes, TLS, signing, verification, the durable "
+        "store, the results' round trip (the global tree encoded by the miner and decoded and validated by "
+        "simulate) and its own interpreter's exit; BASIS, its path match and class match are computed on both sides."
+        + (f" The machine was loaded (load {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after, on "
+           f"{os.cpu_count()} cores): both sides ran slower than on an idle machine and the wall ratio swings with "
+           f"the other work ({min(sw / pw for sw, _, pw, _ in r['runs']):.2f} to "
+           f"{max(sw / pw for sw, _, pw, _ in r['runs']):.2f} between runs), while the CPU ratio is steadier "
+           f"({min(sc / pc for _, sc, _, pc in r['runs']):.2f} to {max(sc / pc for _, sc, _, pc in r['runs']):.2f}); "
+           "simulate's parallel parts (the owners at once, the miner beside simulate's own work) can use both "
+           "cores only on an idle machine."
+           if max(r["load_before"][0], r["load_after"][0]) > (os.cpu_count() or 1) else ""),
     ]
     section = "\n".join(lines) + "\n"
     write_section(SECTION, section)

@@ -83,13 +83,13 @@ def _finite_real(value: object) -> bool:
 
 def check_nonnegative_real(name: str, value: object) -> float:
     """Return ``value`` as a ``float`` if it is a finite real number >= 0 (``name`` is quoted in the error)."""
-    if not (_finite_real(value) and value >= 0):  # type: ignore[operator]
+    if not (_finite_real(value) and value >= 0):  # type: ignore[operator]  # _finite_real checked a real
         raise ParameterError(f"{name} must be a finite real number >= 0; got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return float(value)  # type: ignore[arg-type]  # a finite real: checked above
 
 
 def check_positive_real(name: str, value: object) -> float:
     """Return ``value`` as a ``float`` if it is a finite real number > 0: an epsilon, a scale."""
-    if not (_finite_real(value) and value > 0):  # type: ignore[operator]
+    if not (_finite_real(value) and value > 0):  # type: ignore[operator]  # _finite_real checked a real
         raise ParameterError(f"{name} must be a positive finite number; got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return float(value)  # type: ignore[arg-type]  # a finite real: checked above

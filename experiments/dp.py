@@ -4,9 +4,9 @@ Protocol: ``repeats`` random 80/20 splits (``train_test_split(..., random_state=
 stratified; ``--folds K`` runs stratified K-fold cross-validation per repeat instead; with
 ``--test-data`` every repeat trains on the whole table and tests on that separate table). Per
 split, every ``dp`` mechanism of `modelshare.common.mechanisms.registry` (the registry, not a fixed list, so
-a mechanism registered later is run too; ``--mechanisms`` keeps some) releases ``trees`` trees at each total epsilon through
-`modelshare.common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each release is scored
-on the test rows twice over:
+a mechanism registered later is run too; ``--mechanisms`` keeps some) releases ``trees`` trees at each total epsilon
+through `modelshare.common.mechanisms.release.release` with ``dp:epsilon=E,trees=T``, exactly as an owner releases. Each
+release is scored on the test rows twice over:
 
 - ``ensemble``: the released trees themselves (summed noisy leaf counts, Alg. 2);
 - ``pgen->MODEL``: each ``--global-models`` model learned exactly as the miner learns it: PGEN
@@ -146,7 +146,8 @@ class DpSettings:
     dpea_steps: tuple[int, ...] = ()
     dpea_domain: str = "compact"
     global_models: tuple[str, ...] = ("decision-tree",)
-    model_settings: dict[str, Any] = field(default_factory=dict)  # study.toml's [global_models], as --model-setting gives them
+    # study.toml's [global_models], as --model-setting gives them
+    model_settings: dict[str, Any] = field(default_factory=dict)
     folds: int = 1
     pgen_scale: float = 1.0
     prior_share: float = DEFAULT_PRIOR_SHARE
@@ -173,7 +174,7 @@ def _release(schema: Schema, X: np.ndarray, y: np.ndarray, mechanism: str, steps
         return dpea.fit(schema, X, y, np.random.default_rng(seed)).trees, None
     found = release(mechanism, schema=schema, X=X, y=y, requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                     max_depth=depth, random_state=seed, prior_share=prior_share)
-    return list(found.trees), found.report
+    return list(found.classification_trees), found.report
 
 
 @dataclass(frozen=True)
@@ -427,16 +428,18 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trees", type=positive_int, default=10, help="trees per release (default 10)")
     add_list(p, "--max-depth", _depth_item, default=(), metavar="[MECH=]D", what="D or MECH=D",
              help="depth of the released trees: D for every mechanism, MECH=D for one, e.g. --max-depth "
-                  "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), others 4)")
+                  "laplace-rdt=5 diffpets=4 (default laplace-rdt 4, dpea 3, diffpets floor(|attributes| / 2), "
+                  "others 4)")
     p.add_argument("--mechanisms", nargs="+", choices=_dp_mechanisms(), default=None, metavar="MECH",
                    help=f"run only these dp mechanisms (default: every one registered: {', '.join(_dp_mechanisms())}); "
                         "a setting's numbers do not depend on which others run")
     p.add_argument("--pgen-scale", type=float, default=1.0,
-                   help="pseudo rows per released row for the global models (default 1; at most 1,000,000 rows a release)")
+                   help="pseudo rows per released row for the global models (default 1; at most "
+                   "1,000,000 rows a release)")
     p.add_argument("--prior-share", type=float, default=DEFAULT_PRIOR_SHARE, metavar="SHARE",
                    help=f"share of each release's epsilon spent on its noisy class histogram, the floor the models are "
-                        f"held to (default {DEFAULT_PRIOR_SHARE:g}; 0: the papers' mechanisms, no histogram, no decline); "
-                        "rows 'class-prior' score the floor")
+                        f"held to (default {DEFAULT_PRIOR_SHARE:g}; 0: the papers' mechanisms, "
+                        "no histogram, no decline); rows 'class-prior' score the floor")
     add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree",), allow_none=True,
                       help="global models learned from each release's PGEN data (the experiment compares trees)")
     add_model_settings(p)

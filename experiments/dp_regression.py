@@ -179,12 +179,13 @@ def regression_attributes(schema: Schema, target: str, source: str) -> tuple[Att
                           f"{list(schema.names)}", source=source, column=target)
     if not isinstance(schema.attributes[schema.index(target)], NumericAttribute):
         raise SchemaError("--target must be numeric; the schema makes it categorical", source=source, column=target)
-    return (*(a for a in schema.attributes if a.name != target), CategoricalAttribute(schema.class_name, schema.classes))
+    return (*(a for a in schema.attributes if a.name != target),
+            CategoricalAttribute(schema.class_name, schema.classes))
 
 
 def target_values(frame: pd.DataFrame, target: str, source: str) -> np.ndarray:
     """The target column as float64; SchemaError naming the first row whose value is not a finite number."""
-    values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
+    values: np.ndarray = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         label = frame.index[bad[0]]
@@ -331,7 +332,7 @@ def run_dp_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, se
 def references(X: np.ndarray, y: np.ndarray, X_eval: np.ndarray, y_eval: np.ndarray, split_list: Sequence[Split],
                seed: int) -> pd.DataFrame:
     """Per split, the non-private errors: the training mean and a depth-5 regression tree on the real rows."""
-    frames = []
+    frames: list[dict[str, Any]] = []
     for split in split_list:
         y_tr, y_te = y[split.train], y_eval[split.test]
         tree = DecisionTreeRegressor(max_depth=REFERENCE_DEPTH, random_state=(seed + split.repeat) % 2**32)
@@ -413,7 +414,8 @@ def cmd_dp_regression(args: argparse.Namespace) -> int:
         test_frame, _ = read_rows(args.test_data, data.schema)
         test = encode_rows(test_frame, data.schema, str(args.test_data))
     settings = RegressionSettings(target=args.target, target_range=args.target_range,
-                                  depth=args.max_depth or default_depth(data.schema), attribute_ranges=data.attribute_ranges,
+                                  depth=args.max_depth or default_depth(data.schema),
+                                  attribute_ranges=data.attribute_ranges,
                                   epsilons=args.epsilons, trees=args.trees, folds=args.folds, repeats=args.repeats,
                                   test_size=args.test_fraction, seed=args.seed,
                                   test_data=None if args.test_data is None else str(args.test_data))

@@ -268,7 +268,8 @@ class Results:
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """``frame`` as JSON-ready records (NaN becomes None)."""
-    return json.loads(frame.to_json(orient="records"))
+    rows: list[dict[str, Any]] = json.loads(frame.to_json(orient="records"))
+    return rows
 
 
 def write_results(out_dir: Path, results: Results) -> list[Path]:

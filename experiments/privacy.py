@@ -7,8 +7,8 @@ fold, the training part is used twice:
   by default as in the paper; several learners run on the same owners and folds) pruned by APT to
   ``cl-diversity:c=C,l=L`` in the form ``--disclosure`` allows (hit/miss by default: the paper's
   even spread of the misses over the other classes; an owner whose tree cannot meet it releases
-  nothing), PGEN pseudo-data pooled, global models learned from it (`modelshare.pipeline.run_fold`, which also learns BASIS, the same models on the raw
-  training part, kept as the reference line);
+  nothing), PGEN pseudo-data pooled, global models learned from it (`modelshare.pipeline.run_fold`, which also learns
+  BASIS, the same models on the raw training part, kept as the reference line);
 - LD: the training part itself (c,l)-diversified by full-domain generalisation and suppression
   (`experiments.baselines.ld.diversify`), global models learned from the published table (`fit_ld_model`) and
   scored on the test fold generalised the same way.
@@ -94,14 +94,15 @@ from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
 from modelshare.miner_node.selection import choose
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
 
-__all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy", "plot_privacy", "configure"]
+__all__ = ["PrivacySettings", "PrivacyTask", "requirement", "run_privacy", "summarize_privacy",
+           "plot_privacy", "configure"]
 
 METHODS = ("basis", "ppgen", "ld")
 """Column prefixes of the raw rows: BASIS (raw training rows), PPGEN and LD."""
 
 SCORES = ("basis_accuracy", "ppgen_accuracy", "bound_accuracy", "ld_accuracy", "ppgen_yields_data", "ld_yields_data",
-          "ppgen_owners_released", "ppgen_releases_audited_ok", "ppgen_train_rows", "ld_train_rows", "ld_suppressed_rows",
-          "ld_equivalence_classes")
+          "ppgen_owners_released", "ppgen_releases_audited_ok", "ppgen_train_rows", "ld_train_rows",
+          "ld_suppressed_rows", "ld_equivalence_classes")
 """Per-row measurements the summary averages (a yields-data mean is the share of folds with data)."""
 
 
@@ -134,7 +135,8 @@ class PrivacySettings:
         """PPGEN's pipeline settings (APT, BASIS and PGEN only) with ``learner`` (default: the first);
         each task sets its own requirement."""
         learner = learner or self.learners[0]
-        params = {"confidence": self.confidence} if learner == "admissible" and self.confidence != LEARNER_DEFAULT else {}
+        chosen = learner == "admissible" and self.confidence != LEARNER_DEFAULT
+        params = {"confidence": self.confidence} if chosen else {}
         return PipelineConfig(n_sources=self.owners, folds=self.folds, repeats=self.repeats,
                               learner=learner, learner_params=params, model_settings=self.model_settings,
                               mechanism="apt", requirement=requirement(self.cs[0], self.ls[0], self.scope),
@@ -159,7 +161,8 @@ class PrivacyTask:
     seed: int
 
 
-def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings], task: PrivacyTask) -> list[dict[str, Any]]:
+def _run_task(context: tuple[Schema, np.ndarray, np.ndarray, PrivacySettings],
+              task: PrivacyTask) -> list[dict[str, Any]]:
     """BASIS, PPGEN (per learner) and LD accuracy per global model on one fold under one requirement.
 
     Every learner's pipeline gets a generator seeded alike, so a learner's rows do not depend on
@@ -230,7 +233,8 @@ def run_privacy(schema: Schema, X: np.ndarray, y: np.ndarray, settings: PrivacyS
     if not settings.learners or len(set(settings.learners)) != len(settings.learners):
         raise ValueError(f"give one or more distinct learners, got {list(settings.learners)}")
     if settings.confidence != LEARNER_DEFAULT and "admissible" not in settings.learners:
-        raise ValueError(f"a pruning confidence applies to the admissible learner only, not to {list(settings.learners)}")
+        raise ValueError("a pruning confidence applies to the admissible learner only, not to "
+                         f"{list(settings.learners)}")
     if not 0.0 <= settings.max_suppression < 1.0:
         raise ValueError(f"max suppression must lie in [0, 1), got {settings.max_suppression}")
     if any(c <= 0 for c in settings.cs):
@@ -309,7 +313,8 @@ def _show(summary: pd.DataFrame, raw: pd.DataFrame, title: str, several: bool) -
         return "-" if np.isnan(mean) else f"{mean:.3f}±{0.0 if np.isnan(std) else std:.3f}"
 
     for row in summary.itertuples(index=False):
-        table.add_row(str(row.l), f"{row.c:g}", *((row.learner,) if several else ()), row.model, acc(row.basis_accuracy_mean, row.basis_accuracy_std),
+        table.add_row(str(row.l), f"{row.c:g}", *((row.learner,) if several else ()), row.model,
+                      acc(row.basis_accuracy_mean, row.basis_accuracy_std),
                       acc(row.ppgen_accuracy_mean, row.ppgen_accuracy_std),
                       "-" if np.isnan(row.bound_accuracy_mean) else f"{row.bound_accuracy_mean:.3f}",
                       acc(row.ld_accuracy_mean, row.ld_accuracy_std),
@@ -336,7 +341,8 @@ def cmd_privacy(args: argparse.Namespace) -> int:
     name = Path(table.source).name
     title = (f"{name}: PPGEN ({settings.owners} owner(s), APT) vs LD, {settings.folds}-fold CV x {settings.repeats} "
              f"(data = share of folds with data)")
-    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir), lambda: _show(summary, raw, title, len(settings.learners) > 1))
+    return finish(args, results, lambda out_dir: plot_privacy(summary, settings, name, out_dir),
+                  lambda: _show(summary, raw, title, len(settings.learners) > 1))
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -133,7 +133,8 @@ def _run_split(context: tuple[Schema, np.ndarray, np.ndarray, PruningSettings], 
     head = {"repeat": split.repeat, "fold": split.fold}
     records: list[dict[str, Any]] = []
     for depth in sorted({*settings.depths, settings.depth}):
-        learner = make_learner("cart", schema, random_state=settings.seed + split.repeat, max_depth=depth).fit(X_tr, y_tr)
+        learner = make_learner("cart", schema, random_state=settings.seed + split.repeat,
+                               max_depth=depth).fit(X_tr, y_tr)
         if depth in settings.depths:
             records.append({**head, "table": "attacks", "depth": depth, **_scores(learner.tree_, X_te, y_te)})
         if depth != settings.depth:
@@ -208,7 +209,8 @@ def _plots(attacks: pd.DataFrame, pruning: pd.DataFrame, settings: PruningSettin
 
     def by_method(score: str) -> list[Series]:
         return series_by(pruning, x="s", mean=score, std=f"{score}_std", by=["method"],
-                         label=lambda key: LABELS[key[0]], reference=lambda key: paper_over_s(paper, settings.depth, key[0], score))
+                         label=lambda key: LABELS[key[0]],
+                         reference=lambda key: paper_over_s(paper, settings.depth, key[0], score))
 
     def by_depth(score: str, label: str) -> list[Series]:
         return series_by(attacks, x="depth", mean=score, std=f"{score}_std", by=[], label=lambda key: label,
@@ -229,7 +231,8 @@ def _plots(attacks: pd.DataFrame, pruning: pd.DataFrame, settings: PruningSettin
         plot_bars(out_dir / "homogeneity_users_by_depth.png", by_depth("homogeneity_users", "homogeneity attack N_u"),
                   title=unpruned, xlabel="tree depth (levels)", ylabel=users, reference_label=reference_label),
         plot_bars(out_dir / "attacked_leaves_by_depth.png",
-                  by_depth("uniqueness", "uniqueness attack U") + by_depth("homogeneity_leaves", "homogeneity attack N_l"),
+                  by_depth("uniqueness", "uniqueness attack U")
+                  + by_depth("homogeneity_leaves", "homogeneity attack N_l"),
                   title=unpruned, xlabel="tree depth (levels)", ylabel="leaves open to the attack (leaves)",
                   reference_label=reference_label),
     ]
@@ -260,7 +263,8 @@ def cmd_pruning(args: argparse.Namespace) -> int:
     return finish(args, results, lambda out_dir: _plots(attacks, pruning, settings, paper, name, out_dir), show)
 
 
-HEADERS = {"uniqueness": "U", "homogeneity_leaves": "N_l", "homogeneity_users": "N_u", "acc_abstain": "acc (pruned=error)"}
+HEADERS = {"uniqueness": "U", "homogeneity_leaves": "N_l", "homogeneity_users": "N_u",
+           "acc_abstain": "acc (pruned=error)"}
 
 
 def _cell(column: str, value: Any, keys: Sequence[str]) -> str:

@@ -285,7 +285,8 @@ def _print(summary: pd.DataFrame, title: str, *, with_delta: bool) -> None:
     table = Table(title=title)
     for name in ("depth", "k", "trees", "beta"):
         table.add_column(name)
-    scores: Sequence[str] = [c[: -len("_mean")] for c in summary.columns if c.startswith("acc_") and c.endswith("_mean")]
+    scores: Sequence[str] = [c[: -len("_mean")] for c in summary.columns if c.startswith("acc_")
+                             and c.endswith("_mean")]
     for name in scores:
         label = "ensemble" if name == "acc_ensemble" else "PGEN -> " + name[len("acc_pgen_"):]
         table.add_column(f"{label} acc", justify="right")
@@ -293,7 +294,8 @@ def _print(summary: pd.DataFrame, title: str, *, with_delta: bool) -> None:
         table.add_column("Nt·delta", justify="right")
     for row in summary.to_dict(orient="records"):
         cells = [str(int(row["depth"])), str(int(row["k"])), str(int(row["trees"])), f"{row['beta']:g}"]
-        cells += [f"{row[f'{c}_mean']:.3f} ± {0.0 if np.isnan(row[f'{c}_std']) else row[f'{c}_std']:.3f}" for c in scores]
+        cells += [f"{row[f'{c}_mean']:.3f} ± {0.0 if np.isnan(row[f'{c}_std']) else row[f'{c}_std']:.3f}"
+                  for c in scores]
         if with_delta:
             cells.append("-" if row["k"] == 0 else _delta_cell(row["total_delta"]))
         table.add_row(*cells)

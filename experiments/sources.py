@@ -147,12 +147,14 @@ def _show(summary: pd.DataFrame, raw: pd.DataFrame, title: str, *, with_owners: 
         table.add_row(*([str(row.n_sources)] if with_owners else []), *cells)
     out.print(table)
     for model, rows in raw.groupby("model", sort=False):
-        chosen = "; ".join(f"{method} {selections(list(by.selection))}" for method, by in rows.groupby("method", sort=False))
+        chosen = "; ".join(f"{method} {selections(list(by.selection))}"
+                           for method, by in rows.groupby("method", sort=False))
         out.print(f"{model} hyperparameters over the folds: {chosen}", highlight=False)
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    """Run the sweep with the owners' release as the flags say (the requirement and disclosure defaulted as simulate's)."""
+    """Run the sweep with the owners' release as the flags say
+    (the requirement and disclosure defaulted as simulate's)."""
     args.requirement = resolve_requirement(args.mechanism, args.requirement)
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     table = load_source(args)
@@ -216,7 +218,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="minimum leaf of the global tree models: rows, or a fraction of the training rows "
                         "(use a fraction with --pgen-scale > 1 so BASIS and PGEN trees are comparable)")
     p.add_argument("--pgen-scale", type=float, default=PipelineConfig.pgen_scale,
-                   help="PGEN rows per tree as a multiple of its tuples (default %(default)s; 1 = the paper's hit+miss)")
+                   help="PGEN rows per tree as a multiple of its tuples "
+                        "(default %(default)s; 1 = the paper's hit+miss)")
     add_off_path(p, default=PipelineConfig.off_path)
     add_on_path(p, default=PipelineConfig.on_path)
     models = add_global_models(p, choices=GLOBAL_MODELS, default=("decision-tree", "naive-bayes"),

@@ -23,7 +23,8 @@ model, and a condition fails there), the best BASIS model, the best model of the
 federation, the majority class and the bound; `done_conditions` checks issue 33's two conditions on
 them, and beside the dp condition `order_risk`: the least chance that any study at that epsilon names the wrong
 one of the training part's two largest classes, on the table or on a neighbour of it (a proof, not a
-measurement), which says how far a dp floor can be held to the majority class at all. Tables run one after another and the files in ``--out`` are rewritten after each, so an
+measurement), which says how far a dp floor can be held to the majority class at all. Tables run one after another and
+the files in ``--out`` are rewritten after each, so an
 interrupted run keeps every finished table; ``--merge`` writes the one table of several runs' folders.
 """
 
@@ -53,6 +54,8 @@ from modelshare.common.mechanisms.release import default_learner
 from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
 from modelshare.common.study import Training
+from modelshare.common.trees.learners import LEARNER_NAMES
+from modelshare.common.trees.tree import DISCLOSURES
 from modelshare.miner_node.global_models import CLASSIFICATION_MODELS
 from modelshare.miner_node.selection import DEFAULT_MODES
 from modelshare.pipeline import PipelineConfig, fold_plan, run_fold
@@ -69,7 +72,8 @@ QUICK_OWNERS = (5,)
 QUICK_FOLDS = 3
 SHORT = {"decision-tree": "tree", "naive-bayes": "NB", "gradient-boosting": "GB", "random-forest": "RF"}
 K_TARGET = ("k-anonymity:k=10", 5, 0.05, 0.02)
-"""Issue 33: under k-anonymity k=10 at 5 owners, within 5 points of the no-privacy federation on every table, 2 on the median."""
+"""Issue 33: under k-anonymity k=10 at 5 owners, within 5 points
+of the no-privacy federation on every table, 2 on the median."""
 DP_TARGETS = ("dp:epsilon=0.1", "dp:epsilon=1")
 
 
@@ -81,6 +85,8 @@ class Setting:
     item: str
     mechanism: str
     requirement: str | None
+    learner: str | None = None  # a path release's owners' learner; None: the mechanism's default
+    disclosure: str | None = None  # a path release's disclosure; None: the mechanism's default
 
 
 def _trees(mechanism: str) -> int:
@@ -91,7 +97,8 @@ def _trees(mechanism: str) -> int:
 
 
 def requirement_item(text: str) -> str:
-    """One ``--requirements`` item, checked: a path requirement, a dps mechanism's name, ``dp:epsilon=E`` or ``none``."""
+    """One ``--requirements`` item, checked: a path requirement,
+    a dps mechanism's name, ``dp:epsilon=E`` or ``none``."""
     if text == NONE or (text in registry.names() and registry.get(text).family == "dps"):
         return text
     if match := re.fullmatch(r"dp:epsilon=([0-9.eE+-]+)", text):
@@ -114,8 +121,13 @@ def _requirement_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
-def settings_for(item: str, dp_mechanisms: Sequence[str]) -> list[Setting]:
-    """The releases one ``--requirements`` item stands for (several for ``dp:epsilon=E``: one per dp mechanism)."""
+def settings_for(item: str, dp_mechanisms: Sequence[str], *, learner: str | None = None,
+                 disclosure: str | None = None) -> list[Setting]:
+    """The releases one ``--requirements`` item stands for (several for ``dp:epsilon=E``: one per dp mechanism).
+
+    ``learner`` and ``disclosure`` replace the defaults of a path release (``k-anonymity``, ``cl-diversity``) and
+    are named in its label; the other releases keep their own.
+    """
     item = requirement_item(item)
     if item == NONE:
         return [Setting(NONE, NONE, NONE, None)]
@@ -124,7 +136,8 @@ def settings_for(item: str, dp_mechanisms: Sequence[str]) -> list[Setting]:
         return [Setting(f"{item} {requirement}", item, item, requirement)]
     if item.startswith("dp:"):
         return [Setting(f"{m} {item},trees={_trees(m)}", item, m, f"{item},trees={_trees(m)}") for m in dp_mechanisms]
-    return [Setting(f"{DEFAULT_MECHANISM} {item}", item, DEFAULT_MECHANISM, item)]
+    named = "".join(f" {key}={value}" for key, value in (("learner", learner), ("disclosure", disclosure)) if value)
+    return [Setting(f"{DEFAULT_MECHANISM} {item}{named}", item, DEFAULT_MECHANISM, item, learner, disclosure)]
 
 
 @dataclass(frozen=True)
@@ -142,12 +155,12 @@ class SuiteSettings:
 def pipeline_config(setting: Setting, owners: int, suite: SuiteSettings) -> PipelineConfig:
     """The study `simulate` runs with its defaults for this release, as the in-process pipeline's settings."""
     record = registry.get(setting.mechanism)
-    learner = default_learner(setting.mechanism)
+    learner = setting.learner or default_learner(setting.mechanism)
     return PipelineConfig(
         n_sources=owners, folds=suite.folds, repeats=suite.repeats, learner=learner,
         learner_params={} if record.whole_release else Training(learner=learner).learner_params(),
         mechanism=setting.mechanism, requirement=setting.requirement,
-        disclosure=resolve_disclosure(setting.mechanism, None),  # type: ignore[arg-type]
+        disclosure=resolve_disclosure(setting.mechanism, setting.disclosure),
         global_models=suite.global_models,
         model_settings={m: DEFAULT_MODES.get(m, "fixed") for m in suite.global_models},
         methods=("BASIS", "PGEN"), random_state=suite.seed,
@@ -202,7 +215,8 @@ def _run(context: tuple[str, Schema, np.ndarray, np.ndarray, SuiteSettings], tas
     seconds = time.perf_counter() - started
     return [{"table": name, "setting": task.setting.label, "requirement": task.setting.item,
              "mechanism": task.setting.mechanism, "owners": task.owners, "repeat": task.repeat, "fold": task.fold,
-             **record, "majority": majority, "bound": bound, "order_risk": risk, "seconds": seconds} for record in found]
+             **record, "majority": majority, "bound": bound, "order_risk": risk, "seconds": seconds}
+            for record in found]
 
 
 def run_table(name: str, schema: Schema, X: np.ndarray, y: np.ndarray, suite: SuiteSettings, *,
@@ -232,7 +246,8 @@ def _rank(item: str) -> tuple[int, float]:
 
 
 def summarize_suite(raw: pd.DataFrame) -> pd.DataFrame:
-    """One row per (table, release, owners): best model, best BASIS, the no-privacy federation's best, majority, bound."""
+    """One row per (table, release, owners): best model, best
+    BASIS, the no-privacy federation's best, majority, bound."""
     rows = []
     keys = ["table", "setting", "requirement", "mechanism", "owners"]
     for (table, setting, item, mechanism, owners), frame in raw.groupby(keys, sort=False):
@@ -307,7 +322,8 @@ def markdown(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], command: s
              "| table | release | owners | best model | BASIS | no privacy | majority | (c,l) bound | released trees |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary[summary["setting"] != NONE].itertuples(index=False):
-        lines.append(f"| {r.table} | {r.setting} | {r.owners} | {_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
+        lines.append(f"| {r.table} | {r.setting} | {r.owners} | "
+                     f"{_acc(r.best, r.best_model)}{_spread(r.best, r.best_std)} | "
                      f"{_acc(r.basis, r.basis_model)} | {_acc(r.none, r.none_model)} | {_acc(r.majority)} | "
                      f"{_acc(r.bound)} | {r.owners_released:.1f}/{r.owners} |")
     lines += ["", "| condition | table | value | holds | least chance an eps-DP study names the wrong majority |",
@@ -330,7 +346,8 @@ def _show(summary: pd.DataFrame, checks: Sequence[dict[str, Any]], folds: str) -
     for c in checks:
         held = "not run" if c["holds"] is None else ("holds" if c["holds"] else "FAILS")
         risk = c.get("order_risk", float("nan"))
-        note = "" if risk is None or np.isnan(risk) else f" (any eps-DP study names the wrong majority with chance >= {risk:.3f} on it or a neighbour)"
+        note = ("" if risk is None or np.isnan(risk) else
+                f" (any eps-DP study names the wrong majority with chance >= {risk:.3f} on it or a neighbour)")
         out.print(f"{c['condition']}: {c['table']} {c['value']:+.3f} {held}{note}", highlight=False)
 
 
@@ -346,7 +363,8 @@ def command_line(args: argparse.Namespace) -> str:
     return (f"modelshare experiment suite --tables {' '.join(args.tables)} --owners {' '.join(map(str, args.owners))} "
             f"--requirements {' '.join(args.requirements)} --dp-mechanisms {' '.join(args.dp_mechanisms)} "
             f"--global-models {' '.join(args.global_models)} --folds {args.folds} --repeats {args.repeats} "
-            f"--seed {args.seed}")
+            f"--seed {args.seed}" + "".join(f" --{flag} {value}" for flag, value in
+                                            (("learner", args.learner), ("disclosure", args.disclosure)) if value))
 
 
 def document(settings: dict[str, Any], raw: pd.DataFrame, summary: pd.DataFrame,
@@ -416,7 +434,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     if args.quick:
         args.owners, args.folds = QUICK_OWNERS, QUICK_FOLDS
     settings = tuple(s for item in dict.fromkeys([NONE, *args.requirements])
-                     for s in settings_for(item, args.dp_mechanisms))
+                     for s in settings_for(item, args.dp_mechanisms, learner=args.learner, disclosure=args.disclosure))
     suite = SuiteSettings(tuple(args.owners), settings, tuple(args.global_models), folds=args.folds,
                           repeats=args.repeats, seed=args.seed)
     for n in suite.owners:
@@ -466,6 +484,12 @@ def configure(p: argparse.ArgumentParser) -> None:
                         f"depth (default {' '.join(DEFAULT_DP_MECHANISMS)})")
     add_global_models(p, choices=CLASSIFICATION_MODELS, default=tuple(DEFAULT_MODELS["classification"]),
                       help="global models (simulate's default), set as a study without [global_models] sets them")
+    p.add_argument("--learner", choices=LEARNER_NAMES, default=None,
+                   help="the owners' learner of the k-anonymity and cl-diversity releases (default: the mechanism's, "
+                        "admissible); named in their rows. The no-privacy federation keeps its own default")
+    p.add_argument("--disclosure", choices=DISCLOSURES, default=None,
+                   help="what the k-anonymity and cl-diversity releases disclose per leaf (default: the mechanism's, "
+                        "hit_miss); named in their rows")
     p.add_argument("--quick", action="store_true",
                    help=f"the owner count issue 33's conditions read, {' '.join(map(str, QUICK_OWNERS))}, and "
                         f"{QUICK_FOLDS} folds (replaces --owners and --folds)")

@@ -101,12 +101,15 @@ MODE_BOUNDS: dict[str, Bound] = {
     "hinc": (0.0, 200.0, "household income in $1000s (1987): 0 to 200"),
     "psize": (1.0, 10.0, "travelling party size: 1 to 10 people"),
     **_same([f"ttme_{m}" for m in ("air", "train", "bus")], (0.0, 300.0, "terminal waiting time, minutes: 0 to 300")),
-    **_same([f"invc_{m}" for m in ("air", "train", "bus", "car")], (0.0, 1000.0, "in-vehicle cost, dollars: 0 to 1,000")),
+    **_same([f"invc_{m}" for m in ("air", "train", "bus", "car")],
+            (0.0, 1000.0, "in-vehicle cost, dollars: 0 to 1,000")),
     **_same([f"invt_{m}" for m in ("air", "train", "bus", "car")],
             (0.0, 2000.0, "in-vehicle time between Sydney, Canberra and Melbourne, minutes: 0 to 2,000")),
-    **_same([f"gc_{m}" for m in ("air", "train", "bus", "car")], (0.0, 1000.0, "generalised cost, dollars: 0 to 1,000")),
+    **_same([f"gc_{m}" for m in ("air", "train", "bus", "car")],
+            (0.0, 1000.0, "generalised cost, dollars: 0 to 1,000")),
 }
-MODE_ORDER = ("hinc", "psize", *(f"{v}_{m}" for v in ("ttme", "invc", "invt", "gc") for m in ("air", "train", "bus", "car")
+MODE_ORDER = ("hinc", "psize", *(f"{v}_{m}" for v in ("ttme", "invc", "invt", "gc")
+                                 for m in ("air", "train", "bus", "car")
                                  if not (v == "ttme" and m == "car")))
 
 SUITE: dict[str, SuiteTable] = {t.name: t for t in (
@@ -137,8 +140,8 @@ SUITE: dict[str, SuiteTable] = {t.name: t for t in (
                category_sources={"island": "the three study islands of the Palmer archipelago",
                                  "year": "the study's three field seasons"}),
     SuiteTable("anes96", "American National Election Studies 1996 (subset)",
-               "ANES via statsmodels.datasets.anes96, public domain", "two-class, mostly categorical, medium (944 rows)",
-               "vote", ("Clinton", "Dole"),
+               "ANES via statsmodels.datasets.anes96, public domain",
+               "two-class, mostly categorical, medium (944 rows)", "vote", ("Clinton", "Dole"),
                numeric={"popul": (0.0, 10000.0, "census place population in 1000s: no US place has 10 million"),
                         "age": (17.0, 120.0, "a voter's age in years")},
                categorical={"TVnews": tuple(str(i) for i in range(8)), "selfLR": ANES_SCALE, "ClinLR": ANES_SCALE,

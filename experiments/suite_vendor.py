@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sklearn import datasets as sk
+from sklearn.utils import Bunch
 
 from experiments.suite_tables import DATA_DIR, SUITE, schema_of
 from modelshare.common.data.schema import ATTRIBUTE_SOURCE
@@ -31,12 +32,12 @@ from modelshare.common.data.schema import ATTRIBUTE_SOURCE
 __all__ = ["build_all", "main"]
 
 
-def _sklearn(loader: Callable[..., object], classes: Sequence[str] | None = None) -> pd.DataFrame:
+def _sklearn(loader: Callable[..., Bunch], classes: Sequence[str] | None = None) -> pd.DataFrame:
     """A scikit-learn bundled table as a frame: its feature names as columns, the class names as labels."""
     bunch = loader(as_frame=False)
-    frame = pd.DataFrame(bunch.data, columns=[str(n) for n in bunch.feature_names])  # type: ignore[attr-defined]
-    names = list(classes) if classes is not None else [str(n) for n in bunch.target_names]  # type: ignore[attr-defined]
-    frame["class"] = np.asarray(names, dtype=object)[bunch.target]  # type: ignore[attr-defined]
+    frame = pd.DataFrame(bunch.data, columns=[str(n) for n in bunch.feature_names])
+    names = list(classes) if classes is not None else [str(n) for n in bunch.target_names]
+    frame["class"] = np.asarray(names, dtype=object)[bunch.target]
     return frame
 
 
@@ -70,7 +71,8 @@ MODES = ("air", "train", "bus", "car")
 
 
 def _modechoice(folder: Path) -> pd.DataFrame:
-    """Greene's long table (one row per traveller and mode) made wide: one row per traveller, the chosen mode as class."""
+    """Greene's long table (one row per traveller and mode) made
+    wide: one row per traveller, the chosen mode as class."""
     raw = pd.read_csv(folder / "modechoice" / "modechoice.csv", sep=";")
     wide = raw.pivot(index="individual", columns="mode", values=["ttme", "invc", "invt", "gc"])
     frame = pd.DataFrame({f"{var}_{MODES[mode - 1]}": wide[(var, mode)] for var in ("ttme", "invc", "invt", "gc")

@@ -1,6 +1,7 @@
 """The study administration (the ``StudyAdmin`` gRPC service): the admin creates, reads, watches and cancels studies.
 
-Every call reaching a handler here has been authenticated as the admin's by `modelshare.miner_node.rpc.AdminInterceptor`,
+Every call reaching a handler here has been authenticated as the admin's by
+`modelshare.miner_node.rpc.AdminInterceptor`,
 once, before the handler runs; the handlers only read the admin's name off the call (for the audit log).
 `StudyAdminService.complete_spec` checks a new study and fills its defaults, for ``CreateStudy`` and for the
 studies a miner config lists. ``WatchStudy`` holds a call, as a coroutine, until the study changes. The reads
@@ -87,7 +88,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
                 raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"evaluation table: {exc}") from None
         if not self.store.create_study(spec.study_id, spec.SerializeToString(), evaluation,
                                        by=admin):
-            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, f"a study {spec.study_id!r} exists already; choose another id")
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
+                            f"a study {spec.study_id!r} exists already; choose another id")
         log.info("study %s: created for %s (quorum %d)", spec.study_id, ", ".join(spec.owners), spec.quorum)
         self.coordinator.notify()
         return self.status(spec.study_id)
@@ -128,7 +130,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         if spec.quorum == 0:
             spec.quorum = len(spec.owners)
         if spec.quorum > len(spec.owners):
-            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
+            raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"quorum {spec.quorum} exceeds the {len(spec.owners)} invited owners")
         if timestamp_seconds(spec.deadline, "the deadline") <= self.clock():
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, "the deadline has already passed")
         return study
@@ -162,7 +165,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
         """A one-time sign-in URL of the web dashboard for the admin whose certificate this call proved."""
         if self.dashboard is None:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            "this miner serves no web dashboard: add a [dashboard] table to its miner.toml and restart it")
+                            "this miner serves no web dashboard: add a [dashboard] table to its "
+                            "miner.toml and restart it")
         url, expires = self.dashboard(_admin(context))
         reply = fpb.DashboardLogin(url=url)
         reply.expires_at.FromNanoseconds(int(expires * 1e9))
@@ -211,7 +215,8 @@ class StudyAdminService(Attached, fgrpc.StudyAdminServicer):
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {request.study_id!r} on this miner")
         if outcome not in ("cancelled", "already"):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"study {request.study_id!r} is already {outcome}; only an open or mining study can be cancelled")
+                            f"study {request.study_id!r} is already {outcome}; only an open or "
+                            "mining study can be cancelled")
         if outcome == "cancelled":
             log.info("study %s: cancelled by %s", request.study_id, by,
                      extra={"study": request.study_id, "outcome": "cancelled"})

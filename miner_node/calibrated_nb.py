@@ -33,8 +33,8 @@ from modelshare.common.trees.tree import Tree
 from modelshare.miner_node.dp_pgen import dp_pgen_scale
 from modelshare.miner_node.pgen import ClassAssignment, pgen
 
-__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release", "nb_model",
-           "nb_pseudo_data"]
+__all__ = ["CALIBRATED_NB", "NB_PSEUDO_ROWS", "PSEUDO_DATA", "CalibratedNB", "OwnerRelease", "is_nb_release",
+           "nb_model", "nb_pseudo_data"]
 
 CALIBRATED_NB = RELEASE_MODEL
 """The release model's name among a classification study's global models."""
@@ -99,5 +99,6 @@ def nb_pseudo_data(trees: Sequence[Tree], report: PrivacyReport, scale: float, r
     return X, np.argmax(model.proba(X), axis=1).astype(np.int64)
 
 
+# the ignore below: class_assignment: the study's str, checked
 PSEUDO_DATA = PseudoData(nb_pseudo_data, NB_PSEUDO_ROWS)  # type: ignore[arg-type]
 """dpea-nb's pseudo-data step, which its registry record names (`modelshare.common.mechanisms.registry.PseudoData`)."""

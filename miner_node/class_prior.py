@@ -34,7 +34,8 @@ def declined(report: PrivacyReport | None) -> ClassPrior | None:
 
 def study_prior(reports: Sequence[PrivacyReport | None], n_classes: int) -> np.ndarray | None:
     """The sum of the releases' noisy class histograms; None when no release carries one of ``n_classes`` counts."""
-    found = [prior.estimate for prior in map(class_prior_of, reports) if prior is not None and len(prior.counts) == n_classes
+    found = [prior.estimate for prior in map(class_prior_of, reports) if prior is not None
+             and len(prior.counts) == n_classes
              and (prior.refined is None or len(prior.refined) == n_classes)]
     return np.sum(np.asarray(found, dtype=np.float64), axis=0) if found else None
 
@@ -70,7 +71,8 @@ class ClassPriorModel(ClassifierMixin, BaseEstimator):
 
 
 def study_floor(reports: Sequence[PrivacyReport | None], n_classes: int) -> ClassPriorModel | None:
-    """The floor of a study whose releases are ``reports``: the model of their summed class histograms, None without any."""
+    """The floor of a study whose releases are ``reports``: the
+    model of their summed class histograms, None without any."""
     prior = study_prior(reports, n_classes)
     return None if prior is None else ClassPriorModel(prior)
 

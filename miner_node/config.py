@@ -11,7 +11,8 @@
     max_message_bytes = 16777216        # the largest answer (a whole signed envelope), however it travels
     max_grpc_message_bytes = 16777216   # the largest single gRPC message (an evaluation table, a whole answer)
     stream_idle_seconds = 30            # an answer sent in pieces with no piece this long is cut off
-    max_nodes = 200000                  # per released model, summed over its trees (at most 64, modelshare.common.federation.wire.MAX_TREES)
+    max_nodes = 200000                  # per released model, summed over its trees
+                                        # (at most 64, modelshare.common.federation.wire.MAX_TREES)
     timestamp_window_seconds = 300      # accepted clock skew / message age
     workers = 32                        # threads serving calls (waiting Polls hold none)
     max_calls = 10000                   # calls in progress at once, waiting Polls included; more: RESOURCE_EXHAUSTED
@@ -57,8 +58,8 @@ from modelshare.common.federation.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 MINING_TIMEOUT_SECONDS = 3600.0
 
-__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "DashboardConfig", "Limits", "MiningConfig", "ENGINES",
-           "is_loopback"]
+__all__ = ["MINING_TIMEOUT_SECONDS", "MinerConfig", "ConfigError", "DashboardConfig", "Limits", "MiningConfig",
+           "ENGINES", "is_loopback"]
 
 ENGINES = ("local", "dask")
 _SCHEDULER = re.compile(r"(tcp|tls)://\S+:\d+")
@@ -122,7 +123,8 @@ class _MinerTable(ConfigModel):
     workers: _Count = 32
     """Threads serving calls; a Poll or WatchStudy waiting for a change holds none."""
     max_calls: _Count = 10_000
-    """Calls in progress at once, waiting Polls included (one per connected site); more are answered RESOURCE_EXHAUSTED."""
+    """Calls in progress at once, waiting Polls included (one
+    per connected site); more are answered RESOURCE_EXHAUSTED."""
     max_streams_per_owner: _Count = Limits.max_streams_per_owner
     """Answers in pieces (SubmitChunks streams) one owner may have in progress at once, each buffered up to
     `max_message_bytes`; more are answered RESOURCE_EXHAUSTED, which the owner retries later (`max_calls` bounds
@@ -147,7 +149,8 @@ class _MinerTable(ConfigModel):
             raise ValueError(f"max_buffered_bytes_per_owner ({self.max_buffered_bytes_per_owner}) is less than "
                              f"max_message_bytes ({self.max_message_bytes}): the largest answer could never arrive")
         if self.max_buffered_bytes < self.max_buffered_bytes_per_owner:
-            raise ValueError(f"max_buffered_bytes ({self.max_buffered_bytes}) is less than max_buffered_bytes_per_owner "
+            raise ValueError(f"max_buffered_bytes ({self.max_buffered_bytes}) is less than "
+                             "max_buffered_bytes_per_owner "
                              f"({self.max_buffered_bytes_per_owner}); raise it or lower the per-owner limit")
         return self
 

@@ -57,7 +57,8 @@ class Coordinator:
         self.store = store
         self.mining = mining or MiningConfig()
         self.state_dir = state_dir
-        """Where the dask engine writes studies' pseudo-data (`modelshare.miner_node.pseudo_parquet.study_pseudo_dir`)."""
+        """Where the dask engine writes studies' pseudo-data
+        (`modelshare.miner_node.pseudo_parquet.study_pseudo_dir`)."""
         self.clock = clock
         self.mining_timeout = mining_timeout
         self.changed = threading.Condition()
@@ -134,7 +135,7 @@ class Coordinator:
                 return
             for study_id in dict.fromkeys(pending):
                 try:
-                    self.evaluate(study_id)  # type: ignore[arg-type]
+                    self.evaluate(study_id)  # type: ignore[arg-type]  # None was returned on above
                 except StoreError as exc:
                     log.error("study %s: cannot update its state (%s); the deadline check retries", study_id, exc)
 
@@ -161,7 +162,8 @@ class Coordinator:
         self.notify()
 
     @staticmethod
-    def _failure(why: str, quorum: int, submitted: set[str], waiting: list[str], refused: dict[str, tuple[str, float]]) -> str:
+    def _failure(why: str, quorum: int, submitted: set[str], waiting: list[str],
+                 refused: dict[str, tuple[str, float]]) -> str:
         parts = [f"{why}: {len(submitted)} of the {quorum} submissions needed"]
         if waiting:
             parts.append(f"no answer from {', '.join(sorted(waiting))}")
@@ -219,7 +221,7 @@ class Coordinator:
         kind, value = outcome
         if kind == "failed":
             self.store.transition(study_id, "mining", "failed", str(value))
-        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]
+        elif self.store.finish(study_id, bytes(value)):  # type: ignore[arg-type]  # a done outcome carries bytes
             log.info("study %s: done", study_id, extra={"study": study_id, "outcome": "done"})
         else:
             row = self.store.study(study_id)
@@ -252,7 +254,8 @@ class Coordinator:
         return results.SerializeToString()
 
     def _deadline_loop(self) -> None:
-        """Re-evaluate open studies once their deadlines pass, and fail studies mined for too long (every half second)."""
+        """Re-evaluate open studies once their deadlines pass, and
+        fail studies mined for too long (every half second)."""
         while not self._stop.wait(0.5):
             now = self.clock()
             try:

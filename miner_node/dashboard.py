@@ -108,7 +108,8 @@ class DashboardAccess:
         return session
 
     def session(self, token: str) -> str | None:
-        """The admin's name behind a live session token, or None (unknown, expired, or the admin revoked or re-keyed)."""
+        """The admin's name behind a live session token, or None
+        (unknown, expired, or the admin revoked or re-keyed)."""
         with self._lock:
             grant = self._find(self._sessions, token, pop=False)
             return grant.admin if grant is not None and self._still_admin(grant) else None
@@ -215,7 +216,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             session = self.server.access.redeem(codes[0]) if len(codes) == 1 else None
             if session is None:
                 self._send(401, _message("Sign-in link not valid", "This sign-in link was used already or has expired. "
-                                         "Run `modelshare miner dashboard --config admin.toml` for a new one."), body=body)
+                                         "Run `modelshare miner dashboard --config admin.toml` for a new one."),
+                           body=body)
                 return
             secure = "; Secure" if self.server.ssl_context is not None else ""
             cookie = f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_SECONDS}{secure}"

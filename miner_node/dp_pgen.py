@@ -6,8 +6,8 @@ included. At a small epsilon that noise dwarfs the table: a DPEA tree over Adult
 leaves, and at eps = 0.01 over 10 trees each class count gets noise of scale 2,000, whose clamped
 mean is about 1,000, so the counts add up to some 50 million rows for a table of 30,000 (an
 estimate; `experiment dp --dataset adult` grew to 6 GB per worker before the cap, and
-`tests/miner_node/test_dp_pgen.py` shows a 2,000-row table's release at eps = 0.01 stating over 100,000). The rows are drawn in
-proportion to the counts, so fewer of them follow the same law; a dp release therefore yields at
+`tests/miner_node/test_dp_pgen.py` shows a 2,000-row table's release at eps = 0.01 stating over 100,000). The rows
+are drawn in proportion to the counts, so fewer of them follow the same law; a dp release therefore yields at
 most ``MAX_DP_PGEN_ROWS`` rows (`dp_pgen_scale`), which bounds the miner's memory and time
 whatever epsilon the owners chose, and changes nothing at the budgets where the release is useful.
 

@@ -8,14 +8,15 @@ payload is parsed); the signer is not revoked; an identical envelope already sto
 original ack back, whatever the study's state is by now (safe retries, even after a crash lost
 the first ack); the study exists, is open and invites the signer; the envelope is within the
 study's ``max_message_bytes`` (RESOURCE_EXHAUSTED, with both sizes); the schema fingerprint is the
-study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not submitted a different model; the model is within the size
+study's; the message is fresh (a valid timestamp inside the window) and its nonce 16 bytes and unseen; the owner has not
+submitted a different model; the model is within the size
 limits (counted on the raw message, before the expensive decode, which is why this check comes
 before the audit rather than after it); it decodes into valid trees; its claims pass an independent re-audit
 (`modelshare.common.audit.release`) and are at least as strong as the study requires. Only then is it committed,
 and only after the commit is it acknowledged. Every accepted and rejected submission is appended
 to the hash-chained audit log. No exception escapes a handler (`modelshare.miner_node.rpc.handler`): a bug answers
-INTERNAL and the server keeps serving. An envelope over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` arrives in pieces
-(`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
+INTERNAL and the server keeps serving. An envelope over `modelshare.common.federation.chunks.UNARY_MAX_BYTES` arrives in
+pieces (`SubmitChunks`): they are put back together within the study's limit and a deadline, then take
 exactly the path above; what the miner buffers of such streams is bounded per owner and in total
 (`modelshare.miner_node.streams`: beyond a limit, RESOURCE_EXHAUSTED, which the owner retries), and a stream's
 buffer is let go when its call ends, however it ends.
@@ -30,6 +31,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -86,7 +88,8 @@ class _OpenStudy:
 
 @dataclass(frozen=True)
 class _Invitation:
-    """What a submission to a study is checked against before its model, decoded once per stored spec (`_invitation`)."""
+    """What a submission to a study is checked against before its model, decoded once per stored spec
+    (`_invitation`)."""
 
     spec: bytes  # as stored: the key of the study's `_terms`
     owners: frozenset[str]
@@ -123,7 +126,8 @@ async def _next_chunk(pieces: Pieces, index: int, timeout: float, what: str) -> 
         raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"the stream stalled waiting for {what}; cut off, nothing stored") from None
     if isinstance(chunk, UndecodableRequest):
-        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"piece {index} is not a valid {chunk.message_type}: {chunk.error}")
+        raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"piece {index} is not a valid {chunk.message_type}: {chunk.error}")
     return chunk
 
 
@@ -154,6 +158,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         self._snapshot: tuple[int, asyncio.Future[list[_OpenStudy]]] | None = None
         self.streams = StreamLedger(limits)  # SubmitChunks in progress and their bytes, per owner and in all
         self.heap = HeapTrim()  # freed buffers' memory given back to the system after large streams
+        # the digests of streams that ended, one at a time: the event loop never hashes, and a burst of them
+        # takes one core, not every worker thread
+        self._digests = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="miner-digest")
+
+    def close(self) -> None:
+        """Stop the digest thread (after the server stopped: no stream is being put back together)."""
+        self._digests.shutdown(wait=True)
 
     # ------------------------------------------------------------- identity
     def _signed_by_caller(self, envelope: fpb.SignedEnvelope, context: grpc.ServicerContext) -> tuple[Party, bytes]:
@@ -173,11 +184,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         try:
             payload = verify_envelope(envelope, signer.signing_key)
         except SignatureError as exc:
-            raise Rejection(grpc.StatusCode.UNAUTHENTICATED, f"{exc}; the envelope was altered or signed by another key") from None
+            raise Rejection(grpc.StatusCode.UNAUTHENTICATED,
+                            f"{exc}; the envelope was altered or signed by another key") from None
         if signer.revoked:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} was revoked at {signer.revoked_at}")
         if signer.role != "owner":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{signer.name!r} is a {signer.role}; only owners submit")
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{signer.name!r} is a {signer.role}; only owners submit")
         return signer, payload
 
     # ---------------------------------------------------------- study checks
@@ -186,7 +199,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     @staticmethod
     def _invited(row: StudyRow | None, study_id: str, owner: str) -> _Invitation:
-        """The study ``row`` as ``owner`` may answer it; NOT_FOUND, FAILED_PRECONDITION (not open) or PERMISSION_DENIED."""
+        """The study ``row`` as ``owner`` may answer it; NOT_FOUND, FAILED_PRECONDITION (not open) or
+        PERMISSION_DENIED."""
         if row is None:
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
         if row.state == "cancelled":
@@ -202,7 +216,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
         """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
-        says whether it is old (the owner re-signs it) or the owner's clock is off (`modelshare.common.federation.freshness`)."""
+        says whether it is old (the owner re-signs it) or the owner's clock is off
+        (`modelshare.common.federation.freshness`)."""
         late = staleness(timestamp_seconds(timestamp, "message timestamp"), sent_at(context.invocation_metadata()),
                          self.clock(), self.limits.timestamp_window_seconds)
         if late is not None:
@@ -210,12 +225,14 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, late.message)
 
     def _unspent(self, nonce: bytes, seen: bool | None = None) -> None:
-        """INVALID_ARGUMENT for a nonce of the wrong size, ALREADY_EXISTS for a spent one (``seen``, read now if None)."""
+        """INVALID_ARGUMENT for a nonce of the wrong size, ALREADY_EXISTS for a spent one (``seen``, read now if
+        None)."""
         if len(nonce) != NONCE_BYTES:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"the nonce is {len(nonce)} bytes; every message carries {NONCE_BYTES} fresh random bytes")
         if self.store.nonce_seen(nonce) if seen is None else seen:
-            raise Rejection(grpc.StatusCode.ALREADY_EXISTS, "this message's nonce was used before (a replay); nothing stored")
+            raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
+                            "this message's nonce was used before (a replay); nothing stored")
 
     # ------------------------------------------------------------------ RPCs
     @handler
@@ -240,7 +257,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                                     f"{party.name!r} has the role {party.role}; only owners submit")
                 owner = party.name if party is not None else f"peer {context.peer()}"
                 slot = held.enter_context(self.streams.open(owner))
-                held.callback(lambda: self.heap.after_stream(slot.reserved))  # runs before the slot gives its bytes back
+                # runs before the slot gives its bytes back
+                held.callback(lambda: self.heap.after_stream(slot.reserved))
                 envelope = await self._receive_envelope(request_iterator, slot, event)
             except Rejection as rej:
                 await self.offload(self._log_rejection, event, rej)
@@ -254,8 +272,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         data = await self._receive_chunks(chunks, slot, event)
         size = len(data)
         try:
-            # protobuf parses any buffer (its stub says bytes); a bytes() copy would hold the release twice
-            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)  # type: ignore[arg-type]
+            envelope: fpb.SignedEnvelope | None = fpb.SignedEnvelope.FromString(data)
         except (DecodeError, RecursionError):
             envelope = None
         del data
@@ -263,7 +280,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT, f"the {size} bytes received are not a SignedEnvelope")
         return envelope
 
-    async def _receive_chunks(self, chunks: Pieces, slot: StreamSlot, event: dict[str, Any]) -> bytearray:
+    async def _receive_chunks(self, chunks: Pieces, slot: StreamSlot, event: dict[str, Any]) -> bytes:
         """The envelope's bytes from its pieces; `Rejection` for a study that does not exist, a stream
         `Reassembly` refuses (RESOURCE_EXHAUSTED when over the limit), one that stalls, or one over the
         buffer limits (`StreamSlot.reserve`, of the size the first piece declares, before more is taken).
@@ -286,8 +303,12 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             message = f"{exc}; nothing stored"
         raise refusal(code, message)
 
-    async def _reassemble(self, pieces: Pieces, first: fpb.EnvelopeChunk, limit: int) -> bytearray:
-        """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines."""
+    async def _reassemble(self, pieces: Pieces, first: fpb.EnvelopeChunk, limit: int) -> bytes:
+        """The bytes of the pieces after ``first``, checked by `Reassembly` and within the stream's deadlines.
+
+        Only taking each piece runs on the event loop; the digest over the whole and the join run on the
+        digest thread, so the loop keeps serving other calls (an honest owner's ``Submit``, ``Health``) while
+        many large streams end at once."""
         loop = asyncio.get_running_loop()
         idle = self.limits.stream_idle_seconds
         whole = Reassembly(first, limit)
@@ -299,7 +320,7 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                                       f"piece {whole.pieces} ({whole.received} of {whole.total} bytes in; the miner "
                                       f"waits {idle:g} s for a piece and {budget:.0f} s for the whole)")
             if chunk is None:
-                return whole.finish()
+                return await loop.run_in_executor(self._digests, whole.finish)
             whole.add(chunk)
 
     def _stream_limit(self, study_id: str) -> int:
@@ -322,7 +343,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             self._log_rejection(event, rej)
             raise
 
-    def _submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext, event: dict[str, Any]) -> fpb.SubmitAck:
+    def _submit(self, request: fpb.SignedEnvelope, context: grpc.ServicerContext,
+                event: dict[str, Any]) -> fpb.SubmitAck:
         signer, payload = self._signed_by_caller(request, context)
         event["owner"] = signer.name
         try:
@@ -343,11 +365,12 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             return ack
         study = self._invited(view.study, message.study_id, signer.name)
         if len(envelope) > (limit := self._study_limit(study)):
-            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED, too_large_message(len(envelope), limit, message.study_id))
+            raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            too_large_message(len(envelope), limit, message.study_id))
         if message.schema_fingerprint != study.schema_fingerprint:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's {study.schema_fingerprint[:12]}; "
-                            "encode the table with the study's schema")
+                            f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's "
+                            f"{study.schema_fingerprint[:12]}; encode the table with the study's schema")
         self._fresh(message.timestamp, context)
         try:
             self._unspent(message.nonce, view.nonce_seen)
@@ -382,7 +405,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
 
     @staticmethod
     def _ack(sub: Submission, *, duplicate: bool) -> fpb.SubmitAck:
-        ack = fpb.SubmitAck(study_id=sub.study_id, owner_id=sub.owner_id, submission_id=sub.submission_id, duplicate=duplicate)
+        ack = fpb.SubmitAck(study_id=sub.study_id, owner_id=sub.owner_id, submission_id=sub.submission_id,
+                            duplicate=duplicate)
         ack.accepted_at.FromNanoseconds(int(sub.accepted_at * 1e9))
         return ack
 
@@ -438,7 +462,8 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         if party is None or party.role != "owner":
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, "only owners poll for studies")
         owner = party.name
-        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64), clip(request.health, 200))
+        await self.offload(self.store.record_poll, owner, self.clock(), clip(request.version, 64),
+                           clip(request.health, 200))
         assert self.feed is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(request.wait_seconds, MAX_POLL_SECONDS)

@@ -14,13 +14,13 @@ classes it saw in training.
 
 A regression study (a numeric target, `modelshare.common.data.regression.RegressionSchema`) learns from the PGEN
 table of DiffPETs regression forests with the models of `REGRESSION_MODELS` instead
-(``"regression-tree"``, ``"random-forest"``, ``"gradient-boosting"``): ``y`` is the float64 target and ``predict`` returns
-target values (`make_regression_model`).
+(``"regression-tree"``, ``"random-forest"``, ``"gradient-boosting"``): ``y`` is the float64 target and ``predict``
+returns target values (`make_regression_model`).
 
 A classification study may also name a model the miner builds from the released trees themselves
-rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `modelshare.miner_node.tree_vote`; ``"calibrated-nb"``;
-``"class-prior"``, the dp releases' summed class histograms, `modelshare.miner_node.class_prior`), built by
-`build_release_model`. They sit beside `GLOBAL_MODELS`, not in it, because nothing fits them on rows:
+rather than fits on pseudo-data: `RELEASE_MODELS` (``"tree-vote"``, `modelshare.miner_node.tree_vote`;
+``"calibrated-nb"``; ``"class-prior"``, the dp releases' summed class histograms, `modelshare.miner_node.class_prior`),
+built by `build_release_model`. They sit beside `GLOBAL_MODELS`, not in it, because nothing fits them on rows:
 the papers' experiments, the pipeline and the hyperparameter settings work on `GLOBAL_MODELS` alone.
 `CLASSIFICATION_MODELS` is every name a classification study may list.
 """
@@ -393,7 +393,8 @@ RELEASE_MODELS: dict[str, ReleaseModelSpec] = {
         ),
         ReleaseModelSpec(
             CLASS_PRIOR,
-            "the floor: the majority class of the dp releases' noisy class histograms summed (probabilities: the prior)",
+            "the floor: the majority class of the dp releases' noisy class histograms summed "
+            "(probabilities: the prior)",
             build_class_prior,
         ),
     )
@@ -573,7 +574,8 @@ REGRESSION_MODELS: dict[str, RegressionModelSpec] = {
 
 
 #: Candidates of ``"auto"`` per regression model (each record's ``grid``).
-REGRESSION_GRIDS: dict[str, list[Mapping[str, Any]]] = {name: list(spec.grid) for name, spec in REGRESSION_MODELS.items()}
+REGRESSION_GRIDS: dict[str, list[Mapping[str, Any]]] = {name: list(spec.grid)
+                                                        for name, spec in REGRESSION_MODELS.items()}
 
 
 def make_regression_model(name: str, *, random_state: int | None, **params: Any) -> GlobalModel:

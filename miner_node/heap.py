@@ -5,10 +5,16 @@ freed, glibc's allocator keeps much of their memory in its heap instead of retur
 threshold rises after the first large free, so later buffers come from the heap, and the heap is only
 trimmed from its top. The miner's resident memory therefore stayed at several times its idle size after
 many broken streams had ended, and grew with their number, with no buffer alive (bench/RESULTS.md, "Miner
-under hostile answers in pieces"). `HeapTrim.after_stream` schedules one ``malloc_trim(0)`` on a worker
-thread `TRIM_DELAY_SECONDS` after a stream that reserved at least `TRIM_FROM_BYTES` ended, however it
-ended; streams ending meanwhile share that trim. On a C library without ``malloc_trim`` (musl, macOS) it
-does nothing. It reads and changes no data: it only returns pages the allocator holds free.
+under hostile answers in pieces"). The connection a large stream came on holds buffers of its own (gRPC's
+reads and flow control) until it is closed; the server closes a connection with no call in progress after
+`IDLE_CONNECTION_SECONDS` (`modelshare.miner_node.server`). `HeapTrim.after_stream` therefore schedules one
+``malloc_trim(0)`` on a worker thread `TRIM_DELAY_SECONDS` after a stream that reserved at least
+`TRIM_FROM_BYTES` ended, however it ended, and one more `2 * IDLE_CONNECTION_SECONDS` after it, when its
+connection, if left idle, has been closed (the server's idle close is a GOAWAY, which the client answers by
+closing the connection; only then are its buffers freed); streams ending meanwhile share those trims, and a trim
+is followed by one more when a stream ended less than its delay before it. On a C
+library without ``malloc_trim`` (musl, macOS) it does nothing. It reads and changes no data: it only returns
+pages the allocator holds free.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 
-__all__ = ["TRIM_DELAY_SECONDS", "TRIM_FROM_BYTES", "HeapTrim", "malloc_trim"]
+__all__ = ["IDLE_CONNECTION_SECONDS", "TRIM_DELAY_SECONDS", "TRIM_FROM_BYTES", "HeapTrim", "malloc_trim"]
 
 TRIM_FROM_BYTES = 1 << 20  # a stream that reserved less leaves too little behind to be worth a trim
 TRIM_DELAY_SECONDS = 0.5  # after the stream's call ended: its buffer and pieces are gone by then
+IDLE_CONNECTION_SECONDS = 2.0  # the server closes a connection with no call in progress after this
 
 
 def _libc_trim() -> Callable[[], None] | None:
@@ -46,30 +53,42 @@ malloc_trim = _libc_trim()
 
 
 class HeapTrim:
-    """At most one pending trim at a time, scheduled on the running event loop after a large stream ends."""
+    """At most one pending trim per delay at a time, scheduled on the running event loop after a large stream ends.
 
-    def __init__(self, trim: Callable[[], None] | None = malloc_trim, delay: float = TRIM_DELAY_SECONDS) -> None:
+    ``delays``: the seconds after a stream's end at which to trim; by default once its buffers are gone and once
+    its connection, if left idle, has been closed and let go."""
+
+    def __init__(self, trim: Callable[[], None] | None = malloc_trim,
+                 delays: tuple[float, ...] = (TRIM_DELAY_SECONDS, 2 * IDLE_CONNECTION_SECONDS)) -> None:
         self._trim = trim
-        self._delay = delay
-        self._pending = False
+        self._delays = delays
+        self._pending: set[float] = set()  # the delays with a trim scheduled
+        self._last_end = float("-inf")  # when the last large stream ended (event-loop time)
         self.trims = 0  # trims run so far (for tests and logs)
 
     def after_stream(self, reserved: int) -> None:
-        """A stream that had reserved ``reserved`` bytes ended; trim soon if it was large and no trim is pending.
+        """A stream that had reserved ``reserved`` bytes ended; if it was large, trim after each delay that has no
+        trim pending (a pending one is followed by another if it comes less than its delay after this stream).
 
         Called on the server's event loop; outside one (a test, a shutdown) it does nothing."""
-        if self._trim is None or reserved < TRIM_FROM_BYTES or self._pending:
+        if self._trim is None or reserved < TRIM_FROM_BYTES:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._pending = True
-        loop.call_later(self._delay, self._start, loop)
+        self._last_end = loop.time()
+        for delay in self._delays:
+            if delay not in self._pending:
+                self._pending.add(delay)
+                loop.call_later(delay, self._start, loop, delay)
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._pending = False
+    def _start(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         loop.run_in_executor(None, self._run)
+        if self._last_end + delay > loop.time():  # a stream ended since this trim was scheduled: trim after it too
+            loop.call_at(self._last_end + delay, self._start, loop, delay)
+        else:
+            self._pending.discard(delay)
 
     def _run(self) -> None:
         assert self._trim is not None

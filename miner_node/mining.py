@@ -16,8 +16,8 @@ set is drawn from the class law all accepted paths determine (`modelshare.miner_
 both. A model built from the releases
 themselves (`modelshare.miner_node.global_models.RELEASE_MODELS`: the released trees' vote, a dpea-nb release's
 calibrated naive Bayes) is built from every accepted release instead and trains on no pseudo row (its
-results say 0 training rows). A dpea-nb release's pseudo rows are its own (`modelshare.miner_node.calibrated_nb`). Each global
-model's hyperparameters are the study's setting (`modelshare.miner_node.selection`: cross-validated on the
+results say 0 training rows). A dpea-nb release's pseudo rows are its own (`modelshare.miner_node.calibrated_nb`). Each
+global model's hyperparameters are the study's setting (`modelshare.miner_node.selection`: cross-validated on the
 pooled pseudo rows, one released tree's rows in one fold; or the fixed rule, under which the global
 decision tree of a dp study gets a leaf-size floor, `modelshare.miner_node.dp_pgen`; or given values).
 
@@ -162,7 +162,8 @@ def _owner_entry(results: fpb.StudyResults, task: MiningTask, item: AcceptedMode
 
 
 def _chosen_learner(model: DecodedModel) -> str:
-    """The learner a release states its owner chose (`modelshare.common.mechanisms.learner_choice`); empty when it chose none."""
+    """The learner a release states its owner chose
+    (`modelshare.common.mechanisms.learner_choice`); empty when it chose none."""
     stated = model.report.parameters.get("learner") if model.report is not None else None
     return stated if isinstance(stated, str) else ""
 
@@ -297,6 +298,7 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
     for i, item in enumerate(owners):
         rng = np.random.default_rng([study.seed, i])
         chunks = pseudo_tree_chunks(item.model.trees, item.model.report, study.pgen_scale, rng,
+                                    # the ignore below: Study checked it
                                     study.class_assignment, rows_per_chunk, law, on_path)  # type: ignore[arg-type]
         written = write_owner(pseudo_dir, schema, item.owner_id, chunks)
         files.extend(written.files)
@@ -323,7 +325,8 @@ def _mine_on_dask(study: Study, task: ClassificationTask, owners: list[AcceptedM
 
 def _dask_choice(name: str, plan: ModelPlan, schema: Schema, files: list[Path], owner_of_file: np.ndarray,
                  total: int, held: list[Sample]) -> Choice:
-    """Model ``name``'s setting on the dask engine: chosen as the local engine chooses, reported in xgboost's parameters.
+    """Model ``name``'s setting on the dask engine: chosen as
+    the local engine chooses, reported in xgboost's parameters.
 
     ``"auto"`` cross-validates `modelshare.miner_node.dask_engine.DASK_GRIDS` with the engine's models trained in the
     miner (`LocalBooster`, or naive Bayes, whose count tables are exactly `MixedNaiveBayes`') on at most

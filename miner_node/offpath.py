@@ -203,7 +203,8 @@ def _numeric_law(tables: Sequence[PathTable], j: int) -> _Numeric | None:
         return None
     edges[-1] = domain[1]
     # overlap of each path's interval with each segment, as a share of the interval's length
-    overlap = np.clip(np.minimum(highs[:, None], edges[None, 1:]) - np.maximum(lows[:, None], edges[None, :-1]), 0, None)
+    overlap = np.clip(np.minimum(highs[:, None], edges[None, 1:]) - np.maximum(lows[:, None], edges[None, :-1]),
+                      0, None)
     length = highs - lows
     share = np.where(length[:, None] > 0, overlap / np.where(length > 0, length, 1.0)[:, None],
                      (edges[None, :-1] == lows[:, None]).astype(np.float64))
@@ -282,11 +283,12 @@ class _PathPool:
                 narrowed = _constrained_numeric(table, j)[rows]
                 if not narrowed.any():
                     continue
-                overlap = np.clip(np.minimum(hi[:, None], self.high[j][None, :]) - np.maximum(lo[:, None], self.low[j][None, :]),
+                overlap = np.clip(np.minimum(hi[:, None], self.high[j][None, :])
+                                  - np.maximum(lo[:, None], self.low[j][None, :]),
                                   0, None)
                 length = self.high[j] - self.low[j]
                 inside = overlap / np.where(length > 0, length, 1.0)[None, :]
-                outside = _mass_below(self.marginal[j], lo, hi)  # type: ignore[arg-type]
+                outside = _mass_below(self.marginal[j], lo, hi)  # type: ignore[arg-type]  # j is numeric here
             factor = np.where(self.constrained[j][None, :], inside, outside[:, None])
             w[narrowed] *= factor[narrowed]
         return w
@@ -377,12 +379,14 @@ class OffPathTree:
                 else ~_constrained_numeric(table, j) for j, attr in enumerate(tree.schema.attributes) if j in law.laws}
         pool = law.pool
         whole = pool is not None and table.n_paths <= _paths_per_block(pool)
+        # the ignore below: whole: pool is set
         weights = pool.weights(table, slice(0, table.n_paths)) if whole else None  # type: ignore[union-attr]
         return cls(tree, law, table, leaf_to_path, free, weights)
 
 
 def leaf_paths(tree: Tree) -> np.ndarray:
-    """Per node of ``tree``, the index of the path it ends (`Tree.paths` order, the order `PathTable` keeps); -1: inner."""
+    """Per node of ``tree``, the index of the path it ends
+    (`Tree.paths` order, the order `PathTable` keeps); -1: inner."""
     leaves = [p.leaf for p in tree.paths()]
     leaf_to_path = np.full(len(tree.nodes), -1, dtype=np.int64)
     leaf_to_path[leaves] = np.arange(len(leaves))
@@ -402,7 +406,8 @@ def row_paths(tree: Tree, leaf_to_path: np.ndarray, X: np.ndarray) -> np.ndarray
 
 
 def redraw_off_path(tree: OffPathTree, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``X`` (PGEN rows of ``tree.tree``) with every attribute its row's path leaves unconstrained drawn from ``tree.law``.
+    """``X`` (PGEN rows of ``tree.tree``) with every attribute
+    its row's path leaves unconstrained drawn from ``tree.law``.
 
     A row's path is found by routing it down the tree (PGEN's rows satisfy their paths, and a
     tree's paths partition the domain); values on constrained attributes are kept as drawn.

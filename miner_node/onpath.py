@@ -20,7 +20,8 @@ The EM is `modelshare.common.privacy.combining.class_set_law`, the combining rea
 masses (`modelshare.miner_node.offpath.class_mass`, as PGEN reads them), ``EM_ITERATIONS`` times. Under a
 guarded release the reader's belief inside a leaf stays within the requirement, but naive Bayes on
 these pseudo rows applies the law to every attribute of a person; that is why ``class`` is a study's
-explicit choice, never a default (docs/privacy.md, "A reader of the whole release"). Only released numbers are read (allowed sets and class masses), so this is
+explicit choice, never a default (docs/privacy.md, "A reader of the whole release"). Only released numbers are read
+(allowed sets and class masses), so this is
 post-processing of the releases and no privacy guarantee changes. Every pseudo row still satisfies
 its path and each path's class counts are unchanged: only values inside allowed sets move. Numeric
 attributes, categorical ones no released path constrains, and a path's free categories are not
@@ -91,8 +92,8 @@ class OnPathTree:
 
     Built once per tree (`of`) and handed to `redraw_on_path` for every chunk of its rows:
     ``leaf_to_path`` (`modelshare.miner_node.offpath.leaf_paths`), and per attribute of the law, which paths
-    constrain it to a set of more than one category (``moves[j]``, paths) and the cumulative draw table ``cum[j]`` (paths x
-    classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
+    constrain it to a set of more than one category (``moves[j]``, paths) and the cumulative draw table ``cum[j]``
+    (paths x classes, categories): ``A[p] * theta[:, c]`` normalised and summed up, exactly 1.0 from the
     set's last category on, so that a uniform number below 1 always lands on an allowed category.
     """
 

@@ -46,8 +46,8 @@ from modelshare.common.data.schema import CategoricalAttribute, Schema
 from modelshare.common.trees.regression import RegressionForest, RegressionTree
 from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree, preorder
 
-__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble", "pgen_chunks", "basegen", "uniform_rows",
-           "pgen_regression", "pgen_regression_tree"]
+__all__ = ["PathTable", "allocate_rows", "ensemble_rows", "leaf_class_distributions", "pgen", "pgen_ensemble",
+           "pgen_chunks", "basegen", "uniform_rows", "pgen_regression", "pgen_regression_tree"]
 
 ClassAssignment = Literal["exact", "sample"]
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -143,7 +143,9 @@ class PathTable:
             low[j] = np.where(holds, whole_low, low[j])
             high[j] = np.where(holds, whole_high, high[j])
             span[j] = np.where(holds, whole_high - whole_low + 1, 0.0)
+        # the ignore below: integer: numeric attributes
         unclamped = frozenset(j for j in integer if max(abs(schema.attributes[j].low),  # type: ignore[union-attr]
+                                                        # the ignore below: as above
                                                         abs(schema.attributes[j].high)) < 2.0**53)  # type: ignore[union-attr]
         constant = frozenset(j for j, m in allowed.items() if m.all()) | frozenset(
             j for j in low if np.all(low[j] == low[j][0]) and np.all(high[j] == high[j][0]))
@@ -186,7 +188,7 @@ def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int
     numeric = [j for j, attr in enumerate(attrs) if not isinstance(attr, CategoricalAttribute)]
     categorical = [j for j, attr in enumerate(attrs) if isinstance(attr, CategoricalAttribute)]
     slot = {j: k for k, j in enumerate(numeric)} | {j: k for k, j in enumerate(categorical)}
-    sizes = [attrs[j].size for j in categorical]  # type: ignore[union-attr]
+    sizes = [attrs[j].size for j in categorical]  # type: ignore[union-attr]  # categorical attributes
     block = np.cumsum([0, *sizes])  # categorical attribute k owns mask columns block[k]:block[k + 1]
     numeric_edges: list[tuple[int, int, float, float, bool, bool]] = []  # child, slot, the interval
     category_edges: list[tuple[int, int, int]] = []  # child, slot, how many codes
@@ -194,6 +196,7 @@ def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int
     for i, node in enumerate(tree.nodes):
         if not node.edges:
             continue
+        # the ignore below: an inner node: its attribute is set
         attr, k = attrs[node.attribute], slot[node.attribute]  # type: ignore[index]
         for e in node.edges:
             constraint = e.constraint  # a category set under a categorical split, an interval under a numeric one
@@ -209,10 +212,12 @@ def _walk_paths(tree: Tree) -> tuple[list[Node], dict[int, np.ndarray], dict[int
     low = np.full((n_nodes, len(numeric)), -np.inf)
     high = np.full((n_nodes, len(numeric)), np.inf)
     low[0] = [attrs[j].low for j in numeric]  # type: ignore[union-attr]  # the root: each schema range
-    high[0] = [attrs[j].high for j in numeric]  # type: ignore[union-attr]
+    high[0] = [attrs[j].high for j in numeric]  # type: ignore[union-attr]  # numeric attributes
     if numeric_edges:
-        child, at, edge_low, edge_high, low_closed, high_closed = (np.array(c) for c in zip(*numeric_edges, strict=True))
-        low[child, at], high[child, at] = _edge_bounds(edge_low, edge_high, low_closed, high_closed, low[0, at], high[0, at])
+        child, at, edge_low, edge_high, low_closed, high_closed = (np.array(c)
+                                                                   for c in zip(*numeric_edges, strict=True))
+        low[child, at], high[child, at] = _edge_bounds(edge_low, edge_high, low_closed, high_closed,
+                                                       low[0, at], high[0, at])
     allowed = np.ones((n_nodes, int(block[-1])), dtype=bool)
     if category_edges:
         child, at, count = (np.array(c, dtype=np.int64) for c in zip(*category_edges, strict=True))
@@ -278,12 +283,14 @@ def _undrawable(tree: Tree, path_index: int, j: int) -> ValueError:
     """The error for a path whose interval on numeric attribute ``j`` holds no float of the schema range."""
     attr = tree.schema.attributes[j]
     interval = tree.paths()[path_index].constraint(j)
+    # the ignore below: a numeric attribute
     return ValueError(f"path interval {interval.describe(attr)} holds no drawable value "  # type: ignore[union-attr,arg-type]
-                      f"in [{attr.low:g}, {attr.high:g}]")  # type: ignore[union-attr]
+                      f"in [{attr.low:g}, {attr.high:g}]")  # type: ignore[union-attr]  # a numeric attribute
 
 
 def leaf_class_distributions(tree: Tree) -> np.ndarray:
-    """Per node of ``tree``, the class distribution PGEN draws its leaf's rows from (`_class_probs`); zeros at inner nodes."""
+    """Per node of ``tree``, the class distribution PGEN draws its
+    leaf's rows from (`_class_probs`); zeros at inner nodes."""
     table = np.zeros((len(tree.nodes), tree.schema.n_classes))
     table[tree.leaves] = _class_probs(tree.schema, [tree.nodes[i] for i in tree.leaves])
     return table
@@ -500,7 +507,8 @@ def _generate(
 
 
 def _runs(path_ends: np.ndarray, start: int, stop: int) -> tuple[slice, np.ndarray]:
-    """The paths (a slice) and run lengths of rows ``start:stop`` when rows are grouped by path (``path_ends``: cumulative counts)."""
+    """The paths (a slice) and run lengths of rows ``start:stop`` when
+    rows are grouped by path (``path_ends``: cumulative counts)."""
     first = int(np.searchsorted(path_ends, start, side="right"))
     last = int(np.searchsorted(path_ends, stop, side="left"))
     ends = np.minimum(path_ends[first: last + 1], stop)

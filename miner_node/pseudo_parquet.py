@@ -59,7 +59,8 @@ class PseudoFiles:
 
 
 def chunk_rows(schema: Schema, memory_budget_mb: int) -> int:
-    """Rows per chunk so that one chunk's PGEN matrix and its Arrow copy fit ``memory_budget_mb`` (at least `MIN_CHUNK_ROWS`).
+    """Rows per chunk so that one chunk's PGEN matrix and its Arrow
+    copy fit ``memory_budget_mb`` (at least `MIN_CHUNK_ROWS`).
 
     A row costs 8 bytes per attribute in PGEN's float64 matrix, as much again in the typed Arrow
     columns, and about `_ROW_OVERHEAD_BYTES` of indices and labels.
@@ -80,7 +81,8 @@ def _arrow_type(attr: CategoricalAttribute | NumericAttribute) -> pa.DataType:
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
-    """The Parquet files' columns: every attribute typed by its kind, the class index, the released tree; the schema as metadata.
+    """The Parquet files' columns: every attribute typed by its
+    kind, the class index, the released tree; the schema as metadata.
 
     A schema naming an attribute or its class `TREE_COLUMN` is refused (ValueError): the column would be ambiguous.
     """
@@ -94,7 +96,8 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 
 def _record_batch(schema: Schema, types: pa.Schema, X: np.ndarray, y: np.ndarray, tree: int) -> pa.RecordBatch:
-    """One chunk as typed Arrow columns (PGEN's codes and whole numbers are exact in float64, so the casts lose nothing)."""
+    """One chunk as typed Arrow columns (PGEN's codes and whole
+    numbers are exact in float64, so the casts lose nothing)."""
     columns = [pa.array(X[:, j].astype(types.field(j).type.to_pandas_dtype(), copy=False))
                for j in range(schema.n_attributes)]
     columns.append(pa.array(y.astype(np.int32, copy=False)))
@@ -109,7 +112,8 @@ def write_chunk(path: Path, schema: Schema, types: pa.Schema, X: np.ndarray, y: 
     uniform draws with few repeats, where trying a dictionary first cost a third of the write time
     (bench/pgen_parquet.py) and saved little space.
     """
-    coded = [a.name for a in schema.attributes if isinstance(a, CategoricalAttribute)] + [schema.class_name, TREE_COLUMN]
+    coded = [a.name for a in schema.attributes if isinstance(a, CategoricalAttribute)]
+    coded += [schema.class_name, TREE_COLUMN]
     pq.write_table(pa.Table.from_batches([_record_batch(schema, types, X, y, tree)]), path, use_dictionary=coded)
 
 
@@ -152,7 +156,8 @@ def read_all(files: Iterable[Path], schema: Schema) -> tuple[np.ndarray, np.ndar
 
 
 class Sample(NamedTuple):
-    """Rows sampled from pseudo-data files: encoded ``X``, classes ``y``, and per row its ``file`` (index) and released ``tree``."""
+    """Rows sampled from pseudo-data files: encoded ``X``, classes
+    ``y``, and per row its ``file`` (index) and released ``tree``."""
 
     X: np.ndarray
     y: np.ndarray

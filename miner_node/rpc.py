@@ -98,7 +98,8 @@ class Identity:
         self.insecure = insecure
 
     def caller(self, context: Any) -> Party | None:
-        """The roster party of the TLS peer (None only in insecure mode); UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
+        """The roster party of the TLS peer (None only in insecure
+        mode); UNAUTHENTICATED / PERMISSION_DENIED otherwise."""
         name = peer_identity(context)
         if name is None:
             if self.insecure:
@@ -116,12 +117,14 @@ class Identity:
         return party
 
     def admin(self, context: Any) -> str:
-        """The admin's name, proven by its TLS certificate; under ``--insecure`` nobody can prove it, so nobody passes."""
+        """The admin's name, proven by its TLS certificate; under
+        ``--insecure`` nobody can prove it, so nobody passes."""
         party = self.caller(context)
         if party is None:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, INSECURE_ADMIN)
         if party.role != "admin":
-            raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{party.name!r} is a {party.role}; only the admin may do this")
+            raise Rejection(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{party.name!r} is a {party.role}; only the admin may do this")
         return party.name
 
 
@@ -290,8 +293,11 @@ def add_service(servicer: Any, service: str, server: grpc.aio.Server) -> None:
     """Register the methods of ``service`` (its proto name, e.g. "OwnerExchange") as the generated
     ``add_..._to_server`` does, with request deserializers that never raise (for a client stream, per piece):
     bytes that do not parse reach the handler as `UndecodableRequest` and are answered INVALID_ARGUMENT, where
-    gRPC would log a traceback and answer INTERNAL. Only generic handlers are registered: the server's
-    interceptors (`AdminInterceptor`) see every call to them."""
+    gRPC would log a traceback and answer INTERNAL. The handlers are registered twice, as gRPC's generated code
+    does: as a generic handler, and per method (``add_registered_method_handlers``), so that the server takes
+    each method's calls from a queue of its own: the calls of a flood of ``SubmitChunks`` streams waiting to be
+    taken do not hold back an owner's ``Submit`` or a ``Health`` behind them (bench/stream_attack.py). The
+    server's interceptors (`AdminInterceptor`) see every call either way."""
     methods = fpb.DESCRIPTOR.services_by_name[service]
     handlers = {
         m.name: (grpc.stream_unary_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler)(
@@ -302,6 +308,7 @@ def add_service(servicer: Any, service: str, server: grpc.aio.Server) -> None:
         for m in methods.methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(methods.full_name, handlers),))
+    server.add_registered_method_handlers(methods.full_name, handlers)
 
 
 class HealthService:

@@ -90,8 +90,10 @@ class Rule:
         for attribute, constraint in self.conditions:
             attr = schema.attributes[attribute]
             if isinstance(constraint, CategorySet):
+                # the ignore below: a CategorySet's attribute is categorical
                 parts.append(constraint.describe(attr))  # type: ignore[arg-type]
             else:
+                # the ignore below: an Interval's attribute is numeric
                 parts.append(_describe_interval(constraint, attr))  # type: ignore[arg-type]
         body = " AND ".join(parts) if parts else "TRUE"
         return f"IF {body} THEN {schema.classes[self.label]} (laplace {self.laplace:.2f})"

@@ -5,9 +5,9 @@ noise, and a model that fits it learns nothing that holds on real rows (a fully 
 Nursery ensemble's pseudo-data: 0.45-0.81 where naive Bayes reaches 0.88-0.91). How much to
 regularise depends on the release (its depth, its ensemble, its noise) and cannot be fixed once
 for all, so the miner can choose it (mode ``"auto"``, `modelshare.common.study.settings`):
-it cross-validates each candidate of the model's grid (its record's ``grid``, `modelshare.miner_node.global_models`) on the pooled pseudo-data it
-learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with the
-study's seed — and refits the best
+it cross-validates each candidate of the model's grid (its record's ``grid``, `modelshare.miner_node.global_models`) on
+the pooled pseudo-data it learns from — at most ``MAX_CV_ROWS`` of them (``MAX_DP_CV_ROWS`` in a dp study), drawn with
+the study's seed — and refits the best
 on all of it. Pseudo rows are not independent: the rows of one released tree share its paths,
 so folds of shuffled rows reward a model that relearns each tree's own regions. A fold therefore
 holds out whole released trees (an owner's tree, or one tree of an ensemble) wherever there are
@@ -61,8 +61,8 @@ from modelshare.common.mechanisms import registry
 from modelshare.common.study import AUTO, FIXED, GIVEN, ModelPlan
 from modelshare.miner_node.global_models import DP_LEAF_FLOORS, GRIDS, REGRESSION_GRIDS
 
-__all__ = ["DEFAULT_MODES", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "global_model_params", "concrete", "choose",
-           "choose_basis", "cv_rows", "mode_of", "prior_weights"]
+__all__ = ["DEFAULT_MODES", "MAX_CV_ROWS", "MAX_DP_CV_ROWS", "CV_FOLDS", "Choice", "global_model_params", "concrete",
+           "choose", "choose_basis", "cv_rows", "mode_of", "prior_weights"]
 
 MAX_CV_ROWS = 20_000  # pseudo rows the cross-validation samples (the refit uses them all)
 MAX_DP_CV_ROWS = 250_000  # the same in a dp study, whose pseudo rows are mostly noise (module docstring)
@@ -77,7 +77,8 @@ class Choice:
 
     parameters: dict[str, Any]
     selection: str
-    floor: bool = False  # the study's class prior beat every candidate: the model is `modelshare.miner_node.class_prior`'s
+    # the study's class prior beat every candidate: the model is `modelshare.miner_node.class_prior`'s
+    floor: bool = False
 
     @property
     def text(self) -> str:
@@ -168,7 +169,8 @@ def global_model_params(name: str, mechanism: str, rows: int,
 
 
 def cv_rows(plan: ModelPlan) -> int:
-    """The most pseudo rows ``"auto"`` cross-validates on in the study: `MAX_DP_CV_ROWS` in a dp study, else `MAX_CV_ROWS`."""
+    """The most pseudo rows ``"auto"`` cross-validates on in the
+    study: `MAX_DP_CV_ROWS` in a dp study, else `MAX_CV_ROWS`."""
     return MAX_DP_CV_ROWS if plan.mechanism in registry.names(family="dp") else MAX_CV_ROWS
 
 

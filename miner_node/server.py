@@ -43,6 +43,7 @@ from modelshare.miner_node.config import ConfigError, MinerConfig
 from modelshare.miner_node.coordinator import Coordinator
 from modelshare.miner_node.dashboard import DashboardAccess, DashboardServer, Pages
 from modelshare.miner_node.exchange import OwnerExchangeService
+from modelshare.miner_node.heap import IDLE_CONNECTION_SECONDS
 from modelshare.miner_node.rpc import AdminInterceptor, ChangeFeed, HealthService, Identity, add_service
 from modelshare.miner_node.store import StateLock, Store
 from modelshare.miner_node.verify import ModelVerifier, Rejection
@@ -108,6 +109,7 @@ class RunningMiner:
             self.dashboard.stop()
         self.loop.run(self.server.stop(grace))
         self.coordinator.stop()
+        self.exchange.close()
         self.exchange.verifier.close()
         self.store.close()
         self.loop.close()
@@ -148,6 +150,9 @@ def _server_options(config: MinerConfig) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", config.limits.max_grpc_message_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.so_reuseport", 0),
+        # a connection with no call in progress is closed (its client reconnects for its next call), so the
+        # buffers gRPC keeps per connection do not outlive what it carried (`modelshare.miner_node.heap`)
+        ("grpc.max_connection_idle_ms", int(IDLE_CONNECTION_SECONDS * 1000)),
     ]
 
 

@@ -432,7 +432,8 @@ class Store:
 
     def sites(self) -> dict[str, tuple[float, str, str]]:
         """owner -> (last poll time, version, health) of every owner that ever polled."""
-        return {o: (at, v, h) for o, at, v, h in self._rows("SELECT owner_id, last_poll_at, version, health FROM sites")}
+        return {o: (at, v, h)
+                for o, at, v, h in self._rows("SELECT owner_id, last_poll_at, version, health FROM sites")}
 
     # -------------------------------------------------------------- studies
     def create_study(self, study_id: str, spec: bytes, evaluation: bytes | None, *, by: str) -> bool:
@@ -456,7 +457,8 @@ class Store:
         """
 
         def write(db: sqlite3.Connection) -> bool:
-            changed = db.execute("UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE study_id = ? AND state = ?",
+            changed = db.execute("UPDATE studies SET state = ?, reason = ?, updated_at = ? WHERE "
+                                 "study_id = ? AND state = ?",
                                  (new, reason, time.time(), study_id, old)).rowcount
             if not changed:
                 raise _Abandon(False)
@@ -495,7 +497,8 @@ class Store:
         if state is None:
             rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies ORDER BY created_at, study_id")
         else:
-            rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies WHERE state = ? ORDER BY created_at, study_id", (state,))
+            rows = self._rows(f"SELECT {_STUDY_COLUMNS} FROM studies WHERE state = ? ORDER BY created_at, study_id",
+                              (state,))
         return [StudyRow(*r) for r in rows]
 
     def evaluation(self, study_id: str) -> bytes | None:
@@ -535,7 +538,8 @@ class Store:
 
         def write(db: sqlite3.Connection) -> str:
             old = db.execute(
-                "SELECT submission_id FROM submissions WHERE study_id = ? AND owner_id = ?", (sub.study_id, sub.owner_id)
+                "SELECT submission_id FROM submissions WHERE study_id = ? AND owner_id = ?",
+                (sub.study_id, sub.owner_id)
             ).fetchone()
             if old is not None:
                 return "duplicate" if old[0] == sub.submission_id else "conflict"

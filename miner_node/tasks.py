@@ -49,8 +49,8 @@ from modelshare.miner_node.onpath import UNIFORM_ON_PATH, ClassSetLaw, OnPathTre
 from modelshare.miner_node.pgen import ClassAssignment, ensemble_rows, pgen, pgen_chunks, pgen_ensemble, pgen_regression
 from modelshare.miner_node.selection import Choice, choose
 
-__all__ = ["RELEASE_STRIDE", "pool", "Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask", "task_for", "pseudo_data",
-           "pseudo_sources", "pseudo_chunks", "pseudo_tree_chunks", "two_class_auc"]
+__all__ = ["RELEASE_STRIDE", "pool", "Evaluation", "Fitted", "MiningTask", "ClassificationTask", "RegressionTask",
+           "task_for", "pseudo_data", "pseudo_sources", "pseudo_chunks", "pseudo_tree_chunks", "two_class_auc"]
 
 _SEED_MODULUS = 2**31
 
@@ -87,7 +87,8 @@ class MiningTask(Protocol):
         ...
 
     def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None,
+                    on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         """PGEN on one accepted model: encoded attributes and labels (or target values).
 
         ``law`` is the study's off-path law (`off_path_law`; classification only), None for uniform draws;
@@ -100,7 +101,8 @@ class MiningTask(Protocol):
         ...
 
     def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
-        """The law PGEN draws values inside allowed category sets from under the study's ``on_path``, and that in words."""
+        """The law PGEN draws values inside allowed category sets
+        from under the study's ``on_path``, and that in words."""
         ...
 
     def sources(self, model: DecodedModel, study: Study, rows: int) -> np.ndarray:
@@ -119,8 +121,9 @@ class MiningTask(Protocol):
             floor: ClassPriorModel | None = None) -> Fitted:
         """Global model ``name`` of the study, its hyperparameters chosen and fitted on the pooled pseudo-data only.
 
-        ``groups`` names each row's released tree (`modelshare.miner_node.selection`), None when unknown; ``floor`` is a dp
-        study's class prior (`modelshare.miner_node.class_prior`), a candidate of an ``"auto"`` choice (classification only).
+        ``groups`` names each row's released tree (`modelshare.miner_node.selection`), None when unknown; ``floor`` is a
+        dp study's class prior (`modelshare.miner_node.class_prior`),
+        a candidate of an ``"auto"`` choice (classification only).
         """
         ...
 
@@ -164,9 +167,11 @@ def _redraw(prepared: tuple[OffPathTree | None, OnPathTree | None], X: np.ndarra
     return X
 
 
-def _prepare(tree: Tree, law: ReleasedLaw | None, on_path: ClassSetLaw | None) -> tuple[OffPathTree | None, OnPathTree | None]:
+def _prepare(tree: Tree, law: ReleasedLaw | None,
+             on_path: ClassSetLaw | None) -> tuple[OffPathTree | None, OnPathTree | None]:
     """What `_redraw` needs of ``tree``, built once per tree."""
-    return (None if law is None else OffPathTree.of(tree, law), None if on_path is None else OnPathTree.of(tree, on_path))
+    return (None if law is None else OffPathTree.of(tree, law), None if on_path is None
+            else OnPathTree.of(tree, on_path))
 
 
 RELEASE_STRIDE = 1 << 16
@@ -197,9 +202,10 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
                 on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """PGEN on one release: its single tree, or every tree of its ensemble (module docstring).
 
-    A dp release yields at most `modelshare.miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to, and one
-    that declined to release trees none (its class histogram feeds the study's prior, `modelshare.miner_node.class_prior`).
-    A release whose mechanism has its own pseudo-data step (`modelshare.common.mechanisms.registry.PseudoData`, such as
+    A dp release yields at most `modelshare.miner_node.dp_pgen.MAX_DP_PGEN_ROWS` rows, whatever its noise adds up to,
+    and one that declined to release trees none (its class histogram feeds the study's prior,
+    `modelshare.miner_node.class_prior`). A release whose mechanism has its own pseudo-data step
+    (`modelshare.common.mechanisms.registry.PseudoData`, such as
     dpea-nb's calibrated naive Bayes) gets that step's rows; neither ``law`` nor ``on_path`` applies to it.
     With ``law`` (the study's `modelshare.miner_node.offpath.ReleasedLaw`), each tree's rows have the attributes
     their path leaves free redrawn from it; with ``on_path`` (`modelshare.miner_node.onpath.ClassSetLaw`), their
@@ -228,7 +234,8 @@ def pseudo_data(trees: Sequence[Tree], report: PrivacyReport | None, scale: floa
 def pseudo_tree_chunks(trees: Sequence[Tree], report: PrivacyReport | None, scale: float, rng: np.random.Generator,
                        class_assignment: ClassAssignment, chunk_rows: int, law: ReleasedLaw | None = None,
                        on_path: ClassSetLaw | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
-    """`pseudo_data`'s rows (the same sizes per tree, path and class) as chunks ``(X, y, tree)`` of at most ``chunk_rows`` rows.
+    """`pseudo_data`'s rows (the same sizes per tree, path and class)
+    as chunks ``(X, y, tree)`` of at most ``chunk_rows`` rows.
 
     ``tree`` is the index of the released tree the chunk was drawn from (a chunk never spans two).
     What the Parquet writer (`modelshare.miner_node.pseudo_parquet`) streams, so that no owner's pseudo table is ever
@@ -288,7 +295,8 @@ def pseudo_sources(trees: Sequence[Tree], report: PrivacyReport | None, scale: f
     """The released tree each of `pseudo_data`'s ``rows`` rows was drawn from (its index; 0 for a single tree).
 
     `pseudo_data` stacks an ensemble's rows tree by tree, each tree's share sized by
-    `modelshare.miner_node.pgen.ensemble_rows`; `modelshare.miner_node.selection` keeps the rows of one tree in one fold.
+    `modelshare.miner_node.pgen.ensemble_rows`;
+    `modelshare.miner_node.selection` keeps the rows of one tree in one fold.
     """
     beta = _sampling_rate(report)
     if report is not None:
@@ -322,18 +330,21 @@ class ClassificationTask:
         return Evaluation(X, y, table.frame.index.to_numpy(dtype=np.int64), table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None,
+                    on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+        # the ignore below: Study checked it
         return pseudo_data(model.trees, model.report, study.pgen_scale, rng, study.class_assignment,  # type: ignore[arg-type]
                            law, on_path)
 
     def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:
         mode = study.off_path
-        if (step := own_step(study.mechanism)) is not None:  # its own rows (`pseudo_data`); `Study` refuses another mode
+        # its own rows (`pseudo_data`); `Study` refuses another mode
+        if (step := own_step(study.mechanism)) is not None:
             return None, step.describe
         trees = [tree for model in models for tree in model.trees]
         if mode == "uniform" or not trees:
             return None, UNIFORM_OFF_PATH
-        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]
+        law = ReleasedLaw.from_trees(trees, mode)  # type: ignore[arg-type]  # Study checked off_path
         return law, law.describe()
 
     def on_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ClassSetLaw | None, str]:
@@ -400,7 +411,8 @@ class RegressionTask:
         return Evaluation(table.X, table.y, table.rows, table.dropped_rows)
 
     def pseudo_data(self, model: DecodedModel, study: Study, rng: np.random.Generator,
-                    law: ReleasedLaw | None = None, on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    law: ReleasedLaw | None = None,
+                    on_path: ClassSetLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
         return pgen_regression(self._forest(model), scale=study.pgen_scale, rng=rng)
 
     def off_path_law(self, study: Study, models: Sequence[DecodedModel]) -> tuple[ReleasedLaw | None, str]:

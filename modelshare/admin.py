@@ -35,12 +35,12 @@ from modelshare.common.federation.model_io import write_message
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.serde import parameter_from_pb, study_from_pb
-from modelshare.common.federation.wire import model_message, tree_from_pb
+from modelshare.common.federation.wire import WireError, model_message, tree_from_pb
 from modelshare.miner_node.coordinator import DEADLINE_PASSED, QUORUM_UNREACHABLE
 from modelshare.miner_node.selection import Choice
 
-__all__ = ["AdminConfig", "AdminError", "admin_stub", "sites_dict", "status_dict", "study_headline", "answer_label", "results_dict",
-           "reader_dict", "write_results", "auc_text", "settings_text"]
+__all__ = ["AdminConfig", "AdminError", "admin_stub", "sites_dict", "status_dict", "study_headline", "answer_label",
+           "results_dict", "reader_dict", "write_results", "auc_text", "settings_text", "global_tree_schema"]
 
 CALL_TIMEOUT = 30.0
 
@@ -114,7 +114,8 @@ def status_dict(status: fpb.StudyStatus) -> dict[str, Any]:
 def _late(status: fpb.StudyStatus, owner: fpb.OwnerState) -> bool:
     """True for an answer recorded after the study failed (it raced the deadline): it did not count."""
     answered = owner.state != "waiting"
-    return status.state == "failed" and answered and owner.updated_at.ToNanoseconds() > status.updated_at.ToNanoseconds()
+    return (status.state == "failed" and answered
+            and owner.updated_at.ToNanoseconds() > status.updated_at.ToNanoseconds())
 
 
 def answer_label(answer: dict[str, Any]) -> str:
@@ -185,7 +186,8 @@ def results_dict(results: fpb.StudyResults) -> dict[str, Any]:
 
 
 def reader_dict(results: fpb.StudyResults) -> dict[str, Any] | None:
-    """What a reader of every release believes (`modelshare.common.privacy.combining.read_study`), None when nothing was read."""
+    """What a reader of every release believes
+    (`modelshare.common.privacy.combining.read_study`), None when nothing was read."""
     if not results.HasField("reader"):
         return None
     r = results.reader
@@ -227,6 +229,13 @@ def _prediction_lines(results: fpb.StudyResults, schema: Schema | RegressionSche
     return [list(line) for line in zip_longest(rows, truth, *predicted, fillvalue="")]
 
 
+def global_tree_schema(schema: Schema | RegressionSchema, model: str) -> Schema:
+    """The schema of a global model's tree: a classification study's (a regression study's models carry no tree)."""
+    if not isinstance(schema, Schema):
+        raise WireError(f"global {model}: carries a classification tree, but the study is a regression study")
+    return schema
+
+
 def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path) -> list[Path]:
     """``results.json``, one model file per learned tree, and ``predictions.csv`` when scored.
 
@@ -241,7 +250,8 @@ def write_results(results: fpb.StudyResults, status: fpb.StudyStatus, out: Path)
     for m in results.models:
         if m.HasField("tree"):
             path = out / f"global-{m.name}.json"
-            write_message(model_message(tree_from_pb(m.tree, schema, where=f"global {m.name}")), path)
+            tree = tree_from_pb(m.tree, global_tree_schema(schema, m.name), where=f"global {m.name}")
+            write_message(model_message(tree), path)
             written.append(path)
     scored = [m for m in results.models if len(m.predictions) or len(m.values)]
     if scored:

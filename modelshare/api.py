@@ -37,7 +37,7 @@ from modelshare.common.privacy.report import Release
 from modelshare.common.privacy.requirements import parse_requirement, path_rule
 from modelshare.common.study import Study, Training
 from modelshare.common.trees.learners import make_learner
-from modelshare.common.trees.tree import Tree
+from modelshare.common.trees.tree import Disclosure, Tree
 from modelshare.miner_node.global_models import make_global_model, make_regression_model
 from modelshare.miner_node.mining import AcceptedModel
 from modelshare.miner_node.mining import mine as _mine
@@ -125,7 +125,7 @@ def deal(y: np.ndarray, owners: int = 5, *, test_fraction: float = 0.2,
 
 def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "cart", max_depth: int | None = None,
                min_samples_leaf: int = 1, random_state: int | None = 0, public_cuts: bool = True,
-               requirement: str | None = None, disclosure: str = "hit_miss") -> Tree:
+               requirement: str | None = None, disclosure: Disclosure = "hit_miss") -> Tree:
     """Train an owner's local decision tree (with its class counts), as the owner daemon does.
 
     Parameters
@@ -155,9 +155,11 @@ def train_tree(schema: Schema, X: np.ndarray, y: np.ndarray, *, learner: str = "
     params: dict[str, Any] = {"min_samples_leaf": min_samples_leaf}
     if max_depth is not None:
         params["max_depth"] = max_depth
-    rule = path_rule(requirement, disclosure, n_classes=schema.n_classes) if requirement is not None else None  # type: ignore[arg-type]
-    return make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts, leaf_rule=rule,
-                        **params).fit(X, y).tree_
+    rule = path_rule(requirement, disclosure, n_classes=schema.n_classes) if requirement is not None else None
+    trained = make_learner(learner, schema, random_state=random_state, public_cuts=public_cuts,
+                           leaf_rule=rule, **params)
+    trained.fit(X, y)
+    return trained.tree_
 
 
 def audit(released: Release, report: Any = None, *, seeded_ok: bool = False) -> AuditResult | RegressionAuditResult:
@@ -213,7 +215,7 @@ def pgen(released: Release, *, scale: float = 10.0, class_assignment: ClassAssig
     rng = np.random.default_rng(random_state)
     if released.task == "regression":
         return pgen_regression(released.forest, scale=scale, rng=rng)
-    return pseudo_data(released.trees, released.report, scale, rng, class_assignment)  # type: ignore[arg-type]
+    return pseudo_data(released.classification_trees, released.report, scale, rng, class_assignment)
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,7 @@ def mine(releases: Sequence[Release], evaluation: tuple[np.ndarray, np.ndarray] 
     if faults := chosen.mining_faults():
         raise ValueError("mine: " + "; ".join(faults))
     accepted = [AcceptedModel(f"owner-{i + 1}", DecodedModel(
-        r.trees[0].schema, () if r.task == "regression" else r.trees, r.report,  # type: ignore[arg-type]
+        r.trees[0].schema, () if r.task == "regression" else r.classification_trees, r.report,
         r.forest if r.task == "regression" else None)) for i, r in enumerate(releases)]
     scored = None
     if evaluation is not None:

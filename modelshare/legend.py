@@ -2,8 +2,8 @@
 
 A first-time reader of ``BASIS 0.995, PPGEN 0.545`` cannot tell whether that is expected. The
 legend names every column once and, when the global models fall far behind BASIS, says in one
-sentence that this is what the privacy requirement costs and what to try. The tutorial (docs/tutorial/first-simulate.md) quotes the
-fixed lines verbatim (a test checks), so the two cannot drift.
+sentence that this is what the privacy requirement costs and what to try. The tutorial (docs/tutorial/first-simulate.md)
+quotes the fixed lines verbatim (a test checks), so the two cannot drift.
 
 Naming: Sharkey et al. (2008, §4) call the pseudo-data of *unpruned* trees PGEN and that of
 trees made private first (their APT pruning, here any mechanism but ``none``) PPGEN, whatever
@@ -96,7 +96,8 @@ def _cost_sentence(report: dict[str, Any]) -> str | None:
         cause = "the owners' tables are small or split the classes unevenly (no privacy requirement was applied)"
         remedy = "use fewer, larger owners (--owners) or a larger --pgen-scale"
     else:
-        cause = f"this is what the privacy requirement ({report['mechanism']} {requirement}) costs on these owners' tables"
+        cause = (f"this is what the privacy requirement ({report['mechanism']} {requirement}) costs on these "
+                 "owners' tables")
         remedy = ("try a weaker requirement (--requirement), another mechanism (--mechanism), or fewer, larger "
                   "owners (--owners) so each has more rows")
     return f"{model} is {gap} BASIS: {cause}; {remedy}."

@@ -33,7 +33,8 @@ class _JsonLines(logging.Formatter):
 def configure_logging(*, json_lines: bool = False, level: int = logging.INFO) -> None:
     """Send the ``modelshare`` loggers to stderr, as text or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonLines() if json_lines else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_JsonLines() if json_lines
+                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("modelshare")
     root.handlers[:] = [handler]
     root.setLevel(level)

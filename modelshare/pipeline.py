@@ -33,13 +33,14 @@ from modelshare.common.trees.metrics import accuracy, class_match, path_match
 from modelshare.common.trees.tree import Disclosure, Tree
 from modelshare.miner_node.class_prior import NO_ROWS_FLOOR, declined, study_floor
 from modelshare.miner_node.global_models import GLOBAL_MODELS, make_global_model
-from modelshare.miner_node.offpath import ReleasedLaw
+from modelshare.miner_node.offpath import OffPathMode, ReleasedLaw
 from modelshare.miner_node.onpath import ClassSetLaw
 from modelshare.miner_node.pgen import ClassAssignment, basegen
 from modelshare.miner_node.selection import Choice, choose, choose_basis
 from modelshare.miner_node.tasks import pool, pseudo_data, pseudo_sources
 
-__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study", "summarize", "METHODS"]
+__all__ = ["PipelineConfig", "stratified_parts", "fold_plan", "release_owners", "run_fold", "run_study",
+           "summarize", "METHODS"]
 
 METHODS = ("BASIS", "PGEN", "BASEGEN")
 
@@ -105,7 +106,7 @@ class PipelineConfig:
     model_settings: dict[str, Any] = field(default_factory=dict)
     methods: tuple[str, ...] = METHODS
     class_assignment: ClassAssignment = "exact"
-    off_path: str = "uniform"
+    off_path: OffPathMode = "uniform"
     on_path: str = "uniform"
     pgen_scale: float = 10.0
     random_state: int = 0
@@ -137,7 +138,8 @@ class PipelineConfig:
             parse_requirement(self.requirement)
         unset = sorted(set(self.model_settings) - set(self.global_models))
         if unset:
-            raise ValueError(f"model settings for {unset}, which are not among the global models {list(self.global_models)}")
+            raise ValueError(f"model settings for {unset}, which are not among the global models "
+                             f"{list(self.global_models)}")
         both = sorted(set(self.model_settings) & set(self.global_params))
         if both:
             raise ValueError(f"{both} have both model settings and global parameters; give one of the two")
@@ -246,19 +248,21 @@ def run_fold(
     floor = study_floor([r.report for r in released.values()], schema.n_classes)  # a dp study's, as the miner's
     trees_released = sum(declined(r.report) is None for r in released.values())  # a decline is its histogram alone
     if "PGEN" in config.methods:
-        trees = [tree for r in released.values() for tree in r.trees]
-        law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)  # type: ignore[arg-type]
+        trees = [tree for r in released.values() for tree in r.classification_trees]
+        law = None if config.off_path == "uniform" or not trees else ReleasedLaw.from_trees(trees, config.off_path)
         on_path = None if config.on_path == "uniform" or not trees else ClassSetLaw.from_trees(trees)
-        drawn = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment, law, on_path)
+        drawn = [pseudo_data(r.classification_trees, r.report, config.pgen_scale, rng,
+                             config.class_assignment, law, on_path)
                  for r in released.values()]
-        X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.trees, r.report, config.pgen_scale, y.shape[0]))
+        X_p, y_p, pooled_groups = pool([(X, y, pseudo_sources(r.classification_trees, r.report,
+                                                              config.pgen_scale, y.shape[0]))
                                         for r, (X, y) in zip(released.values(), drawn, strict=False)],
                                        schema.n_attributes, np.empty(0, dtype=np.int64))
         tables["PGEN"] = (X_p, y_p)
         if config.model_settings and drawn:  # which release each row came from: the miner's CV holds out whole trees
             groups["PGEN"] = pooled_groups
     if "BASEGEN" in config.methods:
-        parts = [basegen(r.trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
+        parts = [basegen(r.classification_trees, rows=int((sources == s).sum()), rng=rng) for s, r in released.items()]
         tables["BASEGEN"] = _pooled(parts, schema)
 
     records: list[dict[str, Any]] = []
@@ -300,7 +304,8 @@ def run_fold(
             record["accuracy"] = accuracy(y_test, pred)
             record["class_match"] = class_match(pred, basis_pred)
             record["path_match"] = (
-                path_match(tree, basis_tree, values=X_train) if isinstance(tree, Tree) and isinstance(basis_tree, Tree) else np.nan
+                path_match(tree, basis_tree, values=X_train) if isinstance(tree, Tree)
+                and isinstance(basis_tree, Tree) else np.nan
             )
             records.append(record)
     return records

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import tomli_w
 from cryptography import x509
@@ -85,7 +85,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import model_validator
 
 from modelshare.common.federation.config_file import ConfigModel, load_config, read_toml
-from modelshare.common.federation.kit import NAME_PATTERN, ROLES, Party, Roster, RosterError
+from modelshare.common.federation.kit import NAME_PATTERN, ROLES, Party, Role, Roster, RosterError
 from modelshare.common.federation.signing import (
     SignatureError,
     generate_signing_key,
@@ -172,7 +172,7 @@ class _PartyTable(ConfigModel):
 
     name: str
     """The party's name (`[A-Za-z0-9][A-Za-z0-9._-]{0,62}`; `ca` is reserved): its certificate CN and roster entry."""
-    role: Literal[ROLES]  # type: ignore[valid-type]
+    role: Role
     """`miner` (exactly one), `owner` or `admin`."""
     address: str | None = None
     """Miner only, required: what owners and admins dial, HOST:PORT."""
@@ -415,6 +415,7 @@ def _config(party: PartySpec, miner: PartySpec) -> str:
         main = {"name": party.name, "listen": party.listen or f"[::]:{port}", "state_dir": "state",
                 "roster": "roster.json"}
     else:
+        assert miner.address is not None  # validated: a miner has an address
         main = {"name": party.name, "miner": miner.address, "miner_name": miner.name}
         main |= {"state_dir": "state"} if party.role == "owner" else {}
         main |= {"signing_key": "signing.key", "roster": "roster.json"}
@@ -485,7 +486,8 @@ until tail -c +$((offset + 1)) "$log" | grep -qF "{ready}"; do
         exit 1
     fi
     if [ "$waited" -ge $((timeout * 10)) ]; then
-        echo "the {role} (pid $pid) has not served within $timeout s; it still runs: see $log, stop it with $kit/stop.sh" >&2
+        echo "the {role} (pid $pid) has not served within $timeout s; it still runs:" \\
+            "see $log, stop it with $kit/stop.sh" >&2
         exit 1
     fi
     sleep 0.1
@@ -529,7 +531,8 @@ def kit_scripts(role: str) -> dict[str, str]:
     if role not in READY_LINES:
         return {}
     start = (f"Start this kit's {role} in the background: output appended to {role}.log, pid in {role}.pid; returns\n"
-             f"# once it serves (MODELSHARE_START_TIMEOUT seconds at most, default 60); safe to rerun. MODELSHARE: the\n"
+             "# once it serves (MODELSHARE_START_TIMEOUT seconds at most, default 60); safe "
+             "to rerun. MODELSHARE: the\n"
              f'# command, split on spaces (default: modelshare on PATH; e.g. "python3 -m modelshare.cli").')
     stop = (f"Stop this kit's {role} (the pid in {role}.pid): SIGTERM, wait for it to exit (SIGKILL after\n"
             f"# MODELSHARE_STOP_TIMEOUT seconds, default 30), remove the pid file; safe to rerun.")
@@ -758,7 +761,7 @@ def issue_throwaway_federation(
     owners: list[str],
     address: str,
     owner_data: dict[str, tuple[str, str]] | None = None,
-    policy: dict | None = None,
+    policy: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Provision a short-lived federation (a miner "miner", an admin "admin", `owners`) in memory.
 

@@ -137,23 +137,26 @@ def mechanisms_page() -> str:
     """The release mechanisms, one row per `modelshare.common.mechanisms.registry` record."""
     from modelshare.common.mechanisms import registry
 
-    rows = ["| name | kind | requirement | tasks | disclosures | defaults | what it is |", "|---|---|---|---|---|---|---|"]
+    rows = ["| name | kind | requirement | tasks | disclosures | defaults | what it is |",
+            "|---|---|---|---|---|---|---|"]
     for m in registry.mechanisms():
         d = m.describe()
         defaults = ", ".join(filter(None, [f"`{d['default_requirement']}`" if d["default_requirement"] else "",
                                            f"depth {d['default_max_depth']}" if d["default_max_depth"] else ""]))
         rows.append(f"| `{m.name}` | {m.kind} | {m.requirement_form} | {', '.join(m.tasks)} | "
                     f"{', '.join(d['disclosures'])} | {defaults or '—'} | {m.summary} |")
-    lines = ["# Release mechanisms", "", "The records of `modelshare.common.mechanisms.registry`: what `release`, studies, site "
+    lines = ["# Release mechanisms", "",
+             "The records of `modelshare.common.mechanisms.registry`: what `release`, studies, site "
              "policies, the audit and the miner know about each mechanism (an installed plugin's records join them "
-             "through the entry point group `modelshare.mechanisms`, an uninstalled one's through `MODELSHARE_PLUGINS`; "
-             "docs/how-to/mechanism-plugin.md).", "", *rows]
+             "through the entry point group `modelshare.mechanisms`, an uninstalled one's "
+             "through `MODELSHARE_PLUGINS`; docs/how-to/mechanism-plugin.md).", "", *rows]
     return HEADER + "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ commands
 def _subparser(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser:
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action: argparse._SubParsersAction[argparse.ArgumentParser] = next(
+        a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[word]
 
 

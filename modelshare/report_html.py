@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelshare.admin import reader_dict, settings_text
+from modelshare.admin import global_tree_schema, reader_dict, settings_text
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema
 from modelshare.common.federation.pb import federation_pb2 as fpb
@@ -153,7 +153,8 @@ def _model_rows(results: fpb.StudyResults, schema: Schema | RegressionSchema,
     out = []
     for m in results.models:
         known = basis.get(m.name, {})
-        tree = tree_from_pb(m.tree, schema, where=f"global {m.name}") if m.HasField("tree") else None
+        tree = (tree_from_pb(m.tree, global_tree_schema(schema, m.name), where=f"global {m.name}")
+                if m.HasField("tree") else None)
         settings = settings_text({"parameters": {k: parameter_from_pb(v) for k, v in sorted(m.parameters.items())},
                                   "selection": m.selection})
         basis_settings = settings_text({"parameters": known.get("basis_parameters"),
@@ -334,7 +335,8 @@ def _settings(report: StudyReport) -> str:
     s, schema = report.study, report.schema
     attributes = ", ".join(a.name for a in schema.attributes)
     if isinstance(schema, RegressionSchema):
-        learned = f"target {schema.target.name} in [{plain_number(schema.target.low)}, {plain_number(schema.target.high)}] (public bounds)"
+        learned = (f"target {schema.target.name} in [{plain_number(schema.target.low)}, "
+                   f"{plain_number(schema.target.high)}] (public bounds)")
     else:
         learned = f"class column {schema.class_name} with classes " + ", ".join(schema.classes)
     rows = [
@@ -355,13 +357,19 @@ def _settings(report: StudyReport) -> str:
         ("PGEN on-path values", report.on_path or s["on_path"]),
         ("quorum / owners invited", f"{s['quorum'] or 'all'} of {len(report.owners)}"),
         ("seed", str(s["seed"])),
-        ("evaluation table", (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
+        ("evaluation table",
+         (f"{report.evaluation_rows:,} rows" + (f" ({report.evaluation_rows_dropped:,} with a missing "
                                                                   "value dropped)" if report.evaluation_rows_dropped
                                                                   else "")) if report.evaluation_rows else "none sent"),
     ]
     if report.source:
         rows.insert(0, ("table", report.source))
     return _table(["setting", "value"], [(_e(k), _e(v)) for k, v in rows], cls="settings")
+
+
+def _known(count: float | None) -> str:
+    """A count as `grouped` writes it, or the muted "not known" when the results do not say."""
+    return grouped(count) if count is not None else f'<span class="muted">{NOT_KNOWN}</span>'
 
 
 def _owners_table(report: StudyReport) -> str:
@@ -373,12 +381,12 @@ def _owners_table(report: StudyReport) -> str:
     head += ["refusal code", "refusal reason"] if answered else []
     rows = []
     for o in report.owners:
-        held = grouped(o.rows) if o.rows is not None else f'<span class="muted">{NOT_KNOWN}</span>'
+        held = _known(o.rows)
         if o.answer == "submitted":
             audit = '<span class="pass">PASS</span>' if o.audit_passed else '<span class="fail">FAIL</span>'
             claim = f'<span class="nowrap">{_e(o.claim)}</span>'
-            row = [_e(o.owner), held, "released", grouped(o.leaves), grouped(o.tuples), claim, audit,
-                   grouped(o.pseudo_rows)] + ([_e(o.learner or "-")] if chose else [])
+            row = [_e(o.owner), held, "released", _known(o.leaves), _known(o.tuples), claim, audit,
+                   _known(o.pseudo_rows)] + ([_e(o.learner or "-")] if chose else [])
             rows.append(row + (["", ""] if answered else []))
         else:
             answer = '<span class="refused">refused</span>' if o.answer == "refused" else _e(f"no answer ({o.answer})")

@@ -67,7 +67,8 @@ class _Box:
 def _condition(constraint: Constraint, attribute: CategoricalAttribute | NumericAttribute) -> str:
     """An edge's condition without the attribute's name (the parent box names it): '= a', '∈ {a, b}', '≤ 3'."""
     if isinstance(constraint, CategorySet):
-        names = [attribute.categories[c] for c in sorted(constraint.codes)]  # type: ignore[union-attr]
+        assert isinstance(attribute, CategoricalAttribute)  # a category set constrains a categorical attribute
+        names = [attribute.categories[c] for c in sorted(constraint.codes)]
         return f"= {names[0]}" if len(names) == 1 else "∈ {" + ", ".join(names) + "}"
     assert isinstance(constraint, Interval) and isinstance(attribute, NumericAttribute)
     return numeric_condition(constraint, attribute, symbols=True)
@@ -87,9 +88,11 @@ def _classification_box(tree: Tree, i: int) -> _Box:
             stats = f"hit {grouped(node.hit)} · miss {grouped(node.miss)}"
         tip = f"leaf {i}: class {label}; hit {grouped(node.hit)}, miss {grouped(node.miss)}"
         if node.counts is not None:
-            tip += "; counts " + ", ".join(f"{c}={grouped(v)}" for c, v in zip(schema.classes, node.counts, strict=False))
+            tip += "; counts " + ", ".join(f"{c}={grouped(v)}"
+                                           for c, v in zip(schema.classes, node.counts, strict=False))
         return _Box((label, stats), tip, PALETTE[node.label % len(PALETTE)])
-    name = schema.attributes[node.attribute].name  # type: ignore[index]
+    assert node.attribute is not None  # not a leaf: it splits on an attribute
+    name = schema.attributes[node.attribute].name
     return _Box((name, f"n = {grouped(node.total)}"), f"node {i}: split on {name}; {grouped(node.total)} tuples",
                 INNER_FILL)
 
@@ -217,7 +220,8 @@ def draw_tree(tree: Tree | RegressionTree, *, max_slots: int = MAX_SLOTS) -> Dra
         nodes.append(_node_svg(left, top, boxes[i]))
         if depth[i] >= cut or node.is_leaf:
             continue
-        attribute = structure.schema.attributes[node.attribute]  # type: ignore[index]
+        assert node.attribute is not None  # not a leaf: it splits on an attribute
+        attribute = structure.schema.attributes[node.attribute]
         for edge in node.edges:
             label = _condition(edge.constraint, attribute)
             edges.append(_edge_svg(place[i], place[edge.child], label, f"{attribute.name} {label}"))

@@ -10,8 +10,16 @@ simulation can see), each set by the study's setting for it as the miner's is (`
 local engine's grid, also under ``--engine dask``); the released trees' vote (``tree-vote``) is
 compared with the vote of the owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
 process that dies or stalls is named with the tail of its log. Processes are always stopped, also
-on Ctrl-C, and the directory is removed unless ``--keep-dir`` is given (it then holds the kits,
-the owners' tables, study.toml and every log).
+on Ctrl-C (they are sent SIGTERM once the results are fetched and reaped after the BASIS comparison,
+so their shutdown overlaps it), and the directory is removed unless ``--keep-dir`` is given (it then
+holds the kits, the owners' tables, study.toml and every log).
+
+On Linux the parties are forked from a fork server (`modelshare.forkserver`), started first so that it
+imports the miner's and the owners' code while the tables are dealt: each party is still a process of
+its own, in its own session, reading its own config, keys, TLS identity and store and writing its own
+log, as a ``modelshare miner serve`` or ``modelshare owner serve`` started by hand would; only the
+interpreter's start-up and imports (about 1.5 s of CPU per party) are paid once. Elsewhere each party
+is a new interpreter (``python -m modelshare.cli``).
 
 The study's quorum is one owner: it is mined from every owner that released a model once all have
 answered, and each refusal is reported with its reason code (an owner whose release would carry no
@@ -95,6 +103,7 @@ from modelshare.common.data.task import (
     task_of,
 )
 from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.common.federation.pb import federation_pb2_grpc as fgrpc
 from modelshare.common.federation.serde import parameter_from_pb, study_to_pb
 from modelshare.common.federation.study import load_study_file
 from modelshare.common.federation.wire import tree_from_pb
@@ -110,6 +119,8 @@ from modelshare.common.study import Study
 from modelshare.common.trees.learners import admissible_params
 from modelshare.common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from modelshare.common.trees.readable import grouped
+from modelshare.common.trees.tree import Disclosure
+from modelshare.forkserver import Forked, ForkServer, ForkServerError
 from modelshare.legend import legend_lines, pseudo_data_name
 from modelshare.miner_node.config import ENGINES
 from modelshare.miner_node.dask_engine import EngineError, check_models
@@ -146,10 +157,10 @@ class SimulationError(CommandFailed):
 
 @dataclass
 class Party:
-    """A started process: its name, handle and log file."""
+    """A started process: its name, handle (spawned, or forked by the fork server) and log file."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes] | Forked
     log: Path
 
     def tail(self, lines: int = 15) -> str:
@@ -160,7 +171,13 @@ class Party:
         return "\n".join(text[-lines:]) or "(empty log)"
 
 
-def _spawn(name: str, args: list[str], log: Path) -> Party:
+def _spawn(name: str, args: list[str], log: Path, server: ForkServer | None) -> Party:
+    """Start ``modelshare ARGS`` as party ``name``: forked by ``server``, or without one a new interpreter."""
+    if server is not None:
+        try:
+            return Party(name, server.fork(args, log), log)
+        except ForkServerError as exc:
+            raise SimulationError(f"{name} could not be started: {exc}") from None
     handle = open(log, "wb")
     process = subprocess.Popen([sys.executable, "-m", "modelshare.cli", *args], stdout=handle, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True)
@@ -168,11 +185,15 @@ def _spawn(name: str, args: list[str], log: Path) -> Party:
     return Party(name, process, log)
 
 
-def _stop(parties: list[Party]) -> None:
-    """SIGTERM everyone, wait briefly, SIGKILL whoever is left."""
+def _terminate(parties: list[Party]) -> None:
+    """SIGTERM everyone still running; `_reap` waits for them."""
     for p in parties:
         if p.process.poll() is None:
             p.process.send_signal(signal.SIGTERM)
+
+
+def _reap(parties: list[Party]) -> None:
+    """Wait briefly for everyone `_terminate` signalled, SIGKILL whoever is left."""
     deadline = time.monotonic() + 10
     for p in parties:
         try:
@@ -180,6 +201,15 @@ def _stop(parties: list[Party]) -> None:
         except subprocess.TimeoutExpired:
             p.process.kill()
             p.process.wait()
+
+
+def start_fork_server(logs: Path) -> ForkServer | None:
+    """The fork server the parties are forked from (`modelshare.forkserver`), on Linux; None elsewhere, where each
+    party is a new interpreter (fork without exec is not safe after macOS's system libraries are loaded)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    logs.mkdir(parents=True, exist_ok=True)
+    return ForkServer(logs / "forkserver.log")
 
 
 def _check_alive(parties: list[Party]) -> None:
@@ -368,7 +398,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
         args.max_depth = args.max_depth or record.default_max_depth
     atomic_write(root / "study.toml", _study_toml(args, root / "schema.json", requirement, owners))
     study = load_study_file(root / "study.toml").study  # checked before any process starts
-    policy = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
+    policy: dict[str, Any] = {"mechanisms": [args.mechanism], "disclosures": [args.disclosure], "miners": ["miner"]}
     parsed = None if requirement is None else parse_requirement(requirement)
     if isinstance(parsed, CLDiversity) and parsed.per_leaf:  # the user asked for the per-leaf promise
         policy["per_leaf_diversity"] = True
@@ -379,7 +409,7 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
                     "kits": kits, "source": source, "requirement": requirement, "task": task}
 
 
-def _table_hints(schema: Schema, data: Mapping[str, Any], disclosure: str) -> list[str]:
+def _table_hints(schema: Schema | RegressionSchema, data: Mapping[str, Any], disclosure: Disclosure) -> list[str]:
     """`simulate_hints.whole_table_hints` for the owners' tables `prepare` dealt (none for a regression study)."""
     if isinstance(schema, RegressionSchema):
         return []
@@ -396,22 +426,34 @@ def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
 
 
 def run_federation(root: Path, study: Study, kits: dict[str, Path], owners: list[str], timeout: float,
-                   table_hints: Sequence[str] = ()) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
+                   table_hints: Sequence[str] = (), server: ForkServer | None = None,
+                   parties: list[Party] | None = None) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
     """Start the miner and the owners, create ``study``, wait for it, return its status and results.
 
     ``table_hints`` (`simulate_hints.whole_table_hints`) follow the refusal hints when the study fails.
+    With a ``server`` (`start_fork_server`) the parties are forked from it, else each is a new interpreter.
+    Every party is sent SIGTERM on the way out; given a ``parties`` list, the started parties are added to it
+    and the caller `_reap`s them (so that their shutdown overlaps its own work), else they are reaped here.
     """
-    parties: list[Party] = []
+    reap = parties is None
+    parties = [] if parties is None else parties
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
     try:
-        miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log")
+        if server is not None:
+            try:
+                server.wait_ready(timeout)
+            except ForkServerError as exc:
+                raise SimulationError(str(exc)) from None
+        miner = _spawn("miner", ["miner", "serve", "--config", str(kits["miner"] / "miner.toml")], logs / "miner.log",
+                       server)
         parties.append(miner)
         port = _wait_ready(miner, kits["miner"] / "state", timeout)
         set_miner_port(kits.values(), port)  # it bound port 0
         progress_step(f"simulate: the miner serves on port {port}")
         for owner in owners:
-            parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")], logs / f"{owner}.log"))
+            parties.append(_spawn(owner, ["owner", "serve", "--config", str(kits[owner] / "owner.toml")],
+                                  logs / f"{owner}.log", server))
         progress_step(f"simulate: started {len(owners)} owner processes ({', '.join(owners)})")
         request = fpb.CreateStudyRequest(spec=study_to_pb(study), evaluation_csv=(root / "test.csv").read_bytes())
         channel, stub = admin_stub(AdminConfig.load(kits["admin"] / "admin.toml"))
@@ -425,7 +467,9 @@ def run_federation(root: Path, study: Study, kits: dict[str, Path], owners: list
             results = stub.GetResults(fpb.StudyRef(study_id=STUDY_ID), timeout=30)
         return status, results
     finally:
-        _stop(parties)
+        _terminate(parties)
+        if reap:
+            _reap(parties)
 
 
 def _failure(status: fpb.StudyStatus) -> str:
@@ -435,7 +479,7 @@ def _failure(status: fpb.StudyStatus) -> str:
     return "; ".join([study_headline(data), *refused])
 
 
-def _wait_study(stub: Any, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
+def _wait_study(stub: fgrpc.StudyAdminStub, parties: list[Party], owners: list[str], timeout: float) -> fpb.StudyStatus:
     """The study's final status; a progress bar on a terminal, else one line per change (`progress_step`)."""
     deadline = time.monotonic() + timeout
     seen: tuple[str, int] | None = None
@@ -535,7 +579,7 @@ def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.
         made = train_and_release("none", schema, data["X_train"][rows], data["y_train"][rows], requirement=None,
                                  disclosure="counts", learner=args.learner, learner_params=limits,
                                  max_depth=args.max_depth, seed=args.seed % (2**32))
-        releases.append((made.release.trees, None))
+        releases.append((made.release.classification_trees, None))
     return build_release_model(name, releases)
 
 
@@ -590,6 +634,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if root.exists() and any(root.iterdir()):
             raise ValueError(f"--keep-dir {root} exists and is not empty; give a new directory")
         root.mkdir(parents=True, exist_ok=True)
+    server = start_fork_server(root / "logs")  # it imports the parties' code while the tables are dealt
+    parties: list[Party] = []
     try:
         schema, data = prepare(args, root)
         mining_table(data["kits"]["miner"] / "miner.toml", args.engine, args.dask_workers)
@@ -597,7 +643,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress_step(f"simulate: split {data['source']} into {len(owners)} owners' tables and "
                       f"{data['y_test'].shape[0]} held-out rows; provisioned the kits in {root}")
         table_hints = _table_hints(schema, data, args.disclosure)
-        status, results = run_federation(root, data["study"], data["kits"], owners, args.timeout, table_hints)
+        status, results = run_federation(root, data["study"], data["kits"], owners, args.timeout, table_hints, server,
+                                         parties)  # stopping while BASIS is trained here
         progress_step("simulate: fetched the results; training BASIS on the pooled rows to compare")
         if isinstance(schema, RegressionSchema):
             models = compare_regression(data, results, args.models)
@@ -609,6 +656,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             hints.append("rerun with --keep-dir DIR to keep every log")
         raise SimulationError(f"simulate failed: {exc}", hints=hints) from None
     finally:
+        _reap(parties)
+        if server is not None:
+            server.close()
         if not args.keep_dir:
             shutil.rmtree(root, ignore_errors=True)
     bound = requirement_bound(schema, data, args.disclosure)

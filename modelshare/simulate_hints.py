@@ -33,6 +33,7 @@ from modelshare.common.privacy.requirements import (
 )
 from modelshare.common.study import Study
 from modelshare.common.trees.learners import REQUIREMENT_AWARE
+from modelshare.common.trees.tree import Disclosure
 
 __all__ = ["REFUSAL_HINTS", "refusal_hints", "study_settings", "unsatisfiable_hint", "whole_table_hints"]
 
@@ -112,18 +113,18 @@ def _root_counts(y: np.ndarray, parts: np.ndarray, n_owners: int, n_classes: int
     return np.bincount(parts * n_classes + y, minlength=n_owners * n_classes).reshape(n_owners, n_classes).astype(float)
 
 
-def _loosest_passing(parsed: CLDiversity, disclosure: str, counts: np.ndarray) -> str | None:
+def _loosest_passing(parsed: CLDiversity, disclosure: Disclosure, counts: np.ndarray) -> str | None:
     """The (c,l)-diversity at which every owner's whole table passes, nearest to ``parsed``: the smallest whole c
     above it at the same l, else the same search at l - 1 ... 2; None when no such setting exists."""
     for l in range(parsed.l, 1, -1):  # noqa: E741 - the paper's name
         for c in range(math.floor(parsed.c) + 1, _LARGEST_C + 1):
             looser = CLDiversity(c=c, l=l)
-            if PathRule(looser, disclosure).ok(counts).all():  # type: ignore[arg-type]
+            if PathRule(looser, disclosure).ok(counts).all():
                 return str(looser)
     return None
 
 
-def whole_table_hints(requirement: str | None, disclosure: str, y: np.ndarray, parts: np.ndarray,
+def whole_table_hints(requirement: str | None, disclosure: Disclosure, y: np.ndarray, parts: np.ndarray,
                       owners: Sequence[str], n_classes: int) -> list[str]:
     """Hints for owners whose whole table already fails a per-path ``requirement`` (module docstring).
 
@@ -138,10 +139,10 @@ def whole_table_hints(requirement: str | None, disclosure: str, y: np.ndarray, p
     if not isinstance(parsed, (KAnonymity, CLDiversity)):
         return []
     counts = _root_counts(np.asarray(y, dtype=np.int64), np.asarray(parts, dtype=np.int64), len(owners), n_classes)
-    failing = ~path_rule(parsed, disclosure, n_classes=n_classes).ok(counts)  # type: ignore[arg-type]
+    failing = ~path_rule(parsed, disclosure, n_classes=n_classes).ok(counts)
     if not failing.any():
         return []
-    named = [owners[i] for i in np.flatnonzero(failing)]
+    named = [owners[int(i)] for i in np.flatnonzero(failing)]
     worst = int(np.flatnonzero(failing)[np.argmax(counts[failing].max(axis=1) / counts[failing].sum(axis=1))])
     row = counts[worst]
     majority, total = row.max(), row.sum()

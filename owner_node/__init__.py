@@ -5,5 +5,5 @@ that name: imported as ``owner_node`` from a source checkout it raises ImportErr
 """
 
 if __name__ != "modelshare.owner_node":
-    raise ImportError(f"import modelshare.owner_node, not {__name__}: the folder owner_node/ is installed and imported only as "
-                      "modelshare.owner_node (docs/architecture.md)")
+    raise ImportError(f"import modelshare.owner_node, not {__name__}: the folder owner_node/ is "
+                      "installed and imported only as modelshare.owner_node (docs/architecture.md)")

@@ -134,7 +134,8 @@ class Ledger:
         return next((c for c in self.charges if c.study_id == study_id), None)
 
     def over_cap(self, study: Study, lifetime_epsilon: float | None, lifetime_delta: float | None) -> str | None:
-        """Why answering ``study`` would exceed the site's lifetime caps, or None when it fits (or is charged already)."""
+        """Why answering ``study`` would exceed the site's lifetime
+        caps, or None when it fits (or is charged already)."""
         cost = study_cost(study)
         if cost is None or self.charged(study.study_id) is not None:
             return None
@@ -161,7 +162,8 @@ class Ledger:
             return None
         earlier = ", ".join(f"{c.mechanism} in study {c.study_id}" for c in other)
         return (f"study asks for a {'DP' if wants_dp else 'non-DP'} release ({study.mechanism}); this table already "
-                f"has {len(other)} {'non-DP' if wants_dp else 'DP'} release{'s' if len(other) != 1 else ''} ({earlier})")
+                f"has {len(other)} {'non-DP' if wants_dp else 'DP'} release{'s' if len(other) != 1 else ''} "
+                f"({earlier})")
 
     def charge(self, study: Study, *, spent_epsilon: float | None = None) -> Charge:
         """Record a release for ``study`` with its kind and what it spends (0 when it promises no epsilon),
@@ -172,8 +174,8 @@ class Ledger:
         epsilon, delta = study_cost(study) or (0.0, 0.0)
         if spent_epsilon is not None:
             epsilon = min(epsilon, float(spent_epsilon))
-        charge = Charge(study.study_id, study.mechanism, "" if study.requirement is None else str(study.requirement), epsilon, delta,
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(study))
+        charge = Charge(study.study_id, study.mechanism, "" if study.requirement is None else str(study.requirement),
+                        epsilon, delta, datetime.now(timezone.utc).isoformat(timespec="seconds"), release_kind(study))
         self._write([*self.charges, charge])
         self.charges.append(charge)
         return charge

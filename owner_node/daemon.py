@@ -21,8 +21,8 @@ the same release with a fresh timestamp and nonce, replaces the stored bytes and
 the miner says this site's clock itself is off by more than the window, the answer stays in the
 outbox and the status file shows the skew.
 
-Health: the daemon keeps ``state_dir/status.json`` (`modelshare.owner_node.status.StatusFile`: pid, state, last contact with
-the miner, consecutive failures, last answer), rewritten atomically after every poll and
+Health: the daemon keeps ``state_dir/status.json`` (`modelshare.owner_node.status.StatusFile`: pid, state, last contact
+with the miner, consecutive failures, last answer), rewritten atomically after every poll and
 answer, which ``modelshare owner status`` reads for a service manager.
 
 A study can close while the owner trains (the admin cancels it, or its deadline passes): the owner
@@ -33,7 +33,8 @@ are refused by the miner with FAILED_PRECONDITION and settled like any final ans
 Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, and RESOURCE_EXHAUSTED from a miner at
 its limit of concurrent calls) are retried with exponential backoff and full jitter; any other
 status (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, RESOURCE_EXHAUSTED for a message or an
-answer over the miner's or the study's size limit or a model over the miner's node or tree limit, ...) gives up on the study until the next restart, keeping its outbox file,
+answer over the miner's or the study's size limit or a model over the miner's node or tree limit, ...) gives up on the
+study until the next restart, keeping its outbox file,
 logging the miner's message and naming it under ``gave_up`` in the status file.
 """
 
@@ -346,7 +347,8 @@ def deliver(
                 return Outcome(study_id, "gave-up", f"{_code_name(code)}: {details}", digest)
             if attempt + 1 < backoff.attempts:
                 delay = backoff.delay(attempt, rng)
-                log.warning("study %s: %s: %s; retry %d in %.1f s", study_id, _code_name(code), details, attempt + 1, delay)
+                log.warning("study %s: %s: %s; retry %d in %.1f s", study_id, _code_name(code),
+                            details, attempt + 1, delay)
                 stop.wait(delay)
             continue
         status = "duplicate" if ack.duplicate else "OK"
@@ -429,7 +431,8 @@ class OwnerDaemon:
 
     def _open_channel(self) -> grpc.Channel:
         if self.insecure:
-            log.warning("dialling %s in PLAINTEXT (--insecure): no authentication, no confidentiality", self.config.miner)
+            log.warning("dialling %s in PLAINTEXT (--insecure): no authentication, no confidentiality",
+                        self.config.miner)
         return dial_miner(self.config.miner, None if self.insecure else self.config.tls, self.config.miner_name)
 
     def close(self) -> None:
@@ -576,12 +579,14 @@ class OwnerDaemon:
             self.outbox.put(study_id, envelope.SerializeToString())
             (log.warning if kind == "refuse" else log.info)("study %s: %s: %s", study_id, kind, reason)
             self._data_waits.pop(study_id, None)
+            # the ignore below: the status record holds what this daemon wrote: a table
             problems = {k: v for k, v in dict(self.status.data.get("data_problems") or {}).items() if k != study_id}  # type: ignore[call-overload]
             self.status.update(last_decision={"study_id": study_id, "kind": kind, "detail": reason, "at": utc_now()},
                                data_problems=problems)
         return self._deliver(study_id, stop)
 
-    def _data_unavailable(self, spec: fpb.StudySpec, exc: DataUnavailable) -> tuple[fpb.SignedEnvelope, Kind, str] | None:
+    def _data_unavailable(self, spec: fpb.StudySpec,
+                          exc: DataUnavailable) -> tuple[fpb.SignedEnvelope, Kind, str] | None:
         """The local table cannot be read now: wait for it (None; retried with backoff), or, once the
         study's deadline is `DATA_LAST_CALL_SECONDS` away, refuse it (data-unavailable) so the miner learns why.
 
@@ -594,10 +599,12 @@ class OwnerDaemon:
         if left <= 0:
             self._data_waits.pop(study_id, None)
             return self._refusal(study_id, Refusal("data-unavailable"), f"the local table stayed unreadable through "
-                                                                  f"{attempts} attempt(s) until the deadline neared: {exc}")
+                                                                  f"{attempts} attempt(s) until "
+                                 f"the deadline neared: {exc}")
         delay = min(self.data_retry.ceiling(attempts - 1), left)
         self._data_waits[study_id] = (attempts, time.monotonic() + delay)
         retry_at = datetime.fromtimestamp(self.clock() + delay, timezone.utc).isoformat(timespec="seconds")
+        # the ignore below: the status record holds what this daemon wrote: a table
         problems = dict(self.status.data.get("data_problems") or {})  # type: ignore[call-overload]
         problems[study_id] = {"error": str(exc), "attempts": attempts, "next_retry_at": retry_at}
         self.status.update(state="polling", study=None, data_problems=problems)
@@ -616,6 +623,7 @@ class OwnerDaemon:
         changes: dict[str, object] = {"state": "polling", "study": None, "last_outcome": record,
                                       "pending": len(self.outbox.pending())}
         if outcome.outcome == "gave-up":
+            # the ignore below: the status record holds what this daemon wrote: a table
             changes["gave_up"] = {**self.status.data.get("gave_up", {}), study_id: outcome.reason}  # type: ignore[dict-item]
         if outcome.outcome == "deferred" and not stop.is_set():
             self.status.failure(f"{study_id}: {outcome.reason}", **changes)
@@ -628,7 +636,8 @@ class OwnerDaemon:
         return outcome
 
     def _clock_skew(self, skew: float | None, message: str) -> None:
-        """Record in the status file that the miner refuses this owner's timestamps, and by how much the clock is off."""
+        """Record in the status file that the miner refuses this
+        owner's timestamps, and by how much the clock is off."""
         self.status.update(clock_skew_seconds=None if skew is None else round(skew, 1))
         log.error("the miner refuses this owner's timestamps: %s", message)
 
@@ -651,7 +660,8 @@ class OwnerDaemon:
         findings = policy.findings(study, self.config.miner_name, self.ledger)
         if findings:
             keys = tuple(key for finding in findings for key in finding.keys)
-            return self._refusal(study.study_id, Refusal("policy", keys), "; ".join(finding.text for finding in findings))
+            return self._refusal(study.study_id, Refusal("policy", keys),
+                                 "; ".join(finding.text for finding in findings))
         over = self.ledger.over_cap(study, policy.lifetime_epsilon, policy.lifetime_delta)
         if over is not None:
             return self._refusal(study.study_id, Refusal("budget"), over)
@@ -694,7 +704,8 @@ class OwnerDaemon:
             self._check_still_waiting(study.study_id)
             self.ledger.charge(study)
             return self._refusal(study.study_id, Refusal("too-large", limit_bytes=limit),
-                                 f"the encoded {study.mechanism} release is {size} bytes; the study's limit is {limit} bytes")
+                                 f"the encoded {study.mechanism} release is {size} bytes; the "
+                                 f"study's limit is {limit} bytes")
         self._check_still_waiting(study.study_id)
         declined = submission.declined
         # before the answer enters the outbox: no release leaves unrecorded; a declined one spent what it states

@@ -13,8 +13,9 @@ does not answer. `Policy.check` lists every reason a study fails, for the site's
 ``[policy]`` in ``owner.toml``::
 
     mechanisms = ["apt", "prune-leaf", "prune-parent"]   # allowed release mechanisms
-                               # (also "kanon-rdt", "kanon-rdt-log", "laplace-rdt", "diffpets", "dpea" and "none": each must be
-                               # listed to be allowed; `modelshare release --help` lists the registry's names)
+                               # (also "kanon-rdt", "kanon-rdt-log", "laplace-rdt", "diffpets", "dpea" and "none":
+                               # each must be listed to be allowed; `modelshare release --help` lists the registry's
+                               # names)
     min_k = 5                  # a k-anonymity study needs k >= min_k (and so does the k of a dps study)
     min_l = 2                  # a (c,l)-diversity study needs l >= min_l ...
     max_c = 20                 # ... and c <= max_c (a smaller c is stricter)
@@ -134,8 +135,8 @@ class Policy(ConfigModel):
         if self.min_k is not None:
             k_bounds.append((KAnonymity(self.min_k), f"at least k={self.min_k}", "min_k"))
         if self.min_l is not None:
-            div_bounds.append((CLDiversity(math.inf, self.min_l, per_leaf=True), f"(c,l)-diversity with l >= {self.min_l}",
-                               "min_l"))
+            div_bounds.append((CLDiversity(math.inf, self.min_l, per_leaf=True),
+                               f"(c,l)-diversity with l >= {self.min_l}", "min_l"))
         if self.max_c is not None:  # per_leaf: these bound c and l; the scope is `_scope_reasons`'
             div_bounds.append((CLDiversity(self.max_c, 2, per_leaf=True), f"(c,l)-diversity with c <= {self.max_c:g}",
                                "max_c"))

@@ -98,6 +98,7 @@ class StatusFile:
     def failure(self, error: str, **changes: object) -> None:
         """A call to the miner failed with ``error``."""
         with self._lock:  # read and increment under one hold, so concurrent failures are all counted
+            # the ignore below: an int, as this class writes it
             failures = int(self._data["consecutive_failures"]) + 1  # type: ignore[call-overload]
             self._data.update(changes, consecutive_failures=failures, last_error=error, last_error_at=utc_now(),
                               updated_at=utc_now())

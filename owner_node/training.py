@@ -68,7 +68,8 @@ class EmptyRelease(ValueError):
 
 
 class FailedAudit(ValueError):
-    """The owner's own audit (`modelshare.common.audit.release.audit`, what the miner re-runs) failed: nothing is signed.
+    """The owner's own audit (`modelshare.common.audit.release.audit`,
+    what the miner re-runs) failed: nothing is signed.
 
     A correct mechanism never gets here; the message names the failing checks and stays at the site.
     """
@@ -95,7 +96,8 @@ def _select(frame: pd.DataFrame, schema: Schema | RegressionSchema, class_column
         if len(frame.columns) == 1:
             hint = ("; the header was read as one single column: is the file delimited by something other than "
                     "comma, semicolon, tab or '|'?")
-        raise SchemaError(f"the table lacks columns {absent} (the study schema's attributes and the class column){hint}",
+        raise SchemaError(f"the table lacks columns {absent} (the study schema's attributes and the class "
+                          f"column){hint}",
                           source=str(path), column=absent[0])
     return frame[[*schema.names, class_column]].rename(columns={class_column: schema.class_name})
 

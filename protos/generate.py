@@ -32,7 +32,8 @@ def generate(out: Path) -> None:
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
-    plugin = shutil.which("protoc-gen-mypy_grpc", path=str(Path(sys.executable).parent)) or shutil.which("protoc-gen-mypy_grpc")
+    plugin = (shutil.which("protoc-gen-mypy_grpc", path=str(Path(sys.executable).parent))
+              or shutil.which("protoc-gen-mypy_grpc"))
     if plugin is None:
         raise SystemExit("protoc-gen-mypy_grpc is not installed; install the test extra: pip install '.[test]'")
     with tempfile.TemporaryDirectory() as raw:
@@ -51,7 +52,8 @@ def generate(out: Path) -> None:
             raise SystemExit("protoc failed")
         out.mkdir(parents=True, exist_ok=True)
         for src in sorted((Path(raw) / PACKAGE_DIR).iterdir()):
-            text = re.sub(r"^from modelshare\.v1 import ", "from modelshare.common.federation.pb import ", src.read_text(), flags=re.M)
+            text = re.sub(r"^from modelshare\.v1 import ", "from modelshare.common.federation.pb import ",
+                          src.read_text(), flags=re.M)
             (out / src.name).write_text(text)
         (out / "__init__.py").write_text(HEADER)
 
@@ -62,7 +64,8 @@ def differences(committed: Path, fresh: Path) -> list[str]:
     return sorted(
         n
         for n in names
-        if not (committed / n).exists() or not (fresh / n).exists() or (committed / n).read_bytes() != (fresh / n).read_bytes()
+        if not (committed / n).exists() or not (fresh / n).exists()
+        or (committed / n).read_bytes() != (fresh / n).read_bytes()
     )
 
 

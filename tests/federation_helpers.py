@@ -180,7 +180,8 @@ class Federation:
                 self.miner.coordinator.changed.wait(seconds)
 
         return wait_until(reached, timeout, lambda: f"study {study_id} to be {' or '.join(states)}; it is "
-                          f"{seen[-1].state} ({seen[-1].reason})", wake=wake if isinstance(self.miner, RunningMiner) else None)
+                          f"{seen[-1].state} ({seen[-1].reason})", wake=wake
+                          if isinstance(self.miner, RunningMiner) else None)
 
     def owner_config(self, owner: str, **changes) -> OwnerConfig:
         """The owner's kit config, dialling this federation's miner (changed as ``changes`` say)."""
@@ -288,7 +289,8 @@ def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requ
     schema = study_from_pb(spec).schema
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_
     req = requirement if requirement is not None else (spec.requirement if spec.HasField("requirement") else None)
-    release = release_model(mechanism or spec.mechanism, tree=tree, requirement=req, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
+    release = release_model(mechanism or spec.mechanism, tree=tree, requirement=req,
+                            disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
     message = model_message(release, study_id=spec.study_id, owner_id=owner)
     if mutate is not None:
         mutate(message)
@@ -310,7 +312,8 @@ REGRESSION_SCHEMA = RegressionSchema(
 
 
 def regression_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of `REGRESSION_SCHEMA`: y = 2 + 6 x1 + [colour is red] + noise, within the public bounds 0..10; x2 is noise."""
+    """Rows of `REGRESSION_SCHEMA`: y = 2 + 6 x1 + [colour is
+    red] + noise, within the public bounds 0..10; x2 is noise."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([rng.uniform(0, 1, n), rng.uniform(0, 1, n), rng.integers(0, 3, n)]).astype(np.float64)
     return X, np.clip(2 + 6 * X[:, 0] + (X[:, 2] == 0) + rng.normal(0, 0.3, n), 0.0, 10.0)

@@ -98,7 +98,8 @@ def bases() -> dict[str, Base]:
     X, y = car.schema.encode(car.frame)
     spec = _spec("car-hm")
     tree = make_learner("multiway", car.schema, random_state=0).fit(X[::2], y[::2]).tree_
-    release = release_model("apt", tree=tree, requirement=spec.requirement, disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
+    release = release_model("apt", tree=tree, requirement=spec.requirement,
+                            disclosure=disclosure_from_pb(spec.disclosure, where="spec"))
     found["car-hm"] = Base("car-hm", spec, model_message(release).SerializeToString())
 
     wine = load_dataset("winequality")
@@ -110,7 +111,8 @@ def bases() -> dict[str, Base]:
 
     spec = _spec("car-dps", mechanism="kanon-rdt", requirement="dps:k=5,beta=0.5,epsilon=8,trees=4",
                  disclosure="counts", max_depth=3, global_models=("naive-bayes",))
-    release = release_model("kanon-rdt", schema=car.schema, X=X, y=y, requirement=spec.requirement, max_depth=3)  # secure noise: a seeded release fails the re-audit
+    # secure noise: a seeded release fails the re-audit
+    release = release_model("kanon-rdt", schema=car.schema, X=X, y=y, requirement=spec.requirement, max_depth=3)
     found["car-dps"] = Base("car-dps", spec, model_message(release).SerializeToString())
     return found
 
@@ -579,7 +581,8 @@ CHUNK_EDITS = ("none", "none", "digest", "declare-less", "declare-more", "declar
 
 @dataclass(frozen=True)
 class ChunkCase:
-    """The envelope of ``submit`` sent by ``SubmitChunks`` in pieces of ``size`` bytes, the stream edited by ``edit``."""
+    """The envelope of ``submit`` sent by ``SubmitChunks`` in
+    pieces of ``size`` bytes, the stream edited by ``edit``."""
 
     submit: SubmitCase
     size: int = 4096
@@ -682,9 +685,10 @@ def requirement_texts(draw: st.DrawFn) -> str:
 
 
 json_scalars = st.one_of(st.none(), st.booleans(), hostile_floats, st.integers(-(2**53), 2**53), hostile_text)
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                                  st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                           max_leaves=12)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12)
 
 
 def edit_strategy(big: bool) -> st.SearchStrategy:
@@ -695,15 +699,18 @@ def edit_strategy(big: bool) -> st.SearchStrategy:
         st.builds(NodeField, tree, node, st.sampled_from(["hit", "miss"]), hostile_floats),
         st.builds(NodeField, tree, node, st.just("counts"), st.lists(hostile_floats, max_size=9).map(tuple)),
         st.builds(NodeField, tree, node, st.just("attribute"), st.one_of(st.none(), hostile_uint32)),
-        st.builds(EdgeChild, tree, node, edge, st.one_of(st.sampled_from(["self", "sibling", "parent", 0]), hostile_uint32)),
-        st.builds(EdgeConstraint, tree, node, edge, st.just("categories"), st.lists(hostile_uint32, max_size=6).map(tuple)),
+        st.builds(EdgeChild, tree, node, edge, st.one_of(st.sampled_from(["self", "sibling", "parent", 0]),
+                                                         hostile_uint32)),
+        st.builds(EdgeConstraint, tree, node, edge, st.just("categories"),
+                  st.lists(hostile_uint32, max_size=6).map(tuple)),
         st.builds(EdgeConstraint, tree, node, edge, st.just("interval"),
                   st.tuples(hostile_floats, hostile_floats, st.booleans(), st.booleans())),
         st.builds(EdgeConstraint, tree, node, edge, st.just("none")),
         st.builds(DetachedCycle, tree, st.integers(1, 5)),
         st.builds(SetDisclosure, tree, st.one_of(st.integers(-3, 5), st.integers(-(2**31), 2**31 - 1))),
         st.builds(ReportField, st.sampled_from(["mechanism", "guarantee", "requirement"]),
-                  st.one_of(st.none(), requirement_texts(), st.sampled_from(["apt", "kanon-rdt", "none", "prune-leaf"]))),
+                  st.one_of(st.none(), requirement_texts(),
+                            st.sampled_from(["apt", "kanon-rdt", "none", "prune-leaf"]))),
         st.builds(ReportField, st.just("report"), st.none()),
         st.builds(ClaimEdit, st.sampled_from(["clear", "drop", "add", "edit"]), small_index, hostile_uint32,
                   hostile_floats, requirement_texts(), hostile_uint32),
@@ -716,8 +723,8 @@ def edit_strategy(big: bool) -> st.SearchStrategy:
                                                "no-domain", "numeric-nan", "drop-attribute", "refingerprint"]),
                   st.text(min_size=1, max_size=70)),
         st.builds(TreesEdit, st.sampled_from(["clear", "replicate", "empty", "cut"]), st.integers(0, 8)),
-        st.builds(Stamp, st.sampled_from([0, 0, -3600, 3600, -(2**40), 2**62]), st.sampled_from([0, 999_999_999, -1, 2**31 - 1]),
-                  st.one_of(st.none(), st.binary(max_size=20))),
+        st.builds(Stamp, st.sampled_from([0, 0, -3600, 3600, -(2**40), 2**62]),
+                  st.sampled_from([0, 999_999_999, -1, 2**31 - 1]), st.one_of(st.none(), st.binary(max_size=20))),
         st.builds(Oversized, st.sampled_from(["nonce", "mechanism", "requirement", "parameters", "category"]),
                   st.integers(1, 3000)),
     ]
@@ -737,8 +744,8 @@ def byte_edit_strategy() -> st.SearchStrategy:
     return st.one_of(
         st.builds(Truncate, st.integers(0, 10**6)),
         st.builds(FlipBits, st.lists(st.integers(0, 10**7), min_size=1, max_size=4).map(tuple)),
-        st.builds(Append, st.one_of(st.binary(max_size=64), st.sampled_from([b"\x08", b"\xff" * 11, b"\x3a\x05",
-                                                                              b"\xf8\xff\xff\xff\x0f\x01", b"\x92\x03\x00"]))),
+        st.builds(Append, st.one_of(st.binary(max_size=64), st.sampled_from([
+            b"\x08", b"\xff" * 11, b"\x3a\x05", b"\xf8\xff\xff\xff\x0f\x01", b"\x92\x03\x00"]))),
         st.builds(Replace, st.binary(max_size=300)),
     )
 
@@ -747,7 +754,8 @@ def envelope_edit_strategy() -> st.SearchStrategy:
     bits = st.lists(st.integers(0, 10**6), min_size=1, max_size=3).map(tuple)
     return st.one_of(
         st.builds(EnvelopeEdit, st.sampled_from(["signature", "payload", "raw"]), bits),
-        st.builds(EnvelopeEdit, st.just("key-id"), text=st.one_of(hostile_text, st.text("0123456789abcdef", min_size=64, max_size=64))),
+        st.builds(EnvelopeEdit, st.just("key-id"),
+                  text=st.one_of(hostile_text, st.text("0123456789abcdef", min_size=64, max_size=64))),
         st.builds(EnvelopeEdit, st.just("strip-signature")),
     )
 
@@ -760,7 +768,8 @@ def submit_cases(big: bool = False) -> st.SearchStrategy[SubmitCase]:
         st.builds(SubmitCase, st.sampled_from(KINDS), edits),  # field edits, signed
         st.builds(SubmitCase, st.sampled_from(KINDS), edits, bytes_),  # plus byte edits before signing
         st.builds(SubmitCase, st.sampled_from(KINDS), st.just(()), st.just(()), envelope_edit_strategy()),
-        st.builds(SubmitCase, st.sampled_from(KINDS), edits, signer=st.sampled_from(PARTIES), caller=st.sampled_from(PARTIES),
+        st.builds(SubmitCase, st.sampled_from(KINDS), edits, signer=st.sampled_from(PARTIES),
+                  caller=st.sampled_from(PARTIES),
                   owner_field=st.one_of(st.none(), st.sampled_from(["site-b", "", "absent", "admin"])),
                   study=st.one_of(st.none(), st.sampled_from(["missing", "", "x" * 5000]))),
     )
@@ -803,7 +812,8 @@ def spec_edits(draw: st.DrawFn) -> tuple:
         ("class_assignment", st.sampled_from(["exact", "sample", "", "random"])),
         ("quorum", hostile_uint32),
         ("deadline", st.sampled_from([-(2**40), 0, 60, 3600, 2**40, 253402300799])),
-        ("owners", st.lists(st.sampled_from(["site-a", "site-b", "absent", "admin", "miner", "stranger", ""]), max_size=4)),
+        ("owners", st.lists(st.sampled_from(["site-a", "site-b", "absent", "admin", "miner",
+                                             "stranger", ""]), max_size=4)),
         ("seed", st.integers(0, 2**64 - 1)),
         ("schema", st.sampled_from(["fingerprint", "add-class", "clear", "no-domain", "numeric-nan", "refingerprint"])),
     ]
@@ -817,14 +827,17 @@ CSV_EDITS = [b"", b"\xff\xfe\x00", b"buying,maint\n", b"a;b;c\n1;2;3\n", b"\x00"
 def call_cases() -> st.SearchStrategy[CallCase]:
     """Every RPC but Submit/Refuse, from the admin's and the owners' identities, with hostile fields."""
     study_ids = st.one_of(st.sampled_from(["car-hm", "missing", "", "x" * 20_000]), hostile_text)
-    csv_edits = st.lists(st.builds(TextEdit, st.integers(0, 5000), st.sampled_from(["", ",", "\n", ";", "\"", "9e999", "nan",
+    csv_edits = st.lists(st.builds(TextEdit, st.integers(0, 5000),
+                                   st.sampled_from(["", ",", "\n", ";", "\"", "9e999", "nan",
                                                                                  "unknown", "\x00", "é"]),
                                    st.integers(0, 30)), min_size=1, max_size=3).map(tuple)
-    evaluation = st.one_of(st.just(b""), st.sampled_from(CSV_EDITS), st.binary(max_size=200), st.just(b"evaluation"), csv_edits)
+    evaluation = st.one_of(st.just(b""), st.sampled_from(CSV_EDITS), st.binary(max_size=200),
+                           st.just(b"evaluation"), csv_edits)
     return st.one_of(
-        st.builds(CallCase, st.just("Poll"), st.sampled_from(PARTIES), st.tuples(st.tuples(st.just("wait_seconds"),
-                                                                                          st.sampled_from([0, 0, 1, 2**32 - 1])))),
-        st.builds(CallCase, st.just("CreateStudy"), st.sampled_from(["admin", "admin", "admin", "site-a"]), spec_edits(), evaluation),
+        st.builds(CallCase, st.just("Poll"), st.sampled_from(PARTIES),
+                  st.tuples(st.tuples(st.just("wait_seconds"), st.sampled_from([0, 0, 1, 2**32 - 1])))),
+        st.builds(CallCase, st.just("CreateStudy"), st.sampled_from(["admin", "admin", "admin", "site-a"]),
+                  spec_edits(), evaluation),
         st.builds(CallCase, st.sampled_from(["GetStudy", "GetResults"]), st.sampled_from(PARTIES),
                   st.tuples(st.tuples(st.just("study_id"), study_ids))),
         st.builds(CallCase, st.sampled_from(["ListStudies", "Health"]), st.sampled_from(PARTIES)),
@@ -833,21 +846,23 @@ def call_cases() -> st.SearchStrategy[CallCase]:
 
 def raw_cases() -> st.SearchStrategy[RawCase]:
     return st.builds(RawCase, st.sampled_from(RPCS), st.sampled_from(PARTIES),
-                     st.one_of(st.binary(max_size=200), st.sampled_from([b"\xff", b"\x0a\x05\xc3\x28abc", b"\x0a\xff\xff\xff\xff\x0f",
+                     st.one_of(st.binary(max_size=200),
+                               st.sampled_from([b"\xff", b"\x0a\x05\xc3\x28abc", b"\x0a\xff\xff\xff\xff\x0f",
                                                                          b"\x08" + b"\xff" * 10 + b"\x01"])))
 
 
 def miner_cases(big: bool = False) -> st.SearchStrategy:
     """The mix sent to a running miner: mostly signed hostile models (whole or in pieces), then refusals, other RPCs,
     raw bytes."""
-    return st.one_of(submit_cases(big), submit_cases(big), submit_cases(big), chunk_cases(), refuse_cases(), call_cases(),
-                     raw_cases())
+    return st.one_of(submit_cases(big), submit_cases(big), submit_cases(big), chunk_cases(), refuse_cases(),
+                     call_cases(), raw_cases())
 
 
 def local_cases() -> st.SearchStrategy[LocalCase]:
     edits = st.lists(edit_strategy(False), max_size=4).map(tuple)
     return st.one_of(st.builds(LocalCase, st.sampled_from(KINDS), edits),
-                     st.builds(LocalCase, st.sampled_from(KINDS), edits, st.lists(byte_edit_strategy(), min_size=1, max_size=2).map(tuple)))
+                     st.builds(LocalCase, st.sampled_from(KINDS), edits,
+                               st.lists(byte_edit_strategy(), min_size=1, max_size=2).map(tuple)))
 
 
 @dataclass(frozen=True)
@@ -865,14 +880,17 @@ class TextEdit:
 
 def file_cases() -> st.SearchStrategy[FileCase]:
     edits = st.lists(edit_strategy(False), max_size=3).map(tuple)
-    text_edits = st.lists(st.builds(TextEdit, st.integers(0, 10**6), st.sampled_from(["", "}", "{", '"', "[", "NaN", "-Infinity",
-                                                                                      "1e999", "\\u0000", "\ud800", ",", "null"]),
+    text_edits = st.lists(st.builds(TextEdit, st.integers(0, 10**6),
+                                    st.sampled_from(["", "}", "{", '"', "[", "NaN", "-Infinity",
+                                                                                      "1e999", "\\u0000",
+                                                     "\ud800", ",", "null"]),
                                     st.integers(0, 20)), min_size=1, max_size=3).map(tuple)
     hostile_doc = st.one_of(
         json_values,
         st.dictionaries(st.sampled_from(["payload", "signer_key_id", "signature", "trees", "schema", "report", "nonce",
                                          "study_id", "timestamp", "schema_fingerprint", "x"]), json_values, max_size=5),
-        st.fixed_dictionaries({"trees": st.lists(st.dictionaries(st.sampled_from(["nodes", "disclosure"]), json_values), max_size=3)}),
+        st.fixed_dictionaries({"trees": st.lists(st.dictionaries(st.sampled_from(["nodes", "disclosure"]),
+                                                                 json_values), max_size=3)}),
     )
     return st.one_of(
         st.builds(FileCase, st.sampled_from(KINDS), edits, st.booleans()),
@@ -917,7 +935,8 @@ class Outcome:
 
     @property
     def kind(self) -> str | None:
-        """None, or what went wrong: crash, hang, rejected-but-stored, or inconsistent (accepted and stored wrongly, wrong PGEN)."""
+        """None, or what went wrong: crash, hang, rejected-but-stored,
+        or inconsistent (accepted and stored wrongly, wrong PGEN)."""
         if self.failure is None:
             return None
         if "but the store changed" in self.failure:
@@ -930,7 +949,8 @@ class Outcome:
 
 
 def run_local(case: LocalCase) -> Outcome:
-    """`check_model` raises only `Rejection`; `decode_model` only `WireError`; audit and pgen of what decodes do not crash."""
+    """`check_model` raises only `Rejection`; `decode_model` only
+    `WireError`; audit and pgen of what decodes do not crash."""
     started = time.perf_counter()
     base = bases()[case.kind]
     payload = _edit_bytes(build_message(case).SerializeToString(), case.byte_edits)
@@ -1012,7 +1032,8 @@ def _pgen_property(trees: tuple) -> str | None:
 
 
 def run_file(case: FileCase, path: Path) -> Outcome:
-    """`read_model` on a hostile model file raises only `TreeError` (the project's error); what it reads audits and regenerates."""
+    """`read_model` on a hostile model file raises only `TreeError`
+    (the project's error); what it reads audits and regenerates."""
     started = time.perf_counter()
     if case.document is not None:
         text = json.dumps(case.document, allow_nan=True)
@@ -1098,7 +1119,8 @@ class MinerTarget:
 
     def rows(self) -> Rows:
         q = self.db.execute
-        return Rows(*(q(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("submissions", "nonces", "refusals", "studies")))
+        return Rows(*(q(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                      for t in ("submissions", "nonces", "refusals", "studies")))
 
     def stored_only_accepted(self) -> bool:
         """The store holds exactly the submissions and refusals the miner acknowledged to this harness."""
@@ -1130,8 +1152,8 @@ class MinerTarget:
 
     def _refuse_request(self, case: RefuseCase) -> Any:
         study = self.current["refuse"].study_id if case.study is None else case.study
-        refusal = fpb.OwnerRefusal(study_id=study, owner_id=case.signer if case.owner_field is None else case.owner_field,
-                                   reason=case.reason, nonce=new_nonce())
+        refusal = fpb.OwnerRefusal(study_id=study, owner_id=case.signer if case.owner_field is None
+                                   else case.owner_field, reason=case.reason, nonce=new_nonce())
         refusal.timestamp.CopyFrom(now_timestamp())
         if case.stamp is not None:
             case.stamp.apply(refusal)
@@ -1200,7 +1222,8 @@ class MinerTarget:
         path, reply_type = f"/{service.full_name}/{case.rpc}", getattr(fpb, method.output_type.name)
         channel = self.channels[case.caller]
         if method.client_streaming:
-            return channel.stream_unary(path, response_deserializer=reply_type.FromString)(iter([request]), timeout=timeout)
+            streaming = channel.stream_unary(path, response_deserializer=reply_type.FromString)
+            return streaming(iter([request]), timeout=timeout)
         return channel.unary_unary(path, response_deserializer=reply_type.FromString)(request, timeout=timeout)
 
     def _judge(self, case: Any, code: str, details: str, seconds: float, timeout: float, before: Rows, after: Rows,

@@ -143,8 +143,8 @@ def _inner_failure(tree: Tree) -> str | None:
     """Why an inner node of ``tree`` differs from what its children imply (exact sums, or Eq. 1), or None.
 
     Checked node by node against the node's own children (Eq. 1 as in `modelshare.common.trees.rebuild.eq1_counts`,
-    applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node then
-    derives from the leaves alone. A tie between classes may be broken either way.
+    applied per parent in one vectorised pass), so the node numbering does not matter; by induction every inner node
+    then derives from the leaves alone. A tie between classes may be broken either way.
     """
     inner = np.array([not node.is_leaf for node in tree.nodes])
     if inner.any():
@@ -175,9 +175,11 @@ def _inner_check(trees: Sequence[Tree]) -> Check:
             return Check(name, False, why if len(trees) == 1 else f"tree {t}: {why}")
     kinds = {tree.disclosure for tree in trees}
     how = " / ".join(
-        "exact sums of the leaves' counts" if kind == "counts" else "Eq. 1 estimates from the leaves" for kind in sorted(kinds)
+        "exact sums of the leaves' counts" if kind == "counts" else "Eq. 1 estimates from the leaves"
+        for kind in sorted(kinds)
     )
-    return Check(name, True, f"every inner node equals {how}" + (f" in all {len(trees)} trees" if len(trees) > 1 else ""))
+    return Check(name, True, f"every inner node equals {how}" + (f" in all {len(trees)} trees"
+                                                                 if len(trees) > 1 else ""))
 
 
 def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, leaves: np.ndarray) -> Check:
@@ -185,7 +187,8 @@ def _claims_check(tree: Tree, report: PrivacyReport, stats_total: np.ndarray, le
     missing = [int(i) for i in leaves if int(i) not in claimed]
     extra = sorted(set(claimed) - {int(i) for i in leaves})
     if missing or extra:
-        return Check("claims cover the released paths", False, f"paths without a claim: {missing[:10]}; claims without a path: {extra[:10]}")
+        return Check("claims cover the released paths", False,
+                     f"paths without a claim: {missing[:10]}; claims without a path: {extra[:10]}")
     for leaf, total in zip(leaves, stats_total, strict=False):
         claim = claimed[int(leaf)]
         if not math.isclose(claim.tuples, float(total), abs_tol=1e-6) or claim.requirement != report.requirement:
@@ -355,8 +358,8 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, se
     if record is not None and record.audit_checks is not None and not declined:
         if prior is not None:  # the mechanism's accounting at the trees' share, as it stated it
             tree_claim = tree_requirement(requirement, prior)
-            checks += record.audit_checks(trees, replace(report, parameters={**report.parameters,
-                                                                             "epsilon": tree_claim.epsilon}), tree_claim)
+            checks += record.audit_checks(
+                trees, replace(report, parameters={**report.parameters, "epsilon": tree_claim.epsilon}), tree_claim)
         else:
             checks += record.audit_checks(trees, report, requirement)
     checks.append(Check("claims", not report.claims,
@@ -394,9 +397,10 @@ READER_CHECK = "a reader of the whole release"
 
 
 def reader_check(trees: Sequence[Tree], requirement: PathRequirement, *, figures: bool = True) -> Check:
-    """The release-level check (`modelshare.common.privacy.combining`): under (c,l)-diversity of the whole release no leaf
-    lets the combining reader believe beyond the requirement; a per-leaf promise and k-anonymity are measured only,
-    and with ``figures`` False (a caller that reads verdicts only) not even measured: that check passes either way."""
+    """The release-level check (`modelshare.common.privacy.combining`): under (c,l)-diversity of the whole release no
+    leaf lets the combining reader believe beyond the requirement; a per-leaf promise and k-anonymity are measured
+    only, and with ``figures`` False (a caller that reads verdicts only) not even measured: that check passes either
+    way."""
     if isinstance(requirement, CLDiversity) and not requirement.per_leaf:
         verdict = release_verdict(trees, requirement)
         worst = "; ".join(f.describe() for f in verdict.findings[:3])
@@ -466,7 +470,8 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
             Check(
                 "reported attack counts",
                 same,
-                "match the released statistics" if same else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
+                "match the released statistics" if same
+                else f"reported {report.attacks.to_dict()}, recomputed {attacks.to_dict()}",
             )
         )
     if meets is None:
@@ -507,7 +512,8 @@ def _regression_requirement_checks(forest: RegressionForest, report: PrivacyRepo
         else f"makes no dp regression releases; known: {list(able)}"))
     trees = [tree.tree for tree in forest.trees]
     derived = report.parameters.get("domain") == DATA_DERIVED or forest.schema.data_derived
-    domain = Check("public domain", not derived, "the attributes' ranges and categories were read from the private rows "
+    domain = Check("public domain", not derived,
+                   "the attributes' ranges and categories were read from the private rows "
                    "(domain: data-derived); the guarantee does not hold" if derived else
                    "the schema is stated publicly, not read from the rows")
     checks = [mechanism, _parameter_check(trees, report, requirement), domain, _noise_check(report, seeded_ok)]

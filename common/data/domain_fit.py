@@ -70,7 +70,8 @@ class DomainFit:
 
         parts = []
         if self.clamped:
-            parts.append(f"clamped {sum(self.clamped.values())} value(s) to the public range ({per_column(self.clamped)})")
+            parts.append(f"clamped {sum(self.clamped.values())} value(s) to the public range "
+                         f"({per_column(self.clamped)})")
         if self.rounded:
             parts.append(f"rounded {sum(self.rounded.values())} non-whole value(s) of integer attributes "
                          f"({per_column(self.rounded)})")

@@ -36,8 +36,8 @@ class RegressionSchema:
     ``target.low`` and ``target.high`` are the public bounds the target is scaled from (to [0, 1],
     clipped): they must not be read from the private rows. A schema file declares one with
     ``task = "regression"`` and a ``target`` table next to the usual ``attributes`` (`from_dict`);
-    it travels as a ``Schema`` message whose ``target`` field is set (`modelshare.common.federation.wire`), and it offers
-    what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
+    it travels as a ``Schema`` message whose ``target`` field is set (`modelshare.common.federation.wire`), and it
+    offers what the table readers and writers of a classification `Schema` use (`names`, `class_name`,
     `encode`, `decode`, `save`, `fingerprint`), so owners read their tables the same way for either task.
     ``data_derived`` marks attributes read off a table (as `Schema.data_derived` does; the target's
     bounds are always given): a dp release refuses such a schema unless asked.
@@ -139,7 +139,8 @@ class RegressionSchema:
         if not isinstance(target, Mapping) or target.get("type", "numeric") != "numeric":
             raise SchemaError("field 'target' must be a numeric attribute table {name, low, high}", source=source)
         if not isinstance(target.get(ATTRIBUTE_SOURCE, ""), str):
-            raise SchemaError(f"field 'target'.{ATTRIBUTE_SOURCE} must be text (where the bounds come from)", source=source)
+            raise SchemaError(f"field 'target'.{ATTRIBUTE_SOURCE} must be text (where the bounds come from)",
+                              source=source)
         try:
             numeric = NumericAttribute(str(target["name"]), float(target["low"]), float(target["high"]))
         except (KeyError, TypeError, ValueError) as exc:

@@ -185,7 +185,8 @@ class NumericAttribute:
 Attribute = CategoricalAttribute | NumericAttribute
 
 CLASSIFICATION_TASK = "classification"  # what a schema file without a ``task`` field declares
-DEFAULT_CELLS = 256  # cells of the even grid of public cut points of a numeric attribute without declared cuts (docs/privacy.md)
+# cells of the even grid of public cut points of a numeric attribute without declared cuts (docs/privacy.md)
+DEFAULT_CELLS = 256
 PUBLIC = "public"  # a schema file's ``domain`` when it says nothing: its bounds were stated, not read off rows
 ATTRIBUTE_SOURCE = "source"  # optional per-attribute text: where the public bounds come from; not in the fingerprint
 DATA_DERIVED = "data-derived"  # ``domain`` of a schema whose ranges and categories were read from a table
@@ -411,8 +412,9 @@ class Schema:
         Columns named in ``categorical`` are forced categorical. Categories and classes are sorted
         (numerically when every value is a number), or with ``category_order="appearance"`` kept in
         the order they first appear in the table (what ``pandas.factorize`` does; it decides the
-        ordinal codes a CART learner splits on, so reproducing a published sklearn run can need it). Observed ranges come from the data, which is
-        fine for simulation but discloses the extremes: a federation should publish a schema file.
+        ordinal codes a CART learner splits on, so reproducing a published sklearn run can need it). Observed ranges
+        come from the data, which is fine for simulation but discloses
+        the extremes: a federation should publish a schema file.
         """
         if class_column not in frame.columns:
             raise SchemaError(
@@ -443,7 +445,8 @@ class Schema:
                 continue
             series = frame[col]
             name = str(col)
-            if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series) and col not in categorical:
+            if (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+                    and col not in categorical):
                 values = series.to_numpy(dtype=float)
                 if not np.isfinite(values).any():
                     raise SchemaError("a numeric column needs at least one finite value", column=name)
@@ -537,9 +540,11 @@ class Schema:
         columns: dict[str, Any] = {}
         for j, attr in enumerate(self.attributes):
             if isinstance(attr, CategoricalAttribute):
-                columns[attr.name] = pd.Categorical.from_codes(X[:, j].astype(np.int64), categories=list(attr.categories))
+                columns[attr.name] = pd.Categorical.from_codes(X[:, j].astype(np.int64),
+                                                               categories=list(attr.categories))
             else:
                 columns[attr.name] = np.rint(X[:, j]).astype(np.int64) if attr.integer else X[:, j]
         if y is not None:
-            columns[self.class_name] = pd.Categorical.from_codes(np.asarray(y, dtype=np.int64), categories=list(self.classes))
+            columns[self.class_name] = pd.Categorical.from_codes(np.asarray(y, dtype=np.int64),
+                                                                 categories=list(self.classes))
         return pd.DataFrame(columns)

@@ -16,7 +16,8 @@ from modelshare.common.files import atomic_write_via
 __all__ = ["write_table_chunks"]
 
 
-def write_table_chunks(schema: Schema | RegressionSchema, chunks: Iterable[tuple[np.ndarray, np.ndarray]], path: str | Path) -> int:
+def write_table_chunks(schema: Schema | RegressionSchema, chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+                       path: str | Path) -> int:
     """Decode each ``(X, y)`` chunk with the schema and append it to ``path``; returns rows written.
 
     The format follows the suffix: ``.parquet``, or CSV (``.csv``, ``.csv.gz``). The file is written

@@ -9,7 +9,10 @@ the total size, the SHA-256 of the whole and the study it answers; `Reassembly` 
 `ChunkError`) a declared or received total over the limit, a piece out of order, missing or
 repeated, a piece that carries no data or repeats the header, more bytes than declared, a stream
 that ends early, and a digest that does not match. It never holds more than the declared total,
-which is at most the limit. Both roles use this module, so the two sides cannot drift apart.
+which is at most the limit. Taking a piece costs one copy of its bytes and nothing more, so a server can
+take pieces on its event loop; the digest and the join are done once, by `Reassembly.finish`, which a server
+runs on a worker thread (``hashlib`` lets go of the GIL while it hashes). Both roles use this module, so the
+two sides cannot drift apart.
 """
 
 from __future__ import annotations
@@ -80,8 +83,8 @@ class Reassembly:
     """An envelope put back together from its pieces, checked piece by piece.
 
     Built from the first piece and the limit that applies (the first piece names its study, whose
-    limit the caller looks up); `add` each later piece; `finish` once the stream ends returns the
-    envelope's bytes.
+    limit the caller looks up); `add` each later piece (cheap: it keeps the piece's bytes); `finish` once the
+    stream ends checks the digest and returns the envelope's bytes (the costly part, for a worker thread).
     """
 
     def __init__(self, first: fpb.EnvelopeChunk, limit: int) -> None:
@@ -90,54 +93,56 @@ class Reassembly:
         if first.total_bytes == 0:
             raise ChunkError("the first piece declares no total_bytes; it must give the envelope's size")
         if len(first.sha256) != DIGEST_BYTES:
-            raise ChunkError(f"the first piece's sha256 is {len(first.sha256)} bytes; a SHA-256 digest is {DIGEST_BYTES}")
+            raise ChunkError(f"the first piece's sha256 is {len(first.sha256)} bytes; a "
+                             f"SHA-256 digest is {DIGEST_BYTES}")
         if first.total_bytes > limit:
             raise ChunkError(too_large_message(first.total_bytes, limit, first.study_id), too_large=True)
         self.total = first.total_bytes
         self.limit = limit
         self.study_id = first.study_id
         self._digest = first.sha256
-        self._hash = hashlib.sha256()
-        self._buffer = bytearray()
-        self._next = 0
-        self.add(first)
-
-    @property
-    def received(self) -> int:
+        self._pieces: list[bytes] = []
+        self.received = 0
         """Envelope bytes received so far."""
-        return len(self._buffer)
+        self.add(first)
 
     @property
     def pieces(self) -> int:
         """Pieces received so far."""
-        return self._next
+        return len(self._pieces)
 
     def add(self, chunk: fpb.EnvelopeChunk) -> None:
         """Take the next piece; `ChunkError` if it is not the next, carries a header again, has no data or too much."""
-        if chunk.index != self._next:
-            what = "repeats" if chunk.index < self._next else "skips to"
-            raise ChunkError(f"piece {chunk.index} {what} the order: piece {self._next} was expected next")
-        if self._next > 0 and (chunk.total_bytes or chunk.sha256 or chunk.study_id):
-            raise ChunkError(f"piece {chunk.index} repeats the header (total_bytes, sha256, study_id); only piece 0 has it")
-        if not chunk.data:
+        expected = len(self._pieces)
+        if chunk.index != expected:
+            what = "repeats" if chunk.index < expected else "skips to"
+            raise ChunkError(f"piece {chunk.index} {what} the order: piece {expected} was expected next")
+        if expected > 0 and (chunk.total_bytes or chunk.sha256 or chunk.study_id):
+            raise ChunkError(f"piece {chunk.index} repeats the header (total_bytes, sha256, "
+                             "study_id); only piece 0 has it")
+        data = chunk.data  # protobuf copies a bytes field out on every access: once
+        if not data:
             raise ChunkError(f"piece {chunk.index} carries no data")
-        arrived = self.received + len(chunk.data)
+        arrived = self.received + len(data)
         if arrived > self.total:
             if arrived > self.limit:
                 raise ChunkError(too_large_message(arrived, self.limit, self.study_id), too_large=True)
             raise ChunkError(f"piece {chunk.index} brings the envelope to {arrived} bytes; "
                              f"the first piece declared {self.total}")
-        self._buffer += chunk.data
-        self._hash.update(chunk.data)
-        self._next += 1
+        self._pieces.append(data)
+        self.received = arrived
 
-    def finish(self) -> bytearray:
+    def finish(self) -> bytes:
         """The envelope's bytes once the stream has ended; `ChunkError` if it ended early (``interrupted``) or the
-        digest differs."""
+        digest differs. It hashes and joins every byte received: a server runs it on a worker thread for a large
+        envelope, and adds no piece meanwhile."""
         if self.received < self.total:
             raise ChunkError(f"the upload was interrupted: the stream ended after {self.pieces} piece(s) and "
                              f"{self.received} of the {self.total} declared bytes (the owner stopped sending, or its "
                              "connection was lost)", interrupted=True)
-        if self._hash.digest() != self._digest:
+        digest = hashlib.sha256()
+        for piece in self._pieces:
+            digest.update(piece)
+        if digest.digest() != self._digest:
             raise ChunkError(f"the {self.total} bytes received do not have the SHA-256 the first piece declared")
-        return self._buffer
+        return b"".join(self._pieces)

@@ -23,8 +23,8 @@ def dial_miner(address: str, tls: TlsFiles | None, miner_name: str) -> grpc.Chan
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.enable_retries", 0),
         # gRPC's own reconnection backoff (up to 120 s by default) would keep a channel failing fast long after a
-        # restarted miner serves again; capped here so the owner's jittered retries (`modelshare.owner_node.daemon.Backoff`)
-        # find it connected within seconds.
+        # restarted miner serves again; capped here so the owner's jittered retries
+        # (`modelshare.owner_node.daemon.Backoff`) find it connected within seconds.
         ("grpc.initial_reconnect_backoff_ms", 500),
         ("grpc.min_reconnect_backoff_ms", 500),
         ("grpc.max_reconnect_backoff_ms", 3000),

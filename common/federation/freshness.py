@@ -107,11 +107,12 @@ def trailing_verdict(metadata: Sequence[tuple[str, str | bytes]] | None) -> tupl
         skew = float(pairs[CLOCK_SKEW]) if CLOCK_SKEW in pairs else None
     except ValueError:
         skew = None
-    return verdict, skew  # type: ignore[return-value]
+    return verdict, skew  # type: ignore[return-value]  # the check above leaves only the two literals
 
 
 def restamp(payload: bytes, *, now: float, refusal: bool) -> bytes:
-    """``payload`` (a serialized `ModelMessage`, or `OwnerRefusal` when ``refusal``) with a fresh nonce and time ``now``.
+    """``payload`` (a serialized `ModelMessage`, or `OwnerRefusal`
+    when ``refusal``) with a fresh nonce and time ``now``.
 
     Every other field, the released trees and report included, is carried over unchanged: the
     answer is the same, only its freshness is new, so it is signed again without retraining.

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 import grpc
 from cryptography import x509
@@ -55,6 +55,7 @@ from modelshare.common.files import atomic_write
 __all__ = [
     "NAME_PATTERN",
     "ROLES",
+    "Role",
     "ROSTER_FORMAT",
     "KitError",
     "Party",
@@ -71,7 +72,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ROLES = ("miner", "owner", "admin")
+Role = Literal["miner", "owner", "admin"]
+ROLES: tuple[str, ...] = get_args(Role)
 ROSTER_FORMAT = "modelshare.roster/1"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _HEX_SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -89,6 +89,7 @@ class Refusal:
 
 def refusal_message(refusal: Refusal, *, study_id: str, owner_id: str) -> fpb.OwnerRefusal:
     """The `OwnerRefusal` payload of ``refusal``: ids, code, sentence, a fresh nonce and the current time."""
+    # the ignore below: _TO_PB holds the enum's values
     message = fpb.OwnerRefusal(study_id=study_id, owner_id=owner_id, code=_TO_PB[refusal.code],  # type: ignore[arg-type]
                                reason=refusal.sentence, nonce=new_nonce())
     message.timestamp.CopyFrom(now_timestamp())

@@ -27,7 +27,8 @@ owners and checked against each owner's local policy, so there is one parser for
     disclosure = "hit_miss"          # or "counts" (kanon-rdt, laplace-rdt: "counts" only)
 
     [training]
-    learner = "admissible"           # or "multiway", "cart", "auto" (each owner chooses by cross-validation); kanon-rdt and the dp mechanisms train their own trees
+    learner = "admissible"           # or "multiway", "cart", "auto" (each owner chooses by cross-validation);
+                                     # kanon-rdt and the dp mechanisms train their own trees
     max_depth = 10                   # optional; kanon-rdt, dp mechanisms: required, the depth of every tree
     min_samples_leaf = 1
     category_split = "either"        # optional, admissible only: "grouped", "binary" or "either"
@@ -35,8 +36,8 @@ owners and checked against each owner's local policy, so there is one parser for
     confidence = 0.25                # optional, admissible only: C4.5 pruning, or "none" for the grown tree
 
 A ``dps`` requirement goes with mechanism ``kanon-rdt`` (or its ``kanon-rdt-log`` variant) and no
-other, a ``dp`` requirement with the noise-based mechanisms (`modelshare.common.mechanisms.registry`), and either asks for at most
-`modelshare.common.federation.wire.MAX_TREES` trees (what a miner decodes).
+other, a ``dp`` requirement with the noise-based mechanisms (`modelshare.common.mechanisms.registry`), and either asks
+for at most `modelshare.common.federation.wire.MAX_TREES` trees (what a miner decodes).
 
 A regression study (its schema has a numeric ``target`` with public bounds) releases with a
 mechanism of `modelshare.common.mechanisms.registry` with a regression trainer only (``diffpets`` and a ``dp:``
@@ -51,7 +52,8 @@ models (``regression-tree``, ``random-forest``) scored by RMSE and MAE.
                                      # the released paths' own law (`modelshare.miner_node.offpath`)
     on_path = "uniform"              # the paper's, and the default; or "class": values inside a path's allowed
                                      # category set drawn from the class law all released paths determine
-                                     # (`modelshare.miner_node.onpath`), the inference across leaves the owners meant to hide
+                                     # (`modelshare.miner_node.onpath`), the inference across leaves the owners
+                                     # meant to hide
     evaluation = "test.csv"          # optional held-out table, sent to the miner (never to owners)
 
     [global_models]                  # optional: how the miner sets each global model's hyperparameters
@@ -119,7 +121,8 @@ class _StudyTable(ConfigModel):
     deadline_minutes: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
     """Minutes from creation until the deadline (default 30)."""
     seed: Annotated[int, Field(ge=0)] = 0
-    """The study's public seed: learners' tie-breaking, PGEN and the global models (never a mechanism's secret noise)."""
+    """The study's public seed: learners' tie-breaking, PGEN
+    and the global models (never a mechanism's secret noise)."""
 
     @model_validator(mode="after")
     def _one_deadline(self) -> _StudyTable:
@@ -157,28 +160,43 @@ class _SchemaTable(ConfigModel):
 
 class _ReleaseTable(ConfigModel):
     mechanism: str  # which mechanisms exist is the registry's to say
-    """The release mechanism (the registry's names: `modelshare release --help`); required: no mechanism is chosen for a study (`none` releases the trained tree unprotected)."""
+    """The release mechanism (the registry's names: `modelshare release --help`); required: no mechanism is chosen for a
+    study (`none` releases the trained tree unprotected)."""
     requirement: str | None = None
-    """The requirement it must meet, e.g. `cl-diversity:c=5,l=3`, `dps:k=5,beta=0.1,epsilon=2,trees=10`, `dp:epsilon=1,trees=10`."""
+    """The requirement it must meet, e.g. `cl-diversity:c=5,l=3`,
+    `dps:k=5,beta=0.1,epsilon=2,trees=10`, `dp:epsilon=1,trees=10`."""
     disclosure: Literal["counts", "hit_miss"] = "counts"
     """What released trees disclose per node; whole-release mechanisms release `counts` only."""
     prior_share: Annotated[float, Field(ge=0, lt=1)] = DEFAULT_PRIOR_SHARE
-    """dp mechanisms only: the share of epsilon each owner spends on a noisy class histogram (the miner's class-prior floor; below a public threshold of its noisy total the owner releases the histogram alone); the trees get the rest. 0: the papers' mechanisms unchanged."""
+    """dp mechanisms only: the share of epsilon each owner spends on a noisy class histogram (the miner's class-prior
+    floor; below a public threshold of its noisy total the owner releases the
+    histogram alone); the trees get the rest. 0: the papers' mechanisms unchanged."""
 
 
 class _TrainingTable(ConfigModel):
     learner: str | None = None
-    """The owners' local learner (`admissible`, `multiway` or `cart`, or `auto`: each owner chooses among them, with and without a leaf floor of 5, by cross-validating their releases on its own rows, and its release states the choice); default `admissible` (grown to the requirement) for the path mechanisms, `multiway` otherwise; whole-release mechanisms train their own trees."""
+    """The owners' local learner (`admissible`, `multiway` or `cart`, or `auto`: each owner chooses among them, with and
+    without a leaf floor of 5, by cross-validating their releases on its own rows, and its release states the choice);
+    default `admissible` (grown to the requirement) for the path mechanisms,
+    `multiway` otherwise; whole-release mechanisms train their own trees."""
     max_depth: Annotated[int | None, Field(ge=1)] = None
     """Depth limit of the owners' trees; required by whole-release mechanisms (the depth of every tree)."""
     min_samples_leaf: Annotated[int, Field(ge=1)] = 1
     """Minimum leaf size of the owners' trees."""
+    # the ignore below: pydantic reads the tuple; mypy wants literal values
     category_split: Literal[CATEGORY_SPLITS] | None = None  # type: ignore[valid-type]
-    """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups (`binary`) or the better of the two by gain ratio (`either`); default `either` under k-anonymity, `grouped` otherwise."""
+    """The admissible learner only: a categorical split is a branch per (grouped) category (`grouped`), two groups
+    (`binary`) or the better of the two by gain ratio (`either`);
+    default `either` under k-anonymity, `grouped` otherwise."""
+    # the ignore below: pydantic reads the tuple; mypy wants literal values
     pairing: Literal[PAIRINGS] | None = None  # type: ignore[valid-type]
-    """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where grouping pays, the partner chosen per subtree; the default) or `eager` (at the first node whose criterion picks its attribute)."""
+    """The admissible learner only: where a category that may not stand alone is grouped, `deferred` (only where
+    grouping pays, the partner chosen per subtree; the default) or
+    `eager` (at the first node whose criterion picks its attribute)."""
     confidence: Annotated[float, Field(gt=0, lt=1)] | Literal["none"] | None = None
-    """The admissible learner only: C4.5's pruning confidence (0 < CF < 1; default 0.25, no pruning under k-anonymity), or "none" to release the grown tree (every leaf meets the requirement by construction; APT and the audit still check it)."""
+    """The admissible learner only: C4.5's pruning confidence (0 < CF < 1; default 0.25, no pruning under k-anonymity),
+    or "none" to release the grown tree (every leaf meets the
+    requirement by construction; APT and the audit still check it)."""
 
 
 class _MiningTable(ConfigModel):
@@ -191,9 +209,16 @@ class _MiningTable(ConfigModel):
     class_assignment: str = "exact"
     """PGEN's class assignment: `exact` (each path's counts reproduced) or `sample`."""
     off_path: str = "uniform"
-    """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's class) or `path` (given the region the row's path fixes, the other paths weighted by their overlap with it); classification only."""
+    """PGEN's values for attributes a path leaves free: `uniform` over the public domain (the paper's), or drawn from
+    the law the released paths that constrain the attribute disclose, `marginal` (pooled), `class` (given the row's
+    class) or `path` (given the region the row's path fixes, the other
+    paths weighted by their overlap with it); classification only."""
     on_path: str | None = None
-    """PGEN's values of a categorical attribute inside the category set a path allows (default `uniform`): `uniform` in the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every released path and restricted to the set (values a path leaves free follow off_path); classification only, not for dpea-nb; `class` carries into the global models the inference across leaves and owners that (c,l)-diversity is meant to hide."""
+    """PGEN's values of a categorical attribute inside the category set a path allows (default `uniform`): `uniform` in
+    the set (the paper's), or `class`, drawn from the attribute's class-conditional law estimated by EM over every
+    released path and restricted to the set (values a path leaves free follow off_path); classification only, not for
+    dpea-nb; `class` carries into the global models the inference
+    across leaves and owners that (c,l)-diversity is meant to hide."""
     evaluation: str | None = None
     """A held-out table sent to the miner (never to owners) to score the global models."""
 
@@ -209,7 +234,13 @@ class _StudyFile(ConfigModel):
     mining: _MiningTable = _MiningTable()
     global_models: Annotated[dict[str, Any], Field(
         description='a table: MODEL = "auto", "fixed" or { PARAMETER = VALUE, ... }')] = {}  # checked by check_settings
-    """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter, max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth. On a miner's dask engine the parameters map onto xgboost's; there gradient-boosting min_samples_leaf and a criterion other than gini have no equivalent and fail the study (docs/scale-out.md)."""
+    """How the miner sets each global model's hyperparameters: "auto" (cross-validated on the pseudo-data; the decision
+    tree's default), "fixed" (the built-in rule; other models' default) or given values. Parameters: decision-tree and
+    rules min_samples_leaf (rows, or a share < 1), max_depth, criterion; naive-bayes alpha; random-forest
+    min_samples_leaf, max_depth, n_estimators; gradient-boosting min_samples_leaf, max_depth, learning_rate, max_iter,
+    max_leaf_nodes, l2_regularization; regression-tree min_samples_leaf, max_depth. On a miner's dask engine the
+    parameters map onto xgboost's; there gradient-boosting min_samples_leaf and a criterion other than gini have no
+    equivalent and fail the study (docs/scale-out.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -222,7 +253,8 @@ class _StudyFile(ConfigModel):
         return data
 
 
-def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study", now: datetime | None = None) -> StudyFile:
+def spec_from_mapping(data: Mapping[str, Any], *, base: Path = Path("."), where: str = "study",
+                      now: datetime | None = None) -> StudyFile:
     """Build and check a `Study` from the parsed TOML tables of a study file, its miner's side included."""
     file = validate_config(data, _StudyFile, StudyError, where=where)
     study, release, training, mining = file.study, file.release, file.training, file.mining

@@ -73,7 +73,7 @@ def disclosure_to_pb(disclosure: Disclosure) -> mpb.Disclosure:
 def disclosure_from_pb(value: int, *, where: str) -> Disclosure:
     for name, code in _DISCLOSURES.items():
         if code == value:
-            return name  # type: ignore[return-value]
+            return name  # type: ignore[return-value]  # the keys of _DISCLOSURES are the Disclosure literals
     raise WireError(f"{where}: disclosure {value} is not one of {sorted(_DISCLOSURES)}")
 
 
@@ -171,9 +171,11 @@ def tree_from_pb(msg: mpb.Tree, schema: Schema, *, where: str = "tree") -> Tree:
         counts: np.ndarray | None = None
         hit, miss = raw.hit, raw.miss
         if disclosure == "counts":
-            counts = np.fromiter(raw.counts, dtype=np.float64, count=len(raw.counts))  # 3x np.asarray's speed on a repeated field
+            # np.fromiter: 3x np.asarray's speed on a repeated field
+            counts = np.fromiter(raw.counts, dtype=np.float64, count=len(raw.counts))
             if counts.shape != (schema.n_classes,):
-                raise WireError(f"{where}: node {i} carries {counts.size} class counts; the schema has {schema.n_classes} classes")
+                raise WireError(f"{where}: node {i} carries {counts.size} class counts; the schema has "
+                                f"{schema.n_classes} classes")
         elif len(raw.counts):
             raise WireError(f"{where}: node {i} carries class counts under hit_miss disclosure")
         attribute = raw.attribute if raw.HasField("attribute") else None
@@ -261,7 +263,8 @@ def report_from_pb(msg: mpb.PrivacyReport) -> PrivacyReport:
     attacks = None
     if msg.HasField("attacks"):
         attacks = AttackReport(
-            counts(msg.attacks.uniqueness), counts(msg.attacks.homogeneity), tuple(counts(b) for b in msg.attacks.background)
+            counts(msg.attacks.uniqueness), counts(msg.attacks.homogeneity),
+            tuple(counts(b) for b in msg.attacks.background)
         )
     return PrivacyReport(
         mechanism=msg.mechanism,
@@ -310,6 +313,7 @@ def model_message(
     if isinstance(release, Release) and release.task == "regression":
         msg.regression_trees.extend(regression_tree_to_pb(tree) for tree in release.forest.trees)
     else:
+        # the ignore below: not a regression release: classification trees
         msg.trees.extend(tree_to_pb(tree) for tree in trees)  # type: ignore[arg-type]
     if isinstance(release, Release):
         msg.report.CopyFrom(report_to_pb(release.report))

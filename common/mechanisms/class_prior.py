@@ -52,11 +52,12 @@ from modelshare.common.privacy.requirements import DP
 from modelshare.common.trees.tree import Tree
 
 __all__ = ["DEFAULT_PRIOR_SHARE", "PAPER_PRIOR_SHARE", "DECLINE_SIGNAL", "SENSITIVITY", "PRIOR_PARAMETER",
-           "ClassPrior", "Threshold", "check_prior_share", "decline_threshold", "default_decline_rows", "draw_class_prior",
-           "class_prior_of",
+           "ClassPrior", "Threshold", "check_prior_share", "decline_threshold", "default_decline_rows",
+           "draw_class_prior", "class_prior_of",
            "tree_requirement", "class_prior_checks"]
 
-DEFAULT_PRIOR_SHARE = 0.1  # the share of a dp study's epsilon its class histogram spends unless the study says otherwise
+# the share of a dp study's epsilon its class histogram spends unless the study says otherwise
+DEFAULT_PRIOR_SHARE = 0.1
 PAPER_PRIOR_SHARE = 0.0  # no histogram, no decline: the papers' mechanisms as published
 DECLINE_SIGNAL = 1.0  # noise scales each (leaf, class) count must hold on average for the trees to be released
 SENSITIVITY = 1  # L1 sensitivity of a class histogram under add/remove one row
@@ -82,7 +83,8 @@ def default_decline_rows(requirement: DP, depth: int, schema: Schema) -> float:
 
 
 Threshold = Callable[[DP, int], float]
-"""``(the trees' requirement, depth) -> the noisy total below which the owner declines``, for one schema and mechanism."""
+"""``(the trees' requirement, depth) -> the noisy total below
+which the owner declines``, for one schema and mechanism."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class ClassPrior:
 
     @property
     def spent(self) -> float:
-        """The epsilon the release spent: the whole study's, or the share's alone for a decline without a second draw."""
+        """The epsilon the release spent: the whole study's, or
+        the share's alone for a decline without a second draw."""
         return self.epsilon + (self.tree_epsilon if self.declined is None or self.refined is not None else 0.0)
 
     @property
@@ -181,7 +184,8 @@ def tree_requirement(requirement: DP, prior: ClassPrior) -> DP:
     return DP(requirement.epsilon - requirement.epsilon * prior.share, requirement.trees)
 
 
-def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, threshold_of: Threshold) -> list[Check]:
+def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP,
+                       threshold_of: Threshold) -> list[Check]:
     """The histogram's accounting recomputed from (epsilon, share), its counts, and a decline's shape and threshold
     (``threshold_of``: the mechanism's public rule for the release's schema)."""
     name = "class histogram accounted"
@@ -203,7 +207,8 @@ def class_prior_checks(trees: Sequence[Tree], report: PrivacyReport, requirement
     counts = np.asarray(prior.counts)
     for field, drawn in (("counts", prior.counts), ("refined_counts", prior.refined)):
         found = np.asarray(drawn if drawn is not None else np.zeros(n_classes), dtype=np.float64)
-        if found.size != n_classes or not np.isfinite(found).all() or (found < 0).any() or (found != np.rint(found)).any():
+        if (found.size != n_classes or not np.isfinite(found).all() or (found < 0).any()
+                or (found != np.rint(found)).any()):
             wrong.append(f"{field} {list(drawn or ())} are not {n_classes} non-negative integers (one per class)")
     if prior.refined is not None and prior.declined is None:
         wrong.append("refined_counts are stated by a release that does not decline (only a decline draws them)")

@@ -289,7 +289,8 @@ class _Region:
             left_high[a], right_low[a] = t, t
             left = Interval(-math.inf, t, low_closed=False, high_closed=True)
             right = Interval(t, math.inf, low_closed=False, high_closed=False)
-            return (left, _Region(self.low, left_high, self.allowed)), (right, _Region(right_low, self.high, self.allowed))
+            return (left, _Region(self.low, left_high, self.allowed)), (right,
+                                                                        _Region(right_low, self.high, self.allowed))
         sides = []
         for keep in (mask & split.subset, mask & ~split.subset):
             allowed = list(self.allowed)
@@ -466,7 +467,8 @@ class _DiffPetsBase:
 
     # ---------------------------------------------------------------- growth
     def _samples(self, n: int, rng: np.random.Generator) -> list[np.ndarray | None]:
-        """Per tree, the bootstrap row indices (``bootstrap``, from a secret numpy stream, no OpenDP sampler) or None."""
+        """Per tree, the bootstrap row indices (``bootstrap``,
+        from a secret numpy stream, no OpenDP sampler) or None."""
         return [rng.integers(0, n, n) if self.bootstrap else None for _ in range(self.n_trees)]
 
     def _grow(self, task: _Task, attributes: Sequence[Attribute], X: np.ndarray, target: np.ndarray,
@@ -612,6 +614,7 @@ class DiffPets(_DiffPetsBase):
         """The released `Tree`: leaf counts post-processed, zero leaves dropped, inner counts summed."""
         nodes = [Node(0, 0.0, 0.0, np.zeros(schema.n_classes), g.attribute, g.edges) for g in grown]
         leaves = [i for i, g in enumerate(grown) if g.halves is not None]
+        # the ignore below: leaves: the nodes whose halves are set
         counts = np.array([np.maximum(np.rint((grown[i].halves[0] + grown[i].halves[1]) / 2), 0.0)  # type: ignore[index]
                            for i in leaves]).reshape(len(leaves), schema.n_classes)
         return release_leaf_counts(schema, nodes, leaves, counts)
@@ -697,7 +700,8 @@ class DiffPetsRegressor(_DiffPetsBase):
 
 def train_diffpets_regression(schema: RegressionSchema, X: np.ndarray, y: np.ndarray, requirement: DP, depth: int,
                               rng: Randomness) -> tuple[RegressionForest, dict[str, Any]]:
-    """The registry's regression trainer: a DiffPETs regression forest, ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
+    """The registry's regression trainer: a DiffPETs regression
+    forest, ``dp:epsilon=E,trees=T`` at leaf depth <= ``depth``."""
     regressor = DiffPetsRegressor(requirement.epsilon, requirement.trees, depth)
     return regressor.fit(schema, X, y, rng), regressor.parameters(schema)
 
@@ -767,6 +771,6 @@ def regression_audit_checks(forest: RegressionForest, report: PrivacyReport, req
     target, stated = forest.schema.target, parameters.get("target")
     same = stated == target.to_dict()
     bounds = Check("target bounds are the schema's public bounds", same,
-                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]" if same
-                   else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
+                   f"the target {target.name!r} is scaled from its public range [{target.low:g}, {target.high:g}]"
+                   if same else f"the report states target={stated!r}; the schema's is {target.to_dict()!r}")
     return [budget, post, grid, bounds]

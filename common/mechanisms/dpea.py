@@ -14,9 +14,9 @@ them:
   cannot split and is never chosen). The notes suggest b = 5; the default is ``DEFAULT_BINS`` = 24
   because equal-width bins of a skewed public range put almost every row in one bin (Adult's
   capital-gain's public range is 0-100,000, and its informative cut lies near 5,000): 5-fold cross-validation on
-  adult.data (eps 0.1, 1, 10, then on the data-derived range 0-99,999) put b = 5 1-3 points below every b in 16-32, among which 24 was
-  best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). A node is a leaf iff it is at depth D or no attribute is
-  left on its path: stopping never reads the rows.
+  adult.data (eps 0.1, 1, 10, then on the data-derived range 0-99,999) put b = 5 1-3 points below every b in 16-32,
+  among which 24 was best on average (EXPERIMENTS.md, measured by a script: no command exposes ``bins``). A node is
+  a leaf iff it is at depth D or no attribute is left on its path: stopping never reads the rows.
 * *Compact domain (``max_arity``, the registry trainer's ``domain`` rule).* Every leaf of the full
   structure is released, so a tree can have as many leaves as the product of the D largest arities:
   on Adult at the registry's default (10 trees of depth 4) the paper's domain released 600,000 nodes,
@@ -188,7 +188,8 @@ class Domain:
                 arity.append(1)
                 edges.append(np.empty(0))
             groups.append(group)
-        splits = tuple(_split_constraints(attr, n, e, g) for attr, n, e, g in zip(schema.attributes, arity, edges, groups, strict=False))
+        splits = tuple(_split_constraints(attr, n, e, g)
+                       for attr, n, e, g in zip(schema.attributes, arity, edges, groups, strict=False))
         return cls(schema, bins, np.array(arity, dtype=np.int64), tuple(edges), tuple(groups), max_arity, splits)
 
     @property
@@ -239,7 +240,8 @@ class Domain:
         return int(1 + sum(math.prod(int(x) for x in arities[:j]) for j in range(1, arities.size + 1)))
 
     def node_bytes(self) -> int:
-        """A bound on one released node's bytes on the wire (`modelshare.common.federation.wire.tree_to_pb`), edge to it included.
+        """A bound on one released node's bytes on the wire
+        (`modelshare.common.federation.wire.tree_to_pb`), edge to it included.
 
         protobuf fields, each with its tag: the node's entry (4: tag, length up to 3 bytes), label (6),
         hit and miss (9 each), the class counts (3 + 8 per class, packed doubles), the attribute (6);
@@ -258,7 +260,8 @@ def _split_constraints(attr: CategoricalAttribute | NumericAttribute, arity: int
             return tuple(CategorySet(frozenset({v})) for v in range(arity))
         return tuple(CategorySet(frozenset(int(c) for c in np.flatnonzero(group == v))) for v in range(arity))
     bounds = np.concatenate([[-math.inf], edges, [math.inf]])
-    return tuple(Interval(float(lo), float(hi), False, bool(math.isfinite(hi))) for lo, hi in zip(bounds[:-1], bounds[1:], strict=False))
+    return tuple(Interval(float(lo), float(hi), False, bool(math.isfinite(hi)))
+                 for lo, hi in zip(bounds[:-1], bounds[1:], strict=False))
 
 
 def _structures(arity: np.ndarray, k: int, avail: tuple[int, ...]) -> list[Structure]:
@@ -368,7 +371,8 @@ class _Rows:
         return np.add.reduceat(leaf_scores(counts.reshape(-1, self.n_classes), self.score), offsets)
 
     def two_step(self, rows: np.ndarray, avail: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """`one_step` over ``avail`` at every child of every split of ``rows`` on an attribute of ``avail``, in one bincount.
+        """`one_step` over ``avail`` at every child of every split
+        of ``rows`` on an attribute of ``avail``, in one bincount.
 
         Children are numbered as `one_step`'s values (attribute offset + value). Returns the scores,
         shape (children, len(avail)) (a child's column of its own attribute is meaningless), and the
@@ -395,7 +399,7 @@ class _Rows:
     def rows_at(self, rows: np.ndarray, structure: Structure, address: tuple[int, ...]) -> np.ndarray:
         """The rows reaching the node at ``address`` (child indices from the root) of ``structure``."""
         for v in address:
-            a, children = structure  # type: ignore[misc]
+            a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
             rows = rows[self.codes[rows, a] == v]
             structure = children[v]
         return rows
@@ -520,7 +524,8 @@ class _ExactSelection:
         """A subtree drawn from the exponential mechanism."""
         return self._sample(frozenset(), self.k, self.avail, noise)
 
-    def _sample(self, key: Key, k: int, avail: tuple[int, ...], noise: SecretNoise, entry: _Entry | None = None) -> Structure:
+    def _sample(self, key: Key, k: int, avail: tuple[int, ...], noise: SecretNoise,
+                entry: _Entry | None = None) -> Structure:
         if k == 0:
             return None
         if entry is None:
@@ -601,7 +606,7 @@ class _Chain:
 
     def _draw_log_q(self, structure: Structure, avail: tuple[int, ...]) -> float:
         """log-probability that `_random` builds ``structure`` below its root (the root's choice excluded)."""
-        a, children = structure  # type: ignore[misc]
+        a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
         rest = _without(avail, a)
         return sum(-math.log(len(rest)) + self._draw_log_q(c, rest) for c in children if c is not None)
 
@@ -624,7 +629,7 @@ class _Chain:
     def _replace(structure: Structure, address: tuple[int, ...], new: Structure) -> Structure:
         if not address:
             return new
-        a, children = structure  # type: ignore[misc]
+        a, children = structure  # type: ignore[misc]  # an inner node's structure is its (attribute, children) pair
         v = address[0]
         return a, children[:v] + (_Chain._replace(children[v], address[1:], new),) + children[v + 1:]
 
@@ -634,8 +639,8 @@ class _Chain:
         address, av = movable[int(self.rng.integers(len(movable)))]
         old = self.state
         for v in address:
-            old = old[1][v]  # type: ignore[index]
-        choices = _without(av, old[0])  # type: ignore[index]
+            old = old[1][v]  # type: ignore[index]  # an address runs through inner nodes only
+        choices = _without(av, old[0])  # type: ignore[index]  # a movable address names an inner node
         a = choices[int(self.rng.integers(len(choices)))]
         rest = _without(av, a)
         built = [self._random(rest, self.k - len(address) - 1) for _ in range(int(self.data.arity[a]))]
@@ -649,7 +654,8 @@ class _Chain:
             self.state, self.score = proposal, self.score + delta
 
     def run(self, buffer_size: int, var_threshold: float, step_limit: int) -> Structure:
-        """Alg. 3's loop: step while the last ``buffer_size`` scores vary more than the threshold, at most ``step_limit``."""
+        """Alg. 3's loop: step while the last ``buffer_size`` scores
+        vary more than the threshold, at most ``step_limit``."""
         buffer = np.empty(buffer_size)
         variance, t = math.inf, 0
         while variance > var_threshold and t < step_limit:
@@ -676,8 +682,8 @@ class DPEA:
 
     ``embedding_depth`` is d, the levels of splits chosen by one exponential mechanism (None: d = D,
     the whole tree in one selection). ``score``, ``sampler``, ``selection``, ``bins`` and ``max_arity`` (None: every
-    category its own child) are described in the module docstring; ``buffer_size``, ``var_threshold`` and ``step_limit`` are the MCMC's (NOTES §2.6
-    defaults); ``max_rows`` is infogain's public bound on the rows (required by it, refused
+    category its own child) are described in the module docstring; ``buffer_size``, ``var_threshold`` and ``step_limit``
+    are the MCMC's (NOTES §2.6 defaults); ``max_rows`` is infogain's public bound on the rows (required by it, refused
     otherwise). ``max_nodes`` bounds the worst-case full structure and ``max_subtrees`` the
     exhaustive sampler's enumeration; both are checked before any row is read.
     """
@@ -702,7 +708,8 @@ class DPEA:
         check_positive_real("epsilon", self.epsilon)
         for name in ("n_trees", "depth", "max_nodes", "max_subtrees", "step_limit"):
             check_positive_int(name, getattr(self, name))
-        if self.embedding_depth is not None and not 1 <= check_positive_int("embedding_depth", self.embedding_depth) <= self.depth:
+        if (self.embedding_depth is not None
+                and not 1 <= check_positive_int("embedding_depth", self.embedding_depth) <= self.depth):
             raise ValueError(f"embedding_depth must be None or an integer in 1..depth={self.depth}; "
                              f"got {self.embedding_depth!r}")
         if self.score not in SCORES:
@@ -813,7 +820,8 @@ class DPEA:
         domain = Domain.of(schema, self.bins, self.max_arity)
         worst = domain.max_nodes(self.depth)
         if worst > self.max_nodes:
-            raise ValueError(f"a full multiway structure of depth {self.depth} over this schema can have {worst} nodes, "
+            raise ValueError(f"a full multiway structure of depth {self.depth} over this "
+                             f"schema can have {worst} nodes, "
                              f"more than max_nodes={self.max_nodes}; lower the depth or the bins, or raise max_nodes")
         X, y = check_xy(schema, X, y)
         if self.max_rows is not None and y.size > self.max_rows:
@@ -853,12 +861,14 @@ class DPEA:
         nodes: list[Node] = []
         leaves: list[int] = []
         leaf_of = np.empty(data.y.size, dtype=np.int64)  # each row's position in ``leaves``
-        stack: list[tuple[Structure, np.ndarray, int, Constraint | None]] = [(structure, np.arange(data.y.size), -1, None)]
+        stack: list[tuple[Structure, np.ndarray, int, Constraint | None]] = [
+            (structure, np.arange(data.y.size), -1, None)]
         while stack:  # preorder; a node's edge is added when the node is reached, so edges keep code order
             node, rows, parent, constraint = stack.pop()
             i = len(nodes)
             nodes.append(Node(0, 0.0, 0.0))  # statistics are set below (leaves) or by `rebuild` (inner nodes)
             if parent >= 0:
+                # the ignore below: a node with a parent has its edge's constraint
                 nodes[parent].edges.append(Edge(constraint, i))  # type: ignore[arg-type]
             if node is None:
                 leaf_of[rows] = len(leaves)
@@ -972,7 +982,8 @@ def _truncate(structure: Structure, steps: int) -> Structure:
 
 
 def _frontier(split: Callable[[Key, np.ndarray, int], list[np.ndarray]], structure: Structure, key: Key,
-              rows: np.ndarray, avail: tuple[int, ...], steps: int) -> list[tuple[Structure, Key, np.ndarray, tuple[int, ...]]]:
+              rows: np.ndarray, avail: tuple[int, ...],
+              steps: int) -> list[tuple[Structure, Key, np.ndarray, tuple[int, ...]]]:
     """The subtrees hanging ``steps`` levels below the root, with their node key, rows and attributes left.
 
     ``split(key, rows, a)`` partitions a node's rows by attribute ``a`` (cached by the caller).
@@ -986,7 +997,8 @@ def _frontier(split: Callable[[Key, np.ndarray, int], list[np.ndarray]], structu
 
 
 _SETTING_KEYS = {"epsilon": "epsilon", "trees": "n_trees", "depth": "depth", "embedding_depth": "embedding_depth",
-                 "score": "score", "sampler": "sampler", "selection": "selection", "bins": "bins", "max_arity": "max_arity", "buffer_size": "buffer_size",
+                 "score": "score", "sampler": "sampler", "selection": "selection", "bins": "bins",
+                 "max_arity": "max_arity", "buffer_size": "buffer_size",
                  "var_threshold": "var_threshold", "step_limit": "step_limit", "max_rows": "max_rows"}
 
 
@@ -1028,7 +1040,8 @@ MESSAGE_BYTES = 64_000  # of which the message around the trees (schema, privacy
 
 
 def release_domain(schema: Schema, depth: int, trees: int, domain: str = "compact") -> tuple[int, int | None]:
-    """(bins, max_arity) of the registry trainer's public domain for ``trees`` trees of ``depth``, from the schema alone.
+    """(bins, max_arity) of the registry trainer's public domain
+    for ``trees`` trees of ``depth``, from the schema alone.
 
     ``"compact"`` (the default): the largest cap A in 2..`DEFAULT_BINS` such that ``trees`` worst-case
     full structures over A bins per numeric attribute and at most A groups per categorical one fit
@@ -1063,7 +1076,8 @@ def train_dpea(schema: Schema, X: np.ndarray, y: np.ndarray, requirement: DP, de
 
 def registered_dpea(epsilon: float, trees: int, depth: int, schema: Schema, domain: str = "compact",
                     **setting: Any) -> DPEA:
-    """DPEA as the registry trainer runs it (whole-tree embedding unless ``setting`` says otherwise) on `release_domain`."""
+    """DPEA as the registry trainer runs it (whole-tree embedding
+    unless ``setting`` says otherwise) on `release_domain`."""
     bins, max_arity = release_domain(schema, depth, trees, domain)
     return DPEA(epsilon, trees, depth, bins=bins, max_arity=max_arity, **setting)
 
@@ -1087,7 +1101,8 @@ def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
             expected = release_domain(schema, depth, int(parameters["trees"]), str(parameters["domain_rule"]))
             if (bins, max_arity) != expected:
                 return Check(name, False, f"the release states bins={bins}, max_arity={max_arity!r}; the "
-                                          f"{parameters['domain_rule']!r} rule gives bins={expected[0]}, max_arity={expected[1]!r} "
+                                          f"{parameters['domain_rule']!r} rule gives bins={expected[0]}, "
+                             f"max_arity={expected[1]!r} "
                                           f"for this schema at depth {depth} and {parameters['trees']} trees")
         space = Domain.of(schema, bins, max_arity)
     except (KeyError, TypeError, ValueError) as exc:
@@ -1104,11 +1119,12 @@ def domain_check(trees: Sequence[Tree], parameters: Mapping[str, Any]) -> Check:
                      or any(edge.constraint not in allowed[node.attribute] for edge in node.edges))
             if wrong:
                 return Check(name, False, f"tree {t} node {i} splits on attribute {node.attribute!r} at level {level} "
-                                          f"with children outside the public domain (bins={bins}, max_arity={max_arity!r}, "
-                                          f"depth {depth})")
+                                          f"with children outside the public domain (bins={bins}, "
+                                          f"max_arity={max_arity!r}, depth {depth})")
             stack.extend((edge.child, level + 1) for edge in node.edges)
     return Check(name, True, f"every split has only children of the public domain (bins={bins}, "
-                             f"max_arity={max_arity!r}{', rule ' + repr(parameters['domain_rule']) if 'domain_rule' in parameters else ''})")
+                             f"max_arity={max_arity!r}"
+                             f"{', rule ' + repr(parameters['domain_rule']) if 'domain_rule' in parameters else ''})")
 
 
 def exact_sampler_check(parameters: Mapping[str, Any]) -> Check:

@@ -208,7 +208,8 @@ class NaiveBayesRelease:
         leaf_counts = np.array([self.root.nodes[i].counts for i in self.children.values()]) + 1e-9
         self.log_prior = np.log(leaf_counts / leaf_counts.sum(axis=1, keepdims=True))
         strength = float(parameters["smoothing"]) * float(parameters["histogram_noise_scale"])
-        self.histograms = [self._histogram(tree, a, strength) for tree, a in zip(trees[1:], self.attributes, strict=False)]
+        self.histograms = [self._histogram(tree, a, strength)
+                           for tree, a in zip(trees[1:], self.attributes, strict=False)]
 
     def _histogram(self, tree: Tree, a: int, strength: float) -> np.ndarray:
         """P(bin | root leaf, class) of attribute ``a``, shape (leaves, bins, classes), smoothed."""
@@ -356,7 +357,8 @@ class DpeaNb:
         return trees, stated
 
     def noisy_histogram(self, true: np.ndarray, scale: float, noise: SecretNoise) -> np.ndarray:
-        """``true`` histogram counts plus discrete Laplace(``scale``) noise, clamped at 0: the one place they get noise."""
+        """``true`` histogram counts plus discrete Laplace(``scale``)
+        noise, clamped at 0: the one place they get noise."""
         return noisy_counts(true, scale, noise)
 
     def _histogram_tree(self, schema: Schema, root: Tree, children: Mapping[Constraint | None, int],
@@ -406,7 +408,8 @@ def release_shape(parameters: Mapping[str, Any], requirement: DP) -> tuple[int, 
 
 
 def decline_rows(requirement: DP, depth: int, schema: Schema) -> float:
-    """The noisy class total below which an owner declines a dpea-nb release (`modelshare.common.mechanisms.class_prior`).
+    """The noisy class total below which an owner declines a dpea-nb release
+    (`modelshare.common.mechanisms.class_prior`).
 
     Its budget goes mostly to the histograms: every class of every root leaf gets a histogram of each of the
     m = |A| - 1 other attributes, each count with noise of scale m / (`HISTOGRAM_SHARE` * eps). The rows
@@ -468,7 +471,8 @@ def _root_check(trees: Sequence[Tree], root: Mapping[str, Any], p: Mapping[str, 
 
 
 def _histogram_check(trees: Sequence[Tree], p: Mapping[str, Any]) -> Check:
-    """One histogram tree per free attribute, in schema order, each the root's split then the attribute's public bins."""
+    """One histogram tree per free attribute, in schema order,
+    each the root's split then the attribute's public bins."""
     name = "histogram trees: the root's split, then one free attribute's public bins"
     schema = trees[0].schema
     try:

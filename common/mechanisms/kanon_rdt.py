@@ -37,8 +37,8 @@ from modelshare.common.trees.tree import Tree
 if TYPE_CHECKING:
     from modelshare.common.trees.learners.random_tree import ThresholdScale
 
-__all__ = ["MECHANISM", "LOG_MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k", "train_kanon_rdt",
-           "train_kanon_rdt_log", "audit_checks"]
+__all__ = ["MECHANISM", "LOG_MECHANISM", "KAnonRdtRelease", "LowCount", "kanon_rdt", "counts_below_k",
+           "train_kanon_rdt", "train_kanon_rdt_log", "audit_checks"]
 
 MECHANISM = "kanon-rdt"  # the release mechanism's registry name in reports, studies and policies
 LOG_MECHANISM = "kanon-rdt-log"  # the variant whose numeric thresholds are drawn on the log scale (module docstring)
@@ -106,8 +106,8 @@ def kanon_rdt(
     ValueError
         A parameter is invalid (naming it) or the rows do not fit the schema.
     """
-    # imported here, not at the top: auditors (the miner's verifier processes, `modelshare.common.federation.study`) import
-    # this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
+    # imported here, not at the top: auditors (the miner's verifier processes, `modelshare.common.federation.study`)
+    # import this module for `counts_below_k` and `MECHANISM` only and should not pay for scikit-learn
     from modelshare.common.trees.learners.random_tree import RandomDecisionTrees
 
     randomness = Randomness.of(rng)

@@ -18,9 +18,9 @@ Privacy (neighbouring tables differ by one added or removed row):
   epsilon-DP; the noise scale per count is ``T * 1 / epsilon``.
 * *Structure and post-processing are free.* The structure seed is drawn before any row is read,
   and everything done to the noisy counts afterwards depends on nothing else: each count is
-  clamped at 0 (so counts read like counts and PGEN can draw rows from them), inner counts are recomputed as sums of their children, and subtrees whose
-  released counts are all 0 are not materialised (a row reaching them is predicted from the other
-  trees, exactly as a zero count would be).
+  clamped at 0 (so counts read like counts and PGEN can draw rows from them), inner counts are recomputed as sums of
+  their children, and subtrees whose released counts are all 0 are not materialised (a row reaching them is predicted
+  from the other trees, exactly as a zero count would be).
 
 `LaplaceRdt.noisy_counts` is the one place noise is drawn, and
 `modelshare.common.privacy.noise.discrete_laplace_log_pmf` is the exact law of a released count, which the
@@ -114,7 +114,8 @@ class LaplaceRdt:
         return SENSITIVITY * self.n_trees / self.epsilon
 
     def parameters(self) -> dict[str, Any]:
-        """What a release states about this setting (`modelshare.common.audit.release` recomputes the derived values)."""
+        """What a release states about this setting
+        (`modelshare.common.audit.release` recomputes the derived values)."""
         return {
             "epsilon": float(self.epsilon), "trees": self.n_trees, "depth": self.depth,
             "epsilon_per_tree": self.epsilon / self.n_trees, "sensitivity": SENSITIVITY,

@@ -100,6 +100,7 @@ def _candidates(edges: list[Edge], b: int) -> list[int]:
     """
     if isinstance(edges[b].constraint, CategorySet):
         return [j for j in range(len(edges)) if j != b]
+    # the ignore below: not a CategorySet: Intervals
     order = sorted(range(len(edges)), key=lambda j: edges[j].constraint.low)  # type: ignore[union-attr]
     at = order.index(b)
     return [order[j] for j in (at - 1, at + 1) if 0 <= j < len(order)]
@@ -245,7 +246,8 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
     nodes = _working_copy(tree)
     while True:
         small = [
-            i for i in preorder(nodes) if any(nodes[e.child].is_leaf and nodes[e.child].total <= s for e in nodes[i].edges)
+            i for i in preorder(nodes) if any(nodes[e.child].is_leaf and nodes[e.child].total <= s
+                                              for e in nodes[i].edges)
         ]
         if not small:
             break
@@ -259,7 +261,8 @@ def prune_parents(tree: Tree, s: int, *, disclosure: Disclosure | None = None) -
 # ---------------------------------------------------------------- registry releases
 # (tree, requirement, disclosure) -> (released tree, the parameters the report adds): the registry's
 # ``prune`` of each tree mechanism (`modelshare.common.mechanisms.registry`).
-def release_unchanged(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
+def release_unchanged(tree: Tree, requirement: PathRequirement | None,
+                      disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``none``: the tree as trained, rebuilt so that it discloses ``disclosure``."""
     return rebuild(tree.schema, tree.nodes, disclosure), {}
 
@@ -282,13 +285,15 @@ def _threshold(requirement: PathRequirement | None, mechanism: str) -> int:
     return requirement.k - 1
 
 
-def release_prune_leaf(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
+def release_prune_leaf(tree: Tree, requirement: PathRequirement | None,
+                       disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``prune-leaf``: Method 1 with threshold s = k - 1."""
     s = _threshold(requirement, "prune-leaf")
     return prune_leaves(tree, s, disclosure=disclosure), {"s": s}
 
 
-def release_prune_parent(tree: Tree, requirement: PathRequirement | None, disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
+def release_prune_parent(tree: Tree, requirement: PathRequirement | None,
+                         disclosure: Disclosure) -> tuple[Tree, dict[str, Any]]:
     """``prune-parent``: Method 2 with threshold s = k - 1."""
     s = _threshold(requirement, "prune-parent")
     return prune_parents(tree, s, disclosure=disclosure), {"s": s}
@@ -302,7 +307,8 @@ def check_public_thresholds(tree: Tree, mechanism: str) -> None:
     """
     found = public_cuts_check([tree])
     if not found.passed:
-        raise ValueError(f"{mechanism}: {found.detail.replace('tree 0 ', 'the trained tree ')}; train the local tree on "
+        raise ValueError(f"{mechanism}: "
+                         f"{found.detail.replace('tree 0 ', 'the trained tree ')}; train the local tree on "
                          "the schema's public cut points (make_learner(..., public_cuts=True))")
 
 
@@ -349,7 +355,8 @@ def _guard_step(tree: Tree, leaf: int, sibling: int | None) -> list[Node]:
 
 
 def release_guard(tree: Tree, requirement: CLDiversity) -> Tree:
-    """Coarsen a released tree until the combining reader's beliefs meet ``requirement`` (`modelshare.common.privacy.combining`).
+    """Coarsen a released tree until the combining reader's beliefs meet ``requirement``
+    (`modelshare.common.privacy.combining`).
 
     Each round reads the whole release as the combining reader does (`release_verdict`), and of the
     leaves where some person's belief breaks the requirement (or that fail it on their own statistics)

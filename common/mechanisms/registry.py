@@ -26,7 +26,8 @@ study checks, the miner's re-audit and PGEN, the empirical DP audit, the CLI and
 * ``release_model``: a global model built from this mechanism's releases alone (dpea-nb's
   ``calibrated-nb``), which only a study of this mechanism may list;
 * ``decline_rows``: a ``dp`` mechanism's public rule ``(the trees' requirement, depth, schema) -> rows``, the
-  noisy class total below which an owner releases its class histogram alone (`modelshare.common.mechanisms.class_prior`);
+  noisy class total below which an owner releases its class histogram alone
+  (`modelshare.common.mechanisms.class_prior`);
   None: `class_prior.default_decline_rows`, one noise scale per leaf and class of a full tree;
 * the defaults a study or the CLI falls back to (requirement, tree depth), and the site-policy
   bounds that apply (`policy_bounds`, from the family).
@@ -37,9 +38,9 @@ miner and owner processes of a federation, which are separate programs, know the
 for the loading): installed distributions that declare an entry point in the ``modelshare.mechanisms``
 group (`ENTRY_POINT_GROUP`), each naming a `Mechanism` record or a sequence of them, and modules named in
 the ``MODELSHARE_PLUGINS`` environment variable (comma-separated module names), whose
-``MODELSHARE_MECHANISMS`` sequence is registered. A plugin that cannot be imported, names no record or takes a registered name raises
-`PluginError`, naming the distribution and entry point (or module) and why, on every use of the registry
-until it is fixed or removed. Installing a plugin is trusting its code; which mechanisms a site releases
+``MODELSHARE_MECHANISMS`` sequence is registered. A plugin that cannot be imported, names no record or takes a
+registered name raises `PluginError`, naming the distribution and entry point (or module) and why, on every use of the
+registry until it is fixed or removed. Installing a plugin is trusting its code; which mechanisms a site releases
 with is still its ``[policy]``'s ``mechanisms`` list.
 """
 
@@ -108,7 +109,8 @@ _FAMILY_FORMS = {
 # the [policy] bounds of an owner site that apply to a study of each family (`modelshare.owner_node.policy`)
 _FAMILY_POLICY_BOUNDS: dict[str, tuple[str, ...]] = {
     "none": ("mix_dp_with_non_dp",), "path": ("min_k", "min_l", "max_c", "mix_dp_with_non_dp"),
-    "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta", "mix_dp_with_non_dp"),
+    "dps": ("min_k", "max_beta", "max_epsilon", "max_delta", "lifetime_epsilon", "lifetime_delta",
+            "mix_dp_with_non_dp"),
     "dp": ("max_epsilon", "lifetime_epsilon", "mix_dp_with_non_dp"),
 }
 
@@ -392,7 +394,8 @@ for _record in (
               default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
     Mechanism(kanon_rdt.LOG_MECHANISM, "dps", "k-AnonToRdt with numeric thresholds uniform on log(1 + x - low) of "
               "the public range (spread over wide ranges' orders of magnitude)", train=kanon_rdt.train_kanon_rdt_log,
-              audit_checks=kanon_rdt.audit_checks, dp_audit_target="modelshare.common.audit.dp.rdt:kanon_rdt_log_target",
+              audit_checks=kanon_rdt.audit_checks,
+              dp_audit_target="modelshare.common.audit.dp.rdt:kanon_rdt_log_target",
               default_requirement="dps:k=5,beta=0.1,epsilon=2,trees=10", default_max_depth=4),
     Mechanism(laplace_rdt.MECHANISM, "dp", "random decision trees with Laplace noise on every leaf class count",
               train=laplace_rdt.train_laplace_rdt, audit_checks=laplace_rdt.audit_checks,

@@ -134,7 +134,8 @@ def release(
         raise ValueError(f"mechanism {mechanism!r} trains its own trees from the rows; pass schema=, X=, y= and "
                          "max_depth=" + (" (it does not take a trained tree)" if tree is not None else ""))
     if schema.data_derived and not allow_data_derived_domain:
-        raise DataDerivedDomain(f"mechanism {mechanism!r} makes a {record.family} release, whose guarantee needs a public "
+        raise DataDerivedDomain(f"mechanism {mechanism!r} makes a {record.family} release, whose "
+                                "guarantee needs a public "
                          "domain; this schema's ranges and categories were read from the rows (data-derived). Give a "
                          "schema of public bounds (draft one with `modelshare schema infer`, then review it), or "
                          "allow a data-derived domain and lose the guarantee")
@@ -164,8 +165,8 @@ def default_learner(mechanism: str) -> str:
     return AUTO_LEARNER if family == "none" else "multiway"
 
 
-def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None, disclosure: Disclosure,
-                  random_state: int | None = None, **params: object) -> TreeLearner:
+def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None,
+                  disclosure: Disclosure, random_state: int | None = None, **params: object) -> TreeLearner:
     """The local learner an owner trains before the tree ``mechanism`` releases its tree.
 
     Numeric splits sit on the schema's public cut points whenever the mechanism claims privacy
@@ -178,8 +179,8 @@ def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str
     accuracy (EXPERIMENTS.md, requirement-aware local trees). There it also cuts a categorical
     attribute in two where that beats a branch per category (``category_split="either"`` unless
     given): two branches spend fewer of the rows each leaf needs, and the global models gain
-    (EXPERIMENTS.md, Adult under k-anonymity). A requirement the mechanism cannot take (a dp one for ``apt``) is left to `release`, which
-    refuses it naming the mechanisms that meet it.
+    (EXPERIMENTS.md, Adult under k-anonymity). A requirement the mechanism cannot take (a dp one for ``apt``) is left to
+    `release`, which refuses it naming the mechanisms that meet it.
 
     Raises
     ------
@@ -215,7 +216,8 @@ def _hint(requirement: Requirement) -> str:
     return f"a {family} guarantee is met by mechanism {' or '.join(repr(m) for m in meeting(requirement))}"
 
 
-def _release_tree(record: Mechanism, tree: Tree, requirement: str | Requirement | None, disclosure: Disclosure) -> Release:
+def _release_tree(record: Mechanism, tree: Tree, requirement: str | Requirement | None,
+                  disclosure: Disclosure) -> Release:
     """A tree mechanism: the trained tree pruned to a per-path requirement (or released as trained)."""
     assert record.prune is not None
     parsed: PathRequirement | None = None
@@ -259,7 +261,8 @@ def _path_guarantee(requirement: PathRequirement) -> str:
     return said
 
 
-def _whole_requirement(record: Mechanism, requirement: str | Requirement | None, n_classes: int | None, what: str = "") -> DP | DPS:
+def _whole_requirement(record: Mechanism, requirement: str | Requirement | None, n_classes: int | None,
+                       what: str = "") -> DP | DPS:
     """The parsed requirement of a whole-release mechanism; RequirementError when it is not of its family."""
     if requirement is None:
         raise ValueError(f"mechanism {record.name!r} needs a requirement {record.requirement_form}")
@@ -270,7 +273,8 @@ def _whole_requirement(record: Mechanism, requirement: str | Requirement | None,
     return parsed
 
 
-def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray, requirement: str | Requirement | None,
+def _release_whole(record: Mechanism, schema: Schema, X: np.ndarray, y: np.ndarray,
+                   requirement: str | Requirement | None,
                    depth: int, disclosure: Disclosure, random_state: int | np.random.Generator | Randomness | None,
                    prior_share: float = 0.0) -> Release:
     """A whole-release mechanism: its own trees trained from the rows, with the guarantee of its family.

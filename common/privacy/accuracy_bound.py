@@ -201,12 +201,15 @@ def _solve(types: np.ndarray, multiplicity: np.ndarray, member: np.ndarray, c: f
     z_rows = np.arange(P * K * K)
     z_cols = n_u + z_rows // K
     cap = sparse.csr_matrix((np.concatenate([(l - 1 + c) * v - c * n_piece, np.full(z_rows.size, _strict_margin(c))]),
-                             (np.concatenate([rows, z_rows]), np.concatenate([cols, z_cols]))), shape=(P * K * K, n_var))
+                             (np.concatenate([rows, z_rows]), np.concatenate([cols, z_cols]))),
+                            shape=(P * K * K, n_var))
     floor = sparse.csr_matrix((np.concatenate([n_piece - v, np.full(z_rows.size, -(l - 1.0))]),
-                               (np.concatenate([rows, z_rows]), np.concatenate([cols, z_cols]))), shape=(P * K * K, n_var))
+                               (np.concatenate([rows, z_rows]), np.concatenate([cols, z_cols]))),
+                              shape=(P * K * K, n_var))
     # z of a pool is 1 once any column joins it: u / multiplicity <= z
     link = sparse.csr_matrix((np.concatenate([1.0 / multiplicity[t_u], -np.ones(n_u)]),
-                              (np.concatenate([np.arange(n_u), np.arange(n_u)]), np.concatenate([np.arange(n_u), z_col]))),
+                              (np.concatenate([np.arange(n_u), np.arange(n_u)]),
+                               np.concatenate([np.arange(n_u), z_col]))),
                              shape=(n_u, n_var))
     upper = np.concatenate([multiplicity[t_u], np.ones(P * K)])
     inequalities = sparse.vstack([cap, -floor, link]).tocsr()
@@ -269,8 +272,8 @@ def cl_hit_miss_bound(X: np.ndarray, y: np.ndarray, schema: Schema, c: float, l:
 
     Tries the empty attribute set (finest cells) and every categorical attribute with at most
     ``max_subsets`` non-empty value subsets as linear programs, then the integer program on the
-    one with the least bound (on every one for tables of at most 2,000 rows), and reports the least bound (every one is valid; see the module
-    docstring). A program no solver finishes within its time limit is left out.
+    one with the least bound (on every one for tables of at most 2,000 rows), and reports the least bound (every one is
+    valid; see the module docstring). A program no solver finishes within its time limit is left out.
     """
     X = np.asarray(X)
     y = np.asarray(y, dtype=np.int64)

@@ -54,7 +54,8 @@ class AttackReport:
         }
 
 
-def leaf_hit_miss(tree: Tree, X: np.ndarray | None = None, y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def leaf_hit_miss(tree: Tree, X: np.ndarray | None = None,
+                  y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per leaf (in `Tree.leaves` order): the largest class count and the rest.
 
     From the released statistics when ``X`` is None; otherwise from the rows of ``(X, y)`` that

@@ -2,8 +2,8 @@
 
 A `Check` is one audited claim of a release: its name, whether it holds, and why. Each mechanism
 states the checks that re-derive its own accounting from the released numbers alone (its registry
-record's ``audit_checks``, `modelshare.common.mechanisms.registry`); `modelshare.common.audit.release` runs them beside the
-checks every release gets. The helpers here compare a report's stated parameters with the values
+record's ``audit_checks``, `modelshare.common.mechanisms.registry`); `modelshare.common.audit.release` runs them beside
+the checks every release gets. The helpers here compare a report's stated parameters with the values
 recomputed from the requirement.
 """
 
@@ -65,7 +65,8 @@ def integer_counts_check(trees: Sequence[Tree], report: PrivacyReport, post_proc
                                   f"expected {post_processing!r}")
     for t, tree in enumerate(trees):
         if tree.disclosure != "counts":
-            return Check(name, False, f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
+            return Check(name, False,
+                         f"tree {t} discloses {tree.disclosure!r}; {report.mechanism} releases class counts")
         counts = np.stack([node.class_counts() for node in tree.nodes])
         bad = np.flatnonzero((counts != np.rint(counts)).any(axis=1))
         if bad.size:
@@ -100,7 +101,8 @@ def public_cuts_check(trees: Sequence[Tree]) -> Check:
                 ends = [getattr(edge.constraint, end) for end in ("low", "high")]
                 off = [e for e in ends if math.isfinite(e) and not np.isin(e, cuts)]
                 if off:
-                    return Check(name, False, f"tree {t} node {i} splits {attribute.name!r} at {off[0]!r}, which is not "
+                    return Check(name, False,
+                                 f"tree {t} node {i} splits {attribute.name!r} at {off[0]!r}, which is not "
                                               "a public cut point of the schema (a threshold between two private "
                                               "values discloses them)")
     return Check(name, True, "every numeric threshold is a public cut point of the schema (declared cuts or its even "

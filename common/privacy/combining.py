@@ -78,7 +78,8 @@ def class_set_law(allowed: np.ndarray, mass: np.ndarray, iterations: int = EM_IT
         theta = N / N.sum(axis=0)
     """
     if allowed.ndim != 2 or mass.ndim != 2 or allowed.shape[0] != mass.shape[0]:
-        raise ValueError(f"allowed {allowed.shape} and mass {mass.shape} must be (paths, categories) and (paths, classes)")
+        raise ValueError(f"allowed {allowed.shape} and mass {mass.shape} must be (paths, "
+                         "categories) and (paths, classes)")
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     A = allowed.astype(np.float64)
@@ -164,7 +165,8 @@ class CombiningReader:
         return cls(schema, theta, iterations, free)
 
     def _log_factors(self, paths: ReleasedPaths, p: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """Per attribute path ``p`` constrains to a set: (attribute, allowed codes, log theta / Z per code and class)."""
+        """Per attribute path ``p`` constrains to a set: (attribute,
+        allowed codes, log theta / Z per code and class)."""
         found = []
         for j, theta in self.theta.items():
             row = paths.allowed[j][p]
@@ -290,7 +292,8 @@ class ReaderVerdict:
                 "persons": self.persons, "findings": [f.describe() for f in self.findings]}
 
     def describe(self) -> str:
-        cap_text = "" if self.requirement is None else f" (a {self.requirement} leaf shows at most {cap(self.requirement):.3f})"
+        cap_text = ("" if self.requirement is None
+                    else f" (a {self.requirement} leaf shows at most {cap(self.requirement):.3f})")
         text = (f"a reader who combines all {self.leaves} released leaves believes at most {self.largest_belief:.3f} "
                 f"of a person's class{cap_text}; the smallest estimated group sharing a leaf and its set values holds "
                 f"{self.smallest_group:.3g} persons")
@@ -351,7 +354,8 @@ def release_verdict(trees: Sequence[Tree], requirement: CLDiversity | None,
                 confident += float(persons[bad].sum())
                 worst = int(np.argmax(np.where(bad, beliefs.max(axis=1), -1.0)))
                 attributes = [j for j, _, _ in reader._log_factors(paths, p)]
-                findings.append(LeafFinding(t, int(paths.leaves[p]), _describe_values(schema, attributes, combos[worst]),
+                findings.append(LeafFinding(t, int(paths.leaves[p]),
+                                            _describe_values(schema, attributes, combos[worst]),
                                             tuple(float(v) for v in beliefs[worst]), float(persons[bad].sum())))
     return ReaderVerdict(requirement, tuple(findings), largest, confident / total if total > 0 else 0.0,
                          smallest if math.isfinite(smallest) else 0.0, leaves, bounded, total)
@@ -430,7 +434,8 @@ def read_study(releases: Sequence[tuple[str, Sequence[Tree], PathRequirement]],
         for owner, trees, requirement in releases)
     judged = [(o.verdict, o.requirement) for o in owners if isinstance(o.requirement, CLDiversity)]
     persons = sum(v.persons for v, _ in judged)
-    share = (sum(v.confident_share * v.persons for v, _ in judged) / persons if persons > 0 else 0.0) if judged else None
+    share = ((sum(v.confident_share * v.persons for v, _ in judged) / persons if persons > 0 else 0.0)
+             if judged else None)
     groups = [o.verdict.smallest_group for o in owners if o.verdict.smallest_group > 0]  # 0: no leaf enumerated
     return StudyReading(owners, sum(len(trees) for _, trees, _ in releases),
                         max((cap(r) for _, r in judged), default=None),

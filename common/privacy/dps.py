@@ -12,7 +12,8 @@ for 0 < beta < 1 and eps >= -ln(1 - beta),
 
 with f(j; n, beta) the Binomial(n, beta) probability mass, so the inner sum is the upper tail
 P[Bin(n, beta) > gamma*n]. (The paper's text extraction lost the symbols; this reading is the one
-of Li et al.'s Theorem 5 and reproduces the paper's Table 5, see tests/common/privacy/test_dps.py.) Corollary 1 composes the Nt independently sampled trees (Theorem 2,
+of Li et al.'s Theorem 5 and reproduces the paper's Table 5, see tests/common/privacy/test_dps.py.) Corollary 1 composes
+the Nt independently sampled trees (Theorem 2,
 basic composition): the forest is (beta, Nt*eps, Nt*delta)-DPS, i.e. a total budget eps_total
 gives every tree eps = eps_total / Nt and the forest delta_total = Nt * d(k, beta, eps).
 

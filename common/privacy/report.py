@@ -83,7 +83,8 @@ class PrivacyReport:
                 guarantee=str(data.get("guarantee", "none")),
                 requirement=None if data.get("requirement") is None else str(data["requirement"]),
                 claims=tuple(
-                    PathClaim(int(c["leaf"]), float(c["tuples"]), str(c["requirement"])) for c in data.get("claims") or ()
+                    PathClaim(int(c["leaf"]), float(c["tuples"]), str(c["requirement"]))
+                    for c in data.get("claims") or ()
                 ),
                 attacks=None if attacks is None else _attacks_from_dict(attacks),
             )
@@ -113,7 +114,7 @@ class Release:
     ensemble; a regression release (a numeric target) releases `RegressionTree`s. All travel the
     same way (a ``ModelMessage`` carries the list, as ``trees`` or ``regression_trees``). A list is
     stored as a tuple. `tree` is the convenience for single-tree releases and refuses an ensemble;
-    `forest` is the regression view and refuses classification trees.
+    `classification_trees` and `forest` are the typed views of each kind and refuse the other.
     """
 
     trees: tuple[Tree, ...] | tuple[RegressionTree, ...]
@@ -121,7 +122,8 @@ class Release:
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees) if isinstance(self.trees, (list, tuple)) else None
-        if not trees or not (all(isinstance(t, Tree) for t in trees) or all(isinstance(t, RegressionTree) for t in trees)):
+        if not trees or not (all(isinstance(t, Tree) for t in trees)
+                             or all(isinstance(t, RegressionTree) for t in trees)):
             raise TypeError(f"Release.trees must be a non-empty sequence of Trees (or of RegressionTrees), "
                             f"got {self.trees!r:.80}")
         if any(t.schema != self.trees[0].schema for t in self.trees):
@@ -147,8 +149,17 @@ class Release:
         return self.trees[0]
 
     @property
+    def classification_trees(self) -> tuple[Tree, ...]:
+        """The released trees of a classification release (`trees`, typed); ValueError for a regression release."""
+        trees = tuple(t for t in self.trees if isinstance(t, Tree))
+        if len(trees) != len(self.trees):
+            raise ValueError("this release holds regression trees; .forest is its view")
+        return trees
+
+    @property
     def forest(self) -> RegressionForest:
         """The released regression forest; ValueError for a classification release."""
-        if self.task != "regression":
+        trees = tuple(t for t in self.trees if isinstance(t, RegressionTree))
+        if len(trees) != len(self.trees):
             raise ValueError("this release holds classification trees; .forest is the view of a regression release")
-        return RegressionForest(self.trees[0].schema, self.trees)  # type: ignore[arg-type]
+        return RegressionForest(trees[0].schema, trees)

@@ -6,7 +6,8 @@ leaf. ``dps:k=K,beta=B,epsilon=E,trees=T`` is the guarantee of a whole k-AnonToR
 with every (leaf, class) count below K released as 0, are (B, E, T*d(K, B, E/T))-DPS
 (`modelshare.common.privacy.dps`). It says nothing about single paths; `DPS` documents how it is compared.
 ``dp:epsilon=E,trees=T`` is the eps-differential privacy of a whole noise-based release (add/remove
-one row neighbours), whose budget E is spent over T trees (`modelshare.common.mechanisms.laplace_rdt`); `DP` documents it.
+one row neighbours), whose budget E is spent over T trees
+(`modelshare.common.mechanisms.laplace_rdt`); `DP` documents it.
 
 A root-to-leaf path partitions the training tuples like a QI-group of an anonymized table, so the
 measures of data anonymization apply to it. A requirement is parsed from the string a user types
@@ -140,7 +141,8 @@ class DPS:
         return f"dps:k={self.k},beta={_number(self.beta)},epsilon={_number(self.epsilon)},trees={self.trees}"
 
     def guarantee(self) -> DPSGuarantee:
-        """The composed (beta, epsilon, delta_total) guarantee of this setting (`modelshare.common.privacy.dps.compose`).
+        """The composed (beta, epsilon, delta_total) guarantee of this setting
+        (`modelshare.common.privacy.dps.compose`).
 
         `modelshare.common.privacy.dps` (and with it scipy.stats) is imported on first use: most processes that parse
         requirements (the miner's verifier workers among them) never meet a dps one.
@@ -221,7 +223,8 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
         if not isinstance(claimed, DP):
             return f"{claimed} gives no eps-differential privacy; {required} is required"
         if claimed.epsilon > required.epsilon:
-            return f"{claimed} spends epsilon={claimed.epsilon:g} in total; {required} allows at most {required.epsilon:g}"
+            return (f"{claimed} spends epsilon={claimed.epsilon:g} in total; "
+                    f"{required} allows at most {required.epsilon:g}")
         return None
     if isinstance(required, DPS) or isinstance(claimed, DPS):
         if not isinstance(required, DPS):
@@ -231,7 +234,8 @@ def weaker_than(claimed: Requirement, required: Requirement) -> str | None:
         return _dps_weaker(claimed, required)
     if isinstance(required, KAnonymity):
         have = claimed.k if isinstance(claimed, KAnonymity) else claimed.l
-        return None if have >= required.k else f"{claimed} guarantees at most {have} tuples per path; {required} needs {required.k}"
+        return (None if have >= required.k
+                else f"{claimed} guarantees at most {have} tuples per path; {required} needs {required.k}")
     if not isinstance(claimed, CLDiversity):
         return f"{claimed} says nothing about class diversity; {required} is required"
     if claimed.per_leaf and not required.per_leaf:

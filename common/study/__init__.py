@@ -1,8 +1,8 @@
 """A study, decoded and checked once: `Study`, its owners' `Training`, and the global models' settings.
 
 This layer sits above the mechanisms and the audit and below the federation: it knows what a study
-asks for, not how it travels (`modelshare.common.federation.serde` is its wire form, `modelshare.common.federation.study`
-its ``study.toml``).
+asks for, not how it travels (`modelshare.common.federation.serde` is its wire form,
+`modelshare.common.federation.study` its ``study.toml``).
 """
 
 from modelshare.common.study.settings import (

@@ -70,6 +70,7 @@ class Training:
         Raises ValueError for a value out of its range, or an option set for a learner other than ``admissible``.
         """
         params: dict[str, Any] = {"min_samples_leaf": self.min_samples_leaf,
+                                  # the ignore below: admissible() holds its keywords
                                   **admissible_params(self.learner, **self.admissible())}  # type: ignore[arg-type]
         if self.max_depth is not None:
             params["max_depth"] = self.max_depth
@@ -208,7 +209,8 @@ class Study:
 
     def _check_pgen(self) -> None:
         if self.class_assignment not in CLASS_ASSIGNMENTS:
-            raise StudyError(f"class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, got {self.class_assignment!r}")
+            raise StudyError(f"class_assignment must be one of {list(CLASS_ASSIGNMENTS)}, "
+                             f"got {self.class_assignment!r}")
         if self.off_path not in OFF_PATH_MODES:
             raise StudyError(f"off_path must be one of {list(OFF_PATH_MODES)}, got {self.off_path!r}")
         if self.on_path not in ON_PATH_MODES:

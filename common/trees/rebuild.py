@@ -48,7 +48,8 @@ def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -
         p = parts[0]
         return Node(p.label, p.hit, p.miss)
     estimate = eq1_counts(
-        np.array([p.label for p in parts]), np.array([p.hit for p in parts]), np.array([p.miss for p in parts]), n_classes
+        np.array([p.label for p in parts]), np.array([p.hit for p in parts]),
+        np.array([p.miss for p in parts]), n_classes
     )
     label = int(np.argmax(estimate))
     total = float(sum(p.total for p in parts))
@@ -56,7 +57,8 @@ def merge_stats(parts: Sequence[Node], n_classes: int, disclosure: Disclosure) -
     return Node(label, hit, total - hit)
 
 
-def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *, dropped: AbstractSet[int] = frozenset()) -> Tree:
+def rebuild(schema: Schema, nodes: Sequence[Node], disclosure: Disclosure, *,
+            dropped: AbstractSet[int] = frozenset()) -> Tree:
     """The tree rooted at ``nodes[0]`` with empty subtrees dropped and inner stats recomputed from leaves.
 
     Nodes in ``dropped`` are removed with their tuples (Method 1 pruning), and so is an inner node
@@ -127,7 +129,8 @@ def splice_single_children(tree: Tree) -> Tree:
     return Tree(tree.schema, nodes, tree.disclosure)
 
 
-def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int] | np.ndarray, counts: np.ndarray) -> Tree:
+def release_leaf_counts(schema: Schema, nodes: Sequence[Node], leaves: Sequence[int] | np.ndarray,
+                        counts: np.ndarray) -> Tree:
     """A counts tree with ``counts[j]`` (post-processed noisy counts) at node ``leaves[j]`` of ``nodes``.
 
     Leaves whose counts are all 0 are not materialised and inner counts are recomputed from the

@@ -206,6 +206,7 @@ class Path:
         return conjunction_mask(self.constraints, X)
 
     def describe(self, schema: Schema) -> str:
+        # the ignore below: an Interval's attribute is numeric, a CategorySet's categorical (checked at build)
         parts = [c.describe(schema.attributes[a]) for a, c in self.constraints]  # type: ignore[arg-type]
         return " AND ".join(parts) if parts else "(everything)"
 
@@ -311,7 +312,8 @@ class Tree:
     def _validate_node(self, i: int, node: Node) -> None:
         """The node's label, split attribute and edge constraints against the schema."""
         schema = self.schema
-        if isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer)) or not 0 <= node.label < schema.n_classes:
+        if (isinstance(node.label, bool) or not isinstance(node.label, (int, np.integer))
+                or not 0 <= node.label < schema.n_classes):
             raise TreeError(f"node {i}: class index {node.label} is outside 0..{schema.n_classes - 1}")
         if self.disclosure == "counts":
             if node.counts is None or node.counts.shape != (schema.n_classes,):
@@ -365,13 +367,17 @@ class Tree:
             if node.is_leaf:
                 continue
             a = node.attribute
-            attr = schema.attributes[a]  # type: ignore[index]
-            previous = constraints.get(a)  # type: ignore[arg-type]
+            attr = schema.attributes[a]  # type: ignore[index]  # an inner node: its attribute is set
+            previous = constraints.get(a)  # type: ignore[arg-type]  # an inner node: its attribute is set
             for e in node.edges:
+                # the ignore below: an Interval splits a numeric attribute
                 here = e.constraint.clip(attr) if isinstance(e.constraint, Interval) else e.constraint  # type: ignore[arg-type]
+                # the ignore below: one attribute: both constraints are of its kind
                 merged = here if previous is None else previous.intersect(here)  # type: ignore[arg-type]
                 if merged.is_empty:
-                    raise TreeError(f"node {i}: edge to node {e.child} on {attr.name!r} admits no value the path to node {i} allows")
+                    raise TreeError(f"node {i}: edge to node {e.child} on {attr.name!r} admits no value "
+                                    f"the path to node {i} allows")
+                # the ignore below: an inner node: its attribute is set
                 stack.append((e.child, {**constraints, a: merged}))  # type: ignore[dict-item]
 
     def _validate_stats(self) -> None:
@@ -386,6 +392,7 @@ class Tree:
         total = hit + miss
         counts = None
         if self.disclosure == "counts":
+            # the ignore below: under counts disclosure every node has its counts (checked in __init__)
             counts = np.stack([node.counts for node in self.nodes]).astype(np.float64, copy=False)  # type: ignore[misc]
             self._validate_counts(counts, hit, total)
         children = np.arange(1, n)
@@ -516,4 +523,5 @@ class Tree:
         return iter(self.nodes)
 
     def __repr__(self) -> str:
-        return f"Tree(nodes={len(self.nodes)}, leaves={self.n_leaves}, depth={self.depth}, disclosure={self.disclosure!r})"
+        return (f"Tree(nodes={len(self.nodes)}, leaves={self.n_leaves}, depth={self.depth}, "
+                f"disclosure={self.disclosure!r})")

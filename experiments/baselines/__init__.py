@@ -1,1 +1,2 @@
-"""Baselines the experiments compare against: LD (full-domain generalisation with (c,l)-diversity) and its hierarchies."""
+"""Baselines the experiments compare against: LD (full-domain
+generalisation with (c,l)-diversity) and its hierarchies."""

@@ -4,8 +4,8 @@ The model-sharing paper compares PPGEN (pseudo-data from a privacy-pruned tree) 
 publishes the data itself after (c,l)-diversification: every quasi-identifier (QI) is generalised
 to one level of its hierarchy (`experiments.baselines.hierarchy`) for *all* rows, rows with equal generalised QIs
 form an equivalence class (EC), and every published EC must be (c,l)-diverse in the class, the
-sensitive attribute. The check is the project's own, `modelshare.common.privacy.requirements.cl_diverse_exact` (recursive
-(c,l)-diversity ``r1 < c * (r_l + ... + r_m)`` over the sorted class counts, the ``counts`` form
+sensitive attribute. The check is the project's own, `modelshare.common.privacy.requirements.cl_diverse_exact`
+(recursive (c,l)-diversity ``r1 < c * (r_l + ... + r_m)`` over the sorted class counts, the ``counts`` form
 of `CLDiversity`), so LD and PPGEN are judged by one definition.
 
 Suppression: ECs that fail may be removed whole, as long as at most ``max_suppression`` of the rows
@@ -168,11 +168,13 @@ class LDResult:
         return _generalise(np.asarray(X, dtype=np.float64), self.schema, self.hierarchies, self.levels)
 
 
-def _generalise(X: np.ndarray, schema: Schema, hierarchies: Mapping[str, Hierarchy], levels: Mapping[str, int]) -> np.ndarray:
+def _generalise(X: np.ndarray, schema: Schema, hierarchies: Mapping[str, Hierarchy],
+                levels: Mapping[str, int]) -> np.ndarray:
     """``X`` with every attribute at a level >= 1 replaced by its group ids."""
     if X.ndim != 2 or X.shape[1] != schema.n_attributes:
-        raise LDError(f"X must have shape (rows, {schema.n_attributes}), one column per schema attribute; got {X.shape}")
-    out = X.copy()
+        raise LDError(f"X must have shape (rows, {schema.n_attributes}), one column per schema attribute; "
+                      f"got {X.shape}")
+    out: np.ndarray = X.copy()
     for j, name in enumerate(schema.names):
         if levels[name]:
             out[:, j] = hierarchies[name].group_ids(X[:, j], levels[name])
@@ -180,7 +182,8 @@ def _generalise(X: np.ndarray, schema: Schema, hierarchies: Mapping[str, Hierarc
 
 
 def _level_codes(hierarchy: Hierarchy, column: np.ndarray, level: int) -> tuple[np.ndarray, int]:
-    """Group id per row at ``level`` and the number of ids; raw numbers (level 0) get the ids of their distinct values."""
+    """Group id per row at ``level`` and the number of ids; raw
+    numbers (level 0) get the ids of their distinct values."""
     if level == 0 and isinstance(hierarchy, NumericHierarchy):
         uniques, ids = np.unique(column, return_inverse=True)
         return ids.astype(np.int64), len(uniques)
@@ -362,7 +365,8 @@ def _publish(X: np.ndarray, y: np.ndarray, found: list[tuple[int, tuple[int, ...
     levels = dict.fromkeys(schema.names, 0)
     levels.update(zip(qi, node, strict=False))
     generalised = _generalise(X, schema, hierarchies, levels)
-    columns = [_level_codes(hierarchies[name], X[:, schema.index(name)], level) for name, level in zip(qi, node, strict=False)]
+    columns = [_level_codes(hierarchies[name], X[:, schema.index(name)], level)
+               for name, level in zip(qi, node, strict=False)]
     ids, bound = _equivalence_ids(*zip(*columns, strict=False))
     counts = _class_counts(ids, bound, y, schema.n_classes)
     kept = cl_diverse_exact(counts, requirement.c, requirement.l)[ids]

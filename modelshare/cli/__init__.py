@@ -69,7 +69,8 @@ COMMANDS = Group("modelshare", {
     "schema": Group("draft a schema from a table for review, or check a table against a schema", {
         "infer": Command("draft a commented schema (TOML) from a table: ranges rounded outward, what came from the "
                          "data said in its header", "modelshare.cli.schema:configure_infer"),
-        "check": Command("report every row of a table that does not fit a schema", "modelshare.cli.schema:configure_check"),
+        "check": Command("report every row of a table that does not fit a schema",
+                         "modelshare.cli.schema:configure_check"),
     }),
     "pgen": Command("generate pseudo-data from a released model file (PGEN): one tree, an ensemble or a "
                     "regression forest", "modelshare.cli.pgen:configure"),
@@ -100,8 +101,10 @@ COMMANDS = Group("modelshare", {
     "provision": Command("create the project CA and a kit (certificates, keys, roster, config) per party; or add / "
                          "revoke a party later", "modelshare.cli.provision:configure"),
     "local": Group("a persistent federation on this machine to try studies against (as FLARE's POC mode)", {
-        "up": Command("make (once) and start a local federation: a bundled table dealt to N owners, kits, the miner and "
-                      "the owners in the background; prints how to create a study", "modelshare.cli.local:configure_up"),
+        "up": Command("make (once) and start a local federation: a bundled table dealt to N "
+                      "owners, kits, the miner and "
+                      "the owners in the background; prints how to create a study",
+                      "modelshare.cli.local:configure_up"),
         "status": Command("each process of the local federation: running or stopped, pid, port, health",
                           "modelshare.cli.local:configure_status"),
         "down": Command("stop the local federation's processes (--clean: and remove its folder)",
@@ -127,8 +130,8 @@ COMMANDS = Group("modelshare", {
                           "modelshare.cli.federation:configure_study_status"),
         "results": Command("fetch a finished study's results", "modelshare.cli.federation:configure_study_results"),
         "list": Command("every study on the miner", "modelshare.cli.federation:configure_study_list"),
-        "wait": Command("block until a study ends: exit 0 done, 1 failed or cancelled (with the reason), 3 on --timeout",
-                        "modelshare.cli.study_control:configure_study_wait"),
+        "wait": Command("block until a study ends: exit 0 done, 1 failed or cancelled (with the reason), "
+                        "3 on --timeout", "modelshare.cli.study_control:configure_study_wait"),
         "cancel": Command("cancel an open or mining study: owners stop waiting, later answers are refused, the "
                           "audit log says who", "modelshare.cli.study_control:configure_study_cancel"),
     }),
@@ -219,7 +222,8 @@ def _experiments_checkout() -> None:
         return
     root = Path(__file__).resolve().parents[2]
     if not (root / "experiments" / "__init__.py").is_file():
-        raise ValueError("`modelshare experiment` runs the paper reproductions, which are not installed with the package: "
+        raise ValueError("`modelshare experiment` runs the paper reproductions, which are not "
+                         "installed with the package: "
                          "they are in experiments/ of a source checkout; run it from a clone of the repository "
                          "installed with `pip install -e .`")
     sys.path.insert(0, str(root))
@@ -240,7 +244,9 @@ def _add_commands(parser: argparse.ArgumentParser, group: Group, path: tuple[str
     sub = parser.add_subparsers(dest=dest, required=True, metavar="COMMAND")
     for name, node in group.commands.items():
         hidden = isinstance(node, Command) and node.replaced_by is not None
-        child = sub.add_parser(name, description=node.help, **({} if hidden else {"help": node.help}))
+        # a hidden command is added without help=: argparse lists a command in the help when the keyword is given
+        child = (sub.add_parser(name, description=node.help) if hidden
+                 else sub.add_parser(name, description=node.help, help=node.help))
         if path is not None and path[:1] != (name,):
             continue
         rest = None if path is None else path[1:]

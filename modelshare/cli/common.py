@@ -117,7 +117,8 @@ def log_line(text: str, *, stdout: bool = False) -> None:
 
 
 def progress_step(text: str) -> None:
-    """A step of a long command as a `log_line` on stderr when stderr is no terminal (a terminal shows live progress)."""
+    """A step of a long command as a `log_line` on stderr when
+    stderr is no terminal (a terminal shows live progress)."""
     if not err.is_terminal:
         log_line(text)
 
@@ -130,7 +131,8 @@ def target_range(text: str) -> tuple[float, float]:
     except ValueError:
         values = ()
     if len(values) != 2 or not values[0] < values[1]:
-        raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH with LOW < HIGH (the target's public bounds), "
+                                         f"got {text!r}")
     return values[0], values[1]
 
 
@@ -197,8 +199,9 @@ class _Alias(argparse.Action):
     """A hidden old spelling of an option: notes the deprecation, then acts as the new option."""
 
     def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action) -> None:
-        super().__init__(option_strings, target.dest, nargs=target.nargs, type=target.type, choices=target.choices,
+        super().__init__(option_strings, target.dest, nargs=target.nargs, choices=target.choices,
                          default=argparse.SUPPRESS, metavar=target.metavar, help=argparse.SUPPRESS)
+        self.type = target.type  # after __init__: its parameter omits the registry names (str) the attribute may hold
         self.target = target
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
@@ -253,10 +256,10 @@ def add_list(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: st
              default: Sequence[Any] | None, help: str, metavar: str, what: str, dest: str | None = None,
              empty: str | None = None) -> argparse.Action:
     """Add a list option ``flag`` of values that ``parse`` reads (``what`` names one, for errors)."""
-    extra = {"dest": dest} if dest is not None else {}
+    # dest None: the flag's own (argparse derives it)
     return parser.add_argument(flag, nargs="+", type=_items(parse, what), action=_List, empty=empty,
-                               default=None if default is None else tuple(default), metavar=metavar, help=help,
-                               **extra)
+                               default=None if default is None else tuple(default), metavar=metavar,
+                               help=help, dest=dest)
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -365,7 +368,8 @@ def add_global_models(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
 
     def parse(text: str) -> str:
         if text not in names and not (allow_none and text == "none"):
-            raise ValueError(f"unknown global model; choose from {', '.join(names)}" + (" or none" if allow_none else ""))
+            raise ValueError(f"unknown global model; choose from {', '.join(names)}"
+                             + (" or none" if allow_none else ""))
         return text
 
     return add_list(parser, "--global-models", parse, default=default, dest=dest, metavar="MODEL",

@@ -1,4 +1,5 @@
-"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit (`modelshare.common.audit.dp.estimate`) of a mechanism on a table.
+"""`modelshare privacy audit-dp MECHANISM`: the empirical DP audit
+(`modelshare.common.audit.dp.estimate`) of a mechanism on a table.
 
 The table is D; the audit adds one adversarially chosen row for D', runs the mechanism's registered
 release path (its registry trainer, what owners run) ``--trials`` times on each, and bounds eps from
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import secrets
 
 import numpy as np
 from rich.table import Table
@@ -73,7 +75,8 @@ def _target(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarr
     for name in options:
         if name not in inspect.signature(factory).parameters:
             raise ValueError(f"{args.mechanism} takes no --{name.replace('_', '-')} ({_TARGET_OPTIONS[name]})")
-    return factory(requirement, args.depth, schema, X, y, rng, mechanism=record.name, **options)
+    target: AuditTarget = factory(requirement, args.depth, schema, X, y, rng, mechanism=record.name, **options)
+    return target  # the registry (below the audit layer) types its factories loosely; this is their contract
 
 
 def _print(result: DPAuditResult, seed: int, claim: str) -> None:
@@ -103,7 +106,7 @@ def cmd_audit_dp(args: argparse.Namespace) -> int:
         raise ValueError(f"--trials {args.trials}: the audit needs at least {MIN_TRIALS} trials per table")
     table = load_source(args)
     X, y = table.schema.encode(table.frame, source=table.source)
-    seed = int(np.random.SeedSequence().entropy) if args.seed is None else args.seed
+    seed = secrets.randbits(128) if args.seed is None else args.seed  # 128 bits of OS entropy, as SeedSequence() draws
     rng = np.random.default_rng(seed)
     target = _target(args, table.schema, X, y, rng)
     result = audit_dp(target, args.trials, rng, alpha=args.alpha)
@@ -127,7 +130,8 @@ def _probability(text: str) -> float:
 def configure(p: argparse.ArgumentParser) -> None:
     """`privacy audit-dp MECHANISM` (and its old spelling `audit-dp`)."""
     p.description = ("Runs MECHANISM's registered trainer (what owners run) many times on the table (D) and on the "
-                     "table plus one adversarially chosen row (D'), picks a distinguishing event on half the trials, and bounds eps from below with "
+                     "table plus one adversarially chosen row (D'), picks a distinguishing event on half the trials, "
+                     "and bounds eps from below with "
                      "Clopper-Pearson intervals on the other half (minus delta for kanon-rdt's (eps, delta) claim). "
                      "Exit 1 when the bound exceeds --epsilon.")
     p.add_argument("mechanism", choices=audited_mechanisms(), help="the mechanism to audit")

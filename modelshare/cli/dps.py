@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.table import Table
 
@@ -36,8 +37,8 @@ def _print_guarantee(g: DPSGuarantee) -> None:
     out.print(table)
 
 
-def _table5_json(grid: Table5) -> list[dict]:
-    rows = []
+def _table5_json(grid: Table5) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     for (k, beta, eps), cell in grid.cells.items():
         if cell is None:
             rows.append({"k": k, "beta": beta, "epsilon_total": eps, "trees": grid.trees,

@@ -1,4 +1,5 @@
-"""`modelshare miner serve | verify-log | status | sites | dashboard` and `modelshare study create | status | results | list`.
+"""`modelshare miner serve | verify-log | status | sites |
+dashboard` and `modelshare study create | status | results | list`.
 
 ``study status --follow`` runs `modelshare.cli.study_control.follow_status`; ``study wait`` and ``study cancel``
 are there too. Both modules call the miner through `modelshare.cli.miner_calls`.
@@ -68,13 +69,14 @@ __all__ = [
 def cmd_miner_serve(args: argparse.Namespace) -> int:
     configure_logging(json_lines=args.log_json)
     config = MinerConfig.load(args.config)
-    try:
-        miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure, dashboard_pages=dashboard_pages)
-    except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
-        raise OSError(str(exc)) from None
-    stop = threading.Event()
+    stop = threading.Event()  # before the ready file exists: a SIGTERM as soon as it does is a clean stop
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    try:
+        miner = start_miner(config, mechanisms=registry.names(), insecure=args.insecure,
+                            dashboard_pages=dashboard_pages)
+    except StoreError as exc:  # an unwritable or full state directory: say so, no traceback
+        raise OSError(str(exc)) from None
     print(f"modelshare miner {config.name}: serving on port {miner.port} "
           f"({'INSECURE plaintext' if args.insecure else 'mutual TLS'}), state in {config.state_dir}", flush=True)
     if miner.dashboard is not None:
@@ -108,7 +110,8 @@ def cmd_miner_status(args: argparse.Namespace) -> int:
     channel, _ = admin_stub(config)
     with channel:
         reply = rpc(lambda: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=args.timeout), config.miner)
-    health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies, "submissions": reply.submissions}
+    health = {"status": reply.status, "name": reply.name, "open_studies": reply.open_studies,
+              "submissions": reply.submissions}
     print(json.dumps(health) if args.json else f"{reply.name}: {reply.status}, {reply.open_studies} open studies, "
           f"{reply.submissions} submissions stored")
     return 0 if reply.status == "serving" else 1
@@ -121,7 +124,8 @@ def list_table(rows: list[dict[str, Any]]) -> Table:
     table.columns[0].overflow = table.columns[3].overflow = "fold"
     for r in rows:
         answered = sum(a["state"] != "waiting" for a in r["answers"])
-        table.add_row(r["id"], r["state"], r["mechanism"], r["requirement"] or "", f"{answered}/{len(r['answers'])}", r["deadline"])
+        table.add_row(r["id"], r["state"], r["mechanism"], r["requirement"] or "",
+                      f"{answered}/{len(r['answers'])}", r["deadline"])
     return table
 
 
@@ -346,7 +350,8 @@ def configure_study_status(status: argparse.ArgumentParser) -> None:
 def configure_study_results(results: argparse.ArgumentParser) -> None:
     """`study results ID --out DIR --config admin.toml`."""
     results.add_argument("id", help="the study's id, a start of it that names one study, or 'latest'")
-    results.add_argument("--out", type=Path, required=True, help="directory for results.json, model files, predictions.csv and report.html")
+    results.add_argument("--out", type=Path, required=True,
+                         help="directory for results.json, model files, predictions.csv and report.html")
     results.add_argument("--pseudo-data", action="store_true",
                          help="also copy the study's Parquet pseudo-data (engine dask) into OUT/pseudo-data when the "
                               "miner's state directory is reachable from here; otherwise say where it is on the miner")

@@ -17,17 +17,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from modelshare.cli.common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 from modelshare.common.data.datasets import LoadedTable, load_dataset, load_table
+from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema, SchemaError
 from modelshare.common.mechanisms import registry
 from modelshare.common.mechanisms.release import default_learner
 from modelshare.common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
-from modelshare.common.trees.tree import DISCLOSURES
+from modelshare.common.trees.tree import DISCLOSURES, Disclosure
 
 __all__ = [
+    "AdmissibleOptions",
     "DEFAULT_DISCLOSURE",
     "DEFAULT_LEARNER",
     "DEFAULT_MECHANISM",
@@ -48,7 +50,7 @@ __all__ = [
 
 DEFAULT_LEARNER = "multiway"
 DEFAULT_MECHANISM = "apt"
-DEFAULT_DISCLOSURE = "hit_miss"
+DEFAULT_DISCLOSURE: Disclosure = "hit_miss"
 
 
 def add_table_source(p: argparse.ArgumentParser, default_dataset: str | None) -> None:
@@ -108,7 +110,8 @@ def add_learner(p: argparse.ArgumentParser, *, help: str, default: str | None = 
 
 
 def add_admissible_options(p: argparse.ArgumentParser) -> None:
-    """--pairing, --category-split and --confidence: the admissible learner's options (`resolve_admissible` checks them)."""
+    """--pairing, --category-split and --confidence: the admissible
+    learner's options (`resolve_admissible` checks them)."""
     p.add_argument("--pairing", choices=PAIRINGS, default=None,
                    help="admissible learner only: where a category that may not stand alone is grouped; "
                         "deferred (the default) only where grouping pays, with the partner chosen per subtree; "
@@ -127,7 +130,15 @@ def add_confidence(p: argparse.ArgumentParser, scope: str) -> None:
                                 "default: the learner's own for the requirement (0.25; no pruning under k-anonymity)")
 
 
-def resolve_admissible(args: argparse.Namespace) -> dict[str, str | float]:
+class AdmissibleOptions(TypedDict, total=False):
+    """The admissible learner's options the flags set, as `admissible_params` takes them."""
+
+    pairing: str
+    category_split: str
+    confidence: float | str
+
+
+def resolve_admissible(args: argparse.Namespace) -> AdmissibleOptions:
     """The admissible options the flags set, as study.toml's [training] writes them (``args.learner`` resolved).
 
     Raises
@@ -135,16 +146,21 @@ def resolve_admissible(args: argparse.Namespace) -> dict[str, str | float]:
     ValueError
         An option given with a learner other than ``admissible``, which alone takes them.
     """
-    confidence = None if args.confidence == LEARNER_DEFAULT else UNPRUNED if args.confidence is None else args.confidence
-    given = {"pairing": args.pairing, "category_split": args.category_split, "confidence": confidence}
-    admissible_params(args.learner, **given, spell=lambda key: "--" + key.replace("_", "-"))  # type: ignore[arg-type]
-    return {key: value for key, value in given.items() if value is not None}
+    given = AdmissibleOptions()
+    if args.pairing is not None:
+        given["pairing"] = args.pairing
+    if args.category_split is not None:
+        given["category_split"] = args.category_split
+    if args.confidence != LEARNER_DEFAULT:
+        given["confidence"] = UNPRUNED if args.confidence is None else args.confidence
+    admissible_params(args.learner, **given, spell=lambda key: "--" + key.replace("_", "-"))
+    return given
 
 
 def learner_params(args: argparse.Namespace) -> dict[str, Any]:
     """The local learner's parameters from ``--max-depth``, ``--min-samples-leaf`` and `resolve_admissible`'s flags."""
     return {**tree_params(args.max_depth, args.min_samples_leaf),
-            **admissible_params(args.learner, **resolve_admissible(args))}  # type: ignore[arg-type]
+            **admissible_params(args.learner, **resolve_admissible(args))}
 
 
 def resolve_learner(mechanism: str, given: str | None) -> str:
@@ -171,16 +187,19 @@ def add_disclosure(p: argparse.ArgumentParser, *, help: str) -> None:
                         "that release counts only, the whole-release ones)")
 
 
-def resolve_disclosure(mechanism: str, given: str | None) -> str:
+def resolve_disclosure(mechanism: str, given: str | None) -> Disclosure:
     """The disclosure a release uses: the one given, else hit/miss where the mechanism allows it, else counts.
 
     A given disclosure the mechanism does not release (hit/miss of a count-only mechanism) is
     refused, never replaced behind the user's back.
     """
     allowed = registry.get(mechanism).disclosures or ()
-    if given is not None and given not in allowed:
-        raise ValueError(f"--disclosure {given}: mechanism {mechanism!r} releases {' or '.join(allowed)} only")
-    return given or (DEFAULT_DISCLOSURE if DEFAULT_DISCLOSURE in allowed else allowed[0])
+    if given is None:
+        return DEFAULT_DISCLOSURE if DEFAULT_DISCLOSURE in allowed else allowed[0]
+    for disclosure in allowed:
+        if disclosure == given:
+            return disclosure
+    raise ValueError(f"--disclosure {given}: mechanism {mechanism!r} releases {' or '.join(allowed)} only")
 
 
 def resolve_requirement(mechanism: str, given: str | None) -> str | None:
@@ -189,7 +208,7 @@ def resolve_requirement(mechanism: str, given: str | None) -> str | None:
     return (given or record.default_requirement) if record.needs_requirement else given
 
 
-def warn_data_derived(schema: Schema, source: str, schema_file: str | Path | None = None) -> None:
+def warn_data_derived(schema: Schema | RegressionSchema, source: str, schema_file: str | Path | None = None) -> None:
     """One stderr warning naming the columns whose ranges or categories were read from the rows of ``source``.
 
     ``schema_file`` is the ``--schema`` given, when it is a draft still marked ``domain = "data-derived"``:

@@ -100,7 +100,8 @@ def load_federation(root: Path) -> LocalFederation:
 
 # ------------------------------------------------------------------ making the folder
 def _project(owners: list[str], port: int) -> dict[str, Any]:
-    """project.toml: a miner on loopback, an admin and the owners, each reading its dealt table (relative to its kit)."""
+    """project.toml: a miner on loopback, an admin and the
+    owners, each reading its dealt table (relative to its kit)."""
     return {"name": "modelshare-local", "parties": [
         {"name": "miner", "role": "miner", "address": f"127.0.0.1:{port}", "listen": f"127.0.0.1:{port}",
          "hosts": ["localhost"]},
@@ -454,7 +455,8 @@ def configure_up(up: argparse.ArgumentParser) -> None:
     """`local up [--dir DIR] [--owners N] [--dataset NAME] [--port N]`."""
     _dir(up)
     up.add_argument("--owners", type=positive_int, default=None, metavar="N",
-                    help=f"owners of a new federation, 1-{MAX_OWNERS} (default {DEFAULT_OWNERS}; an existing one keeps its own)")
+                    help=f"owners of a new federation, 1-{MAX_OWNERS} (default {DEFAULT_OWNERS}; an "
+                    "existing one keeps its own)")
     up.add_argument("--dataset", choices=sorted(DATASETS), default=None,
                     help=f"the bundled dataset dealt to the owners of a new federation (default {DEFAULT_DATASET})")
     up.add_argument("--port", type=int, default=None,

@@ -1,6 +1,6 @@
 """The admin's calls to the miner, shared by the commands that make them (`modelshare.cli.federation`,
-`modelshare.cli.study_control`): one timeout per call (`CALL_TIMEOUT`, the admin client's), a refusal or an unreachable miner
-turned into one ValueError sentence (`miner_error`, `rpc`), and a study's status as the terminal shows it
+`modelshare.cli.study_control`): one timeout per call (`CALL_TIMEOUT`, the admin client's), a refusal or an unreachable
+miner turned into one ValueError sentence (`miner_error`, `rpc`), and a study's status as the terminal shows it
 (`status_renderables`, `print_status`).
 """
 
@@ -79,7 +79,8 @@ def resolved_id(config: AdminConfig, given: str) -> str:
 def status_renderables(data: dict[str, Any]) -> list[Any]:
     """What `study status` prints: the headline, the settings line and the answers table, from one `status_dict`."""
     lines = [Text(study_headline(data)),
-             Text(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · deadline {data['deadline']}")]
+             Text(f"  {data['mechanism']} {data['requirement'] or ''} · quorum {data['quorum']} · "
+                  f"deadline {data['deadline']}")]
     table = Table("owner", "answer", "reason", "at")
     table.columns[0].no_wrap = table.columns[1].no_wrap = True
     table.columns[2].overflow = "fold"

@@ -34,8 +34,8 @@ from modelshare.owner_node.config import OwnerConfig
 from modelshare.owner_node.daemon import POLL_WAIT_SECONDS, OwnerDaemon
 from modelshare.owner_node.training import LocalDataError, LocalTable, fits_domain, load_local_table
 
-__all__ = ["budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "configure_budget", "configure_check",
-           "configure_serve"]
+__all__ = ["budget_report", "check_study", "cmd_budget", "cmd_check", "cmd_serve", "configure_budget",
+           "configure_check", "configure_serve"]
 
 _UNSETTLED = ("deferred", "gave-up")
 

@@ -65,7 +65,8 @@ def owner_health(status: dict[str, Any] | None, *, now: datetime, max_age: float
     if state == "stopped":
         return False, f"stopped at {status.get('updated_at')}"
     if state == "revoked":
-        return False, (f"revoked: the miner refuses this site (revoked at {status.get('revoked_at')}); the daemon stopped "
+        return False, ("revoked: the miner refuses this site (revoked at "
+                       f"{status.get('revoked_at')}); the daemon stopped "
                        "polling for good; ask the project for a new kit")
     if not alive(pid):
         return False, f"not running: process {pid} is gone (last update {status.get('updated_at')}, state {state})"
@@ -118,8 +119,8 @@ def cmd_status(args: argparse.Namespace) -> int:
               "consecutive_failures": record.get("consecutive_failures"), "last_error": record.get("last_error"),
               "last_outcome": record.get("last_outcome"), "last_decision": record.get("last_decision"),
               "pending": record.get("pending"), "gave_up": record.get("gave_up") or {},
-              "clock_skew_seconds": record.get("clock_skew_seconds"), "data_problems": record.get("data_problems") or {},
-              "data_file": record.get("data_file"), "status_file": str(config.state_dir / STATUS_FILE)}
+              "clock_skew_seconds": record.get("clock_skew_seconds"), "data_problems": record.get("data_problems")
+              or {}, "data_file": record.get("data_file"), "status_file": str(config.state_dir / STATUS_FILE)}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -130,9 +131,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                       + (f" ({last.get('reason')})" if last.get("reason") else ""), highlight=False)
         decision = record.get("last_decision")
         if isinstance(decision, dict):
-            out.print(f"  last decision: study {decision.get('study_id')} {decision.get('kind')} at {decision.get('at')}: "
-                      f"{decision.get('detail')}", highlight=False)
-        for study, why in sorted((record.get("gave_up") or {}).items()):
+            out.print(f"  last decision: study {decision.get('study_id')} {decision.get('kind')} "
+                      f"at {decision.get('at')}: {decision.get('detail')}", highlight=False)
+        gave_up = record.get("gave_up")
+        for study, why in sorted(gave_up.items() if isinstance(gave_up, dict) else ()):
             out.print(f"  gave up on study {study} until a restart: {why}", highlight=False)
     return 0 if healthy else 1
 

@@ -90,7 +90,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_seed(p, default=0, help="seed of the pseudo rows (default 0)")
     p.add_argument("--class-assignment", choices=["exact", "sample"], default="exact",
                    help="exact: each path's classes in exact proportion to its counts (default); sample: drawn")
-    p.add_argument("--chunk-rows", type=positive_int, default=1_000_000, help="rows written per chunk (default 1000000)")
+    p.add_argument("--chunk-rows", type=positive_int, default=1_000_000,
+                   help="rows written per chunk (default 1000000)")
     p.add_argument("--grouped", action="store_true", help="keep rows grouped by path (default: shuffled)")
     add_json(p, "what was written")
     p.set_defaults(func=cmd_pgen)

@@ -65,7 +65,8 @@ def _attack_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
+def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray,
+                  y: np.ndarray) -> tuple[Release, dict[str, Any]]:
     """Train the local learner and apply a tree mechanism; the release and what to report about it."""
     made = train_and_release(args.mechanism, schema, X, y, requirement=args.requirement, disclosure=args.disclosure,
                              learner=args.learner, learner_params=learner_params(args), max_depth=None,
@@ -85,8 +86,10 @@ def _release_tree(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np
     return release, summary
 
 
-def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: np.ndarray) -> tuple[Release, dict[str, Any]]:
-    """Train and release k-AnonToRdt or eps-DP trees (--max-depth, a dps or dp --requirement); the release and its summary.
+def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray,
+                    y: np.ndarray) -> tuple[Release, dict[str, Any]]:
+    """Train and release k-AnonToRdt or eps-DP trees (--max-depth,
+    a dps or dp --requirement); the release and its summary.
 
     Without --seed the structure, the samples and the noise come from fresh OS entropy, as their
     privacy needs; the owner's view of the attacks is left out, since it would count every
@@ -103,7 +106,7 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
                                     prior_share=check_prior_share(args.prior_share)).release
     except DataDerivedDomain as exc:
         raise ValueError(f"{exc}. Here: pass --schema, or --data-derived-domain to give the guarantee up") from None
-    trees = release.trees
+    trees = release.classification_trees
     summary = {
         "trees": len(trees),
         "released_leaves": sum(tree.n_leaves for tree in trees),
@@ -117,7 +120,8 @@ def _release_forest(args: argparse.Namespace, schema: Schema, X: np.ndarray, y: 
 def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     """The human-readable account of a release: what was released, its claim, the attacks on it."""
     if registry.get(args.mechanism).whole_release:
-        err.print(f"{summary['source']}: {summary['rows']} rows -> {args.mechanism} released {summary['trees']} random trees "
+        err.print(f"{summary['source']}: {summary['rows']} rows -> {args.mechanism} released "
+                  f"{summary['trees']} random trees "
                   f"of depth <= {summary['released_depth']} ({summary['released_leaves']} leaves in all)")
     else:
         err.print(f"{summary['source']}: {summary['rows']} rows; {args.learner} tree with {summary['trained_leaves']} "
@@ -125,7 +129,8 @@ def _print_release(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                   f"(depth {summary['released_depth']})")
     err.print(f"claim: {summary['report']['guarantee']}")
     owner = summary.get("owner_attacks")
-    attacks = titled_table("attacks on the released tree" if owner else "attacks on the released trees (summed over the trees)")
+    attacks = titled_table("attacks on the released tree" if owner
+                           else "attacks on the released trees (summed over the trees)")
     columns = ["attack", "leaves", "users (released counts)"] + (["users (training rows)"] if owner else [])
     for col in columns:
         attacks.add_column(col, justify="left" if col == "attack" else "right")
@@ -191,14 +196,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
         paths.add_column(col, justify="left" if col in ("result", "path") else "right",
                          no_wrap=col != "path", overflow="fold")
     for p in sorted(result.paths, key=lambda p: p.passed):
-        row = (str(p.leaf), "pass" if p.passed else "[red]FAIL[/]", f"{p.tuples:g}", f"{p.hit:g}", f"{p.miss:g}", p.path)
+        row = (str(p.leaf), "pass" if p.passed else "[red]FAIL[/]", f"{p.tuples:g}", f"{p.hit:g}",
+               f"{p.miss:g}", p.path)
         paths.add_row(*((str(p.tree),) if ensemble else ()), *row)
     out.print(paths)
     attacks = titled_table("attacks on the released statistics" + (" (summed over the trees)" if ensemble else ""))
     for col in ("attack", "leaves", "users"):
         attacks.add_column(col, justify="left" if col == "attack" else "right")
-    for row in _attack_rows(result.attacks.to_dict()):
-        attacks.add_row(*row)
+    for attack in _attack_rows(result.attacks.to_dict()):
+        attacks.add_row(*attack)
     out.print(attacks)
     return 0 if result.passed else 1
 

@@ -45,7 +45,8 @@ MAX_SHOWN = 50  # problems printed as a table; --json lists them all
 
 
 def round_outward(low: float, high: float) -> tuple[float, float]:
-    """``[low, high]`` widened to multiples of the power of ten below its width (0..987654 -> 0..1000000, 17..90 -> 10..100).
+    """``[low, high]`` widened to multiples of the power of ten
+    below its width (0..987654 -> 0..1000000, 17..90 -> 10..100).
 
     A drafted bound is then a round number a person would state and never a row's exact value
     (a bound that is already round moves one step further; 0 stays), though it still says roughly
@@ -67,8 +68,10 @@ def _number(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
-def _drafted_attributes(schema: Schema | RegressionSchema, frame: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
-    """The attribute tables (ranges rounded outward, whole-number columns marked integer) and what came from the data."""
+def _drafted_attributes(schema: Schema | RegressionSchema,
+                        frame: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
+    """The attribute tables (ranges rounded outward, whole-number
+    columns marked integer) and what came from the data."""
     attributes, notes = [], []
     for attr in schema.attributes:
         if isinstance(attr, CategoricalAttribute):
@@ -81,7 +84,8 @@ def _drafted_attributes(schema: Schema | RegressionSchema, frame: pd.DataFrame) 
         attributes.append({"name": attr.name, "type": "numeric", "low": low, "high": high,
                            **({"integer": True} if whole else {})})
         notes.append(f"{attr.name}: data range [{_number(attr.low)}, {_number(attr.high)}] rounded outward to "
-                     f"[{_number(low)}, {_number(high)}]" + ("; integer: every value is a whole number" if whole else ""))
+                     f"[{_number(low)}, {_number(high)}]"
+                     + ("; integer: every value is a whole number" if whole else ""))
     return attributes, notes
 
 
@@ -119,22 +123,23 @@ def _draft(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int]:
         attributes, notes = _drafted_attributes(table.schema, table.frame)
         notes += _non_number_notes(args.data, table.non_numbers)
         notes.append(f"{table.schema.class_name} (the class): the {table.schema.n_classes} classes seen in the data")
-        body = {"class": table.schema.class_name, "classes": list(table.schema.classes), "domain": DATA_DERIVED,
+        body: dict[str, Any] = {"class": table.schema.class_name, "classes": list(table.schema.classes),
+                                "domain": DATA_DERIVED,
                 "attributes": attributes}
         Schema.from_dict(body, source=str(args.data))  # the draft must itself be a valid schema
         return body, notes, len(table.frame)
     if args.class_column is not None or args.target_range is None:
         raise ValueError("a regression draft (--target) needs --target-range LOW,HIGH, the target's public bounds, "
                          "and takes no --class-column")
-    table = load_regression_table(args.data, args.target, target_range=args.target_range)
-    note_dropped(table.source, table.dropped_rows)
-    attributes, notes = _drafted_attributes(table.schema, table.schema.decode(table.X))
+    numeric = load_regression_table(args.data, args.target, target_range=args.target_range)
+    note_dropped(numeric.source, numeric.dropped_rows)
+    attributes, notes = _drafted_attributes(numeric.schema, numeric.schema.decode(numeric.X))
     notes.append(f"{args.target} (the target): the public bounds given, [{_number(args.target_range[0])}, "
                  f"{_number(args.target_range[1])}]")
-    body = {"task": "regression", "target": table.schema.target.to_dict(), "domain": DATA_DERIVED,
+    body = {"task": "regression", "target": numeric.schema.target.to_dict(), "domain": DATA_DERIVED,
             "attributes": attributes}
     RegressionSchema.from_dict(body, source=str(args.data))
-    return body, notes, len(table.y)
+    return body, notes, len(numeric.y)
 
 
 def cmd_infer(args: argparse.Namespace) -> int:

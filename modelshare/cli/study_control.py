@@ -83,7 +83,8 @@ def summary(status: fpb.StudyStatus) -> str:
     """One line: the study's state (with its reason), how many owners answered, and each owner's answer."""
     reason = f" ({status.reason})" if status.reason else ""
     answers = ", ".join(f"{o.owner_id} {o.state}" for o in status.owners)
-    return f"study {status.spec.study_id}: {status.state}{reason}; {answered(status)} of {len(status.owners)} answered ({answers})"
+    return (f"study {status.spec.study_id}: {status.state}{reason}; {answered(status)} of {len(status.owners)} "
+            f"answered ({answers})")
 
 
 def follow(stub: fgrpc.StudyAdminStub, study_id: str, miner: str, *, timeout: float | None,
@@ -161,8 +162,8 @@ def cmd_study_wait(args: argparse.Namespace) -> int:
                 log_line(summary(status))
 
         status = follow(stub, args.id, config.miner, timeout=args.timeout, on_change=changed,
-                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False, soft_wrap=True) if live
-                        else log_line(text))
+                        on_retry=lambda text: err.print(printable(text), highlight=False, markup=False,
+                                                        soft_wrap=True) if live else log_line(text))
     _final_outcome(status)
     if args.json:
         print(json.dumps(status_dict(status), indent=2))
@@ -184,7 +185,8 @@ def follow_status(args: argparse.Namespace) -> int:
         if live and first:
             print_status(status_dict(status))
         elif live:
-            out.print(f"{time.strftime('%H:%M:%S')} {printable(summary(status))}", highlight=False, markup=False, soft_wrap=True)
+            out.print(f"{time.strftime('%H:%M:%S')} {printable(summary(status))}", highlight=False,
+                      markup=False, soft_wrap=True)
         else:
             log_line(summary(status), stdout=not args.json)
         first = False
@@ -236,7 +238,8 @@ def configure_study_wait(wait: argparse.ArgumentParser) -> None:
     wait.add_argument("--config", type=Path, required=True, help="admin.toml from the admin's kit")
     add_json(wait, "the study's final state and every owner's answer (on a failed or cancelled study, or a timeout, "
                    "beside the error key)")
-    wait.epilog = "exit status: 0 done, 1 failed or cancelled (the reason is printed), 2 bad input or a refused call, 3 timeout"
+    wait.epilog = ("exit status: 0 done, 1 failed or cancelled (the reason is printed), 2 bad input or a refused call, "
+                   "3 timeout")
     wait.set_defaults(func=cmd_study_wait)
 
 

@@ -26,19 +26,20 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # Tiny configurations: (experiment arguments, raw columns, raw rows, {plot: (series, paper markers)}).
 SOURCES = (["sources", "--dataset", "car", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree"],
-           {"repeat", "fold", "n_sources", "method", "model", "selection", "train_rows", "owners_released", "releases_audited_ok",
-            "accuracy", "class_match", "path_match"},
+           {"repeat", "fold", "n_sources", "method", "model", "selection", "train_rows", "owners_released",
+            "releases_audited_ok", "accuracy", "class_match", "path_match"},
            2 * 2 * 3,  # owners x folds x methods
            {"accuracy_decision-tree.png": (3, 0), "class_match_decision-tree.png": (2, 0),
             "path_match_decision-tree.png": (2, 0)})
-PRUNING = (["pruning", "--dataset", "nursery", "--max-depths", "3", "7", "--max-depth", "7", "--thresholds", "5", "10", "--repeats", "2"],
+PRUNING = (["pruning", "--dataset", "nursery", "--max-depths", "3", "7", "--max-depth", "7", "--thresholds", "5",
+            "10", "--repeats", "2"],
            {"repeat", "fold", "table", "depth", "method", "s", "leaves", "uniqueness", "homogeneity_leaves",
             "homogeneity_users", "acc", "acc_abstain"},
            2 * (2 + 2 * 3),  # splits x (depths + methods x (unpruned + thresholds))
            {"accuracy_vs_s.png": (3, 6), "homogeneity_users_vs_s.png": (2, 6), "homogeneity_leaves_vs_s.png": (2, 6),
             "homogeneity_users_by_depth.png": (1, 2), "attacked_leaves_by_depth.png": (2, 4)})
-RDT = (["rdt", "--dataset", "nursery", "--max-depths", "3", "--ks", "0", "5", "--trees", "8", "9", "--folds", "2", "--repeats", "1",
-        "--global-models", "naive-bayes"],
+RDT = (["rdt", "--dataset", "nursery", "--max-depths", "3", "--ks", "0", "5", "--trees", "8", "9", "--folds", "2",
+        "--repeats", "1", "--global-models", "naive-bayes"],
        {"repeat", "fold", "depth", "k", "trees", "beta", "total_delta", "acc_ensemble", "sampled_rows",
         "acc_pgen_naive-bayes", "pgen_rows"},
        2 * 2 * 2,  # folds x k x trees
@@ -100,7 +101,8 @@ def test_jobs_do_not_change_results(tmp_path, argv):
 def test_one_owner_count_reproduces_run_study(car):
     """The parallel fold plan draws folds and seeds exactly as `run_study` (EXPERIMENTS.md's numbers)."""
     schema, X, y = car
-    config = PipelineConfig(n_sources=2, folds=3, repeats=2, global_models=("decision-tree",), pgen_scale=1.0, random_state=3)
+    config = PipelineConfig(n_sources=2, folds=3, repeats=2, global_models=("decision-tree",),
+                            pgen_scale=1.0, random_state=3)
     assert sources.run_sources(schema, X, y, config, [2]).equals(run_study(schema, X, y, config))
 
 
@@ -134,7 +136,8 @@ def user_csv(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("argv, n_rows", [
-    (["sources", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree", "naive-bayes"], 2 * 2 * 3 * 2),
+    (["sources", "--owners", "1", "2", "--folds", "2", "--global-models", "decision-tree",
+      "naive-bayes"], 2 * 2 * 3 * 2),
     (["pruning", "--max-depths", "2", "3", "--max-depth", "3", "--thresholds", "5", "--repeats", "1"], 2 + 2 * 2),
     (["rdt", "--max-depths", "2", "--ks", "0", "5", "--trees", "3", "--repeats", "1"], 2),
 ], ids=["sources", "pruning", "rdt"])
@@ -154,8 +157,8 @@ def test_rdt_table7_plots_accuracy_against_beta_with_the_papers_values(tmp_path,
     path = tmp_path / "nursery3.csv"
     frame[~frame["class"].isin(["recommend", "very_recom"])].to_csv(path, index=False)
     argv = ["experiment", "rdt", "--data", str(path), "--class-column", "class", "--max-depths", "2", "--ks", "0", "5",
-            "--trees", "10", "--betas", "0.1", "0.4", "--total-epsilon", "2", "--repeats", "1", "--global-models", "none",
-            "--reference", "nursery3", "--out", str(tmp_path / "out")]
+            "--trees", "10", "--betas", "0.1", "0.4", "--total-epsilon", "2", "--repeats", "1", "--global-models",
+            "none", "--reference", "nursery3", "--out", str(tmp_path / "out")]
     assert main(argv) == 0
     result = plots["accuracy_ensemble.png"]
     assert (result.series, result.references) == (2, 3)  # k = 0 at beta 1; k = 5 at beta 0.1 and 0.4
@@ -174,7 +177,8 @@ def _square(offset: int, task: int) -> int:
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_run_tasks_keeps_task_order(jobs):
-    assert run_tasks(_square, list(range(7)), context=100, jobs=jobs, label="squares") == [100 + t * t for t in range(7)]
+    assert (run_tasks(_square, list(range(7)), context=100, jobs=jobs, label="squares")
+            == [100 + t * t for t in range(7)])
 
 
 def test_plots_count_series_and_skip_unmeasured_ones(tmp_path):

@@ -45,7 +45,8 @@ def test_files_rows_and_plots(serial):
 
     summary = pd.read_csv(serial / "summary.csv")
     assert len(summary) == 4
-    assert {"ppgen_accuracy_mean", "bound_accuracy_mean", "ld_accuracy_std", "ld_yields_data_mean", "ppgen_minus_ld_mean"} <= set(summary.columns)
+    assert {"ppgen_accuracy_mean", "bound_accuracy_mean", "ld_accuracy_std", "ld_yields_data_mean",
+            "ppgen_minus_ld_mean"} <= set(summary.columns)
     document = json.loads((serial / "results.json").read_text())
     assert document["experiment"] == "privacy" and document["settings"]["ls"] == [2, 4]
     assert len(document["summary"]) == 4 and len(document["raw"]) == len(raw)
@@ -129,8 +130,9 @@ def test_model_settings_set_ppgen_ld_and_basis_models_alike(serial, tmp_path, ca
     tree = runs["auto"][~nb]
     assert not (tree["ppgen_accuracy"].to_numpy() == runs["fixed"][~nb]["ppgen_accuracy"].to_numpy()).all()
     assert not (tree["basis_accuracy"].to_numpy() == runs["fixed"][~nb]["basis_accuracy"].to_numpy()).all()
-    assert tree["basis_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ raw rows, .*").all()
-    assert tree["ppgen_selection"].str.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, .*").all()
+    selected = r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ {} rows, .*"
+    assert tree["basis_selection"].str.fullmatch(selected.format("raw")).all()
+    assert tree["ppgen_selection"].str.fullmatch(selected.format("pseudo")).all()
     assert set(runs["fixed"]["basis_selection"]) == set(runs["fixed"]["ppgen_selection"]) == {"fixed"}
     printed = capsys.readouterr().out
     assert "decision-tree hyperparameters over the folds: BASIS auto: min_samples_leaf=" in printed

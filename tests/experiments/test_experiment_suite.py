@@ -45,10 +45,12 @@ def test_eight_unseen_tables_of_both_kinds_each_within_its_public_schema():
 
 def test_requirements_name_their_releases_and_bad_ones_are_refused():
     assert [s.label for s in settings_for("k-anonymity:k=10", ["dpea-nb"])] == ["apt k-anonymity:k=10"]
-    assert [s.label for s in settings_for("kanon-rdt", ["dpea-nb"])] == ["kanon-rdt dps:k=5,beta=0.1,epsilon=2,trees=10"]
+    assert ([s.label for s in settings_for("kanon-rdt", ["dpea-nb"])]
+            == ["kanon-rdt dps:k=5,beta=0.1,epsilon=2,trees=10"])
     dp = settings_for("dp:epsilon=0.10", ["dpea-nb", "laplace-rdt"])
     assert [(s.mechanism, s.requirement, s.item) for s in dp] == [
-        ("dpea-nb", "dp:epsilon=0.1,trees=1", "dp:epsilon=0.1"), ("laplace-rdt", "dp:epsilon=0.1,trees=10", "dp:epsilon=0.1")]
+        ("dpea-nb", "dp:epsilon=0.1,trees=1", "dp:epsilon=0.1"),
+        ("laplace-rdt", "dp:epsilon=0.1,trees=10", "dp:epsilon=0.1")]
     assert settings_for(NONE, [])[0].mechanism == "none"
     for bad in ("dp:epsilon=0", "k-anonymity:k=0", "dps:k=5,beta=0.1,epsilon=2,trees=10", "apt"):
         with pytest.raises(ValueError):
@@ -78,7 +80,8 @@ def test_a_tiny_subset_runs_end_to_end_and_two_runs_merge_into_one_table(tmp_pat
     assert (summary["basis"] > 0.85).all() and summary["best"].between(0, 1).all()
     plain = summary.set_index("setting").loc[NONE, "best"]
     assert np.allclose(summary["none"], plain)  # every row's no-privacy column is the none federation's best
-    assert plain == pytest.approx(pd.DataFrame(first["summary"]).set_index("setting").loc[NONE, "best"])  # one cell, two runs
+    # one cell, two runs
+    assert plain == pytest.approx(pd.DataFrame(first["summary"]).set_index("setting").loc[NONE, "best"])
     bound = summary.set_index("setting")["bound"]
     assert 0 < bound["apt cl-diversity:c=5,l=2"] <= 1 and bound.drop("apt cl-diversity:c=5,l=2").isna().all()
     conditions = {(c["condition"].split(" at ")[0], c["table"]): c["holds"] for c in doc["conditions"]}
@@ -88,7 +91,8 @@ def test_a_tiny_subset_runs_end_to_end_and_two_runs_merge_into_one_table(tmp_pat
     assert set(raw["method"]) == {"BASIS", "PGEN"} and set(raw["model"]) == {"decision-tree", "naive-bayes"}
     assert len(raw) == 4 * 2 * 2 * 2  # releases x folds x methods x models: the none cell kept once
     text = (tmp_path / "ab" / "suite.md").read_text()
-    assert all(command in text for command in doc["settings"]["commands"]) and "| iris | apt k-anonymity:k=10 | 2 |" in text
+    assert all(command in text for command in doc["settings"]["commands"])
+    assert "| iris | apt k-anonymity:k=10 | 2 |" in text
     reread = build_parser().parse_args(doc["settings"]["commands"][1].split()[1:])
     assert reread.tables == ("iris",) and reread.folds == 2 and reread.requirements == ["dp:epsilon=1"]
     assert main(["experiment", "suite", "--merge", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
@@ -140,3 +144,18 @@ def test_order_risk_is_the_group_privacy_bound_and_a_laplace_histogram_does_not_
         if wrong >= risk:
             return
     pytest.fail("a Laplace histogram named the right majority on both tables more often than eps-DP allows")
+
+
+def test_a_path_release_can_name_its_learner_and_disclosure_and_the_others_keep_theirs():
+    [path] = settings_for("k-anonymity:k=10", ("dpea-nb",), learner="cart", disclosure="counts")
+    assert path.label == "apt k-anonymity:k=10 learner=cart disclosure=counts"
+    from experiments.suite import SuiteSettings, pipeline_config
+
+    suite = SuiteSettings((5,), (path,), ("decision-tree",), folds=3)
+    config = pipeline_config(path, 5, suite)
+    assert (config.learner, config.disclosure) == ("cart", "counts")
+    [plain] = settings_for("k-anonymity:k=10", ("dpea-nb",))
+    default = pipeline_config(plain, 5, suite)
+    assert (default.learner, default.disclosure) == ("admissible", "hit_miss")
+    [dp] = settings_for("dp:epsilon=1", ("dpea-nb",), learner="cart", disclosure="counts")
+    assert dp.learner is None and dp.disclosure is None

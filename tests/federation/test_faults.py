@@ -88,7 +88,8 @@ class _Submitters:
 
     def wait_for(self, acks: int) -> None:
         with self.acked:
-            assert self.acked.wait_for(lambda: len(self.acks) >= acks or len(self.acks) + len(self.errors) == len(self._threads), 60)
+            assert self.acked.wait_for(lambda: len(self.acks) >= acks
+                                       or len(self.acks) + len(self.errors) == len(self._threads), 60)
 
     def join(self) -> None:
         for t in self._threads:
@@ -400,7 +401,8 @@ def _study_state(fed: Federation, study_id: str) -> str | None:
 
 @pytest.mark.slow  # mounts a tmpfs
 @needs_mount
-def test_a_disk_that_fills_during_mining_is_retried_and_the_next_study_completes_without_a_restart(small_disk_fed, ten_parts):
+def test_a_disk_that_fills_during_mining_is_retried_and_the_next_study_completes_without_a_restart(
+        small_disk_fed, ten_parts):
     fed, disk = small_disk_fed
     miner = fed.miner
     owners = OWNERS[:3]
@@ -523,7 +525,8 @@ def test_a_port_in_use_exits_2_naming_the_address_before_the_store_is_opened(tmp
 
 
 def _hold_localhost_port(stack: contextlib.ExitStack) -> int:
-    """A port taken on every loopback address "localhost" resolves to (gRPC binds all of them), held until ``stack`` closes."""
+    """A port taken on every loopback address "localhost" resolves
+    to (gRPC binds all of them), held until ``stack`` closes."""
     v4 = stack.enter_context(socket.socket(socket.AF_INET))
     v4.bind(("127.0.0.1", 0))
     v4.listen()
@@ -569,7 +572,8 @@ def test_killing_the_miner_ends_its_verifier_processes_without_tracebacks(tmp_pa
     # the verifier processes start in the background once the miner serves (miner_node.verify.start_in_background)
     wanted = default_verify_processes()
     try:
-        wait_until(lambda: len(_verifiers(miner.process.pid)) >= wanted, 60, f"the {wanted} verifier processes to start")
+        wait_until(lambda: len(_verifiers(miner.process.pid)) >= wanted, 60,
+                   f"the {wanted} verifier processes to start")
         workers = _verifiers(miner.process.pid)
     finally:  # killed however the wait ends: a miner left running would outlive the test
         miner.kill()
@@ -586,7 +590,8 @@ def test_verify_log_reads_a_stopped_store_on_a_read_only_filesystem_and_explains
     state = fed.miner.config.state_dir
     fed.close()  # a clean stop folds the write-ahead log into the database
     subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-    ok = subprocess.run([*CLI, "miner", "verify-log", "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
+    ok = subprocess.run([*CLI, "miner", "verify-log", "--state-dir", str(state)], capture_output=True,
+                        text=True, timeout=60)
     assert ok.returncode == 0 and "audit log intact" in ok.stdout, ok.stderr
     subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
     # a store left with its write-ahead log (a killed miner): a process writes and dies without closing it

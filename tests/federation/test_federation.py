@@ -66,7 +66,7 @@ def test_owner_daemons_answer_and_never_send_a_raw_row(daemons_fed, tmp_path):
     table = load_dataset("car")
     X, _ = table.schema.encode(table.frame)
     frame = table.frame.astype(str)
-    raw = {",".join(r).encode() for r in frame.itertuples(index=False)} | {"\t".join(r).encode() for r in frame.itertuples(index=False)}
+    raw = {sep.join(r).encode() for r in frame.itertuples(index=False) for sep in (",", "\t")}
     raw |= {row.tobytes() for row in X if np.count_nonzero(row) >= 3}  # a row of mostly zeros is just zeros
     for envelope in envelopes:
         assert not any(r in envelope for r in raw)
@@ -98,9 +98,10 @@ def test_owner_daemons_answer_a_kanon_rdt_study_within_their_dps_bounds(tmp_path
     fed.start()
     try:
         admin = fed.stub("admin")
-        for study_id, requirement in (("k1", "dps:k=5,beta=0.5,epsilon=8,trees=4"), ("k2", "dps:k=5,beta=0.5,epsilon=4,trees=4")):
-            spec = study_spec(study_id, mechanism="kanon-rdt", requirement=requirement, disclosure="counts", max_depth=3,
-                              global_models=("naive-bayes",), quorum=1 if study_id == "k2" else 0)
+        for study_id, requirement in (("k1", "dps:k=5,beta=0.5,epsilon=8,trees=4"),
+                                      ("k2", "dps:k=5,beta=0.5,epsilon=4,trees=4")):
+            spec = study_spec(study_id, mechanism="kanon-rdt", requirement=requirement, disclosure="counts",
+                              max_depth=3, global_models=("naive-bayes",), quorum=1 if study_id == "k2" else 0)
             admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
         for owner in owners:
             with _daemon(fed, owner) as daemon:
@@ -149,7 +150,8 @@ def test_sigkill_after_three_of_five_then_restart_completes_with_all_five(tmp_pa
 @pytest.mark.slow  # simulate's processes, then a miner and two owner processes
 def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
     keep = tmp_path / "sim"
-    assert main(["simulate", "--dataset", "car", "--owners", "2", "--seed", "3", "--json", "--keep-dir", str(keep)]) == 0
+    assert main(["simulate", "--dataset", "car", "--owners", "2", "--seed", "3", "--json",
+                 "--keep-dir", str(keep)]) == 0
     captured = capsys.readouterr()
     simulated = json.loads(captured.out)
     # no terminal: progress is one plain line per step on stderr
@@ -193,7 +195,8 @@ def test_simulate_equals_a_provisioned_deployment(tmp_path, capsys):
         for p in owners:
             p.wait(timeout=20)
         miner.stop()
-    assert {m["model"]: m["accuracy"] for m in deployed["models"]} == {m["model"]: m["accuracy"] for m in simulated["models"]}
+    assert {m["model"]: m["accuracy"] for m in deployed["models"]} == {m["model"]: m["accuracy"]
+                                                                       for m in simulated["models"]}
     assert [o["leaves"] for o in deployed["owners"]] == [o["leaves"] for o in simulated["owners"]]
     assert (tmp_path / "res" / "global-decision-tree.json").exists() and (tmp_path / "res" / "predictions.csv").exists()
     assert "not known" in (tmp_path / "res" / "report.html").read_text()  # `study results` cannot know BASIS

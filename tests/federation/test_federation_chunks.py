@@ -178,7 +178,8 @@ def test_a_release_larger_than_one_grpc_message_travels_in_pieces_and_is_mined(f
 
 
 def test_pieces_and_a_whole_message_are_one_answer_to_the_miner(fed, car):
-    """The same bytes sent in pieces then whole (or whole then in pieces) are one submission: the second is a duplicate."""
+    """The same bytes sent in pieces then whole (or whole then
+    in pieces) are one submission: the second is a duplicate."""
     spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("twin")), timeout=10).spec
     for owner, order in (("site-a", ("SubmitChunks", "Submit")), ("site-b", ("Submit", "SubmitChunks"))):
         envelope = signed_model(fed, owner, spec, *car[1:])
@@ -228,7 +229,8 @@ def test_a_whole_answer_over_the_studys_limit_is_refused_with_sizes(fed, car):
 def _raw_stream(fed, owner: str, messages: list[bytes], timeout: float = 30) -> grpc.RpcError:
     """Send ``messages`` as the pieces of a SubmitChunks stream, whatever bytes they are; the refusal."""
     fed.stub(owner)  # dials a channel with the owner's kit, the last of fed.channels
-    method = fed.channels[-1].stream_unary("/modelshare.v1.OwnerExchange/SubmitChunks", response_deserializer=fpb.SubmitAck.FromString)
+    method = fed.channels[-1].stream_unary("/modelshare.v1.OwnerExchange/SubmitChunks",
+                                           response_deserializer=fpb.SubmitAck.FromString)
     with pytest.raises(grpc.RpcError) as info:
         method(iter(messages), timeout=timeout)
     return info.value
@@ -335,7 +337,8 @@ def test_one_owner_may_have_only_so_many_streams_in_progress(tmp_path, car):
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             streams = [pool.submit(federation.stub("site-a").SubmitChunks, held(), timeout=60) for _ in range(2)]
-            wait_until(lambda: federation.miner.exchange.streams.streams("site-a") == 2, 30, "site-a's two streams to be open")
+            wait_until(lambda: federation.miner.exchange.streams.streams("site-a") == 2, 30,
+                       "site-a's two streams to be open")
             with pytest.raises(grpc.RpcError) as info:
                 federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30)
             code, details = info.value.code(), info.value.details()
@@ -347,7 +350,8 @@ def test_one_owner_may_have_only_so_many_streams_in_progress(tmp_path, car):
             acks = [stream.result(timeout=60) for stream in streams]
         assert {ack.submission_id for ack in acks} == {hashlib.sha256(answers["site-a"]).hexdigest()}
         assert federation.stub("site-a").SubmitChunks(iter(pieces["site-a"]), timeout=30).duplicate
-        assert not federation.miner.exchange.streams.streams("site-a") and not federation.miner.exchange.streams.total_bytes
+        assert not federation.miner.exchange.streams.streams("site-a")
+        assert not federation.miner.exchange.streams.total_bytes
     finally:
         release_senders.set()
         federation.close()

@@ -1,7 +1,7 @@
 """Fuzzing (short run): hostile requests to every RPC of a running miner, hostile models and model files in process.
 
-Strategies and the harness are in tests/fuzz_cases.py (signed models are sent whole and in pieces); bench/fuzz_soak.py runs the same mix for
->= 100,000 cases. Properties: every call answers a gRPC status that is not INTERNAL, UNKNOWN or
+Strategies and the harness are in tests/fuzz_cases.py (signed models are sent whole and in pieces); bench/fuzz_soak.py
+runs the same mix for >= 100,000 cases. Properties: every call answers a gRPC status that is not INTERNAL, UNKNOWN or
 UNAVAILABLE, before its deadline; nothing rejected is stored; the miner keeps serving; in process,
 `check_model` raises only `Rejection`, `decode_model` only `WireError`, `read_model` only `TreeError`,
 and what decodes audits and regenerates (PGEN rows that satisfy their own paths). The regression
@@ -88,7 +88,8 @@ def test_hostile_requests_to_poll_create_get_list_results_health(target, case):
 @given(data=st.binary(max_size=300), caller=st.sampled_from(fc.PARTIES))
 def test_arbitrary_request_bytes_to_every_rpc(target, rpc, data, caller):
     outcome = check(target.run(fc.RawCase(rpc, caller, data)))
-    assert outcome.code != "OK" or rpc in ("Poll", "ListStudies", "Health"), outcome  # only field-less requests can pass
+    # only field-less requests can pass
+    assert outcome.code != "OK" or rpc in ("Poll", "ListStudies", "Health"), outcome
 
 
 def test_the_size_limits_answer_fast(target):
@@ -158,7 +159,8 @@ def test_a_ring_of_nodes_off_the_root_is_not_a_tree():
 
 
 @pytest.mark.parametrize("attribute, first, contradiction, narrowing", [
-    (0, [CategorySet(frozenset({0})), CategorySet(frozenset({1}))], CategorySet(frozenset({2})), CategorySet(frozenset({0, 2}))),
+    (0, [CategorySet(frozenset({0})), CategorySet(frozenset({1}))], CategorySet(frozenset({2})),
+     CategorySet(frozenset({0, 2}))),
     (1, [Interval(high=5.0), Interval(low=5.0)], Interval(7.0, 9.0), Interval(4.0, 9.0)),
 ])
 def test_an_edge_that_contradicts_an_earlier_split_on_its_path_is_refused(attribute, first, contradiction, narrowing):
@@ -166,7 +168,8 @@ def test_an_edge_that_contradicts_an_earlier_split_on_its_path_is_refused(attrib
     accepted and passed the audit; mining then failed (PGEN raised IndexError on the categorical form)."""
     name = SCHEMA.attributes[attribute].name
     root = Node(0, 8.0, 0.0, None, attribute, [Edge(c, i + 1) for i, c in enumerate(first)])
-    with pytest.raises(TreeError, match=f"node 1: edge to node 3 on {name!r} admits no value the path to node 1 allows"):
+    with pytest.raises(TreeError,
+                       match=f"node 1: edge to node 3 on {name!r} admits no value the path to node 1 allows"):
         Tree(SCHEMA, [root, _split(attribute, [(contradiction, 3)]), _leaf(), _leaf()], "hit_miss")
     assert Tree(SCHEMA, [root, _split(attribute, [(narrowing, 3)]), _leaf(), _leaf()], "hit_miss").n_leaves == 2
 

@@ -145,8 +145,10 @@ def test_an_empty_release_is_refused_before_it_is_signed(key_and_car):
                           disclosure="counts", max_depth=2)
 
     with pytest.raises(EmptyRelease, match=r"the kanon-rdt release of 100 local rows carries no rows \(2 tree\(s\)"):
-        build_submission(study_from_pb(spec(20)), X[:100], y[:100], owner_id="site-a", key=key)  # 10 sampled rows: no count reaches 20
-    message = fpb.ModelMessage.FromString(build_submission(study_from_pb(spec(5)), X, y, owner_id="site-a", key=key).payload)
+        # 10 sampled rows: no count reaches 20
+        build_submission(study_from_pb(spec(20)), X[:100], y[:100], owner_id="site-a", key=key)
+    message = fpb.ModelMessage.FromString(
+        build_submission(study_from_pb(spec(5)), X, y, owner_id="site-a", key=key).payload)
     assert sum(tree.nodes[0].hit + tree.nodes[0].miss for tree in message.trees) > 0  # 1728 rows: a count reaches 5
 
 
@@ -161,7 +163,8 @@ def test_simulate_names_the_owners_whose_releases_were_empty_and_fails(tmp_path,
     car = load_dataset("car")
     car.frame.sample(600, random_state=0).to_csv(path, index=False)  # 3 owners of 160 rows
     car.schema.save(tmp_path / "car.schema.json")  # a dps study needs a public domain, not one read off the rows
-    code = main(["simulate", "--data", str(path), "--class-column", "class", "--schema", str(tmp_path / "car.schema.json"),
+    code = main(["simulate", "--data", str(path), "--class-column", "class", "--schema",
+                 str(tmp_path / "car.schema.json"),
                  "--owners", "3", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.1,epsilon=2,trees=10",
                  "--timeout", "120"])
     err = capsys.readouterr().err
@@ -174,7 +177,8 @@ def test_simulate_names_the_owners_whose_releases_were_empty_and_fails(tmp_path,
 
 def test_simulate_lists_a_refusing_owner_with_its_reason_beside_the_releases():
     report = {"source": "cars.csv", "mechanism": "kanon-rdt", "requirement": "dps:k=5,beta=0.1,epsilon=2,trees=10",
-              "disclosure": "counts", "refusals": [{"owner": "owner-1", "rows": 150, "reason": str(Refusal("empty-release"))}],
+              "disclosure": "counts", "refusals": [{"owner": "owner-1", "rows": 150,
+                                                    "reason": str(Refusal("empty-release"))}],
               "owners": [{"owner": "owner-2", "rows": 900, "leaves": 40, "claim": "dps", "audit_passed": True}]}
     console = Console(record=True, width=400)
     console.print(_owners_table(report))
@@ -195,7 +199,8 @@ def test_a_release_above_the_studys_size_limit_is_refused_at_once_with_the_sizes
         spec.max_message_bytes = fed.miner.config.limits.max_message_bytes + 1
         with pytest.raises(grpc.RpcError) as info:
             admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)
-        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exceeds this miner's limit" in info.value.details()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "exceeds this miner's limit" in info.value.details()
         admin.CancelStudy(fpb.CancelStudyRequest(study_id="sized"), timeout=10)
         spec.max_message_bytes = 1000
         admin.CreateStudy(fpb.CreateStudyRequest(spec=spec), timeout=10)

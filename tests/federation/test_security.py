@@ -72,7 +72,8 @@ def fed(tmp_path_factory, car):
 def rows(fed) -> dict[str, int]:
     db = sqlite3.connect(f"file:{fed.miner.config.state_dir / 'miner.sqlite'}?mode=ro", uri=True)
     try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("submissions", "nonces", "refusals", "studies")}
+        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                for t in ("submissions", "nonces", "refusals", "studies")}
     finally:
         db.close()
 
@@ -119,7 +120,8 @@ def _mint(fed, *, name: str, days: tuple[int, int]) -> tuple[bytes, bytes]:
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
     return pem_key, cert.public_bytes(serialization.Encoding.PEM)
 
 
@@ -138,7 +140,8 @@ def test_a_client_without_a_certificate_fails_the_handshake(fed):
 
 
 def test_a_certificate_from_another_ca_fails_the_handshake(fed, tmp_path):
-    stranger = TlsFiles.in_kit(issue_throwaway_federation(tmp_path / "other", owners=["site-a"], address="localhost:1")["site-a"])
+    kits = issue_throwaway_federation(tmp_path / "other", owners=["site-a"], address="localhost:1")
+    stranger = TlsFiles.in_kit(kits["site-a"])
     channel = _channel(fed, key=stranger.key.read_bytes(), cert=stranger.cert.read_bytes())
     _handshake_refused(fed, channel, model(fed, "site-a", "open"))  # signed by the real site-a: only TLS is wrong
 
@@ -171,7 +174,8 @@ def test_an_owner_cannot_speak_for_another_owner(fed):
     # its own key and TLS identity, but a message naming site-b
     code, why = refused(site_a.Submit, model(fed, "site-a", "open", mutate=lambda m: setattr(m, "owner_id", "site-b")))
     assert code == grpc.StatusCode.PERMISSION_DENIED and "names owner 'site-b' but is signed by 'site-a'" in why
-    refusal = fpb.OwnerRefusal(study_id="open", owner_id="site-b", reason="site-b does not want this", nonce=new_nonce())
+    refusal = fpb.OwnerRefusal(study_id="open", owner_id="site-b",
+                               reason="site-b does not want this", nonce=new_nonce())
     refusal.timestamp.GetCurrentTime()
     code, why = refused(site_a.Refuse, sign_payload(refusal.SerializeToString(), fed.key("site-a")))
     assert code == grpc.StatusCode.PERMISSION_DENIED and "refusal names owner 'site-b' but is signed by 'site-a'" in why
@@ -179,7 +183,8 @@ def test_an_owner_cannot_speak_for_another_owner(fed):
     envelope = model(fed, "site-a", "open")
     envelope.signer_key_id = sign_payload(b"", fed.key("site-b")).signer_key_id
     code, why = refused(site_a.Submit, envelope)
-    assert code == grpc.StatusCode.PERMISSION_DENIED and "TLS identity 'site-a' does not match the signer 'site-b'" in why
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert "TLS identity 'site-a' does not match the signer 'site-b'" in why
     # site-a's key id and TLS identity, site-b's signature
     message = model(fed, "site-a", "open").payload
     forged = fpb.SignedEnvelope(payload=message, signer_key_id=sign_payload(b"", fed.key("site-a")).signer_key_id,
@@ -221,7 +226,8 @@ def test_the_admin_interceptor_refuses_an_owner_before_any_admin_handler_runs(fe
     channel = fed.channels[-1]  # the channel dialled with site-a's kit
     for method in fpb.DESCRIPTOR.services_by_name["StudyAdmin"].methods:
         code, why = refused(channel.unary_unary(f"/modelshare.v1.StudyAdmin/{method.name}"), b"\xff\xff")
-        assert code == grpc.StatusCode.PERMISSION_DENIED and "only the admin may do this" in why, (method.name, code, why)
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (method.name, code, why)
+        assert "only the admin may do this" in why, (method.name, code, why)
     admin = fed.stub("admin")
     code, why = refused(fed.channels[-1].unary_unary("/modelshare.v1.StudyAdmin/GetStudy"), b"\xff\xff")
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid StudyRef" in why  # the admin reaches the handler
@@ -247,10 +253,14 @@ def test_a_revoked_owner_is_refused_at_once_without_a_restart(fed):
 def test_stale_future_and_invalid_timestamps_are_refused(fed):
     before = rows(fed)
     site_a = fed.stub("site-a")
-    for shift, nanos, phrase, code_ in ((+3600, 0, "s in the future; the window is 300 s", grpc.StatusCode.FAILED_PRECONDITION),
-                                        (-301 - 5, 0, "s old; the window is 300 s", grpc.StatusCode.FAILED_PRECONDITION),
-                                        (0, 2**31 - 1, "message timestamp is not a valid time", grpc.StatusCode.INVALID_ARGUMENT),
-                                        (-(2**40), 0, "message timestamp is not a valid time", grpc.StatusCode.INVALID_ARGUMENT)):
+    for shift, nanos, phrase, code_ in ((+3600, 0, "s in the future; the window is 300 s",
+                                         grpc.StatusCode.FAILED_PRECONDITION),
+                                        (-301 - 5, 0, "s old; the window is 300 s",
+                                         grpc.StatusCode.FAILED_PRECONDITION),
+                                        (0, 2**31 - 1, "message timestamp is not a valid time",
+                                         grpc.StatusCode.INVALID_ARGUMENT),
+                                        (-(2**40), 0, "message timestamp is not a valid time",
+                                         grpc.StatusCode.INVALID_ARGUMENT)):
         def stamp(m, shift=shift, nanos=nanos):
             m.timestamp.seconds += shift
             m.timestamp.nanos = nanos
@@ -269,7 +279,8 @@ def test_a_nonce_stays_spent_across_a_restart(fed):
     admin = fed.stub("admin")
     week = 7 * 24 * 60
     for sid in ("replay-1", "replay-2"):
-        admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec(sid, owners=["site-a", "site-b"], deadline_minutes=week)), timeout=10)
+        admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec(sid, owners=["site-a", "site-b"],
+                                                                 deadline_minutes=week)), timeout=10)
     first = model(fed, "site-a", "replay-1")
     ack = fed.stub("site-a").Submit(first, timeout=30)
     nonce = fpb.ModelMessage.FromString(first.payload).nonce
@@ -306,7 +317,8 @@ def _thin_a_leaf(m: fpb.ModelMessage, spec: fpb.StudySpec) -> int:
     while i >= 0:
         counts = nodes[i].counts - (old - new)
         label = nodes[i].label if counts[nodes[i].label] == counts.max() else int(np.argmax(counts))
-        nodes[i] = dataclasses.replace(Node.from_counts(counts, label), attribute=nodes[i].attribute, edges=nodes[i].edges)
+        nodes[i] = dataclasses.replace(Node.from_counts(counts, label), attribute=nodes[i].attribute,
+                                       edges=nodes[i].edges)
         i = int(tree.parents[i])
     thinned = Tree(schema, nodes, "counts")
     m.trees[0].CopyFrom(tree_to_pb(thinned))
@@ -320,7 +332,8 @@ def test_a_count_tampered_after_release_and_re_signed_fails_the_re_audit(fed):
     before = rows(fed)
     spec = spec_of(fed, "counts")
     thinned = []
-    envelope = signed_model(fed, "site-a", spec, *fed.data["site-a"], mutate=lambda m: thinned.append(_thin_a_leaf(m, spec)))
+    envelope = signed_model(fed, "site-a", spec, *fed.data["site-a"],
+                            mutate=lambda m: thinned.append(_thin_a_leaf(m, spec)))
     code, why = refused(fed.stub("site-a").Submit, envelope)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "the miner's re-audit of the claims failed" in why
     assert "every path meets k-anonymity:k=5 (exact counts): " in why and f"failing leaves [{thinned[0]}]" in why
@@ -337,7 +350,8 @@ def test_claims_weaker_than_the_study_requires_are_refused(fed, car):
         del m.report.claims[:]
 
     code, why = refused(site_a.Submit, model(fed, "site-a", "open", mutate=claim_nothing))
-    assert code == grpc.StatusCode.FAILED_PRECONDITION and "the model claims nothing; the study requires k-anonymity:k=5" in why
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "the model claims nothing; the study requires k-anonymity:k=5" in why
     # an honest k-AnonToRdt ensemble whose epsilon (8) is above the study's (4): it re-audits, but is too weak
     release = release_model("kanon-rdt", schema=car[0], X=fed.data["site-a"][0], y=fed.data["site-a"][1],
                             requirement="dps:k=5,beta=0.5,epsilon=8,trees=4", max_depth=3)
@@ -349,7 +363,8 @@ def test_claims_weaker_than_the_study_requires_are_refused(fed, car):
 
 def test_closed_studies_take_no_answers(fed):
     admin = fed.stub("admin")
-    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("closes", owners=["site-a"], global_models=("naive-bayes",))),
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("closes", owners=["site-a"],
+                                                                    global_models=("naive-bayes",))),
                              timeout=10).spec
     fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *fed.data["site-a"]), timeout=30)
     assert fed.wait_study("closes").state == "done"
@@ -363,7 +378,8 @@ def test_closed_studies_take_no_answers(fed):
         for call, request in ((site_a.Submit, model(fed, "site-a", study_id)),
                               (site_a.Refuse, signed_refusal(fed, "site-a", study_id, "late"))):
             code, why = refused(call, request)
-            assert code == grpc.StatusCode.FAILED_PRECONDITION and f"study {study_id!r} is {state}; it takes no more answers" in why
+            assert code == grpc.StatusCode.FAILED_PRECONDITION
+            assert f"study {study_id!r} is {state}; it takes no more answers" in why
     assert rows(fed) == before
 
 

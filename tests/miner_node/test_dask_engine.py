@@ -85,7 +85,8 @@ def _study(dataset: str, seed: int = 3, scale: float = 3, models: tuple[str, ...
     for owner, rows in zip(("site-a", "site-b"), np.array_split(train, 2), strict=False):
         tree = CartTreeClassifier(schema, min_samples_leaf=5, random_state=0).fit(X[rows], y[rows]).tree_
         accepted.append(AcceptedModel(owner, decode_model(model_message(release_model("none", tree=tree)))))
-    spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset}, "release": {"mechanism": "none", "disclosure": "counts"},
+    spec = spec_from_mapping({"study": {"id": "s1", "seed": seed}, "schema": {"dataset": dataset},
+                              "release": {"mechanism": "none", "disclosure": "counts"},
                               "mining": {"global_models": list(models), "pgen_scale": scale},
                               "global_models": {"decision-tree": "fixed"} if settings is None else settings}).spec
     return schema, accepted, Evaluation(X[test], y[test], test), spec
@@ -93,7 +94,8 @@ def _study(dataset: str, seed: int = 3, scale: float = 3, models: tuple[str, ...
 
 def _owners_parquet(tmp_path: Path, schema: Schema, accepted: list[AcceptedModel], spec, *,
                     memory_budget_mb: int) -> list[Path]:
-    """Every owner's pseudo-data written to Parquet under ``tmp_path`` in chunks of the budget, as the miner writes it."""
+    """Every owner's pseudo-data written to Parquet under
+    ``tmp_path`` in chunks of the budget, as the miner writes it."""
     files = []
     for item in accepted:
         chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
@@ -131,7 +133,8 @@ def test_an_owners_pseudo_data_is_written_in_bounded_typed_chunks(tmp_path):
     assert np.all(X[:, categorical] == np.floor(X[:, categorical]))
     assert np.all(X[:, categorical] < [a.size for a in schema.attributes if isinstance(a, CategoricalAttribute)])
     assert (tmp_path / "schema.json").read_text() == schema.to_json()
-    again = write_owner(tmp_path, schema, "site-a", iter([(X_whole[:10], y_whole[:10], 0)]))  # a second attempt replaces
+    # a second attempt replaces
+    again = write_owner(tmp_path, schema, "site-a", iter([(X_whole[:10], y_whole[:10], 0)]))
     assert sorted((tmp_path / "owner=site-a").iterdir()) == list(again.files)
 
 
@@ -165,7 +168,8 @@ def test_a_model_the_dask_engine_lacks_fails_the_study_before_any_pseudo_data_is
     schema, accepted, evaluation, spec = _study("car", scale=1)
     spec.global_models.append("rules")
     with pytest.raises(EngineError, match="the dask engine has no 'rules' global model; it learns gradient-boosting, "):
-        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=2), pseudo_dir=tmp_path / "p")
+        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=2),
+             pseudo_dir=tmp_path / "p")
     assert not (tmp_path / "p").exists()
 
 
@@ -235,7 +239,8 @@ def test_a_simulated_study_on_the_dask_engine_end_to_end(tmp_path, capsys):
     test = pd.read_csv(keep / "test.csv", dtype=str)
     X_test, y_test = schema.encode(test)
     task = ClassificationTask(schema)
-    local = {m["model"]: accuracy(y_test, task.fit(m["model"], study_from_pb(spec).model_plan, X, y, None).model.predict(X_test))
+    plan = study_from_pb(spec).model_plan
+    local = {m["model"]: accuracy(y_test, task.fit(m["model"], plan, X, y, None).model.predict(X_test))
              for m in report["models"]}
     dask = {m["model"]: m["accuracy"] for m in report["models"]}
     assert dask["naive-bayes"] == pytest.approx(local["naive-bayes"], abs=1e-12)
@@ -368,7 +373,8 @@ def test_study_results_hands_the_pseudo_data_over_or_says_where_it_is(tmp_path):
     assert (copied / "schema.json").read_text() == schema.to_json()
     data = results_dict(results)
     assert (data["engine"], data["pseudo_data"]) == ("dask", str(source))
-    assert engine_line(data) == f"global models learned on the dask engine; pseudo-data (Parquet) on the miner's host in {source}"
+    assert engine_line(data) == ("global models learned on the dask engine; pseudo-data (Parquet) on the miner's host "
+                                 f"in {source}")
     elsewhere = fpb.StudyResults(study_id="s1", engine="dask", pseudo_data=str(tmp_path / "on-another-host"))
     assert copy_pseudo_data(elsewhere, tmp_path / "out2") is None
     with pytest.raises(ValueError, match="study s1 kept no pseudo-data files: it ran on the local engine"):
@@ -397,7 +403,8 @@ def test_naive_bayes_counts_are_exact_where_integer_squares_overflow_int64(tmp_p
 
 
 def test_naive_bayes_statistics_of_the_partitions_add_up_to_the_whole_tables():
-    """count_partition on two halves, added, is the count on all rows; a code outside its domain is an error naming it."""
+    """count_partition on two halves, added, is the count on all
+    rows; a code outside its domain is an error naming it."""
     from modelshare.miner_node.dask_engine import _add_counts, count_partition
 
     schema = Schema((CategoricalAttribute("k", ("a", "b", "c")), NumericAttribute("x", 0.0, 10.0)), "cls", ("n", "y"))
@@ -458,7 +465,8 @@ def test_a_setting_without_an_xgboost_equivalent_is_refused_before_any_pseudo_da
 
     schema, accepted, evaluation, spec = _study("car", scale=1, settings=setting)
     with pytest.raises(EngineError) as caught:
-        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path / "p")
+        mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1),
+             pseudo_dir=tmp_path / "p")
     assert message in str(caught.value)
     assert not (tmp_path / "p").exists()
 
@@ -494,14 +502,17 @@ def test_a_dask_study_chooses_auto_settings_by_cross_validation_and_honours_give
 
     schema, accepted, evaluation, spec = _study("car", scale=3, models=("decision-tree", "naive-bayes"),
                                                 settings={"naive-bayes": {"alpha": 0.5}})
-    results = mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1), pseudo_dir=tmp_path)
+    results = mine(study_from_pb(spec), accepted, evaluation, mining=MiningConfig(engine="dask", workers=1),
+                   pseudo_dir=tmp_path)
     tree, bayes = results.models
     total = tree.train_rows
-    assert tree.selection.startswith("auto: min_samples_leaf=") and f"3-fold CV on {total:,} pseudo rows" in tree.selection
+    assert tree.selection.startswith("auto: min_samples_leaf=")
+    assert f"3-fold CV on {total:,} pseudo rows" in tree.selection
     files = sorted(tmp_path.glob("owner=*/part-*.parquet"))
     drawn = sample(files, schema, 20_000, np.random.default_rng(spec.seed))
     owner = np.array([0 if f.parent.name == "owner=site-a" else 1 for f in files])
-    again = choose("decision-tree", study_from_pb(spec).model_plan, drawn.X, drawn.y, lambda p: LocalBooster("decision-tree", schema, p, spec.seed),
+    again = choose("decision-tree", study_from_pb(spec).model_plan, drawn.X, drawn.y,
+                   lambda p: LocalBooster("decision-tree", schema, p, spec.seed),
                    regression=False, groups=owner[drawn.file] * (1 << 16) + drawn.tree, rows=total, grids=DASK_GRIDS)
     assert tree.selection == again.selection
     weight = tree.parameters["min_child_weight"].float_value

@@ -74,6 +74,7 @@ def test_a_dp_release_yields_at_most_the_row_cap(mixed, monkeypatch):
     assert trees[0].root.total > 50 * y.size  # what PGEN would draw uncapped
     monkeypatch.setattr(dp_pgen, "MAX_DP_PGEN_ROWS", 10 * y.size)  # the real cap, 10^6, would take seconds
     scale = dp_pgen.dp_pgen_scale(1.0, "dpea", trees)
-    assert scale < 1 and pgen_ensemble(trees, scale=scale, beta=1.0, rng=np.random.default_rng(1))[1].size == 10 * y.size
+    assert scale < 1
+    assert pgen_ensemble(trees, scale=scale, beta=1.0, rng=np.random.default_rng(1))[1].size == 10 * y.size
     assert dp_pgen.dp_pgen_scale(1.0, "apt", trees) == 1.0  # only dp releases are capped
     assert dp_pgen.dp_pgen_scale(2.0, "dpea", DPEA(5.0, 1, 2).fit(*mixed, 0).trees) == 2.0  # under the cap: unchanged

@@ -1,4 +1,5 @@
-"""A study's [global_models] settings: validation, the wire, the miner's choice on pseudo-data, gradient boosting, AUC."""
+"""A study's [global_models] settings: validation, the wire,
+the miner's choice on pseudo-data, gradient boosting, AUC."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def _on(schema, spec):
 
 
 def study(settings: dict | None = None, models: tuple[str, ...] = ("decision-tree", "naive-bayes")) -> dict:
-    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
-            "mining": {"global_models": list(models)}}
+    data = {"study": {"id": "s1"}, "schema": {"dataset": "car"},
+            "release": {"mechanism": "none", "disclosure": "counts"}, "mining": {"global_models": list(models)}}
     if settings is not None:
         data["global_models"] = settings
     return data
@@ -102,7 +103,8 @@ def test_simulate_reads_model_settings_as_the_study_file_writes_them():
 
 # ------------------------------------------------------------------ the miner
 def _spec(models: tuple[str, ...], settings: dict[str, str | dict] | None = None) -> fpb.StudySpec:
-    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
+    data = {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+            "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": list(models), "pgen_scale": 5}}
     if settings:
         data["global_models"] = settings
@@ -127,7 +129,8 @@ def test_auto_chooses_by_cross_validation_on_pseudo_rows_and_reports_it(mixed):
     spec = _spec(("decision-tree", "naive-bayes", "rules"), {"naive-bayes": "fixed", "rules": {"min_samples_leaf": 7}})
     results = mine(_on(schema, spec), _accepted(schema, X, y), _evaluation(X, y))
     tree, bayes, rules = results.models
-    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, folds by released trees \(accuracy 0\.\d{4}\)",
+    assert re.fullmatch(r"auto: min_samples_leaf=\S+ by 3-fold CV on [\d,]+ pseudo rows, folds by released "
+                        r"trees \(accuracy 0\.\d{4}\)",
                         tree.selection)  # the decision tree's default mode
     assert parameter_from_pb(tree.parameters["min_samples_leaf"]) >= 1  # a share turned into rows
     assert bayes.selection == "fixed" and not bayes.parameters
@@ -193,10 +196,12 @@ def test_folds_hold_out_whole_released_trees_when_there_are_enough(mixed):
         return CartTreeClassifier(schema, random_state=0, **params)
 
     trees = np.repeat(np.arange(4), X.shape[0] // 4)
-    assert "folds by released trees" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False, groups=trees).selection
+    plan = study_from_pb(spec).model_plan
+    assert "folds by released trees" in choose("decision-tree", plan, X, y, build, regression=False,
+                                               groups=trees).selection
     two = np.repeat(np.arange(2), X.shape[0] // 2)
-    assert "folds by rows" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False, groups=two).selection
-    assert "folds by rows" in choose("decision-tree", study_from_pb(spec).model_plan, X, y, build, regression=False).selection
+    assert "folds by rows" in choose("decision-tree", plan, X, y, build, regression=False, groups=two).selection
+    assert "folds by rows" in choose("decision-tree", plan, X, y, build, regression=False).selection
     [owner] = _accepted(schema, X, y)[:1]
     single = mine(_on(schema, spec), [owner], None)  # one owner, one tree: nothing to group by
     assert "folds by rows" in single.models[0].selection

@@ -300,7 +300,8 @@ def split(attribute: int, counts: tuple[float, float], edges: list[Edge]) -> Nod
     return node
 
 
-def color_then_size(red: tuple[float, float], threshold: float, small: tuple, large: tuple, low: float = -math.inf) -> Tree:
+def color_then_size(red: tuple[float, float], threshold: float, small: tuple, large: tuple,
+                    low: float = -math.inf) -> Tree:
     """color: red -> leaf; green/blue -> size <= threshold | size > threshold."""
     gb = (small[0] + large[0], small[1] + large[1])
     root = (red[0] + gb[0], red[1] + gb[1])
@@ -327,7 +328,8 @@ def test_path_match_of_a_tree_with_itself_is_one() -> None:
 
 
 def test_path_match_of_trees_on_different_attributes_is_zero() -> None:
-    by_size = Tree(SMALL, [split(1, (4, 5), [Edge(Interval(high=5.0), 1), Edge(Interval(5.0), 2)]), leaf(4, 0), leaf(0, 5)])
+    by_size = Tree(SMALL, [split(1, (4, 5), [Edge(Interval(high=5.0), 1), Edge(Interval(5.0), 2)]),
+                           leaf(4, 0), leaf(0, 5)])
     assert path_match(tree_a(), by_size) == 0.0
     assert path_match(by_size, tree_a()) == 0.0
 

@@ -80,7 +80,8 @@ def rejection(fed, party, envelope):
 
 def test_each_rejection_has_its_reason_and_stores_nothing(fed, car_parts, tmp_path):
     admin = fed.stub("admin")
-    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s3", owners=["site-a", "site-b"])), timeout=10).spec
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s3",
+                                                                    owners=["site-a", "site-b"])), timeout=10).spec
     X, y = car_parts["site-a"]
     good = signed_model(fed, "site-a", spec, X, y)
 
@@ -105,7 +106,8 @@ def test_each_rejection_has_its_reason_and_stores_nothing(fed, car_parts, tmp_pa
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "schema fingerprint" in why
     # stale timestamp
     code, why = rejection(fed, "site-a", signed_model(fed, "site-a", spec, X, y,
-                                                     mutate=lambda m: m.timestamp.FromSeconds(m.timestamp.seconds - 3600)))
+                                                     mutate=lambda m: m.timestamp.FromSeconds(
+                                                         m.timestamp.seconds - 3600)))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "s old; the window is 300 s" in why
     # weaker than the study requires (k=2 < k=5), honestly audited
     code, why = rejection(fed, "site-a", signed_model(fed, "site-a", spec, X, y, requirement="k-anonymity:k=2"))
@@ -119,7 +121,8 @@ def test_each_rejection_has_its_reason_and_stores_nothing(fed, car_parts, tmp_pa
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "re-audit of the claims failed" in why
     # malformed model
     code, why = rejection(fed, "site-a", signed_model(fed, "site-a", spec, X, y,
-                                                     mutate=lambda m: m.trees[0].nodes[0].edges[0].__setattr__("child", 10**6)))
+                                                     mutate=lambda m: m.trees[0].nodes[0].edges[0].__setattr__(
+                                                         "child", 10**6)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "malformed model" in why
     # wrong mechanism
     code, why = rejection(fed, "site-a", signed_model(fed, "site-a", spec, X, y, mechanism="prune-leaf"))
@@ -157,8 +160,9 @@ def test_submissions_survive_a_restart_and_the_study_finishes(fed, car_parts):
         fed.stub(o).Submit(envelopes[o], timeout=30)
     fed.restart()
     with pytest.raises(grpc.RpcError) as info:  # a replay after the restart is still a replay
+        used = fpb.ModelMessage.FromString(envelopes["site-a"].payload).nonce
         fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *car_parts["site-a"],
-                                               mutate=lambda m: setattr(m, "nonce", fpb.ModelMessage.FromString(envelopes["site-a"].payload).nonce)), timeout=30)
+                                               mutate=lambda m: setattr(m, "nonce", used)), timeout=30)
     assert info.value.code() == grpc.StatusCode.ALREADY_EXISTS
     assert fed.stub("site-a").Submit(envelopes["site-a"], timeout=30).duplicate
     fed.stub("site-c").Submit(envelopes["site-c"], timeout=30)
@@ -187,7 +191,8 @@ def test_a_tampered_or_truncated_log_is_detected(fed, car_parts):
 
 def test_at_the_deadline_a_study_with_its_quorum_is_mined_without_the_silent_owner(fed, car_parts):
     admin = fed.stub("admin")
-    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s8", quorum=1, deadline_minutes=0.03)), timeout=10).spec
+    spec = admin.CreateStudy(fpb.CreateStudyRequest(spec=study_spec("s8", quorum=1,
+                                                                    deadline_minutes=0.03)), timeout=10).spec
     fed.stub("site-a").Submit(signed_model(fed, "site-a", spec, *car_parts["site-a"]), timeout=30)
     assert admin.GetStudy(fpb.StudyRef(study_id="s8"), timeout=10).state == "open"  # others may still answer
     status = fed.wait_study("s8")
@@ -237,7 +242,8 @@ def test_waiting_polls_hold_no_worker_thread(tmp_path, car_parts):
 
     federation = make_federation(tmp_path, OWNERS)
     # two worker threads, which admit at most eight calls at once on a threaded server, and 24 waiting owners
-    federation.miner = start_miner(dataclasses.replace(federation.miner_config(), workers=2), mechanisms=registry.names())
+    federation.miner = start_miner(dataclasses.replace(federation.miner_config(), workers=2),
+                                   mechanisms=registry.names())
     try:
         waiting = [federation.stub(owner).Poll.future(fpb.PollRequest(wait_seconds=30), timeout=60)
                    for owner in OWNERS for _ in range(8)]

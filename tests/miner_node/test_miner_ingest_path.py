@@ -165,7 +165,8 @@ def test_a_dead_worker_answers_unavailable_and_is_replaced(messages):
         with pytest.raises(Rejection) as dead:
             verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)
         assert dead.value.code == grpc.StatusCode.UNAVAILABLE
-        verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)  # the replacement serves
+        # the replacement serves
+        verifier.check(good, good.SerializeToString(), StudyTerms.of(study_from_pb(spec)), timeout=60)
     finally:
         verifier.close()
         verifier.close()

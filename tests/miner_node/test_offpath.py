@@ -87,7 +87,8 @@ def test_path_mode_draws_a_free_attribute_given_the_region_the_path_fixes():
     low, high = Interval(-math.inf, 4.0), Interval(4.0, math.inf, False, False)
     nodes = [Node.from_counts([10, 10]), Node.from_counts([10, 0]), Node.from_counts([0, 10]),
              Node.from_counts([9, 0]), Node.from_counts([1, 0]), Node.from_counts([0, 1]), Node.from_counts([0, 9])]
-    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1, 2})), 2)]
+    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1),
+                                             Edge(CategorySet(frozenset({1, 2})), 2)]
     nodes[1].attribute, nodes[1].edges = 1, [Edge(low, 3), Edge(high, 4)]
     nodes[2].attribute, nodes[2].edges = 1, [Edge(low, 5), Edge(high, 6)]
     two = Tree(SCHEMA, nodes)
@@ -97,7 +98,9 @@ def test_path_mode_draws_a_free_attribute_given_the_region_the_path_fixes():
     in_x = X[:, 0] == 0
     assert np.mean(b[in_x] <= 4.0) == pytest.approx(0.9, abs=0.02)
     assert np.mean(b[~in_x] <= 4.0) == pytest.approx(0.1, abs=0.02)
-    marginal = redraw_off_path(OffPathTree.of(one, ReleasedLaw.from_trees([one, two], "marginal")), X, y, np.random.default_rng(1))[:, 1]
+    marginal = redraw_off_path(OffPathTree.of(one,
+                                              ReleasedLaw.from_trees([one, two],
+                                                                     "marginal")), X, y, np.random.default_rng(1))[:, 1]
     assert np.mean(marginal[in_x] <= 4.0) == pytest.approx(0.5, abs=0.02)  # the pooled law does not know a
 
 
@@ -159,15 +162,19 @@ def test_property_the_law_on_a_paths_constrained_attributes_is_unchanged(seed, n
 
 # ------------------------------------------------------------------ the study setting
 def study(mining: dict) -> dict:
-    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"}, "release": {"mechanism": "none", "disclosure": "counts"},
+    return {"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "car"},
+            "release": {"mechanism": "none", "disclosure": "counts"},
             "mining": {"global_models": ["naive-bayes"], "pgen_scale": 2, **mining}}
 
 
 def test_off_path_travels_in_the_spec_and_is_checked():
-    assert study_from_pb(spec_from_mapping(study({})).spec).describe()["off_path"] == "uniform"  # the paper's PGEN by default
+    # the paper's PGEN by default
+    assert study_from_pb(spec_from_mapping(study({})).spec).describe()["off_path"] == "uniform"
     spec = spec_from_mapping(study({"off_path": "class"})).spec
     assert fpb_roundtrip(spec).pgen_off_path == "class"
-    with pytest.raises(StudyError, match=r"study.toml: off_path must be one of \['uniform', 'marginal', 'class', 'path'\], got 'clas'"):
+    with pytest.raises(StudyError,
+                       match=r"study.toml: off_path must be one of \['uniform', 'marginal', "
+                       r"'class', 'path'\], got 'clas'"):
         spec_from_mapping(study({"off_path": "clas"}), where="study.toml")
     with pytest.raises(StudyError, match="offpath"):  # a misspelt key is an error, not a default
         spec_from_mapping(study({"offpath": "class"}), where="study.toml")

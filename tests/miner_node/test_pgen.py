@@ -290,7 +290,8 @@ def _trees(car, mixed) -> list[Tree]:
     trees = [_hand_tree(), _hand_tree(SCATTERED)]
     for schema, X, y in (car, mixed):
         for encoding in ("ordinal", "onehot"):
-            tree = CartTreeClassifier(schema, min_samples_leaf=3, random_state=0, categorical_encoding=encoding).fit(X, y).tree_
+            tree = CartTreeClassifier(schema, min_samples_leaf=3, random_state=0,
+                                      categorical_encoding=encoding).fit(X, y).tree_
             trees += [tree, tree.to_hit_miss()]
         trees.append(MultiwayTreeClassifier(schema, min_samples_leaf=3).fit(X, y).tree_)
     return trees
@@ -317,13 +318,15 @@ def test_path_table_matches_the_trees_paths(car, mixed):
 
 
 def test_runs_of_categories_draw_what_the_code_lookup_draws(car, mixed):
-    """Drawing a run's category as ``first + floor(u * n)`` gives, uniform for uniform, the category the lookup gives."""
+    """Drawing a run's category as ``first + floor(u * n)``
+    gives, uniform for uniform, the category the lookup gives."""
     for tree in _trees(car, mixed):
         table = PathTable.from_tree(tree)
         cells = allocate_rows(table.totals, 50_000)
         for shuffle in (False, True):
             fast = _generate(table, cells, "sample", np.random.default_rng(3), shuffle)
-            looked_up = _generate(dataclasses.replace(table, first={}), cells, "sample", np.random.default_rng(3), shuffle)
+            looked_up = _generate(dataclasses.replace(table, first={}), cells, "sample",
+                                  np.random.default_rng(3), shuffle)
             assert np.array_equal(fast[0], looked_up[0]) and np.array_equal(fast[1], looked_up[1])
 
 
@@ -331,9 +334,11 @@ def test_a_path_without_drawable_values_is_named():
     """An open interval between two adjacent floats holds no float: the compile names that path's interval."""
     schema = Schema((NumericAttribute("x", 0.0, 10.0),), "k", ("a", "b"))
     gap = math.nextafter(1.0, math.inf)
-    nodes = [Node.from_counts(np.array([3.0, 3.0]), label=0)] + [Node.from_counts(np.array([1.0, 1.0]), label=0) for _ in range(3)]
+    nodes = [Node.from_counts(np.array([3.0, 3.0]), label=0)] + [Node.from_counts(np.array([1.0, 1.0]), label=0)
+                                                                 for _ in range(3)]
     nodes[0].attribute = 0
-    nodes[0].edges = [Edge(Interval(high=1.0), 1), Edge(Interval(1.0, gap, False, False), 2), Edge(Interval(gap, low_closed=True), 3)]
+    nodes[0].edges = [Edge(Interval(high=1.0), 1), Edge(Interval(1.0, gap, False, False), 2),
+                      Edge(Interval(gap, low_closed=True), 3)]
     tree = Tree(schema, nodes, "counts")
     with pytest.raises(ValueError, match=r"path interval x in \(1, 1\) holds no drawable value in \[0, 10\]"):
         PathTable.from_tree(tree)

@@ -143,7 +143,9 @@ def test_a_streams_buffer_is_let_go_however_the_stream_ends(fed, car, caplog):
         for kind, want in KINDS.items():
             assert _stream(fed, "site-a", kind, "held", envelope) == want, kind
             wait_until(lambda: not ledger.streams("site-a") and not ledger.total_bytes and _live_buffers() == (0, 0),
-                       30, lambda kind=kind: f"the buffers of the {kind} stream to be let go: {_live_buffers()} (reassemblies, "
+                       30,
+                       lambda kind=kind: f"the buffers of the {kind} stream to be let go: "
+                       f"{_live_buffers()} (reassemblies, "
                                    f"bytes) alive, {ledger.total_bytes} bytes reserved")
     finally:
         gc.enable()
@@ -252,7 +254,7 @@ def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared(
     calls: list[int] = []
 
     async def scenario() -> list[int]:
-        heap = HeapTrim(trim=lambda: calls.append(1), delay=0.01)
+        heap = HeapTrim(trim=lambda: calls.append(1), delays=(0.01,))
         heap.after_stream(TRIM_FROM_BYTES - 1)
         assert not heap._pending
         heap.after_stream(TRIM_FROM_BYTES)
@@ -265,3 +267,83 @@ def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared(
         return calls
 
     assert asyncio.run(scenario()) == [1, 1]
+
+
+@pytest.fixture()
+def crowded(tmp_path):
+    """A miner with its default limits, three owners to flood it with answers in pieces and one honest owner."""
+    federation = make_federation(tmp_path, ["site-a", "site-b", "site-c", "honest"])
+    federation.miner = start_miner(dataclasses.replace(federation.miner_config(), verify_processes=0),
+                                   mechanisms=registry.names())
+    yield federation
+    federation.close()
+
+
+def test_an_honest_owner_is_served_while_a_flood_of_streams_is_in_flight(crowded, car):
+    """Three owners each open six streams of 8 MiB at once with a wrong digest (two more than the four an owner may
+    have in progress), sending pieces as fast as the miner takes them and holding back the last; while those
+    streams are in flight, and more are waiting to be taken, the honest owner's answer sent whole is stored, its
+    repeat acknowledged as a duplicate, and Health answers. Then the held streams are refused for their digest
+    (the extra ones for the stream limit), nothing of them is stored, and no byte stays reserved."""
+    fed = crowded
+    ledger = fed.miner.exchange.streams
+    spec = fed.stub("admin").CreateStudy(fpb.CreateStudyRequest(spec=study_spec("crowd")), timeout=10).spec
+    size = 8 * MiB
+    pieces = list(envelope_chunks(JUNK * 8, "crowd", PIECE))
+    pieces[0].sha256 = bytes(32)
+    release = threading.Event()
+
+    def flooding() -> Iterator[fpb.EnvelopeChunk]:
+        yield from pieces[:-1]
+        release.wait(60)
+        yield pieces[-1]
+
+    def stream(owner: str) -> str:
+        try:
+            fed.stub(owner).SubmitChunks(flooding(), timeout=120)
+        except grpc.RpcError as exc:
+            return exc.code().name
+        return "OK"
+
+    attackers = [owner for owner in ("site-a", "site-b", "site-c") for _ in range(6)]
+    with concurrent.futures.ThreadPoolExecutor(len(attackers)) as pool:
+        try:
+            calls = [pool.submit(stream, owner) for owner in attackers]
+            wait_until(lambda: ledger.total_bytes == 12 * size, 60, lambda: f"twelve streams in flight; "
+                       f"{ledger.total_bytes / size:g} streams' bytes reserved")
+            honest = fed.stub("honest")
+            answer = signed_model(fed, "honest", spec, *car[1:])
+            first, again = honest.Submit(answer, timeout=60), honest.Submit(answer, timeout=60)
+            health = honest.Health(fpb.HealthRequest(), timeout=60).status
+            in_flight = ledger.total_bytes
+        finally:
+            release.set()
+        outcomes = sorted(call.result(timeout=120) for call in calls)
+    assert (first.owner_id, first.duplicate, again.duplicate) == ("honest", False, True)
+    assert health == "serving" and in_flight == 12 * size
+    assert outcomes == ["INVALID_ARGUMENT"] * 12 + ["RESOURCE_EXHAUSTED"] * 6
+    wait_until(lambda: not ledger.total_bytes, 30, "the streams' bytes to be given back")
+    assert fed.miner.store.submitted_owners("crowd") == {"honest"}
+
+
+def test_the_last_large_stream_gets_a_trim_at_least_its_delay_after_it_ends():
+    """A stream ending while a trim is pending shares it, and the pending trim is then followed by one more, its delay
+    after that stream ended (so the last streams' buffers, freed late, are given back too)."""
+    import asyncio
+
+    from modelshare.miner_node.heap import TRIM_FROM_BYTES, HeapTrim
+
+    async def scenario() -> tuple[list[float], float]:
+        loop = asyncio.get_running_loop()
+        at: list[float] = []
+        heap = HeapTrim(trim=lambda: at.append(loop.time()), delays=(0.05,))
+        heap.after_stream(TRIM_FROM_BYTES)
+        await asyncio.sleep(0.02)
+        heap.after_stream(TRIM_FROM_BYTES)
+        last_end = loop.time()
+        while heap.trims < 2 or heap._pending:
+            await asyncio.sleep(0.005)
+        return at, last_end
+
+    at, last_end = asyncio.run(scenario())
+    assert len(at) == 2 and at[-1] >= last_end + 0.05

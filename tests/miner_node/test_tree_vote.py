@@ -1,4 +1,5 @@
-"""The miner's tree-vote model: the released trees' summed leaf class distributions, built in mining, no pseudo row read."""
+"""The miner's tree-vote model: the released trees' summed leaf
+class distributions, built in mining, no pseudo row read."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_a_study_mines_the_vote_from_the_released_trees_and_scores_it(adult):
     schema, X, y = adult
     releases = _released(schema, X, y)
     accepted = [AcceptedModel(f"site-{i}", decode_model(model_message(r))) for i, r in enumerate(releases)]
-    spec = spec_from_mapping({"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "adult"}, "release": {"mechanism": "none", "disclosure": "counts"},
+    spec = spec_from_mapping({"study": {"id": "s1", "seed": 3}, "schema": {"dataset": "adult"},
+                              "release": {"mechanism": "none", "disclosure": "counts"},
                               "mining": {"global_models": [TREE_VOTE, "naive-bayes"], "pgen_scale": 2}}).spec
     results = mine(study_from_pb(spec), accepted, Evaluation(X[3000:], y[3000:], np.arange(1000)))
     vote = next(m for m in results.models if m.name == TREE_VOTE)

@@ -27,7 +27,8 @@ from modelshare.owner_node.training import build_submission
 from modelshare.report_html import study_report, write_report
 
 SHARES = "|".join(re.escape(f"{g['min_samples_leaf']:g}") for g in GRIDS["decision-tree"])
-AUTO_ON_RAW = rf"auto: min_samples_leaf=({SHARES}) by 3-fold CV on [\d,]+ raw rows, folds by rows \(accuracy 0\.\d{{4}}\)"
+AUTO_ON_RAW = (rf"auto: min_samples_leaf=({SHARES}) by 3-fold CV on [\d,]+ raw rows, "
+               r"folds by rows \(accuracy 0\.\d{4}\)")
 
 
 @pytest.fixture(scope="module")

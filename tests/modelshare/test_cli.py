@@ -27,8 +27,8 @@ def test_simulate_table_on_user_csv(tmp_path, capsys):
     table = load_dataset("car").frame.sample(400, random_state=0)
     path = tmp_path / "cars.csv"
     table.to_csv(path, index=False)
-    assert main(["experiment", "sources", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds", "2",
-                 "--out", str(tmp_path / "out")]) == 0
+    assert main(["experiment", "sources", "--data", str(path), "--class-column", "class", "--owners", "3", "--folds",
+                 "2", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "PGEN" in out and "BASEGEN" in out and "cars.csv: 3 owners" in out
 

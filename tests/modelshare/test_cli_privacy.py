@@ -79,8 +79,8 @@ def test_release_takes_the_admissible_learners_category_split(tmp_path, capsys):
 
 
 def test_simulate_ppgen_audits_every_release(capsys, tmp_path):
-    args = ["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway", "--json",
-            "--out", str(tmp_path)]
+    args = ["experiment", "sources", "--dataset", "car", "--owners", "2", "--folds", "2", "--learner", "multiway",
+            "--json", "--out", str(tmp_path)]
     assert main([*args, "--mechanism", "apt", "--requirement", "cl-diversity:c=5,l=2", "--disclosure", "hit_miss"]) == 0
     rows = json.loads(capsys.readouterr().out)["summary"]
     pgen = [r for r in rows if r["method"] == "PGEN"]
@@ -146,11 +146,12 @@ def test_pruning_experiment_reproduces_the_attacks_paper_on_nursery():
 
 
 def test_experiment_pruning_cli_prints_both_tables(capsys, tmp_path):
-    argv = ["experiment", "pruning", "--dataset", "car", "--max-depths", "3", "4", "--max-depth", "4", "--thresholds", "5",
-            "--repeats", "2", "--json", "--out", str(tmp_path)]
+    argv = ["experiment", "pruning", "--dataset", "car", "--max-depths", "3", "4", "--max-depth", "4", "--thresholds",
+            "5", "--repeats", "2", "--json", "--out", str(tmp_path)]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     assert [r["depth"] for r in payload["attacks"]] == [3, 4]
-    assert {(r["method"], r["s"]) for r in payload["pruning"]} == {("method1", 0), ("method1", 5), ("method2", 0), ("method2", 5)}
+    assert {(r["method"], r["s"]) for r in payload["pruning"]} == {("method1", 0), ("method1", 5),
+                                                                   ("method2", 0), ("method2", 5)}
     assert all(0 <= r["acc"] <= 1 for r in payload["pruning"])
     assert np.isfinite([r["homogeneity_users"] for r in payload["attacks"]]).all()

@@ -30,6 +30,8 @@ from modelshare.common.mechanisms.release import release as release_model
 from modelshare.miner_node.pgen import pgen_regression
 from modelshare.miner_node.tasks import pseudo_data
 from modelshare.owner_node.daemon import POLL_GRACE_SECONDS, POLL_WAIT_SECONDS
+from modelshare.owner_node.status import STATUS_FILE, STATUS_FORMAT
+from modelshare.provision import issue_throwaway_federation
 from tests.federation_helpers import REGRESSION_SCHEMA, regression_rows
 
 # Commands that run until stopped and report nothing: the only ones without --json.
@@ -71,7 +73,8 @@ def test_importing_the_cli_imports_no_command():
 def test_the_owner_health_probe_builds_without_the_daemon_or_the_learners():
     loaded = _imported_after("import modelshare.cli\nmodelshare.cli.build_parser(('owner', 'status'))")
     assert "modelshare.cli.owner_status" in loaded
-    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas", "experiments"} & loaded
+    assert not {"modelshare.owner_node.daemon", "modelshare.owner_node.training", "sklearn", "pandas",
+                "experiments"} & loaded
 
 
 def test_the_default_max_age_is_three_poll_rounds_of_the_daemon():
@@ -187,6 +190,17 @@ def test_owner_status_reports_an_unusable_config_as_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["error"]["type"] == "OwnerConfigError"
 
 
+def test_owner_status_reads_a_status_file_whose_gave_up_is_not_a_table(tmp_path, capsys):
+    """A hand-edited or foreign status file with a list for ``gave_up`` is reported, not an AttributeError."""
+    kit = issue_throwaway_federation(tmp_path, owners=["site-a"], address="localhost:1",
+                                     owner_data={"site-a": (str(tmp_path / "rows.csv"), "class")})["site-a"]
+    (kit / "state").mkdir(exist_ok=True)
+    (kit / "state" / STATUS_FILE).write_text(json.dumps({"format": STATUS_FORMAT, "state": "polling",
+                                                          "gave_up": ["s1"]}))
+    assert main(["owner", "status", "--config", str(kit / "owner.toml")]) in (0, 1)
+    assert "site-a: " in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ deprecated spellings
 def test_audit_dp_is_privacy_audit_dp_and_the_old_spelling_says_so(capsys):
     argv = ["laplace-rdt", "--dataset", "vote", "--epsilon", "1", "--trials", "10"]
@@ -278,7 +292,8 @@ def test_pgen_regenerates_a_regression_forest_and_refuses_rows_of_an_ensemble(tm
     assert list(frame.columns) == [*REGRESSION_SCHEMA.names, "y"] and len(frame) == len(yp)
     assert np.allclose(frame["y"].to_numpy(), yp)
     assert main(["pgen", str(model), "--out", str(out), "--rows", "10"]) == 2
-    assert "--rows asks for exactly N rows of a single tree; this model is a regression forest" in capsys.readouterr().err
+    assert ("--rows asks for exactly N rows of a single tree; this model is a regression forest"
+            in capsys.readouterr().err)
 
 
 def test_pgen_shuffles_by_default_and_keeps_the_class_counts(tmp_path):

@@ -258,7 +258,8 @@ def test_a_miner_without_a_dashboard_says_so_and_one_serving_plaintext_may_not_h
         assert "serves no web dashboard: add a [dashboard] table" in info.value.details()
         config = dataclasses.replace(fed.miner_config(), dashboard=DashboardConfig("127.0.0.1:0"))
     with pytest.raises(ConfigError, match="needs a miner serving mutual TLS"):
-        start_miner(config, mechanisms=registry.names(), insecure=True, dashboard_pages=lambda admin: lambda path: (200, ""))
+        start_miner(config, mechanisms=registry.names(), insecure=True,
+                    dashboard_pages=lambda admin: lambda path: (200, ""))
     with pytest.raises(ConfigError, match="not a loopback address"):
-        DashboardServer(DashboardConfig("0.0.0.0:0"), None, DashboardAccess(RosterWatcher(fed.kits["miner"] / "roster.json")),
-                        lambda path: (200, ""))
+        DashboardServer(DashboardConfig("0.0.0.0:0"), None,
+                        DashboardAccess(RosterWatcher(fed.kits["miner"] / "roster.json")), lambda path: (200, ""))

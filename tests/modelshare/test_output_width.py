@@ -185,7 +185,8 @@ def test_datasets_release_audit_and_budget_tables_fit(tmp_path, capsys, width, m
     ledger = Ledger(OwnerConfig.load(config).state_dir)
     ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-laplace", mechanism="laplace-rdt",
                              requirement="dp:epsilon=1,trees=4", disclosure="counts", max_depth=4)))
-    ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-apt", requirement="cl-diversity:c=5,l=2")))
+    ledger.charge(study_from_pb(study_spec("outcome-study-2026-11-25-hospitals-apt",
+                                           requirement="cl-diversity:c=5,l=2")))
     assert main(["owner", "budget", "--config", str(config)]) == 0
     check(capsys.readouterr().out, "privacy budget of site-a")
 

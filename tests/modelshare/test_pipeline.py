@@ -37,7 +37,8 @@ def test_fold_plan_is_seeded_stratified_k_fold_and_covers_every_row_once_per_rep
 
 def test_study_records_and_scores(car):
     schema, X, y = car
-    config = PipelineConfig(n_sources=3, folds=3, global_models=("decision-tree", "naive-bayes"), pgen_scale=1.0, random_state=1)
+    config = PipelineConfig(n_sources=3, folds=3, global_models=("decision-tree", "naive-bayes"),
+                            pgen_scale=1.0, random_state=1)
     results = run_study(schema, X, y, config)
     assert len(results) == 3 * 3 * 2
     assert set(results["method"]) == {"BASIS", "PGEN", "BASEGEN"}
@@ -124,7 +125,8 @@ def test_model_settings_reach_every_table_and_fixed_reproduces_the_fixed_rule(ca
     for method, rows in (("BASIS", "raw rows, folds by rows"), ("PGEN", "pseudo rows, folds by rows"),
                          ("BASEGEN", "pseudo rows, folds by rows")):
         for text in auto[auto.method == method].selection:
-            assert re.fullmatch(rf"auto: min_samples_leaf=({shares}) by 3-fold CV on [\d,]+ {rows} \(accuracy 0\.\d{{4}}\)",
+            assert re.fullmatch(rf"auto: min_samples_leaf=({shares}) by 3-fold CV on [\d,]+ "
+                                rf"{rows} \(accuracy 0\.\d{{4}}\)",
                                 text), (method, text)
 
 

@@ -52,7 +52,8 @@ def test_every_api_name_has_a_docstring_with_its_parameters():
 
 def test_importing_the_package_imports_no_numerics():
     code = "import sys, modelshare; print(sorted(m for m in ('numpy', 'pandas', 'sklearn') if m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert subprocess.run([sys.executable, "-c",
+                           code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
 
 
 def _car_releases(mechanism: str = "apt", requirement: str = "k-anonymity:k=5") -> tuple:

@@ -195,7 +195,8 @@ def test_a_regression_study_runs_end_to_end_and_charges_every_owners_ledger(tmp_
     fed.start()
     daemons = [OwnerDaemon(fed.owner_config(o)) for o in owners]
     try:
-        request = fpb.CreateStudyRequest(spec=_spec(tmp_path, "reg"), evaluation_csv=(tmp_path / "test.csv").read_bytes())
+        request = fpb.CreateStudyRequest(spec=_spec(tmp_path, "reg"),
+                                         evaluation_csv=(tmp_path / "test.csv").read_bytes())
         fed.stub("admin").CreateStudy(request, timeout=10)
         assert [o.outcome for d in daemons for o in d.run_once(wait_seconds=5)] == ["submitted"] * 2
         status = fed.wait_study("reg")

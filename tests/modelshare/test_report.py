@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelshare.admin import write_results
+from modelshare.admin import global_tree_schema, write_results
 from modelshare.cli import main
 from modelshare.common.data.datasets import load_dataset
+from modelshare.common.data.regression import RegressionSchema
+from modelshare.common.data.schema import NumericAttribute
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.refusal import Refusal
-from modelshare.common.federation.wire import tree_to_pb
+from modelshare.common.federation.wire import WireError, tree_to_pb
 from modelshare.common.trees.learners import CartTreeClassifier
 from modelshare.miner_node.tasks import ClassificationTask
 from modelshare.report_html import study_report, write_report
@@ -68,8 +70,8 @@ def _car_trees(n: int, depth: int | None) -> tuple[object, list]:
     table = load_dataset("car")
     X, y = table.schema.encode(table.frame)
     parts = np.arange(len(y)) % n
-    return table.schema, [CartTreeClassifier(table.schema, max_depth=depth, random_state=0).fit(X[parts == i], y[parts == i]).tree_
-                          for i in range(n)]
+    return table.schema, [CartTreeClassifier(table.schema, max_depth=depth, random_state=0)
+                          .fit(X[parts == i], y[parts == i]).tree_ for i in range(n)]
 
 
 def _messages(tree_count: int = 2) -> tuple[fpb.StudyStatus, fpb.StudyResults]:
@@ -100,7 +102,8 @@ def test_report_of_study_results_names_every_owner_and_says_basis_is_not_known(t
     assert all(o in page.words for o in ("site-a", "site-b", "site-<c>")), "every owner is named, escaped"
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "unsatisfiable" in page.words and "no release of this site's table" in page.words
-    assert "not known" in page.words and "k-anonymity:k=5" in page.words and status.spec.schema_fingerprint in page.words
+    assert "not known" in page.words and "k-anonymity:k=5" in page.words
+    assert status.spec.schema_fingerprint in page.words
     assert len(page.images) == 2 and all(src.startswith("data:image/png;base64,") for src in page.images)
     assert page.svgs == 3, "two released trees and the global decision tree"
     assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', ""), "no external resource"
@@ -137,6 +140,17 @@ def test_predictions_csv_carries_the_evaluation_row_and_the_true_class(tmp_path:
     assert [r["row"] for r in rows] == ["0", "1", "3", "5"]
     assert [r["true_class"] for r in rows] == ["unacc", "acc", "unacc", "good"]
     assert [r["decision-tree"] for r in rows] == ["unacc", "acc", "acc", "good"]
+
+
+def test_a_global_tree_in_a_regression_studys_results_is_refused_naming_the_model() -> None:
+    """A regression study's global models carry no tree (the miner's regression task sets none): one that does is
+    refused by name, not decoded against the regression schema."""
+    regression = RegressionSchema((NumericAttribute("x", 0.0, 1.0),), NumericAttribute("t", 2.0, 4.0))
+    with pytest.raises(WireError, match="global regression-tree: carries a classification tree, but the study is a "
+                                        "regression study"):
+        global_tree_schema(regression, "regression-tree")
+    schema, _ = _car_trees(1, depth=2)
+    assert global_tree_schema(schema, "decision-tree") is schema
 
 
 def test_the_miner_keeps_each_evaluation_rows_position_in_the_file() -> None:

@@ -179,7 +179,8 @@ def test_infer_drafts_a_regression_schema_with_the_given_target_bounds(tmp_path,
                  "--out", str(out)]) == 0
     schema = load_schema(out)
     assert schema.target.to_dict() == {"name": "q", "type": "numeric", "low": 0.0, "high": 10.0}
-    assert schema.data_derived and schema.attributes[1].integer and (schema.attributes[0].low, schema.attributes[0].high) == (0, 7)
+    assert schema.data_derived and schema.attributes[1].integer
+    assert (schema.attributes[0].low, schema.attributes[0].high) == (0, 7)
     reviewed = out.read_text().replace('domain = "data-derived"\n', "")
     out.write_text(reviewed)
     assert not load_schema(out).data_derived  # the reviewer's deletion makes it a public schema

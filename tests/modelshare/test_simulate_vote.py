@@ -57,10 +57,11 @@ def none_study():
     accepted = []
     for i in range(OWNERS):
         rows = parts == i
-        envelope = build_submission(study_from_pb(spec), data["X_train"][rows], data["y_train"][rows], owner_id=f"owner-{i + 1}",
-                                    key=key)
+        envelope = build_submission(study_from_pb(spec), data["X_train"][rows], data["y_train"][rows],
+                                    owner_id=f"owner-{i + 1}", key=key)
         accepted.append(AcceptedModel(f"owner-{i + 1}", decode_model(fpb.ModelMessage.FromString(envelope.payload))))
-    results = mine(study_from_pb(spec), accepted, Evaluation(data["X_test"], data["y_test"], np.arange(int(test.sum()))))
+    results = mine(study_from_pb(spec), accepted, Evaluation(data["X_test"], data["y_test"],
+                                                             np.arange(int(test.sum()))))
     return schema, data, spec, results
 
 

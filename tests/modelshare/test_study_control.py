@@ -80,7 +80,8 @@ def test_cancel_is_final_logged_refuses_later_answers_and_wait_exits_1(fed, caps
 
     code, waited = run_json(capsys, "study", "wait", "c1", "--config", admin_toml(fed))
     assert code == 1 and waited["state"] == "cancelled"
-    assert waited["error"] == {"type": "StudyCancelled", "message": "study c1 cancelled: cancelled by admin: wrong schema"}
+    assert waited["error"] == {"type": "StudyCancelled",
+                               "message": "study c1 cancelled: cancelled by admin: wrong schema"}
 
     # cancelling twice is idempotent: the same state, nothing new in the audit log
     code, again = run_json(capsys, "study", "cancel", "c1", "--config", admin_toml(fed))
@@ -119,7 +120,8 @@ def test_cancelling_a_finished_or_unknown_study_is_a_clear_error(fed, capsys):
     answer_all(fed)
     assert fed.wait_study("f1").state == "done"
     code, error = run_json(capsys, "study", "cancel", "f1", "--config", admin_toml(fed))
-    assert code == 2 and "study 'f1' is already done; only an open or mining study can be cancelled" in error["error"]["message"]
+    assert code == 2
+    assert "study 'f1' is already done; only an open or mining study can be cancelled" in error["error"]["message"]
     code, error = run_json(capsys, "study", "cancel", "nope", "--config", admin_toml(fed))
     assert code == 2 and "NOT_FOUND: no study 'nope' on this miner" in error["error"]["message"]
 
@@ -175,8 +177,10 @@ def test_wait_and_follow_in_their_own_processes_see_the_study_end(fed):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # each prints the study's first state before the owners answer: both are following it
-        assert follow.stdout.readline().rstrip().endswith("study p1: open; 0 of 2 answered (site-a waiting, site-b waiting)")
-        assert wait.stderr.readline().rstrip().endswith("study p1: open; 0 of 2 answered (site-a waiting, site-b waiting)")
+        assert follow.stdout.readline().rstrip().endswith("study p1: open; 0 of 2 answered "
+                                                          "(site-a waiting, site-b waiting)")
+        assert wait.stderr.readline().rstrip().endswith("study p1: open; 0 of 2 answered "
+                                                        "(site-a waiting, site-b waiting)")
         answer_all(fed)
         followed, follow_err = follow.communicate(timeout=60)
         waited, wait_err = wait.communicate(timeout=60)

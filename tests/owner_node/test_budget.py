@@ -28,7 +28,9 @@ def dp_study(study_id: str, requirement: str = DP, mechanism: str = "laplace-rdt
 # ------------------------------------------------------------------ studies
 def test_a_dp_study_is_checked_like_a_dps_one():
     study_from_pb(dp_study("ok"))
-    with pytest.raises(StudyError, match="dp:epsilon=1,trees=4 is met only by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt', not 'apt'"):
+    with pytest.raises(StudyError,
+                       match="dp:epsilon=1,trees=4 is met only by mechanism 'diffpets' or 'dpea' or 'dpea-nb' "
+                       "or 'laplace-rdt', not 'apt'"):
         study_from_pb(study_spec("x", mechanism="apt", requirement=DP, disclosure="counts", max_depth=3))
     with pytest.raises(StudyError, match=r"mechanism 'laplace-rdt' needs a requirement 'dp:epsilon=E,trees=T'"):
         study_from_pb(dp_study("x", requirement="k-anonymity:k=5"))
@@ -67,7 +69,8 @@ def test_charges_are_durable_idempotent_and_capped(tmp_path):
     why = reloaded.over_cap(study_from_pb(dp_study("s2", "dp:epsilon=1.5,trees=4")), 2.0, None)
     assert why == ("study spends epsilon=1.5; this site has spent 1 over 1 earlier release and its lifetime cap "
                    "is epsilon=2 (1 left)")
-    assert reloaded.over_cap(study_from_pb(dp_study("s1")), 0.5, None) is None  # already charged: a resend costs nothing
+    # already charged: a resend costs nothing
+    assert reloaded.over_cap(study_from_pb(dp_study("s1")), 0.5, None) is None
     dps = dp_study("s3", DPS, "kanon-rdt")
     assert "lifetime cap is delta=1e-09" in reloaded.over_cap(study_from_pb(dps), None, 1e-9)
 
@@ -81,7 +84,8 @@ def test_charges_are_durable_idempotent_and_capped(tmp_path):
     ('{"version": 2, "charges": [{"study_id": "a", "mechanism": "m", "requirement": "r", "epsilon": 1, '
      '"delta": 0, "at": "t"}]}', "charge 0:.*kind"),
     ('{"version": 2, "charges": [{"study_id": "a", "mechanism": "m", "requirement": "r", "epsilon": 1, '
-     '"delta": 0, "at": "t", "kind": "sorta"}]}', r"charge 0: kind 'sorta' is not one of \['none', 'path', 'dps', 'dp'\]"),
+     '"delta": 0, "at": "t", "kind": "sorta"}]}',
+     r"charge 0: kind 'sorta' is not one of \['none', 'path', 'dps', 'dp'\]"),
 ])
 def test_a_damaged_ledger_is_named_not_reset(tmp_path, content, message):
     (tmp_path / LEDGER_FILE).write_text(content)
@@ -177,7 +181,8 @@ def test_owner_budget_says_plainly_when_non_dp_releases_of_the_table_exist(tmp_p
 
 
 def test_mix_dp_with_non_dp_false_refuses_either_kind_once_the_other_left(tmp_path):
-    policy = Policy.from_mapping({"mechanisms": ["apt", "laplace-rdt"], "mix_dp_with_non_dp": False}, "owner.toml [policy]")
+    policy = Policy.from_mapping({"mechanisms": ["apt", "laplace-rdt"], "mix_dp_with_non_dp": False},
+                                 "owner.toml [policy]")
     with pytest.raises(PolicyError, match="mix_dp_with_non_dp"):
         Policy.from_mapping({"mix_dp_with_non_dp": "no"}, "owner.toml [policy]")
     non_dp, dp = Ledger(tmp_path / "a"), Ledger(tmp_path / "b")
@@ -189,15 +194,19 @@ def test_mix_dp_with_non_dp_false_refuses_either_kind_once_the_other_left(tmp_pa
     assert policy.check(study_from_pb(study_spec("a2")), "m", dp) == [
         "study asks for a non-DP release (apt); this table already has 1 DP release (laplace-rdt in study d1); "
         "this site's policy does not mix DP and non-DP releases of its table"]
-    assert policy.check(study_from_pb(study_spec("a2")), "m", non_dp) == [] and policy.check(study_from_pb(dp_study("d2")), "m", dp) == []
-    assert policy.check(study_from_pb(dp_study("d1")), "m", dp) == []  # the recorded study itself (owner check after answering)
+    assert policy.check(study_from_pb(study_spec("a2")), "m", non_dp) == []
+    assert policy.check(study_from_pb(dp_study("d2")), "m", dp) == []
+    # the recorded study itself (owner check after answering)
+    assert policy.check(study_from_pb(dp_study("d1")), "m", dp) == []
     mixing = policy.model_copy(update={"mix_dp_with_non_dp": True})
-    assert mixing.check(study_from_pb(dp_study("d2")), "m", non_dp) == [] and mixing.check(study_from_pb(study_spec("a2")), "m", dp) == []
+    assert mixing.check(study_from_pb(dp_study("d2")), "m", non_dp) == []
+    assert mixing.check(study_from_pb(study_spec("a2")), "m", dp) == []
 
 
 def test_a_site_that_does_not_mix_refuses_a_dp_study_after_an_apt_release(tmp_path):
     fed = make_federation(tmp_path, ["site-a"], owner_data=car_tables(tmp_path, ["site-a"]),
-                          policy={"mechanisms": ["apt", "laplace-rdt"], "mix_dp_with_non_dp": False, "miners": ["miner"]})
+                          policy={"mechanisms": ["apt", "laplace-rdt"], "mix_dp_with_non_dp": False,
+                                  "miners": ["miner"]})
     fed.start()
     stop = threading.Event()
     daemon = OwnerDaemon(fed.owner_config("site-a"))

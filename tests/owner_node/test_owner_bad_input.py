@@ -198,7 +198,8 @@ def test_a_table_still_unreadable_as_the_deadline_nears_is_refused_so_the_miner_
         fed.close()
 
 
-def test_an_owner_config_loads_while_its_data_file_is_missing_but_not_when_the_path_is_a_directory(tmp_path, adult_rows):
+def test_an_owner_config_loads_while_its_data_file_is_missing_but_not_when_the_path_is_a_directory(
+        tmp_path, adult_rows):
     fed, path = _unreadable_table_study(tmp_path, adult_rows, deadline_minutes=10)
     fed.close()
     path.unlink()
@@ -316,4 +317,6 @@ def test_the_daemon_releases_a_dp_study_over_values_outside_the_domain_and_logs_
         fed.close()
     fit = "clamped 2 value(s) to the public range (age 2); rounded 1 non-whole value(s)"
     assert fit in caplog.text and fit in detail and "release of 197 local rows" in detail  # the site's log and status
-    assert len(sent) == 1 and not any(word in sent[0] for word in (b"value(s) to the public range", b"non-whole", b"fitted", b"(age 2)"))
+    assert len(sent) == 1 and not any(word in sent[0]
+                                      for word in (b"value(s) to the public range", b"non-whole",
+                                                   b"fitted", b"(age 2)"))

@@ -88,7 +88,8 @@ DPS_STRICT = Policy(mechanisms=("kanon-rdt",), max_beta=0.05, max_delta=1e-4)
     # mechanism none fails every bound and the mechanism list
     pytest.param(Policy(min_k=5, min_l=2), lambda: study("none", None),
                  ["mechanism 'none' is not allowed by this site's policy (allowed: apt, prune-leaf, prune-parent)",
-                  f"{NONE}; this site requires at least k=5", f"{NONE}; this site requires (c,l)-diversity with l >= 2"],
+                  f"{NONE}; this site requires at least k=5",
+                  f"{NONE}; this site requires (c,l)-diversity with l >= 2"],
                  id="mechanism-none"),
     # a missing requirement fails a bound; no bounds accept any allowed mechanism
     pytest.param(Policy(mechanisms=("none", "apt"), min_k=2), lambda: study("apt", None),
@@ -232,7 +233,8 @@ def test_config_resolves_paths_against_its_directory(kit):
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('state_dir = "state"', 'state_dir = "state"\nstate-dir = "x"', "unknown key 'owner.state-dir'; allowed keys in [owner]: name, miner, miner_name, state_dir,"),
+        ('state_dir = "state"', 'state_dir = "state"\nstate-dir = "x"',
+         "unknown key 'owner.state-dir'; allowed keys in [owner]: name, miner, miner_name, state_dir,"),
         ("[data]", "[extra]\n[data]", "unknown key 'extra'; allowed keys: owner, tls, data, policy"),
         ("min_k = 4", 'min-k = 4', "unknown key 'policy.min-k'; allowed keys in [policy]: mechanisms, min_k,"),
         ("min_k = 4", 'min_k = "five"', "[policy]: min_k must be an integer >= 1, got 'five'"),
@@ -275,7 +277,8 @@ def write_study(kit: Path, release: str) -> Path:
 
 
 def check(kit: Path, study_path: Path, capsys, *, as_json: bool = True) -> tuple[int, Any]:
-    code = main(["owner", "check", str(study_path), "--config", str(kit / "owner.toml"), *(["--json"] if as_json else [])])
+    code = main(["owner", "check", str(study_path), "--config", str(kit / "owner.toml"),
+                 *(["--json"] if as_json else [])])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if as_json and code != 2 else captured
 

@@ -136,8 +136,8 @@ def test_training_is_deterministic_in_the_study_seed(key, car):
     _, X, y = car
     spec = study(learner="cart", mechanism="prune-parent", requirement="k-anonymity:k=10", disclosure="counts")
     spec.seed = 2**40 + 5  # a uint64 seed beyond scikit-learn's 32 bits still works
-    first, second = (fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="a", key=key).payload)
-                     for _ in range(2))
+    first, second = (fpb.ModelMessage.FromString(
+        build_submission(study_from_pb(spec), X, y, owner_id="a", key=key).payload) for _ in range(2))
     assert first.trees == second.trees and first.nonce != second.nonce
 
 
@@ -148,9 +148,10 @@ def test_the_study_sets_the_admissible_learners_category_grouping(key, car):
     for split in ("grouped", "binary"):
         spec = study(learner="admissible", requirement="k-anonymity:k=10", disclosure="counts", category_split=split,
                      pairing="eager")
-        assert study_from_pb(spec).describe()["category_split"] == split and study_from_pb(spec).describe()["pairing"] == "eager"
-        trees[split] = decode_model(fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="a", key=key)
-                                                                .payload)).trees[0]
+        assert study_from_pb(spec).describe()["category_split"] == split
+        assert study_from_pb(spec).describe()["pairing"] == "eager"
+        submission = build_submission(study_from_pb(spec), X, y, owner_id="a", key=key)
+        trees[split] = decode_model(fpb.ModelMessage.FromString(submission.payload)).trees[0]
         local = local_learner("admissible", schema, "apt", requirement="k-anonymity:k=10", disclosure="counts",
                               random_state=3, min_samples_leaf=1, category_split=split, pairing="eager")
         released = release("apt", tree=local.fit(X, y).tree_, requirement="k-anonymity:k=10", disclosure="counts")
@@ -183,7 +184,8 @@ def test_the_study_releases_the_grown_tree_with_confidence_none(key, car):
         trees[confidence] = decode_model(fpb.ModelMessage.FromString(
             build_submission(study_from_pb(spec), X, y, owner_id="a", key=key).payload)).trees[0]
         local = local_learner("admissible", schema, "apt", requirement=requirement, disclosure="hit_miss",
-                              random_state=3, min_samples_leaf=1, confidence=None if confidence == "none" else confidence)
+                              random_state=3, min_samples_leaf=1, confidence=None
+                              if confidence == "none" else confidence)
         released = release("apt", tree=local.fit(X, y).tree_, requirement=requirement, disclosure="hit_miss")
         assert tree_to_pb(trees[confidence]) == tree_to_pb(released.tree)
     assert trees["none"].n_leaves > trees[0.25].n_leaves
@@ -211,8 +213,8 @@ def test_an_unsatisfiable_requirement_raises_for_the_caller_to_refuse(key, car):
 
 
 def test_a_refusal_is_signed_with_a_nonce_and_time(key):
-    envelope = build_refusal(study().study_id, Refusal("policy", ("mechanisms", "min_k", "mechanisms")), owner_id="site-a",
-                             key=key)
+    envelope = build_refusal(study().study_id, Refusal("policy", ("mechanisms", "min_k", "mechanisms")),
+                             owner_id="site-a", key=key)
     refusal = fpb.OwnerRefusal.FromString(verify_envelope(envelope, key.public_key()))
     assert (refusal.study_id, refusal.owner_id, refusal.code, refusal.reason) == (
         "car-1", "site-a", fpb.REFUSAL_CODE_POLICY, "this site's policy does not allow this study "

@@ -52,7 +52,8 @@ SPEC = load_project(DEPLOY / "project.toml")
 KIT_ROOT = PurePosixPath("/etc/modelshare")        # where the units and compose.yaml expect each kit
 STATE_ROOT = PurePosixPath("/var/lib/modelshare")  # systemd's StateDirectory=modelshare/<name>
 DAEMONS = {"miner": cli_federation.cmd_miner_serve, "owner": cli_owner.cmd_serve}
-STATE_DIR_LINE = re.compile(r"^state_dir = .*$", re.MULTILINE)  # what the install step of docs/how-to/federation.md rewrites
+# what the install step of docs/how-to/federation.md rewrites
+STATE_DIR_LINE = re.compile(r"^state_dir = .*$", re.MULTILINE)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -166,7 +167,8 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
         target.write_text(source.read_text(encoding="utf-8").replace("/opt/modelshare/venv/bin/modelshare", modelshare),
                           encoding="utf-8")
         units.append(target)
-    result = subprocess.run([analyze, "verify", *map(str, units)], check=False, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([analyze, "verify", *map(str, units)], check=False, capture_output=True,
+                            text=True, timeout=120)
     complaints = [line for line in (result.stdout + result.stderr).splitlines()
                   if any(u.name in line for u in units)]
     assert result.returncode == 0 and not complaints, result.stdout + result.stderr
@@ -243,7 +245,8 @@ def test_compose_health_checks_and_the_miner_address():
 def test_the_dockerfile_copies_every_package_and_no_kit():
     text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
     copied = {part for line in text.splitlines() if line.startswith("COPY ") for part in line.split()[1:-1]}
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["include"]
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    patterns = setuptools["packages"]["find"]["include"]
     assert {p.rstrip("*").split(".")[0] for p in patterns} <= copied
     assert all((ROOT / p).exists() for p in copied) and not copied & {".", "kits", "data"}
 

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_site_builds_in_strict_mode(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+                          str(ROOT / "mkdocs.yml"),
                           "--site-dir", str(tmp_path / "site")], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     for page in ("index.html", "tutorial/first-simulate/index.html", "glossary/index.html",

@@ -1,7 +1,8 @@
 """examples/ runs: the Python API scripts end to end, the federation by hand and the regression study (slow:
 separate processes), study.toml is what `modelshare study init` writes, docs/python-api.md's mining
 example gives the numbers `modelshare simulate` prints for the same study, and the plugin example declares the
-entry point the registry reads and documents every field its record sets (tests/common/mechanisms/test_registry.py runs it)."""
+entry point the registry reads and documents every field its
+record sets (tests/common/mechanisms/test_registry.py runs it)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,8 @@ def test_no_test_module_imports_another():
     assert offenders == [], "shared test helpers belong in tests/federation_helpers.py or conftest.py"
 
 
-CROSS_CUTTING = {"federation": "owners and a miner together", "project": "the repository: layout, packaging, docs, deploy",
+CROSS_CUTTING = {"federation": "owners and a miner together",
+                 "project": "the repository: layout, packaging, docs, deploy",
                  "experiments": "the paper reproductions (experiments/)", "modelshare": "the composition root"}
 
 
@@ -75,7 +76,8 @@ def test_a_test_without_the_slow_marker_cannot_start_a_miner_process():
 def test_the_architecture_document_names_every_package():
     """docs/architecture.md describes every package; a new one without a paragraph there fails here."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    packages = sorted(str(p.parent.relative_to(ROOT)) for top in ("common", "owner_node", "miner_node", "modelshare", "experiments")
+    packages = sorted(str(p.parent.relative_to(ROOT))
+                      for top in ("common", "owner_node", "miner_node", "modelshare", "experiments")
                       for p in (ROOT / top).rglob("__init__.py") if "pb" not in p.parent.parts)
     missing = [p for p in packages if f"`{p}`" not in text and f"{p}/" not in text]
     assert not missing, f"docs/architecture.md does not mention {missing}"

@@ -26,7 +26,8 @@ def test_each_folder_is_linked_into_the_one_package(folder):
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_a_checkout_refuses_the_bare_name(folder):
-    """From the repository root the folder is on sys.path, yet importing it by its own name fails, naming the right one."""
+    """From the repository root the folder is on sys.path, yet
+    importing it by its own name fails, naming the right one."""
     run = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode != 0
     assert f"ImportError: import modelshare.{folder}, not {folder}" in run.stderr

@@ -1,9 +1,9 @@
 """The black box every empirical-audit target runs: a registered mechanism's release path on D and D' = D + r.
 
 An audit that re-implements a mechanism's noise or sampling tests the re-implementation, not what
-owners run. So each target (`modelshare.common.audit.dp.rdt`, `modelshare.common.audit.dp.dpea`, `modelshare.common.audit.dp.diffpets`,
-`modelshare.common.audit.dp.dpea_nb`) holds a `ReleasePath`: per trial it calls the mechanism's registry trainer,
-``registry.get(name).train(schema, X, y, requirement, depth, rng)`` (the code
+owners run. So each target (`modelshare.common.audit.dp.rdt`, `modelshare.common.audit.dp.dpea`,
+`modelshare.common.audit.dp.diffpets`, `modelshare.common.audit.dp.dpea_nb`) holds a `ReleasePath`: per trial it calls
+the mechanism's registry trainer, ``registry.get(name).train(schema, X, y, requirement, depth, rng)`` (the code
 `modelshare.common.mechanisms.release.release` runs for owners), on D or on D', and the target reduces the
 released `Tree`s to one real score (`scores`), or the trees with the parameters the release states
 to one or more scores (`release_scores`), for a mechanism that states a data-dependent choice there

@@ -102,7 +102,8 @@ class DiffPetsTarget:
 
     def describe(self) -> dict[str, Any]:
         path = self.path
-        return {"added_row": path.added_row("at the public ranges' far ends, the rarest categories and class of D"), "release_path": f"registry trainer of {self.mechanism!r}",
+        return {"added_row": path.added_row("at the public ranges' far ends, the rarest categories and class of D"),
+                "release_path": f"registry trainer of {self.mechanism!r}",
                 "rows_in_D": int(path.y.size), "rows_of_r_class_in_D": int(np.count_nonzero(path.y == path.label)),
                 "score": f"per tree: {ISOLATED:g} if r's leaf holds no row of D, plus the released count of r's "
                          f"class there minus D's rows of that class there"}
@@ -110,5 +111,6 @@ class DiffPetsTarget:
 
 def diffpets_target(requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
                     rng: np.random.Generator, *, mechanism: str = MECHANISM) -> DiffPetsTarget:
-    """The registry's audit target of DiffPETs (or of ``mechanism``) at ``dp:epsilon,trees`` and ``depth`` (row chosen)."""
+    """The registry's audit target of DiffPETs (or of ``mechanism``)
+    at ``dp:epsilon,trees`` and ``depth`` (row chosen)."""
     return DiffPetsTarget(requirement, depth, schema, X, y, mechanism=mechanism)

@@ -1,4 +1,5 @@
-"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) for DPEA, and the tiny adversarial table it is meant for.
+"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`)
+for DPEA, and the tiny adversarial table it is meant for.
 
 DPEA's structure is chosen from the data: a release is (per tree) a whole structure, with its
 all-zero leaves dropped, plus the other leaves' noisy counts. On a small schema and depth every full
@@ -27,8 +28,8 @@ structure can be listed, and the exact sampler gives each one's probability on D
   Vectorised over trials (no training per trial), so it reaches the 10^6 trials per table the tests need.
   *Score: the Neyman-Pearson statistic.* ln P'(release) - ln P(release) under the *claimed* law (a
   correct `DPEA` at the same setting): the structure's log-probability ratio plus r's count
-  log-pmf ratio at the claimed noise scale (`modelshare.common.privacy.noise.discrete_laplace_log_pmf`, the same clamped,
-  rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
+  log-pmf ratio at the claimed noise scale (`modelshare.common.privacy.noise.discrete_laplace_log_pmf`, the same
+  clamped, rounded Laplace), summed over the trees. Thresholding it gives the events on which a correct
   release comes closest to its bound.
   *Exact epsilon of the pair.* With the structures listed, the privacy loss of the audited
   mechanism on (D, D') is computable exactly (`exact_epsilon`): the largest |ln P'/P| over
@@ -116,7 +117,8 @@ class _Pair:
         self.domain = Domain.of(schema, claimed.bins, claimed.max_arity)
         count = self.domain.log_structure_count(claimed.depth)
         if count > math.log(MAX_STRUCTURES):
-            raise ValueError(f"the dpea audit lists every structure of depth {claimed.depth}: about {math.exp(count):.3g} "
+            raise ValueError(f"the dpea audit lists every structure of depth {claimed.depth}: "
+                             f"about {math.exp(count):.3g} "
                              f"here, more than {MAX_STRUCTURES}; use a smaller depth or schema")
         self.structures = self.domain.structures(claimed.depth)
         self.codes = self.domain.codes(X)
@@ -205,7 +207,8 @@ class DpeaTarget(_Pair):
         m = self.counts[chosen]
         released = self.audited.noisy_counts(m + added, SeededNoise(rng))
         scale = self.claimed.noise_scale
-        llr = self.structure_llr[chosen] + discrete_laplace_log_pmf(released, m + 1, scale) - discrete_laplace_log_pmf(released, m, scale)
+        llr = (self.structure_llr[chosen] + discrete_laplace_log_pmf(released, m + 1, scale)
+               - discrete_laplace_log_pmf(released, m, scale))
         scores: np.ndarray = llr.sum(axis=1)
         return scores
 
@@ -219,7 +222,8 @@ class DpeaTarget(_Pair):
         offsets = np.arange(-_COUNT_MARGIN, _COUNT_MARGIN)
         released = np.maximum(self.counts[:, None] + offsets, 0)
         scale = self.audited.noise_scale
-        count = discrete_laplace_log_pmf(released, self.counts[:, None] + 1, scale) - discrete_laplace_log_pmf(released, self.counts[:, None], scale)
+        count = (discrete_laplace_log_pmf(released, self.counts[:, None] + 1, scale)
+                 - discrete_laplace_log_pmf(released, self.counts[:, None], scale))
         loss = np.abs(structure[:, None] + count).max()
         return float(self.audited.n_trees * loss)
 
@@ -305,7 +309,8 @@ class DpeaReleaseTarget(_Pair):
         above = np.arange(attrs.shape[1])[None, :] < d[:, None]
         path_matches = ((attrs[node] == self._attrs) | ~above).all(axis=1)
         split_here = np.take_along_axis(self._attrs, np.minimum(d, attrs.shape[1] - 1)[:, None], axis=1)[:, 0]
-        fits = path_matches & np.where(is_leaf[node], d == self._length, (d < self._length) & (attrs[node, d] == split_here))
+        fits = path_matches & np.where(is_leaf[node], d == self._length,
+                                       (d < self._length) & (attrs[node, d] == split_here))
         counts = np.array([n.counts if n.counts is not None else np.zeros(self.schema.n_classes) for n in tree.nodes])
         released = np.where(is_leaf[node][:, None], counts[node], 0.0)
         if len(tree.nodes) == 1:  # every count was 0: the zero root fits every structure
@@ -355,5 +360,6 @@ def dpea_target(requirement: Any, depth: int, schema: Schema, X: np.ndarray, y: 
         return DpeaReleaseTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism)
     if mechanism != MECHANISM:
         raise ValueError(f"an embedding depth is audited on DPEA's own law; {mechanism!r} is not {MECHANISM!r}")
-    return DpeaTarget(registered_dpea(requirement.epsilon, requirement.trees, depth, schema, embedding_depth=embedding_depth),
+    return DpeaTarget(registered_dpea(requirement.epsilon, requirement.trees, depth, schema,
+                                      embedding_depth=embedding_depth),
                       schema, X, y, rng)

@@ -1,4 +1,5 @@
-"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) for dpea-nb: every part of its release, choices included.
+"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`)
+for dpea-nb: every part of its release, choices included.
 
 Every trial runs dpea-nb's registered trainer end to end (`modelshare.common.audit.dp.blackbox.ReleasePath`) on D or
 on D' = D + r, and scores the whole release, its trees and the temperature its parameters state. Four

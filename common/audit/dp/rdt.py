@@ -1,4 +1,5 @@
-"""Audit targets (`modelshare.common.audit.dp.estimate.AuditTarget`) for the random-tree mechanisms: laplace-rdt and kanon-rdt.
+"""Audit targets (`modelshare.common.audit.dp.estimate.AuditTarget`)
+for the random-tree mechanisms: laplace-rdt and kanon-rdt.
 
 Every trial runs the mechanism's registered release path end to end (`modelshare.common.audit.dp.blackbox`:
 the registry trainer on D or on D' = D + r, a fresh structure seed each time) and scores the
@@ -136,7 +137,8 @@ class LaplaceRdtTarget(_RdtTarget):
     def _score(self, trees: Sequence[Tree]) -> float:
         cells, scale = self.path.cells(trees), self.claimed_scale
         m = cells.same_class
-        return float((discrete_laplace_log_pmf(cells.released, m + 1, scale) - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
+        return float((discrete_laplace_log_pmf(cells.released, m + 1, scale)
+                      - discrete_laplace_log_pmf(cells.released, m, scale)).sum())
 
     def describe(self) -> dict[str, Any]:
         return {**self._neighbour(_FEWEST), "score": f"log-likelihood ratio D'/D of r's released cells at the claimed "
@@ -178,7 +180,8 @@ class KAnonRdtTarget(_RdtTarget):
 
     def describe(self) -> dict[str, Any]:
         where = (_FEWEST if self.aim == "sparse" else
-                 f"where its cells hold k - 1 = {self.requirement.k - 1} rows of D in the most public structures sampled")
+                 f"where its cells hold k - 1 = {self.requirement.k - 1} rows of D in the most "
+                 "public structures sampled")
         return {**self._neighbour(where), "aim": self.aim,
                 "score": f"log-likelihood ratio D'/D of r's released cells under the claimed beta "
                          f"{self.requirement.beta:g} and k {self.requirement.k}"}
@@ -186,7 +189,8 @@ class KAnonRdtTarget(_RdtTarget):
 
 def laplace_rdt_target(requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
                        rng: np.random.Generator, *, mechanism: str = LAPLACE_RDT) -> LaplaceRdtTarget:
-    """The registry's audit target of laplace-rdt (or of ``mechanism``, a variant) at ``dp:epsilon,trees``, ``depth``."""
+    """The registry's audit target of laplace-rdt (or of
+    ``mechanism``, a variant) at ``dp:epsilon,trees``, ``depth``."""
     return LaplaceRdtTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism)
 
 

@@ -393,6 +393,7 @@ def settle_missing(frame: pd.DataFrame, schema: Schema | RegressionSchema, polic
     if policy == "category":
         categorical = [a for a in schema.attributes if a.kind == "categorical"]
         frame = _missing_as_category(frame, [a.name for a in categorical], source,
+                                     # the ignore below: kind categorical
                                      {a.name: a.categories for a in categorical})  # type: ignore[union-attr]
     return _apply_missing(frame, "error" if policy == "error" else "drop", source)
 

@@ -85,7 +85,8 @@ WINE_BOUNDS: dict[str, Bound] = {
     "density": (0.9, 1.1, False, "g/cm3: water 1, ethanol (0.79) lowers it, sugar raises it; 0.9 to 1.1"),
     "pH": (2, 5, False, "pH of wine, an acid solution near 3-4: 2 to 5 in whole units"),
     "sulphates": (0, 3, False, "g(potassium sulphate)/dm3, a concentration: 0 to 3"),
-    "alcohol": (0, 20, False, "% by volume: yeast fermentation stops near 16 and vinho verde is not fortified; 0 to 20"),
+    "alcohol": (0, 20, False,
+                "% by volume: yeast fermentation stops near 16 and vinho verde is not fortified; 0 to 20"),
 }
 
 VOTE_COLUMNS = (

@@ -4,7 +4,8 @@
 code is its category index; a numeric attribute's is the rank of its value among the column's distinct
 values, or, for a column of whole numbers over a short range, the value minus the column's least one
 (no sort); `bin_cells` gives the public cell index of `modelshare.common.trees.learners.public_cuts` directly,
-without the float copy of the table that `to_cells` makes. Each code keeps the value it stands for,
+without the float copy of the table that `to_cells` makes, and `CellCoder` does so a chunk of rows at a time,
+so that a table read or made in chunks is held only as codes. Each code keeps the value it stands for,
 ascending. An attribute of at most `DENSE_CODES` codes (every categorical and public-cell one) is a
 column of one row-major matrix of ``(its first cell + code) * classes + class`` in the smallest unsigned
 dtype that holds them, so that one ``np.bincount`` over a node's rows of it tables every such attribute
@@ -26,7 +27,7 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
-__all__ = ["DENSE_CODES", "Binned", "NodeTables", "bin_cells", "bin_rows", "index_dtype", "tuple_ids"]
+__all__ = ["DENSE_CODES", "Binned", "CellCoder", "NodeTables", "bin_cells", "bin_rows", "dense_ids", "index_dtype", "tuple_ids"]
 
 _SHORT_RANGE = 1 << 16
 """A whole-number column spanning at most this many values is coded by offset (no sort)."""
@@ -150,8 +151,10 @@ def _numeric_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1).astype(_unsigned(values.size)), values
 
 
-def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -> Binned:
-    """Rows from each attribute's (codes, values): the dense attributes keyed into one matrix, the wide on their own."""
+def _binned(coded: list[tuple[list[np.ndarray], np.ndarray]], classes: list[np.ndarray], k: int) -> Binned:
+    """Rows from each attribute's (codes in parts of rows, values) and the classes in the same parts: the dense
+    attributes keyed into one matrix, the wide on their own. Each attribute's parts are emptied once keyed, so
+    the codes and the keys are not held twice."""
     dense_of = [j for j, (_, values) in enumerate(coded) if values.size <= DENSE_CODES]
     cells, cell, column = 0, [], []
     for j, (_, values) in enumerate(coded):
@@ -159,30 +162,78 @@ def _binned(coded: list[tuple[np.ndarray, np.ndarray]], y: np.ndarray, k: int) -
         cell.append(cells)
         cells += values.size if j in dense_of else 0
     dtype = _unsigned(cells * k)
-    dense = np.empty((y.shape[0], len(dense_of)), dtype=dtype)
-    classes = y.astype(dtype)
+    ends = np.cumsum([0, *(part.shape[0] for part in classes)])
+    dense = np.empty((int(ends[-1]), len(dense_of)), dtype=dtype)
     wide = {}
-    for j, (codes, values) in enumerate(coded):
-        if column[j] >= 0:
-            keys = codes.astype(dtype)
-            keys += dtype(cell[j])
-            keys *= dtype(k)
-            keys += classes
-            dense[:, column[j]] = keys
-        else:
-            keys = codes.astype(_unsigned(values.size * k))
-            keys *= keys.dtype.type(k)
-            keys += y.astype(keys.dtype)
-            wide[j] = keys
-    return Binned(dense, tuple(column), tuple(cell), wide, tuple(values for _, values in coded),
-                  y.astype(_unsigned(k)), k)
+    for j, (parts, values) in enumerate(coded):
+        key_dtype = dtype if column[j] >= 0 else _unsigned(values.size * k)
+        into = dense[:, column[j]] if column[j] >= 0 else np.empty(int(ends[-1]), dtype=key_dtype)
+        for start, codes, part_classes in zip(ends[:-1], parts, classes, strict=True):
+            keys = codes.astype(key_dtype)
+            if column[j] >= 0:
+                keys += key_dtype(cell[j])
+            keys *= key_dtype(k)
+            keys += part_classes.astype(key_dtype)
+            into[start:start + keys.shape[0]] = keys
+        parts.clear()
+        if column[j] < 0:
+            wide[j] = into
+    y = (classes[0] if len(classes) == 1 else np.concatenate(classes)).astype(_unsigned(k), copy=False)
+    return Binned(dense, tuple(column), tuple(cell), wide, tuple(values for _, values in coded), y, k)
 
 
 def bin_rows(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     """Checked encoded rows (`modelshare.common.trees.learners._data.check_xy`) as column codes (module docstring)."""
-    coded = [(X[:, j].astype(_unsigned(a.size)), np.arange(a.size, dtype=np.float64))
-             if isinstance(a, CategoricalAttribute) else _numeric_codes(X[:, j]) for j, a in enumerate(schema.attributes)]
-    return _binned(coded, y, schema.n_classes)
+    coded = [([X[:, j].astype(_unsigned(a.size))], np.arange(a.size, dtype=np.float64))
+             if isinstance(a, CategoricalAttribute) else _single(_numeric_codes(X[:, j]))
+             for j, a in enumerate(schema.attributes)]
+    return _binned(coded, [y], schema.n_classes)
+
+
+def _single(coded: tuple[np.ndarray, np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    return [coded[0]], coded[1]
+
+
+def _cell_codes(attribute: NumericAttribute | CategoricalAttribute, column: np.ndarray) -> np.ndarray:
+    """A column's public cell codes: a numeric value's cell index ``searchsorted(cuts, x, side="left")``, a category's index."""
+    if isinstance(attribute, CategoricalAttribute):
+        return column.astype(_unsigned(attribute.size))
+    cuts = attribute.cut_points()
+    codes = np.empty(column.shape[0], dtype=_unsigned(cuts.size + 1))
+    for start in range(0, column.shape[0], _CHUNK_ROWS):  # no int64 copy of the whole column
+        codes[start:start + _CHUNK_ROWS] = np.searchsorted(cuts, column[start:start + _CHUNK_ROWS], side="left")
+    return codes
+
+
+class CellCoder:
+    """Checked encoded rows of a schema coded to public cells a chunk of rows at a time, then binned once.
+
+    `add` keeps only each chunk's codes (one or two bytes a value) and classes, so a table read or made in
+    chunks is never held as floats; `binned` gives what `bin_cells` gives on the chunks stacked, and may be
+    called once (the parts are handed over to it and emptied).
+    """
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.n_rows = 0
+        self._parts: list[list[np.ndarray]] = [[] for _ in schema.attributes]
+        self._classes: list[np.ndarray] = []
+
+    def add(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Code checked rows ``X`` (float64, one column per attribute) with their classes ``y``."""
+        for j, attribute in enumerate(self.schema.attributes):
+            self._parts[j].append(_cell_codes(attribute, X[:, j]))
+        self._classes.append(y.astype(_unsigned(self.schema.n_classes)))
+        self.n_rows += int(y.shape[0])
+
+    def binned(self) -> Binned:
+        """Every row added, as the column codes of `index_schema` (`bin_cells`)."""
+        if not self.n_rows:
+            raise ValueError("no rows were added; a tree needs at least one training row")
+        cells = [np.arange(a.cut_points().size + 1 if isinstance(a, NumericAttribute) else a.size, dtype=np.float64)
+                 for a in self.schema.attributes]
+        parts, classes, self._parts, self._classes = self._parts, self._classes, [], []
+        return _binned(list(zip(parts, cells, strict=True)), classes, self.schema.n_classes)
 
 
 def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
@@ -191,18 +242,29 @@ def bin_cells(schema: Schema, X: np.ndarray, y: np.ndarray) -> Binned:
     A numeric code is the cell index ``searchsorted(cuts, x, side="left")`` (as `to_cells`), its value
     the index as a float, so a grower on these codes splits as on `to_cells` of the rows.
     """
-    coded = []
-    for j, attribute in enumerate(schema.attributes):
-        if isinstance(attribute, NumericAttribute):
-            cuts = attribute.cut_points()
-            codes = np.empty(X.shape[0], dtype=_unsigned(cuts.size + 1))
-            for start in range(0, X.shape[0], _CHUNK_ROWS):  # no int64 copy of the whole column
-                codes[start:start + _CHUNK_ROWS] = np.searchsorted(cuts, X[start:start + _CHUNK_ROWS, j], side="left")
-            coded.append((codes, np.arange(cuts.size + 1, dtype=np.float64)))
-        else:
-            size = attribute.size
-            coded.append((X[:, j].astype(_unsigned(size)), np.arange(size, dtype=np.float64)))
-    return _binned(coded, y, schema.n_classes)
+    coder = CellCoder(schema)
+    coder.add(X, y)
+    return coder.binned()
+
+
+def dense_ids(keys: np.ndarray) -> np.ndarray:
+    """Per key: the rank of its value among the distinct values of ``keys`` (``np.unique``'s inverse), in `index_dtype`.
+
+    One argsort and one sorted copy of ``keys``; ``np.unique(..., return_inverse=True)`` holds about three
+    more int64 arrays of their length at once, which at 10^7 rows is most of the (c,l) grower's peak.
+    """
+    n = keys.shape[0]
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(n, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    del ordered
+    ranks = np.cumsum(new, dtype=index_dtype(n))
+    ranks -= 1
+    ids = np.empty(n, dtype=ranks.dtype)
+    ids[order] = ranks
+    return ids
 
 
 def tuple_ids(binned: Binned, exclude: int) -> np.ndarray:
@@ -214,8 +276,9 @@ def tuple_ids(binned: Binned, exclude: int) -> np.ndarray:
             continue
         size = binned.size(j)
         if bound * size >= 1 << 62:
-            ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            ids = dense_ids(ids).astype(np.int64)
             bound = int(ids.max()) + 1
-        ids = ids * size + binned.codes(j, slice(None))
+        ids *= size
+        ids += binned.codes(j, slice(None))
         bound *= size
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(index_dtype(n))
+    return dense_ids(ids)

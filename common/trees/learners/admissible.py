@@ -66,7 +66,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from modelshare.common.data.schema import Schema
 from modelshare.common.params import check_choice, check_nonnegative_real, check_positive_int
-from modelshare.common.trees.learners._binned import Binned, bin_rows, tuple_ids
+from modelshare.common.trees.learners._binned import Binned, bin_rows, dense_ids, tuple_ids
 from modelshare.common.trees.learners._data import check_x, check_xy
 from modelshare.common.trees.learners._growing import (
     CRITERIA,
@@ -628,7 +628,7 @@ class _DeferringGrower(_Grower):
         """
         codes = self.binned.codes(j, rows)
         present = np.unique(codes)
-        local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
+        local = dense_ids(self._column_ids(j)[rows])
         seen = np.zeros((int(local.max()) + 1, self.binned.size(j)), dtype=np.bool_)
         seen[local, codes] = True
         complete = np.asarray(seen[:, present].all(axis=1))
@@ -637,7 +637,7 @@ class _DeferringGrower(_Grower):
 
     def _reach(self, rows: np.ndarray, j: int, groups: tuple[frozenset[int], ...]) -> float:
         """Rows that leaves splitting ``rows`` by ``groups`` of attribute ``j`` could at best classify correctly."""
-        local = np.unique(self._column_ids(j)[rows], return_inverse=True)[1].reshape(-1)
+        local = dense_ids(self._column_ids(j)[rows]).astype(np.int64)
         codes = self.binned.codes(j, rows)
         classes = self.binned.y[rows].astype(np.int64)
         total = 0.0

@@ -10,19 +10,20 @@ learner's thresholds on indices are midpoints k + 0.5 of whole numbers, which ma
 point ``cuts[k]``. The tree routes every training row to the same node as the index tree did, so
 its counts are exact; only the choice of thresholds is narrowed to public ones. A learner that grows
 on column codes (`BinnedLearner`) is given the cell indices as codes (`modelshare.common.trees.learners._binned.bin_cells`),
-without a float copy of the table.
+without a float copy of the table; `OnPublicCuts.fit_chunks` takes the table a chunk of rows at a time and keeps
+only their codes, so the float table need never exist whole.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from modelshare.common.data.schema import NumericAttribute, Schema
-from modelshare.common.trees.learners._binned import Binned, bin_cells
+from modelshare.common.trees.learners._binned import Binned, CellCoder, bin_cells
 from modelshare.common.trees.learners._data import check_x, check_xy
 from modelshare.common.trees.tree import Edge, Interval, Node, Tree
 
@@ -100,6 +101,40 @@ class OnPublicCuts:
             self.learner_ = learner.fit_binned(bin_cells(self.schema, X, y))
         else:
             self.learner_ = learner.fit(to_cells(self.schema, X), y)
+        self.tree_ = on_public_cuts(self.schema, self.learner_.tree_)
+        return self
+
+    def fit_chunks(self, chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> OnPublicCuts:
+        """`fit` on a table given as chunks of its rows ``(X, y)`` in order: the same tree as on the rows stacked.
+
+        Each chunk is checked as `fit` checks the whole (a bad value names its row in the whole table) and
+        coded to its public cells before the next is asked for (`modelshare.common.trees.learners._binned.CellCoder`),
+        so a learner on column codes never holds the table as floats; an owner can read or make a table
+        larger than its memory's float copy chunk by chunk. A learner that needs the float rows gets the
+        stacked cell indices.
+
+        Raises
+        ------
+        ValueError
+            No rows, or a chunk that does not fit the schema (`SchemaError` naming its row and column).
+        """
+        learner = self.build(index_schema(self.schema))
+        binned = isinstance(learner, BinnedLearner)
+        coder, stacked, classes, seen = CellCoder(self.schema), [], [], 0
+        for X, y in chunks:
+            X, y = check_xy(self.schema, X, y, first_row=seen)
+            seen += y.shape[0]
+            if binned:
+                coder.add(X, y)
+            else:
+                stacked.append(to_cells(self.schema, X))
+                classes.append(y)
+        if binned:
+            self.learner_ = learner.fit_binned(coder.binned())
+        elif not classes:
+            raise ValueError("no rows were given; a tree needs at least one training row")
+        else:
+            self.learner_ = learner.fit(np.concatenate(stacked), np.concatenate(classes))
         self.tree_ = on_public_cuts(self.schema, self.learner_.tree_)
         return self
 

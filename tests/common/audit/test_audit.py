@@ -21,7 +21,8 @@ from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
 
 # ----------------------------------------------------------------- helpers
 
-SCHEMA2 = Schema((CategoricalAttribute("A", ("a0", "a1", "a2")), CategoricalAttribute("B", ("b0", "b1"))), "cls", ("no", "yes"))
+SCHEMA2 = Schema((CategoricalAttribute("A", ("a0", "a1", "a2")), CategoricalAttribute("B", ("b0", "b1"))),
+                 "cls", ("no", "yes"))
 SCHEMA3 = Schema((CategoricalAttribute("A", ("a0", "a1", "a2")),), "cls", ("x", "y", "z"))
 
 
@@ -116,7 +117,8 @@ def test_none_release_and_bare_tree_claim_nothing(car_tree):
     release = release_model("none", tree=car_tree)
     result = audit(release.tree, release.report)
     assert result.passed
-    assert [c.name for c in result.checks] == ["inner nodes derive from leaves", "requirement", "reported attack counts"]
+    assert [c.name for c in result.checks] == ["inner nodes derive from leaves", "requirement",
+                                               "reported attack counts"]
     assert "no privacy requirement" in result.checks[1].detail
     bare = audit(car_tree, None)
     assert bare.passed and len(bare.checks) == 2
@@ -198,7 +200,8 @@ def test_tampered_attack_counts():
     assert bad.name == "reported attack counts"
     assert "'homogeneity': {'leaves': 0, 'users': 0.0}" in bad.detail
     assert "recomputed" in bad.detail and "'homogeneity': {'leaves': 1, 'users': 6.0}" in bad.detail
-    shorter = dataclasses.replace(good, attacks=dataclasses.replace(good.attacks, background=good.attacks.background[:1]))
+    shorter = dataclasses.replace(good, attacks=dataclasses.replace(good.attacks,
+                                                                    background=good.attacks.background[:1]))
     assert not audit(tree, shorter).passed
 
 
@@ -225,7 +228,8 @@ def bfs_numbered_tree() -> Tree:
         return Node.from_counts(np.array(c, dtype=float))
 
     nodes = [leaf(6, 4), leaf(4, 1), leaf(2, 3), leaf(3, 0), leaf(1, 1), leaf(2, 0), leaf(0, 3)]
-    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1, 2})), 2)]
+    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1),
+                                             Edge(CategorySet(frozenset({1, 2})), 2)]
     nodes[1].attribute, nodes[1].edges = 1, [Edge(CategorySet(frozenset({0})), 3), Edge(CategorySet(frozenset({1})), 4)]
     nodes[2].attribute, nodes[2].edges = 1, [Edge(CategorySet(frozenset({0})), 5), Edge(CategorySet(frozenset({1})), 6)]
     return Tree(SCHEMA2, nodes)

@@ -1,4 +1,5 @@
-"""The empirical DP audit: its statistics, laplace-rdt and kanon-rdt at their claims through the registered trainers, CLI."""
+"""The empirical DP audit: its statistics, laplace-rdt and
+kanon-rdt at their claims through the registered trainers, CLI."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from modelshare.common.mechanisms import registry
 from modelshare.common.privacy.requirements import DP, DPS, parse_requirement
 from tests import broken_mechanisms
 
-TRIALS = 400  # per table; every trial runs the registered trainer (broken variants: tests/common/audit/test_dp_audit_broken.py)
+# per table; every trial runs the registered trainer (broken variants: tests/common/audit/test_dp_audit_broken.py)
+TRIALS = 400
 KANON = "dps:k=3,beta=0.5,epsilon=2,trees=2"
 
 
@@ -126,7 +128,8 @@ def test_laplace_rdt_passes_at_its_claimed_epsilon(small):
 
 
 def test_the_laplace_target_runs_the_registered_trainer_and_reads_r_alone(small, monkeypatch):
-    """Every trial calls the registry's trainer (the owners' release path); r's cell in each release holds no row of D."""
+    """Every trial calls the registry's trainer (the owners'
+    release path); r's cell in each release holds no row of D."""
     schema, X, y = small
     target = _laplace(small)
     calls = []
@@ -169,7 +172,8 @@ def test_kanon_rdt_log_passes_with_its_delta(mixed):
 
 # ---------------------------------------------------------------------------- CLI
 def _cli(*argv: str) -> int:
-    return main(["privacy", "audit-dp", *argv, "--trials", str(TRIALS), "--seed", "1", "--max-depth", "3", "--trees", "2"])
+    return main(["privacy", "audit-dp", *argv, "--trials", str(TRIALS), "--seed", "1", "--max-depth",
+                 "3", "--trees", "2"])
 
 
 def test_cli_exit_codes(small, tmp_path, capsys):
@@ -212,9 +216,11 @@ def test_the_cli_never_shows_a_row_of_the_table(tmp_path, capsys):
     """kanon-rdt's target may add a copy of a real row (here: a row alone in its cells); text and JSON describe it
     by where it was chosen and its cells' sizes, never by its values or class."""
     rng = np.random.default_rng(5)
-    schema = Schema((NumericAttribute("income", 0.0, 1000.0), CategoricalAttribute("colour", ("ochre", "teal", "umber")),
+    schema = Schema((NumericAttribute("income", 0.0, 1000.0),
+                     CategoricalAttribute("colour", ("ochre", "teal", "umber")),
                      NumericAttribute("height", 100.0, 220.0)), "label", ("no_label", "yes_label"))
-    X = np.column_stack([np.round(rng.uniform(0, 1000, 10), 4), rng.integers(0, 3, 10), np.round(rng.uniform(100, 220, 10), 4)])
+    X = np.column_stack([np.round(rng.uniform(0, 1000, 10), 4), rng.integers(0, 3, 10),
+                         np.round(rng.uniform(100, 220, 10), 4)])
     y = rng.integers(0, 2, 10)
     data, schema_file = tmp_path / "owner.csv", tmp_path / "owner.schema.json"
     frame = schema.decode(X, y)
@@ -225,7 +231,8 @@ def test_the_cli_never_shows_a_row_of_the_table(tmp_path, capsys):
             "--trials", "100", "--seed", "1"]
     assert main([*argv, "--json"]) == 0
     as_json = capsys.readouterr()
-    assert json.loads(as_json.out)["neighbours"]["added_row"].startswith("a copy of one row of the table, where its cells")
+    added = json.loads(as_json.out)["neighbours"]["added_row"]
+    assert added.startswith("a copy of one row of the table, where its cells")
     assert main(argv) == 0
     as_text = capsys.readouterr()
     shown = as_json.out + as_json.err + as_text.out + as_text.err

@@ -46,7 +46,8 @@ BROKEN = [  # variant, setting, the lower bound it must exceed (its claim, or mo
     ("dpea-nb-noiseless-picks", "dpea-nb-tie", 2.0),
     ("dpea-nb-noiseless-temperature", "dpea-nb-tie", 1.5),
 ]
-REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt", "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea",
+REAL = {"laplace": "laplace-rdt", "laplace-light": "laplace-rdt", "kanon-threshold": "kanon-rdt",
+        "kanon-sparse": "kanon-rdt", "diffpets": "diffpets", "dpea": "dpea",
         "dpea-nb": "dpea-nb", "dpea-nb-tie": "dpea-nb"}
 
 
@@ -61,7 +62,8 @@ def tables(nursery):
     rng = np.random.default_rng(0)
     X2 = np.column_stack([rng.uniform(0.0, 0.25, 20), rng.uniform(0.0, 1.0, 20)])
     tie = Schema(tuple(CategoricalAttribute(name, size) for name, size in (("a", ("0", "1")), ("b", ("0", "1")),
-                                                                         ("c", ("0", "1", "2")))), "label", ("no", "yes"))
+                                                                         ("c", ("0", "1", "2")))),
+                 "label", ("no", "yes"))
     halves = np.repeat([0, 1], 100)
     X3 = np.column_stack([halves, halves, rng.integers(0, 3, 200)]).astype(np.float64)
     return {"nursery": (schema, X[rows], y[rows]), "corner": (corner, X2, np.zeros(20, dtype=np.int64)),

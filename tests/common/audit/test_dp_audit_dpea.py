@@ -74,7 +74,8 @@ def test_dpea_passes_at_its_claimed_epsilon(epsilon, steps):
 
 @pytest.mark.parametrize("epsilon, steps", [(2.0, 2), (4.0, 1)])
 def test_the_papers_selection_passes_with_room_to_spare(epsilon, steps):
-    """beta = eps' / (2 Δq') on a monotone score: each selection is eps'/2-DP, so the loss is at most (rounds/2 + 1) eps'."""
+    """beta = eps' / (2 Δq') on a monotone score: each selection
+    is eps'/2-DP, so the loss is at most (rounds/2 + 1) eps'."""
     result, target = _audit(DPEA(epsilon, 1, 2, embedding_depth=steps, selection="paper"))
     m = target.claimed
     assert result.passed and target.exact_epsilon <= (m.rounds / 2 + 1) * m.epsilon_step < epsilon, result
@@ -129,7 +130,8 @@ def test_the_fast_paths_release_law_is_the_registered_trainers():
         node = tree.nodes[tree.apply(target.row[None, :])[0]]
         count = node.counts[target.label] if node.is_leaf else 0.0  # type: ignore[index]
         observed[index[structure], min(int(count), 3)] += 1
-    pmf = np.exp(discrete_laplace_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1, target.audited.noise_scale))
+    pmf = np.exp(discrete_laplace_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1,
+                                          target.audited.noise_scale))
     expected = target.law[1][:, None] * n * np.column_stack([pmf, 1 - pmf.sum(axis=1)])
     assert (expected >= 5).all()  # no cell too rare for the chi-square test
     assert chisquare(observed.ravel(), expected.ravel()).pvalue > 1e-3

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.trees.learners import _binned
-from modelshare.common.trees.learners._binned import bin_cells, bin_rows, tuple_ids
+from modelshare.common.trees.learners._binned import CellCoder, bin_cells, bin_rows, dense_ids, tuple_ids
 from modelshare.common.trees.learners._growing import best_cuts, first_best, gain_and_split_info, xlog2x
 from modelshare.common.trees.learners.public_cuts import to_cells
 
@@ -59,6 +60,30 @@ def test_public_cells_bin_as_to_cells_does(case) -> None:
     binned, cells = bin_cells(schema, X, y), to_cells(schema, X)
     for j in range(schema.n_attributes):
         assert np.array_equal(binned.values[j][binned.codes(j, rows)], cells[rows, j])
+
+
+@settings(max_examples=40, deadline=None)
+@given(_rows(), st.data())
+def test_cells_coded_chunk_by_chunk_bin_as_the_whole_rows_do(case, data) -> None:
+    schema, X, y, rows = case
+    ends = sorted(set(data.draw(st.lists(st.integers(1, X.shape[0] - 1), max_size=5)))) + [X.shape[0]]
+    coder, start = CellCoder(schema), 0
+    for end in ends:
+        coder.add(X[start:end], y[start:end])
+        start = end
+    chunked, whole = coder.binned(), bin_cells(schema, X, y)
+    assert np.array_equal(chunked.dense, whole.dense) and np.array_equal(chunked.y, whole.y)
+    assert (chunked.column, chunked.cell, chunked.wide.keys()) == (whole.column, whole.cell, whole.wide.keys())
+    assert all(np.array_equal(a, b) for a, b in zip(chunked.values, whole.values, strict=True))
+    with pytest.raises(ValueError, match="no rows were added"):
+        CellCoder(schema).binned()
+
+
+@given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=200), st.sampled_from([np.int64, np.int32]))
+def test_dense_ids_are_np_uniques_inverse(values, dtype) -> None:
+    keys = np.array(values, dtype=np.int64)
+    keys = keys.astype(dtype) if dtype is np.int64 else (keys % 1000).astype(dtype)
+    assert np.array_equal(dense_ids(keys), np.unique(keys, return_inverse=True)[1].reshape(-1))
 
 
 @settings(max_examples=40, deadline=None)

@@ -103,7 +103,8 @@ def test_a_draft_schema_still_marked_data_derived_is_named_with_the_line_to_dele
         ["simulate", "--data", str(path), "--class-column", "c", "--schema", str(draft), "--mechanism", "laplace-rdt"])
     with pytest.raises(ValueError, match="draft.toml is still marked domain = \"data-derived\"") as refusal:
         prepare(args, tmp_path / "run")
-    assert "has no --schema" not in str(refusal.value) and 'delete its line domain = "data-derived"' in str(refusal.value)
+    assert "has no --schema" not in str(refusal.value)
+    assert 'delete its line domain = "data-derived"' in str(refusal.value)
     capsys.readouterr()
     assert main(["release", "--data", str(path), "--class-column", "c", "--schema", str(draft), "--mechanism", "apt",
                  "--requirement", "k-anonymity:k=5", "--out", str(tmp_path / "m.json")]) == 0

@@ -148,7 +148,8 @@ def test_winequality_has_color_and_quality_classes(loaded):
 @pytest.mark.parametrize("name", DATASETS)
 def test_bundled_numeric_bounds_are_public_and_sourced(name, loaded):
     """Every numeric attribute states where its bounds come from, and no bound is the table's own extreme."""
-    data = json.loads((resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+    schema_file = resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json"
+    data = json.loads(schema_file.read_text("utf-8"))
     assert Schema.from_dict(data) == loaded[name].schema
     frame = _raw_bundled(name)
     for attr in loaded[name].schema.attributes:
@@ -365,11 +366,13 @@ def test_unknown_missing_policy_is_rejected(tmp_path):
 
 
 def test_vendoring_writes_the_bundled_public_bounds():
-    """A re-vendor (`modelshare.common.data.datasets.vendor`) states the same bounds and sources as the bundled files."""
+    """A re-vendor (`modelshare.common.data.datasets.vendor`)
+    states the same bounds and sources as the bundled files."""
     from modelshare.common.data.datasets.vendor import ADULT_BOUNDS, WINE_BOUNDS
 
     for name, bounds in (("adult", ADULT_BOUNDS), ("winequality", WINE_BOUNDS)):
-        data = json.loads((resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json").read_text("utf-8"))
+        schema_file = resources.files("modelshare.common.data.datasets") / "data" / f"{name}.schema.json"
+        data = json.loads(schema_file.read_text("utf-8"))
         stated = {a["name"]: (a["low"], a["high"], a.get("integer", False), a["source"])
                   for a in data["attributes"] if a["type"] == "numeric"}
         assert stated == {n: (float(lo), float(hi), whole, text) for n, (lo, hi, whole, text) in bounds.items()}

@@ -116,7 +116,8 @@ def test_bad_schema_file_names_file_and_field(tmp_path):
     path.write_text(json.dumps({"class": "c", "classes": ["a", "b"], "attributes": [{"name": "x", "type": "weird"}]}))
     with pytest.raises(SchemaError, match=r"s\.json.*attributes\[0\]\.type is 'weird'"):
         Schema.load(path)
-    path.write_text(json.dumps({"class": "c", "classes": ["a", "b"], "attributes": [{"name": "x", "type": "numeric", "low": 5, "high": 1}]}))
+    path.write_text(json.dumps({"class": "c", "classes": ["a", "b"],
+                                "attributes": [{"name": "x", "type": "numeric", "low": 5, "high": 1}]}))
     with pytest.raises(SchemaError, match="low 5.0 exceeds high 1.0"):
         Schema.load(path)
     path.write_bytes(b"\xff\xfe{")
@@ -152,7 +153,8 @@ def test_fit_to_domain_clamps_rounds_and_drops_row_by_row():
     schema = Schema((NumericAttribute("age", 0.5, 99.5, integer=True), NumericAttribute("w", -1.0, 1.0),
                      CategoricalAttribute("job", ("a", "b"))), "cls", ("x", "y"))
     raw = pd.DataFrame({"age": ["30", "120", "-4", "7.6", "n/a", "40"], "w": [0.5, 3.0, -9.0, 0.0, 0.0, 0.0],
-                        "job": ["a", "b", "a", "c", "a", "b"], "cls": ["x", "y", "x", "x", "x", "z"]}, index=[3, 4, 5, 6, 7, 8])
+                        "job": ["a", "b", "a", "c", "a", "b"], "cls": ["x", "y", "x", "x", "x", "z"]},
+                       index=[3, 4, 5, 6, 7, 8])
     fitted, fit = fit_to_domain(raw, schema, source="t.csv")
     assert fitted.index.tolist() == [3, 4, 5]  # row 6: job c, row 7: not a number, row 8: class z
     assert fit.dropped == {"age": 1, "job": 1, "cls": 1} and fit.dropped_rows == 3

@@ -45,9 +45,10 @@ KINDS = {
     "owner": (lambda k: k["site-a"] / "owner.toml", OwnerConfig.load, OwnerConfigError, "owner",
               "name, miner, miner_name, state_dir, signing_key, roster, insecure"),
     "miner": (lambda k: k["miner"] / "miner.toml", MinerConfig.load, ConfigError, "miner",
-              "name, listen, state_dir, roster, studies, max_message_bytes, max_grpc_message_bytes, stream_idle_seconds, "
-              "max_nodes, timestamp_window_seconds, workers, max_calls, max_streams_per_owner, max_buffered_bytes_per_owner, "
-              "max_buffered_bytes, mining_timeout_seconds, "
+              "name, listen, state_dir, roster, studies, max_message_bytes, "
+              "max_grpc_message_bytes, stream_idle_seconds, "
+              "max_nodes, timestamp_window_seconds, workers, max_calls, max_streams_per_owner, "
+              "max_buffered_bytes_per_owner, max_buffered_bytes, mining_timeout_seconds, "
               "verify_processes"),
     "admin": (lambda k: k["admin"] / "admin.toml", AdminConfig.load, AdminError, "admin",
               "name, miner, miner_name, signing_key, roster"),
@@ -90,7 +91,8 @@ def test_study_create_refuses_a_misspelt_requirement_with_exit_2(kits, tmp_path,
     path.write_text(tomli_w.dumps({**STUDY, "release": {"mechanism": "apt", "requirment": "k-anonymity:k=5"}}))
     code = main(["study", "create", str(path), "--config", str(kits["admin"] / "admin.toml")])
     assert code == 2
-    assert (f"{path}: unknown key 'release.requirment'; allowed keys in [release]: mechanism, requirement, disclosure, prior_share"
+    assert (f"{path}: unknown key 'release.requirment'; allowed keys in [release]: mechanism, "
+            "requirement, disclosure, prior_share"
             in capsys.readouterr().err)
 
 

@@ -202,7 +202,8 @@ def test_integral_parameters_come_back_as_ints(car_release):
 
 def test_generated_code_is_current():
     pytest.importorskip("grpc_tools", reason="grpcio-tools is in the test extra")
-    run = subprocess.run([sys.executable, str(ROOT / "protos" / "generate.py"), "--check"], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, str(ROOT / "protos" / "generate.py"), "--check"],
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
 
 

@@ -1,4 +1,5 @@
-"""The floor for small noisy releases: a dp release's charged class histogram, its audit, the decline, the miner's prior."""
+"""The floor for small noisy releases: a dp release's charged
+class histogram, its audit, the decline, the miner's prior."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ DP_MECHANISMS = (("laplace-rdt", 4, 3), ("dpea", 4, 3), ("diffpets", 4, 3), ("dp
 def _release(car, mechanism="laplace-rdt", epsilon=1.0, trees=4, depth=3, rows=None, share=DEFAULT_PRIOR_SHARE, seed=0):
     schema, X, y = car
     rows = len(y) if rows is None else rows
-    return release(mechanism, schema=schema, X=X[:rows], y=y[:rows], requirement=f"dp:epsilon={epsilon:g},trees={trees}",
+    return release(mechanism, schema=schema, X=X[:rows], y=y[:rows],
+                   requirement=f"dp:epsilon={epsilon:g},trees={trees}",
                    max_depth=depth, random_state=seed, prior_share=share)
 
 
@@ -63,7 +65,8 @@ def test_the_trees_get_the_rest_of_the_budget(car):
     """laplace-rdt's per-count scale is trees / (0.9 eps) with the histogram, trees / eps in the paper's version."""
     ours, paper = _release(car), _release(car, share=0.0)
     assert ours.report.parameters["noise_scale"] == pytest.approx(4 / 0.9)
-    assert paper.report.parameters["noise_scale"] == pytest.approx(4.0) and PRIOR_PARAMETER not in paper.report.parameters
+    assert paper.report.parameters["noise_scale"] == pytest.approx(4.0)
+    assert PRIOR_PARAMETER not in paper.report.parameters
     assert audit(paper.trees, paper.report, seeded_ok=True).passed  # the paper's mechanism, unchanged
     # a release that states the trees' noise at the whole epsilon while spending a share on the histogram fails
     lying = dataclasses.replace(ours.report, parameters={**ours.report.parameters, "noise_scale": 4.0,
@@ -102,13 +105,15 @@ def test_below_the_threshold_the_owner_releases_its_histogram_alone(car):
     assert prior is not None and prior.total < threshold
     assert len(found.trees) == 1 and found.trees[0].nodes[0].is_leaf
     assert found.trees[0].nodes[0].counts.tolist() == list(prior.refined)  # the second draw, at the trees' epsilon
-    assert prior.declined.startswith("the noisy class total") and "only the class histogram is released" in prior.declined
+    assert prior.declined.startswith("the noisy class total")
+    assert "only the class histogram is released" in prior.declined
     assert prior.spent == pytest.approx(1.0) and "epsilon 1 spent" in prior.declined
     weights = np.array([0.1 ** 2, 0.9 ** 2])
     assert prior.estimate == pytest.approx((weights[0] * np.array(prior.counts) + weights[1] * np.array(prior.refined))
                                            / weights.sum())
     result = audit(found.trees, found.report, seeded_ok=True)
-    assert result.passed and "1 in total" in next(c.detail for c in result.checks if c.name == "class histogram accounted")
+    assert result.passed and "1 in total" in next(c.detail for c in result.checks
+                                                  if c.name == "class histogram accounted")
     # a decline from before the second draw existed (one histogram, the share spent) still audits, as that
     once = {k: v for k, v in found.report.parameters[PRIOR_PARAMETER].items() if k != "refined_counts"}
     old_form = _without_refined(found, once)
@@ -171,7 +176,8 @@ def test_the_share_is_the_studys_public_setting():
     data = {"study": {"id": "s1"}, "schema": {"dataset": "car"}, "training": {"max_depth": 3},
             "release": {"mechanism": "dpea", "requirement": "dp:epsilon=1,trees=4", "disclosure": "counts"}}
     default = spec_from_mapping(data)
-    assert default.spec.prior_share == DEFAULT_PRIOR_SHARE and study_from_pb(default.spec).prior_share == DEFAULT_PRIOR_SHARE
+    assert default.spec.prior_share == DEFAULT_PRIOR_SHARE
+    assert study_from_pb(default.spec).prior_share == DEFAULT_PRIOR_SHARE
     paper = spec_from_mapping({**data, "release": {**data["release"], "prior_share": 0}})
     assert study_from_pb(paper.spec).prior_share == 0.0 and study_to_pb(study_from_pb(paper.spec)).prior_share == 0.0
     with pytest.raises(StudyError, match="prior_share"):
@@ -213,7 +219,8 @@ def test_at_a_small_epsilon_the_floor_wins_the_miners_choice(car):
         found = release("dpea", schema=schema, X=X[rows], y=y[rows], requirement="dp:epsilon=0.3,trees=1",
                         max_depth=2, random_state=i)
         assert class_prior_of(found.report).declined is None
-        accepted.append(AcceptedModel(f"site-{i}", decode_model(model_message(found, study_id="s1", owner_id=f"site-{i}"))))
+        accepted.append(AcceptedModel(f"site-{i}",
+                                      decode_model(model_message(found, study_id="s1", owner_id=f"site-{i}"))))
     evaluation = Evaluation(X, y, np.arange(len(y)))
     results = mine(study, accepted, evaluation)
     tree, floor = results.models
@@ -235,7 +242,8 @@ def test_declined_releases_feed_the_prior_and_no_pseudo_rows(car):
         found = release("laplace-rdt", schema=schema, X=X[rows], y=y[rows], requirement="dp:epsilon=0.05,trees=4",
                         max_depth=3, random_state=i)
         assert class_prior_of(found.report).declined is not None
-        accepted.append(AcceptedModel(f"site-{i}", decode_model(model_message(found, study_id="s1", owner_id=f"site-{i}"))))
+        accepted.append(AcceptedModel(f"site-{i}",
+                                      decode_model(model_message(found, study_id="s1", owner_id=f"site-{i}"))))
     results = mine(study, accepted, Evaluation(X, y, np.arange(len(y))))
     assert [o.pseudo_rows for o in results.owners] == [0, 0, 0]
     tree, floor = results.models
@@ -252,7 +260,8 @@ def test_the_floor_model_predicts_the_prior():
 def test_owners_below_the_threshold_decline_over_the_wire_and_spend_the_rest_on_their_histograms(tmp_path, caplog):
     """Two owners of Car's rows at eps = 0.1: each draws its histogram, is below the threshold, releases it alone
     drawn once more with the rest of the budget, is charged 0.1 (the threshold of 10 trees of depth 3, 3,556 rows, is
-    about 9 noise standard deviations above their noisy totals), and the miner accepts both and scores its models at the prior."""
+    about 9 noise standard deviations above their noisy totals), and
+    the miner accepts both and scores its models at the prior."""
     import logging
     import threading
 

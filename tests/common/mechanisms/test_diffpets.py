@@ -237,7 +237,8 @@ def test_the_dp_trainer_and_pgen_on_the_release(nursery):
 
 
 def test_importing_the_module_loads_neither_sklearn_nor_scipy():
-    code = "import sys, modelshare.common.mechanisms.diffpets; print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))"
+    code = ("import sys, modelshare.common.mechanisms.diffpets; "
+            "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
 
@@ -257,7 +258,8 @@ def test_regression_schema_scales_by_public_bounds():
     sourced = schema.to_dict()
     sourced["target"]["source"] = "a 0-10 sensory score"
     sourced["attributes"][0]["source"] = "a stated bound"
-    assert RegressionSchema.from_dict(sourced) == schema and RegressionSchema.from_dict(sourced).fingerprint == schema.fingerprint
+    assert RegressionSchema.from_dict(sourced) == schema
+    assert RegressionSchema.from_dict(sourced).fingerprint == schema.fingerprint
     sourced["target"]["source"] = 10
     with pytest.raises(SchemaError, match=r"'target'\.source must be text"):
         RegressionSchema.from_dict(sourced)

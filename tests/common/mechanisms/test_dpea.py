@@ -46,7 +46,8 @@ from tests.federation_helpers import make_federation, study_spec
 @pytest.fixture(scope="module")
 def small():
     """40 rows over four categorical attributes (arities 2, 3, 2, 2): 54 subtrees of two levels."""
-    schema = Schema(tuple(CategoricalAttribute(name, tuple("012"[:k])) for name, k in zip("abcd", (2, 3, 2, 2), strict=False)),
+    schema = Schema(tuple(CategoricalAttribute(name, tuple("012"[:k]))
+                          for name, k in zip("abcd", (2, 3, 2, 2), strict=False)),
                     "label", ("no", "yes"))
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.integers(0, k, 40) for k in (2, 3, 2, 2)]).astype(np.float64)
@@ -70,7 +71,8 @@ def _enumerated_law(mechanism: DPEA, small) -> tuple[list, np.ndarray]:
 
 
 def _chi_square_p(observed: np.ndarray, p: np.ndarray) -> float:
-    """Chi-square p-value of counts against probabilities, the cells expected below 5 pooled into one (there are some)."""
+    """Chi-square p-value of counts against probabilities, the
+    cells expected below 5 pooled into one (there are some)."""
     expected = p * observed.sum()
     rare = expected < 5
     assert rare.any()
@@ -115,7 +117,8 @@ def test_the_stated_accounting_is_recomputed_from_the_setting():
 
 @pytest.mark.parametrize("bad, name", [
     ({"epsilon": 0.0}, "epsilon"), ({"epsilon": math.inf}, "epsilon"), ({"n_trees": 0}, "n_trees"),
-    ({"depth": True}, "depth"), ({"embedding_depth": 4}, "embedding_depth"), ({"embedding_depth": 0}, "embedding_depth"),
+    ({"depth": True}, "depth"), ({"embedding_depth": 4}, "embedding_depth"),
+    ({"embedding_depth": 0}, "embedding_depth"),
     ({"score": "entropy"}, "score"), ({"sampler": "gibbs"}, "sampler"), ({"bins": 1}, "bins"),
     ({"selection": "sharp"}, "selection"),
     ({"buffer_size": 1}, "buffer_size"), ({"var_threshold": -1.0}, "var_threshold"),
@@ -326,7 +329,8 @@ def test_a_seed_replays_a_release(small):
     a = DPEA(1.0, 2, 3, embedding_depth=1).fit(*small, 7)
     b = DPEA(1.0, 2, 3, embedding_depth=1).fit(*small, 7)
     assert a.structures == b.structures
-    assert all(np.array_equal(s.counts, t.counts) for x, y in zip(a.trees, b.trees, strict=False) for s, t in zip(x.nodes, y.nodes, strict=False))
+    assert all(np.array_equal(s.counts, t.counts) for x, y in zip(a.trees, b.trees, strict=False)
+               for s, t in zip(x.nodes, y.nodes, strict=False))
 
 
 # ------------------------------------------------------------------ the audit of the sampler
@@ -365,4 +369,5 @@ def test_the_miner_refuses_an_mcmc_release_under_a_dp_study(tmp_path, vote):
         with pytest.raises(grpc.RpcError) as info:
             fed.stub("site-a").Submit(sign_payload(message.SerializeToString(), fed.key("site-a")), timeout=60)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "re-audit of the claims failed: exact sampler: the release states guarantee_exact=False" in info.value.details()
+    assert ("re-audit of the claims failed: exact sampler: the release states guarantee_exact=False"
+            in info.value.details())

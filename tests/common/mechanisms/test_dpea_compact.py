@@ -1,4 +1,5 @@
-"""DPEA's compact public domain: the release fits 2 MB on the wire, passes its audit, and the audit checks the domain."""
+"""DPEA's compact public domain: the release fits 2 MB on the
+wire, passes its audit, and the audit checks the domain."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def _wide(rows: int, seed: int = 0) -> tuple[Schema, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     sizes = [2, 3, 5, 8, 12, 16, 20, 25, 30, 40]
     schema = Schema(tuple([NumericAttribute(f"x{i}", 0.0, 10.0 * (i + 1)) for i in range(10)]
-                          + [CategoricalAttribute(f"c{i}", tuple(f"v{j}" for j in range(n))) for i, n in enumerate(sizes)]),
+                          + [CategoricalAttribute(f"c{i}", tuple(f"v{j}" for j in range(n)))
+                             for i, n in enumerate(sizes)]),
                     "label", ("a", "b", "c"))
     X = np.hstack([rng.random((rows, 10)) * 10.0 * np.arange(1, 11),
                    np.column_stack([rng.integers(0, n, rows) for n in sizes])]).astype(np.float64)

@@ -1,4 +1,5 @@
-"""dpea-nb: the release (root + one histogram tree per free attribute + a chosen temperature), its audit, its DP audit."""
+"""dpea-nb: the release (root + one histogram tree per free
+attribute + a chosen temperature), its audit, its DP audit."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def adult():
 @pytest.fixture(scope="module")
 def released(adult) -> Release:
     schema, X, y = adult
-    # the mechanism as designed (no class histogram: tests/common/mechanisms/test_class_prior.py covers the default share)
+    # the mechanism as designed (no class histogram:
+    # tests/common/mechanisms/test_class_prior.py covers the default share)
     return release(MECHANISM, schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=1, random_state=0,
                    prior_share=0.0)
 
@@ -82,7 +84,8 @@ def test_the_release_is_a_root_and_a_histogram_tree_per_free_attribute_and_passe
 
 @pytest.mark.parametrize("changes, check", [
     ({"histogram_noise_scale": "half"}, "histogram noise scale recomputed (sensitivity = histogram trees)"),
-    ({"tree_share": 0.28, "histogram_share": 0.62}, "budget split recomputed (tree + histograms + calibration = epsilon)"),
+    ({"tree_share": 0.28, "histogram_share": 0.62},
+     "budget split recomputed (tree + histograms + calibration = epsilon)"),
     ({"temperature": 2.5}, "temperature from the public grid by the exponential mechanism"),
     ({"calibration_beta": 0.2}, "temperature from the public grid by the exponential mechanism"),
     ({"bins": 8}, "histogram trees: the root's split, then one free attribute's public bins"),
@@ -115,7 +118,8 @@ def test_a_histogram_tree_on_a_non_public_bin_fails_the_histogram_check(adult, r
 def test_a_missing_attribute_fails_the_histogram_check_even_with_consistent_accounting(released):
     p = released.report.parameters
     m = p["histogram_trees"] - 1
-    report = _edited(released, histogram_trees=m, histogram_sensitivity=m, histogram_attributes=p["histogram_attributes"][1:],
+    report = _edited(released, histogram_trees=m, histogram_sensitivity=m,
+                     histogram_attributes=p["histogram_attributes"][1:],
                      histogram_noise_scale=m / p["epsilon_histograms"])
     trees = [released.trees[0], *released.trees[2:]]
     report = dataclasses.replace(report, attacks=ensemble_attack_report(trees))  # counted over the trees kept
@@ -229,7 +233,8 @@ def test_a_study_refuses_what_dpea_nb_cannot_release_and_calibrated_nb_without_i
         spec(release={"requirement": "dp:epsilon=1,trees=3"})
     with pytest.raises(StudyError, match="'dpea-nb' trains trees of depth at most 1; \\[training\\] max_depth is 3"):
         spec(training={"max_depth": 3})
-    with pytest.raises(StudyError, match="'calibrated-nb' is built from 'dpea-nb' releases; this study's mechanism is 'dpea'"):
+    with pytest.raises(StudyError,
+                       match="'calibrated-nb' is built from 'dpea-nb' releases; this study's mechanism is 'dpea'"):
         spec(release={"mechanism": "dpea", "requirement": "dp:epsilon=1,trees=1"}, training={"max_depth": 3})
     with pytest.raises(StudyError, match="off_path 'marginal' does not apply to 'dpea-nb' releases"):
         spec(mining={"off_path": "marginal"})

@@ -138,7 +138,8 @@ def test_the_sampling_is_secret_unless_a_seed_is_given(nursery):
 def test_the_release_refuses_hit_miss_and_other_requirements(nursery, car):
     schema, X, y = nursery
     with pytest.raises(ValueError, match="disclosure 'hit_miss' is refused"):
-        release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH, disclosure="hit_miss")
+        release_model("kanon-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=DEPTH,
+                      disclosure="hit_miss")
     with pytest.raises(RequirementError, match="kanon-rdt takes 'dps:"):
         release_model("kanon-rdt", schema=schema, X=X, y=y, requirement="k-anonymity:k=5", max_depth=DEPTH)
     with pytest.raises(ValueError, match="depth"):
@@ -155,7 +156,8 @@ def _with_count(tree: Tree, node: int, label: int, count: float) -> Tree:
     nodes = copy.deepcopy(tree.nodes)
     counts = nodes[node].counts.copy()
     counts[label] = count
-    nodes[node] = dataclasses.replace(Node.from_counts(counts), attribute=nodes[node].attribute, edges=nodes[node].edges)
+    nodes[node] = dataclasses.replace(Node.from_counts(counts), attribute=nodes[node].attribute,
+                                      edges=nodes[node].edges)
     return rebuild(tree.schema, nodes, "counts")
 
 
@@ -246,9 +248,11 @@ def kanon_study(requirement: str = REQUIREMENT, **overrides) -> dict:
     "overrides, fragment",
     [
         ({"release": {"requirement": "k-anonymity:k=5"}}, "needs a requirement 'dps:"),
-        ({"release": {"mechanism": "apt"}}, f"requirement {REQUIREMENT} is met only by mechanism 'kanon-rdt' or 'kanon-rdt-log', not 'apt'"),
+        ({"release": {"mechanism": "apt"}},
+         f"requirement {REQUIREMENT} is met only by mechanism 'kanon-rdt' or 'kanon-rdt-log', not 'apt'"),
         ({"release": {"disclosure": "hit_miss"}}, 'set disclosure = "counts"'),
-        ({"release": {"requirement": "dps:k=20,beta=0.01,epsilon=65,trees=65"}}, "asks for 65 trees; a miner accepts at most 64"),
+        ({"release": {"requirement": "dps:k=20,beta=0.01,epsilon=65,trees=65"}},
+         "asks for 65 trees; a miner accepts at most 64"),
     ],
 )
 def test_a_kanon_rdt_study_needs_dps_counts_a_depth_and_few_trees(overrides, fragment):
@@ -282,7 +286,8 @@ def test_pgen_shares_the_table_among_the_trees_and_undoes_the_sampling(forest):
 
 def test_mining_an_ensemble_trains_global_models_on_its_pseudo_rows(forest, nursery):
     schema, X, y = nursery
-    spec = spec_from_mapping(kanon_study(mining={"pgen_scale": 2, "global_models": ["decision-tree", "naive-bayes"]})).spec
+    mining = {"pgen_scale": 2, "global_models": ["decision-tree", "naive-bayes"]}
+    spec = spec_from_mapping(kanon_study(mining=mining)).spec
     model = decode_model(model_message(forest))
     results = mine(study_from_pb(spec), [AcceptedModel("site-a", model)], Evaluation(X, y, np.arange(len(y))))
     [owner] = results.owners
@@ -304,15 +309,18 @@ def test_an_owner_submission_for_a_kanon_rdt_study_passes_the_miner_checks(nurse
     schema, X, y = nursery
     key = generate_signing_key()
     spec = spec_from_mapping(kanon_study()).spec
-    message = fpb.ModelMessage.FromString(build_submission(study_from_pb(spec), X, y, owner_id="site-a", key=key).payload)
+    message = fpb.ModelMessage.FromString(
+        build_submission(study_from_pb(spec), X, y, owner_id="site-a", key=key).payload)
     assert len(message.trees) == 4
     check_model(message, StudyTerms.of(study_from_pb(spec)), max_nodes=100_000)
     nodes = sum(len(t.nodes) for t in message.trees)
     with pytest.raises(Rejection, match=f"the model has {nodes} nodes in 4 trees; this miner accepts at most 10"):
         check_model(message, StudyTerms.of(study_from_pb(spec)), max_nodes=10)
     log_spec = spec_from_mapping(kanon_study(release={"mechanism": "kanon-rdt-log"})).spec
-    log_message = fpb.ModelMessage.FromString(build_submission(study_from_pb(log_spec), X, y, owner_id="site-a", key=key).payload)
-    check_model(log_message, StudyTerms.of(study_from_pb(log_spec)), max_nodes=100_000)  # the variant's study and submission pass the same checks
+    log_message = fpb.ModelMessage.FromString(
+        build_submission(study_from_pb(log_spec), X, y, owner_id="site-a", key=key).payload)
+    # the variant's study and submission pass the same checks
+    check_model(log_message, StudyTerms.of(study_from_pb(log_spec)), max_nodes=100_000)
     with pytest.raises(Rejection, match="released with 'kanon-rdt'; the study requires 'kanon-rdt-log'"):
         check_model(message, StudyTerms.of(study_from_pb(log_spec)), max_nodes=100_000)
     stricter = spec_from_mapping(kanon_study("dps:k=5,beta=0.2,epsilon=4,trees=4")).spec
@@ -353,7 +361,8 @@ def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, ca
     weaker = fpb.StudySpec()
     weaker.CopyFrom(spec)
     weaker.requirement = "dps:k=5,beta=0.6,epsilon=8,trees=4"
-    code, why = _rejection(fed, "site-a", build_submission(study_from_pb(weaker), Xa, ya, owner_id="site-a", key=fed.key("site-a")))
+    code, why = _rejection(fed, "site-a", build_submission(study_from_pb(weaker), Xa, ya, owner_id="site-a",
+                                                           key=fed.key("site-a")))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "weaker than the study requires" in why and "beta=0.5" in why
 
     code, why = _rejection(fed, "site-a", signed_model(fed, "site-a", spec, Xa, ya, mechanism="apt",
@@ -413,7 +422,8 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     checks = {c["name"]: c["passed"] for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["delta recomputed from (k, beta, epsilon, trees)"] is False
     assert main(["release", "--mechanism", "kanon-rdt", "--requirement", "dps:k=5,beta=0.01,epsilon=2,trees=10",
-                 "--data", str(data), "--class-column", "class", "--schema", str(schema_file), "--out", str(model)]) == 2
+                 "--data", str(data), "--class-column", "class", "--schema", str(schema_file),
+                 "--out", str(model)]) == 2
     assert "needs --requirement 'dps:k=K,beta=B,epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
 
 

@@ -70,7 +70,8 @@ def test_discrete_laplace_log_pmf_is_the_law_of_a_released_count(true, scale):
     support = np.arange(0, true + 60 * scale + 10)
     pmf = np.exp(discrete_laplace_log_pmf(support, np.full(support.size, true), scale))
     assert pmf.sum() == pytest.approx(1.0, abs=1e-9)
-    draws = LaplaceRdt(1 / scale, 1, 1).noisy_counts(np.full(200_000, float(true)), SeededNoise(np.random.default_rng(1)))
+    draws = LaplaceRdt(1 / scale, 1, 1).noisy_counts(np.full(200_000, float(true)),
+                                                     SeededNoise(np.random.default_rng(1)))
     observed = np.bincount(draws.astype(np.int64), minlength=support.size)[: support.size] / draws.size
     assert np.abs(observed - pmf).max() < 5 * np.sqrt(pmf.max() / draws.size)
 
@@ -168,8 +169,8 @@ def test_the_release_states_its_setting_and_passes_its_audit(forest, nursery, tm
     assert result.passed, failing(result)
     assert [c.name for c in result.checks] == [
         "inner nodes derive from leaves", "mechanism", f"parameters restate {REQUIREMENT}",
-        "public domain", "secret draws from a secure sampler", "noise scale recomputed from (epsilon, trees)", "counts post-processed as stated", "claims",
-        "reported attack counts",
+        "public domain", "secret draws from a secure sampler", "noise scale recomputed from (epsilon, trees)",
+        "counts post-processed as stated", "claims", "reported attack counts",
     ]
     noise = next(c for c in result.checks if c.name.startswith("noise scale"))
     assert "Laplace scale 4 per count" in noise.detail and "cannot be seen in the release" in noise.detail
@@ -200,7 +201,8 @@ def test_the_release_refuses_other_requirements_and_hit_miss(nursery):
     with pytest.raises(ValueError, match="depth"):
         release("laplace-rdt", schema=schema, X=X, y=y, requirement=REQUIREMENT, max_depth=0)
     tree = release("none", tree=Tree(schema, [Node.from_counts(np.ones(schema.n_classes))])).tree
-    with pytest.raises(RequirementError, match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'"):
+    with pytest.raises(RequirementError,
+                       match="a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'"):
         release("apt", tree=tree, requirement=REQUIREMENT)
     with pytest.raises(ValueError, match="'laplace-rdt' trains its own trees from the rows; pass schema="):
         release("laplace-rdt", tree=tree, requirement=REQUIREMENT)
@@ -264,10 +266,12 @@ def test_cli_release_then_audit_and_a_hand_edited_file_fails(tmp_path, capsys):
     assert "needs --requirement 'dp:epsilon=E,trees=T' and --max-depth D" in capsys.readouterr().err
     assert main(["release", "--mechanism", "apt", "--requirement", "dp:epsilon=1,trees=10", "--dataset", "car",
                  "--out", str(model)]) == 2
-    assert "a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'" in capsys.readouterr().err
+    assert ("a dp guarantee is met by mechanism 'diffpets' or 'dpea' or 'dpea-nb' or 'laplace-rdt'"
+            in capsys.readouterr().err)
 
 
 def test_auditors_do_not_import_the_random_tree_code():
-    """The miner's verifier processes import `modelshare.common.audit.release`; laplace-rdt must not make them load scikit-learn."""
+    """The miner's verifier processes import `modelshare.common.audit.release`;
+    laplace-rdt must not make them load scikit-learn."""
     code = "import sys, modelshare.common.audit.release; sys.exit('sklearn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -209,7 +209,8 @@ def test_apt_root_only_outcome_raises(requirement):
 
 
 def test_apt_leaves_a_satisfying_tree_untouched():
-    tree = build(SCHEMA2, (0, [(cs(0), (5, 5)), (cs(1), (1, [(cs(0), (4, 2)), (cs(1, 2, 3), (3, 3))])), (cs(2, 3), (9, 1))]))
+    tree = build(SCHEMA2, (0, [(cs(0), (5, 5)), (cs(1), (1, [(cs(0), (4, 2)), (cs(1, 2, 3), (3, 3))])),
+                               (cs(2, 3), (9, 1))]))
     out = apt(tree, KAnonymity(5))
     assert [p.key for p in out.paths()] == [p.key for p in tree.paths()]
     assert [n.counts.tolist() for n in out.nodes] == [n.counts.tolist() for n in tree.nodes]

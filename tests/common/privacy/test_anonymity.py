@@ -129,7 +129,8 @@ def test_malformed_requirements_raise_with_the_grammar(text):
         ("dps:k=5,beta=0.01,epsilon=-1,trees=10", "epsilon=-1 must be positive"),
         ("dps:k=5,beta=0.01,epsilon=2,trees=0", "trees=0 must be at least 1"),
         ("dps:k=5,beta=0.01,epsilon=2", "expected parameters ['beta', 'epsilon', 'k', 'trees']"),
-        ("dps:k=5,beta=0.3,epsilon=1,trees=4", "epsilon per tree (epsilon_total 1 / 4 trees) = 0.25 is below -ln(1 - beta)"),
+        ("dps:k=5,beta=0.3,epsilon=1,trees=4",
+         "epsilon per tree (epsilon_total 1 / 4 trees) = 0.25 is below -ln(1 - beta)"),
         ("dps:k=1,beta=0.5,epsilon=7,trees=10", "composed delta 5 is >= 1 and bounds nothing"),
         # dp (the noise-based mechanisms)
         ("dp:epsilon=0,trees=10", "epsilon=0 must be positive"),
@@ -373,7 +374,8 @@ def test_a_stronger_diversity_claim_implies_the_weaker_on_every_path(counts, c, 
     assert not (cl_diverse_exact(arr, strong.c, strong.l) & ~cl_diverse_exact(arr, weak.c, weak.l)).any()
     hit = arr.max(axis=1)
     miss = arr.sum(axis=1) - hit
-    assert not (cl_diverse_hit_miss(hit, miss, strong.c, strong.l) & ~cl_diverse_hit_miss(hit, miss, weak.c, weak.l)).any()
+    passes_strong = cl_diverse_hit_miss(hit, miss, strong.c, strong.l)
+    assert not (passes_strong & ~cl_diverse_hit_miss(hit, miss, weak.c, weak.l)).any()
 
 
 @pytest.mark.parametrize("text", ["k-anonymity:k=" + "9" * 722, "dps:k=9007199254740993,beta=0.1,epsilon=2,trees=10",

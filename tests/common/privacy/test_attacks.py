@@ -134,7 +134,8 @@ def test_owner_view_counts_the_actual_rows():
     assert report.background == (AttackCounts(2, 3.0), AttackCounts(3, 6.0))
     # the released statistics alone expose nobody
     released = attack_report(tree)
-    assert released == AttackReport(AttackCounts(0, 0.0), AttackCounts(0, 0.0), (AttackCounts(0, 0.0), AttackCounts(0, 0.0)))
+    assert released == AttackReport(AttackCounts(0, 0.0), AttackCounts(0, 0.0),
+                                    (AttackCounts(0, 0.0), AttackCounts(0, 0.0)))
 
 
 def test_owner_view_rows_stopping_at_an_inner_node():
@@ -145,7 +146,8 @@ def test_owner_view_rows_stopping_at_an_inner_node():
         Node.from_counts(np.array([2.0, 2.0])),
         Node.from_counts(np.array([2.0, 2.0])),
     ]
-    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1, 2, 3, 4})), 3)]
+    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1),
+                                             Edge(CategorySet(frozenset({1, 2, 3, 4})), 3)]
     nodes[1].attribute, nodes[1].edges = 1, [Edge(CategorySet(frozenset({0})), 2)]
     tree = Tree(SCHEMA, nodes)
     X = np.array([[0, 0], [0, 1], [0, 1], [2, 0]], dtype=float)
@@ -185,4 +187,5 @@ def test_an_ensemble_is_attacked_tree_by_tree_and_the_counts_add_up(car):
     both, ra, rb = ensemble_attack_report([a, b]), attack_report(a), attack_report(b)
     assert both.homogeneity == AttackCounts(ra.homogeneity.leaves + rb.homogeneity.leaves,
                                             ra.homogeneity.users + rb.homogeneity.users)
-    assert [c.leaves for c in both.background] == [x.leaves + z.leaves for x, z in zip(ra.background, rb.background, strict=False)]
+    assert [c.leaves for c in both.background] == [x.leaves + z.leaves
+                                                   for x, z in zip(ra.background, rb.background, strict=False)]

@@ -1,4 +1,5 @@
-"""The combining reader (`modelshare.common.privacy.combining`): the attack on a per-leaf release, and the defaults that stop it.
+"""The combining reader (`modelshare.common.privacy.combining`):
+the attack on a per-leaf release, and the defaults that stop it.
 
 The attack reads only the released model: EM over every released path gives each categorical value's
 law given the class, and the reader believes P(class | leaf, the person's set values). On Nursery under
@@ -104,7 +105,8 @@ def test_an_audit_without_figures_keeps_every_check_and_outcome(nursery):
         full, lean = audit(trees, claimed), audit(trees, claimed, figures=False)
         assert [(c.name, c.passed) for c in lean.checks] == [(c.name, c.passed) for c in full.checks]
         assert lean.passed == full.passed
-        judged = isinstance(parse_requirement(claimed.requirement), CLDiversity) and "scope=leaf" not in claimed.requirement
+        parsed = parse_requirement(claimed.requirement)
+        judged = isinstance(parsed, CLDiversity) and not parsed.per_leaf
         [reader] = [c for c in lean.checks if c.name == READER_CHECK]
         if judged:
             assert reader.detail == next(c.detail for c in full.checks if c.name == READER_CHECK)
@@ -193,7 +195,8 @@ def test_row_beliefs_equal_the_enumerated_belief_of_the_rows_values():
 
 def test_the_population_reader_is_measured_not_bounded(nursery):
     """The limit the docs state: applying the released law to the attributes a path leaves free still believes
-    beyond the cap for some persons of a guarded release (measured 8.9%, right for 92%); it is reported, not enforced."""
+    beyond the cap for some persons of a guarded release (measured
+    8.9%, right for 92%); it is reported, not enforced."""
     schema, X, y = nursery
     found = release("apt", tree=_trained(nursery, "hit_miss"), requirement=str(PROMISE), disclosure="hit_miss")
     inside = reader_figures(found.trees, X, y, cap(PROMISE))

@@ -78,7 +78,8 @@ def test_categorical_hierarchy_groups_consecutive_categories():
     assert [hierarchy.group_labels(level) for level in range(4)] == [
         ("a", "b", "c", "d", "e"), ("{a,b}", "{c,d}", "{e}"), ("{a,b,c,d}", "{e}"), (TOP,)]
     assert hierarchy.group_ids(np.array([0.0, 1.0, 2.0, 4.0]), 1).tolist() == [0, 0, 1, 2]
-    with pytest.raises(HierarchyError, match=r"row 1, column 'g', value 5\.0: category codes must be integers in 0\.\.4"):
+    with pytest.raises(HierarchyError,
+                       match=r"row 1, column 'g', value 5\.0: category codes must be integers in 0\.\.4"):
         hierarchy.group_ids(np.array([5.0]), 1)
     assert derive_hierarchy(CategoricalAttribute("one", ("only",))).group_labels(1) == (TOP,)
 
@@ -111,7 +112,8 @@ def test_hierarchy_file_is_read_in_schema_order(tmp_path, delimiter):
     "text, message",
     [
         ("", r"colour\.csv: hierarchy file has no rows"),
-        ("red\norange\ngreen\nblue\n", r"colour\.csv, row 1, value 'red': each row needs the value and at least the top"),
+        ("red\norange\ngreen\nblue\n",
+         r"colour\.csv, row 1, value 'red': each row needs the value and at least the top"),
         ("red;warm;*\norange;warm\ngreen;cold;*\nblue;cold;*\n",
          r"colour\.csv, row 2, value 'orange': row has 1 level\(s\) where the first row has 2"),
         ("red;warm;*\norange;;*\ngreen;cold;*\nblue;cold;*\n",
@@ -120,7 +122,8 @@ def test_hierarchy_file_is_read_in_schema_order(tmp_path, delimiter):
          r"colour\.csv, row 2, column 'level 0', value 'purple': not a category of attribute 'colour'"),
         ("red;warm;*\nred;warm;*\ngreen;cold;*\nblue;cold;*\n",
          r"colour\.csv, row 2, column 'level 0', value 'red': value listed twice \(first at row 1\)"),
-        ("red;warm;*\ngreen;cold;*\nblue;cold;*\n", r"colour\.csv: categories \['orange'\] of attribute 'colour' have no row"),
+        ("red;warm;*\ngreen;cold;*\nblue;cold;*\n",
+         r"colour\.csv: categories \['orange'\] of attribute 'colour' have no row"),
         ("red;warm;any;*\norange;warm;any;*\ngreen;cold;any;*\nblue;cold;other;*\n",
          r"colour\.csv, row 4, column 'level 1', value 'blue': group 'cold' of level 1 is split across groups "
          r"'any' \(row 3\) and 'other' of level 2"),

@@ -63,7 +63,8 @@ def test_each_owner_passes_its_own_reader_and_the_pair_does_not():
 def test_k_anonymity_owners_are_measured_and_nothing_to_read_is_none():
     assert read_study([]) is None
     reading = read_study([("owner-1", [FIRST], KAnonymity(5)), ("owner-2", [SECOND], KAnonymity(5))],
-                         skipped=["owner-3 (10 trees claiming dp:epsilon=1,trees=10: not one tree under a path requirement)"])
+                         skipped=["owner-3 (10 trees claiming dp:epsilon=1,trees=10: not one tree "
+                                  "under a path requirement)"])
     assert reading is not None and reading.cap is None and reading.confident_share is None
     assert reading.largest_belief > cap(REQUIREMENT) and 0 < reading.smallest_group < 10
     assert "smallest estimated group" in reading.describe() and "not read: owner-3" in reading.describe()

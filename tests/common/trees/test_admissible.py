@@ -43,7 +43,8 @@ def _cases(draw):
     if draw(st.booleans()):
         requirement = str(KAnonymity(draw(st.integers(1, 8))))
     else:
-        requirement = str(CLDiversity(draw(st.sampled_from([1.0, 1.5, 2.0, 3.0, 5.0])), draw(st.integers(2, n_classes))))
+        requirement = str(CLDiversity(draw(st.sampled_from([1.0, 1.5, 2.0, 3.0, 5.0])),
+                                      draw(st.integers(2, n_classes))))
     disclosure = draw(st.sampled_from(["hit_miss", "counts"]))
     return _schema(sizes, n_classes), X, y.astype(np.int64), requirement, disclosure
 
@@ -223,7 +224,8 @@ def test_either_keeps_every_leaf_at_k_on_adult_and_the_owner_learner_uses_it_und
                and isinstance(table.schema.attributes[node.attribute], CategoricalAttribute) for node in tree.nodes)
     found = release("apt", tree=tree, requirement="k-anonymity:k=50", disclosure="hit_miss")
     assert found.tree.n_leaves == tree.n_leaves and audit(found.trees, found.report).passed
-    diverse = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2", disclosure="hit_miss")
+    diverse = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2",
+                            disclosure="hit_miss")
     assert diverse.build(table.schema).category_split == "grouped"
 
 

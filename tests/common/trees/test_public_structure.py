@@ -1,4 +1,5 @@
-"""A pruned release's structure discloses no private value: no one-child node, no threshold off the public cut points."""
+"""A pruned release's structure discloses no private value:
+no one-child node, no threshold off the public cut points."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from modelshare.common.audit.release import audit
-from modelshare.common.data.schema import DEFAULT_CELLS, CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import DEFAULT_CELLS, CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from modelshare.common.mechanisms.pruning import prune_leaves
 from modelshare.common.mechanisms.release import release
 from modelshare.common.privacy.checks import public_cuts_check, single_child_check
@@ -93,3 +94,29 @@ def test_declared_cuts_are_the_only_thresholds_and_are_checked():
     for bad in [(30.0, 18.0), (0.0, 50.0), (50.0, 120.0)]:
         with pytest.raises(ValueError, match="strictly"):
             NumericAttribute("age", 0.0, 120.0, cuts=bad)
+
+
+def _shape(node) -> tuple[object, ...]:
+    """A node's label, statistics, attribute and edges, comparable with ``==``."""
+    counts = None if node.counts is None else node.counts.tolist()
+    return (node.label, node.hit, node.miss, counts, node.attribute,
+            [(e.constraint.canonical(), e.child) for e in node.edges])
+
+
+@pytest.mark.parametrize("learner", ["admissible", "multiway", "cart"])
+def test_a_table_fed_in_chunks_grows_the_tree_of_the_whole_table(outlier_table, learner):
+    """`fit_chunks` keeps only each chunk's cell codes (or, for a learner on float rows, its cells) and grows
+    the tree `fit` grows on the rows stacked; a bad value names its row in the whole table."""
+    X, y = outlier_table
+    whole = make_learner(learner, SCHEMA, public_cuts=True, random_state=0).fit(X, y).tree_
+    chunked = make_learner(learner, SCHEMA, public_cuts=True, random_state=0)
+    chunked.fit_chunks((X[start:start + 64], y[start:start + 64]) for start in range(0, X.shape[0], 64))
+    assert [_shape(node) for node in chunked.tree_.nodes] == [_shape(node) for node in whole.nodes]
+    bad = X.copy()
+    bad[130, 0] = 121.0  # outside age's public range [0, 120], in the third chunk
+    with pytest.raises(SchemaError, match="schema range") as raised:
+        make_learner(learner, SCHEMA, public_cuts=True).fit_chunks(
+            (bad[start:start + 64], y[start:start + 64]) for start in range(0, X.shape[0], 64))
+    assert (raised.value.row, raised.value.column) == (131, "age")
+    with pytest.raises(ValueError, match="no row"):
+        make_learner(learner, SCHEMA, public_cuts=True).fit_chunks(iter(()))

@@ -171,7 +171,8 @@ def test_log_thresholds_spread_over_a_wide_range_and_leave_a_narrow_one_near_uni
     assert np.abs(t - expected).max() < 0.06  # the log of 1 + (0 .. 0.5) is nearly linear
     assert np.array_equal(root_thresholds(wide, "uniform"), uniform)  # the paper's rule is unchanged by the option
     for seed in range(20):  # no numeric attribute: the same structure under both rules
-        assert splits(random_structure(CATEGORICAL, 3, seed, thresholds="log")) == splits(random_structure(CATEGORICAL, 3, seed))
+        assert (splits(random_structure(CATEGORICAL, 3, seed, thresholds="log"))
+                == splits(random_structure(CATEGORICAL, 3, seed)))
 
 
 def test_log_structure_is_a_function_of_the_seed_not_the_data() -> None:

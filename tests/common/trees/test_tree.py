@@ -33,9 +33,12 @@ def sample_tree() -> Tree:
         leaf(0, 9),  # X <= 40 and X <= 20
         leaf(1, 6),  # X <= 40 and X > 20
     ]
-    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1), Edge(CategorySet(frozenset({1, 2})), 2)]
-    nodes[2].attribute, nodes[2].edges = 1, [Edge(Interval(-math.inf, 40.0), 3), Edge(Interval(40.0, math.inf, False, False), 4)]
-    nodes[3].attribute, nodes[3].edges = 1, [Edge(Interval(-math.inf, 20.0), 5), Edge(Interval(20.0, math.inf, False, False), 6)]
+    nodes[0].attribute, nodes[0].edges = 0, [Edge(CategorySet(frozenset({0})), 1),
+                                             Edge(CategorySet(frozenset({1, 2})), 2)]
+    nodes[2].attribute, nodes[2].edges = 1, [Edge(Interval(-math.inf, 40.0), 3),
+                                             Edge(Interval(40.0, math.inf, False, False), 4)]
+    nodes[3].attribute, nodes[3].edges = 1, [Edge(Interval(-math.inf, 20.0), 5),
+                                             Edge(Interval(20.0, math.inf, False, False), 6)]
     return Tree(SCHEMA, nodes)
 
 
@@ -89,7 +92,8 @@ def test_hit_miss_disclosure():
         (lambda n: setattr(n[0], "attribute", 1), "needs interval edges"),
         (lambda n: n[0].edges.__setitem__(1, Edge(CategorySet(frozenset({1, 7})), 2)), "categories outside"),
         (lambda n: n[0].edges.__setitem__(1, Edge(CategorySet(frozenset({0, 2})), 2)), "overlap"),
-        (lambda n: n[2].edges.__setitem__(1, Edge(Interval(150.0, math.inf, False, False), 4)), "outside the schema range"),
+        (lambda n: n[2].edges.__setitem__(1, Edge(Interval(150.0, math.inf, False, False), 4)),
+         "outside the schema range"),
         (lambda n: n[2].edges.__setitem__(1, Edge(Interval(30.0, math.inf, False, False), 4)), "overlap"),
         (lambda n: setattr(n[1], "label", 1), "not a majority class"),
         (lambda n: setattr(n[1], "label", 5), "outside 0..1"),
