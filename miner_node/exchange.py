@@ -59,7 +59,7 @@ from modelshare.miner_node.rpc import (
     handler,
     timestamp_seconds,
 )
-from modelshare.miner_node.store import Store, StoreError, Submission
+from modelshare.miner_node.store import Store, StoreError, StudyRow, Submission
 from modelshare.miner_node.streams import StreamLedger, StreamSlot
 from modelshare.miner_node.verify import ModelVerifier, Rejection, StudyTerms
 
@@ -84,6 +84,23 @@ class _OpenStudy:
 
     spec: fpb.StudySpec
     answered: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Invitation:
+    """What a submission to a study is checked against before its model, decoded once per stored spec
+    (`_invitation`)."""
+
+    spec: bytes  # as stored: the key of the study's `_terms`
+    owners: frozenset[str]
+    max_message_bytes: int
+    schema_fingerprint: str
+
+
+@functools.lru_cache(maxsize=256)
+def _invitation(spec: bytes) -> _Invitation:
+    decoded = fpb.StudySpec.FromString(spec)
+    return _Invitation(spec, frozenset(decoded.owners), decoded.max_message_bytes, decoded.schema_fingerprint)
 
 
 @functools.lru_cache(maxsize=256)
@@ -177,8 +194,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         return signer, payload
 
     # ---------------------------------------------------------- study checks
-    def _open_study(self, study_id: str, owner: str) -> fpb.StudySpec:
-        row = self.store.study(study_id)
+    def _open_study(self, study_id: str, owner: str) -> _Invitation:
+        return self._invited(self.store.study(study_id), study_id, owner)
+
+    @staticmethod
+    def _invited(row: StudyRow | None, study_id: str, owner: str) -> _Invitation:
+        """The study ``row`` as ``owner`` may answer it; NOT_FOUND, FAILED_PRECONDITION (not open) or
+        PERMISSION_DENIED."""
         if row is None:
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
         if row.state == "cancelled":
@@ -187,10 +209,10 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         if row.state != "open":
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"study {study_id!r} is {row.state}; it takes no more answers")
-        spec = fpb.StudySpec.FromString(row.spec)
-        if owner not in spec.owners:
+        invitation = _invitation(row.spec)
+        if owner not in invitation.owners:
             raise Rejection(grpc.StatusCode.PERMISSION_DENIED, f"{owner!r} is not invited to study {study_id!r}")
-        return spec
+        return invitation
 
     def _fresh(self, timestamp: Any, context: grpc.ServicerContext) -> None:
         """FAILED_PRECONDITION unless the message was signed within the window; the trailing metadata
@@ -202,11 +224,13 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
             context.set_trailing_metadata(late.trailing())
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION, late.message)
 
-    def _unspent(self, nonce: bytes) -> None:
+    def _unspent(self, nonce: bytes, seen: bool | None = None) -> None:
+        """INVALID_ARGUMENT for a nonce of the wrong size, ALREADY_EXISTS for a spent one (``seen``, read now if
+        None)."""
         if len(nonce) != NONCE_BYTES:
             raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
                             f"the nonce is {len(nonce)} bytes; every message carries {NONCE_BYTES} fresh random bytes")
-        if self.store.nonce_seen(nonce):
+        if self.store.nonce_seen(nonce) if seen is None else seen:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             "this message's nonce was used before (a replay); nothing stored")
 
@@ -304,11 +328,11 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
         row = self.store.study(study_id)
         if row is None:
             raise Rejection(grpc.StatusCode.NOT_FOUND, f"no study {study_id!r} on this miner")
-        return self._study_limit(fpb.StudySpec.FromString(row.spec))
+        return self._study_limit(_invitation(row.spec))
 
-    def _study_limit(self, spec: fpb.StudySpec) -> int:
-        """The largest answer ``spec`` takes: its ``max_message_bytes``, within this miner's own limit."""
-        return min(spec.max_message_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
+    def _study_limit(self, study: _Invitation) -> int:
+        """The largest answer ``study`` takes: its ``max_message_bytes``, within this miner's own limit."""
+        return min(study.max_message_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
 
     def _submit_logged(self, request: fpb.SignedEnvelope, context: Any, event: dict[str, Any]) -> fpb.SubmitAck:
         """`_submit`, logging a rejection: the one path of an envelope sent whole or in pieces."""
@@ -333,31 +357,32 @@ class OwnerExchangeService(Attached, fgrpc.OwnerExchangeServicer):
                             f"the message names owner {message.owner_id!r} but is signed by {signer.name!r}")
         envelope = request.SerializeToString(deterministic=True)
         submission_id = hashlib.sha256(envelope).hexdigest()
+        view = self.store.submit_view(message.study_id, signer.name, message.nonce)
         # the exact bytes already stored: the same ack, whatever the study's state is now (an owner whose
         # ack was lost in a crash must learn its answer counted, even once mining started)
-        previous = self.store.submission(message.study_id, signer.name)
-        if previous is not None and previous.submission_id == submission_id:
-            return self._ack(previous, duplicate=True)
-        spec = self._open_study(message.study_id, signer.name)
-        if len(envelope) > (limit := self._study_limit(spec)):
+        if view.previous_id == submission_id and \
+                (ack := self._stored_ack(message.study_id, signer.name, submission_id)) is not None:
+            return ack
+        study = self._invited(view.study, message.study_id, signer.name)
+        if len(envelope) > (limit := self._study_limit(study)):
             raise Rejection(grpc.StatusCode.RESOURCE_EXHAUSTED,
                             too_large_message(len(envelope), limit, message.study_id))
-        if message.schema_fingerprint != spec.schema_fingerprint:
+        if message.schema_fingerprint != study.schema_fingerprint:
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"schema fingerprint {message.schema_fingerprint[:12]} is not the study's "
-                            f"{spec.schema_fingerprint[:12]}; encode the table with the study's schema")
+                            f"{study.schema_fingerprint[:12]}; encode the table with the study's schema")
         self._fresh(message.timestamp, context)
         try:
-            self._unspent(message.nonce)
+            self._unspent(message.nonce, view.nonce_seen)
         except Rejection:
             # the same bytes, committed by a concurrent call since the first look: a duplicate, not a replay
             if (ack := self._stored_ack(message.study_id, signer.name, submission_id)) is not None:
                 return ack
             raise
-        if previous is not None:
+        if view.previous_id is not None:
             raise Rejection(grpc.StatusCode.ALREADY_EXISTS,
                             f"{signer.name!r} already submitted a different model to {message.study_id!r}")
-        self.verifier.check(message, payload, _terms(spec.SerializeToString()), _remaining(context))
+        self.verifier.check(message, payload, _terms(study.spec), _remaining(context))
         sub = Submission(message.study_id, signer.name, submission_id, envelope, self.clock())
         outcome = self.store.accept(sub, message.nonce)
         if outcome == "duplicate":

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -180,22 +181,29 @@ class ChangeFeed:
 
     Waiting RPCs (``OwnerExchange.Poll``, ``StudyAdmin.WatchStudy``) are coroutines on the asyncio
     server, so a site waiting for a study costs a suspended coroutine, not a worker thread.
-    `changed` may be called from any thread; it bumps the version on the loop and wakes every waiter.
+    `changed` may be called from any thread; it bumps the version on the loop and wakes every waiter. Changes
+    made while a bump is already scheduled share it (every accepted submission is a change): a waiter reads the
+    store after the bump runs, and so sees them all.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.version = 0
         self._event = asyncio.Event()
+        self._scheduled = threading.Lock()  # held from scheduling a bump until it starts running
 
     def changed(self) -> None:
-        """Thread-safe: schedule a version bump on the loop (a loop already closed has no waiters left)."""
+        """Thread-safe: schedule a version bump on the loop unless one is scheduled and has not started yet (a loop
+        already closed has no waiters left)."""
+        if not self._scheduled.acquire(blocking=False):
+            return
         try:
             self.loop.call_soon_threadsafe(self._bump)
         except RuntimeError:
-            pass
+            self._scheduled.release()
 
     def _bump(self) -> None:
+        self._scheduled.release()  # a change from now on needs a bump of its own
         self.version += 1
         self._event.set()
         self._event = asyncio.Event()

@@ -31,7 +31,7 @@ from typing import Any
 from modelshare.common.files import atomic_write
 
 __all__ = ["GENESIS", "LOCK_NAME", "LogVerdict", "StateDirInUse", "StateLock", "Store", "StoreError", "StudyRow",
-           "Submission", "verify_log"]
+           "Submission", "SubmitView", "verify_log"]
 
 log = logging.getLogger("modelshare.miner")
 GENESIS = "0" * 64
@@ -139,6 +139,9 @@ class StateLock:
 
 
 _STUDY_COLUMNS = "study_id, spec, state, reason, created_at, updated_at"
+_SUBMIT_VIEW = ("SELECT s.study_id, s.spec, s.state, s.reason, s.created_at, s.updated_at, "
+                "(SELECT submission_id FROM submissions WHERE study_id = ?1 AND owner_id = ?2), "
+                "EXISTS (SELECT 1 FROM nonces WHERE nonce = ?3) FROM (SELECT 1) LEFT JOIN studies s ON s.study_id = ?1")
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,17 @@ class StudyRow:
     reason: str
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class SubmitView:
+    """What a submission's checks read before its model is verified, in one read: the study (None when there is
+    none), the id of the owner's stored submission to it (None when there is none), and whether the nonce is spent.
+    The commit (`Store.accept`) checks the last two again inside its transaction."""
+
+    study: StudyRow | None
+    previous_id: str | None
+    nonce_seen: bool
 
 
 @dataclass(frozen=True)
@@ -508,6 +522,11 @@ class Store:
 
     def nonce_seen(self, nonce: bytes) -> bool:
         return bool(self._rows("SELECT 1 FROM nonces WHERE nonce = ?", (nonce,)))
+
+    def submit_view(self, study_id: str, owner_id: str, nonce: bytes) -> SubmitView:
+        """The study, the owner's stored submission id and whether ``nonce`` is spent, in one query (`SubmitView`)."""
+        row = self._rows(_SUBMIT_VIEW, (study_id, owner_id, nonce))[0]
+        return SubmitView(None if row[0] is None else StudyRow(*row[:6]), row[6], bool(row[7]))
 
     def accept(self, sub: Submission, nonce: bytes) -> str:
         """Commit an accepted submission with its nonce and log entry.

@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import select
 import signal
 import threading
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ def check_model(message: fpb.ModelMessage, terms: StudyTerms, max_nodes: int) ->
             raise Rejection(grpc.StatusCode.FAILED_PRECONDITION,
                             f"{which} discloses {tree.disclosure}; the study asks for {wanted}")
     try:
-        result = audit(model.released, report)
+        result = audit(model.released, report, figures=False)
     except (ArithmeticError, ValueError) as exc:  # numbers of a hostile report the auditor cannot compute with
         log.warning("the re-audit could not check a model: %r", exc)
         raise Rejection(grpc.StatusCode.INVALID_ARGUMENT,
@@ -146,6 +147,13 @@ class _Worker:
         self.process = ctx.Process(target=_serve, args=(child,), name="miner-verifier", daemon=True)
         self.process.start()
         child.close()
+        self._verdicts = select.poll()  # kept, not rebuilt per call as `Connection.poll` does
+        self._verdicts.register(self.conn.fileno(), select.POLLIN)
+
+    def answered(self, timeout: float | None) -> bool:
+        """Whether the worker's answer (or its end: the pipe closed) is there within ``timeout`` seconds (None:
+        wait)."""
+        return bool(self._verdicts.poll(None if timeout is None else max(timeout, 0.0) * 1e3))
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the worker has imported everything and said so (it sends ``"ready"`` first).
@@ -279,7 +287,7 @@ class ModelVerifier:
         returned: _Worker | None = worker  # back to the idle queue afterwards, unless replaced
         try:
             worker.conn.send((payload, terms, self.max_nodes))
-            if not worker.conn.poll(timeout):
+            if not worker.answered(timeout):
                 self._replace(worker)
                 returned = None
                 raise Rejection(grpc.StatusCode.DEADLINE_EXCEEDED,

@@ -248,7 +248,7 @@ def prepare_submission(
     if release.released_total <= 0:
         raise EmptyRelease(f"the {study.mechanism} release of {len(y)} local rows carries no rows "
                            f"({len(release.trees)} tree(s), every released total 0)")
-    result = audit(release.forest if release.task == "regression" else release.trees, release.report)
+    result = audit(release.forest if release.task == "regression" else release.trees, release.report, figures=False)
     if not result.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in result.checks if not c.passed)
         raise FailedAudit(f"the {study.mechanism} release fails the owner's own audit: {failed}")

@@ -369,7 +369,8 @@ def _dp_checks(trees: Sequence[Tree], report: PrivacyReport, requirement: DP, se
 
 
 def _requirement_checks(
-    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str, seeded_ok: bool
+    trees: tuple[Tree, ...], stats: tuple[LeafStats, ...], report: PrivacyReport, text: str, seeded_ok: bool,
+    figures: bool = True,
 ) -> tuple[list[Check], tuple[np.ndarray, ...] | None]:
     """The checks of the report's requirement ``text`` and per-tree leaf verdicts (None: no verdict per leaf)."""
     try:
@@ -389,35 +390,40 @@ def _requirement_checks(
     check, ok = _path_check(stats[0], requirement)
     structure = [single_child_check(trees), public_cuts_check(trees)]  # what the claims do not cover
     return [check, _claims_check(trees[0], report, stats[0].total, stats[0].leaves), *structure,
-            reader_check(trees, requirement)], (ok,)
+            reader_check(trees, requirement, figures=figures)], (ok,)
 
 
 READER_CHECK = "a reader of the whole release"
 
 
-def reader_check(trees: Sequence[Tree], requirement: PathRequirement) -> Check:
+def reader_check(trees: Sequence[Tree], requirement: PathRequirement, *, figures: bool = True) -> Check:
     """The release-level check (`modelshare.common.privacy.combining`): under (c,l)-diversity of the whole release no
-    leaf lets the combining reader believe beyond the requirement;
-    a per-leaf promise and k-anonymity are measured only."""
-    judged = isinstance(requirement, CLDiversity) and not requirement.per_leaf
+    leaf lets the combining reader believe beyond the requirement; a per-leaf promise and k-anonymity are measured
+    only, and with ``figures`` False (a caller that reads verdicts only) not even measured: that check passes either
+    way."""
+    if isinstance(requirement, CLDiversity) and not requirement.per_leaf:
+        verdict = release_verdict(trees, requirement)
+        worst = "; ".join(f.describe() for f in verdict.findings[:3])
+        return Check(READER_CHECK, verdict.passed, verdict.describe() + (f"; e.g. {worst}" if worst else ""))
+    scope = ("the release promises each leaf only (scope=leaf)" if isinstance(requirement, CLDiversity)
+             else "k-anonymity bounds group sizes, not beliefs")
+    if not figures:
+        return Check(READER_CHECK, True, f"not required ({scope}); not measured")
     verdict = release_verdict(trees, requirement if isinstance(requirement, CLDiversity) else None)
-    if not judged:
-        scope = ("the release promises each leaf only (scope=leaf)" if isinstance(requirement, CLDiversity)
-                 else "k-anonymity bounds group sizes, not beliefs")
-        return Check(READER_CHECK, True, f"measured, not required ({scope}): {verdict.describe()}")
-    worst = "; ".join(f.describe() for f in verdict.findings[:3])
-    return Check(READER_CHECK, verdict.passed, verdict.describe() + (f"; e.g. {worst}" if worst else ""))
+    return Check(READER_CHECK, True, f"measured, not required ({scope}): {verdict.describe()}")
 
 
 @overload
-def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None, *, seeded_ok: bool = False) -> AuditResult: ...
+def audit(trees: Tree | Sequence[Tree], report: PrivacyReport | None, *, seeded_ok: bool = False,
+          figures: bool = True) -> AuditResult: ...
 @overload
 def audit(trees: RegressionForest | Sequence[RegressionTree], report: PrivacyReport | None, *,
-          seeded_ok: bool = False) -> RegressionAuditResult: ...
+          seeded_ok: bool = False, figures: bool = True) -> RegressionAuditResult: ...
 
 
 def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionTree],
-          report: PrivacyReport | None, *, seeded_ok: bool = False) -> AuditResult | RegressionAuditResult:
+          report: PrivacyReport | None, *, seeded_ok: bool = False,
+          figures: bool = True) -> AuditResult | RegressionAuditResult:
     """Audit a release against its report (None: claims nothing): one tree, an ensemble, or regression trees.
 
     Classification trees get the structural checks, the requirement's checks and the attack
@@ -426,6 +432,10 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
 
     ``seeded_ok`` accepts a dp or dps release whose secret draws came from a seed (an experiment's
     reproducible release, never to be published); by default such a release fails its claim.
+
+    ``figures`` False leaves out what only measures and cannot fail (the combining reader's figures under
+    k-anonymity or a per-leaf (c,l) promise, `reader_check`): the same checks with the same outcomes, for a
+    caller that reads the verdict alone (the miner's verifier re-audits every submission).
 
     Returns
     -------
@@ -452,7 +462,7 @@ def audit(trees: Tree | Sequence[Tree] | RegressionForest | Sequence[RegressionT
     if report is None or report.requirement is None:
         checks.append(Check("requirement", True, "no privacy requirement is claimed"))
     else:
-        found, meets = _requirement_checks(trees, stats, report, report.requirement, seeded_ok)
+        found, meets = _requirement_checks(trees, stats, report, report.requirement, seeded_ok, figures)
         checks += found
     if report is not None and report.attacks is not None:
         same = report.attacks == attacks

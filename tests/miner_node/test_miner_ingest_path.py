@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import grpc
@@ -13,7 +14,8 @@ from modelshare.common.federation.serde import study_from_pb
 from modelshare.common.federation.wire import model_message
 from modelshare.common.mechanisms.release import release as release_model
 from modelshare.common.trees.learners import make_learner
-from modelshare.miner_node.store import Store, Submission, verify_log
+from modelshare.miner_node.rpc import ChangeFeed
+from modelshare.miner_node.store import Store, Submission, SubmitView, verify_log
 from modelshare.miner_node.verify import ModelVerifier, Rejection, StudyTerms, check_model
 from tests.federation_helpers import study_spec
 
@@ -90,6 +92,35 @@ def test_a_closed_store_refuses_writes_and_keeps_its_head(tmp_path):
     with pytest.raises(Exception, match="closed"):
         store.accept(*_submission(0))
     assert verify_log(tmp_path).ok
+
+
+def test_the_submit_view_reads_study_previous_answer_and_nonce_at_once(tmp_path):
+    store = Store(tmp_path)
+    assert store.submit_view("s1", "owner-000", b"nonce-0") == SubmitView(None, None, False)
+    store.create_study("s1", b"spec", None, by="test")
+    view = store.submit_view("s1", "owner-000", b"nonce-0")
+    assert view.study == store.study("s1") and view.previous_id is None and not view.nonce_seen
+    assert store.accept(*_submission(0)) == "accepted"
+    assert store.submit_view("s1", "owner-000", b"nonce-0") == SubmitView(store.study("s1"), "id-0", True)
+    assert store.submit_view("s1", "owner-001", b"nonce-1") == SubmitView(store.study("s1"), None, False)
+    assert store.submit_view("s2", "owner-000", b"nonce-0") == SubmitView(None, None, True)  # a nonce is miner-wide
+    store.close()
+
+
+def test_changes_while_a_bump_is_pending_share_it_and_later_ones_get_their_own():
+    loop = asyncio.new_event_loop()
+    try:
+        feed = ChangeFeed(loop)
+        for _ in range(50):  # the loop is not running: one bump is scheduled, the others join it
+            feed.changed()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert feed.version == 1
+        feed.changed()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert feed.version == 2
+    finally:
+        loop.close()
+    feed.changed()  # a closed loop has no waiters: nothing to do, no error
 
 
 @pytest.fixture(scope="module")

@@ -90,6 +90,31 @@ def test_the_audit_refuses_a_per_leaf_release_that_claims_the_whole_release(nurs
     assert bad.name == READER_CHECK and "leaves break the requirement" in bad.detail and "belief 0." in bad.detail
 
 
+def test_an_audit_without_figures_keeps_every_check_and_outcome(nursery):
+    """``figures=False`` (the miner's verifier) skips only the reader's measurement where it cannot fail: the same
+    checks pass and fail, and a whole-release claim the reader breaks is still refused with the same finding."""
+    trained = _trained(nursery, "counts")
+    per_leaf = release("apt", tree=trained, requirement=str(PROMISE) + ",scope=leaf", disclosure="counts")
+    report = per_leaf.report
+    lying = PrivacyReport(report.mechanism, dict(report.parameters), report.guarantee, str(PROMISE),
+                          tuple(type(c)(c.leaf, c.tuples, str(PROMISE)) for c in report.claims), report.attacks)
+    k_anonymous = release("apt", tree=trained, requirement="k-anonymity:k=5", disclosure="counts")
+    guarded = release("apt", tree=trained, requirement=str(PROMISE), disclosure="counts")
+    for trees, claimed in [(per_leaf.trees, report), (per_leaf.trees, lying), (k_anonymous.trees, k_anonymous.report),
+                           (guarded.trees, guarded.report)]:
+        full, lean = audit(trees, claimed), audit(trees, claimed, figures=False)
+        assert [(c.name, c.passed) for c in lean.checks] == [(c.name, c.passed) for c in full.checks]
+        assert lean.passed == full.passed
+        parsed = parse_requirement(claimed.requirement)
+        judged = isinstance(parsed, CLDiversity) and not parsed.per_leaf
+        [reader] = [c for c in lean.checks if c.name == READER_CHECK]
+        if judged:
+            assert reader.detail == next(c.detail for c in full.checks if c.name == READER_CHECK)
+        else:
+            assert reader.detail.endswith("not measured")
+    assert not audit(per_leaf.trees, lying, figures=False).passed
+
+
 def test_scope_parses_prints_and_orders():
     assert parse_requirement("cl-diversity:c=5,l=2") == CLDiversity(5, 2)
     leaf = parse_requirement("cl-diversity: c=5, l=2, scope=leaf")
