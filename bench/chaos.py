@@ -2,10 +2,10 @@
 
 Half the owners send their answers whole (``Submit``), half in pieces of 997 bytes (``SubmitChunks``); each round
 every answer not yet acknowledged is sent at once and the miner is killed after a seeded number of
-acknowledgements (0 to the pending answers' share of the kills left), then restarted (`tests/chaos.py`). Reports acknowledged answers lost, answers
-stored more than once, resends of acknowledged answers stored anew, studies finished, whether the audit log
-verifies, and the time from exec to serving of each restart, against `python -c "import grpc"` measured in the
-same run. Results go to bench/RESULTS.md with the load before and after.
+acknowledgements (0 to the pending answers' share of the kills left), then restarted (`tests/chaos.py`). Reports
+acknowledged answers lost, answers stored more than once, resends of acknowledged answers stored anew, studies finished,
+whether the audit log verifies, and the time from exec to serving of each restart, against `python -c "import grpc"`
+measured in the same run. Results go to bench/RESULTS.md with the load before and after.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def main() -> None:
             f"in pieces of 997 bytes), {result.kills} kills in {wall:.0f} s; `python -c \"import grpc\"` took "
             f"{baseline:.2f} s in the same run.\n\n"
             "| kills | answers | acknowledged before the last resend | of them in pieces | lost | stored twice | "
-            "resends stored anew | studies done | log verifies | restart median | restart max | median / import grpc |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+            "resends stored anew | studies done | log verifies | restart median | restart max "
+            "| median / import grpc |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
             f"| {result.kills} | {result.submissions} | {len(result.acknowledged)} | {result.chunked_acks} | "
             f"{len(result.lost)} | {len(result.duplicated)} | {len(result.resends_not_duplicate)} | "
             f"{result.studies_done}/{result.studies} | {'yes' if result.log_ok else '**no**'} | {median:.2f} s | "

@@ -92,9 +92,11 @@ def write_results(medians: dict[str, float], rounds: int, load: tuple[float, flo
         "",
         f"Interpretation: building the parser of `owner status` costs {1000 * (medians[HELP] - base):.0f} ms more "
         "than importing grpc (it imports no other command, nor the daemon, the learners or pandas). The probe "
-        f"itself takes {medians[PROBE] / base:.1f}x the baseline, and importing `modelshare.owner_node.config` alone, which "
+        f"itself takes {medians[PROBE] / base:.1f}x the baseline, and importing "
+        "`modelshare.owner_node.config` alone, which "
         f"the probe needs to read its kit, takes {medians[CONFIG] / base:.1f}x of it (the validated config models "
-        "and what they import; pandas is not among them, `tests/modelshare/test_cli_surface.py` checks the parser's imports).",
+        "and what they import; pandas is not among them, `tests/modelshare/test_cli_surface.py` "
+        "checks the parser's imports).",
     ]
     write_section(HEADING, "\n".join(lines) + "\n")
 

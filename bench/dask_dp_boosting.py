@@ -1,4 +1,5 @@
-"""A dp study's gradient boosting on the local and the Dask engine, and on Dask with a guaranteed leaf floor, in one run.
+"""A dp study's gradient boosting on the local and the Dask
+engine, and on Dask with a guaranteed leaf floor, in one run.
 
 Issue 23's eps = 0.1 setting: each repeat releases one DPEA tree of depth 3 over adult.data (the bundled
 Adult rows from adult.data; the rows from adult.test evaluate), with its own seed, and learns boosting
@@ -95,7 +96,8 @@ def main() -> None:
             runs.append(repeat(r, args.epsilon, Path(directory)))
             print(r, runs[-1], flush=True)
     lines = [HEADING, "",
-             f"{machine()}; one DPEA tree of depth {DEPTH} at eps = {args.epsilon:g} over adult.data per repeat (seed = "
+             f"{machine()}; one DPEA tree of depth {DEPTH} at eps = {args.epsilon:g} over "
+             "adult.data per repeat (seed = "
              f"repeat), scored on adult.test; Dask: a LocalCluster of one worker; {args.repeats} repeats in "
              f"{time.perf_counter() - started:.0f} s.", "",
              "| variant | accuracy mean ± sd | per repeat | repeat 0's fit |", "|---|---|---|---|"]

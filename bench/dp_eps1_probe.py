@@ -35,10 +35,10 @@ with it before the global models learn from them. ``--calibration temperature`` 
 choosing a likelihood temperature T from a public grid (log P(c | x) = log P(c | leaf) + sum log P(x_a | leaf, c) / T)
 by the exponential mechanism, utility = the owner's rows classified right (monotone, sensitivity 1: beta =
 ``--beta-factor`` x F eps, 1 by default); pseudo rows are relabelled by drawing from the tempered posterior,
-or with ``--hard-labels`` by its argmax. (The registered mechanism ``dpea-nb`` is built on this variant.) ``--select-k K`` (dpea-leaf) first spends
-``--select-share`` of the release's eps on noisy (class, attribute) counts of every attribute (L1 sensitivity
-|A|) and keeps histograms for the K of most noisy mutual information only; ``--drop`` names attributes that
-get none (a public choice made by whoever runs the probe).
+or with ``--hard-labels`` by its argmax. (The registered mechanism ``dpea-nb`` is built on this variant.) ``--select-k
+K`` (dpea-leaf) first spends ``--select-share`` of the release's eps on noisy (class, attribute) counts of every
+attribute (L1 sensitivity |A|) and keeps histograms for the K of most noisy mutual information only; ``--drop`` names
+attributes that get none (a public choice made by whoever runs the probe).
 
 Shares of eps are ``--split A B C`` (1-way, selection, edges) for mst/tan and ``--dpea-share`` (the tree; the
 histograms get the rest) for dpea-leaf, both of the release's part. Numeric attributes are binned on
@@ -164,9 +164,11 @@ class GraphModel:
     def sample(self, n: int, n_cols: int, rng: np.random.Generator) -> np.ndarray:
         codes = np.zeros((n, n_cols), dtype=np.int64)
         for f in self.factors:
-            probs = f.table[tuple(codes[:, p] for p in f.parents)] if f.parents else np.broadcast_to(f.table, (n, f.table.size))
+            probs = (f.table[tuple(codes[:, p] for p in f.parents)] if f.parents
+                     else np.broadcast_to(f.table, (n, f.table.size)))
             cum = np.cumsum(probs, axis=1)
-            codes[:, f.child] = np.minimum((rng.random(n)[:, None] * cum[:, -1:] > cum).sum(axis=1), f.table.shape[-1] - 1)
+            codes[:, f.child] = np.minimum((rng.random(n)[:, None] * cum[:, -1:] > cum).sum(axis=1),
+                                           f.table.shape[-1] - 1)
         return codes
 
     def proba(self, codes: np.ndarray, n_classes: int) -> np.ndarray:
@@ -203,7 +205,8 @@ def chow_liu_release(codes: np.ndarray, sizes: np.ndarray, klass: int, tan: bool
     m = len(nodes)
     # 1. one-way marginals (with the class under tan): L1 sensitivity m
     s1 = m / e1
-    one = {a: noise.discrete_laplace(marginal(codes, sizes, base + (a,)).astype(np.int64), s1).astype(float) for a in nodes}
+    one = {a: noise.discrete_laplace(marginal(codes, sizes, base + (a,)).astype(np.int64), s1).astype(float)
+           for a in nodes}
     clamped = {a: np.maximum(v, 0.0) + 1e-9 for a, v in one.items()}
     if tan:
         class_rows = np.mean([v.sum(axis=1) for v in clamped.values()], axis=0)  # noisy rows per class
@@ -352,7 +355,8 @@ def dpea_leaf_release(schema: Schema, X: np.ndarray, y: np.ndarray, disc: Discre
     for leaf, attrs in free.items():
         hist[leaf] = {a: _normalise(raw[leaf][a] + smooth * scale * _normalise(pooled[a] + 1e-9)) for a in attrs}
     stated = {"eps_tree": e_tree, "eps_select": e_sel, "eps_hist": e_hist, "hist_sensitivity": m, "hist_noise": scale,
-              "leaves": len(paths), "root": schema.names[tree.root.attribute] if tree.root.attribute is not None else "-"}
+              "leaves": len(paths), "root": schema.names[tree.root.attribute]
+              if tree.root.attribute is not None else "-"}
     return LeafNB(tree, disc, hist, free, schema.n_classes), stated
 
 
@@ -477,7 +481,8 @@ def run(args: argparse.Namespace) -> None:
             n = int(round(model.n_rows * args.pgen_scale))
             sampled = model.sample(n, codes.shape[1], rng)
             Xp, yp = disc.values(sampled[:, :klass], rng), sampled[:, klass]
-            score = lambda X_, model=model: model.proba(np.column_stack([disc.codes(X_), np.zeros(len(X_), int)]), schema.n_classes)[:, 1]  # noqa: E731
+            score = lambda X_, model=model: model.proba(  # noqa: E731
+                np.column_stack([disc.codes(X_), np.zeros(len(X_), int)]), schema.n_classes)[:, 1]
         else:
             leaf_model, stated = dpea_leaf_release(schema, X, y, disc, eps_release, args.dpea_share, args.depth,
                                                    args.smooth, randomness,
@@ -489,7 +494,8 @@ def run(args: argparse.Namespace) -> None:
             score = lambda X_, leaf_model=leaf_model: leaf_model.proba(X_)[:, 1]  # noqa: E731
             if args.calibrate_by_leaf:
                 leaf_ids = {leaf: i + 1 for i, leaf in enumerate(leaf_model.free)}  # group 0: rows no leaf admits
-                group = lambda X_, ids=leaf_ids, model=leaf_model: np.vectorize(lambda stop: ids.get(stop, 0))(model.tree.apply(X_))  # noqa: E731
+                group = lambda X_, ids=leaf_ids, model=leaf_model: np.vectorize(  # noqa: E731
+                    lambda stop: ids.get(stop, 0))(model.tree.apply(X_))
         if args.calibrate and args.calibration == "temperature":
             temp, utility = choose_temperature(leaf_model, X, y, args.eps * args.calibrate, randomness.secret,
                                                args.beta_factor)
@@ -497,7 +503,10 @@ def run(args: argparse.Namespace) -> None:
             stated["best_temperature"] = float(TEMPERATURES[int(np.argmax(utility))])
             row["calibrated"], row["calibrated_auc"] = _scores(leaf_model.proba(Xt, temp), yt)
             pt = leaf_model.proba(Xp, temp)
-            yp = pt.argmax(axis=1) if args.hard_labels else (rng.random(len(yp))[:, None] > np.cumsum(pt, axis=1)).sum(axis=1).clip(max=pt.shape[1] - 1)
+            if args.hard_labels:
+                yp = pt.argmax(axis=1)
+            else:
+                yp = (rng.random(len(yp))[:, None] > np.cumsum(pt, axis=1)).sum(axis=1).clip(max=pt.shape[1] - 1)
         elif args.calibrate:
             n_groups = 1 + (len(leaf_ids) if args.calibrate_by_leaf and cand == "dpea-leaf" else 0)
             if n_groups == 1:

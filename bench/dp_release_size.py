@@ -45,7 +45,8 @@ SETTINGS = ("paper", "compact")
 
 
 def synthetic(rows: int, seed: int = 0) -> tuple[Schema, np.ndarray, np.ndarray]:
-    """20 attributes (10 numeric over public ranges, 10 categorical of 2-20 categories); the class follows three of them."""
+    """20 attributes (10 numeric over public ranges, 10 categorical
+    of 2-20 categories); the class follows three of them."""
     rng = np.random.default_rng(seed)
     attributes: list[CategoricalAttribute | NumericAttribute] = [
         NumericAttribute(f"x{i}", 0.0, 100.0 * (i + 1)) for i in range(10)]
@@ -92,7 +93,8 @@ def measure_one(name: str, rows: int, setting: str) -> dict[str, Any]:
             "max_arity": report.parameters["max_arity"], "nodes": sum(len(t.nodes) for t in released.trees),
             "file_bytes": file_bytes, "wire_bytes": wire, "release_s": release_s, "audit_s": audit_s,
             "release_cpu_s": release_cpu, "audit_cpu_s": audit_cpu,
-            "audit_passed": bool(result.passed), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "audit_passed": bool(result.passed),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def measure(name: str, rows: int, setting: str) -> dict[str, Any]:
@@ -104,14 +106,16 @@ def measure(name: str, rows: int, setting: str) -> dict[str, Any]:
 
 def write_results(results: list[dict[str, Any]], argv: str, load: float) -> None:
     lines = ["## Compact DP releases (bench/dp_release_size.py)", "",
-             f"`python bench/dp_release_size.py{argv}` on {time.strftime('%Y-%m-%d')}, {machine()}. DPEA at the registry's "
-             f"default requirement and depth through `release` (as `modelshare release --mechanism dpea`), the registry "
+             f"`python bench/dp_release_size.py{argv}` on {time.strftime('%Y-%m-%d')}, "
+             f"{machine()}. DPEA at the registry's "
+             "default requirement and depth through `release` (as `modelshare release "
+             "--mechanism dpea`), the registry "
              f"trainer's domain `paper` (every category, finest bins <= 24 fitting 100,000 nodes per tree: the setting "
              f"before compact releases) against `compact` (the default), same run; audit = `read_model` + "
              f"`audit` (as `modelshare audit`). Target: under {RELEASE_BYTES / 1e6:g} MB on the wire, release + audit "
              "under 30 s.", "",
-             "| table | domain | bins / max arity | nodes | file | wire | release wall (CPU) | audit wall (CPU) | peak RSS "
-             "| audit | target met |",
+             "| table | domain | bins / max arity | nodes | file | wire | release wall (CPU) | "
+             "audit wall (CPU) | peak RSS | audit | target met |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
         met = r["wire_bytes"] <= RELEASE_BYTES and r["release_s"] + r["audit_s"] < 30
@@ -119,7 +123,8 @@ def write_results(results: list[dict[str, Any]], argv: str, load: float) -> None
                      f"{r['bins']} / {r['max_arity'] or 'none'} | {r['nodes']:,} | {r['file_bytes'] / 1e6:.2f} MB | "
                      f"{r['wire_bytes'] / 1e6:.2f} MB | {r['release_s']:.1f} s ({r['release_cpu_s']:.1f} s) | "
                      f"{r['audit_s']:.1f} s ({r['audit_cpu_s']:.1f} s) | "
-                     f"{r['peak_rss_mb']:,.0f} MB | {'PASS' if r['audit_passed'] else 'FAIL'} | {'yes' if met else 'no'} |")
+                     f"{r['peak_rss_mb']:,.0f} MB | {'PASS' if r['audit_passed'] else 'FAIL'} | "
+                     f"{'yes' if met else 'no'} |")
     lines += ["", "Wall time includes waiting for the CPU on a shared machine (load average at the start: "
               f"{load:.1f} on {os.cpu_count()} cores); CPU time is the process's own. Compact / paper, same run:", "",
               "| table | nodes | wire bytes | release CPU | audit CPU | peak RSS |", "|---|---:|---:|---:|---:|---:|"]
@@ -134,7 +139,8 @@ def write_results(results: list[dict[str, Any]], argv: str, load: float) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1500, help="Adult's first rows (default 1500)")
-    parser.add_argument("--synthetic-rows", type=int, default=5000, help="rows of the 20-attribute table (default 5000)")
+    parser.add_argument("--synthetic-rows", type=int, default=5000,
+                        help="rows of the 20-attribute table (default 5000)")
     parser.add_argument("--one", nargs=3, metavar=("TABLE", "ROWS", "SETTING"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:

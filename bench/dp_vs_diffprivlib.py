@@ -80,7 +80,8 @@ def public_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     return np.array(low), np.array(high)
 
 
-def timed(fit: Callable[[], Callable[[np.ndarray], np.ndarray]], X_test: np.ndarray, y_test: np.ndarray) -> tuple[float, float]:
+def timed(fit: Callable[[], Callable[[np.ndarray], np.ndarray]], X_test: np.ndarray,
+          y_test: np.ndarray) -> tuple[float, float]:
     """Accuracy on the test rows of the predictor ``fit`` returns, and the seconds ``fit`` took."""
     t0 = time.perf_counter()
     predict = fit()

@@ -14,8 +14,8 @@ mix, by default:
   audit and PGEN of what it reads;
 * ``miner``: a hostile request over mutual TLS to one of the nine RPCs (signed hostile models, sent
   whole or in pieces by ``SubmitChunks`` with intact or edited streams, and refusals reaching the
-  decoder and the auditor, hostile fields for the admin RPCs and Poll, arbitrary request bytes), and ``miner-big``: signed models with the expensive edits (10^6
-  nodes, deep chains, 64+ trees, megabyte fields).
+  decoder and the auditor, hostile fields for the admin RPCs and Poll, arbitrary request bytes), and ``miner-big``:
+  signed models with the expensive edits (10^6 nodes, deep chains, 64+ trees, megabyte fields).
 
 Every miner call must answer a status other than INTERNAL, UNKNOWN or UNAVAILABLE before its
 deadline, a rejected call must leave the submissions, nonces, refusals and studies tables as they
@@ -81,7 +81,8 @@ class Tally:
 def run_round(strategy: Any, check: Callable[[Any], fc.Outcome], n: int, tally: Tally) -> None:
     """``n`` generated cases through ``check``; a harness exception is recorded, not raised (the run goes on)."""
 
-    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
     @given(strategy)
     def body(case: Any) -> None:
         try:
@@ -108,16 +109,21 @@ def write_results(command: str, tally: Tally, seconds: float, after: dict[str, A
     lines = [
         SECTION,
         "",
-        f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_libraries()}: {tally.cases:,} hypothesis-generated cases "
+        f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_libraries()}: {tally.cases:,} "
+        "hypothesis-generated cases "
         f"in {seconds / 60:.1f} min, {miner_cases:,} of them over mutual TLS to a miner in the bench process "
-        f"(`start_miner` with the kit's miner.toml, {after['verifiers']} verifier processes; owners site-a, site-b and one "
-        "that never answers, so no study is mined). Strategies and properties of tests/federation/test_fuzz.py: signed models with "
+        f"(`start_miner` with the kit's miner.toml, {after['verifiers']} verifier processes; "
+        "owners site-a, site-b and one "
+        "that never answers, so no study is mined). Strategies and properties of "
+        "tests/federation/test_fuzz.py: signed models with "
         "hostile fields (cycles, detached rings, 10^6 nodes, deep chains, up to and past 64 trees, NaN/inf intervals, "
         "negative or inconsistent counts, unknown enums, schema mismatches, megabyte fields, lying reports) or bytes "
         "(truncated, bit-flipped, arbitrary), envelopes altered after signing, hostile refusals, hostile requests to "
         "Poll/CreateStudy/GetStudy/ListStudies/GetResults/Health from the admin's and the owners' identities, "
-        "the same models in pieces (`SubmitChunks`: intact streams and streams with a wrong digest, a wrong declared size, "
-        "pieces repeated, swapped, skipped, empty or missing), arbitrary request bytes to all nine RPCs; in process, the same models through `check_model`, `decode_model`, "
+        "the same models in pieces (`SubmitChunks`: intact streams and streams with a wrong "
+        "digest, a wrong declared size, "
+        "pieces repeated, swapped, skipped, empty or missing), arbitrary request bytes to all nine RPCs; in process, "
+        "the same models through `check_model`, `decode_model`, "
         "`audit` and PGEN, and model files through `read_model`.",
         "",
         "| target | cases | outcomes | slowest answer |",
@@ -204,8 +210,10 @@ def main() -> None:
     print(f"{tally.cases:,} cases in {seconds:.0f} s; failures: {dict(tally.failures) or 0}; after: {after}")
     if not args.no_results:
         flags = [("--cases", args.cases, 100_000), ("--round", args.round, 2_000)]
-        write_results("python bench/fuzz_soak.py" + "".join(f" {f} {v}" for f, v, d in flags if v != d), tally, seconds, after)
-    bad = sum(tally.failures.values()) or after["health"] != "serving" or after["exact"] != "checked" or not after["log_ok"]
+        write_results("python bench/fuzz_soak.py" + "".join(f" {f} {v}" for f, v, d in flags if v != d),
+                      tally, seconds, after)
+    bad = (sum(tally.failures.values()) or after["health"] != "serving" or after["exact"] != "checked"
+           or not after["log_ok"])
     if bad:
         raise SystemExit("the fuzz soak found failures (see above)")
 

@@ -81,7 +81,8 @@ def main() -> None:
     p.add_argument("--learner", default="cart")
     p.add_argument("--max-depth", type=int, default=None, help="the owners' tree depth (default: the mechanism's)")
     p.add_argument("--category-split", choices=CATEGORY_SPLITS, default=None,
-                   help="the admissible learner's categorical splits (default: local_learner's, either under k-anonymity)")
+                   help="the admissible learner's categorical splits (default: local_learner's, "
+                   "either under k-anonymity)")
     p.add_argument("--confidence", type=pruning_confidence, default=LEARNER_DEFAULT,
                    help="the admissible learner's pruning confidence, or none (default: local_learner's)")
     p.add_argument("--owners", type=int, default=5)
@@ -91,7 +92,8 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", default=["decision-tree=fixed", "decision-tree=auto"],
                    help="MODEL=auto, MODEL=fixed or MODEL:KEY=VALUE,... (simulate's --model-setting)")
     p.add_argument("--off-path", nargs="+", default=["uniform"], choices=OFF_PATH_MODES,
-                   help="PGEN's off-path draws to compare (modelshare.miner_node.offpath); each gives its own pseudo table")
+                   help="PGEN's off-path draws to compare (modelshare.miner_node.offpath); each "
+                   "gives its own pseudo table")
     p.add_argument("--vote", action="store_true",
                    help="also score the miner's tree-vote model (the released trees' summed leaf class distributions)")
     p.add_argument("--distill", action="store_true",
@@ -125,7 +127,8 @@ def main() -> None:
             Xp, yp = _pooled([part for _, part in parts], schema)
             groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
                                      for i, (r, (_, yr)) in enumerate(parts)])
-            tables.insert(len(tables) - 1, ("PGEN" if off_path == "uniform" else f"off-path {off_path}", (Xp, yp, groups)))
+            tables.insert(len(tables) - 1, ("PGEN" if off_path == "uniform"
+                                            else f"off-path {off_path}", (Xp, yp, groups)))
         if args.distill:
             Xd, yd = _pooled([(Xr, distilled(r.trees, r.report, Xr, yr)) for r, (Xr, yr) in parts], schema)
             tables.append(("distilled", (Xd, yd, groups)))
@@ -135,7 +138,8 @@ def main() -> None:
             started = time.perf_counter()
             plan = plan_for(model, setting, args.mechanism, args.seed)
             for method, (Xt, yt, gt) in tables:
-                fitted = basis_fit(model, plan, schema, Xt, yt) if method == "BASIS" else task.fit(model, plan, Xt, yt, gt)
+                fitted = (basis_fit(model, plan, schema, Xt, yt) if method == "BASIS"
+                          else task.fit(model, plan, Xt, yt, gt))
                 label = {"PGEN": f"{model} {mode}"}.get(method, f"{model} {mode} {method}")
                 scores[label]["accuracy"].append(accuracy(y[test], fitted.model.predict(X[test])))
                 auc = two_class_auc(fitted.model, X[test], y[test], schema.n_classes)

@@ -86,7 +86,8 @@ from results_file import machine, write_section  # noqa: E402 (bench/ is sys.pat
 def machine_with_store(path: Path) -> str:
     """`results_file.machine` plus grpcio and the file system the miner's state is on."""
     try:
-        fs = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True, check=False).stdout.splitlines()[1].split()
+        fs = subprocess.run(["df", "-T",
+                             str(path)], capture_output=True, text=True, check=False).stdout.splitlines()[1].split()
         where = f"state on {fs[1]} ({fs[0]})"
     except (OSError, IndexError):
         where = "state file system unknown"
@@ -117,7 +118,8 @@ def releases(owners: list[str]) -> dict[str, Any]:
     return out
 
 
-def signed_envelopes(kits: dict[str, Path], owners: list[str], study_ids: list[str]) -> list[tuple[str, fpb.SignedEnvelope]]:
+def signed_envelopes(kits: dict[str, Path], owners: list[str],
+                     study_ids: list[str]) -> list[tuple[str, fpb.SignedEnvelope]]:
     """(owner, envelope) for every (study, owner), study-major; each message has its own nonce."""
     released = releases(owners)
     keys = {o: load_signing_key(kits[o] / "signing.key") for o in owners}
@@ -161,7 +163,7 @@ class Phase:
     latencies: np.ndarray
     results: list[Any]
     errors: list[str]
-    cpu: float = float("nan")  # CPU seconds of the bench process during the phase (the miner's, with clients in a child)
+    cpu: float = float("nan")  # CPU seconds of the bench process in the phase (the miner's, with clients in a child)
     verifier_cpu: float = float("nan")  # CPU seconds of the miner's verifier processes during the phase
     client_cpu: float = float("nan")  # CPU seconds of the client process during the phase (clients in a child only)
 
@@ -290,10 +292,12 @@ def raw_store_phases(root: Path, envelopes: list[tuple[str, fpb.SignedEnvelope]]
     for owner, env in envelopes:
         message = fpb.ModelMessage.FromString(env.payload)
         submission_id = hashlib.sha256(env.SerializeToString(deterministic=True)).hexdigest()
-        subs.append((Submission(message.study_id, owner, submission_id, env.SerializeToString(), time.time()), message.nonce))
+        subs.append((Submission(message.study_id, owner, submission_id, env.SerializeToString(),
+                                time.time()), message.nonce))
     store = Store(root / "raw-store")
     try:
-        accept = time_serially("Store.accept, no gRPC (1 thread)", [functools.partial(store.accept, s, n) for s, n in subs])
+        accept = time_serially("Store.accept, no gRPC (1 thread)",
+                               [functools.partial(store.accept, s, n) for s, n in subs])
         assert accept.results == ["accepted"] * len(subs), set(accept.results)
     finally:
         store.close()
@@ -401,17 +405,19 @@ def measure(args: argparse.Namespace, root: Path, clients_in: str, profile: str 
           f"{open_studies} of {len(study_ids)} studies still open", flush=True)
     print(f"  CPU per call, Health / Submit: bench process {health.per_call_ms(health.cpu):.3f} / "
           f"{submit.per_call_ms(submit.cpu):.3f} ms, verifiers {health.per_call_ms(health.verifier_cpu):.3f} / "
-          f"{submit.per_call_ms(submit.verifier_cpu):.3f} ms, client process {health.per_call_ms(health.client_cpu):.3f} / "
-          f"{submit.per_call_ms(submit.client_cpu):.3f} ms", flush=True)
+          f"{submit.per_call_ms(submit.verifier_cpu):.3f} ms, client process "
+          f"{health.per_call_ms(health.client_cpu):.3f} / {submit.per_call_ms(submit.client_cpu):.3f} ms", flush=True)
     assert not submit.errors, f"{len(submit.errors)} submissions failed, e.g. {submit.errors[:3]}"
     assert accepted == expected, f"accepted {accepted} of {expected}"
-    assert rows == expected and nonces == expected, f"{rows} submission rows and {nonces} nonces for {expected} accepted"
+    assert rows == expected and nonces == expected, (f"{rows} submission rows and {nonces} nonces for {expected} "
+                                                     "accepted")
     assert verdict.ok, verdict.problems[:5]
     assert open_studies == len(study_ids), "a study left 'open' during the run (mining started)"
     accept, fsync = raw_store_phases(root, envelopes)
     figures, verdicts = reaudit_phases(envelopes)
     print(f"  Store.accept without gRPC: {accept.rate:,.0f}/s; bare write+fsync: {fsync.rate:,.0f}/s", flush=True)
-    print(f"  decode + re-audit on one thread: {figures.per_call_ms(figures.seconds):.3f} ms with the reader's figures, "
+    print(f"  decode + re-audit on one thread: {figures.per_call_ms(figures.seconds):.3f} ms "
+          "with the reader's figures, "
           f"{verdicts.per_call_ms(verdicts.seconds):.3f} ms without (the verifier's)", flush=True)
     return {"clients": clients_in, "health": health, "submit": submit, "accept": accept, "fsync": fsync,
             "figures": figures, "verdicts": verdicts,
@@ -446,10 +452,12 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
     where_clients = {"thread": "client threads in the bench process (sharing the miner's GIL)",
                      "process": "client threads in a child process (own interpreter and GIL, as owners are deployed)"}
     lines = [
-        SECTION if args.threads == 16 else f"## Miner load: {args.threads} concurrent clients (bench/miner_ingest.py --threads {args.threads})",
+        SECTION if args.threads == 16
+        else f"## Miner load: {args.threads} concurrent clients (bench/miner_ingest.py --threads {args.threads})",
         "",
         f"`{command}` on {datetime.date.today().isoformat()}, {machine_with_store(where)}. Load average (1, 5, 15 min) "
-        f"before {', '.join(f'{v:.2f}' for v in load[0])}, after {', '.join(f'{v:.2f}' for v in load[1])}. Each run: a fresh throw-away "
+        f"before {', '.join(f'{v:.2f}' for v in load[0])}, after {', '.join(f'{v:.2f}' for v in load[1])}. "
+        "Each run: a fresh throw-away "
         f"federation of {args.owners} owners (+1 invited owner who never answers, so no study starts mining), the "
         f"miner in the bench process via `start_miner` (kit miner.toml: {first['workers']} workers; SQLite WAL, "
         f"synchronous=FULL), {args.studies} open studies (APT {REQUIREMENT}, {DISCLOSURE} disclosure) and one "
@@ -460,7 +468,8 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
         f"{first['expected']:,} of {first['expected']:,} accepted, exactly that many rows in `submissions` and "
         f"`nonces`, and an intact audit log. Target >= {TARGET:,.0f} accepted submissions/s.",
         "",
-        "| clients | Health calls/s (p50 / p99) | Submit calls/s (p50 / p99) | Submit/Health | extra wall per submission "
+        "| clients | Health calls/s (p50 / p99) | Submit calls/s (p50 / p99) | Submit/Health | "
+        "extra wall per submission "
         "| bench-process CPU per Health / per Submit (cores busy during Submit) | verifier processes' CPU per Submit "
         "| client process CPU per Health / per Submit | all runs' Submit/s | target |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
@@ -471,23 +480,26 @@ def write_results(command: str, args: argparse.Namespace, where: Path, runs: lis
         rates = ", ".join(f"{x['submit'].rate:,.0f}" for x in runs if x["clients"] == m)
         lines.append(
             f"| {where_clients[m]} | {h.rate:,.0f} ({h.ms(50):.1f} / {h.ms(99):.1f} ms) | {s.rate:,.0f} "
-            f"({s.ms(50):.1f} / {s.ms(99):.1f} ms) | {s.rate / h.rate:.3f} | {(1 / s.rate - 1 / h.rate) * 1e3:.2f} ms | "
+            f"({s.ms(50):.1f} / {s.ms(99):.1f} ms) | {s.rate / h.rate:.3f} | "
+            f"{(1 / s.rate - 1 / h.rate) * 1e3:.2f} ms | "
             f"{h.cpu / h.calls * 1e3:.2f} / {s.cpu / s.calls * 1e3:.2f} ms ({s.cpu / s.seconds:.2f}) | "
             f"{s.verifier_cpu / s.calls * 1e3:.2f} ms | "
-            f"{'-' if m == 'thread' else f'{h.per_call_ms(h.client_cpu):.2f} / {s.per_call_ms(s.client_cpu):.2f} ms'} | "
-            f"{rates} | {'met' if s.rate >= TARGET else 'NOT met'} |")
+            f"{'-' if m == 'thread' else f'{h.per_call_ms(h.client_cpu):.2f} / {s.per_call_ms(s.client_cpu):.2f} ms'} "
+            f"| {rates} | {'met' if s.rate >= TARGET else 'NOT met'} |")
     lines += [
         "",
         "| without gRPC, one thread, same file system | calls/s | p50 | p99 |",
         "|---|---:|---:|---:|",
-        f"| `Store.accept` of the same {accept.calls:,} submissions into a fresh store (best run) | {accept.rate:,.0f} | "
-        f"{accept.ms(50):.2f} ms | {accept.ms(99):.2f} ms |",
-        f"| bare 64-byte `write` + `fsync` (best run) | {fsync.rate:,.0f} | {fsync.ms(50):.2f} ms | {fsync.ms(99):.2f} ms |",
+        f"| `Store.accept` of the same {accept.calls:,} submissions into a fresh store (best "
+        f"run) | {accept.rate:,.0f} | {accept.ms(50):.2f} ms | {accept.ms(99):.2f} ms |",
+        f"| bare 64-byte `write` + `fsync` (best run) | {fsync.rate:,.0f} | {fsync.ms(50):.2f} ms "
+        f"| {fsync.ms(99):.2f} ms |",
         *(f"| decode + re-audit of the same submissions, {what} (CPU time, best run) | {ph.rate:,.0f} | "
           f"{ph.ms(50):.2f} ms | {ph.ms(99):.2f} ms |" for what, ph in (
               ("with the combining reader's figures (`modelshare audit`; the verifier before it read verdicts only)",
                max((r["figures"] for r in runs), key=lambda p: p.rate)),
-              ("verdicts only (`figures=False`: the verifier's check)", max((r["verdicts"] for r in runs), key=lambda p: p.rate)))),
+              ("verdicts only (`figures=False`: the verifier's check)",
+               max((r["verdicts"] for r in runs), key=lambda p: p.rate)))),
         "",
         "Bench-process CPU is the miner's alone with clients in a child process, miner plus clients otherwise (the "
         "client process's own CPU is then its column). "
@@ -539,7 +551,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None,
                         help="parent directory of the throw-away state (default: the system temp dir)")
     parser.add_argument("--profile", choices=["wall", "cpu"], default=None,
-                        help="one run, cProfile of the miner's Submit handlers (not its verifier processes) by wall or per-thread CPU time; no RESULTS.md")
+                        help="one run, cProfile of the miner's Submit handlers (not its verifier processes) by wall or "
+                        "per-thread CPU time; no RESULTS.md")
     args = parser.parse_args()
     modes = ["thread", "process"] if args.clients == "both" else [args.clients]
     if args.profile:

@@ -58,7 +58,8 @@ def serve_once(config: Path, state_dir: Path) -> float:
             if ready is not None and ready["pid"] == process.pid:
                 return time.perf_counter() - start
             if process.poll() is not None:
-                raise SystemExit(f"the miner exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
+                said = process.stderr.read().decode()[-2000:]
+                raise SystemExit(f"the miner exited with {process.returncode}: {said}")
             if time.perf_counter() - start > TIMEOUT:
                 raise SystemExit(f"the miner was not ready after {TIMEOUT:.0f} s")
             time.sleep(0.01)

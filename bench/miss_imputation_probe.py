@@ -31,13 +31,15 @@ ITERATIONS = 8
 
 
 def leaf_labels(trees: list[Tree], X: np.ndarray) -> np.ndarray:
-    """Per pseudo row of a one-tree release, the label of the leaf it was drawn from (its paths partition the domain)."""
+    """Per pseudo row of a one-tree release, the label of the
+    leaf it was drawn from (its paths partition the domain)."""
     [tree] = trees
     labels = np.array([node.label for node in tree.nodes])
     return labels[tree.apply(X)]
 
 
-def impute(schema: Schema, X: np.ndarray, y: np.ndarray, leaf_label: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def impute(schema: Schema, X: np.ndarray, y: np.ndarray, leaf_label: np.ndarray,
+           rng: np.random.Generator) -> np.ndarray:
     """The miss rows' classes re-drawn by stochastic EM under naive Bayes (module docstring)."""
     y = y.copy()
     miss = y != leaf_label
@@ -69,7 +71,8 @@ def main() -> None:
     for _, fold, test, seed in fold_plan(y, config)[:args.run_folds]:
         rng = np.random.default_rng(seed)
         _, released, _ = release_owners(schema, X[~test], y[~test], config, rng)
-        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment) for r in released.values()]
+        parts = [pseudo_data(r.trees, r.report, config.pgen_scale, rng, config.class_assignment)
+                 for r in released.values()]
         Xp = np.vstack([p[0] for p in parts])
         yp = np.concatenate([p[1] for p in parts])
         labels = np.concatenate([leaf_labels(r.trees, p[0]) for r, p in zip(released.values(), parts, strict=False)])

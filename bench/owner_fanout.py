@@ -102,7 +102,8 @@ class Swarm:
                     return  # as a daemon would now answer it; this owner is done
 
     def _came_back(self, first_held: asyncio.Event) -> bool:
-        """Count an owner's first Poll to come back (held for its full wait, or failed); set ``first_held`` at the last."""
+        """Count an owner's first Poll to come back (held for its
+        full wait, or failed); set ``first_held`` at the last."""
         self.held += 1
         if self.held == len(self.kits):
             first_held.set()
@@ -200,12 +201,14 @@ def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], arg
     swarm.start()
     try:
         if not conn.poll(args.settle):
-            raise RuntimeError(f"{mode}, {len(owners)} owners: not every owner's first Poll came back within {args.settle} s")
+            raise RuntimeError(f"{mode}, {len(owners)} owners: not every owner's first Poll came "
+                               f"back within {args.settle} s")
         conn.recv()
         settle = time.perf_counter() - t_start
         with dial_miner(address, TlsFiles.in_kit(kits["admin"]), "miner") as channel:
             admin = fgrpc.StudyAdminStub(channel)
-            health = series(lambda _: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=30), args.health, args.budget)
+            health = series(lambda _: fgrpc.MinerStub(channel).Health(fpb.HealthRequest(), timeout=30),
+                            args.health, args.budget)
             creates = series(lambda i: admin.CreateStudy(fpb.CreateStudyRequest(spec=study(f"absent-{i}", [ABSENT])),
                                                          timeout=30), args.creates, args.budget)
             created_at = time.time()
@@ -233,7 +236,8 @@ def measure(mode: str, tree: Path, kits: dict[str, Path], owners: list[str], arg
             if e is not None:
                 errors[e] = errors.get(e, 0) + 1
         return {"p50": float(np.percentile(ok, 50)) if len(ok) else float("nan"),
-                "p99": float(np.percentile(ok, 99)) if len(ok) else float("nan"), "errors": errors, "calls": len(samples)}
+                "p99": float(np.percentile(ok, 99)) if len(ok) else float("nan"), "errors": errors,
+                "calls": len(samples)}
 
     result = {"mode": mode, "owners": len(owners), "settle": settle, "health": stats(health), "create": stats(creates),
               "fanout_error": fanout_error, "fanout_s": fanout, "seen": len(seen), "answered": outcome["answered"],
@@ -252,7 +256,8 @@ def write_results(command: str, args: argparse.Namespace, runs: list[dict[str, A
     lines = [
         SECTION, "",
         f"`{command}` on {datetime.date.today().isoformat()}, {machine()}, grpcio {grpc.__version__}. One throw-away "
-        f"federation of {max(r['owners'] for r in runs)} provisioned owners (each its own certificate and key); per row a "
+        f"federation of {max(r['owners'] for r in runs)} provisioned owners (each its own "
+        "certificate and key); per row a "
         "fresh miner process (`modelshare miner serve`, kit miner.toml: 32 workers, mutual TLS) and a swarm process "
         "holding one mutual-TLS channel per owner, each owner polling as the daemon does (Poll held up to "
         f"{POLL_WAIT_SECONDS} s, deadline {POLL_WAIT_SECONDS + POLL_GRACE_SECONDS} s, the daemon's backoff after a "
@@ -265,18 +270,22 @@ def write_results(command: str, args: argparse.Namespace, runs: list[dict[str, A
         "restart), *after* from then to the end of the row; *every wait answered* means none failed after, every "
         "owner learned of the fan-out study and no Health call failed.",
         "",
-        "| server | owners N | Health calls, p50 / p99 | Health errors | CreateStudy calls, p50 / p99 | CreateStudy errors "
-        "| fan-out to all N | Polls answered | Polls failed while connecting | Polls failed after | every wait answered |",
+        "| server | owners N | Health calls, p50 / p99 | Health errors | CreateStudy calls, p50 / "
+        "p99 | CreateStudy errors "
+        "| fan-out to all N | Polls answered | Polls failed while connecting | Polls failed "
+        "after | every wait answered |",
         "|---|---:|---:|---|---:|---|---:|---:|---|---|---|",
     ]
     for r in runs:
         h, c = r["health"], r["create"]
         every = "yes" if not r["failed"] and r["seen"] == r["owners"] and not h["errors"] else "no"
-        fanout = f"{r['fanout_s']:.2f} s" if r["seen"] == r["owners"] else f"{r['seen']} of {r['owners']} owners in 60 s"
+        fanout = (f"{r['fanout_s']:.2f} s" if r["seen"] == r["owners"]
+                  else f"{r['seen']} of {r['owners']} owners in 60 s")
         lines.append(
-            f"| {label[r['mode']]} | {r['owners']:,} | {h['calls']}, {h['p50']:.1f} / {h['p99']:.1f} ms | {_errors(h['errors'])} | "
-            f"{c['calls']}, {c['p50']:.1f} / {c['p99']:.1f} ms | {_errors(c['errors'])} | {fanout} | {r['answered']:,} | "
-            f"{_errors(r['failed_connecting'])} | {_errors(r['failed'])} | {every} |")
+            f"| {label[r['mode']]} | {r['owners']:,} | {h['calls']}, {h['p50']:.1f} / {h['p99']:.1f} ms | "
+            f"{_errors(h['errors'])} | "
+            f"{c['calls']}, {c['p50']:.1f} / {c['p99']:.1f} ms | {_errors(c['errors'])} | "
+            f"{fanout} | {r['answered']:,} | {_errors(r['failed_connecting'])} | {_errors(r['failed'])} | {every} |")
     lines += ["", "Interpretation: " + interpretation(runs)]
     write_section(SECTION, "\n".join(lines) + "\n")
 
@@ -287,14 +296,18 @@ def interpretation(runs: list[dict[str, Any]]) -> str:
     old = next((r for r in runs if r["mode"] == "threaded" and r["owners"] == top), None)
     parts = []
     if new is not None:
-        parts.append(f"with {top:,} waiting owners the asyncio server answered Health at p99 {new['health']['p99']:.1f} ms "
-                     f"and {'every' if not new['failed'] else 'not every'} Poll once connected ({_errors(new['failed'])} failed after "
+        parts.append(f"with {top:,} waiting owners the asyncio server answered Health at p99 "
+                     f"{new['health']['p99']:.1f} ms "
+                     f"and {'every' if not new['failed'] else 'not every'} Poll once connected "
+                     f"({_errors(new['failed'])} failed after "
                      f"connecting, {_errors(new['failed_connecting'])} while {top:,} channels connected at once); "
-                     "a waiting Poll is a suspended coroutine, so the 32 worker threads stay free for the calls that work")
+                     "a waiting Poll is a suspended coroutine, so the 32 worker threads stay "
+                     "free for the calls that work")
     if old is not None:
-        parts.append(f"the threaded server, at the same N, admits at most 4 x 32 = 128 calls at once and holds a thread "
-                     f"per waiting Poll: Health p99 {old['health']['p99']:.1f} ms with {_errors(old['health']['errors'])} "
-                     f"errors, and {_errors(old['failed'])} Polls failed")
+        parts.append("the threaded server, at the same N, admits at most 4 x 32 = 128 calls "
+                     "at once and holds a thread "
+                     f"per waiting Poll: Health p99 {old['health']['p99']:.1f} ms with "
+                     f"{_errors(old['health']['errors'])} errors, and {_errors(old['failed'])} Polls failed")
     return "; ".join(parts) + "."
 
 
@@ -302,12 +315,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--owners", default="100,300,1000", help="comma-separated owner counts (default 100,300,1000)")
     parser.add_argument("--modes", default="aio,threaded", help="aio, threaded or both (default both)")
-    parser.add_argument("--threaded-commit", default=THREADED_COMMIT, help="the commit whose threaded miner is the baseline")
+    parser.add_argument("--threaded-commit", default=THREADED_COMMIT,
+                        help="the commit whose threaded miner is the baseline")
     parser.add_argument("--health", type=int, default=200, help="Health calls per row (default 200)")
     parser.add_argument("--creates", type=int, default=20, help="CreateStudy calls per row (default 20)")
     parser.add_argument("--budget", type=float, default=60,
                         help="seconds at most for each series of calls; fewer calls are made past it (default 60)")
-    parser.add_argument("--settle", type=float, default=180, help="seconds allowed for every owner's first Poll (default 180)")
+    parser.add_argument("--settle", type=float, default=180,
+                        help="seconds allowed for every owner's first Poll (default 180)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
     args = parser.parse_args()
     counts = sorted(int(n) for n in args.owners.split(","))

@@ -1,4 +1,5 @@
-"""An owner's release on a large table: wall time and peak memory against scikit-learn's CART on the same rows, in one run.
+"""An owner's release on a large table: wall time and peak
+memory against scikit-learn's CART on the same rows, in one run.
 
 The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundled Adult table (seed
 ``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard
@@ -83,7 +84,8 @@ def adult_shaped(rows: int, seed: int) -> tuple[Schema, list[np.ndarray], np.nda
     return schema, columns, y[drawn]
 
 
-def float_chunks(columns: list[np.ndarray], y: np.ndarray, size: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def float_chunks(columns: list[np.ndarray], y: np.ndarray,
+                 size: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The table's encoded rows as float64 chunks of ``size`` rows (what a chunked reader of the file gives)."""
     for start in range(0, y.shape[0], size):
         chunk = np.empty((min(size, y.shape[0] - start), len(columns)), dtype=np.float64)
@@ -174,7 +176,8 @@ def main() -> None:
         f"{machine()}. Load average (1, 5, 15 min) before {', '.join(f'{v:.2f}' for v in load_before)}, after "
         f"{', '.join(f'{v:.2f}' for v in load_after)}. Adult-shaped rows (seed {args.seed}); each case in its own "
         "child process; the time is fit plus release (the fit alone beside it), the ratio against cart at the same "
-        "size in this run; peak RSS is the child's ru_maxrss, RSS before fit its ru_maxrss once the imports and the generated table are in.",
+        "size in this run; peak RSS is the child's ru_maxrss, RSS before fit its ru_maxrss once the imports and "
+        "the generated table are in.",
         "",
         "| rows | case | wall s | fit s | / cart | peak RSS | RSS before fit | leaves trained -> released |",
         "|---|---|---|---|---|---|---|---|",

@@ -66,13 +66,16 @@ def write_results(rows: int, repeats: int, results: dict[str, dict[str, float]],
     lines = [
         "## PGEN throughput (bench/pgen.py)",
         "",
-        f"`python bench/pgen.py --rows {rows} --repeats {repeats}` on {datetime.date.today()}, {machine()}; 1-minute load average "
-        f"{load[0]:.1f} before and {load[1]:.1f} after the run (a shared machine; PGEN and its baseline are timed in the same run). "
-        "PGEN output values/s over `numpy.random.Generator.random` values/s "
-        f"for the same number of values, same run, best of repeats (PGEN, shuffled PGEN and the baseline interleaved in each round). Target ratio >= {TARGET}. PGEN as the miner "
+        f"`python bench/pgen.py --rows {rows} --repeats {repeats}` on {datetime.date.today()}, "
+        f"{machine()}; 1-minute load average "
+        f"{load[0]:.1f} before and {load[1]:.1f} after the run (a shared machine; PGEN and its baseline "
+        "are timed in the same run). PGEN output values/s over `numpy.random.Generator.random` values/s "
+        "for the same number of values, same run, best of repeats (PGEN, shuffled PGEN and the baseline interleaved "
+        f"in each round). Target ratio >= {TARGET}. PGEN as the miner "
         "runs it (rows grouped by path); the last column shuffles the rows too, as `modelshare pgen` does for files.",
         "",
-        "| tree | paths | values | PGEN values/s | raw Generator values/s | ratio | target met | ratio with shuffle=True |",
+        "| tree | paths | values | PGEN values/s | raw Generator values/s | ratio | target met | "
+        "ratio with shuffle=True |",
         "|---|---:|---:|---:|---:|---:|---|---:|",
     ]
     for name, r in results.items():

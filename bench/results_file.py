@@ -19,7 +19,8 @@ def machine() -> str:
                      if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def write_section(heading: str, section: str) -> None:

@@ -67,7 +67,8 @@ LOCAL_MAX_ROWS = 20_000_000
 
 
 def child(engine: str, rows: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Mine the Adult study at ``rows`` pseudo rows on ``engine`` in this process; its timings, memory and accuracies."""
+    """Mine the Adult study at ``rows`` pseudo rows on ``engine``
+    in this process; its timings, memory and accuracies."""
     dask_engine.TRAINING_MATRIX = MATRICES.get(engine, dask_engine.TRAINING_MATRIX)
     table = load_dataset("adult")
     schema = table.schema
@@ -136,10 +137,12 @@ def run(engine: str, rows: int, args: argparse.Namespace, directory: Path) -> di
         if process.returncode != 0:
             lines = err.read().decode(errors="replace").strip().splitlines()
             # a worker its nanny restarted over its memory cap says so on the child's standard error
-            capped = [line.strip() for line in lines if "memory" in line and ("exceeded" in line or "Restarting" in line)]
+            capped = [line.strip() for line in lines if "memory" in line
+                      and ("exceeded" in line or "Restarting" in line)]
             tail = [*capped[:2], *lines[-3:]]
             return {"engine": engine, "rows": rows, "failed": f"exit {process.returncode} after "
-                    f"{time.perf_counter() - started:.0f} s, process-tree peak {peak_tree / 2**20:,.0f} MB: {' / '.join(tail)}"}
+                    f"{time.perf_counter() - started:.0f} s, process-tree peak "
+                    f"{peak_tree / 2**20:,.0f} MB: {' / '.join(tail)}"}
         result = json.loads(out.read().decode().strip().splitlines()[-1])
     return {**result, "process_seconds": elapsed, "tree_peak_mb": peak_tree / 2**20,
             "sampled_own_peak_mb": peak_own / 2**20, "workers_peak_mb": peak_rest / 2**20}
@@ -164,8 +167,8 @@ def section(heading: str, results: list[dict[str, Any]], args: argparse.Namespac
              f"single-threaded workers on loopback capped at {args.worker_memory_mb:,} MiB each (`worker_memory_mb`), "
              f"started inside the timing; chunks of the {args.budget_mb} MB budget. **Memory cap of the whole process "
              f"tree (miner, scheduler, workers): {args.cap_mb:,} MiB**, enforced by the sampler.", "",
-             "| pseudo rows | engine | wall s | s per 10^6 rows | miner peak RSS | process-tree peak RSS | workers' peak RSS "
-             "| accuracy |",
+             "| pseudo rows | engine | wall s | s per 10^6 rows | miner peak RSS | process-tree "
+             "peak RSS | workers' peak RSS | accuracy |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         if "failed" in r:

@@ -11,8 +11,8 @@ comparison do. BASEGEN, which simulate does not run, is switched off. The ratio 
 in-process wall) is the price of processes, gRPC, mutual TLS, signing, verification, durable
 storage and CSV round trips. Beside the wall times it records each side's CPU seconds (simulate: every
 process of its tree, from the children's resource usage; in-process: this process's), which a loaded
-machine distorts less, and the load average before and after. simulate also gets ``--keep-dir`` (a temporary directory, removed
-afterwards) so that the miner's log can split its time into the owners' answers and mining.
+machine distorts less, and the load average before and after. simulate also gets ``--keep-dir`` (a temporary directory,
+removed afterwards) so that the miner's log can split its time into the owners' answers and mining.
 Results go to bench/RESULTS.md.
 
 simulate's defaults have moved past this baseline (the requirement-aware ``admissible`` learner,
@@ -203,7 +203,8 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
         "|---:|---:|---:|---:|",
         f"| {r['sim_wall']:.1f} s | {r['sim_internal']:.1f} s | {r['proc_wall']:.1f} s | {r['ratio']:.2f} |",
         "",
-        "| run | simulate wall | simulate CPU (all its processes) | in-process wall | in-process CPU | wall ratio | CPU ratio |",
+        "| run | simulate wall | simulate CPU (all its processes) | in-process wall | in-process CPU "
+        "| wall ratio | CPU ratio |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         *(f"| {i + 1} | {sw:.1f} s | {sc:.1f} s | {pw:.1f} s | {pc:.1f} s | {sw / pw:.2f} | {sc / pc:.2f} |"
           for i, (sw, sc, pw, pc) in enumerate(r["runs"])),
@@ -222,7 +223,8 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
     ]
     for name in MODELS:
         s, p, b = r["sim_models"][name], r["proc_pgen"][name], r["proc_basis"][name]
-        lines.append(f"| {name} | {s['accuracy']:.4f} | {p['accuracy']:.4f} | {s['basis_accuracy']:.4f} / {b['accuracy']:.4f} |")
+        lines.append(f"| {name} | {s['accuracy']:.4f} | {p['accuracy']:.4f} | "
+                     f"{s['basis_accuracy']:.4f} / {b['accuracy']:.4f} |")
     lines += [
         "",
         f"Both sides released {OWNERS} of {OWNERS} owner trees (in-process: {r['proc_released']}); simulate's owners "
@@ -259,7 +261,8 @@ def write_results(command: str, requirement: str, max_depth: int | None, repeats
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requirement", default="k-anonymity:k=5",
-                        help="APT requirement for both sides (default k-anonymity:k=5; simulate's own default fails on adult)")
+                        help="APT requirement for both sides (default k-anonymity:k=5; simulate's "
+                        "own default fails on adult)")
     parser.add_argument("--max-depth", type=int, default=None, help="depth limit of the owners' trees, both sides")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side, interleaved; best is reported")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")

@@ -1,4 +1,5 @@
-"""Hostile answers in pieces against a `modelshare miner serve` process: its RSS after them and an honest owner's latency.
+"""Hostile answers in pieces against a `modelshare miner serve`
+process: its RSS after them and an honest owner's latency.
 
 Ten owners open ``--streams`` SubmitChunks streams in all, each on a channel of its own, all at once, each
 declaring ``--mib`` MiB of bytes that are no envelope and carrying a wrong digest (the pieces are built once,
@@ -9,7 +10,8 @@ its own process, on one channel it keeps open as its daemon does, sends a signed
 (acknowledged as a duplicate after the first) one after the other, as its daemon does, or with ``--interval-ms``
 one every so many milliseconds whether the previous one was answered or not (then a stall is counted by every
 Submit it delays, and the miner must also keep up with that rate); the latencies of those sent during the attack
-give its p50 and p99 (with fewer than `MIN_SAMPLES` of them the bench says so instead of a p99). The miner's RSS (``VmRSS``) is read idle, at its peak during the attack, and five
+give its p50 and p99 (with fewer than `MIN_SAMPLES` of them the bench says so instead of a p99). The miner's RSS
+(``VmRSS``) is read idle, at its peak during the attack, and five
 seconds after the last hostile stream ended, with no collection forced; the CPU seconds the miner and the
 attacker used during the attack are read too. Results go to bench/RESULTS.md with the load before and after.
 """
@@ -116,7 +118,8 @@ def main() -> None:
             envelope, stop = Path(tmp) / "honest.bin", Path(tmp) / "stop"
             envelope.write_bytes(honest.SerializeToString())
             owner = subprocess.Popen([sys.executable, "-c", HONEST_OWNER, fed.address, str(fed.kits["honest"]),
-                                      str(envelope), str(stop), str(args.interval_ms)], stdout=subprocess.PIPE, text=True)
+                                      str(envelope), str(stop), str(args.interval_ms)],
+                                     stdout=subprocess.PIPE, text=True)
             assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
             time.sleep(2)
             idle = rss(pid)
@@ -174,11 +177,14 @@ def main() -> None:
             f"before {', '.join(f'{x:.2f}' for x in load_before)}, after {', '.join(f'{x:.2f}' for x in load_after)}. "
             f"{args.streams} digest-broken streams of {args.mib} MiB from 10 owners at once against `modelshare miner "
             f"serve` (default limits), each sent again 0.1 s after a refusal for the limits or a failed connection "
-            f"({ {k: limited.count(k) for k in sorted(set(limited))} }); how they ended: {counts}. The attack lasted {ended - began:.1f} s, in which "
-            f"the miner used {miner_cpu:.1f} CPU seconds and the attacker {own_cpu:.1f}. The honest owner sent its Submits "
-            f"{f'every {args.interval_ms:g} ms' if args.interval_ms else 'one after the other'} from its own process.\n\n"
-            "| miner RSS idle | peak during attack | 5 s after (no forced gc) | after / idle | honest Submits | p50 | p99 | slowest |\n"
-            "|---|---|---|---|---|---|---|---|\n"
+            f"({ {k: limited.count(k) for k in sorted(set(limited))} }); how they ended: {counts}. The attack lasted "
+            f"{ended - began:.1f} s, in which "
+            f"the miner used {miner_cpu:.1f} CPU seconds and the attacker {own_cpu:.1f}. The "
+            "honest owner sent its Submits "
+            f"{f'every {args.interval_ms:g} ms' if args.interval_ms else 'one after the other'} "
+            "from its own process.\n\n"
+            "| miner RSS idle | peak during attack | 5 s after (no forced gc) | after / idle | honest Submits "
+            "| p50 | p99 | slowest |\n|---|---|---|---|---|---|---|---|\n"
             f"| {idle / MiB:.0f} MiB | {peak / MiB:.0f} MiB | {after / MiB:.0f} MiB | {after / idle:.2f}x | "
             f"{len(latencies)} | {p50:.0f} ms | {f'{p99:.0f} ms' if enough else f'(fewer than {MIN_SAMPLES})'} | "
             f"{slowest:.0f} ms |\n")

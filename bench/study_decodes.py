@@ -17,7 +17,8 @@ from modelshare.owner_node.policy import Policy
 from modelshare.owner_node.training import prepare_submission
 
 spec = spec_from_mapping({"study": {"id": "s"}, "schema": {"dataset": "car"},
-                          "release": {"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2", "disclosure": "hit_miss"}}).spec
+                          "release": {"mechanism": "apt", "requirement": "cl-diversity:c=5,l=2",
+                                      "disclosure": "hit_miss"}}).spec
 table = load_dataset("car")
 X, y = table.schema.encode(table.frame)
 policy = Policy(mechanisms=("apt",))

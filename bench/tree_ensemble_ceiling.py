@@ -3,7 +3,8 @@
 For Nursery and Car with 5 and 10 owners, on exactly the folds and owner shares of
 `modelshare experiment sources --folds 10 --seed 0` (`modelshare.pipeline.fold_plan`, and each
 fold's first draw deals the owners as `run_fold` does), each owner's fully grown CART is trained
-on its share and the test fold is classified by the sum of the trees' leaf class distributions. No pseudo-data is involved, so the gap between this and BASIS is
+on its share and the test fold is classified by the sum of the trees' leaf class distributions. No pseudo-data is
+involved, so the gap between this and BASIS is
 information the local trees never had; the gap between this and PGEN is what PGEN loses.
 
     python bench/tree_ensemble_ceiling.py
@@ -27,7 +28,8 @@ def ensemble_accuracy(dataset: str, owners: int, folds: int = 10) -> float:
         source = stratified_parts(y_train, owners, np.random.default_rng(seed))  # run_fold's first draw
         votes = np.zeros((test.sum(), table.schema.n_classes))
         for s in range(owners):
-            tree = CartTreeClassifier(table.schema, random_state=0).fit(X_train[source == s], y_train[source == s]).tree_
+            mine = source == s
+            tree = CartTreeClassifier(table.schema, random_state=0).fit(X_train[mine], y_train[mine]).tree_
             counts = np.array([node.counts for node in tree.nodes])[tree.apply(X[test])]
             votes += counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
         scores.append(np.mean(votes.argmax(axis=1) == y[test]))

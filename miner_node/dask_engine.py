@@ -80,7 +80,8 @@ from modelshare.miner_node.config import MiningConfig
 from modelshare.miner_node.global_models import DP_LEAF_FLOORS, GRIDS
 from modelshare.miner_node.pseudo_parquet import TREE_COLUMN
 
-__all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel", "CountNaiveBayes", "LocalBooster",
+__all__ = ["DASK_MODELS", "DASK_GRIDS", "DASK_DP_LEAF_FLOORS", "EngineError", "DaskEngine", "BoosterModel",
+           "CountNaiveBayes", "LocalBooster",
            "check_models", "check_settings", "count_partition", "first_round_hessian", "xgboost_parameters"]
 
 log = logging.getLogger("modelshare.miner")
@@ -112,7 +113,8 @@ DASK_GRIDS: dict[str, list[Mapping[str, Any]]] = {
 DASK_DP_LEAF_FLOORS: dict[str, tuple[float, int]] = {"decision-tree": DP_LEAF_FLOORS["decision-tree"]}
 
 #: How the workers hold the training rows. "streamed" (the engine's): each worker quantises its share of the
-#: Parquet files file by file into an `xgboost.QuantileDMatrix` and keeps nothing else (`modelshare.miner_node.streamed_training`).
+#: Parquet files file by file into an `xgboost.QuantileDMatrix` and keeps nothing else
+# (`modelshare.miner_node.streamed_training`).
 #: "DaskQuantileDMatrix" and "DaskDMatrix": `xgboost.dask`'s matrices, which first compute the whole frame into
 #: the workers' memory and keep it for the fit (the quantile one then quantises it, the plain one copies and
 #: concatenates it first); bench/scale_out.py sets them for its comparison runs.
@@ -139,7 +141,8 @@ class EngineError(RuntimeError):
 
 @dataclass
 class BoosterModel:
-    """A fitted xgboost booster as a global model: class probabilities and class indices over all the schema's classes."""
+    """A fitted xgboost booster as a global model: class
+    probabilities and class indices over all the schema's classes."""
 
     booster: Any
     n_classes: int
@@ -162,7 +165,8 @@ class BoosterModel:
 
 @dataclass
 class CountNaiveBayes:
-    """Mixed naive Bayes from sufficient statistics: exactly `modelshare.miner_node.global_models.MixedNaiveBayes` fitted on the rows.
+    """Mixed naive Bayes from sufficient statistics: exactly
+    `modelshare.miner_node.global_models.MixedNaiveBayes` fitted on the rows.
 
     ``counts[j]`` is the (classes, categories) count table of categorical attribute ``j``; ``n``,
     ``sums`` and ``squares`` are per class the rows and the numeric attributes' sums and sums of squares.
@@ -218,7 +222,8 @@ def first_round_hessian(n_classes: int) -> float:
 
 
 def _mapped(name: str, key: str, value: Any, n_classes: int) -> dict[str, Any]:
-    """Study parameter ``key`` = ``value`` of model ``name`` as xgboost parameters; EngineError where none is faithful."""
+    """Study parameter ``key`` = ``value`` of model ``name`` as
+    xgboost parameters; EngineError where none is faithful."""
     where = f"[global_models] {name}: {key}"
     if key in _RENAMED.get(name, {}):
         return {_RENAMED[name][key]: value}
@@ -236,7 +241,8 @@ def _mapped(name: str, key: str, value: Any, n_classes: int) -> dict[str, Any]:
 
 
 def xgboost_parameters(name: str, n_classes: int, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The full parameters of Dask model ``name`` with the study's ``params`` (leaf sizes in rows) mapped over its fixed ones."""
+    """The full parameters of Dask model ``name`` with the study's
+    ``params`` (leaf sizes in rows) mapped over its fixed ones."""
     out = dict(DASK_MODELS[name])
     for key, value in params.items():
         out.update(_mapped(name, key, value, n_classes))
@@ -244,7 +250,8 @@ def xgboost_parameters(name: str, n_classes: int, params: Mapping[str, Any]) -> 
 
 
 def check_settings(plan: ModelPlan, n_classes: int) -> None:
-    """EngineError naming the first model and parameter the study gives that the Dask engine cannot honour faithfully."""
+    """EngineError naming the first model and parameter the
+    study gives that the Dask engine cannot honour faithfully."""
     for name in plan.models:
         setting = plan.settings.get(name)
         if setting is not None and setting.mode == GIVEN:
@@ -266,7 +273,8 @@ def _booster_params(params: Mapping[str, Any], n_classes: int, seed: int) -> tup
 
 
 class LocalBooster:
-    """Dask model ``name`` trained in this process with the study's ``params``: what ``"auto"`` cross-validates on the sample.
+    """Dask model ``name`` trained in this process with the study's
+    ``params``: what ``"auto"`` cross-validates on the sample.
 
     The same xgboost model, parameters and seed as the cluster fits (`DaskEngine.fit`), so a candidate
     scores as the model it would become; single-threaded, for a bounded sample only.
@@ -357,7 +365,8 @@ def worker_addresses(dask_scheduler: Any) -> list[str]:
 
 
 def check_models(names: Sequence[str]) -> None:
-    """EngineError naming the first of ``names`` the Dask engine cannot learn (checked before any pseudo-data is written)."""
+    """EngineError naming the first of ``names`` the Dask engine
+    cannot learn (checked before any pseudo-data is written)."""
     for name in names:
         if name not in DASK_MODELS:
             raise EngineError(f"the dask engine has no {name!r} global model; it learns {', '.join(DASK_MODELS)} "
@@ -422,7 +431,8 @@ class DaskEngine:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def fit(self, name: str, schema: Schema, files: Sequence[Path], seed: int, params: Mapping[str, Any]) -> Any:
-        """Global model ``name`` learned on the cluster from the Parquet ``files`` with its full ``params`` (`xgboost_parameters`).
+        """Global model ``name`` learned on the cluster from the Parquet
+        ``files`` with its full ``params`` (`xgboost_parameters`).
 
         EngineError if it cannot be.
         """
@@ -472,7 +482,8 @@ class DaskEngine:
         host = get_address_host(self._client.scheduler.address)
         args = self._client.run_on_scheduler(start_tracker, len(parts), host, int(self.timeout))
         futures = [self._client.submit(train_share, share, schema.names, schema.class_name, dict(train), rounds,
-                                       {**args, "dmlc_task_id": f"{rank:06d}"}, key=f"modelshare-train-{rank}-{uuid.uuid4().hex}",
+                                       {**args, "dmlc_task_id": f"{rank:06d}"},
+                                       key=f"modelshare-train-{rank}-{uuid.uuid4().hex}",
                                        workers=[workers[rank]], allow_other_workers=False, pure=False)
                    for rank, share in enumerate(parts)]
         try:
@@ -552,7 +563,8 @@ def _codes(part: Any, column: str, size: int) -> np.ndarray:
 def _add_counts(partials: Sequence[Counts]) -> Counts:
     """The statistics of all partitions from each one's (`count_partition`)."""
     counts = {j: _total([p[0][j] for p in partials]) for j in partials[0][0]}
-    return (counts, _total([p[1] for p in partials]), _total([p[2] for p in partials]), _total([p[3] for p in partials]))
+    return (counts, _total([p[1] for p in partials]), _total([p[2] for p in partials]),
+            _total([p[3] for p in partials]))
 
 
 def _total(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -15,8 +15,9 @@ The server is gRPC's asyncio server, on an event loop in its own thread: the wai
 (``OwnerExchange.Poll``, ``StudyAdmin.WatchStudy``) and the reassembly of an answer sent in pieces
 (``OwnerExchange.SubmitChunks``) are coroutines, so a waiting site or a slow sender costs no
 thread, and every other RPC runs, as written, on a pool of ``workers`` threads. It serves three services
-(`modelshare.miner_node.exchange`, `modelshare.miner_node.administration`, and ``Miner.Health`` from `modelshare.miner_node.rpc`), with
-`modelshare.miner_node.rpc.AdminInterceptor` authenticating every study-administration call as the admin's.
+(`modelshare.miner_node.exchange`, `modelshare.miner_node.administration`, and ``Miner.Health`` from
+`modelshare.miner_node.rpc`), with `modelshare.miner_node.rpc.AdminInterceptor` authenticating every
+study-administration call as the admin's.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ class RunningMiner:
     stopped: bool = False
 
     def stop(self, grace: float | None = 2.0) -> None:
-        """Stop serving (in-flight calls get ``grace`` seconds), then the lifecycle, the store and the lock; idempotent."""
+        """Stop serving (in-flight calls get ``grace`` seconds),
+        then the lifecycle, the store and the lock; idempotent."""
         if self.stopped:
             return
         self.stopped = True
@@ -204,7 +206,8 @@ def start_miner(config: MinerConfig, *, mechanisms: Iterable[str], insecure: boo
     if config.dashboard is not None and (insecure or dashboard_pages is None):
         raise ConfigError("[dashboard] needs a miner serving mutual TLS (the admin signs in with its certificate); "
                           "remove [dashboard] from the miner config to serve --insecure" if insecure else
-                          "[dashboard]: this miner was started without the dashboard's pages (use `modelshare miner serve`)")
+                          "[dashboard]: this miner was started without the dashboard's pages (use "
+                          "`modelshare miner serve`)")
     lock = StateLock(config.state_dir)
     loop = _EventLoop()
     pool = futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="miner-rpc")

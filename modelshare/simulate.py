@@ -8,8 +8,8 @@ global models with BASIS models trained here on the pooled raw training rows (wh
 simulation can see), each set by the study's setting for it as the miner's is (`fitted_basis`:
 ``auto`` cross-validates the same grid on the raw training rows, never the held-out ones; the
 local engine's grid, also under ``--engine dask``); the released trees' vote (``tree-vote``) is
-compared with the vote of the owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a deadline; a
-process that dies or stalls is named with the tail of its log. Processes are always stopped, also
+compared with the vote of the owners' trees trained without the privacy mechanism (`basis_model`). Every wait has a
+deadline; a process that dies or stalls is named with the tail of its log. Processes are always stopped, also
 on Ctrl-C (they are sent SIGTERM once the results are fetched and reaped after the BASIS comparison,
 so their shutdown overlaps it), and the directory is removed unless ``--keep-dir`` is given (it then
 holds the kits, the owners' tables, study.toml and every log).
@@ -225,7 +225,8 @@ def _wait_ready(miner: Party, state_dir: Path, timeout: float) -> int:
     while (ready := read_ready(state_dir)) is None or ready["pid"] != miner.process.pid:
         _check_alive([miner])
         if time.monotonic() > deadline:
-            raise SimulationError(f"timed out after {timeout:.0f} s waiting for the miner to serve; its log ends with:\n{miner.tail()}")
+            raise SimulationError(f"timed out after {timeout:.0f} s waiting for the miner to serve; its log "
+                                  f"ends with:\n{miner.tail()}")
         time.sleep(0.05)
     return int(ready["port"])
 
@@ -294,7 +295,8 @@ def _infer_flags(args: argparse.Namespace, schema: Schema | RegressionSchema) ->
 
 
 def _task_defaults(args: argparse.Namespace, task: str, schema: Schema | RegressionSchema) -> None:
-    """Fill ``--mechanism``, ``--disclosure`` and ``--global-models`` for the task; refuse what it cannot do, naming the flag."""
+    """Fill ``--mechanism``, ``--disclosure`` and ``--global-models``
+    for the task; refuse what it cannot do, naming the flag."""
     args.mechanism = args.mechanism or TASK_MECHANISM[task]
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.learner = resolve_learner(args.mechanism, args.learner)
@@ -418,7 +420,8 @@ def _table_hints(schema: Schema | RegressionSchema, data: Mapping[str, Any], dis
 
 
 def mining_table(miner_toml: Path, engine: str, workers: int | None) -> None:
-    """Append the miner's ``[mining]`` table for ``--engine dask``: a LocalCluster of ``workers`` processes on loopback."""
+    """Append the miner's ``[mining]`` table for ``--engine
+    dask``: a LocalCluster of ``workers`` processes on loopback."""
     if engine == "local":
         return
     text = miner_toml.read_text()
@@ -507,7 +510,8 @@ def _wait_study(stub: fgrpc.StudyAdminStub, parties: list[Party], owners: list[s
             time.sleep(0.2)
 
 
-def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults, args: argparse.Namespace) -> list[dict[str, Any]]:
+def compare(schema: Schema, data: dict[str, Any], results: fpb.StudyResults,
+            args: argparse.Namespace) -> list[dict[str, Any]]:
     """BASIS against the miner's models: accuracy (AUC for two classes), class match, path match.
 
     BASIS is `fitted_basis` for a model fitted on pseudo-data, with the hyperparameters it used
@@ -563,8 +567,8 @@ def fitted_basis(name: str, schema: Schema, data: dict[str, Any]) -> tuple[Any, 
 def basis_model(name: str, schema: Schema, data: dict[str, Any], args: argparse.Namespace) -> Any | None:
     """Release model ``name`` as it would be without privacy, from the raw training rows only a simulation sees.
 
-    A model built from the releases (`modelshare.miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built from
-    each owner's tree trained by the study's learner on the owner's raw rows with no requirement and
+    A model built from the releases (`modelshare.miner_node.global_models.RELEASE_MODELS`, the trees' vote) is built
+    from each owner's tree trained by the study's learner on the owner's raw rows with no requirement and
     full class counts, exactly what ``--mechanism none`` with the same ``--learner`` releases (the
     ``admissible`` learner then grows and prunes as it does with no requirement); None (no BASIS)
     under a whole-release mechanism, whose random trees have no version without the mechanism to train.
@@ -607,7 +611,8 @@ def compare_regression(data: dict[str, Any], results: fpb.StudyResults, models: 
     return rows
 
 
-def requirement_bound(schema: Schema | RegressionSchema, data: dict[str, Any], disclosure: str) -> dict[str, Any] | None:
+def requirement_bound(schema: Schema | RegressionSchema, data: dict[str, Any],
+                      disclosure: str) -> dict[str, Any] | None:
     """The price of a hit/miss (c,l) requirement: an upper bound on any admissible tree's accuracy.
 
     Computed on the pooled training rows (every owner's rows together, which simulate holds in
@@ -673,8 +678,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                                 "requirement": data["requirement"], "disclosure": args.disclosure}),
                         *table_hints],
               "requirement": data["requirement"],
-              "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release else args.learner,
-              "learner_options": args.admissible,
+              "disclosure": args.disclosure, "learner": None if registry.get(args.mechanism).whole_release
+              else args.learner, "learner_options": args.admissible,
               "owners": owner_rows, "models": models,
               "test_rows": int(data["y_test"].shape[0]), "off_path": results.pgen_off_path,
               "on_path": results.pgen_on_path, "reader": reader_dict(results), "wall_seconds": wall,
@@ -801,7 +806,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                          + ")")
     add_learner(p, help="owners' local learner")
     add_max_depth(p, help="depth limit of the owners' trees")
-    p.add_argument("--min-samples-leaf", type=positive_int, default=1, help="minimum leaf of the owners' trees (default 1)")
+    p.add_argument("--min-samples-leaf", type=positive_int, default=1,
+                   help="minimum leaf of the owners' trees (default 1)")
     add_admissible_options(p)
     add_global_models(p, choices={*CLASSIFICATION_MODELS, *REGRESSION_MODELS}, default=None, dest="models",
                       help="global models the miner learns from pseudo-data, or builds from the releases: "
@@ -824,7 +830,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_test_fraction(p, help="held-out share of the table")
     add_seed(p, default=0, help="seed of the split, the owners' learners, PGEN and the models (default 0)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the study (default 300)")
-    p.add_argument("--keep-dir", type=Path, default=None, help="keep kits, tables, study.toml and logs in this new directory")
+    p.add_argument("--keep-dir", type=Path, default=None,
+                   help="keep kits, tables, study.toml and logs in this new directory")
     p.add_argument("--report", type=Path, default=None, metavar="DIR",
                    help="write DIR/report.html: settings, releases, scores against BASIS, plots and the released "
                         "trees drawn, in one self-contained page")

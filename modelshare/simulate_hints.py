@@ -40,8 +40,8 @@ __all__ = ["REFUSAL_HINTS", "refusal_hints", "study_settings", "unsatisfiable_hi
 #: The hint per refusal code when the study's settings say nothing more specific.
 REFUSAL_HINTS = {
     "unsatisfiable": "the release requirement is too strict for this table (their learner found no admissible "
-                     "split, or pruning reached the root of their trees); choose a weaker one, e.g. --requirement k-anonymity:k=5, or fewer, larger owners "
-                     "(--owners)",
+                     "split, or pruning reached the root of their trees); choose a weaker one, e.g. --requirement "
+                     "k-anonymity:k=5, or fewer, larger owners (--owners)",
     "empty-release": "every count of their releases was suppressed or noised to 0, so they released nothing "
                      "usable: their tables are too small for the requirement; use fewer, larger owners (--owners) "
                      "or a weaker requirement (e.g. a smaller k)",
@@ -80,7 +80,8 @@ def unsatisfiable_hint(learner: str | None, mechanism: str | None, requirement: 
                "splits, and a root-only tree is no model)")
     else:
         why = (f"{mechanism} pruned their {learner} trees to the root to meet {said}; --learner "
-               f"{default_learner(mechanism)} grows the tree to the requirement and often releases where pruning cannot")
+               f"{default_learner(mechanism)} grows the tree to the requirement and often releases where pruning "
+               "cannot")
     return f"{why}; choose {_weaker(requirement) or 'a weaker requirement, '}or fewer, larger owners (--owners)"
 
 

@@ -15,7 +15,8 @@ from modelshare.common.trees.learners.multiway import MultiwayTreeClassifier
 from modelshare.common.trees.learners.public_cuts import OnPublicCuts
 from modelshare.common.trees.tree import Tree
 
-__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "TreeLearner", "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
+__all__ = ["AdmissibleTreeClassifier", "CartTreeClassifier", "MultiwayTreeClassifier", "OnPublicCuts", "TreeLearner",
+           "LEARNERS", "AUTO_LEARNER", "LEARNER_NAMES",
            "REQUIREMENT_AWARE", "CATEGORY_SPLITS", "PAIRINGS", "GROUPING_PARAMETERS", "UNPRUNED",
            "admissible_params",
            "make_learner"]
@@ -89,7 +90,8 @@ def make_learner(name: str, schema: Schema, *, random_state: int | None = None, 
     ``public_cuts`` splits numeric attributes only at the schema's public cut points
     (`OnPublicCuts`): what a tree released under a privacy requirement needs. ``leaf_rule`` is
     what every leaf of a requirement-aware learner (`REQUIREMENT_AWARE`) must pass; build it with
-    `modelshare.common.privacy.requirements.path_rule`, or let `modelshare.common.mechanisms.release.local_learner` do it.
+    `modelshare.common.privacy.requirements.path_rule`, or let
+    `modelshare.common.mechanisms.release.local_learner` do it.
     """
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; available: {sorted(LEARNERS)}")

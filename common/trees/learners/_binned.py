@@ -27,7 +27,8 @@ import numpy as np
 
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 
-__all__ = ["DENSE_CODES", "Binned", "CellCoder", "NodeTables", "bin_cells", "bin_rows", "dense_ids", "index_dtype", "tuple_ids"]
+__all__ = ["DENSE_CODES", "Binned", "CellCoder", "NodeTables", "bin_cells", "bin_rows", "dense_ids",
+           "index_dtype", "tuple_ids"]
 
 _SHORT_RANGE = 1 << 16
 """A whole-number column spanning at most this many values is coded by offset (no sort)."""
@@ -195,7 +196,8 @@ def _single(coded: tuple[np.ndarray, np.ndarray]) -> tuple[list[np.ndarray], np.
 
 
 def _cell_codes(attribute: NumericAttribute | CategoricalAttribute, column: np.ndarray) -> np.ndarray:
-    """A column's public cell codes: a numeric value's cell index ``searchsorted(cuts, x, side="left")``, a category's index."""
+    """A column's public cell codes: a numeric value's cell index
+    ``searchsorted(cuts, x, side="left")``, a category's index."""
     if isinstance(attribute, CategoricalAttribute):
         return column.astype(_unsigned(attribute.size))
     cuts = attribute.cut_points()

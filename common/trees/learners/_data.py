@@ -47,13 +47,16 @@ def check_xy(schema: Schema, X: object, y: object, *, first_row: int = 0) -> tup
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
         raise SchemaError(f"class indices must be numbers; got dtype {y.dtype}", column=schema.class_name)
     ok = (y == np.floor(y)) & (y >= 0) & (y < schema.n_classes)
-    _raise_first_bad(ok, y, f"class indices must be integers in 0..{schema.n_classes - 1}", schema.class_name, first_row)
+    _raise_first_bad(ok, y, f"class indices must be integers in 0..{schema.n_classes - 1}",
+                     schema.class_name, first_row)
     return X, y.astype(np.int64, copy=False)
 
 
 def _raise_first_bad(ok: np.ndarray, values: np.ndarray, why: str, column: str, first_row: int = 0) -> None:
-    """Raise a `SchemaError` naming ``column`` and the first row (counted from ``first_row``) where ``ok`` is False, if any."""
+    """Raise a `SchemaError` naming ``column`` and the first row
+    (counted from ``first_row``) where ``ok`` is False, if any."""
     bad = np.flatnonzero(~ok)
     if bad.size:
         first = int(bad[0])
-        raise SchemaError(f"{why}; {bad.size} row(s) affected", row=first_row + first + 1, column=column, value=values[first].item())
+        raise SchemaError(f"{why}; {bad.size} row(s) affected", row=first_row + first + 1, column=column,
+                          value=values[first].item())

@@ -19,7 +19,8 @@ import numpy as np
 from modelshare.common.data.schema import Schema
 from modelshare.common.trees.learners._binned import Binned
 
-__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "best_cuts", "first_best", "gain_and_split_info", "midpoint", "xlog2x"]
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "GrowerBase", "best_cuts", "first_best", "gain_and_split_info",
+           "midpoint", "xlog2x"]
 
 CRITERIA: tuple[str, ...] = ("gain_ratio", "info_gain")
 

@@ -87,11 +87,13 @@ CATEGORY_SPLITS = ("grouped", "binary", "either")
 
 PAIRINGS = ("deferred", "eager")
 """``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
-``deferred``: such a grouping only where no ungrouped split lets the leaves classify clearly more (`_DeferringGrower`)."""
+``deferred``: such a grouping only where no ungrouped split
+lets the leaves classify clearly more (`_DeferringGrower`)."""
 
 
 class LeafRule(Protocol):
-    """What a leaf must satisfy, on class-count vectors (``modelshare.common.privacy.requirements.PathRule`` is the real one)."""
+    """What a leaf must satisfy, on class-count vectors
+    (``modelshare.common.privacy.requirements.PathRule`` is the real one)."""
 
     def ok(self, counts: np.ndarray) -> np.ndarray:
         """Per row of ``counts`` (shape ``(n, classes)``): does a leaf with these counts pass?"""
@@ -154,7 +156,8 @@ def group_categories(table: np.ndarray, rule: LeafRule, together: np.ndarray | N
 
     ``together`` (categories x categories): how often two categories were grouped elsewhere in the
     tree. Among partners tied on loss (within the square root of the least loss, in ``rows x bits``:
-    a count's sampling noise on the scale of what is lost), the one grouped least often with the failing group's categories is taken, so that a category that may not stand
+    a count's sampling noise on the scale of what is lost), the one grouped least often with the failing group's
+    categories is taken, so that a category that may not stand
     alone is paired with different partners in different subtrees rather than by the sampling
     noise in the counts (on Nursery the two partners of ``health = not_recom`` tie to the row).
     """
@@ -170,7 +173,8 @@ def group_categories(table: np.ndarray, rule: LeafRule, together: np.ndarray | N
         deficit[b] = np.inf
         loss = _merge_loss(groups, b)
         best_deficit = deficit.min()
-        h = int(np.flatnonzero(deficit <= best_deficit + TIE_TOLERANCE)[np.argmin(loss[deficit <= best_deficit + TIE_TOLERANCE])])
+        near = deficit <= best_deficit + TIE_TOLERANCE
+        h = int(np.flatnonzero(near)[np.argmin(loss[near])])
         if together is not None:
             tied = np.flatnonzero((deficit <= best_deficit + TIE_TOLERANCE)
                                   & (loss <= loss[h] + np.sqrt(max(loss[h], 0.0))))
@@ -275,7 +279,8 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
         return self.fit_binned(bin_rows(self.schema, X, y))
 
     def fit_binned(self, binned: Binned) -> AdmissibleTreeClassifier:
-        """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        """`fit` on rows already binned for ``schema``
+        (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         rule, criterion, max_depth, min_gain, confidence, pairing, category_split = self._settings()
         grower = _DeferringGrower if pairing == "deferred" else _Grower
         nodes = grower(self.schema, binned, rule, criterion, max_depth, min_gain, category_split).grow()
@@ -307,11 +312,13 @@ class AdmissibleTreeClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _added_errors(n: np.ndarray, e: np.ndarray, confidence: float) -> np.ndarray:
-    """C4.5's pessimistic extra errors: the upper ``confidence`` bound of e errors in n rows, minus e (as Weka's J48)."""
+    """C4.5's pessimistic extra errors: the upper ``confidence``
+    bound of e errors in n rows, minus e (as Weka's J48)."""
     z = NormalDist().inv_cdf(1.0 - confidence)
     n = np.maximum(n, 1.0)
     f = (e + 0.5) / n
-    upper = (f + z * z / (2 * n) + z * np.sqrt(np.maximum(f / n - f * f / n + z * z / (4 * n * n), 0.0))) / (1 + z * z / n)
+    spread = z * np.sqrt(np.maximum(f / n - f * f / n + z * z / (4 * n * n), 0.0))
+    upper = (f + z * z / (2 * n) + spread) / (1 + z * z / n)
     normal = upper * n - e
     base = n * (1.0 - confidence ** (1.0 / n))  # e < 1: interpolate from the exact bound at e = 0
     one = (lambda f1: (f1 + z * z / (2 * n) + z * np.sqrt(np.maximum(f1 / n - f1 * f1 / n + z * z / (4 * n * n), 0.0)))

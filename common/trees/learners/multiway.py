@@ -130,7 +130,8 @@ class MultiwayTreeClassifier(ClassifierMixin, BaseEstimator):
         return self.fit_binned(bin_rows(self.schema, X, y))
 
     def fit_binned(self, binned: Binned) -> MultiwayTreeClassifier:
-        """`fit` on rows already binned for ``schema`` (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
+        """`fit` on rows already binned for ``schema``
+        (`modelshare.common.trees.learners._binned.bin_rows` or `bin_cells`)."""
         grower = _Grower(self.schema, binned, *self._settings())
         self.tree_ = Tree(self.schema, grower.grow(), "counts")
         self.classes_ = np.arange(self.schema.n_classes, dtype=np.int64)
@@ -172,7 +173,8 @@ class _Grower(GrowerBase):
         while stack:
             index, rows, depth, usable = stack.pop()
             node = nodes[index]
-            split = None if self._is_leaf(node, rows.size, depth) else self._best_split(rows, node.class_counts(), usable)
+            split = (None if self._is_leaf(node, rows.size, depth)
+                     else self._best_split(rows, node.class_counts(), usable))
             if split is None:
                 continue
             node.attribute = split.attribute

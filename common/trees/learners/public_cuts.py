@@ -9,7 +9,8 @@ learners on the *cell index* of each numeric value instead, where the cells are 
 learner's thresholds on indices are midpoints k + 0.5 of whole numbers, which map back to the cut
 point ``cuts[k]``. The tree routes every training row to the same node as the index tree did, so
 its counts are exact; only the choice of thresholds is narrowed to public ones. A learner that grows
-on column codes (`BinnedLearner`) is given the cell indices as codes (`modelshare.common.trees.learners._binned.bin_cells`),
+on column codes (`BinnedLearner`) is given the cell indices as codes
+(`modelshare.common.trees.learners._binned.bin_cells`),
 without a float copy of the table; `OnPublicCuts.fit_chunks` takes the table a chunk of rows at a time and keeps
 only their codes, so the float table need never exist whole.
 """
