@@ -81,6 +81,18 @@ LOG_DECADES = 3.0  # ``--scale auto``: log bins when high - low >= 10^3 (a publi
 
 
 # ------------------------------------------------------------------ public discretisation
+
+def _categorical(attr: CategoricalAttribute | NumericAttribute) -> CategoricalAttribute:
+    """``attr``, which has no bin edges, so it is categorical."""
+    assert isinstance(attr, CategoricalAttribute), attr
+    return attr
+
+
+def _numeric(attr: CategoricalAttribute | NumericAttribute) -> NumericAttribute:
+    """``attr``, which has bin edges, so it is numeric."""
+    assert isinstance(attr, NumericAttribute), attr
+    return attr
+
 @dataclass(frozen=True)
 class Discretiser:
     """Public bins of every attribute (categories as they are; numeric edges from the schema's range)."""
@@ -112,7 +124,7 @@ class Discretiser:
 
     @property
     def sizes(self) -> np.ndarray:
-        return np.array([attr.size if e is None else e.size - 1  # type: ignore[union-attr]
+        return np.array([e.size - 1 if e is not None else _categorical(attr).size
                          for attr, e in zip(self.schema.attributes, self.edges, strict=False)])
 
     def codes(self, X: np.ndarray) -> np.ndarray:
@@ -129,10 +141,11 @@ class Discretiser:
                 X[:, j] = codes[:, j]
                 continue
             lo, hi = e[codes[:, j]], e[codes[:, j] + 1]
-            if attr.integer:  # type: ignore[union-attr]
+            numeric = _numeric(attr)
+            if numeric.integer:
                 X[:, j] = np.floor(lo + rng.random(lo.size) * (hi - lo))
             else:
-                X[:, j] = np.minimum(lo + rng.random(lo.size) * (hi - lo), attr.high)  # type: ignore[union-attr]
+                X[:, j] = np.minimum(lo + rng.random(lo.size) * (hi - lo), numeric.high)
         return X
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import defaultdict
+from typing import cast
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from modelshare.common.trees.learners.admissible import CATEGORY_SPLITS
 from modelshare.common.trees.learners.random_tree import ensemble_predict_proba
 from modelshare.common.trees.metrics import accuracy
 from modelshare.miner_node.global_models import make_global_model
-from modelshare.miner_node.offpath import OFF_PATH_MODES, ReleasedLaw
+from modelshare.miner_node.offpath import OFF_PATH_MODES, OffPathMode, ReleasedLaw
 from modelshare.miner_node.selection import choose_basis
 from modelshare.miner_node.tasks import ClassificationTask, Fitted, pseudo_data, pseudo_sources, two_class_auc
 from modelshare.miner_node.tree_vote import TreeVote
@@ -122,7 +123,7 @@ def main() -> None:
             scores["tree-vote"]["seconds"].append(0.0)
         tables = [("BASIS", (X[~test], y[~test], None))]
         for off_path in args.off_path:
-            law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, off_path)  # type: ignore[arg-type]
+            law = None if off_path == "uniform" else ReleasedLaw.from_trees(trees, cast(OffPathMode, off_path))
             parts = [(r, pseudo_data(r.trees, r.report, args.pgen_scale, rng, "exact", law)) for r in released.values()]
             Xp, yp = _pooled([part for _, part in parts], schema)
             groups = np.concatenate([i * 65536 + pseudo_sources(r.trees, r.report, args.pgen_scale, yr.shape[0])
