@@ -24,9 +24,10 @@ def dial_miner(address: str, tls: TlsFiles | None, miner_name: str) -> grpc.Chan
         ("grpc.enable_retries", 0),
         # gRPC's own reconnection backoff (up to 120 s by default) would keep a channel failing fast long after a
         # restarted miner serves again; capped here so the owner's jittered retries
-        # (`modelshare.owner_node.daemon.Backoff`) find it connected within seconds.
+        # (`modelshare.owner_node.daemon.Backoff`) find it connected within seconds. The minimum connect timeout
+        # stays gRPC's 20 s (``grpc.min_reconnect_backoff_ms`` would set it too): a loaded miner's slow TLS
+        # handshake is waited for, not cut short and retried.
         ("grpc.initial_reconnect_backoff_ms", 500),
-        ("grpc.min_reconnect_backoff_ms", 500),
         ("grpc.max_reconnect_backoff_ms", 3000),
     ]
     if tls is None:
