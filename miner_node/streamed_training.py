@@ -75,9 +75,8 @@ class ParquetBatches(xgboost.DataIter):
 def release_batches() -> None:
     """Give the memory the read batches were freed from back to the system, before training starts.
 
-    Arrow's pool (mimalloc) and glibc's heap keep freed buffers for reuse, and the batches' are not reused:
-    on Adult-like files they stayed resident at about 70 bytes a row beside the quantised matrix's 50
-    (measured with psutil, 2 x 10^6 rows in four files), a resident cost that grew with the rows.
+    Arrow's pool (mimalloc) and glibc's heap keep freed buffers for reuse, and the batches' are not reused, so
+    without this their resident cost would grow with the rows (bench/RESULTS.md, the streamed scale-out runs).
     """
     gc.collect()
     pa.default_memory_pool().release_unused()
