@@ -82,7 +82,8 @@ def cmd_miner_serve(args: argparse.Namespace) -> int:
     if miner.dashboard is not None:
         print(f"web dashboard on {miner.dashboard.base_url} (admin only: `modelshare miner dashboard --config "
               "admin.toml` prints a sign-in URL)", flush=True)
-    stop.wait()
+    while not stop.wait(0.5):  # woken now and then: a signal another thread took runs its handler here
+        pass
     err.print("stopping the miner")
     miner.stop()
     return 0
