@@ -24,7 +24,7 @@ from modelshare.common.mechanisms import registry
 from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE, check_prior_share
 from modelshare.common.privacy.requirements import DP, DPS, Requirement
 from modelshare.common.study.settings import ModelPlan, ModelSetting, check_settings
-from modelshare.common.trees.learners import LEARNER_NAMES, admissible_params
+from modelshare.common.trees.learner_options import LEARNER_NAMES, admissible_params
 from modelshare.common.trees.tree import Disclosure
 
 __all__ = ["CLASS_ASSIGNMENTS", "LEARNERS", "MAX_TREES", "OFF_PATH_MODES", "ON_PATH_MODES", "STUDY_ID", "Study",

@@ -170,3 +170,14 @@ def test_a_dead_worker_answers_unavailable_and_is_replaced(messages):
     finally:
         verifier.close()
         verifier.close()
+
+
+def test_a_verifier_process_imports_neither_scikit_learn_nor_scipy_nor_pandas():
+    """What a verifier process imports (`verify`, and through it the audit) stays light, so that it is ready within
+    about a second of a restart; the heavy libraries are the learners' and the miner's, imported where they work."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, modelshare.miner_node.verify; "
+             "print(sorted(m for m in ('sklearn', 'scipy', 'pandas') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -66,6 +66,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from modelshare.common.data.schema import Schema
 from modelshare.common.params import check_choice, check_nonnegative_real, check_positive_int
+from modelshare.common.trees.learner_options import CATEGORY_SPLITS, PAIRINGS
 from modelshare.common.trees.learners._binned import Binned, bin_rows, dense_ids, tuple_ids
 from modelshare.common.trees.learners._data import check_x, check_xy
 from modelshare.common.trees.learners._growing import (
@@ -81,15 +82,6 @@ from modelshare.common.trees.learners._params import check_schema
 from modelshare.common.trees.tree import CategorySet, Constraint, Edge, Interval, Node, Tree, preorder
 
 __all__ = ["AdmissibleTreeClassifier", "LeafRule", "group_categories"]
-
-CATEGORY_SPLITS = ("grouped", "binary", "either")
-"""How a categorical attribute is split: a branch per (grouped) category, two groups, or the better of the two."""
-
-PAIRINGS = ("deferred", "eager")
-"""``eager``: a failing category is grouped at the first node whose criterion picks that attribute;
-``deferred``: such a grouping only where no ungrouped split
-lets the leaves classify clearly more (`_DeferringGrower`)."""
-
 
 class LeafRule(Protocol):
     """What a leaf must satisfy, on class-count vectors
