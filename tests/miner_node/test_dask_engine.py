@@ -254,6 +254,9 @@ def test_a_simulated_study_on_the_dask_engine_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.slow
+# the killed worker breaks xgboost's tracker socket: its tracker thread and finaliser report the broken pipe
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_worker_killed_mid_fit_is_retried_or_fails_the_fit_with_the_reason(tmp_path):
     """SIGKILL to one of two LocalCluster workers while xgboost trains: a model or an EngineError naming the fit."""
     pytest.importorskip("distributed")
