@@ -85,7 +85,7 @@ from modelshare.cli.inputs import (
     add_learner,
     add_release_options,
     add_table_source,
-    load_source,
+    load_encoded,
     resolve_admissible,
     resolve_disclosure,
     resolve_learner,
@@ -385,9 +385,8 @@ def prepare(args: argparse.Namespace, root: Path) -> tuple[Schema | RegressionSc
     if task == REGRESSION_TASK:
         schema, X, y, source = _load_regression(args, declared if isinstance(declared, RegressionSchema) else None)
     else:
-        table = load_source(args)
-        schema, source = table.schema, table.source
-        X, y = schema.encode(table.frame, source=source)
+        table = load_encoded(args)
+        schema, source, X, y = table.schema, table.source, table.X, table.y
     _task_defaults(args, task, schema)
     if schema.data_derived:
         warn_data_derived(schema, source, args.schema)

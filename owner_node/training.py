@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from modelshare.common.audit.release import audit
 from modelshare.common.data.datasets.loading import read_frame, settle_missing
+from modelshare.common.data.datasets.streamed import stream_encoded
 from modelshare.common.data.domain_fit import DomainFit, fit_to_domain
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema, SchemaError
@@ -176,9 +177,17 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
     without a row is the error; without it such a value is a `LocalDataError`. A file that cannot be
     read at all (absent, unreadable) raises `DataUnavailable`, which may pass; any other read or
     schema error becomes `LocalDataError`.
+
+    A classification study that does not fit the domain reads the file a block at a time straight into
+    ``(X, y)`` (`modelshare.common.data.datasets.streamed.stream_encoded`); a file the blocks leave to the
+    whole-file reader (any fault to name), a regression schema and a dp or dps study read it whole here.
     """
     path = config.data_path
     class_column = config.class_column or schema.class_name
+    if isinstance(schema, Schema) and not fit_domain:
+        streamed = stream_encoded(path, schema, class_column, missing=config.missing)
+        if streamed is not None:
+            return LocalTable(streamed.X, streamed.y, streamed.dropped_rows)
     try:
         frame = read_frame(path)
     except SchemaError as exc:

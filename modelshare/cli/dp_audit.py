@@ -31,7 +31,7 @@ from modelshare.cli.common import (
     out,
     positive_int,
 )
-from modelshare.cli.inputs import add_table_source, load_source
+from modelshare.cli.inputs import add_table_source, load_encoded
 from modelshare.common.audit.dp.estimate import MIN_TRIALS, AuditTarget, DPAuditResult, audit_dp
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms import registry
@@ -104,8 +104,8 @@ def _print(result: DPAuditResult, seed: int, claim: str) -> None:
 def cmd_audit_dp(args: argparse.Namespace) -> int:
     if args.trials < MIN_TRIALS:
         raise ValueError(f"--trials {args.trials}: the audit needs at least {MIN_TRIALS} trials per table")
-    table = load_source(args)
-    X, y = table.schema.encode(table.frame, source=table.source)
+    table = load_encoded(args)
+    X, y = table.X, table.y
     seed = secrets.randbits(128) if args.seed is None else args.seed  # 128 bits of OS entropy, as SeedSequence() draws
     rng = np.random.default_rng(seed)
     target = _target(args, table.schema, X, y, rng)

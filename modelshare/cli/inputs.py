@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 
 from modelshare.cli.common import LEARNER_DEFAULT, err, note_dropped, pruning_confidence, tree_params
 from modelshare.common.data.datasets import LoadedTable, load_dataset, load_table
+from modelshare.common.data.datasets.streamed import EncodedTable, read_encoded
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema, SchemaError
 from modelshare.common.mechanisms import registry
@@ -41,6 +42,7 @@ __all__ = [
     "resolve_admissible",
     "add_release_options",
     "add_table_source",
+    "load_encoded",
     "load_source",
     "resolve_disclosure",
     "resolve_learner",
@@ -88,6 +90,22 @@ def load_source(args: argparse.Namespace) -> LoadedTable:
         table = load_dataset(name, missing=args.missing)
     note_dropped(table.source, table.dropped_rows)
     return table
+
+
+def load_encoded(args: argparse.Namespace) -> EncodedTable:
+    """The table of ``--dataset`` or ``--data`` encoded with its schema, as `load_source` then `Schema.encode`.
+
+    A ``--data`` file with a ``--schema`` is read a block at a time straight into ``(X, y)``
+    (`modelshare.common.data.datasets.streamed.read_encoded`), so a large file never sits in memory as text;
+    the rows dropped for a missing value are said on stderr as `load_source` says them.
+    """
+    if args.data is not None and args.schema is not None and args.dataset is None and args.class_column:
+        found = read_encoded(args.data, args.class_column, schema=args.schema, missing=args.missing)
+        note_dropped(found.source, found.dropped_rows)
+        return found
+    table = load_source(args)
+    X, y = table.schema.encode(table.frame, source=table.source)
+    return EncodedTable(X, y, table.dropped_rows, table.source, table.schema)
 
 
 

@@ -36,7 +36,7 @@ from modelshare.cli.inputs import (
     add_release_options,
     add_table_source,
     learner_params,
-    load_source,
+    load_encoded,
     resolve_disclosure,
     resolve_learner,
     warn_data_derived,
@@ -159,8 +159,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     _mechanism(args, list(registry.names()))
     args.disclosure = resolve_disclosure(args.mechanism, args.disclosure)
     args.learner = resolve_learner(args.mechanism, args.learner)
-    table = load_source(args)
-    X, y = table.schema.encode(table.frame, source=table.source)
+    table = load_encoded(args)
+    X, y = table.X, table.y
     record = registry.get(args.mechanism)
     if table.schema.data_derived:
         warn_data_derived(table.schema, table.source, getattr(args, "schema", None))

@@ -50,7 +50,7 @@ from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import MISSING_TOKENS, Schema, SchemaError
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "RowsRead", "load_table",
-           "read_frame", "read_rows", "settle_missing"]
+           "read_frame", "read_rows", "settle_missing", "sniff_delimiter", "table_suffix"]
 
 MissingPolicy = Literal["drop", "error", "category"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("drop", "error", "category")
@@ -90,7 +90,8 @@ class LoadedTable:
     non_numbers: tuple[tuple[int, str, str], ...] = ()
 
 
-def _suffix(path: Path, label: str) -> str:
+def table_suffix(path: Path, label: str) -> str:
+    """The format of ``path`` by its suffix: ``.csv.gz``, ``.csv``, ``.tsv`` or ``.parquet`` (else SchemaError)."""
     name = path.name.lower()
     for suffix in (".csv.gz", ".csv", ".tsv", ".parquet"):
         if name.endswith(suffix):
@@ -98,7 +99,7 @@ def _suffix(path: Path, label: str) -> str:
     raise SchemaError("unsupported file type; expected .csv, .csv.gz, .tsv or .parquet", source=label)
 
 
-def _sniff(sample: str) -> str:
+def sniff_delimiter(sample: str) -> str:
     """Pick the delimiter from the first lines; comma when the sample is ambiguous."""
     head = "".join(line for _, line in zip(range(_SNIFF_LINES), io.StringIO(sample), strict=False))
     try:
@@ -152,7 +153,7 @@ def _ragged(rows: list[list[str]], header: list[str], label: str) -> None:
 def _decoded(path: Path, suffix: str, label: str) -> tuple[str, str]:
     """The text file's content, decoded from UTF-8 (a byte that is not is named), and its delimiter."""
     data = gzip.open(path).read() if suffix == ".csv.gz" else path.read_bytes()
-    sep = "\t" if suffix == ".tsv" else _sniff(data[:65536].decode("utf-8", "replace"))
+    sep = "\t" if suffix == ".tsv" else sniff_delimiter(data[:65536].decode("utf-8", "replace"))
     try:
         return data.decode("utf-8-sig"), sep
     except UnicodeDecodeError as exc:
@@ -245,7 +246,7 @@ def read_frame(path: str | Path, *, source: str | None = None) -> pd.DataFrame:
     """
     path = Path(path)
     label = source or str(path)
-    suffix = _suffix(path, label)
+    suffix = table_suffix(path, label)
     with _reading(path, suffix, label):
         frame = _read_parquet(path) if suffix == ".parquet" else _read_text(path, suffix, label)
     return frame.mask(frame.isin(MISSING_TOKENS))
@@ -306,7 +307,7 @@ def read_rows(path: str | Path, *, source: str | None = None) -> RowsRead:
     """
     path = Path(path)
     label = source or str(path)
-    suffix = _suffix(path, label)
+    suffix = table_suffix(path, label)
     if suffix == ".parquet":
         return RowsRead(read_frame(path, source=label), None, ())
     with _reading(path, suffix, label):

@@ -1,0 +1,357 @@
+"""Read a table straight into its schema's encoded ``(X, y)``, a block of rows at a time (`read_encoded`).
+
+`read_encoded` gives what ``schema.encode(load_table(path, class_column, schema=schema, missing=missing).frame)``
+gives, the same ``X`` (float64), ``y`` (int64) and dropped-row count, without ever holding the table as text: a
+CSV/TSV (``.csv``, ``.csv.gz``, ``.tsv``) is parsed by pyarrow's streaming reader in blocks of `BLOCK_BYTES`, a
+Parquet file read a row group's batch at a time, and only the schema's columns and the class column are
+converted. Each block is stripped (Python's whitespace), its missing tokens (``?``, empty, a Parquet null or NaN)
+settled by the missing-value policy, and encoded with pyarrow compute and numpy (category and class codes by
+lookup, numbers parsed by pyarrow, whose parse agrees with pandas' on every number both accept) into ``X`` and
+``y``, allocated once for an upper bound on the rows (the file's line count, or a Parquet file's row count) and
+shrunk at the end. So the peak memory is the encoded arrays plus a few blocks.
+
+Before the blocks, one pass over the file's bytes (decompressed for ``.csv.gz``) counts its lines, checks that
+it is UTF-8 (a truncated gzip stream is noticed there too) and looks for a quoted field after spaces; the
+delimiter is sniffed from the first 64 KiB and the header read as `load_table` reads them. Whatever the blocks
+do not settle exactly as `load_table` would, the whole-file reader (`load_table`) settles instead, so the
+contract, every result and every `SchemaError`, is the loader's: a header problem, a row of the wrong width,
+bytes that are not UTF-8, a quoted field after spaces, a Parquet column that is not text (or, for a numeric
+attribute, a number), a value outside the schema, a missing value under ``missing="error"`` (or, under
+``"category"``, in an attribute that does not list the category), a table left without rows. A file that
+fails a check is therefore read a second time whole, which costs the whole-file reader's memory on bad input
+only. `stream_encoded` is the streamed part alone, for a caller with its own whole-file path (the owner daemon).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import io
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from modelshare.common.data.datasets.loading import (
+    MISSING_CATEGORY,
+    MISSING_POLICIES,
+    MissingPolicy,
+    load_table,
+    sniff_delimiter,
+    table_suffix,
+)
+from modelshare.common.data.schema import MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema, SchemaError
+
+__all__ = ["BLOCK_BYTES", "EncodedTable", "read_encoded", "stream_encoded"]
+
+BLOCK_BYTES = 1 << 22
+"""Bytes of text pyarrow parses per block (a Parquet batch holds about as many rows as such a block)."""
+_SNIFF_BYTES = 65536  # the sample the delimiter and the header are read from, as `load_table` reads it
+_SCAN_BYTES = 1 << 24  # bytes per read of the line-counting pass
+_PARQUET_ROWS = 1 << 16
+_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+"""Every character `str.strip` removes (those whose `str.isspace` is true), which the loader strips."""
+
+
+@dataclass(frozen=True)
+class EncodedTable:
+    """A table encoded with its schema: ``X`` float64 (rows, attributes), ``y`` int64 class indices, the rows the
+    missing-value policy dropped, the source label errors name, and the schema."""
+
+    X: np.ndarray
+    y: np.ndarray
+    dropped_rows: int
+    source: str
+    schema: Schema
+
+
+class _Unstreamable(Exception):
+    """The file needs the whole-file reader: something the blocks do not settle exactly as `load_table` would."""
+
+
+def read_encoded(path: str | Path, class_column: str, *, schema: Schema | str | Path, missing: MissingPolicy = "drop",
+                 source: str | None = None, block_bytes: int = BLOCK_BYTES) -> EncodedTable:
+    """``path`` encoded with ``schema``, as `load_table` then `Schema.encode` give it, read a block at a time.
+
+    Parameters are `load_table`'s (a schema is required); ``block_bytes`` is the text parsed per block.
+
+    Raises
+    ------
+    SchemaError
+        Exactly what `load_table` (then `Schema.encode`) raises for the same file (module docstring).
+    """
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing must be one of {list(MISSING_POLICIES)}, not {missing!r}")
+    label = source or str(path)
+    given: Schema | None = None
+    if isinstance(schema, Schema):
+        given = schema
+    else:
+        try:
+            given = Schema.load(schema)
+        except SchemaError:  # the loader names a bad table before a bad schema file
+            pass
+    if given is not None:
+        found = stream_encoded(path, given, class_column, missing=missing, source=label, block_bytes=block_bytes)
+        if found is not None:
+            return found
+    table = load_table(path, class_column, schema=schema, missing=missing, source=label)
+    X, y = table.schema.encode(table.frame, source=label)
+    return EncodedTable(X, y, table.dropped_rows, label, table.schema)
+
+
+def stream_encoded(path: str | Path, schema: Schema, class_column: str, *, missing: MissingPolicy = "drop",
+                   source: str | None = None, block_bytes: int = BLOCK_BYTES) -> EncodedTable | None:
+    """``path`` encoded block by block as `read_encoded` does, or None where the whole-file reader must decide.
+
+    ``class_column`` is the file's name for the class column (it may differ from ``schema.class_name``). None
+    means the file holds something the blocks do not settle themselves (module docstring): the caller reads it
+    whole, which gives the result or the error. Nothing is raised for the file's content.
+    """
+    path = Path(path)
+    label = source or str(path)
+    wanted = [*schema.names, class_column]
+    try:
+        suffix = table_suffix(path, label)
+        if len(set(wanted)) != len(wanted) or path.stat().st_size == 0:
+            return None
+        if suffix == ".parquet":
+            capacity, blocks = _parquet_blocks(path, schema, wanted, block_bytes)
+        else:
+            capacity, blocks = _text_blocks(path, suffix, wanted, block_bytes)
+        encoder = _Encoder(schema, missing, capacity)
+        for columns in blocks:
+            encoder.add(columns)
+        return encoder.finish(label, schema)
+    except (_Unstreamable, SchemaError, OSError, EOFError, ValueError, pa.ArrowException):
+        return None
+
+
+def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
+                 block_bytes: int) -> tuple[int, Iterator[list[tuple[pa.Array, bool]]]]:
+    """The upper bound on the data rows and the blocks of a CSV/TSV file: per wanted column (text, False)."""
+    sample, lines = _scan(path, suffix)
+    sep = "\t" if suffix == ".tsv" else sniff_delimiter(sample.decode("utf-8", "replace"))
+    header, header_bytes = _header(sample, sep)
+    if len(set(header)) != len(header) or _quoted_after_spaces(path, suffix, sep):
+        raise _Unstreamable
+    if any(name not in header for name in wanted):
+        raise _Unstreamable
+    names = [f"f{i}" for i in range(len(header))]
+    include = [names[header.index(name)] for name in wanted]
+    reader = pacsv.open_csv(
+        str(path),
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1,
+                                       block_size=max(block_bytes, header_bytes + 2)),
+        parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in include}, include_columns=include,
+                                             strings_can_be_null=False, quoted_strings_can_be_null=False))
+
+    def blocks() -> Iterator[list[tuple[pa.Array, bool]]]:
+        with reader:
+            for batch in reader:
+                yield [(batch.column(i), False) for i in range(len(include))]
+
+    return lines + 1, blocks()
+
+
+def _open(path: Path, suffix: str) -> io.BufferedIOBase:
+    return gzip.open(path) if suffix == ".csv.gz" else path.open("rb")
+
+
+def _scan(path: Path, suffix: str) -> tuple[bytes, int]:
+    """The first `_SNIFF_BYTES` of the (decompressed) file and its line count, having checked it is UTF-8 whole.
+
+    Lines end at ``\\n``, or at a lone ``\\r`` in a file that has more of those than ``\\n``.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    newlines = returns = 0
+    sample = b""
+    with _open(path, suffix) as stream:
+        while chunk := stream.read(_SCAN_BYTES):
+            if len(sample) < _SNIFF_BYTES:
+                sample += chunk[:_SNIFF_BYTES - len(sample)]
+            newlines += chunk.count(b"\n")
+            returns += chunk.count(b"\r")
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                raise _Unstreamable from None
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise _Unstreamable from None
+    return sample, newlines if returns <= newlines else newlines + returns
+
+
+def _quoted_after_spaces(path: Path, suffix: str, sep: str) -> bool:
+    """Whether the text holds a delimiter, spaces and a quote, the case `load_table` reads with the csv module."""
+    pattern = re.compile(re.escape(sep.encode()) + rb'[ \t]+"')
+    tail_pattern = re.compile(re.escape(sep.encode()) + rb"[ \t]*\Z")
+    carry = b""
+    with _open(path, suffix) as stream:
+        while chunk := stream.read(_SCAN_BYTES):
+            text = carry + chunk
+            if b'"' in text and pattern.search(text):
+                return True
+            tail = tail_pattern.search(text[-4096:])
+            carry = tail.group(0) if tail else b""
+    return False
+
+
+def _header(sample: bytes, sep: str) -> tuple[list[str], int]:
+    """The header's stripped names as `load_table` reads them, and the bytes up to its end; the header must end
+    inside the sample (or the sample be the whole file)."""
+    text = sample.decode("utf-8-sig", "ignore")
+    stream = io.StringIO(text, newline="")
+    reader = csv.reader(stream, delimiter=sep, skipinitialspace=True)
+    first = next((row for row in reader if row), None)
+    if first is None or (stream.tell() >= len(text) and len(sample) >= _SNIFF_BYTES):
+        raise _Unstreamable
+    return [name.strip() for name in first], len(text[:stream.tell()].encode("utf-8")) + 3
+
+
+def _parquet_blocks(path: Path, schema: Schema, wanted: Sequence[str],
+                    block_bytes: int) -> tuple[int, Iterator[list[tuple[pa.Array, bool]]]]:
+    """The row count and the batches of a Parquet file: per wanted column (values, whether they are numbers).
+
+    A column a number or text the loader reads the same way here: text for a categorical attribute and the
+    class, text or a number (integer or floating point) for a numeric attribute.
+    """
+    parquet = pq.ParquetFile(path)
+    fields = parquet.schema_arrow
+    names = list(fields.names)
+    metadata = fields.pandas_metadata or {}
+    indexed = {str(c) for c in metadata.get("index_columns", ()) if isinstance(c, str)}
+    if len(set(names)) != len(names) or any(name not in names or name in indexed for name in wanted):
+        raise _Unstreamable
+    numeric = {a.name for a in schema.attributes if a.kind == "numeric"}
+    kinds = []
+    for name in wanted:
+        kind = fields.field(name).type
+        text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+        if not (text or (number and name in numeric)):
+            raise _Unstreamable
+        kinds.append(number)
+    rows = max(1, block_bytes // 64)
+
+    def blocks() -> Iterator[list[tuple[pa.Array, bool]]]:
+        for batch in parquet.iter_batches(batch_size=rows, columns=list(wanted)):
+            yield [(batch.column(i), kinds[i]) for i in range(len(wanted))]
+
+    return parquet.metadata.num_rows, blocks()
+
+
+class _Encoder:
+    """Blocks of columns (the schema's attributes then the class) settled and encoded into preallocated X, y."""
+
+    def __init__(self, schema: Schema, missing: MissingPolicy, capacity: int) -> None:
+        self.schema = schema
+        self.missing = missing
+        self.X = np.empty((capacity, schema.n_attributes), dtype=np.float64)
+        self.y = np.empty(capacity, dtype=np.int64)
+        self.rows = 0
+        self.kept = 0
+        self.categories = [pa.array(a.categories, pa.string()) if isinstance(a, CategoricalAttribute) else None
+                           for a in schema.attributes]
+        self.classes = pa.array(schema.classes, pa.string())
+
+    def add(self, columns: Sequence[tuple[pa.Array, bool]]) -> None:
+        """Settle one block's missing values and append its kept rows' codes and numbers."""
+        values = [column if number else pc.utf8_trim(column, _WHITESPACE) for column, number in columns]
+        absent = [self._absent(value, number) for value, (_, number) in zip(values, columns, strict=True)]
+        filled: dict[int, int] = {}  # attribute: the code of MISSING_CATEGORY its missing values become
+        drop = np.zeros(len(values[-1]), dtype=bool)
+        for j, gone in enumerate(absent):
+            if not gone.any():
+                continue
+            if self.missing == "error":
+                raise _Unstreamable
+            attribute = self.schema.attributes[j] if j < self.schema.n_attributes else None
+            if self.missing == "category" and isinstance(attribute, CategoricalAttribute):
+                if MISSING_CATEGORY not in attribute.categories:
+                    raise _Unstreamable
+                filled[j] = attribute.categories.index(MISSING_CATEGORY)
+            else:
+                drop |= gone
+        kept = ~drop
+        start, stop = self.kept, self.kept + int(kept.sum())
+        if stop > self.X.shape[0]:
+            self._grow(stop)
+        mask = pa.array(kept)
+        for j, attribute in enumerate(self.schema.attributes):
+            categories = self.categories[j]
+            if isinstance(attribute, NumericAttribute):
+                self.X[start:stop, j] = self._numbers(values[j].filter(mask), attribute)
+                continue
+            assert categories is not None
+            codes = self._codes(values[j], categories)
+            if j in filled:
+                codes[absent[j]] = filled[j]
+            self.X[start:stop, j] = self._known(codes[kept])
+        self.y[start:stop] = self._known(self._codes(values[-1], self.classes)[kept])
+        self.rows += len(kept)
+        self.kept = stop
+
+    @staticmethod
+    def _absent(value: pa.Array, number: bool) -> np.ndarray:
+        """Where the block's column holds a missing value: a null, a missing token (text) or NaN (numbers)."""
+        if number:
+            found = pc.is_null(value, nan_is_null=True)
+        else:
+            found = pc.or_kleene(pc.is_null(value), pc.is_in(value, value_set=pa.array(MISSING_TOKENS, pa.string())))
+        return np.asarray(pc.fill_null(found, True).to_numpy(zero_copy_only=False), dtype=bool)
+
+    @staticmethod
+    def _codes(value: pa.Array, domain: pa.Array) -> np.ndarray:
+        """Each value's index in ``domain``, -1 where it is none of them."""
+        return np.asarray(pc.fill_null(pc.index_in(value, value_set=domain), -1).to_numpy(zero_copy_only=False),
+                          dtype=np.int64)
+
+    @staticmethod
+    def _known(codes: np.ndarray) -> np.ndarray:
+        """The kept rows' codes; a value outside the schema's categories or classes leaves the file to the
+        whole-file reader, which names it."""
+        if (codes < 0).any():
+            raise _Unstreamable
+        return codes
+
+    @staticmethod
+    def _numbers(value: pa.Array, attribute: NumericAttribute) -> np.ndarray:
+        """The kept rows' numbers (text parsed, integers converted as pandas converts them); one that is not a
+        finite number, not whole (integer attribute) or outside the range leaves the file to the whole-file
+        reader, which names it."""
+        numbers = np.asarray(pc.cast(value, pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                             dtype=np.float64)
+        if not np.isfinite(numbers).all() or (numbers < attribute.low).any() or (numbers > attribute.high).any():
+            raise _Unstreamable
+        if attribute.integer and (numbers != np.round(numbers)).any():
+            raise _Unstreamable
+        return numbers
+
+    def _grow(self, need: int) -> None:
+        """Room for ``need`` kept rows (a lone carriage return the line count missed)."""
+        size = max(need, 2 * self.X.shape[0])
+        X = np.empty((size, self.X.shape[1]), dtype=np.float64)
+        X[:self.kept] = self.X[:self.kept]
+        y = np.empty(size, dtype=np.int64)
+        y[:self.kept] = self.y[:self.kept]
+        self.X, self.y = X, y
+
+    def finish(self, label: str, schema: Schema) -> EncodedTable:
+        """The encoded table, shrunk to the rows kept; a table without rows (or without kept rows) is the
+        whole-file reader's to refuse."""
+        if self.rows == 0 or self.kept == 0:
+            raise _Unstreamable
+        self.X.resize((self.kept, self.X.shape[1]), refcheck=False)
+        self.y.resize(self.kept, refcheck=False)
+        return EncodedTable(self.X, self.y, self.rows - self.kept, label, schema)
