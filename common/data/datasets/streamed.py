@@ -137,7 +137,11 @@ def stream_encoded(path: str | Path, schema: Schema, class_column: str, *, missi
 
 def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
                  block_bytes: int) -> tuple[int, Iterator[list[tuple[pa.Array, bool]]]]:
-    """The upper bound on the data rows and the blocks of a CSV/TSV file: per wanted column (text, False)."""
+    """The upper bound on the data rows and the blocks of a CSV/TSV file: per wanted column (text, False).
+
+    A block holds at least the header and twice the sample's longest line: pyarrow refuses a row longer
+    than a block (such a file is left to the whole-file reader).
+    """
     sample, lines = _scan(path, suffix)
     sep = "\t" if suffix == ".tsv" else sniff_delimiter(sample.decode("utf-8", "replace"))
     header, header_bytes = _header(sample, sep)
@@ -149,8 +153,8 @@ def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
     include = [names[header.index(name)] for name in wanted]
     reader = pacsv.open_csv(
         str(path),
-        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1,
-                                       block_size=max(block_bytes, header_bytes + 2)),
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=max(
+            block_bytes, header_bytes, 2 * max(len(line) for line in sample.splitlines()))),
         parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in include}, include_columns=include,
                                              strings_can_be_null=False, quoted_strings_can_be_null=False))
