@@ -54,7 +54,7 @@ __all__ = ["BLOCK_BYTES", "EncodedTable", "read_encoded", "stream_encoded"]
 BLOCK_BYTES = 1 << 22
 """Bytes of text pyarrow parses per block (a Parquet batch holds about as many rows as such a block)."""
 _SNIFF_BYTES = 65536  # the sample the delimiter and the header are read from, as `load_table` reads it
-_SCAN_BYTES = 1 << 24  # bytes per read of the line-counting pass
+_SCAN_BYTES = 1 << 22  # bytes per read of the line-counting pass
 _PARQUET_ROWS = 1 << 16
 _WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
                "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
@@ -142,25 +142,23 @@ def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
     A block holds at least the header and twice the sample's longest line: pyarrow refuses a row longer
     than a block (such a file is left to the whole-file reader).
     """
-    sample, lines = _scan(path, suffix)
-    sep = "\t" if suffix == ".tsv" else sniff_delimiter(sample.decode("utf-8", "replace"))
+    sample, sep, lines = _scan(path, suffix)
     header, header_bytes = _header(sample, sep)
-    if len(set(header)) != len(header) or _quoted_after_spaces(path, suffix, sep):
-        raise _Unstreamable
-    if any(name not in header for name in wanted):
+    if len(set(header)) != len(header) or any(name not in header for name in wanted):
         raise _Unstreamable
     names = [f"f{i}" for i in range(len(header))]
     include = [names[header.index(name)] for name in wanted]
+    stream = _open(path, suffix)  # a Python file: pyarrow's own file readers hold most of a file read ahead
     reader = pacsv.open_csv(
-        str(path),
-        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=max(
+        stream,
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, use_threads=False, block_size=max(
             block_bytes, header_bytes, 2 * max(len(line) for line in sample.splitlines()))),
         parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in include}, include_columns=include,
                                              strings_can_be_null=False, quoted_strings_can_be_null=False))
 
     def blocks() -> Iterator[list[tuple[pa.Array, bool]]]:
-        with reader:
+        with stream, reader:
             for batch in reader:
                 yield [(batch.column(i), False) for i in range(len(include))]
 
@@ -171,44 +169,40 @@ def _open(path: Path, suffix: str) -> io.BufferedIOBase:
     return gzip.open(path) if suffix == ".csv.gz" else path.open("rb")
 
 
-def _scan(path: Path, suffix: str) -> tuple[bytes, int]:
-    """The first `_SNIFF_BYTES` of the (decompressed) file and its line count, having checked it is UTF-8 whole.
+def _scan(path: Path, suffix: str) -> tuple[bytes, str, int]:
+    """The first `_SNIFF_BYTES` of the (decompressed) file, its delimiter and its line count, in one pass that
+    checks the whole is UTF-8 and holds no quoted field after spaces (both the whole-file reader's to handle).
 
-    Lines end at ``\\n``, or at a lone ``\\r`` in a file that has more of those than ``\\n``.
+    Lines end at ``\n``, or at a lone ``\r`` in a file that has more of those than ``\n``.
     """
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     newlines = returns = 0
-    sample = b""
+    carry = b""
     with _open(path, suffix) as stream:
-        while chunk := stream.read(_SCAN_BYTES):
-            if len(sample) < _SNIFF_BYTES:
-                sample += chunk[:_SNIFF_BYTES - len(sample)]
+        sample = stream.read(_SNIFF_BYTES)
+        sep = "\t" if suffix == ".tsv" else sniff_delimiter(sample.decode("utf-8", "replace"))
+        quoted = re.compile(re.escape(sep.encode()) + rb'[ \t]+"')
+        tail = re.compile(re.escape(sep.encode()) + rb"[ \t]*\Z")
+        chunk = sample
+        while chunk:
             newlines += chunk.count(b"\n")
             returns += chunk.count(b"\r")
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError:
-                raise _Unstreamable from None
+            if not (chunk.isascii() and decoder.getstate()[0] == b""):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError:
+                    raise _Unstreamable from None
+            text = carry + chunk
+            if b'"' in text and quoted.search(text):  # the loader reads such a file with the csv module
+                raise _Unstreamable
+            end = tail.search(text[-4096:])
+            carry = end.group(0) if end else b""
+            chunk = stream.read(_SCAN_BYTES)
     try:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         raise _Unstreamable from None
-    return sample, newlines if returns <= newlines else newlines + returns
-
-
-def _quoted_after_spaces(path: Path, suffix: str, sep: str) -> bool:
-    """Whether the text holds a delimiter, spaces and a quote, the case `load_table` reads with the csv module."""
-    pattern = re.compile(re.escape(sep.encode()) + rb'[ \t]+"')
-    tail_pattern = re.compile(re.escape(sep.encode()) + rb"[ \t]*\Z")
-    carry = b""
-    with _open(path, suffix) as stream:
-        while chunk := stream.read(_SCAN_BYTES):
-            text = carry + chunk
-            if b'"' in text and pattern.search(text):
-                return True
-            tail = tail_pattern.search(text[-4096:])
-            carry = tail.group(0) if tail else b""
-    return False
+    return sample, sep, newlines if returns <= newlines else newlines + returns
 
 
 def _header(sample: bytes, sep: str) -> tuple[list[str], int]:
