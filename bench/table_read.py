@@ -2,22 +2,22 @@
 ``modelshare release`` end to end on the file, wall time and peak memory, in one run.
 
 The table is Adult-shaped (`owner_scale.adult_shaped`: ``--rows`` rows drawn from the bundled Adult table, half
-of each numeric column's values moved by a little noise), decoded to Adult's text and written as a CSV in chunks
-of `WRITE_ROWS` rows, with ``?`` in 2% of the rows' ``native-country`` (dropped by the default missing-value
-policy, as Adult's own). At ``--other-sizes`` the same table is also written as ``.csv.gz`` and ``.parquet``. Each
-case runs in a fresh child process:
+of each numeric column's values moved by a little noise), decoded to Adult's text and written, by a child process,
+as a CSV in chunks of `WRITE_ROWS` rows, with ``?`` in 2% of the rows' ``native-country`` (dropped by the default
+missing-value policy, as Adult's own). At ``--other-sizes`` the same table is also written as ``.csv.gz`` and
+``.parquet``. Each case runs in a fresh child process:
 
 * ``whole-file``: the baseline, ``load_table(path, "income", schema=...)`` then ``Schema.encode``;
 * ``streamed``: `modelshare.common.data.datasets.streamed.read_encoded` (blocks of `BLOCK_BYTES`);
 * ``release``: ``modelshare release --data FILE --schema S --class-column income --mechanism apt
-  --requirement k-anonymity:k=10 --out M`` (which reads with the streamed reader), as a subprocess whose
-  resource usage ``os.wait4`` returns.
+  --requirement k-anonymity:k=10 --out M --json`` through the command's entry point (``modelshare.cli.main``),
+  which reads with the streamed reader, trains the admissible learner, applies APT and reports the owner's
+  attacks and readers on its rows.
 
-Measured per child: wall time, peak resident memory (``ru_maxrss``) and, for the readers, the resident memory
-after the imports, the rows kept and dropped, and a digest of ``X`` and ``y`` (the two readers must agree). The
-whole-file loader is skipped at sizes whose file exceeds ``--whole-file-max-mb`` (its peak at the sizes it ran,
-scaled, would pass the memory the brief allows). The machine's load average is read before and after. Results
-go to bench/RESULTS.md.
+Measured per child: wall time, peak resident memory (``VmHWM``; a child's ``ru_maxrss`` would start at its
+parent's resident memory) and, for the readers, the peak once the imports are in, the rows kept and dropped, and
+a digest of ``X`` and ``y`` (the two readers must agree). The whole-file loader is skipped on files larger than
+``--whole-file-max-mb``. The machine's load average is read before and after. Results go to bench/RESULTS.md.
 
     python bench/table_read.py [--rows 100000 1000000 10000000] [--other-sizes 1000000] [--seed 0]
                                [--whole-file-max-mb 400] [--dir DIR]
@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -84,8 +83,11 @@ def write_table(rows: int, seed: int, folder: Path, forms: list[str]) -> tuple[d
     return paths, schema_path
 
 
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peak_mb() -> float:
+    """This process's peak resident memory (``VmHWM``: the ``ru_maxrss`` of a child starts at its parent's
+    resident memory at the fork, and so would count the parent's)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 
 
 def child(case: str, path: Path, schema_path: Path) -> dict[str, Any]:
@@ -95,7 +97,7 @@ def child(case: str, path: Path, schema_path: Path) -> dict[str, Any]:
     from modelshare.common.data.schema import Schema
 
     schema = Schema.load(schema_path)
-    imports_mb = _maxrss_mb()
+    imports_mb = _peak_mb()
     started = time.perf_counter()
     if case == "whole-file":
         table = load_table(path, CLASS, schema=schema)
@@ -106,35 +108,41 @@ def child(case: str, path: Path, schema_path: Path) -> dict[str, Any]:
         X, y, dropped = found.X, found.y, found.dropped_rows
     wall = time.perf_counter() - started
     digest = hashlib.sha256(np.ascontiguousarray(X).tobytes() + y.tobytes()).hexdigest()[:12]
-    return {"wall": wall, "maxrss_mb": _maxrss_mb(), "imports_mb": imports_mb, "rows": int(y.shape[0]),
+    return {"wall": wall, "maxrss_mb": _peak_mb(), "imports_mb": imports_mb, "rows": int(y.shape[0]),
             "dropped": dropped, "digest": digest}
 
 
-def run_reader(case: str, path: Path, schema_path: Path) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", case, "--file", str(path), "--schema", str(schema_path)]
-    done = subprocess.run(command, capture_output=True, text=True)
+def run_child(*options: str) -> dict[str, Any]:
+    """One child process of this script; its JSON line, or ``failed`` with the tail of its stderr."""
+    done = subprocess.run([sys.executable, __file__, *options], capture_output=True, text=True)
     if done.returncode != 0:
         return {"failed": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run_release(path: Path, schema_path: Path) -> dict[str, Any]:
-    """``modelshare release`` on the file as a child process; its wall time and ``ru_maxrss`` from ``os.wait4``."""
-    out = path.with_suffix(".model.json")
-    command = [sys.executable, "-m", "modelshare.cli", "release", "--data", str(path), "--schema", str(schema_path),
-               *RELEASE, "--out", str(out), "--json"]
+def release_child(path: Path, schema_path: Path) -> dict[str, Any]:
+    """``modelshare release`` on the file through the command's entry point, in this process."""
+    import contextlib
+    import io
+
+    from modelshare.cli import main as modelshare
+
+    argv = ["release", "--data", str(path), "--schema", str(schema_path), *RELEASE,
+            "--out", str(path.with_suffix(".model.json")), "--json"]
+    printed = io.StringIO()
     started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
-        _, status, usage = os.wait4(process.pid, 0)  # reaped here, so that its own resource usage comes back
-        process.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - started
-        stdout.seek(0)
-        stderr.seek(0)
-        if process.returncode != 0:
-            return {"failed": (stderr.read().strip().splitlines() or [f"exit {process.returncode}"])[-1]}
-        summary = json.loads(stdout.read())
-    return {"wall": wall, "maxrss_mb": usage.ru_maxrss / 1024, "rows": summary["rows"]}
+    with contextlib.redirect_stdout(printed):
+        code = modelshare(argv)
+    wall = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"modelshare release exited {code}")
+    return {"wall": wall, "maxrss_mb": _peak_mb(), "rows": json.loads(printed.getvalue())["rows"]}
+
+
+def write_child(rows: int, seed: int, folder: Path, forms: list[str]) -> dict[str, Any]:
+    """`write_table` in this process, so that the parent, whose children's memory is measured, stays small."""
+    paths, schema_path = write_table(rows, seed, folder, forms)
+    return {"paths": {form: str(path) for form, path in paths.items()}, "schema": str(schema_path)}
 
 
 def _row(rows: int, form: str, size_mb: float, case: str, found: dict[str, Any], base: dict[str, Any] | None) -> str:
@@ -159,10 +167,17 @@ def main() -> None:
     parser.add_argument("--whole-file-max-mb", type=float, default=400.0,
                         help="skip the whole-file loader on a bigger file (default %(default)s)")
     parser.add_argument("--dir", type=Path, default=None, help="where the files are written (default a temp dir)")
-    parser.add_argument("--child", choices=["whole-file", "streamed"])
+    parser.add_argument("--child", choices=["whole-file", "streamed", "release", "write"])
     parser.add_argument("--file", type=Path)
     parser.add_argument("--schema", type=Path)
+    parser.add_argument("--forms", nargs="*", default=["csv"])
     args = parser.parse_args()
+    if args.child == "write":
+        print(json.dumps(write_child(args.rows[0], args.seed, args.dir, args.forms)))
+        return
+    if args.child == "release":
+        print(json.dumps(release_child(args.file, args.schema)))
+        return
     if args.child:
         print(json.dumps(child(args.child, args.file, args.schema)))
         return
@@ -171,15 +186,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         for rows in args.rows:
             forms = ["csv", "csv.gz", "parquet"] if rows in args.other_sizes else ["csv"]
-            paths, schema_path = write_table(rows, args.seed, Path(folder), forms)
-            for form, path in paths.items():
+            written = run_child("--child", "write", "--rows", str(rows), "--seed", str(args.seed), "--dir", folder,
+                                "--forms", *forms)
+            if "failed" in written:
+                raise SystemExit(f"writing {rows} rows failed: {written['failed']}")
+            schema_path = Path(written["schema"])
+            for form, name in written["paths"].items():
+                path = Path(name)
                 size_mb = path.stat().st_size / 2**20
-                base: dict[str, Any] = (run_reader("whole-file", path, schema_path)
+                reading = ("--file", str(path), "--schema", str(schema_path))
+                base: dict[str, Any] = (run_child("--child", "whole-file", *reading)
                                         if size_mb <= args.whole_file_max_mb else
                                         {"skipped": f"file over {args.whole_file_max_mb:g} MB"})
-                found = {"whole-file": base, "streamed": run_reader("streamed", path, schema_path)}
+                found = {"whole-file": base, "streamed": run_child("--child", "streamed", *reading)}
                 if form == "csv":
-                    found["release"] = run_release(path, schema_path)
+                    found["release"] = run_child("--child", "release", *reading)
                 for case, result in found.items():
                     lines.append(_row(rows, form, size_mb, case, result, base))
                     print(lines[-1], flush=True)
