@@ -213,8 +213,9 @@ def main() -> None:
         f"{machine()}. Load average (1, 5, 15 min) before {', '.join(f'{v:.2f}' for v in load_before)}, after "
         f"{', '.join(f'{v:.2f}' for v in load_after)}. Adult-shaped rows (seed {args.seed}, 2% of rows with a "
         f"missing native-country), each case in its own child process; streamed blocks of {BLOCK_BYTES / 2**20:g} MiB. "
-        "Peak RSS is the child's ru_maxrss (for the readers also once the imports are in, before reading); the "
-        "ratio is wall time / peak RSS against the whole-file loader on the same file in this run; release is "
+        "Peak RSS is the child's VmHWM in MiB (for the readers also once the imports are in, before reading); the "
+        "ratio is wall time / peak RSS against the whole-file loader reading the same file in this run (for release: "
+        "the whole release against that read alone); release is "
         "`modelshare release --data FILE --schema S " + shlex.join(RELEASE) + "` (streamed reader, admissible "
         "learner, APT) end to end; the digest is of the encoded X and y, equal when the readers agree.",
         "",
