@@ -179,13 +179,17 @@ def load_local_table(config: OwnerConfig, schema: Schema | RegressionSchema, *,
     schema error becomes `LocalDataError`.
 
     A classification study that does not fit the domain reads the file a block at a time straight into
-    ``(X, y)`` (`modelshare.common.data.datasets.streamed.stream_encoded`); a file the blocks leave to the
-    whole-file reader (any fault to name), a regression schema and a dp or dps study read it whole here.
+    ``(X, y)`` (`modelshare.common.data.datasets.streamed.stream_encoded`, which names a value that does not fit
+    as this path does); a file the blocks leave to the whole-file reader, a regression schema and a dp or dps
+    study read it whole here.
     """
     path = config.data_path
     class_column = config.class_column or schema.class_name
     if isinstance(schema, Schema) and not fit_domain:
-        streamed = stream_encoded(path, schema, class_column, missing=config.missing)
+        try:
+            streamed = stream_encoded(path, schema, class_column, missing=config.missing)
+        except SchemaError as exc:
+            raise LocalDataError(str(exc)) from None
         if streamed is not None:
             return LocalTable(streamed.X, streamed.y, streamed.dropped_rows)
     try:

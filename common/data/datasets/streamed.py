@@ -12,14 +12,16 @@ shrunk at the end. So the peak memory is the encoded arrays plus a few blocks.
 
 Before the blocks, one pass over the file's bytes (decompressed for ``.csv.gz``) counts its lines, checks that
 it is UTF-8 (a truncated gzip stream is noticed there too) and looks for a quoted field after spaces; the
-delimiter is sniffed from the first 64 KiB and the header read as `load_table` reads them. Whatever the blocks
-do not settle exactly as `load_table` would, the whole-file reader (`load_table`) settles instead, so the
-contract, every result and every `SchemaError`, is the loader's: a header problem, a row of the wrong width,
-bytes that are not UTF-8, a quoted field after spaces, a Parquet column that is not text (or, for a numeric
-attribute, a number), a value outside the schema, a missing value under ``missing="error"`` (or, under
-``"category"``, in an attribute that does not list the category), a table left without rows. A file that
-fails a check is therefore read a second time whole, which costs the whole-file reader's memory on bad input
-only. `stream_encoded` is the streamed part alone, for a caller with its own whole-file path (the owner daemon).
+delimiter is sniffed from the first 64 KiB and the header read as `load_table` reads them. A value that does not
+fit the schema, a missing value under ``missing="error"`` (or, under ``"category"``, in an attribute that does
+not list the category) and a table left without rows are raised as `load_table` then `Schema.encode` raise them
+(the same first column, row, value and count of rows over the whole table), after every block is read. Whatever
+else the blocks do not settle exactly as `load_table` would, the whole-file reader (`load_table`) settles
+instead, so the contract, every result and every `SchemaError`, is the loader's: a header problem, a row of the
+wrong width, bytes that are not UTF-8, a quoted field after spaces, a row longer than two blocks, a Parquet column
+that is not text (or, for a numeric attribute, a number; and a Parquet number that does not fit), a file without
+data rows. Such a file is read a second time whole, which costs the whole-file reader's memory on it only.
+`stream_encoded` is the streamed part alone, for a caller with its own whole-file path (the owner daemon).
 """
 
 from __future__ import annotations
@@ -113,9 +115,14 @@ def stream_encoded(path: str | Path, schema: Schema, class_column: str, *, missi
                    source: str | None = None, block_bytes: int = BLOCK_BYTES) -> EncodedTable | None:
     """``path`` encoded block by block as `read_encoded` does, or None where the whole-file reader must decide.
 
-    ``class_column`` is the file's name for the class column (it may differ from ``schema.class_name``). None
-    means the file holds something the blocks do not settle themselves (module docstring): the caller reads it
-    whole, which gives the result or the error. Nothing is raised for the file's content.
+    ``class_column`` is the file's name for the class column (it may differ from ``schema.class_name``, which
+    errors name, as the owner daemon renames it). None means the file holds something the blocks do not settle
+    themselves (module docstring): the caller reads it whole, which gives the result or the error.
+
+    Raises
+    ------
+    SchemaError
+        A value that does not fit the schema, a missing value the policy refuses, no row left (module docstring).
     """
     path = Path(path)
     label = source or str(path)
@@ -131,9 +138,12 @@ def stream_encoded(path: str | Path, schema: Schema, class_column: str, *, missi
         encoder = _Encoder(schema, missing, capacity)
         for columns in blocks:
             encoder.add(columns)
-        return encoder.finish(label, schema)
+        fault = encoder.fault(label)
     except (_Unstreamable, SchemaError, OSError, EOFError, ValueError, pa.ArrowException):
         return None
+    if fault is not None:
+        raise fault
+    return encoder.finish(label, schema)
 
 
 def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
@@ -250,8 +260,26 @@ def _parquet_blocks(path: Path, schema: Schema, wanted: Sequence[str],
     return parquet.metadata.num_rows, blocks()
 
 
+@dataclass
+class _Fault:
+    """One kind of fault in one column: how many rows hold it, and the first (0-based data row, value as read)."""
+
+    count: int
+    row: int
+    value: object
+
+
+_NUMBER_FAULTS = ("not a finite number", "not a whole number, and the schema declares the attribute integer",
+                  "outside the schema range")  # `Schema.encode`'s order of a numeric column's faults
+
+
 class _Encoder:
-    """Blocks of columns (the schema's attributes then the class) settled and encoded into preallocated X, y."""
+    """Blocks of columns (the schema's attributes then the class) settled and encoded into preallocated X, y.
+
+    A value that does not fit is not raised at once: `Schema.encode` names a column's first fault with the count of
+    rows sharing it over the whole table, and the first column (in schema order) that has one; so every block is
+    read and the faults counted, and `fault` gives the error the whole-file loader gives.
+    """
 
     def __init__(self, schema: Schema, missing: MissingPolicy, capacity: int) -> None:
         self.schema = schema
@@ -263,9 +291,13 @@ class _Encoder:
         self.categories = [pa.array(a.categories, pa.string()) if isinstance(a, CategoricalAttribute) else None
                            for a in schema.attributes]
         self.classes = pa.array(schema.classes, pa.string())
+        self.unlisted: dict[int, int] = {}  # missing="category": attribute without the category -> first missing row
+        self.absent_rows = 0  # missing="error": rows with a missing value, and the first one with its column
+        self.first_absent: tuple[int, int] | None = None
+        self.faults: dict[tuple[int, int], _Fault] = {}  # (column, kind of fault) -> the rows that hold it
 
     def add(self, columns: Sequence[tuple[pa.Array, bool]]) -> None:
-        """Settle one block's missing values and append its kept rows' codes and numbers."""
+        """Settle one block's missing values and append its kept rows' codes and numbers (or count its faults)."""
         values = [column if number else pc.utf8_trim(column, _WHITESPACE) for column, number in columns]
         absent = [self._absent(value, number) for value, (_, number) in zip(values, columns, strict=True)]
         filled: dict[int, int] = {}  # attribute: the code of MISSING_CATEGORY its missing values become
@@ -273,33 +305,62 @@ class _Encoder:
         for j, gone in enumerate(absent):
             if not gone.any():
                 continue
-            if self.missing == "error":
-                raise _Unstreamable
             attribute = self.schema.attributes[j] if j < self.schema.n_attributes else None
             if self.missing == "category" and isinstance(attribute, CategoricalAttribute):
                 if MISSING_CATEGORY not in attribute.categories:
-                    raise _Unstreamable
-                filled[j] = attribute.categories.index(MISSING_CATEGORY)
+                    self.unlisted.setdefault(j, self.rows + int(np.argmax(gone)))
+                else:
+                    filled[j] = attribute.categories.index(MISSING_CATEGORY)
             else:
                 drop |= gone
-        kept = ~drop
-        start, stop = self.kept, self.kept + int(kept.sum())
+        if self.missing == "error" and drop.any():
+            if self.first_absent is None:
+                first = int(np.argmax(drop))
+                self.first_absent = (self.rows + first, next(j for j, gone in enumerate(absent) if gone[first]))
+            self.absent_rows += int(drop.sum())
+        if not (self.unlisted or self.first_absent):
+            self._encode(values, absent, filled, ~drop, columns)
+        self.rows += len(drop)
+
+    def _encode(self, values: list[pa.Array], absent: list[np.ndarray], filled: dict[int, int], kept: np.ndarray,
+                columns: Sequence[tuple[pa.Array, bool]]) -> None:
+        """Write the kept rows into X and y, or, once any value has not fitted, only count the faults."""
+        rows = self.rows + np.flatnonzero(kept)  # the kept rows' 0-based data rows
+        start, stop = self.kept, self.kept + rows.size
         if stop > self.X.shape[0]:
             self._grow(stop)
         mask = pa.array(kept)
         for j, attribute in enumerate(self.schema.attributes):
-            categories = self.categories[j]
             if isinstance(attribute, NumericAttribute):
-                self.X[start:stop, j] = self._numbers(values[j].filter(mask), attribute)
+                numbers = self._numbers(values[j].filter(mask), attribute, j, rows, columns[j][1])
+                if not self.faults:
+                    self.X[start:stop, j] = numbers
                 continue
+            categories = self.categories[j]
             assert categories is not None
             codes = self._codes(values[j], categories)
             if j in filled:
                 codes[absent[j]] = filled[j]
-            self.X[start:stop, j] = self._known(codes[kept])
-        self.y[start:stop] = self._known(self._codes(values[-1], self.classes)[kept])
-        self.rows += len(kept)
+            codes = codes[kept]
+            self._note(j, 0, codes < 0, rows, values[j], mask)
+            if not self.faults:
+                self.X[start:stop, j] = codes
+        classes = self._codes(values[-1], self.classes)[kept]
+        self._note(self.schema.n_attributes, 0, classes < 0, rows, values[-1], mask)
+        if not self.faults:
+            self.y[start:stop] = classes
         self.kept = stop
+
+    def _note(self, column: int, kind: int, bad: np.ndarray, rows: np.ndarray, value: pa.Array,
+              kept: pa.Array | None = None) -> None:
+        """Count the kept rows where ``bad`` under ``(column, kind)``, keeping the first one's row and ``value``
+        (the block's values of the kept rows, or of all its rows with ``kept`` their mask)."""
+        if not bad.any():
+            return
+        first = int(np.argmax(bad))
+        value = value if kept is None else value.filter(kept)
+        fault = self.faults.setdefault((column, kind), _Fault(0, int(rows[first]), value[first].as_py()))
+        fault.count += int(bad.sum())
 
     @staticmethod
     def _absent(value: pa.Array, number: bool) -> np.ndarray:
@@ -316,25 +377,26 @@ class _Encoder:
         return np.asarray(pc.fill_null(pc.index_in(value, value_set=domain), -1).to_numpy(zero_copy_only=False),
                           dtype=np.int64)
 
-    @staticmethod
-    def _known(codes: np.ndarray) -> np.ndarray:
-        """The kept rows' codes; a value outside the schema's categories or classes leaves the file to the
-        whole-file reader, which names it."""
-        if (codes < 0).any():
-            raise _Unstreamable
-        return codes
+    def _numbers(self, value: pa.Array, attribute: NumericAttribute, column: int, rows: np.ndarray,
+                 number: bool) -> np.ndarray:
+        """The kept rows' numbers, text parsed as pandas parses it (pyarrow's parse, which agrees wherever both
+        read a number; pandas' own where pyarrow refuses a value), its faults counted."""
+        try:
+            numbers = np.asarray(pc.cast(value, pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                                 dtype=np.float64)
+        except pa.ArrowInvalid:
+            import pandas as pd
 
-    @staticmethod
-    def _numbers(value: pa.Array, attribute: NumericAttribute) -> np.ndarray:
-        """The kept rows' numbers (text parsed, integers converted as pandas converts them); one that is not a
-        finite number, not whole (integer attribute) or outside the range leaves the file to the whole-file
-        reader, which names it."""
-        numbers = np.asarray(pc.cast(value, pa.float64(), safe=False).to_numpy(zero_copy_only=False),
-                             dtype=np.float64)
-        if not np.isfinite(numbers).all() or (numbers < attribute.low).any() or (numbers > attribute.high).any():
-            raise _Unstreamable
-        if attribute.integer and (numbers != np.round(numbers)).any():
-            raise _Unstreamable
+            numbers = pd.to_numeric(value.to_pandas(), errors="coerce").to_numpy(dtype=np.float64)
+        finite = np.isfinite(numbers)
+        with np.errstate(invalid="ignore"):
+            faults = [~finite, finite & (numbers != np.round(numbers)) if attribute.integer else None,
+                      finite & ((numbers < attribute.low) | (numbers > attribute.high))]
+        for kind, bad in enumerate(faults):
+            if bad is not None and bad.any():
+                if number:  # a Parquet number: pandas shows it in the column's own dtype, which this does not know
+                    raise _Unstreamable
+                self._note(column, kind, bad, rows, value)
         return numbers
 
     def _grow(self, need: int) -> None:
@@ -346,11 +408,43 @@ class _Encoder:
         y[:self.kept] = self.y[:self.kept]
         self.X, self.y = X, y
 
-    def finish(self, label: str, schema: Schema) -> EncodedTable:
-        """The encoded table, shrunk to the rows kept; a table without rows (or without kept rows) is the
+    def fault(self, label: str) -> SchemaError | None:
+        """The error the whole-file loader (then `Schema.encode`) raises for what the blocks held, if any, in its
+        order: an attribute missing a value without the category, a missing value under ``"error"``, no row left,
+        then each column's first fault in schema order (the class last). A table without data rows is the
         whole-file reader's to refuse."""
-        if self.rows == 0 or self.kept == 0:
+        if self.rows == 0:
             raise _Unstreamable
+        names = [*self.schema.names, self.schema.class_name]
+        if self.unlisted:
+            j = min(self.unlisted)
+            return SchemaError(f"missing='category' keeps a missing value as the category {MISSING_CATEGORY!r}, which "
+                               "the schema does not list for this attribute: add it to its categories",
+                               source=label, row=self.unlisted[j] + 1, column=names[j])
+        if self.first_absent is not None:
+            row, j = self.first_absent
+            return SchemaError(f"missing value; {self.absent_rows} row(s) have one (use missing='drop' to drop them)",
+                               source=label, row=row + 1, column=names[j])
+        if self.kept == 0:
+            return SchemaError(f"every one of the {self.rows} row(s) has a missing value", source=label)
+        if not self.faults:
+            return None
+        (j, kind), fault = min(self.faults.items())
+        if j == self.schema.n_attributes or isinstance(self.schema.attributes[j], CategoricalAttribute):
+            domain = self.schema.classes if j == self.schema.n_attributes else \
+                self.schema.attributes[j].categories  # type: ignore[union-attr]
+            shown = list(domain) if len(domain) <= 12 else list(domain[:12]) + ["..."]
+            why = f"unknown {'class' if j == self.schema.n_attributes else 'category'} (expected one of {shown})"
+        else:
+            attribute = self.schema.attributes[j]
+            assert isinstance(attribute, NumericAttribute)
+            why = (_NUMBER_FAULTS[kind] if kind < 2 else
+                   f"outside the schema range [{attribute.low:g}, {attribute.high:g}]")
+        return SchemaError(f"{why}; {fault.count} row(s) affected", source=label, row=fault.row + 1, column=names[j],
+                           value=fault.value)
+
+    def finish(self, label: str, schema: Schema) -> EncodedTable:
+        """The encoded table, shrunk to the rows kept (`fault` having found nothing)."""
         self.X.resize((self.kept, self.X.shape[1]), refcheck=False)
         self.y.resize(self.kept, refcheck=False)
         return EncodedTable(self.X, self.y, self.rows - self.kept, label, schema)
