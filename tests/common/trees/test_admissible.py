@@ -16,7 +16,8 @@ from modelshare.common.audit.release import audit
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
-from modelshare.common.mechanisms.release import default_learner, local_learner, release
+from modelshare.common.mechanisms.registry import default_learner
+from modelshare.common.mechanisms.release import local_learner, release
 from modelshare.common.privacy.checks import public_cuts_check, single_child_check
 from modelshare.common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
 from modelshare.common.trees.learners import make_learner
