@@ -14,7 +14,7 @@ from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
 from modelshare.common.privacy.requirements import CLDiversity, KAnonymity
 from modelshare.common.trees.rebuild import eq1_counts
-from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree
 
 # ----------------------------------------------------------------- helpers
 
@@ -85,7 +85,7 @@ def assert_inner_nodes_derive_from_children(tree: Tree) -> None:
         children = [tree.nodes[e.child] for e in node.edges]
         if tree.disclosure == "counts":
             assert node.counts is not None
-            np.testing.assert_array_equal(node.counts - np.sum([c.counts for c in children], axis=0), 0.0)
+            np.testing.assert_array_equal(node.counts - np.sum([c.class_counts() for c in children], axis=0), 0.0)
         else:
             assert node.counts is None
             estimate = my_eq1(children, tree.schema.n_classes)
@@ -100,7 +100,7 @@ def satisfies(node: Node, requirement, disclosure: str) -> bool:
         return node.hit + node.miss >= requirement.k
     c, l = requirement.c, requirement.l  # noqa: E741 (the paper's l)
     if disclosure == "counts":
-        ranked = sorted(node.counts.tolist(), reverse=True)
+        ranked = sorted(node.class_counts().tolist(), reverse=True)
         return ranked[0] < c * sum(ranked[l - 1 :])
     return node.miss + 1 >= l and node.hit < c * node.miss / (l - 1)
 
@@ -316,7 +316,7 @@ def representative_row(path, n_attributes: int) -> np.ndarray:
     return row
 
 
-def check_apt(tree: Tree, requirement, disclosure: str) -> None:
+def check_apt(tree: Tree, requirement, disclosure: Disclosure) -> None:
     try:
         out = apt(tree, requirement, disclosure=disclosure)
     except RequirementUnsatisfiable:
@@ -343,7 +343,7 @@ def check_apt(tree: Tree, requirement, disclosure: str) -> None:
         taken = [o for o, w in zip(originals, where, strict=False) if w == leaf]
         assert math.isclose(out.nodes[leaf].total, sum(o.total for o in taken), abs_tol=1e-9)
         if disclosure == "counts":
-            np.testing.assert_array_equal(out.nodes[leaf].counts, np.sum([o.counts for o in taken], axis=0))
+            np.testing.assert_array_equal(out.nodes[leaf].counts, np.sum([o.class_counts() for o in taken], axis=0))
     if all(satisfies(tree.nodes[i], requirement, disclosure) for i in tree.leaves):
         assert [p.key for p in out.paths()] == [p.key for p in tree.paths()]
 
