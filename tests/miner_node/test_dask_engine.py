@@ -102,7 +102,7 @@ def _owners_parquet(tmp_path: Path, schema: Schema, accepted: list[AcceptedModel
                     memory_budget_mb: int) -> list[Path]:
     """Every owner's pseudo-data written to Parquet under
     ``tmp_path`` in chunks of the budget, as the miner writes it."""
-    files = []
+    files: list[Path] = []
     for item in accepted:
         chunks = pseudo_tree_chunks(item.model.trees, item.model.report, spec.pgen_scale, np.random.default_rng(0),
                                     "exact", chunk_rows(schema, memory_budget_mb))
