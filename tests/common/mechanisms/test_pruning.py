@@ -270,7 +270,7 @@ MAX_DEPTH = 4
 
 
 @st.composite
-def random_trees(draw):
+def random_trees(draw) -> Tree:
     n_classes = draw(st.integers(2, 4))
     schema = cats(MAX_DEPTH, N_CATEGORIES, n_classes)
     max_depth = draw(st.integers(1, MAX_DEPTH))
@@ -542,7 +542,7 @@ def test_prune_parents_keeps_a_tree_without_small_leaves():
     assert [n.counts.tolist() for n in out.nodes] == [n.counts.tolist() for n in tree.nodes]
 
 
-def test_pruning_a_very_deep_tree_needs_no_recursion():
+def test_pruning_a_very_deep_tree_needs_no_recursion() -> None:
     """A 2000-deep chain (beyond Python's recursion limit) prunes and rebuilds."""
     depth = 2000
     schema = Schema((NumericAttribute("x", 0.0, float(depth + 1)),), "c", ("a", "b"))
