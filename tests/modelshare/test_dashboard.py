@@ -82,7 +82,7 @@ def get(url: str, cookie: str | None = None, method: str = "GET") -> http.client
     connection.request(method, parts.path + (f"?{parts.query}" if parts.query else ""),
                        headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
     response = connection.getresponse()
-    response.body = response.read()  # type: ignore[attr-defined]
+    response.body = response.read()  # type: ignore[attr-defined]  # kept on the response, read before closing
     connection.close()
     return response
 
@@ -217,7 +217,7 @@ def test_the_https_dashboard_admits_a_session_only_and_survives_bad_handshakes(t
             connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
             connection.request("GET", path, headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
             response = connection.getresponse()
-            response.body = response.read()  # type: ignore[attr-defined]
+            response.body = response.read()  # type: ignore[attr-defined]  # kept on the response, read before closing
             connection.close()
             return response
 

@@ -43,7 +43,7 @@ def build(schema: Schema, spec) -> Tree:
 
     def grow(s) -> np.ndarray:
         i = len(nodes)
-        nodes.append(None)  # type: ignore[arg-type]
+        nodes.append(None)  # type: ignore[arg-type]  # holds node i's place (preorder) until its children are grown
         if isinstance(s[1], list):
             attribute, children = s
             edges, total = [], np.zeros(schema.n_classes)
@@ -278,7 +278,7 @@ def random_trees(draw) -> Tree:
 
     def grow(depth: int) -> np.ndarray:
         i = len(nodes)
-        nodes.append(None)  # type: ignore[arg-type]
+        nodes.append(None)  # type: ignore[arg-type]  # holds node i's place until its children are grown
         if depth == max_depth or (depth > 0 and draw(st.booleans())):
             counts = np.array(draw(st.lists(st.integers(0, 12), min_size=n_classes, max_size=n_classes)), float)
             nodes[i] = Node.from_counts(counts)

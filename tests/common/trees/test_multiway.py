@@ -46,7 +46,8 @@ def split_paths(tree: Tree) -> Iterator[tuple[int, list[int]]]:
         if node.is_leaf:
             yield i, attrs
         for e in node.edges:
-            stack.append((e.child, attrs + [node.attribute]))  # type: ignore[list-item]
+            assert node.attribute is not None
+            stack.append((e.child, attrs + [node.attribute]))
 
 
 def walk(tree: Tree, row: np.ndarray) -> int:
@@ -94,7 +95,8 @@ def check_released_shape(model: MultiwayTreeClassifier, X: np.ndarray, y: np.nda
             continue
         assert node.total >= 2 * msl
         sizes = [tree.nodes[e.child].total for e in node.edges]
-        attr = schema.attributes[node.attribute]  # type: ignore[index]
+        assert node.attribute is not None
+        attr = schema.attributes[node.attribute]
         if isinstance(attr, CategoricalAttribute):
             assert [e.constraint for e in node.edges] == [CategorySet(frozenset({c})) for c in range(attr.size)]
             assert sum(s >= msl for s in sizes) >= 2

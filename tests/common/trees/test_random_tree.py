@@ -282,11 +282,11 @@ def test_counts_below_k_finds_every_low_count() -> None:
     trees = kanon_rdt(MIXED, X, y, k=0, beta=1.0, depth=3, n_trees=2, rng=2).trees
     found = counts_below_k(trees, 4)
     expected = [
-        LowCount(t, i, c, float(node.counts[c]))  # type: ignore[index]
+        LowCount(t, i, c, float(node.class_counts()[c]))
         for t, tree in enumerate(trees)
         for i, node in enumerate(tree.nodes)
         for c in range(3)
-        if 0 < node.counts[c] < 4  # type: ignore[index]
+        if 0 < node.class_counts()[c] < 4
     ]
     assert found == expected and found
     with pytest.raises(ValueError, match="hit_miss"):
