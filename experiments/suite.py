@@ -50,11 +50,11 @@ from modelshare.cli.inputs import DEFAULT_MECHANISM, resolve_disclosure
 from modelshare.common.data.schema import Schema
 from modelshare.common.files import atomic_write, atomic_write_via
 from modelshare.common.mechanisms import registry
-from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.mechanisms.registry import default_learner
 from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.privacy.requirements import DP, CLDiversity, KAnonymity, parse_requirement
 from modelshare.common.study import Training
-from modelshare.common.trees.learners import LEARNER_NAMES
+from modelshare.common.trees.learner_options import LEARNER_NAMES
 from modelshare.common.trees.tree import DISCLOSURES
 from modelshare.miner_node.global_models import CLASSIFICATION_MODELS
 from modelshare.miner_node.selection import DEFAULT_MODES

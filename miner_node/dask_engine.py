@@ -466,8 +466,8 @@ class DaskEngine:
     def _streamed(self, schema: Schema, files: Sequence[Path], train: Mapping[str, Any], rounds: int) -> Any:
         """The booster trained by every worker together, each on its `shares` of the files read one at a time.
 
-        One task per worker, pinned to it; the tasks join one xgboost collective (its tracker runs on the
-        scheduler, `start_tracker`) and each builds its `xgboost.QuantileDMatrix` from `ParquetBatches`,
+        One task per worker, pinned to it; the tasks join one xgboost collective (its tracker runs in a process
+        the scheduler spawns, `start_tracker`) and each builds its `xgboost.QuantileDMatrix` from `ParquetBatches`,
         so a worker holds its share's quantised rows and one file's columns, never a frame. The first
         worker's booster (every worker's is the same) is the result; a failed task cancels the others.
         """

@@ -32,7 +32,8 @@ from modelshare.common.federation.serde import parameter_from_pb
 from modelshare.common.federation.study import load_study_file
 from modelshare.common.federation.wire import DecodedModel
 from modelshare.common.mechanisms import registry
-from modelshare.common.mechanisms.release import default_learner, release
+from modelshare.common.mechanisms.registry import default_learner
+from modelshare.common.mechanisms.release import release
 from modelshare.common.privacy.report import Release
 from modelshare.common.privacy.requirements import parse_requirement, path_rule
 from modelshare.common.study import Study, Training

@@ -116,7 +116,7 @@ from modelshare.common.mechanisms.train_release import train_and_release
 from modelshare.common.privacy.accuracy_bound import cl_hit_miss_bound
 from modelshare.common.privacy.requirements import CLDiversity, parse_requirement
 from modelshare.common.study import Study
-from modelshare.common.trees.learners import admissible_params
+from modelshare.common.trees.learner_options import admissible_params
 from modelshare.common.trees.metrics import accuracy, class_match, mae, path_match, rmse
 from modelshare.common.trees.readable import grouped
 from modelshare.common.trees.tree import Disclosure

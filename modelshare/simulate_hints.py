@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from modelshare.common.federation.pb import federation_pb2 as fpb
-from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.mechanisms.registry import default_learner
 from modelshare.common.privacy.requirements import (
     CLDiversity,
     KAnonymity,
@@ -32,7 +32,7 @@ from modelshare.common.privacy.requirements import (
     path_rule,
 )
 from modelshare.common.study import Study
-from modelshare.common.trees.learners import REQUIREMENT_AWARE
+from modelshare.common.trees.learner_options import REQUIREMENT_AWARE
 from modelshare.common.trees.tree import Disclosure
 
 __all__ = ["REFUSAL_HINTS", "refusal_hints", "study_settings", "unsatisfiable_hint", "whole_table_hints"]

@@ -19,7 +19,7 @@ from modelshare.common.mechanisms.dpea import DPEA, release_domain
 from modelshare.common.mechanisms.dpea_nb import TEMPERATURES, DpeaNb
 from modelshare.common.mechanisms.kanon_rdt import kanon_rdt
 from modelshare.common.mechanisms.laplace_rdt import LaplaceRdt
-from modelshare.common.mechanisms.registry import Mechanism
+from modelshare.common.mechanisms.registry import Family, Mechanism
 from modelshare.common.privacy.noise import Randomness, SecretNoise
 from modelshare.common.privacy.requirements import DP, DPS
 from modelshare.common.trees.tree import Tree
@@ -106,7 +106,7 @@ class _DpeaNbNoiselessTemperature(_DpeaNbNoiselessPicks):
 class _DataRangeThresholds(DiffPets):
     """DiffPETs with Geurts' ExtraTrees thresholds: uniform between the node's data minimum and maximum (A3)."""
 
-    def _choose_split(self, task, region, Xn, yn, k, rng):  # type: ignore[no-untyped-def]
+    def _choose_split(self, task, region, Xn, yn, k, rng):
         if len(Xn):
             numeric = ~np.isnan(region.low)
             region = dataclasses.replace(region, low=np.where(numeric, Xn.min(axis=0), region.low),
@@ -117,7 +117,7 @@ class _DataRangeThresholds(DiffPets):
 class _RawPurityStop(DiffPets):
     """DiffPETs with the paper's stopping rule read literally: a node whose rows all share one label is a leaf (A4)."""
 
-    def _choose_split(self, task, region, Xn, yn, k, rng):  # type: ignore[no-untyped-def]
+    def _choose_split(self, task, region, Xn, yn, k, rng):
         return None if np.unique(yn).size <= 1 else super()._choose_split(task, region, Xn, yn, k, rng)
 
 
@@ -167,8 +167,8 @@ def _kanon(**flaw: Any) -> Callable[..., Trained]:
     return train
 
 
-def _record(name: str, family: str, train: Callable[..., Trained], target: str) -> Mechanism:
-    return Mechanism(name, family, "a deliberately broken variant (a test's)", train=train,  # type: ignore[arg-type]
+def _record(name: str, family: Family, train: Callable[..., Trained], target: str) -> Mechanism:
+    return Mechanism(name, family, "a deliberately broken variant (a test's)", train=train,
                      dp_audit_target=f"modelshare.common.audit.dp.{target}")
 
 
@@ -177,7 +177,7 @@ DIFFPETS = {"diffpets-data-thresholds": _DataRangeThresholds, "diffpets-raw-puri
 DPEA_ = {"dpea-no-empty-noise": _DpeaNoEmptyNoise}
 DPEA_NB = {"dpea-nb-no-empty-noise": _DpeaNbNoEmptyNoise, "dpea-nb-noiseless-picks": _DpeaNbNoiselessPicks,
            "dpea-nb-noiseless-temperature": _DpeaNbNoiselessTemperature}
-KANON = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
+KANON: dict[str, dict[str, float]] = {"kanon-rdt-no-sampling": {"beta": 1.0}, "kanon-rdt-no-suppression": {"k": 0}}
 
 RECORDS = (
     *(_record(name, "dp", _laplace(cls), "rdt:laplace_rdt_target") for name, cls in LAPLACE.items()),

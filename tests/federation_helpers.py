@@ -36,7 +36,7 @@ from modelshare.common.mechanisms import registry
 from modelshare.common.mechanisms.release import release as release_model
 from modelshare.common.trees.learners import make_learner
 from modelshare.miner_node.config import MinerConfig
-from modelshare.miner_node.server import RunningMiner, read_ready, start_miner
+from modelshare.miner_node.server import ReadyFile, RunningMiner, read_ready, start_miner
 from modelshare.owner_node.config import OwnerConfig
 from modelshare.owner_node.policy import Policy
 from modelshare.provision import issue_throwaway_federation, set_miner_port
@@ -48,7 +48,7 @@ POLL_SECONDS = 0.05  # between checks of a condition nothing announces (state in
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], *,
+def wait_until(predicate: Callable[[], T | None], timeout: float, what: str | Callable[[], str], *,
                wake: Callable[[float], object] | None = None) -> T:
     """Return the first true value of ``predicate()``; fail the test, naming ``what``, after ``timeout`` s.
 
@@ -90,7 +90,7 @@ class MinerProcess:
                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         process = self.process
 
-        def serving() -> dict | None:
+        def serving() -> ReadyFile | None:
             code = process.poll()
             if code is not None:
                 raise AssertionError(f"the miner exited with status {code}:\n{self.log.read_text()[-4000:]}")
@@ -287,6 +287,7 @@ def signed_model(fed: Federation, owner: str, spec: fpb.StudySpec, X, y, *, requ
     from modelshare.common.federation.wire import disclosure_from_pb
 
     schema = study_from_pb(spec).schema
+    assert not isinstance(schema, RegressionSchema), "signed_model trains a classification tree"
     tree = make_learner("multiway", schema, random_state=0).fit(X, y).tree_
     req = requirement if requirement is not None else (spec.requirement if spec.HasField("requirement") else None)
     release = release_model(mechanism or spec.mechanism, tree=tree, requirement=req,

@@ -1125,6 +1125,7 @@ class MinerTarget:
     def stored_only_accepted(self) -> bool:
         """The store holds exactly the submissions and refusals the miner acknowledged to this harness."""
         rows, start = self.rows(), self.start_rows
+        assert start is not None  # set once __init__ has created the studies
         return (rows.submissions - start.submissions, rows.refusals - start.refusals) == \
             (self.accepted["submissions"], self.accepted["refusals"])
 

@@ -23,7 +23,7 @@ from modelshare.common.federation.wire import (
 )
 from modelshare.common.privacy.requirements import RequirementError, parse_requirement
 from modelshare.common.study import ModelSetting, ParameterValue, Study, StudyError, Training
-from modelshare.common.trees.learners import UNPRUNED
+from modelshare.common.trees.learner_options import UNPRUNED
 
 __all__ = ["parameter_from_pb", "parameter_to_pb", "study_from_pb", "study_to_pb"]
 

@@ -78,10 +78,10 @@ from modelshare.common.federation.config_file import ConfigModel, at_key, read_t
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import study_to_pb
 from modelshare.common.mechanisms.class_prior import DEFAULT_PRIOR_SHARE
-from modelshare.common.mechanisms.release import default_learner
+from modelshare.common.mechanisms.registry import default_learner
 from modelshare.common.privacy.requirements import RequirementError, parse_requirement
 from modelshare.common.study import Study, StudyError, Training, settings_from_mapping
-from modelshare.common.trees.learners import CATEGORY_SPLITS, PAIRINGS
+from modelshare.common.trees.learner_options import CATEGORY_SPLITS, PAIRINGS
 
 __all__ = ["StudyError", "StudyFile", "load_study_file", "spec_from_mapping", "new_study_id"]
 

@@ -25,9 +25,10 @@ from sklearn.model_selection import StratifiedKFold
 
 from modelshare.common.data.schema import Schema
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
-from modelshare.common.mechanisms.release import default_learner, local_learner, release
+from modelshare.common.mechanisms.registry import default_learner
+from modelshare.common.mechanisms.release import local_learner, release
 from modelshare.common.privacy.requirements import Requirement
-from modelshare.common.trees.learners import AUTO_LEARNER
+from modelshare.common.trees.learner_options import AUTO_LEARNER
 from modelshare.common.trees.tree import Disclosure, Tree
 
 __all__ = ["AUTO_LEARNER", "CANDIDATES", "CV_FOLDS", "CV_MAX_ROWS", "Candidate", "choose_learner"]

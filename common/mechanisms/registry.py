@@ -63,6 +63,7 @@ from modelshare.common.privacy.checks import Check
 from modelshare.common.privacy.noise import Randomness
 from modelshare.common.privacy.report import PrivacyReport
 from modelshare.common.privacy.requirements import DP, DPS, CLDiversity, KAnonymity, PathRequirement, Requirement
+from modelshare.common.trees.learner_options import AUTO_LEARNER
 from modelshare.common.trees.regression import RegressionForest
 from modelshare.common.trees.tree import Disclosure, Tree
 
@@ -80,6 +81,7 @@ __all__ = [
     "regression_refusal",
     "requirement_form",
     "meeting",
+    "default_learner",
 ]
 
 Family = Literal["none", "path", "dps", "dp"]
@@ -421,3 +423,23 @@ for _record in (
 ):
     register(_record)
 del _record
+
+
+def default_learner(mechanism: str) -> str:
+    """The owners' local learner when none is named: ``admissible`` for a path requirement, ``auto`` without one.
+
+    A tree grown to the requirement (`modelshare.common.trees.learners.admissible`) keeps what APT would prune
+    to the root. Released as trained (``none``), the owner chooses its learner by cross-validation
+    (``auto``, `modelshare.common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
+    the learner that fits a table worst (EXPERIMENTS.md, the owner's choice). ``multiway`` (the
+    model-sharing paper's J48-like learner) and ``cart`` stay selectable, and the paper's experiments name
+    theirs. A whole-release mechanism trains its own trees and ignores the learner (``multiway`` is
+    returned for it, as for an unknown mechanism, which whoever checks the mechanism refuses).
+    """
+    try:
+        family = get(mechanism).family
+    except ValueError:
+        return "multiway"
+    if family == "path":
+        return "admissible"
+    return AUTO_LEARNER if family == "none" else "multiway"

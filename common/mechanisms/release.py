@@ -44,10 +44,10 @@ from modelshare.common.privacy.requirements import (
     as_requirement,
     path_rule,
 )
-from modelshare.common.trees.learners import AUTO_LEARNER, REQUIREMENT_AWARE, TreeLearner, make_learner
+from modelshare.common.trees.learners import REQUIREMENT_AWARE, TreeLearner, make_learner
 from modelshare.common.trees.tree import DISCLOSURES, Disclosure, Node, Tree
 
-__all__ = ["release", "default_learner", "local_learner", "DataDerivedDomain"]
+__all__ = ["release", "local_learner", "DataDerivedDomain"]
 
 
 class DataDerivedDomain(ValueError):
@@ -143,26 +143,6 @@ def release(
         return _release_regression(record, schema, X, y, requirement, max_depth, random_state)
     return _release_whole(record, schema, X, y, requirement, max_depth, disclosure, random_state,
                           check_prior_share(prior_share))
-
-
-def default_learner(mechanism: str) -> str:
-    """The owners' local learner when none is named: ``admissible`` for a path requirement, ``auto`` without one.
-
-    A tree grown to the requirement (`modelshare.common.trees.learners.admissible`) keeps what APT would prune
-    to the root. Released as trained (``none``), the owner chooses its learner by cross-validation
-    (``auto``, `modelshare.common.mechanisms.learner_choice`): no requirement shapes the tree, and the choice avoids
-    the learner that fits a table worst (EXPERIMENTS.md, the owner's choice). ``multiway`` (the
-    model-sharing paper's J48-like learner) and ``cart`` stay selectable, and the paper's experiments name
-    theirs. A whole-release mechanism trains its own trees and ignores the learner (``multiway`` is
-    returned for it, as for an unknown mechanism, which whoever checks the mechanism refuses).
-    """
-    try:
-        family = get(mechanism).family
-    except ValueError:
-        return "multiway"
-    if family == "path":
-        return "admissible"
-    return AUTO_LEARNER if family == "none" else "multiway"
 
 
 def local_learner(name: str, schema: Schema, mechanism: str, *, requirement: str | Requirement | None,

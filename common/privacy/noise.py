@@ -56,7 +56,10 @@ __all__ = [
 class SecretNoise(Protocol):
     """The secret draws of one release (module docstring); ``source`` is stated in its report."""
 
-    source: str
+    @property
+    def source(self) -> str:
+        """Where the draws come from, as the release's report states it (read only: a wrapper may derive it)."""
+        ...
 
     def discrete_laplace(self, true: np.ndarray, scale: float) -> np.ndarray:
         """``true`` (integers, any shape) plus independent discrete Laplace(``scale``) noise, as int64."""

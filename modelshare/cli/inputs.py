@@ -25,8 +25,14 @@ from modelshare.common.data.datasets.streamed import EncodedTable, read_encoded
 from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import Schema, SchemaError
 from modelshare.common.mechanisms import registry
-from modelshare.common.mechanisms.release import default_learner
-from modelshare.common.trees.learners import CATEGORY_SPLITS, LEARNER_NAMES, PAIRINGS, UNPRUNED, admissible_params
+from modelshare.common.mechanisms.registry import default_learner
+from modelshare.common.trees.learner_options import (
+    CATEGORY_SPLITS,
+    LEARNER_NAMES,
+    PAIRINGS,
+    UNPRUNED,
+    admissible_params,
+)
 from modelshare.common.trees.tree import DISCLOSURES, Disclosure
 
 __all__ = [

@@ -103,7 +103,7 @@ def test_several_learners_share_folds_ld_and_the_bound(serial, tmp_path):
                                                                 "accuracy_vs_l_naive-bayes.png"]
 
 
-def test_the_pruning_confidence_reaches_the_admissible_learner_only():
+def test_the_pruning_confidence_reaches_the_admissible_learner_only() -> None:
     """--confidence none: the admissible learner releases its grown tree; a grid without it refuses the flag."""
     settings = PrivacySettings(learners=("multiway", "admissible"), confidence=None)
     assert settings.pipeline("admissible").learner_params == {"confidence": None}

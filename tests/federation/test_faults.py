@@ -395,6 +395,7 @@ def test_a_miner_whose_store_is_read_only_refuses_to_start_and_says_why(small_di
 
 
 def _study_state(fed: Federation, study_id: str) -> str | None:
+    assert isinstance(fed.miner, RunningMiner)
     row = fed.miner.store.study(study_id)
     return None if row is None else row.state
 
@@ -402,7 +403,7 @@ def _study_state(fed: Federation, study_id: str) -> str | None:
 @pytest.mark.slow  # mounts a tmpfs
 @needs_mount
 def test_a_disk_that_fills_during_mining_is_retried_and_the_next_study_completes_without_a_restart(
-        small_disk_fed, ten_parts):
+        small_disk_fed, ten_parts) -> None:
     fed, disk = small_disk_fed
     miner = fed.miner
     owners = OWNERS[:3]
@@ -440,7 +441,8 @@ def test_a_disk_that_fills_during_mining_is_retried_and_the_next_study_completes
 
 
 @pytest.mark.slow  # waits out a one-second mining timeout
-def test_a_study_whose_mining_outlasts_the_mining_timeout_fails_with_the_reason_and_mining_goes_on(tmp_path, ten_parts):
+def test_a_study_whose_mining_outlasts_the_mining_timeout_fails_with_the_reason_and_mining_goes_on(
+        tmp_path, ten_parts) -> None:
     owners = OWNERS[:2]
     fed = make_federation(tmp_path, owners)
     miner = fed.miner = start_miner(dataclasses.replace(fed.miner_config(), mining_timeout_seconds=1),

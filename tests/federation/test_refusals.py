@@ -31,7 +31,7 @@ SECRET = "secret-cell-7731"
 _EMPTY_HINT = REFUSAL_HINTS["empty-release"]
 
 
-def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys():
+def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys() -> None:
     assert set(SENTENCES) == set(CODES)
     assert not any(re.search(r"\d", Refusal(code).sentence) for code in CODES if code != "too-large")
     assert Refusal("too-large", limit_bytes=1000).sentence == (
@@ -47,7 +47,7 @@ def test_every_code_has_a_sentence_without_numbers_and_only_policy_names_keys():
         Refusal("nope")  # type: ignore[arg-type]
 
 
-def test_the_miner_shows_code_and_sentence_and_an_old_owners_free_text_as_it_came():
+def test_the_miner_shows_code_and_sentence_and_an_old_owners_free_text_as_it_came() -> None:
     message = refusal_message(Refusal("empty-release"), study_id="s", owner_id="o")
     assert describe(message) == f"empty-release: {Refusal('empty-release').sentence}"
     assert describe(fpb.OwnerRefusal(reason="not today")) == "not today"

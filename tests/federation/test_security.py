@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from modelshare.common.data.schema import Schema
 from modelshare.common.federation.kit import TlsFiles
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.serde import study_from_pb
@@ -106,6 +107,7 @@ def _mint(fed, *, name: str, days: tuple[int, int]) -> tuple[bytes, bytes]:
     """A key and certificate for ``name`` signed by the project's real CA key, valid from/to ``days`` from now."""
     ca_dir = fed.kits["miner"].parent / "ca"  # provision keeps the CA key outside every party kit
     ca_key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)  # provision's CA key
     ca_cert = x509.load_pem_x509_certificate((ca_dir / "ca.crt").read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -306,6 +308,7 @@ def _thin_a_leaf(m: fpb.ModelMessage, spec: fpb.StudySpec) -> int:
     """Shrink one leaf to 2 tuples and its ancestors by as many, and restate the claims' sizes and the attack
     counts to match: a valid, self-consistent tree whose only lie is the k-anonymity of that leaf's path."""
     schema = study_from_pb(spec).schema
+    assert isinstance(schema, Schema)
     tree = tree_from_pb(m.trees[0], schema)
     leaf = next(i for i in tree.leaves if tree.nodes[i].total >= 7)
     old = tree.nodes[leaf].counts

@@ -90,11 +90,14 @@ def test_unknown_model_name_lists_known_names() -> None:
 
 def test_decision_tree_takes_default_params_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     tree = make_global_model("decision-tree", MIXED, random_state=7)
+    assert isinstance(tree, CartTreeClassifier)
     assert tree.min_samples_leaf == DEFAULT_TREE_PARAMS.get("min_samples_leaf", 1)
     assert tree.random_state == 7
-    assert make_global_model("decision-tree", MIXED, random_state=0, min_samples_leaf=11).min_samples_leaf == 11
+    overridden = make_global_model("decision-tree", MIXED, random_state=0, min_samples_leaf=11)
+    assert isinstance(overridden, CartTreeClassifier) and overridden.min_samples_leaf == 11
     monkeypatch.setitem(global_models.DEFAULT_TREE_PARAMS, "max_depth", 3)
-    assert make_global_model("decision-tree", MIXED, random_state=0).max_depth == 3
+    capped = make_global_model("decision-tree", MIXED, random_state=0)
+    assert isinstance(capped, CartTreeClassifier) and capped.max_depth == 3
 
 
 def test_fit_global_models_fits_each_name_in_order() -> None:
@@ -103,7 +106,8 @@ def test_fit_global_models_fits_each_name_in_order() -> None:
         ["rules", "naive-bayes", "rules"], X, y, MIXED, random_state=0, params={"rules": {"max_depth": 2}}
     )
     assert list(fitted) == ["rules", "naive-bayes"]
-    assert fitted["rules"].max_depth == 2
+    rules = fitted["rules"]
+    assert isinstance(rules, RuleListClassifier) and rules.max_depth == 2
     assert all(m.predict(X).shape == y.shape for m in fitted.values())
     with pytest.raises(ValueError, match="random-forest"):
         fit_global_models(["rules"], X, y, MIXED, random_state=0, params={"random-forest": {}})
@@ -154,6 +158,7 @@ def test_mixed_naive_bayes_is_naive_bayes_over_all_columns() -> None:
     X_test, _ = mixed_table(40, seed=7)
     model = MixedNaiveBayes(MIXED).fit(X, y)
     cat, num = model.categorical_, model.gaussian_
+    assert cat is not None and num is not None
     joint = np.tile(model.class_log_prior_, (len(X_test), 1))
     for k, column in enumerate((0, 2)):
         joint += cat.feature_log_prob_[k][:, X_test[:, column].astype(int)].T

@@ -24,7 +24,7 @@ def _submission(i: int) -> tuple[Submission, bytes]:
     return Submission("s1", f"owner-{i:03d}", f"id-{i}", b"envelope-%d" % i, float(i)), b"nonce-%d" % i
 
 
-def test_concurrent_writes_are_all_committed_with_an_intact_log(tmp_path):
+def test_concurrent_writes_are_all_committed_with_an_intact_log(tmp_path) -> None:
     store = Store(tmp_path)
     store.create_study("s1", b"spec", None, by="test")
     outcomes: dict[int, str] = {}
@@ -47,7 +47,7 @@ def test_concurrent_writes_are_all_committed_with_an_intact_log(tmp_path):
     assert verdict.ok and verdict.entries == 33, verdict.problems
 
 
-def test_a_failing_write_in_a_batch_undoes_only_itself(tmp_path):
+def test_a_failing_write_in_a_batch_undoes_only_itself(tmp_path) -> None:
     store = Store(tmp_path)
     store.create_study("s1", b"spec", None, by="test")
     sub, nonce = _submission(0)

@@ -127,10 +127,10 @@ def test_pseudo_data_without_a_law_is_the_papers_pgen(car):
     assert np.array_equal(plain[0], again[0]) and np.array_equal(plain[1], again[1])
 
 
-def test_bad_arguments_are_refused():
+def test_bad_arguments_are_refused() -> None:
     tree = split_tree(0, CategorySet(frozenset({0})), CategorySet(frozenset({1, 2})), [8, 2], [2, 8])
     with pytest.raises(ValueError, match="mode"):
-        ReleasedLaw.from_trees([tree], "uniform")  # type: ignore[arg-type]
+        ReleasedLaw.from_trees([tree], "uniform")
     with pytest.raises(ValueError, match="at least one released tree"):
         ReleasedLaw.from_trees([], "class")
 

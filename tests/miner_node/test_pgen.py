@@ -200,8 +200,7 @@ def _hand_tree(colours: tuple[int, ...] = (0, 1, 2, 3, 4)) -> Tree:
             {3: (30, 10), 4: (5, 25), 7: (12, 8), 8: (9, 1), 6: (20, 20)}.items()}
 
     def inner(attribute: int, edges: list[Edge], *children: int) -> Node:
-        counts = sum(nodes[c].counts for c in children)
-        node = Node.from_counts(counts)
+        node = Node.from_counts(np.sum([nodes[c].class_counts() for c in children], axis=0))
         node.attribute, node.edges = attribute, edges
         return node
 

@@ -192,6 +192,7 @@ def test_an_owner_over_its_limits_is_refused_while_other_owners_are_served(limit
         with pytest.raises(grpc.RpcError) as info:
             fed.stub(owner).SubmitChunks(declaring(size), timeout=30)
         code, details = info.value.code(), info.value.details()
+        assert details is not None
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and not is_final_failure(code, details), details
         return details
 
@@ -244,7 +245,7 @@ def test_the_heap_is_trimmed_after_a_large_stream_ends_however_it_ends(fed, car)
     assert fed.stub("site-b").Health(fpb.HealthRequest(), timeout=10).status == "serving"
 
 
-def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared():
+def test_a_trim_is_asked_for_by_large_streams_only_and_pending_trims_are_shared() -> None:
     """`HeapTrim` on an event loop, with a recording trim: small streams ask for none, large ones ending within the
     delay share one, and one ending after it asks for the next."""
     import asyncio

@@ -77,11 +77,12 @@ def sign_in_url(fed: Federation, kit: str = "admin") -> str:
 
 def get(url: str, cookie: str | None = None, method: str = "GET") -> http.client.HTTPResponse:
     parts = urlsplit(url)
+    assert parts.hostname is not None, url
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     connection.request(method, parts.path + (f"?{parts.query}" if parts.query else ""),
                        headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
     response = connection.getresponse()
-    response.body = response.read()  # type: ignore[attr-defined]
+    response.body = response.read()  # type: ignore[attr-defined]  # kept on the response, read before closing
     connection.close()
     return response
 
@@ -92,7 +93,7 @@ def session(fed: Federation) -> tuple[str, str]:
     response = get(url)
     assert response.status == 303 and response.getheader("Location") == "/"
     cookie = response.getheader("Set-Cookie")
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert cookie is not None and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     base = url.split("/login")[0]
     return base, cookie.split(";")[0].split("=", 1)[1]
 
@@ -216,7 +217,7 @@ def test_the_https_dashboard_admits_a_session_only_and_survives_bad_handshakes(t
             connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
             connection.request("GET", path, headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
             response = connection.getresponse()
-            response.body = response.read()  # type: ignore[attr-defined]
+            response.body = response.read()  # type: ignore[attr-defined]  # kept on the response, read before closing
             connection.close()
             return response
 

@@ -13,34 +13,43 @@ import pytest
 from modelshare.cli import main
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.regression import RegressionSchema
-from modelshare.common.data.schema import NumericAttribute, Schema
+from modelshare.common.data.schema import Attribute, NumericAttribute, Schema
 from modelshare.common.federation.model_io import write_release
 from modelshare.common.mechanisms.release import release
+from modelshare.common.privacy.report import Release
 from modelshare.common.trees.learners import make_learner
+from modelshare.common.trees.tree import Disclosure
 
 #: Adult's schema with its whole-number attributes declared integer (the bundled one leaves them real).
 INTEGER_COLUMNS = ("age", "education-num", "hours-per-week")
+
+
+def _integer(attribute: Attribute) -> Attribute:
+    """``attribute`` declared integer when it is one of `INTEGER_COLUMNS` (all numeric), else unchanged."""
+    if attribute.name not in INTEGER_COLUMNS:
+        return attribute
+    assert isinstance(attribute, NumericAttribute), attribute
+    return dataclasses.replace(attribute, integer=True)
 
 
 @pytest.fixture(scope="module")
 def adult() -> tuple[Schema, np.ndarray, np.ndarray]:
     table = load_dataset("adult")
     schema = table.schema
-    attributes = tuple(dataclasses.replace(a, integer=True) if a.name in INTEGER_COLUMNS else a
-                       for a in schema.attributes)
-    schema = Schema(attributes, schema.class_name, schema.classes)
+    schema = Schema(tuple(_integer(a) for a in schema.attributes), schema.class_name, schema.classes)
     frame = table.frame.sample(1500, random_state=0)
     X, y = schema.encode(frame)
     return schema, X, y
 
 
-TREE_KINDS = [("none", None, "counts"), ("apt", "k-anonymity:k=10", "hit_miss"),
-              ("prune-leaf", "k-anonymity:k=10", "counts"), ("prune-parent", "k-anonymity:k=10", "counts")]
+TREE_KINDS: list[tuple[str, str | None, Disclosure]] = [
+    ("none", None, "counts"), ("apt", "k-anonymity:k=10", "hit_miss"),
+    ("prune-leaf", "k-anonymity:k=10", "counts"), ("prune-parent", "k-anonymity:k=10", "counts")]
 WHOLE_KINDS = [("kanon-rdt", "dps:k=5,beta=0.5,epsilon=4,trees=3"), ("laplace-rdt", "dp:epsilon=2,trees=3"),
                ("diffpets", "dp:epsilon=2,trees=3"), ("dpea", "dp:epsilon=2,trees=2")]
 
 
-def _release(kind: str, requirement: str | None, disclosure: str, data) -> object:
+def _release(kind: str, requirement: str | None, disclosure: Disclosure, data) -> Release:
     schema, X, y = data
     if kind in dict(WHOLE_KINDS):
         return release(kind, requirement=requirement, schema=schema, X=X, y=y, max_depth=3, random_state=1)

@@ -336,7 +336,8 @@ def miner_port(kits):
 
 def _call(port: int, credentials: grpc.ChannelCredentials) -> dict:
     with grpc.secure_channel(f"localhost:{port}", credentials) as channel:
-        return json.loads(channel.unary_unary("/test.Probe/WhoAmI")(b"", timeout=10))
+        who_am_i: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary("/test.Probe/WhoAmI")
+        return json.loads(who_am_i(b"", timeout=10))
 
 
 def test_the_miner_sees_the_owner_it_talks_to(kits, miner_port):

@@ -19,11 +19,12 @@ from modelshare.admin import global_tree_schema, write_results
 from modelshare.cli import main
 from modelshare.common.data.datasets import load_dataset
 from modelshare.common.data.regression import RegressionSchema
-from modelshare.common.data.schema import NumericAttribute
+from modelshare.common.data.schema import NumericAttribute, Schema
 from modelshare.common.federation.pb import federation_pb2 as fpb
 from modelshare.common.federation.refusal import Refusal
 from modelshare.common.federation.wire import WireError, tree_to_pb
 from modelshare.common.trees.learners import CartTreeClassifier
+from modelshare.common.trees.tree import Tree
 from modelshare.miner_node.tasks import ClassificationTask
 from modelshare.report_html import study_report, write_report
 from modelshare.report_trees import draw_tree
@@ -66,7 +67,7 @@ class Page(HTMLParser):
         return " ".join(self.text)
 
 
-def _car_trees(n: int, depth: int | None) -> tuple[object, list]:
+def _car_trees(n: int, depth: int | None) -> tuple[Schema, list[Tree]]:
     table = load_dataset("car")
     X, y = table.schema.encode(table.frame)
     parts = np.arange(len(y)) % n

@@ -17,6 +17,7 @@ import pytest
 
 from modelshare.cli import main
 from modelshare.common.federation.pb import federation_pb2 as fpb
+from modelshare.miner_node.server import RunningMiner
 from modelshare.miner_node.store import Store, verify_log
 from modelshare.owner_node.budget import Ledger
 from modelshare.owner_node.daemon import OwnerDaemon
@@ -57,7 +58,10 @@ def run_json(capsys, *argv: str) -> tuple[int, dict]:
 
 
 def audit_events(fed: Federation) -> list[dict]:
-    db = sqlite3.connect(fed.miner.config.state_dir / "miner.sqlite")
+    miner = fed.miner
+    assert miner is not None, "the federation's miner is not started"
+    state_dir = miner.config.state_dir if isinstance(miner, RunningMiner) else miner.state_dir
+    db = sqlite3.connect(state_dir / "miner.sqlite")
     try:
         return [json.loads(row[0]) for row in db.execute("SELECT event FROM audit_log ORDER BY seq")]
     finally:

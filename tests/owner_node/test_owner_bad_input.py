@@ -295,13 +295,18 @@ def test_a_row_only_outside_the_domain_is_no_row_to_learn_from(tmp_path, adult_r
 
 
 def test_the_daemon_releases_a_dp_study_over_values_outside_the_domain_and_logs_the_fit_locally(
-        tmp_path, adult_rows, caplog, monkeypatch):
+        tmp_path, adult_rows, caplog, monkeypatch) -> None:
     schema, frame = adult_rows
     path = tmp_path / "site-a.csv"
     _spoilt(frame).to_csv(path, index=False)
     sent: list[bytes] = []
     put = Outbox.put
-    monkeypatch.setattr(Outbox, "put", lambda self, study_id, data: sent.append(data) or put(self, study_id, data))
+
+    def recording_put(self: Outbox, study_id: str, data: bytes) -> Path:
+        sent.append(data)
+        return put(self, study_id, data)
+
+    monkeypatch.setattr(Outbox, "put", recording_put)
     fed = make_federation(tmp_path, ["site-a"], owner_data={"site-a": (str(path), schema.class_name)},
                           policy={"mechanisms": ["laplace-rdt"], "miners": ["miner"]})
     fed.start()
@@ -311,7 +316,9 @@ def test_the_daemon_releases_a_dp_study_over_values_outside_the_domain_and_logs_
             "dp", dataset="adult", mechanism="laplace-rdt", requirement="dp:epsilon=1,trees=2", disclosure="counts",
             max_depth=2)), timeout=10)
         assert [o.outcome for o in daemon.run_once(wait_seconds=5, stop=threading.Event())] == ["submitted"]
-        detail = read_status(daemon.config.state_dir)["last_decision"]["detail"]
+        status = read_status(daemon.config.state_dir)
+        assert status is not None and isinstance(status["last_decision"], dict)
+        detail = status["last_decision"]["detail"]
     finally:
         daemon.close()
         fed.close()

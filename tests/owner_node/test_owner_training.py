@@ -239,7 +239,8 @@ class FakeStub:
     """Answers Submit/Refuse from a script; records what was sent and whether it was on disk first."""
 
     def __init__(self, outbox: Outbox, *script: Any) -> None:
-        self.outbox, self.script, self.sent = outbox, list(script), []
+        self.outbox, self.script = outbox, list(script)
+        self.sent: list[tuple[str, bytes, float, bool]] = []
 
     def _call(self, method: str, envelope: fpb.SignedEnvelope, timeout: float, metadata: Any = ()) -> fpb.SubmitAck:
         data = envelope.SerializeToString()

@@ -335,7 +335,8 @@ class _FlakyMiner:
     """Poll fails once, then answers (empty) and stops the daemon; records the status in between."""
 
     def __init__(self, state_dir: Path, stop: threading.Event) -> None:
-        self.state_dir, self.stop, self.polls, self.seen = state_dir, stop, 0, []
+        self.state_dir, self.stop, self.polls = state_dir, stop, 0
+        self.seen: list[dict[str, object] | None] = []
 
     def Poll(self, request, timeout):
         self.polls += 1

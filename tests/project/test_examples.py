@@ -43,7 +43,7 @@ def test_the_api_example_runs_and_prints_each_step():
 
 
 @pytest.mark.slow
-def test_the_api_mining_example_is_within_2_points_of_simulate_on_the_same_study(tmp_path, capsys):
+def test_the_api_mining_example_is_within_2_points_of_simulate_on_the_same_study(tmp_path, capsys) -> None:
     namespace: dict = {"__name__": "python_api_example"}
     mining = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)[0]
     exec(compile(mining, str(DOC), "exec"), namespace)

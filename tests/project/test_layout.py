@@ -1,6 +1,7 @@
-"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, mypy, test
-modules that share helpers only through helper modules (never by importing one another), and a quick loop
-(``-m "not slow"``) that starts no miner or owner process."""
+"""The code's layering and lint hold: the import-linter contracts in pyproject.toml, ruff's checks, mypy (strict
+over the package, default with checked ignores over the tests), test modules that share helpers only through
+helper modules (never by importing one another), and a quick loop (``-m "not slow"``) that starts no miner or
+owner process."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def test_ruff_finds_nothing():
 def test_mypy_strict_finds_nothing_in_the_typed_modules():
     """mypy --strict over the modules pyproject.toml's [tool.mypy] lists (the decoded Study and its readers)."""
     run = subprocess.run([_tool("mypy"), "--no-incremental"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_mypy_finds_nothing_in_the_tests():
+    """mypy over ``tests/`` with the settings pyproject.toml's ``tests.*`` override gives them: default mypy (bodies of
+    unannotated functions unchecked), and every ``# type: ignore`` must still be needed and name its error code."""
+    run = subprocess.run([_tool("mypy"), "tests"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
 
 

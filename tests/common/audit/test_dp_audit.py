@@ -18,6 +18,7 @@ from modelshare.common.audit.dp.rdt import KAnonRdtTarget, LaplaceRdtTarget, kan
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms import registry
 from modelshare.common.privacy.requirements import DP, DPS, parse_requirement
+from modelshare.common.trees.tree import Tree
 from tests import broken_mechanisms
 
 # per table; every trial runs the registered trainer (broken variants: tests/common/audit/test_dp_audit_broken.py)
@@ -112,7 +113,10 @@ def test_the_audit_refuses_too_few_trials_and_a_bad_alpha():
 
 
 # ------------------------------------------------------------------ laplace-rdt
-def _laplace(small, requirement: str = "dp:epsilon=1,trees=2") -> LaplaceRdtTarget:
+Table = tuple[Schema, np.ndarray, np.ndarray]
+
+
+def _laplace(small: Table, requirement: str = "dp:epsilon=1,trees=2") -> LaplaceRdtTarget:
     dp = parse_requirement(requirement)
     assert isinstance(dp, DP)
     return LaplaceRdtTarget(dp, 3, *small, np.random.default_rng(1))
@@ -127,14 +131,22 @@ def test_laplace_rdt_passes_at_its_claimed_epsilon(small):
     assert result.to_dict()["passed"] is True and len(result.to_dict()["bounds"]) == 4
 
 
-def test_the_laplace_target_runs_the_registered_trainer_and_reads_r_alone(small, monkeypatch):
+def test_the_laplace_target_runs_the_registered_trainer_and_reads_r_alone(small: Table,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every trial calls the registry's trainer (the owners'
     release path); r's cell in each release holds no row of D."""
     schema, X, y = small
     target = _laplace(small)
-    calls = []
+    calls: list[tuple[Any, ...]] = []
     real = registry.get("laplace-rdt")
-    counting = dataclasses.replace(real, train=lambda *a: calls.append(a) or real.train(*a))  # type: ignore[misc]
+    train = real.train
+    assert train is not None
+
+    def counting_train(*a: Any) -> tuple[list[Tree], dict[str, Any]]:
+        calls.append(a)
+        return train(*a)
+
+    counting = dataclasses.replace(real, train=counting_train)
     monkeypatch.setitem(registry._REGISTRY, "laplace-rdt", counting)
     path = _laplace(small).path
     trees = path.release(True, np.random.default_rng(3))
@@ -145,7 +157,7 @@ def test_the_laplace_target_runs_the_registered_trainer_and_reads_r_alone(small,
 
 
 # --------------------------------------------------------------------- kanon-rdt
-def test_kanon_rdt_passes_with_its_delta(small):
+def test_kanon_rdt_passes_with_its_delta(small: Table) -> None:
     dps = parse_requirement(KANON)
     assert isinstance(dps, DPS)
     rng = np.random.default_rng(1)

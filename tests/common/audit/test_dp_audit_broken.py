@@ -86,6 +86,7 @@ def _audit(name: str, setting: str, tables) -> DPAuditResult:
     schema, X, y = tables[table]
     rng = np.random.default_rng(1)
     factory = registry.get(name).resolve_dp_audit_target()
+    assert factory is not None
     target = factory(parse_requirement(claim), depth, schema, X, y, rng, mechanism=name, **options)
     return audit_dp(target, trials, rng)
 

@@ -21,7 +21,7 @@ from modelshare.common.audit.dp.estimate import DPAuditResult, audit_dp
 from modelshare.common.data.schema import NumericAttribute, Schema
 from modelshare.common.mechanisms import registry
 from modelshare.common.mechanisms.diffpets import DiffPets
-from modelshare.common.privacy.requirements import parse_requirement
+from modelshare.common.privacy.requirements import DP, parse_requirement
 from tests import broken_mechanisms
 
 TRIALS = 3000  # per table; the leaking variants give P[E|D] = 0 against about 0.4 under D'
@@ -48,7 +48,9 @@ def broken():
 
 
 def _target(table, mechanism: str = "diffpets", epsilon: float = EPSILON, **options) -> DiffPetsTarget:
-    return DiffPetsTarget(parse_requirement(f"dp:epsilon={epsilon},trees=1"), 1, *table, mechanism=mechanism, **options)
+    dp = parse_requirement(f"dp:epsilon={epsilon},trees=1")
+    assert isinstance(dp, DP)
+    return DiffPetsTarget(dp, 1, *table, mechanism=mechanism, **options)
 
 
 def _audit(mechanism: str, table) -> DPAuditResult:

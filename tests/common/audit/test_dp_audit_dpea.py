@@ -112,7 +112,7 @@ def test_the_targets_law_is_the_real_mechanisms():
     assert chisquare(observed, target.law[1] * len(drawn)).pvalue > 1e-3
 
 
-def test_the_fast_paths_release_law_is_the_registered_trainers():
+def test_the_fast_paths_release_law_is_the_registered_trainers() -> None:
     """(structure, r's released count) of 3000 trees of DPEA at the registered setting against the fast path's law.
 
     The fast path `DpeaTarget` samples structures from the exact law and r's count from the audited
@@ -128,7 +128,7 @@ def test_the_fast_paths_release_law_is_the_registered_trainers():
     observed = np.zeros((len(index), 4))
     for structure, tree in zip(release.structures, release.trees, strict=False):
         node = tree.nodes[tree.apply(target.row[None, :])[0]]
-        count = node.counts[target.label] if node.is_leaf else 0.0  # type: ignore[index]
+        count = node.counts[target.label] if node.is_leaf else 0.0
         observed[index[structure], min(int(count), 3)] += 1
     pmf = np.exp(discrete_laplace_log_pmf(np.arange(3)[None, :], target.counts[:, None] + 1,
                                           target.audited.noise_scale))

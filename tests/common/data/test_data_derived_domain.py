@@ -80,7 +80,7 @@ def test_a_dp_study_refuses_a_data_derived_schema(tmp_path, outlier_table):
     study_from_pb(spec_from_mapping(data, base=tmp_path).spec)  # anonymity studies only warn (at the CLI)
 
 
-def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsys):
+def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsys) -> None:
     from modelshare.cli import build_parser
 
     path = tmp_path / "t.csv"
@@ -92,7 +92,7 @@ def test_simulate_refuses_a_dp_study_on_a_table_without_a_schema(tmp_path, capsy
     assert not (tmp_path / "run" / "kits").exists()  # refused before provisioning anything
 
 
-def test_a_draft_schema_still_marked_data_derived_is_named_with_the_line_to_delete(tmp_path, capsys):
+def test_a_draft_schema_still_marked_data_derived_is_named_with_the_line_to_delete(tmp_path, capsys) -> None:
     from modelshare.cli import build_parser, main
 
     path = tmp_path / "t.csv"

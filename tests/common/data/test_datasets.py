@@ -360,7 +360,7 @@ def test_nonexistent_and_unparsable_files(tmp_path):
         load_table(_write(tmp_path / "bad.parquet", "not parquet"), "cls")
 
 
-def test_unknown_missing_policy_is_rejected(tmp_path):
+def test_unknown_missing_policy_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="missing must be"):
         load_table(_write(tmp_path / "t.csv", "a,cls\n1,p\n"), "cls", missing="impute")  # type: ignore[arg-type]
 

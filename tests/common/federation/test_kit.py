@@ -169,12 +169,12 @@ def test_tls_files_errors_name_the_file(kit, tmp_path):
         replace(files, cert=bogus).read()
 
 
-def test_peer_identity_is_none_without_a_client_certificate():
+def test_peer_identity_is_none_without_a_client_certificate() -> None:
     class Insecure:
         def auth_context(self) -> dict:
             return {}
 
-    assert peer_identity(Insecure()) is None  # type: ignore[arg-type]
+    assert peer_identity(Insecure()) is None  # type: ignore[arg-type]  # a bare stand-in for a grpc context
 
 
 def test_roster_signing_key_text_matches_the_kit_signing_key(kit):

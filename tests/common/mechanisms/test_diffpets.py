@@ -216,7 +216,7 @@ def test_a_tiny_budget_stops_at_the_root(nursery):
         assert len(tree.nodes) == 1
 
 
-def test_accuracy_on_nursery_is_well_above_the_majority_class(nursery_split):
+def test_accuracy_on_nursery_is_well_above_the_majority_class(nursery_split) -> None:
     schema, X, y, X_test, y_test = nursery_split
     release = DiffPets(1.0, 10, 4).fit(schema, X, y, rng=0)
     majority = np.bincount(y_test).max() / y_test.size

@@ -106,7 +106,7 @@ def _misstated(released: Release, **parameters) -> Release:
 
 
 def _failed(released: Release) -> list[str]:
-    return [c.name for c in audit(list(released.trees), released.report).checks if not c.passed]
+    return [c.name for c in audit(list(released.classification_trees), released.report).checks if not c.passed]
 
 
 def test_the_audit_catches_a_misstated_domain(adult_release):

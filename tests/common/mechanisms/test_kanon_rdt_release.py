@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import re
+from typing import Any
 
 import grpc
 import numpy as np
@@ -154,7 +155,9 @@ def test_the_release_refuses_hit_miss_and_other_requirements(nursery, car):
 def _with_count(tree: Tree, node: int, label: int, count: float) -> Tree:
     """``tree`` with one leaf count changed and every inner node honestly re-summed."""
     nodes = copy.deepcopy(tree.nodes)
-    counts = nodes[node].counts.copy()
+    changed = nodes[node].counts
+    assert changed is not None
+    counts = changed.copy()
     counts[label] = count
     nodes[node] = dataclasses.replace(Node.from_counts(counts), attribute=nodes[node].attribute,
                                       edges=nodes[node].edges)
@@ -221,22 +224,22 @@ def test_a_multi_tree_model_round_trips_over_the_wire(forest):
         decode_model(too_many)
 
 
-def test_a_release_holds_trees_over_one_schema(forest, car):
+def test_a_release_holds_trees_over_one_schema(forest: Release, car) -> None:
     with pytest.raises(ValueError, match="ensemble of 4 trees; use .trees"):
         forest.tree  # noqa: B018
-    assert Release(list(forest.trees), forest.report).trees == forest.trees
+    assert Release(list(forest.trees), forest.report).trees == forest.trees  # type: ignore[arg-type]  # made a tuple
     with pytest.raises(TypeError, match="non-empty sequence of Trees"):
-        Release(forest.trees[0], forest.report)  # type: ignore[arg-type]
+        Release(forest.trees[0], forest.report)  # type: ignore[arg-type]  # one Tree, not a sequence
     with pytest.raises(TypeError, match="non-empty sequence of Trees"):
         Release((), forest.report)
     other = Tree(car[0], [Node.from_counts(np.ones(car[0].n_classes))])
     with pytest.raises(ValueError, match="share one schema"):
-        Release((forest.trees[0], other), forest.report)
+        Release((forest.classification_trees[0], other), forest.report)
 
 
 # ---------------------------------------------------------------- the study
-def kanon_study(requirement: str = REQUIREMENT, **overrides) -> dict:
-    data = {"study": {"id": "k1"}, "schema": {"dataset": "nursery"},
+def kanon_study(requirement: str = REQUIREMENT, **overrides: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, dict[str, Any]] = {"study": {"id": "k1"}, "schema": {"dataset": "nursery"},
             "release": {"mechanism": "kanon-rdt", "requirement": requirement, "disclosure": "counts"},
             "training": {"max_depth": DEPTH}, "mining": {"pgen_scale": 1, "global_models": ["decision-tree"]}}
     for section, values in overrides.items():
@@ -348,7 +351,9 @@ def fed(tmp_path):
 def _rejection(fed, party: str, envelope: fpb.SignedEnvelope) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as info:
         fed.stub(party).Submit(envelope, timeout=30)
-    return info.value.code(), info.value.details()
+    details = info.value.details()
+    assert details is not None
+    return info.value.code(), details
 
 
 def test_the_miner_accepts_kanon_rdt_submissions_and_rejects_weaker_ones(fed, car):

@@ -21,7 +21,7 @@ from modelshare.common.mechanisms.laplace_rdt import (
     leaf_class_counts,
 )
 from modelshare.common.mechanisms.release import release
-from modelshare.common.privacy.noise import SecureNoise, SeededNoise, discrete_laplace_log_pmf
+from modelshare.common.privacy.noise import SecretNoise, SecureNoise, SeededNoise, discrete_laplace_log_pmf
 from modelshare.common.privacy.report import PathClaim, Release
 from modelshare.common.privacy.requirements import (
     DP,
@@ -144,7 +144,7 @@ def test_a_structure_too_large_to_noise_is_refused(nursery):
 
 def test_a_tree_whose_counts_all_round_to_zero_is_a_bare_root(nursery):
     class Silent(LaplaceRdt):
-        def noisy_counts(self, true: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        def noisy_counts(self, true: np.ndarray, noise: SecretNoise) -> np.ndarray:
             return np.zeros_like(true)
 
     schema, X, y = nursery

@@ -14,7 +14,7 @@ from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable, apt, prune_leaves, prune_parents
 from modelshare.common.privacy.requirements import CLDiversity, KAnonymity
 from modelshare.common.trees.rebuild import eq1_counts
-from modelshare.common.trees.tree import CategorySet, Edge, Interval, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Disclosure, Edge, Interval, Node, Tree
 
 # ----------------------------------------------------------------- helpers
 
@@ -43,7 +43,7 @@ def build(schema: Schema, spec) -> Tree:
 
     def grow(s) -> np.ndarray:
         i = len(nodes)
-        nodes.append(None)  # type: ignore[arg-type]
+        nodes.append(None)  # type: ignore[arg-type]  # holds node i's place (preorder) until its children are grown
         if isinstance(s[1], list):
             attribute, children = s
             edges, total = [], np.zeros(schema.n_classes)
@@ -85,7 +85,7 @@ def assert_inner_nodes_derive_from_children(tree: Tree) -> None:
         children = [tree.nodes[e.child] for e in node.edges]
         if tree.disclosure == "counts":
             assert node.counts is not None
-            np.testing.assert_array_equal(node.counts - np.sum([c.counts for c in children], axis=0), 0.0)
+            np.testing.assert_array_equal(node.counts - np.sum([c.class_counts() for c in children], axis=0), 0.0)
         else:
             assert node.counts is None
             estimate = my_eq1(children, tree.schema.n_classes)
@@ -100,7 +100,7 @@ def satisfies(node: Node, requirement, disclosure: str) -> bool:
         return node.hit + node.miss >= requirement.k
     c, l = requirement.c, requirement.l  # noqa: E741 (the paper's l)
     if disclosure == "counts":
-        ranked = sorted(node.counts.tolist(), reverse=True)
+        ranked = sorted(node.class_counts().tolist(), reverse=True)
         return ranked[0] < c * sum(ranked[l - 1 :])
     return node.miss + 1 >= l and node.hit < c * node.miss / (l - 1)
 
@@ -270,7 +270,7 @@ MAX_DEPTH = 4
 
 
 @st.composite
-def random_trees(draw):
+def random_trees(draw) -> Tree:
     n_classes = draw(st.integers(2, 4))
     schema = cats(MAX_DEPTH, N_CATEGORIES, n_classes)
     max_depth = draw(st.integers(1, MAX_DEPTH))
@@ -278,7 +278,7 @@ def random_trees(draw):
 
     def grow(depth: int) -> np.ndarray:
         i = len(nodes)
-        nodes.append(None)  # type: ignore[arg-type]
+        nodes.append(None)  # type: ignore[arg-type]  # holds node i's place until its children are grown
         if depth == max_depth or (depth > 0 and draw(st.booleans())):
             counts = np.array(draw(st.lists(st.integers(0, 12), min_size=n_classes, max_size=n_classes)), float)
             nodes[i] = Node.from_counts(counts)
@@ -316,7 +316,7 @@ def representative_row(path, n_attributes: int) -> np.ndarray:
     return row
 
 
-def check_apt(tree: Tree, requirement, disclosure: str) -> None:
+def check_apt(tree: Tree, requirement, disclosure: Disclosure) -> None:
     try:
         out = apt(tree, requirement, disclosure=disclosure)
     except RequirementUnsatisfiable:
@@ -343,7 +343,7 @@ def check_apt(tree: Tree, requirement, disclosure: str) -> None:
         taken = [o for o, w in zip(originals, where, strict=False) if w == leaf]
         assert math.isclose(out.nodes[leaf].total, sum(o.total for o in taken), abs_tol=1e-9)
         if disclosure == "counts":
-            np.testing.assert_array_equal(out.nodes[leaf].counts, np.sum([o.counts for o in taken], axis=0))
+            np.testing.assert_array_equal(out.nodes[leaf].counts, np.sum([o.class_counts() for o in taken], axis=0))
     if all(satisfies(tree.nodes[i], requirement, disclosure) for i in tree.leaves):
         assert [p.key for p in out.paths()] == [p.key for p in tree.paths()]
 
@@ -542,7 +542,7 @@ def test_prune_parents_keeps_a_tree_without_small_leaves():
     assert [n.counts.tolist() for n in out.nodes] == [n.counts.tolist() for n in tree.nodes]
 
 
-def test_pruning_a_very_deep_tree_needs_no_recursion():
+def test_pruning_a_very_deep_tree_needs_no_recursion() -> None:
     """A 2000-deep chain (beyond Python's recursion limit) prunes and rebuilds."""
     depth = 2000
     schema = Schema((NumericAttribute("x", 0.0, float(depth + 1)),), "c", ("a", "b"))

@@ -194,7 +194,7 @@ def test_an_installed_plugin_is_registered_by_its_entry_point(tmp_path, monkeypa
         registry.unregister(toy_mechanism.NAME)
 
 
-def test_a_thread_asking_while_another_loads_the_plugins_waits_for_them(tmp_path, monkeypatch):
+def test_a_thread_asking_while_another_loads_the_plugins_waits_for_them(tmp_path, monkeypatch) -> None:
     """The miner's threads may ask the registry at once: one loads the installed plugins, the others wait for it
     rather than find the plugin's mechanism unknown."""
     if toy_mechanism.NAME in registry.names():

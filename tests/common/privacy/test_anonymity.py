@@ -149,7 +149,7 @@ def test_a_bad_requirement_of_any_family_says_why_and_shows_the_grammar(text, fr
     assert fragment in info.value.why and GRAMMAR in str(info.value)
 
 
-def test_non_string_requirement_is_refused():
+def test_non_string_requirement_is_refused() -> None:
     with pytest.raises(RequirementError, match="string"):
         parse_requirement(10)  # type: ignore[arg-type]
 

@@ -31,7 +31,7 @@ from modelshare.common.privacy.combining import (
 )
 from modelshare.common.privacy.report import PrivacyReport
 from modelshare.common.privacy.requirements import CLDiversity, KAnonymity, parse_requirement, weaker_than
-from modelshare.common.trees.tree import CategorySet, Edge, Node, Tree
+from modelshare.common.trees.tree import CategorySet, Disclosure, Edge, Node, Tree
 
 PROMISE = CLDiversity(5, 2)
 
@@ -43,7 +43,7 @@ def nursery():
     return table.schema, X, y
 
 
-def _trained(nursery, disclosure: str) -> Tree:
+def _trained(nursery, disclosure: Disclosure) -> Tree:
     schema, X, y = nursery
     return local_learner("admissible", schema, "apt", requirement=str(PROMISE), disclosure=disclosure,
                          random_state=0).fit(X, y).tree_
@@ -141,7 +141,7 @@ def _tree(groups: list[tuple[frozenset[int], tuple[int, int]]], b_split: bool = 
     for codes, counts in groups:
         edges.append(Edge(CategorySet(codes), len(nodes)))
         nodes.append(Node.from_counts(np.array(counts, dtype=float)))
-    nodes[0] = Node.from_counts(sum(n.counts for n in nodes[1:]))
+    nodes[0] = Node.from_counts(np.sum([n.class_counts() for n in nodes[1:]], axis=0))
     nodes[0].attribute, nodes[0].edges = 0, edges
     return Tree(SCHEMA, nodes, "counts")
 

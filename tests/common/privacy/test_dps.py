@@ -312,7 +312,7 @@ def test_boundary_epsilon_is_accepted_and_below_it_refused():
 
 @pytest.mark.parametrize("call,match", [
     (lambda: dps_delta(0, 0.1, 1.0), r"k = 0: .*integer >= 1"),
-    (lambda: dps_delta(2.5, 0.1, 1.0), r"k = 2\.5"),
+    (lambda: dps_delta(2.5, 0.1, 1.0), r"k = 2\.5"),  # type: ignore[arg-type]  # a float k on purpose
     (lambda: dps_delta(True, 0.1, 1.0), r"k = True"),
     (lambda: dps_delta(5, 0.0, 1.0), r"beta = 0\.0: .*strictly between 0 and 1"),
     (lambda: dps_delta(5, 1.0, 1.0), r"beta = 1\.0"),

@@ -44,7 +44,7 @@ def test_secret_bernoulli_samples_have_the_stated_rate(noise):
     assert noise.bernoulli(1.0, 5).all() and not noise.bernoulli(0.0, 5).any()
 
 
-def test_secret_draws_never_advance_the_public_stream():
+def test_secret_draws_never_advance_the_public_stream() -> None:
     quiet, busy = Randomness.seeded(11), Randomness.seeded(11)
     busy.secret.discrete_laplace(np.zeros(1000, dtype=np.int64), 3.0)
     busy.secret.exponential_index(np.zeros(10))

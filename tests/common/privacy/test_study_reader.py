@@ -32,8 +32,8 @@ REQUIREMENT = CLDiversity(5, 2)  # a leaf may show at most 5/6 of one class
 
 def grouped(together: set[int], alone: int, together_counts: list[float], alone_counts: list[float]) -> Tree:
     """A one-split tree on ``h`` (counts are (no, yes)): one leaf allows ``together``, the other ``alone``."""
-    nodes = [Node.from_counts(np.add(together_counts, alone_counts)), Node.from_counts(together_counts),
-             Node.from_counts(alone_counts)]
+    nodes = [Node.from_counts(np.add(together_counts, alone_counts)), Node.from_counts(np.array(together_counts)),
+             Node.from_counts(np.array(alone_counts))]
     nodes[0].attribute = 0
     nodes[0].edges = [Edge(CategorySet(frozenset(together)), 1), Edge(CategorySet(frozenset({alone})), 2)]
     return Tree(SCHEMA, nodes)

@@ -14,17 +14,20 @@ from modelshare.cli.common import LEARNER_DEFAULT, pruning_confidence
 from modelshare.cli.inputs import learner_params
 from modelshare.common.audit.release import audit
 from modelshare.common.data.datasets import load_dataset
-from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
+from modelshare.common.data.schema import Attribute, CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
-from modelshare.common.mechanisms.release import default_learner, local_learner, release
+from modelshare.common.mechanisms.registry import default_learner
+from modelshare.common.mechanisms.release import local_learner, release
 from modelshare.common.privacy.checks import public_cuts_check, single_child_check
 from modelshare.common.privacy.requirements import CLDiversity, KAnonymity, RequirementError, leaf_stats, path_rule
+from modelshare.common.trees.learner_options import CATEGORY_SPLITS, PAIRINGS
 from modelshare.common.trees.learners import make_learner
-from modelshare.common.trees.learners.admissible import CATEGORY_SPLITS, PAIRINGS, _Rule, group_categories, majority_cap
+from modelshare.common.trees.learners.admissible import _Rule, group_categories, majority_cap
 
 
 def _schema(sizes: list[int], n_classes: int) -> Schema:
-    attributes = [CategoricalAttribute(f"c{j}", tuple(f"v{i}" for i in range(size))) for j, size in enumerate(sizes)]
+    attributes: list[Attribute] = [CategoricalAttribute(f"c{j}", tuple(f"v{i}" for i in range(size)))
+                                   for j, size in enumerate(sizes)]
     attributes.append(NumericAttribute("x", 0.0, 100.0))
     return Schema(tuple(attributes), "y", tuple(f"k{i}" for i in range(n_classes)))
 
@@ -156,7 +159,7 @@ def test_a_tied_partner_grouped_less_often_elsewhere_is_taken():
     assert grouped(uneven, together) == [[0, 2], [1]]
 
 
-def test_deferred_pairing_pairs_not_recom_with_different_levels_in_different_subtrees():
+def test_deferred_pairing_pairs_not_recom_with_different_levels_in_different_subtrees() -> None:
     """On a fold of Nursery both partners of health = not_recom tie on loss; the tree pairs it with one
     level under social = nonprob and with the other under slightly_prob, not by the counts' noise."""
     table = load_dataset("nursery")
@@ -167,7 +170,9 @@ def test_deferred_pairing_pairs_not_recom_with_different_levels_in_different_sub
     tree = local_learner("admissible", table.schema, "apt", requirement="cl-diversity:c=5,l=2",
                          disclosure="hit_miss").fit(X[keep], y[keep]).tree_
     assert tree.root.attribute == social
-    not_recom = table.schema.attributes[health].categories.index("not_recom")  # type: ignore[union-attr]
+    health_attribute = table.schema.attributes[health]
+    assert isinstance(health_attribute, CategoricalAttribute)
+    not_recom = health_attribute.categories.index("not_recom")
     partners = []
     for edge in tree.root.edges[:2]:
         node = tree.nodes[edge.child]

@@ -23,12 +23,12 @@ from modelshare.common.data.datasets import load_dataset
 from modelshare.common.mechanisms.pruning import RequirementUnsatisfiable
 from modelshare.common.mechanisms.release import local_learner, release
 from modelshare.common.trees.learners import make_learner
-from modelshare.common.trees.tree import CategorySet, Tree
+from modelshare.common.trees.tree import CategorySet, Disclosure, Tree
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "learner_trees.json"
 
 # (table, learner, mechanism for local_learner or None for make_learner, requirement, disclosure, options)
-CASES: dict[str, tuple[str, str, str | None, str | None, str, dict[str, Any]]] = {
+CASES: dict[str, tuple[str, str, str | None, str | None, Disclosure, dict[str, Any]]] = {
     "car-multiway-raw": ("car", "multiway", None, None, "counts", {}),
     "nursery-multiway-raw": ("nursery", "multiway", None, None, "counts", {}),
     "vote-multiway-raw": ("vote", "multiway", None, None, "counts", {}),

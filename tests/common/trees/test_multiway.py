@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 
-from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.schema import Attribute, CategoricalAttribute, NumericAttribute, Schema, SchemaError
 from modelshare.common.federation.wire import tree_from_pb, tree_to_pb
 from modelshare.common.trees.learners.multiway import MultiwayTreeClassifier
 from modelshare.common.trees.tree import CategorySet, Interval, Tree
@@ -46,7 +46,8 @@ def split_paths(tree: Tree) -> Iterator[tuple[int, list[int]]]:
         if node.is_leaf:
             yield i, attrs
         for e in node.edges:
-            stack.append((e.child, attrs + [node.attribute]))  # type: ignore[list-item]
+            assert node.attribute is not None
+            stack.append((e.child, attrs + [node.attribute]))
 
 
 def walk(tree: Tree, row: np.ndarray) -> int:
@@ -64,7 +65,7 @@ def walk(tree: Tree, row: np.ndarray) -> int:
             else:
                 above = value > c.low or (c.low_closed and value == c.low)
                 below = value < c.high or (c.high_closed and value == c.high)
-                taken = above and below
+                taken = bool(above and below)
             if taken:
                 i = e.child
                 break
@@ -82,7 +83,7 @@ def check_released_shape(model: MultiwayTreeClassifier, X: np.ndarray, y: np.nda
     for i, node in enumerate(tree.nodes):
         if node.is_leaf:
             np.testing.assert_array_equal(node.counts, np.bincount(y[stops == i], minlength=k))
-    leaf_sum = np.sum([tree.nodes[i].counts for i in tree.leaves], axis=0)
+    leaf_sum = np.sum([tree.nodes[i].class_counts() for i in tree.leaves], axis=0)
     np.testing.assert_array_equal(leaf_sum, tree.root.counts)
     np.testing.assert_array_equal(tree.root.counts, np.bincount(y, minlength=k))
     for _, attrs in split_paths(tree):
@@ -94,7 +95,8 @@ def check_released_shape(model: MultiwayTreeClassifier, X: np.ndarray, y: np.nda
             continue
         assert node.total >= 2 * msl
         sizes = [tree.nodes[e.child].total for e in node.edges]
-        attr = schema.attributes[node.attribute]  # type: ignore[index]
+        assert node.attribute is not None
+        attr = schema.attributes[node.attribute]
         if isinstance(attr, CategoricalAttribute):
             assert [e.constraint for e in node.edges] == [CategorySet(frozenset({c})) for c in range(attr.size)]
             assert sum(s >= msl for s in sizes) >= 2
@@ -223,7 +225,9 @@ def test_mixed_table_gives_valid_tree_and_fits_training_rows() -> None:
     for path in model.tree_.paths():  # numeric constraints come out clipped to the schema range
         for a, c in path.constraints:
             if isinstance(c, Interval):
-                assert schema.attributes[a].low <= c.low and c.high <= schema.attributes[a].high
+                attribute = schema.attributes[a]
+                assert isinstance(attribute, NumericAttribute)
+                assert attribute.low <= c.low and c.high <= attribute.high
 
 
 def test_numeric_attribute_may_be_split_again_on_a_path() -> None:
@@ -234,7 +238,9 @@ def test_numeric_attribute_may_be_split_again_on_a_path() -> None:
     check_released_shape(model, X, y)
     assert np.array_equal(model.predict(X), y)
     assert max(len(attrs) for _, attrs in split_paths(model.tree_)) == 2
-    assert model.tree_.root.edges[0].constraint.high == 2.5  # lowest of the equal-gain thresholds 2.5, 4.5
+    first = model.tree_.root.edges[0].constraint
+    assert isinstance(first, Interval)
+    assert first.high == 2.5  # lowest of the equal-gain thresholds 2.5, 4.5
 
 
 def test_car_fully_grown_tree_is_exact_and_uses_each_attribute_once_per_path(car) -> None:
@@ -399,7 +405,8 @@ def random_tables(draw: st.DrawFn) -> tuple[Schema, np.ndarray, np.ndarray]:
     kinds = draw(st.lists(st.sampled_from(["cat", "num"]), min_size=1, max_size=4))
     n = draw(st.integers(1, 40))
     n_classes = draw(st.integers(2, 3))
-    attributes, columns = [], []
+    attributes: list[Attribute] = []
+    columns = []
     for j, kind in enumerate(kinds):
         if kind == "cat":
             size = draw(st.integers(1, 4))
@@ -436,4 +443,6 @@ def test_random_tables_give_valid_trees_with_the_reference_root_split(
         attribute, threshold = choice
         assert root.attribute == attribute
         if threshold is not None:
-            assert root.edges[0].constraint.high == threshold
+            first = root.edges[0].constraint
+            assert isinstance(first, Interval)
+            assert first.high == threshold

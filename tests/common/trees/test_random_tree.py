@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ from scipy.stats import binomtest
 from modelshare.common.data.schema import CategoricalAttribute, NumericAttribute, Schema
 from modelshare.common.mechanisms.kanon_rdt import LowCount, counts_below_k, kanon_rdt
 from modelshare.common.params import ParameterError
-from modelshare.common.trees.learners.random_tree import RandomDecisionTrees, random_structure
-from modelshare.common.trees.tree import CategorySet, Interval, Tree
+from modelshare.common.trees.learners.random_tree import RandomDecisionTrees, ThresholdScale, random_structure
+from modelshare.common.trees.tree import CategorySet, Interval, Node, Tree
 
 MIXED = Schema(
     (
@@ -77,7 +78,7 @@ def assert_part_of(fitted: Tree, full: Tree) -> None:
         assert set(edges) <= set(full_edges)
 
 
-def walk_splits(tree: Tree):
+def walk_splits(tree: Tree) -> Iterator[tuple[Node, tuple[int, ...], dict[int, Interval]]]:
     """Each inner node with the attributes split on above it and its path's numeric intervals."""
     stack: list[tuple[int, tuple[int, ...], dict[int, Interval]]] = [(0, (), {})]
     while stack:
@@ -85,13 +86,15 @@ def walk_splits(tree: Tree):
         node = tree.nodes[i]
         if node.is_leaf:
             continue
+        attribute = node.attribute
+        assert attribute is not None, f"inner node {i} names no attribute"
         yield node, above, intervals
         for e in node.edges:
             narrowed = dict(intervals)
             if isinstance(e.constraint, Interval):
-                previous = intervals.get(node.attribute, Interval(-math.inf, math.inf))  # type: ignore[arg-type]
-                narrowed[node.attribute] = previous.intersect(e.constraint)  # type: ignore[index]
-            stack.append((e.child, above + (node.attribute,), narrowed))  # type: ignore[operator]
+                previous = intervals.get(attribute, Interval(-math.inf, math.inf))
+                narrowed[attribute] = previous.intersect(e.constraint)
+            stack.append((e.child, above + (attribute,), narrowed))
 
 
 def region(path) -> tuple:
@@ -133,30 +136,33 @@ def test_dense_data_materialises_the_whole_structure() -> None:
 @pytest.mark.parametrize("thresholds", ["uniform", "log"])
 @pytest.mark.parametrize("numeric_reuse", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_splits_stay_in_public_ranges_and_categoricals_once(seed: int, numeric_reuse: bool, thresholds: str) -> None:
+def test_splits_stay_in_public_ranges_and_categoricals_once(seed: int, numeric_reuse: bool,
+                                                            thresholds: ThresholdScale) -> None:
     tree = random_structure(MIXED, 6, seed * 7919, seed, numeric_reuse=numeric_reuse, thresholds=thresholds)
     tree.validate()
     assert tree.depth <= 6
     for node, above, intervals in walk_splits(tree):
-        attr = MIXED.attributes[node.attribute]  # type: ignore[index]
+        assert node.attribute is not None
+        attr = MIXED.attributes[node.attribute]
         if isinstance(attr, CategoricalAttribute) or not numeric_reuse:
             assert node.attribute not in above
         if isinstance(attr, CategoricalAttribute):
             assert [e.constraint for e in node.edges] == [CategorySet(frozenset({c})) for c in range(attr.size)]
             continue
         left, right = (e.constraint for e in node.edges)
-        t = left.high  # type: ignore[union-attr]
+        assert isinstance(left, Interval)
+        t = left.high
         assert left == Interval(-math.inf, t, False, True) and right == Interval(t, math.inf, False, False)
-        path = intervals.get(node.attribute, Interval(-math.inf, math.inf)).clip(attr)  # type: ignore[arg-type]
+        path = intervals.get(node.attribute, Interval(-math.inf, math.inf)).clip(attr)
         assert attr.low < t < attr.high
         assert path.low < t < path.high
 
 
-def root_thresholds(schema: Schema, thresholds: str, seeds: int = 400) -> np.ndarray:
+def root_thresholds(schema: Schema, thresholds: ThresholdScale, seeds: int = 400) -> np.ndarray:
     """The root threshold of every structure seed whose root splits a numeric attribute."""
     roots = (random_structure(schema, 1, seed, thresholds=thresholds).root for seed in range(seeds))
-    return np.array([node.edges[0].constraint.high for node in roots  # type: ignore[union-attr]
-                     if isinstance(node.edges[0].constraint, Interval)])
+    firsts = (node.edges[0].constraint for node in roots)
+    return np.array([first.high for first in firsts if isinstance(first, Interval)])
 
 
 def test_log_thresholds_spread_over_a_wide_range_and_leave_a_narrow_one_near_uniform() -> None:
@@ -233,8 +239,8 @@ def test_leaf_counts_are_the_suppressed_path_counts(n: int, k: int, seed: int) -
     model = RandomDecisionTrees(MIXED, depth=3, n_trees=2, k=k, random_state=seed).fit(X, y)
     for i, tree in enumerate(model.trees_):
         full = random_structure(MIXED, 3, model.structure_seed_, i)
-        expected = {r: np.where(c >= k, c, 0.0) for r, c in brute_counts(full, X, y, 3).items()}
-        expected = {r: tuple(c) for r, c in expected.items() if c.sum() > 0}
+        suppressed = {r: np.where(c >= k, c, 0.0) for r, c in brute_counts(full, X, y, 3).items()}
+        expected = {r: tuple(c) for r, c in suppressed.items() if c.sum() > 0}
         released = {region(p): tuple(p.counts) for p in tree.paths() if p.total > 0}  # type: ignore[arg-type]
         assert released == expected
         assert tree.n_leaves == max(len(expected), 1)  # no empty leaf besides a bare, empty root
@@ -257,7 +263,7 @@ def test_beta_one_and_k_zero_is_alg_1() -> None:
     X, y = random_rows(MIXED, 300, rng), rng.integers(0, 3, 300)
     release = kanon_rdt(MIXED, X, y, k=0, beta=1.0, depth=3, n_trees=3, rng=1)
     assert release.sample_sizes == (300, 300, 300)
-    assert all(np.array_equal(t.root.counts, np.bincount(y, minlength=3)) for t in release.trees)
+    assert all(np.array_equal(t.root.class_counts(), np.bincount(y, minlength=3)) for t in release.trees)
 
 
 def test_kanon_rdt_is_reproducible_from_its_seed() -> None:
@@ -276,11 +282,11 @@ def test_counts_below_k_finds_every_low_count() -> None:
     trees = kanon_rdt(MIXED, X, y, k=0, beta=1.0, depth=3, n_trees=2, rng=2).trees
     found = counts_below_k(trees, 4)
     expected = [
-        LowCount(t, i, c, float(node.counts[c]))  # type: ignore[index]
+        LowCount(t, i, c, float(node.class_counts()[c]))
         for t, tree in enumerate(trees)
         for i, node in enumerate(tree.nodes)
         for c in range(3)
-        if 0 < node.counts[c] < 4  # type: ignore[index]
+        if 0 < node.class_counts()[c] < 4
     ]
     assert found == expected and found
     with pytest.raises(ValueError, match="hit_miss"):
@@ -298,7 +304,7 @@ def test_predict_proba_sums_counts_over_trees_then_normalises() -> None:
         for path in tree.paths():
             summed[path.mask(X_new)] += path.counts
     empty = summed.sum(axis=1) == 0
-    summed[empty] = np.sum([t.root.counts for t in model.trees_], axis=0)
+    summed[empty] = np.sum([t.root.class_counts() for t in model.trees_], axis=0)
     expected = summed / summed.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(model.predict_proba(X_new), expected)
     np.testing.assert_array_equal(model.predict(X_new), np.argmax(expected, axis=1))

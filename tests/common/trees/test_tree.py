@@ -85,7 +85,8 @@ def test_hit_miss_disclosure():
     [
         (lambda n: n[2].edges.__setitem__(1, Edge(Interval(40.0, math.inf, False, False), 5)), "more than one parent"),
         (lambda n: n[2].edges.append(Edge(CategorySet(frozenset({0})), 9)), "does not exist"),
-        (lambda n: n[2].edges.__setitem__(0, Edge(Interval(-math.inf, 40.0), 1.5)), "does not exist"),
+        (lambda n: n[2].edges.__setitem__(0, Edge(Interval(-math.inf, 40.0), 1.5)),  # type: ignore[arg-type]  # on purpose
+         "does not exist"),
         (lambda n: n.__setitem__(5, Node.from_counts(np.array([-1.0, 10.0]))), "non-negative"),
         (lambda n: n.__setitem__(5, leaf(1, 8)), "children's counts sum"),
         (lambda n: n.__setitem__(5, leaf(0, 8)), "children hold 15 tuples, the node 16"),
