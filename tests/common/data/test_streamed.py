@@ -206,7 +206,7 @@ def test_a_value_that_does_not_fit_is_named_by_the_blocks_without_reading_the_fi
     path = tmp_path / "t.csv"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(SchemaError) as info:
-        stream_encoded(path, SMALL, "cls", missing=missing, block_bytes=16)  # type: ignore[arg-type]
+        stream_encoded(path, SMALL, "cls", missing=missing, block_bytes=16)
     exc = info.value
     assert ("error", str(exc), exc.row, exc.column, exc.value) == _whole(path, SMALL, missing)
 
