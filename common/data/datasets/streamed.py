@@ -1,27 +1,18 @@
-"""Read a table straight into its schema's encoded ``(X, y)``, a block of rows at a time (`read_encoded`).
+"""Read a table with a given schema straight into its encoded ``(X, y)``, a block of rows at a time.
 
-`read_encoded` gives what ``schema.encode(load_table(path, class_column, schema=schema, missing=missing).frame)``
-gives, the same ``X`` (float64), ``y`` (int64) and dropped-row count, without ever holding the table as text: a
-CSV/TSV (``.csv``, ``.csv.gz``, ``.tsv``) is parsed by pyarrow's streaming reader in blocks of `BLOCK_BYTES`, a
-Parquet file read a row group's batch at a time, and only the schema's columns and the class column are
-converted. Each block is stripped (Python's whitespace), its missing tokens (``?``, empty, a Parquet null or NaN)
-settled by the missing-value policy, and encoded with pyarrow compute and numpy (category and class codes by
-lookup, numbers parsed by pyarrow, whose parse agrees with pandas' on every number both accept) into ``X`` and
-``y``, allocated once for an upper bound on the rows (the file's line count, or a Parquet file's row count) and
-shrunk at the end. So the peak memory is the encoded arrays plus a few blocks.
-
-Before the blocks, one pass over the file's bytes (decompressed for ``.csv.gz``) counts its lines, checks that
-it is UTF-8 (a truncated gzip stream is noticed there too) and looks for a quoted field after spaces; the
-delimiter is sniffed from the first 64 KiB and the header read as `load_table` reads them. A value that does not
-fit the schema, a missing value under ``missing="error"`` (or, under ``"category"``, in an attribute that does
-not list the category) and a table left without rows are raised as `load_table` then `Schema.encode` raise them
-(the same first column, row, value and count of rows over the whole table), after every block is read. Whatever
-else the blocks do not settle exactly as `load_table` would, the whole-file reader (`load_table`) settles
-instead, so the contract, every result and every `SchemaError`, is the loader's: a header problem, a row of the
-wrong width, bytes that are not UTF-8, a quoted field after spaces, a row longer than two blocks, a Parquet column
-that is not text (or, for a numeric attribute, a number; and a Parquet number that does not fit), a file without
-data rows. Such a file is read a second time whole, which costs the whole-file reader's memory on it only.
-`stream_encoded` is the streamed part alone, for a caller with its own whole-file path (the owner daemon).
+`read_encoded` returns what `load_table` then `Schema.encode` return (the same float64 ``X``, int64 ``y`` and
+dropped-row count) and raises the same `SchemaError`, without holding the table as text: a CSV/TSV (``.csv``,
+``.csv.gz``, ``.tsv``) is parsed by pyarrow's streaming reader in blocks of `BLOCK_BYTES`, a Parquet file in
+batches, and only the schema's columns and the class column are converted, stripped (Python's whitespace),
+settled by the missing-value policy and encoded with pyarrow compute and numpy (codes by lookup, numbers by
+pyarrow's parse, which agrees with pandas' wherever both read a number) into arrays allocated once for an upper
+bound on the rows (a first pass over the bytes counts the lines, checks they are UTF-8 and looks for a quoted
+field after spaces). A value that does not fit, a missing value the policy refuses and a table left without rows
+are named once every block is read, with the loader's first column, row, value and count of rows; a file the
+blocks cannot read exactly as the loader does (a header or row-width fault, bytes that are not UTF-8, a quoted
+field after spaces, a row longer than two blocks, a Parquet column of another type, no data rows) is read again
+by `load_table` itself, at its memory. `stream_encoded` is the streamed part alone (None where the whole-file
+reader must decide), for a caller with its own whole-file path: the owner daemon.
 """
 
 from __future__ import annotations
