@@ -48,6 +48,8 @@ else:  # pragma: no cover - exercised only on Python 3.10
 
 __all__ = [
     "DEFAULT_CELLS",
+    "number_fault_reasons",
+    "unknown_value_reason",
     "SchemaError",
     "CategoricalAttribute",
     "NumericAttribute",
@@ -220,6 +222,19 @@ def read_schema_file(path: str | Path) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise SchemaError("the schema file must hold a table at top level", source=str(path))
     return data
+
+def unknown_value_reason(domain: Sequence[str], what: str) -> str:
+    """Why a value outside ``domain`` (the schema's categories or classes, ``what`` naming which) does not fit."""
+    shown = list(domain) if len(domain) <= 12 else [*domain[:12], "..."]
+    return f"unknown {what} (expected one of {shown})"
+
+
+def number_fault_reasons(attr: NumericAttribute) -> tuple[str, str, str]:
+    """Why a value of ``attr`` does not fit, in the order `Schema.encode` checks: not a finite number, not whole
+    (an integer attribute only), outside the range."""
+    return ("not a finite number", "not a whole number, and the schema declares the attribute integer",
+            f"outside the schema range [{attr.low:g}, {attr.high:g}]")
+
 
 MISSING_TOKENS = ("?", "")
 
@@ -497,9 +512,8 @@ class Schema:
         if bad.size:
             pos = bad[0]
             value = series.iloc[pos]
-            shown = list(categories) if len(categories) <= 12 else list(categories[:12]) + ["..."]
             raise SchemaError(
-                f"unknown {what} (expected one of {shown}); {bad.size} row(s) affected",
+                f"{unknown_value_reason(categories, what)}; {bad.size} row(s) affected",
                 source=source,
                 row=self._row_number(series, pos),
                 column=column,
@@ -514,13 +528,12 @@ class Schema:
 
         values: np.ndarray = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
         finite = np.isfinite(values)
-        faults = [(~finite, "not a finite number")]
+        not_number, not_whole, outside = number_fault_reasons(attr)
+        faults = [(~finite, not_number)]
         if attr.integer:
-            faults.append((finite & (values != np.round(values)),
-                           "not a whole number, and the schema declares the attribute integer"))
+            faults.append((finite & (values != np.round(values)), not_whole))
         with np.errstate(invalid="ignore"):
-            faults.append((finite & ((values < attr.low) | (values > attr.high)),
-                           f"outside the schema range [{attr.low:g}, {attr.high:g}]"))
+            faults.append((finite & ((values < attr.low) | (values > attr.high)), outside))
         for mask, why in faults:
             bad = np.flatnonzero(mask)
             if bad.size:

@@ -50,7 +50,8 @@ from modelshare.common.data.regression import RegressionSchema
 from modelshare.common.data.schema import MISSING_TOKENS, Schema, SchemaError
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "LoadedTable", "MissingPolicy", "RowsRead", "load_table",
-           "read_frame", "read_rows", "settle_missing", "sniff_delimiter", "table_suffix"]
+           "missing_value_error", "no_row_left_error", "read_frame", "read_rows", "settle_missing", "sniff_delimiter",
+           "table_suffix", "unlisted_missing_error"]
 
 MissingPolicy = Literal["drop", "error", "category"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("drop", "error", "category")
@@ -351,16 +352,30 @@ def _apply_missing(frame: pd.DataFrame, policy: Literal["drop", "error"], source
     if policy == "error":
         pos = int(np.argmax(rows))
         column = str(frame.columns[int(np.argmax(absent.iloc[pos].to_numpy()))])
-        raise SchemaError(
-            f"missing value; {int(rows.sum())} row(s) have one (use missing='drop' to drop them)",
-            source=source,
-            row=int(frame.index[pos]) + 1,
-            column=column,
-        )
+        raise missing_value_error(int(rows.sum()), source, int(frame.index[pos]) + 1, column)
     kept = frame[~rows]
     if kept.empty:
-        raise SchemaError(f"every one of the {len(frame)} row(s) has a missing value", source=source)
+        raise no_row_left_error(len(frame), source)
     return kept, int(rows.sum())
+
+
+def missing_value_error(rows: int, source: str, row: int, column: str) -> SchemaError:
+    """``missing="error"``'s refusal: ``rows`` rows miss a value, the first at 1-based ``row`` in ``column``."""
+    return SchemaError(f"missing value; {rows} row(s) have one (use missing='drop' to drop them)",
+                       source=source, row=row, column=column)
+
+
+def no_row_left_error(rows: int, source: str) -> SchemaError:
+    """The refusal of a table whose ``rows`` rows all miss a value (none left once they are dropped)."""
+    return SchemaError(f"every one of the {rows} row(s) has a missing value", source=source)
+
+
+def unlisted_missing_error(source: str, row: int, column: str) -> SchemaError:
+    """``missing="category"``'s refusal of a missing value (1-based ``row``) in an attribute whose schema does not
+    list `MISSING_CATEGORY`."""
+    return SchemaError(f"missing='category' keeps a missing value as the category {MISSING_CATEGORY!r}, which "
+                       "the schema does not list for this attribute: add it to its categories",
+                       source=source, row=row, column=column)
 
 
 def _missing_as_category(frame: pd.DataFrame, columns: Sequence[str], source: str,
@@ -376,9 +391,7 @@ def _missing_as_category(frame: pd.DataFrame, columns: Sequence[str], source: st
         if not absent.any():
             continue
         if categories is not None and MISSING_CATEGORY not in categories[column]:
-            raise SchemaError(f"missing='category' keeps a missing value as the category {MISSING_CATEGORY!r}, which "
-                              "the schema does not list for this attribute: add it to its categories",
-                              source=source, row=int(frame.index[int(np.argmax(absent))]) + 1, column=column)
+            raise unlisted_missing_error(source, int(frame.index[int(np.argmax(absent))]) + 1, column)
         filled[column] = frame[column].fillna(MISSING_CATEGORY)
     return frame.assign(**filled)
 

@@ -37,10 +37,21 @@ from modelshare.common.data.datasets.loading import (
     MISSING_POLICIES,
     MissingPolicy,
     load_table,
+    missing_value_error,
+    no_row_left_error,
     sniff_delimiter,
     table_suffix,
+    unlisted_missing_error,
 )
-from modelshare.common.data.schema import MISSING_TOKENS, CategoricalAttribute, NumericAttribute, Schema, SchemaError
+from modelshare.common.data.schema import (
+    MISSING_TOKENS,
+    CategoricalAttribute,
+    NumericAttribute,
+    Schema,
+    SchemaError,
+    number_fault_reasons,
+    unknown_value_reason,
+)
 
 __all__ = ["BLOCK_BYTES", "EncodedTable", "read_encoded", "stream_encoded"]
 
@@ -49,7 +60,6 @@ BLOCK_BYTES = 1 << 20
 holding more memory (4 MiB: 150 MB more at 10^6 Adult-shaped rows) for no speed."""
 _SNIFF_BYTES = 65536  # the sample the delimiter and the header are read from, as `load_table` reads it
 _SCAN_BYTES = 1 << 22  # bytes per read of the line-counting pass
-_PARQUET_ROWS = 1 << 16
 _WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
                "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 """Every character `str.strip` removes (those whose `str.isspace` is true), which the loader strips."""
@@ -134,7 +144,7 @@ def stream_encoded(path: str | Path, schema: Schema, class_column: str, *, missi
         return None
     if fault is not None:
         raise fault
-    return encoder.finish(label, schema)
+    return encoder.finish(label)
 
 
 def _text_blocks(path: Path, suffix: str, wanted: Sequence[str],
@@ -258,10 +268,6 @@ class _Fault:
     count: int
     row: int
     value: object
-
-
-_NUMBER_FAULTS = ("not a finite number", "not a whole number, and the schema declares the attribute integer",
-                  "outside the schema range")  # `Schema.encode`'s order of a numeric column's faults
 
 
 class _Encoder:
@@ -409,33 +415,27 @@ class _Encoder:
         names = [*self.schema.names, self.schema.class_name]
         if self.unlisted:
             j = min(self.unlisted)
-            return SchemaError(f"missing='category' keeps a missing value as the category {MISSING_CATEGORY!r}, which "
-                               "the schema does not list for this attribute: add it to its categories",
-                               source=label, row=self.unlisted[j] + 1, column=names[j])
+            return unlisted_missing_error(label, self.unlisted[j] + 1, names[j])
         if self.first_absent is not None:
             row, j = self.first_absent
-            return SchemaError(f"missing value; {self.absent_rows} row(s) have one (use missing='drop' to drop them)",
-                               source=label, row=row + 1, column=names[j])
+            return missing_value_error(self.absent_rows, label, row + 1, names[j])
         if self.kept == 0:
-            return SchemaError(f"every one of the {self.rows} row(s) has a missing value", source=label)
+            return no_row_left_error(self.rows, label)
         if not self.faults:
             return None
         (j, kind), fault = min(self.faults.items())
-        if j == self.schema.n_attributes or isinstance(self.schema.attributes[j], CategoricalAttribute):
-            domain = self.schema.classes if j == self.schema.n_attributes else \
-                self.schema.attributes[j].categories  # type: ignore[union-attr]
-            shown = list(domain) if len(domain) <= 12 else list(domain[:12]) + ["..."]
-            why = f"unknown {'class' if j == self.schema.n_attributes else 'category'} (expected one of {shown})"
+        attribute = self.schema.attributes[j] if j < self.schema.n_attributes else None
+        if isinstance(attribute, NumericAttribute):
+            why = number_fault_reasons(attribute)[kind]
+        elif isinstance(attribute, CategoricalAttribute):
+            why = unknown_value_reason(attribute.categories, "category")
         else:
-            attribute = self.schema.attributes[j]
-            assert isinstance(attribute, NumericAttribute)
-            why = (_NUMBER_FAULTS[kind] if kind < 2 else
-                   f"outside the schema range [{attribute.low:g}, {attribute.high:g}]")
+            why = unknown_value_reason(self.schema.classes, "class")
         return SchemaError(f"{why}; {fault.count} row(s) affected", source=label, row=fault.row + 1, column=names[j],
                            value=fault.value)
 
-    def finish(self, label: str, schema: Schema) -> EncodedTable:
+    def finish(self, label: str) -> EncodedTable:
         """The encoded table, shrunk to the rows kept (`fault` having found nothing)."""
         self.X.resize((self.kept, self.X.shape[1]), refcheck=False)
         self.y.resize(self.kept, refcheck=False)
-        return EncodedTable(self.X, self.y, self.rows - self.kept, label, schema)
+        return EncodedTable(self.X, self.y, self.rows - self.kept, label, self.schema)
