@@ -1,5 +1,5 @@
-"""A dp study's gradient boosting on the local and the Dask
-engine, and on Dask with a guaranteed leaf floor, in one run.
+"""A dp study's gradient boosting on the local and the Dask engine, and on Dask with a guaranteed leaf floor, in one
+run.
 
 Issue 23's eps = 0.1 setting: each repeat releases one DPEA tree of depth 3 over adult.data (the bundled
 Adult rows from adult.data; the rows from adult.test evaluate), with its own seed, and learns boosting

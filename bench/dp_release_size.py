@@ -45,8 +45,7 @@ SETTINGS = ("paper", "compact")
 
 
 def synthetic(rows: int, seed: int = 0) -> tuple[Schema, np.ndarray, np.ndarray]:
-    """20 attributes (10 numeric over public ranges, 10 categorical
-    of 2-20 categories); the class follows three of them."""
+    """20 attributes (10 numeric over public ranges, 10 categorical of 2-20 categories); the class follows three."""
     rng = np.random.default_rng(seed)
     attributes: list[CategoricalAttribute | NumericAttribute] = [
         NumericAttribute(f"x{i}", 0.0, 100.0 * (i + 1)) for i in range(10)]

@@ -31,8 +31,8 @@ ITERATIONS = 8
 
 
 def leaf_labels(trees: list[Tree], X: np.ndarray) -> np.ndarray:
-    """Per pseudo row of a one-tree release, the label of the
-    leaf it was drawn from (its paths partition the domain)."""
+    """Per pseudo row of a one-tree release, the label of the leaf it was drawn from (its paths partition the
+    domain)."""
     [tree] = trees
     labels = np.array([node.label for node in tree.nodes])
     return labels[tree.apply(X)]

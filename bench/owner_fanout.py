@@ -102,8 +102,8 @@ class Swarm:
                     return  # as a daemon would now answer it; this owner is done
 
     def _came_back(self, first_held: asyncio.Event) -> bool:
-        """Count an owner's first Poll to come back (held for its
-        full wait, or failed); set ``first_held`` at the last."""
+        """Count an owner's first Poll to come back (held for its full wait, or failed); set ``first_held`` at the
+        last."""
         self.held += 1
         if self.held == len(self.kits):
             first_held.set()

@@ -1,5 +1,5 @@
-"""An owner's release on a large table: wall time and peak
-memory against scikit-learn's CART on the same rows, in one run.
+"""An owner's release on a large table: wall time and peak memory against scikit-learn's CART on the same rows, in
+one run.
 
 The table is Adult-shaped: ``--rows`` rows drawn with replacement from the bundled Adult table (seed
 ``--seed``), each numeric value of half of them moved by a normal draw of 5% of its column's standard

@@ -83,8 +83,8 @@ def default_decline_rows(requirement: DP, depth: int, schema: Schema) -> float:
 
 
 Threshold = Callable[[DP, int], float]
-"""``(the trees' requirement, depth) -> the noisy total below
-which the owner declines``, for one schema and mechanism."""
+"""For one schema and mechanism: the trees' requirement and depth -> the noisy total below which the owner
+declines."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ class ClassPrior:
 
     @property
     def spent(self) -> float:
-        """The epsilon the release spent: the whole study's, or
-        the share's alone for a decline without a second draw."""
+        """The epsilon the release spent: the whole study's, or the share's alone for a decline without a second
+        draw."""
         return self.epsilon + (self.tree_epsilon if self.declined is None or self.refined is not None else 0.0)
 
     @property

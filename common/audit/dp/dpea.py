@@ -1,5 +1,4 @@
-"""Audit target (`modelshare.common.audit.dp.estimate.AuditTarget`)
-for DPEA, and the tiny adversarial table it is meant for.
+"""DPEA's audit target (`modelshare.common.audit.dp.estimate.AuditTarget`) and the tiny adversarial table it is for.
 
 DPEA's structure is chosen from the data: a release is (per tree) a whole structure, with its
 all-zero leaves dropped, plus the other leaves' noisy counts. On a small schema and depth every full

@@ -189,8 +189,8 @@ class KAnonRdtTarget(_RdtTarget):
 
 def laplace_rdt_target(requirement: DP, depth: int, schema: Schema, X: np.ndarray, y: np.ndarray,
                        rng: np.random.Generator, *, mechanism: str = LAPLACE_RDT) -> LaplaceRdtTarget:
-    """The registry's audit target of laplace-rdt (or of
-    ``mechanism``, a variant) at ``dp:epsilon,trees``, ``depth``."""
+    """The registry's audit target of laplace-rdt (or of ``mechanism``, a variant) at ``dp:epsilon,trees``,
+    ``depth``."""
     return LaplaceRdtTarget(requirement, depth, schema, X, y, rng, mechanism=mechanism)
 
 
