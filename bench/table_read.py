@@ -154,8 +154,8 @@ def _row(rows: int, form: str, size_mb: float, case: str, found: dict[str, Any],
     ratio = (f"{found['wall'] / base['wall']:.2f} / {found['maxrss_mb'] / base['maxrss_mb']:.2f}"
              if base and "wall" in base and case != "whole-file" else "")
     kept = f"{found['rows']:,}" + (f" (+{found['dropped']:,} dropped)" if "dropped" in found else "")
-    imports = f"{found['imports_mb']:,.0f} MB" if "imports_mb" in found else ""
-    return (f"| {rows:,} | {form} | {size_mb:,.0f} MB | {case} | {found['wall']:.1f} | {found['maxrss_mb']:,.0f} MB | "
+    imports = f"{found['imports_mb']:,.0f} MiB" if "imports_mb" in found else ""
+    return (f"| {rows:,} | {form} | {size_mb:,.0f} MB | {case} | {found['wall']:.1f} | {found['maxrss_mb']:,.0f} MiB | "
             f"{imports} | {ratio} | {kept} | {found.get('digest', '')} |")
 
 
